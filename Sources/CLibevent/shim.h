@@ -1,0 +1,47 @@
+#ifndef SECUREPUSH_CLIBEVENT_SHIM_H
+#define SECUREPUSH_CLIBEVENT_SHIM_H
+
+#include <event2/event.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/bufferevent_ssl.h>
+#include <event2/listener.h>
+#include <event2/util.h>
+#include <openssl/ssl.h>
+#include <openssl/err.h>
+#include <openssl/x509.h>
+#include <openssl/pem.h>
+#include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <signal.h>
+
+/* The libevent flag constants are macros Swift does not always import with the right type. */
+static const short sp_EV_READ = EV_READ;
+static const short sp_EV_WRITE = EV_WRITE;
+static const short sp_EV_PERSIST = EV_PERSIST;
+static const short sp_EV_SIGNAL = EV_SIGNAL;
+static const short sp_EV_TIMEOUT = EV_TIMEOUT;
+static const short sp_BEV_EVENT_READING = BEV_EVENT_READING;
+static const short sp_BEV_EVENT_WRITING = BEV_EVENT_WRITING;
+static const short sp_BEV_EVENT_EOF = BEV_EVENT_EOF;
+static const short sp_BEV_EVENT_ERROR = BEV_EVENT_ERROR;
+static const short sp_BEV_EVENT_TIMEOUT = BEV_EVENT_TIMEOUT;
+static const short sp_BEV_EVENT_CONNECTED = BEV_EVENT_CONNECTED;
+static const int sp_BEV_OPT_CLOSE_ON_FREE = BEV_OPT_CLOSE_ON_FREE;
+static const int sp_BEV_OPT_DEFER_CALLBACKS = BEV_OPT_DEFER_CALLBACKS;
+static const unsigned sp_LEV_OPT_CLOSE_ON_FREE = LEV_OPT_CLOSE_ON_FREE;
+static const unsigned sp_LEV_OPT_REUSEABLE = LEV_OPT_REUSEABLE;
+static const unsigned sp_LEV_OPT_CLOSE_ON_EXEC = LEV_OPT_CLOSE_ON_EXEC;
+
+/* OpenSSL macros that are function-like and so invisible to Swift. */
+static inline long sp_SSL_CTX_set_min_tls12(SSL_CTX *ctx) {
+    return SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+}
+static inline long sp_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
+    return SSL_set_tlsext_host_name(ssl, name);
+}
+
+#endif

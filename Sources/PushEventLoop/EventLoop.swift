@@ -1,0 +1,3 @@
+import CLibevent
+import PushWire
+

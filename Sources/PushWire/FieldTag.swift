@@ -1,0 +1,113 @@
+/// Field tags of protocol v1 (SPEC.md section 3). The namespace is global: a tag has the
+/// same meaning and value type in every message that carries it.
+public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public var rawValue: UInt8
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    public enum ValueType: Sendable, Equatable {
+        case u8, u16, u32, u64
+        case bytes(max: Int?)
+        case string(max: Int)
+
+        /// Fixed width of an integer type, nil for variable-length values.
+        public var width: Int? {
+            switch self {
+            case .u8: 1
+            case .u16: 2
+            case .u32: 4
+            case .u64: 8
+            case .bytes, .string: nil
+            }
+        }
+    }
+
+    public static let role = FieldTag(rawValue: 0x01)
+    public static let versionMin = FieldTag(rawValue: 0x02)
+    public static let versionMax = FieldTag(rawValue: 0x03)
+    public static let credential = FieldTag(rawValue: 0x04)
+    public static let maxFrame = FieldTag(rawValue: 0x05)
+    public static let keepaliveMs = FieldTag(rawValue: 0x06)
+    public static let maxInflight = FieldTag(rawValue: 0x07)
+    public static let version = FieldTag(rawValue: 0x08)
+    public static let name = FieldTag(rawValue: 0x09)
+    public static let message = FieldTag(rawValue: 0x0A)
+    public static let lastCorrelation = FieldTag(rawValue: 0x0B)
+    public static let user = FieldTag(rawValue: 0x10)
+    public static let password = FieldTag(rawValue: 0x11)
+    public static let deviceID = FieldTag(rawValue: 0x12)
+    public static let token = FieldTag(rawValue: 0x13)
+    public static let expiresAt = FieldTag(rawValue: 0x14)
+    public static let id = FieldTag(rawValue: 0x15)
+    public static let payload = FieldTag(rawValue: 0x16)
+    public static let ttlSeconds = FieldTag(rawValue: 0x17)
+    public static let readLimit = FieldTag(rawValue: 0x18)
+    public static let cursor = FieldTag(rawValue: 0x19)
+    public static let limit = FieldTag(rawValue: 0x1A)
+    public static let ids = FieldTag(rawValue: 0x1B)
+    public static let hasMore = FieldTag(rawValue: 0x1C)
+    public static let state = FieldTag(rawValue: 0x1D)
+    public static let fetchCount = FieldTag(rawValue: 0x1E)
+    public static let fetchedAt = FieldTag(rawValue: 0x1F)
+    public static let createdAt = FieldTag(rawValue: 0x20)
+    public static let targetKind = FieldTag(rawValue: 0x30)
+    public static let target = FieldTag(rawValue: 0x31)
+    public static let alert = FieldTag(rawValue: 0x32)
+    public static let priority = FieldTag(rawValue: 0x33)
+    public static let collapseKey = FieldTag(rawValue: 0x34)
+    public static let written = FieldTag(rawValue: 0x35)
+    public static let queued = FieldTag(rawValue: 0x36)
+    public static let missedCount = FieldTag(rawValue: 0x37)
+
+    /// Name and value type of every known tag, indexed by raw value for the hot path.
+    private static let table: [(name: String, type: ValueType)?] = {
+        var table = [(name: String, type: ValueType)?](repeating: nil, count: 256)
+        func define(_ tag: FieldTag, _ name: String, _ type: ValueType) { table[Int(tag.rawValue)] = (name, type) }
+        define(.role, "role", .u8)
+        define(.versionMin, "version_min", .u8)
+        define(.versionMax, "version_max", .u8)
+        define(.credential, "credential", .bytes(max: 1024))
+        define(.maxFrame, "max_frame", .u32)
+        define(.keepaliveMs, "keepalive_ms", .u32)
+        define(.maxInflight, "max_inflight", .u32)
+        define(.version, "version", .u8)
+        define(.name, "name", .string(max: 64))
+        define(.message, "message", .string(max: 1024))
+        define(.lastCorrelation, "last_correlation", .u32)
+        define(.user, "user", .string(max: 64))
+        define(.password, "password", .bytes(max: 256))
+        define(.deviceID, "device_id", .string(max: 64))
+        define(.token, "token", .bytes(max: 512))
+        define(.expiresAt, "expires_at", .u64)
+        define(.id, "id", .bytes(max: 64))
+        define(.payload, "payload", .bytes(max: nil))
+        define(.ttlSeconds, "ttl_s", .u32)
+        define(.readLimit, "read_limit", .u32)
+        define(.cursor, "cursor", .u64)
+        define(.limit, "limit", .u32)
+        define(.ids, "ids", .bytes(max: nil))
+        define(.hasMore, "has_more", .u8)
+        define(.state, "state", .u8)
+        define(.fetchCount, "fetch_count", .u32)
+        define(.fetchedAt, "fetched_at", .u64)
+        define(.createdAt, "created_at", .u64)
+        define(.targetKind, "target_kind", .u8)
+        define(.target, "target", .string(max: 64))
+        define(.alert, "alert", .u8)
+        define(.priority, "priority", .u8)
+        define(.collapseKey, "collapse_key", .string(max: 64))
+        define(.written, "written", .u32)
+        define(.queued, "queued", .u32)
+        define(.missedCount, "missed_count", .u32)
+        return table
+    }()
+
+    public var isKnown: Bool { FieldTag.table[Int(rawValue)] != nil }
+    public var valueType: ValueType? { FieldTag.table[Int(rawValue)]?.type }
+    public var name: String { FieldTag.table[Int(rawValue)]?.name ?? "tag_0x" + String(rawValue, radix: 16) }
+    public var description: String { name }
+
+    public init?(name: String) {
+        guard let index = FieldTag.table.firstIndex(where: { $0?.name == name }) else { return nil }
+        self.init(rawValue: UInt8(index))
+    }
+}
