@@ -1,0 +1,187 @@
+/// Field encoding (SPEC.md section 3): tag u8, length as an unsigned LEB128 varint of at
+/// most 4 bytes, then the value.
+public enum Varint {
+    /// The largest length a 4-byte varint can carry (2^28 - 1), above the 16 MiB ceiling.
+    public static let maxEncodable = (1 << 28) - 1
+
+    public static func append(_ value: Int, to out: inout [UInt8]) {
+        precondition(value >= 0 && value <= maxEncodable, "field length out of range")
+        var rest = value
+        while rest >= 0x80 {
+            out.append(UInt8(rest & 0x7F) | 0x80)
+            rest >>= 7
+        }
+        out.append(UInt8(rest))
+    }
+
+    /// Decodes a varint at `offset`; returns the value and the number of bytes read.
+    static func read(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(WireError) -> (value: Int, width: Int) {
+        var value = 0
+        for index in 0..<4 {
+            guard offset + index < bytes.count else { throw .truncatedField }
+            let byte = bytes[offset + index]
+            value |= Int(byte & 0x7F) << (7 * index)
+            if byte & 0x80 == 0 { return (value, index + 1) }
+        }
+        throw .fieldLengthOverflow
+    }
+}
+
+/// Appends fields to a body. Messages write their fields in ascending tag order ([3-?]).
+public struct FieldWriter {
+    public var bytes: [UInt8]
+
+    public init(into bytes: [UInt8] = []) { self.bytes = bytes }
+
+    public mutating func append(_ tag: FieldTag, _ value: UInt8) { appendFixed(tag, value) }
+    public mutating func append(_ tag: FieldTag, _ value: UInt16) { appendFixed(tag, value) }
+    public mutating func append(_ tag: FieldTag, _ value: UInt32) { appendFixed(tag, value) }
+    public mutating func append(_ tag: FieldTag, _ value: UInt64) { appendFixed(tag, value) }
+
+    public mutating func append(_ tag: FieldTag, _ value: String) {
+        var value = value
+        value.withUTF8 { append(tag, UnsafeRawBufferPointer($0)) }
+    }
+
+    public mutating func append(_ tag: FieldTag, _ value: [UInt8]) {
+        value.withUnsafeBytes { append(tag, $0) }
+    }
+
+    public mutating func append(_ tag: FieldTag, _ value: UnsafeRawBufferPointer) {
+        bytes.append(tag.rawValue)
+        Varint.append(value.count, to: &bytes)
+        bytes.append(contentsOf: value)
+    }
+
+    public mutating func append(_ tag: FieldTag, _ value: PayloadID) {
+        bytes.append(tag.rawValue)
+        bytes.append(UInt8(PayloadID.byteCount))
+        value.append(to: &bytes)
+    }
+
+    /// Writes nothing for nil, so optional fields stay off the wire.
+    public mutating func append<T>(_ tag: FieldTag, ifPresent value: T?, _ write: (inout FieldWriter, FieldTag, T) -> Void) {
+        if let value { write(&self, tag, value) }
+    }
+
+    private mutating func appendFixed<T: FixedWidthInteger>(_ tag: FieldTag, _ value: T) {
+        bytes.append(tag.rawValue)
+        bytes.append(UInt8(MemoryLayout<T>.size))
+        bytes.appendBigEndian(value)
+    }
+}
+
+/// The fields of one body, scanned once and checked against a message's field table.
+///
+/// Only tags in `allowed` are recorded; every other tag is skipped ([3-?]) unless the
+/// message is `strict` (PUSH), where any other tag is an error. Values are views into the
+/// body, so a FieldSet must not outlive it.
+public struct FieldSet {
+    private let body: UnsafeRawBufferPointer
+    private let allowed: [FieldTag]
+    // Start and length of each allowed field, by its index in `allowed`; -1 when absent.
+    private var starts: InlineArray<12, Int32>
+    private var lengths: InlineArray<12, Int32>
+
+    public init(body: UnsafeRawBufferPointer, allowed: [FieldTag], type: MessageType, strict: Bool = false) throws(WireError) {
+        precondition(allowed.count <= 12, "field tables hold at most 12 fields")
+        self.body = body
+        self.allowed = allowed
+        self.starts = InlineArray(repeating: -1)
+        self.lengths = InlineArray(repeating: 0)
+        var offset = 0
+        while offset < body.count {
+            let tag = FieldTag(rawValue: body[offset])
+            let (length, width) = try Varint.read(body, at: offset + 1)
+            let start = offset + 1 + width
+            guard length <= body.count - start else { throw .truncatedField }
+            offset = start + length
+            guard let slot = allowed.firstIndex(of: tag) else {
+                if strict { throw .unexpectedField(tag: tag.rawValue, in: type) }
+                continue
+            }
+            guard starts[slot] < 0 else { throw .duplicateField(tag) }
+            try FieldSet.validate(tag, UnsafeRawBufferPointer(rebasing: body[start..<start + length]))
+            starts[slot] = Int32(start)
+            lengths[slot] = Int32(length)
+        }
+    }
+
+    private static func validate(_ tag: FieldTag, _ value: UnsafeRawBufferPointer) throws(WireError) {
+        guard let type = tag.valueType else { return }
+        switch type {
+        case .u8, .u16, .u32, .u64:
+            guard value.count == type.width else { throw .badFieldValue(tag) }
+        case .bytes(let max):
+            if let max, value.count > max { throw .fieldTooLong(tag, max: max) }
+        case .string(let max):
+            guard value.count <= max else { throw .fieldTooLong(tag, max: max) }
+            guard String(validating: value, as: UTF8.self) != nil else { throw .badFieldValue(tag) }
+        }
+    }
+
+    private func value(_ tag: FieldTag) -> UnsafeRawBufferPointer? {
+        guard let slot = allowed.firstIndex(of: tag), starts[slot] >= 0 else { return nil }
+        let start = Int(starts[slot])
+        return UnsafeRawBufferPointer(rebasing: body[start..<start + Int(lengths[slot])])
+    }
+
+    public func contains(_ tag: FieldTag) -> Bool { value(tag) != nil }
+
+    // MARK: optional accessors (nil when absent; types were checked during the scan)
+
+    public func uint8(_ tag: FieldTag) -> UInt8? { value(tag).map { $0[0] } }
+    public func uint16(_ tag: FieldTag) -> UInt16? { value(tag).map { $0.loadBigEndianUInt16(at: 0) } }
+    public func uint32(_ tag: FieldTag) -> UInt32? { value(tag).map { $0.loadBigEndianUInt32(at: 0) } }
+    public func uint64(_ tag: FieldTag) -> UInt64? { value(tag).map { $0.loadBigEndianUInt64(at: 0) } }
+    public func bytes(_ tag: FieldTag) -> [UInt8]? { value(tag).map { Array($0) } }
+    public func string(_ tag: FieldTag) -> String? { value(tag).map { String(decoding: $0, as: UTF8.self) } }
+
+    public func payloadID(_ tag: FieldTag) throws(WireError) -> PayloadID? {
+        guard let raw = value(tag) else { return nil }
+        guard let id = PayloadID(bytes: raw) else { throw .badFieldValue(tag) }
+        return id
+    }
+
+    /// An enumerated u8 whose legal values are `range`.
+    public func uint8(_ tag: FieldTag, in range: ClosedRange<UInt8>) throws(WireError) -> UInt8? {
+        guard let raw = uint8(tag) else { return nil }
+        guard range.contains(raw) else { throw .badFieldValue(tag) }
+        return raw
+    }
+
+    // MARK: required accessors
+
+    /// `try fields.required(.user, FieldSet.string)`: the value, or missingField.
+    public func required<T>(_ tag: FieldTag, _ read: (FieldSet) -> (FieldTag) -> T?) throws(WireError) -> T {
+        guard let value = read(self)(tag) else { throw .missingField(tag) }
+        return value
+    }
+
+    public func requiredPayloadID(_ tag: FieldTag = .id) throws(WireError) -> PayloadID {
+        guard let id = try payloadID(tag) else { throw .missingField(tag) }
+        return id
+    }
+
+    public func requiredUInt8(_ tag: FieldTag, in range: ClosedRange<UInt8>) throws(WireError) -> UInt8 {
+        guard let value = try uint8(tag, in: range) else { throw .missingField(tag) }
+        return value
+    }
+}
+
+extension FieldSet {
+    /// Every field of a body in wire order, known or not: for tests, tools and logs of
+    /// malformed input, never the hot path.
+    public static func listAll(in body: UnsafeRawBufferPointer) throws(WireError) -> [(tag: FieldTag, value: [UInt8])] {
+        var fields: [(tag: FieldTag, value: [UInt8])] = []
+        var offset = 0
+        while offset < body.count {
+            let (length, width) = try Varint.read(body, at: offset + 1)
+            let start = offset + 1 + width
+            guard length <= body.count - start else { throw .truncatedField }
+            fields.append((FieldTag(rawValue: body[offset]), Array(body[start..<start + length])))
+            offset = start + length
+        }
+        return fields
+    }
+}

@@ -1,0 +1,173 @@
+/// Whom a provider's PUSH is for.
+public enum PushTarget: Equatable, Hashable, Sendable, CustomStringConvertible {
+    case device(String)
+    case user(String)
+    case tag(String)
+
+    public var kind: UInt8 {
+        switch self {
+        case .device: 1
+        case .user: 2
+        case .tag: 3
+        }
+    }
+
+    public var name: String {
+        switch self {
+        case .device(let name), .user(let name), .tag(let name): name
+        }
+    }
+
+    public init?(kind: UInt8, name: String) {
+        switch kind {
+        case 1: self = .device(name)
+        case 2: self = .user(name)
+        case 3: self = .tag(name)
+        default: return nil
+        }
+    }
+
+    /// `device:ID`, `user:NAME` or `tag:T`, as the command line writes a target.
+    public init?(parsing text: String) {
+        guard let colon = text.firstIndex(of: ":") else { return nil }
+        let name = String(text[text.index(after: colon)...])
+        guard !name.isEmpty, name.utf8.count <= 64 else { return nil }
+        switch text[..<colon] {
+        case "device": self = .device(name)
+        case "user": self = .user(name)
+        case "tag": self = .tag(name)
+        default: return nil
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .device(let name): "device:\(name)"
+        case .user(let name): "user:\(name)"
+        case .tag(let name): "tag:\(name)"
+        }
+    }
+}
+
+/// PUSH: the notification ID and delivery options, and deliberately nothing else.
+///
+/// From a provider it names a target; from the gateway to a device it does not. Any field
+/// outside this table is refused rather than skipped, so no payload can ride the push path.
+public struct Push: WireMessage {
+    public static let type = MessageType.push
+    public static let fieldTable: [FieldTag] = [.id, .ttlSeconds, .targetKind, .target, .alert, .priority, .collapseKey]
+    public static let rejectsUnlistedFields = true
+    public static let defaultPriority: UInt8 = 5
+    public static let maxPriority: UInt8 = 10
+    public static let defaultTTLSeconds: UInt32 = 86_400
+
+    public var target: PushTarget?
+    /// Opaque to the gateway: 1 to 64 bytes, in practice a store payload ID.
+    public var id: [UInt8]
+    public var alert: Bool
+    public var priority: UInt8
+    public var collapseKey: String?
+    public var ttlSeconds: UInt32
+
+    public init(target: PushTarget?, id: [UInt8], alert: Bool = false, priority: UInt8 = Push.defaultPriority,
+                collapseKey: String? = nil, ttlSeconds: UInt32 = Push.defaultTTLSeconds) {
+        self.target = target
+        self.id = id
+        self.alert = alert
+        self.priority = priority
+        self.collapseKey = collapseKey
+        self.ttlSeconds = ttlSeconds
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        id = try fields.required(.id, FieldSet.bytes)
+        guard !id.isEmpty else { throw .badFieldValue(.id) }
+        let kind = try fields.uint8(.targetKind, in: 1...3)
+        let name = fields.string(.target)
+        switch (kind, name) {
+        case (nil, nil): target = nil
+        case (let kind?, let name?): target = PushTarget(kind: kind, name: name)
+        case (nil, _): throw .missingField(.targetKind)
+        case (_, nil): throw .missingField(.target)
+        }
+        alert = try fields.uint8(.alert, in: 0...1) == 1
+        priority = try fields.uint8(.priority, in: 0...Push.maxPriority) ?? Push.defaultPriority
+        collapseKey = fields.string(.collapseKey)
+        ttlSeconds = fields.uint32(.ttlSeconds) ?? Push.defaultTTLSeconds
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.id, id)
+        if ttlSeconds != Push.defaultTTLSeconds { writer.append(.ttlSeconds, ttlSeconds) }
+        if let target {
+            writer.append(.targetKind, target.kind)
+            writer.append(.target, target.name)
+        }
+        if alert { writer.append(.alert, UInt8(1)) }
+        if priority != Push.defaultPriority { writer.append(.priority, priority) }
+        if let collapseKey { writer.append(.collapseKey, collapseKey) }
+    }
+
+    /// The form the gateway writes to a device: the same options, no target.
+    public var forDevice: Push {
+        var copy = self
+        copy.target = nil
+        return copy
+    }
+}
+
+/// PUSH_ACK: how many devices a PUSH was written to and how many it was queued for.
+public struct PushAck: WireMessage {
+    public static let type = MessageType.pushAck
+    public static let fieldTable: [FieldTag] = [.written, .queued]
+
+    public var written: UInt32
+    public var queued: UInt32
+
+    public init(written: UInt32, queued: UInt32) {
+        self.written = written
+        self.queued = queued
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        written = try fields.required(.written, FieldSet.uint32)
+        queued = try fields.required(.queued, FieldSet.uint32)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.written, written)
+        writer.append(.queued, queued)
+    }
+}
+
+/// DELIVERY_ACK: a device confirms a PUSH; unconfirmed pushes are delivered again.
+public struct DeliveryAck: WireMessage {
+    public static let type = MessageType.deliveryAck
+    public static let fieldTable: [FieldTag] = [.id]
+
+    public var id: [UInt8]
+
+    public init(id: [UInt8]) { self.id = id }
+
+    public init(fields: FieldSet) throws(WireError) {
+        id = try fields.required(.id, FieldSet.bytes)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) { writer.append(.id, id) }
+}
+
+/// MISSED: the gateway dropped pushes for this device; it should SYNC with the store.
+public struct Missed: WireMessage {
+    public static let type = MessageType.missed
+    public static let fieldTable: [FieldTag] = [.missedCount]
+
+    public var missedCount: UInt32
+
+    public init(missedCount: UInt32) { self.missedCount = missedCount }
+
+    public init(fields: FieldSet) throws(WireError) {
+        missedCount = try fields.required(.missedCount, FieldSet.uint32)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) { writer.append(.missedCount, missedCount) }
+}

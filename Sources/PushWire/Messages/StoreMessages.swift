@@ -1,0 +1,346 @@
+/// LOGIN: a device trades a user's password for a fetch token.
+public struct Login: WireMessage {
+    public static let type = MessageType.login
+    public static let fieldTable: [FieldTag] = [.user, .password, .deviceID]
+
+    public var user: String
+    public var password: [UInt8]
+    public var deviceID: String
+
+    public init(user: String, password: [UInt8], deviceID: String) {
+        self.user = user
+        self.password = password
+        self.deviceID = deviceID
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        user = try fields.required(.user, FieldSet.string)
+        password = try fields.required(.password, FieldSet.bytes)
+        deviceID = try fields.required(.deviceID, FieldSet.string)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.user, user)
+        writer.append(.password, password)
+        writer.append(.deviceID, deviceID)
+    }
+}
+
+public struct LoginOK: WireMessage {
+    public static let type = MessageType.loginOK
+    public static let fieldTable: [FieldTag] = [.token, .expiresAt]
+
+    public var token: [UInt8]
+    public var expiresAt: UInt64
+
+    public init(token: [UInt8], expiresAt: UInt64) {
+        self.token = token
+        self.expiresAt = expiresAt
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        token = try fields.required(.token, FieldSet.bytes)
+        expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.token, token)
+        writer.append(.expiresAt, expiresAt)
+    }
+}
+
+/// STORE: a provider hands the store a payload for one user.
+public struct StoreRequest: WireMessage {
+    public static let type = MessageType.store
+    public static let fieldTable: [FieldTag] = [.user, .payload, .ttlSeconds, .readLimit]
+    public static let defaultTTLSeconds: UInt32 = 86_400
+
+    public var user: String
+    public var payload: [UInt8]
+    public var ttlSeconds: UInt32
+    /// 0 means no limit.
+    public var readLimit: UInt32
+
+    public init(user: String, payload: [UInt8], ttlSeconds: UInt32 = StoreRequest.defaultTTLSeconds, readLimit: UInt32 = 0) {
+        self.user = user
+        self.payload = payload
+        self.ttlSeconds = ttlSeconds
+        self.readLimit = readLimit
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        user = try fields.required(.user, FieldSet.string)
+        payload = try fields.required(.payload, FieldSet.bytes)
+        ttlSeconds = fields.uint32(.ttlSeconds) ?? StoreRequest.defaultTTLSeconds
+        readLimit = fields.uint32(.readLimit) ?? 0
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.user, user)
+        writer.append(.payload, payload)
+        if ttlSeconds != StoreRequest.defaultTTLSeconds { writer.append(.ttlSeconds, ttlSeconds) }
+        if readLimit != 0 { writer.append(.readLimit, readLimit) }
+    }
+}
+
+public struct StoreOK: WireMessage {
+    public static let type = MessageType.storeOK
+    public static let fieldTable: [FieldTag] = [.expiresAt, .id]
+
+    public var id: PayloadID
+    public var expiresAt: UInt64
+
+    public init(id: PayloadID, expiresAt: UInt64) {
+        self.id = id
+        self.expiresAt = expiresAt
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        id = try fields.requiredPayloadID()
+        expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.expiresAt, expiresAt)
+        writer.append(.id, id)
+    }
+}
+
+/// FETCH: a device reads one payload. A missing token is not malformed: the store answers
+/// AUTH_REQUIRED, which is what sends the device to its generic notification.
+public struct Fetch: WireMessage {
+    public static let type = MessageType.fetch
+    public static let fieldTable: [FieldTag] = [.token, .id]
+
+    public var id: PayloadID
+    public var token: [UInt8]?
+
+    public init(id: PayloadID, token: [UInt8]?) {
+        self.id = id
+        self.token = token
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        id = try fields.requiredPayloadID()
+        token = fields.bytes(.token)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        if let token { writer.append(.token, token) }
+        writer.append(.id, id)
+    }
+}
+
+public struct FetchOK: WireMessage {
+    public static let type = MessageType.fetchOK
+    public static let fieldTable: [FieldTag] = [.expiresAt, .id, .payload, .createdAt]
+
+    public var id: PayloadID
+    public var payload: [UInt8]
+    public var createdAt: UInt64
+    public var expiresAt: UInt64
+
+    public init(id: PayloadID, payload: [UInt8], createdAt: UInt64, expiresAt: UInt64) {
+        self.id = id
+        self.payload = payload
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        id = try fields.requiredPayloadID()
+        payload = try fields.required(.payload, FieldSet.bytes)
+        createdAt = try fields.required(.createdAt, FieldSet.uint64)
+        expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.expiresAt, expiresAt)
+        writer.append(.id, id)
+        writer.append(.payload, payload)
+        writer.append(.createdAt, createdAt)
+    }
+}
+
+/// SYNC: a device asks for its unread IDs after a cursor, a page at a time.
+public struct Sync: WireMessage {
+    public static let type = MessageType.sync
+    public static let fieldTable: [FieldTag] = [.token, .cursor, .limit]
+    public static let defaultLimit: UInt32 = 100
+    public static let maxLimit: UInt32 = 1000
+
+    public var token: [UInt8]?
+    public var cursor: UInt64
+    public var limit: UInt32
+
+    public init(token: [UInt8]?, cursor: UInt64 = 0, limit: UInt32 = Sync.defaultLimit) {
+        self.token = token
+        self.cursor = cursor
+        self.limit = limit
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        token = fields.bytes(.token)
+        cursor = fields.uint64(.cursor) ?? 0
+        limit = fields.uint32(.limit) ?? Sync.defaultLimit
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        if let token { writer.append(.token, token) }
+        if cursor != 0 { writer.append(.cursor, cursor) }
+        if limit != Sync.defaultLimit { writer.append(.limit, limit) }
+    }
+}
+
+public struct SyncOK: WireMessage {
+    public static let type = MessageType.syncOK
+    public static let fieldTable: [FieldTag] = [.cursor, .ids, .hasMore]
+
+    public var ids: [PayloadID]
+    /// The cursor to send in the next SYNC.
+    public var cursor: UInt64
+    public var hasMore: Bool
+
+    public init(ids: [PayloadID], cursor: UInt64, hasMore: Bool) {
+        self.ids = ids
+        self.cursor = cursor
+        self.hasMore = hasMore
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        let raw = try fields.required(.ids, FieldSet.bytes)
+        guard raw.count % PayloadID.byteCount == 0 else { throw .badFieldValue(.ids) }
+        ids = raw.withUnsafeBytes { buffer in
+            stride(from: 0, to: buffer.count, by: PayloadID.byteCount).compactMap { offset in
+                PayloadID(bytes: UnsafeRawBufferPointer(rebasing: buffer[offset..<offset + PayloadID.byteCount]))
+            }
+        }
+        cursor = try fields.required(.cursor, FieldSet.uint64)
+        hasMore = try fields.requiredUInt8(.hasMore, in: 0...1) == 1
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.cursor, cursor)
+        var raw = [UInt8]()
+        raw.reserveCapacity(ids.count * PayloadID.byteCount)
+        for id in ids { id.append(to: &raw) }
+        writer.append(.ids, raw)
+        writer.append(.hasMore, UInt8(hasMore ? 1 : 0))
+    }
+}
+
+/// ACK: a read receipt; a payload whose read limit is reached is deleted.
+public struct Ack: WireMessage {
+    public static let type = MessageType.ack
+    public static let fieldTable: [FieldTag] = [.token, .id]
+
+    public var id: PayloadID
+    public var token: [UInt8]?
+
+    public init(id: PayloadID, token: [UInt8]?) {
+        self.id = id
+        self.token = token
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        id = try fields.requiredPayloadID()
+        token = fields.bytes(.token)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        if let token { writer.append(.token, token) }
+        writer.append(.id, id)
+    }
+}
+
+/// The replies that carry only the ID they answer: ACK_OK, RECALL_OK.
+public protocol IDOnlyMessage: WireMessage {
+    var id: PayloadID { get }
+    init(id: PayloadID)
+}
+
+extension IDOnlyMessage {
+    public static var fieldTable: [FieldTag] { [.id] }
+    public init(fields: FieldSet) throws(WireError) { self.init(id: try fields.requiredPayloadID()) }
+    public func writeFields(to writer: inout FieldWriter) { writer.append(.id, id) }
+}
+
+public struct AckOK: IDOnlyMessage {
+    public static let type = MessageType.ackOK
+    public var id: PayloadID
+    public init(id: PayloadID) { self.id = id }
+}
+
+/// RECALL: a provider deletes a payload before it is read.
+public struct Recall: IDOnlyMessage {
+    public static let type = MessageType.recall
+    public var id: PayloadID
+    public init(id: PayloadID) { self.id = id }
+}
+
+public struct RecallOK: IDOnlyMessage {
+    public static let type = MessageType.recallOK
+    public var id: PayloadID
+    public init(id: PayloadID) { self.id = id }
+}
+
+/// STATUS: a provider asks what became of a payload.
+public struct StatusRequest: IDOnlyMessage {
+    public static let type = MessageType.status
+    public var id: PayloadID
+    public init(id: PayloadID) { self.id = id }
+}
+
+public enum PayloadState: UInt8, Sendable, CustomStringConvertible {
+    case stored = 1
+    case fetched = 2
+    case gone = 3
+
+    public var description: String {
+        switch self {
+        case .stored: "stored"
+        case .fetched: "fetched"
+        case .gone: "gone"
+        }
+    }
+}
+
+public struct StatusOK: WireMessage {
+    public static let type = MessageType.statusOK
+    public static let fieldTable: [FieldTag] = [.expiresAt, .id, .state, .fetchCount, .fetchedAt, .createdAt]
+
+    public var id: PayloadID
+    public var state: PayloadState
+    public var fetchCount: UInt32
+    /// Unix ms of the last fetch; 0 when never fetched.
+    public var fetchedAt: UInt64
+    public var createdAt: UInt64
+    public var expiresAt: UInt64
+
+    public init(id: PayloadID, state: PayloadState, fetchCount: UInt32, fetchedAt: UInt64, createdAt: UInt64, expiresAt: UInt64) {
+        self.id = id
+        self.state = state
+        self.fetchCount = fetchCount
+        self.fetchedAt = fetchedAt
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+    }
+
+    public init(fields: FieldSet) throws(WireError) {
+        id = try fields.requiredPayloadID()
+        state = PayloadState(rawValue: try fields.requiredUInt8(.state, in: 1...3)) ?? .gone
+        fetchCount = try fields.required(.fetchCount, FieldSet.uint32)
+        fetchedAt = try fields.required(.fetchedAt, FieldSet.uint64)
+        createdAt = try fields.required(.createdAt, FieldSet.uint64)
+        expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        writer.append(.expiresAt, expiresAt)
+        writer.append(.id, id)
+        writer.append(.state, state.rawValue)
+        writer.append(.fetchCount, fetchCount)
+        writer.append(.fetchedAt, fetchedAt)
+        writer.append(.createdAt, createdAt)
+    }
+}
