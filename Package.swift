@@ -19,18 +19,36 @@ let package = Package(
             pkgConfig: "libevent_openssl",
             providers: [.apt(["libevent-dev", "libssl-dev"])]
         ),
+        // libcrypto for HMAC, HKDF, PBKDF2 and randomness: already linked for TLS, so no
+        // second crypto library is built.
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        .systemLibrary(
+            name: "CSQLite",
+            pkgConfig: "sqlite3",
+            providers: [.apt(["libsqlite3-dev"])]
+        ),
         // The wire codec: frames, fields, messages, the incremental decoder. No I/O.
         .target(name: "PushWire"),
         // The only importer of CLibevent.
         .target(name: "PushEventLoop", dependencies: ["CLibevent", "PushWire"]),
+        // Keys, password hashes, fetch tokens, registrations and provider credentials.
+        .target(name: "PushSecurity", dependencies: ["COpenSSL", "PushWire"]),
+        // The payload store: its service logic, group-commit writer and persistence.
+        .target(name: "PushStore", dependencies: ["PushWire", "PushEventLoop", "PushSecurity", "CSQLite"]),
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushWire", "PushEventLoop",
+                "PushWire", "PushEventLoop", "PushSecurity", "PushStore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
         .testTarget(name: "PushWireTests", dependencies: ["PushWire"]),
+        .testTarget(name: "PushSecurityTests", dependencies: ["PushSecurity", "PushWire"]),
+        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity"]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire"]),
     ]
 )

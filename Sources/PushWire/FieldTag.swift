@@ -57,6 +57,9 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let written = FieldTag(rawValue: 0x35)
     public static let queued = FieldTag(rawValue: 0x36)
     public static let missedCount = FieldTag(rawValue: 0x37)
+    // Inside signed credentials only (SPEC.md section 7), never in a message.
+    public static let tags = FieldTag(rawValue: 0x40)
+    public static let issuedAt = FieldTag(rawValue: 0x41)
 
     /// Name and value type of every known tag, indexed by raw value for the hot path.
     private static let table: [(name: String, type: ValueType)?] = {
@@ -98,12 +101,26 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         define(.written, "written", .u32)
         define(.queued, "queued", .u32)
         define(.missedCount, "missed_count", .u32)
+        define(.tags, "tags", .bytes(max: 1024))
+        define(.issuedAt, "issued_at", .u64)
         return table
     }()
 
-    public var isKnown: Bool { FieldTag.table[Int(rawValue)] != nil }
+    /// Tags used only inside signed credentials are unknown in frame bodies ([3.2-2]).
+    public var isCredentialOnly: Bool { self == .tags || self == .issuedAt }
+
+    /// Known in a frame body.
+    public var isKnown: Bool { FieldTag.table[Int(rawValue)] != nil && !isCredentialOnly }
+
+    /// The name a listing of frame fields uses: `tag_0xNN` for a tag unknown in frames.
+    public var frameName: String { isKnown ? name : unknownName }
+
+    private var unknownName: String {
+        let digits = String(rawValue, radix: 16)
+        return "tag_0x" + (digits.count == 1 ? "0" + digits : digits)
+    }
     public var valueType: ValueType? { FieldTag.table[Int(rawValue)]?.type }
-    public var name: String { FieldTag.table[Int(rawValue)]?.name ?? "tag_0x" + String(rawValue, radix: 16) }
+    public var name: String { FieldTag.table[Int(rawValue)]?.name ?? unknownName }
     public var description: String { name }
 
     public init?(name: String) {

@@ -27,7 +27,7 @@ public enum Varint {
     }
 }
 
-/// Appends fields to a body. Messages write their fields in ascending tag order ([3-?]).
+/// Appends fields to a body. Messages write their fields in ascending tag order ([3.4-1]).
 public struct FieldWriter {
     public var bytes: [UInt8]
 
@@ -73,7 +73,7 @@ public struct FieldWriter {
 
 /// The fields of one body, scanned once and checked against a message's field table.
 ///
-/// Only tags in `allowed` are recorded; every other tag is skipped ([3-?]) unless the
+/// Only tags in `allowed` are recorded; every other tag is skipped ([3.4-2], [3.4-3]) unless the
 /// message is `strict` (PUSH), where any other tag is an error. Values are views into the
 /// body, so a FieldSet must not outlive it.
 public struct FieldSet {

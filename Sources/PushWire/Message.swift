@@ -69,7 +69,7 @@ public enum Message: Equatable, Sendable {
     /// Decodes the body of a frame whose header has been parsed and validated.
     ///
     /// Every error here is a request error: the frame was delimited, so the connection
-    /// can answer ERROR and go on ([3-?]).
+    /// can answer ERROR and go on ([5.6-2]).
     public static func decode(header: FrameHeader, body: UnsafeRawBufferPointer) throws(WireError) -> Message {
         guard let type = header.type else { throw .unknownType(header.rawType) }
         switch type {

@@ -16,33 +16,33 @@ struct FieldRuleTests {
         return try result.get()
     }
 
-    @Test("[3-6] unknown fields are skipped, wherever they stand")
+    @Test("[3.4-2] unknown fields are skipped, wherever they stand")
     func unknownSkipped() throws {
         let body = field(0x7E, [1, 2, 3]) + field(0x13, [9]) + field(0xFF, []) + field(0x15, Self.id16) + field(0x7E, [4])
         let message = try decode(.fetch, body)
         #expect(message == .fetch(Fetch(id: PayloadID(bytes: Self.id16)!, token: [9])))
     }
 
-    @Test("[3-7] a known field outside the message's table is skipped")
+    @Test("[3.4-3] a known field outside the message's table is skipped")
     func knownButUnlistedSkipped() throws {
         let body = field(0x16, [1, 2, 3]) + field(0x15, Self.id16)
         #expect(try decode(.recall, body) == .recall(Recall(id: PayloadID(bytes: Self.id16)!)))
     }
 
-    @Test("[3-8] a duplicate field is BAD_REQUEST")
+    @Test("[3.4-5] a duplicate field is BAD_REQUEST")
     func duplicate() {
         let body = field(0x15, Self.id16) + field(0x15, Self.id16)
         #expect(throws: WireError.duplicateField(.id)) { try decode(.recall, body) }
         #expect(WireError.duplicateField(.id).status == .badRequest)
     }
 
-    @Test("[3-9] a missing required field is BAD_REQUEST")
+    @Test("[3.4-6] a missing required field is BAD_REQUEST")
     func missing() {
         #expect(throws: WireError.missingField(.user)) { try decode(.login, field(0x11, [1]) + field(0x12, [65])) }
         #expect(throws: WireError.missingField(.id)) { try decode(.fetch, field(0x13, [1])) }
     }
 
-    @Test("[3-10] integer widths, UTF-8 and maximum lengths are enforced")
+    @Test("[3.3-1] [3.3-2] [3.3-3] [3.3-5] [3.3-6] integer widths, UTF-8, maximum lengths and id sizes are enforced")
     func valueTypes() {
         #expect(throws: WireError.badFieldValue(.maxFrame)) {
             try decode(.hello, field(1, [1]) + field(2, [1]) + field(3, [1]) + field(5, [0, 1]))
@@ -59,7 +59,7 @@ struct FieldRuleTests {
         }
     }
 
-    @Test("enumerated values outside their range are BAD_REQUEST")
+    @Test("[3.3-4] enumerated values outside their range are BAD_REQUEST")
     func enumRanges() {
         #expect(throws: WireError.badFieldValue(.role)) { try decode(.hello, field(1, [3]) + field(2, [1]) + field(3, [1])) }
         #expect(throws: WireError.badFieldValue(.priority)) { try decode(.push, field(0x15, [1]) + field(0x33, [11])) }
@@ -73,7 +73,7 @@ struct FieldRuleTests {
         }
     }
 
-    @Test("[3-3] broken TLV structure is BAD_REQUEST, not fatal")
+    @Test("[3.1-3] [3.1-5] broken TLV structure is BAD_REQUEST, not fatal")
     func brokenTLV() {
         #expect(throws: WireError.fieldLengthOverflow) { try decode(.ping, [0x7E, 0x80, 0x80, 0x80, 0x80, 0x01]) }
         #expect(throws: WireError.truncatedField) { try decode(.ping, [0x7E, 0x05, 1, 2]) }
@@ -81,7 +81,7 @@ struct FieldRuleTests {
         #expect(!WireError.truncatedField.isFatal)
     }
 
-    @Test("[3-11] PUSH refuses any field outside its table, the payload tag first of all")
+    @Test("[3.4-7] [4.13-1] PUSH refuses any field outside its table, the payload tag first of all")
     func pushIsStrict() {
         let base = field(0x15, [1, 2]) + field(0x30, [2]) + field(0x31, Array("alice".utf8))
         #expect(throws: WireError.unexpectedField(tag: 0x16, in: .push)) { try decode(.push, base + field(0x16, Array("secret".utf8))) }
@@ -90,13 +90,13 @@ struct FieldRuleTests {
         #expect(throws: WireError.badFieldValue(.id)) { try decode(.push, field(0x15, [])) }
     }
 
-    @Test("[2-6] a nonzero status outside ERROR and GOAWAY is BAD_REQUEST")
+    @Test("[2-10] a nonzero status outside ERROR and GOAWAY is BAD_REQUEST")
     func statusOnlyInErrors() throws {
         #expect(throws: WireError.nonzeroStatusInRequest) { try decode(.ping, [], status: 6) }
         #expect(try decode(.error, [], status: 0x15) == .error(ErrorReply(status: .notFound)))
     }
 
-    @Test("[2-9] an unknown message type is a request error")
+    @Test("[2-4] an unknown message type is a request error")
     func unknownType() {
         #expect(throws: WireError.unknownType(0x7F)) {
             let bytes = rawFrame(type: 0x7F, body: [1, 2, 3])
@@ -109,7 +109,7 @@ struct FieldRuleTests {
         #expect(!WireError.unknownType(0x7F).isFatal)
     }
 
-    @Test("varints round trip at every width")
+    @Test("[3.1-2] varints round trip at every width")
     func varints() throws {
         for value in [0, 1, 127, 128, 16_383, 16_384, 2_097_151, 2_097_152, Varint.maxEncodable] {
             var out: [UInt8] = [0x7E]

@@ -62,7 +62,7 @@ struct FrameDecoderTests {
         }
     }
 
-    @Test("[2-2] a partial header or body yields nothing yet")
+    @Test("[2-12] a partial header or body yields nothing yet")
     func partial() throws {
         let bytes = Message.ping.encoded(correlation: 1) + Message.store(StoreRequest(user: "u", payload: [1, 2, 3])).encoded(correlation: 2)
         var decoder = FrameDecoder()
@@ -87,7 +87,7 @@ struct FrameDecoderTests {
         #expect(throws: WireError.self) { try decoder.next() }
     }
 
-    @Test("a frame exactly at the maximum passes, one byte more does not")
+    @Test("[2-8] a frame exactly at the maximum passes, one byte more does not")
     func maxBoundary() throws {
         var decoder = FrameDecoder(maxFrame: 1024)
         decoder.feed(rawFrame(type: MessageType.ping.rawValue, body: Array(repeating: 0, count: 1024 - 16)))
@@ -96,7 +96,7 @@ struct FrameDecoderTests {
         #expect(throws: WireError.frameTooLarge(length: 1009, max: 1024)) { try decoder.next() }
     }
 
-    @Test("[2-3] bad magic, [2-4] bad version and [2-5] reserved bits are fatal")
+    @Test("[2-2] bad magic, [2-3] bad version, [2-5] flags and [2-6] reserved bits are fatal")
     func headerFaults() {
         let cases: [([UInt8], WireError)] = [
             (rawFrame(type: 3, magic: 0x47), .badMagic(0x47)),

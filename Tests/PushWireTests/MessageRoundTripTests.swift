@@ -26,7 +26,7 @@ struct MessageRoundTripTests {
         #expect(decoder.bufferedByteCount == 0)
     }
 
-    @Test("[3-5] encoders write fields in ascending tag order", arguments: Samples.all.indices)
+    @Test("[3.4-1] encoders write fields in ascending tag order", arguments: Samples.all.indices)
     func fieldsAscending(index: Int) throws {
         let bytes = Samples.all[index].encoded(correlation: 1)
         let fields = try bytes.withUnsafeBytes { raw in
@@ -36,7 +36,7 @@ struct MessageRoundTripTests {
         #expect(tags == tags.sorted())
     }
 
-    @Test("defaults stay off the wire")
+    @Test("[3.4-6] defaults stay off the wire")
     func defaultsOmitted() {
         let plain = Message.push(Push(target: .user("a"), id: [1])).encoded(correlation: 1)
         // header + id(3) + target_kind(3) + target(3)

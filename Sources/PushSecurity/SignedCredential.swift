@@ -1,0 +1,183 @@
+import PushWire
+
+/// Why a token or credential was refused; each maps to its own wire status.
+public enum CredentialError: Error, Equatable, Sendable, CustomStringConvertible {
+    case malformed
+    case badSignature
+    case expired
+
+    public var status: Status {
+        switch self {
+        case .malformed, .badSignature: .badToken
+        case .expired: .tokenExpired
+        }
+    }
+
+    public var description: String {
+        switch self {
+        case .malformed: "credential is malformed"
+        case .badSignature: "credential signature does not verify"
+        case .expired: "credential has expired"
+        }
+    }
+}
+
+/// Signs and opens the self-contained credentials of SPEC.md section 7: a version byte,
+/// a body of fields in the wire encoding, and an HMAC-SHA256 over both.
+public struct CredentialSigner: Sendable {
+    public static let formatVersion: UInt8 = 1
+    public static let fetchTokenPurpose = "securepush fetch-token v1"
+    public static let registrationPurpose = "securepush registration v1"
+
+    private let key: [UInt8]
+
+    /// The signer for one purpose, its key derived from the deployment's server key.
+    public init(serverKey: SecretKey, purpose: String) {
+        key = serverKey.derive(purpose: purpose).bytes
+    }
+
+    public func sign(_ writeFields: (inout FieldWriter) -> Void) -> [UInt8] {
+        var writer = FieldWriter(into: [CredentialSigner.formatVersion])
+        writeFields(&writer)
+        var signed = writer.bytes
+        signed += HMACSHA256.authenticate(signed, key: key)
+        return signed
+    }
+
+    /// Checks version and signature and hands the verified body to `read`.
+    public func open<T>(_ credential: [UInt8], _ read: (UnsafeRawBufferPointer) throws -> T) throws -> T {
+        let macStart = credential.count - HMACSHA256.byteCount
+        guard macStart >= 1, credential[0] == CredentialSigner.formatVersion else { throw CredentialError.malformed }
+        return try credential.withUnsafeBytes { raw in
+            let signed = UnsafeRawBufferPointer(rebasing: raw[..<macStart])
+            let expected = HMACSHA256.authenticate(signed, key: key)
+            let valid = expected.withUnsafeBytes { HMACSHA256.constantTimeEqual($0, UnsafeRawBufferPointer(rebasing: raw[macStart...])) }
+            guard valid else { throw CredentialError.badSignature }
+            return try read(UnsafeRawBufferPointer(rebasing: raw[1..<macStart]))
+        }
+    }
+}
+
+/// What LOGIN hands a device: who it is and until when it may FETCH.
+public struct FetchToken: Equatable, Sendable {
+    public static let fieldTable: [FieldTag] = [.user, .deviceID, .expiresAt, .issuedAt]
+    public var user: String
+    public var deviceID: String
+    /// Unix milliseconds.
+    public var issuedAt: UInt64
+    public var expiresAt: UInt64
+
+    public init(user: String, deviceID: String, issuedAt: UInt64, expiresAt: UInt64) {
+        self.user = user
+        self.deviceID = deviceID
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+
+    public func signed(by signer: CredentialSigner) -> [UInt8] {
+        signer.sign { writer in
+            writer.append(.user, user)
+            writer.append(.deviceID, deviceID)
+            writer.append(.expiresAt, expiresAt)
+            writer.append(.issuedAt, issuedAt)
+        }
+    }
+
+    /// Verifies the signature first, then the expiry against `nowMs`.
+    public static func open(_ token: [UInt8], signer: CredentialSigner, nowMs: UInt64) throws(CredentialError) -> FetchToken {
+        let parsed: FetchToken
+        do {
+            parsed = try signer.open(token) { body in
+                let fields = try FieldSet(body: body, allowed: fieldTable, type: .login)
+                return FetchToken(user: try fields.required(.user, FieldSet.string),
+                                  deviceID: try fields.required(.deviceID, FieldSet.string),
+                                  issuedAt: try fields.required(.issuedAt, FieldSet.uint64),
+                                  expiresAt: try fields.required(.expiresAt, FieldSet.uint64))
+            }
+        } catch let error as CredentialError {
+            throw error
+        } catch {
+            throw .malformed
+        }
+        guard parsed.expiresAt > nowMs else { throw .expired }
+        return parsed
+    }
+}
+
+/// A device's long-lived registration with the gateway: its id, its user and its tags.
+public struct Registration: Equatable, Sendable {
+    public static let fieldTable: [FieldTag] = [.user, .deviceID, .expiresAt, .tags, .issuedAt]
+    /// What fits in HELLO's credential field ([7.4-3]).
+    public static let maxSignedBytes = 1024
+    public var deviceID: String
+    public var user: String
+    public var tags: [String]
+    public var issuedAt: UInt64
+    public var expiresAt: UInt64
+
+    public init(deviceID: String, user: String, tags: [String], issuedAt: UInt64, expiresAt: UInt64) {
+        self.deviceID = deviceID
+        self.user = user
+        self.tags = tags
+        self.issuedAt = issuedAt
+        self.expiresAt = expiresAt
+    }
+
+    public func signed(by signer: CredentialSigner) -> [UInt8] {
+        signer.sign { writer in
+            writer.append(.user, user)
+            writer.append(.deviceID, deviceID)
+            writer.append(.expiresAt, expiresAt)
+            if !tags.isEmpty { writer.append(.tags, tags.joined(separator: "\n")) }
+            writer.append(.issuedAt, issuedAt)
+        }
+    }
+
+    /// Verifies signature, then expiry ([7.4-4]).
+    public static func open(_ credential: [UInt8], signer: CredentialSigner, nowMs: UInt64) throws(CredentialError) -> Registration {
+        let parsed: Registration
+        do {
+            parsed = try signer.open(credential) { body in
+                let fields = try FieldSet(body: body, allowed: fieldTable, type: .hello)
+                let tagText = fields.string(.tags) ?? ""
+                return Registration(deviceID: try fields.required(.deviceID, FieldSet.string),
+                                    user: try fields.required(.user, FieldSet.string),
+                                    tags: tagText.split(separator: "\n").map(String.init),
+                                    issuedAt: try fields.required(.issuedAt, FieldSet.uint64),
+                                    expiresAt: try fields.required(.expiresAt, FieldSet.uint64))
+            }
+        } catch let error as CredentialError {
+            throw error
+        } catch {
+            throw .malformed
+        }
+        guard parsed.expiresAt > nowMs else { throw .expired }
+        return parsed
+    }
+}
+
+/// A provider's HELLO credential: a timestamp and an HMAC of it under the provider key,
+/// accepted within a window around the server's clock (SPEC.md section 7).
+public enum ProviderCredential {
+    public static let context = Array("securepush-provider-v1".utf8)
+    public static let windowMs: UInt64 = 300_000
+    public static let byteCount = 8 + HMACSHA256.byteCount
+
+    public static func make(providerKey: SecretKey, nowMs: UInt64) -> [UInt8] {
+        var stamp: [UInt8] = []
+        stamp.reserveCapacity(byteCount)
+        withUnsafeBytes(of: nowMs.bigEndian) { stamp.append(contentsOf: $0) }
+        return stamp + HMACSHA256.authenticate(context + stamp, key: providerKey.bytes)
+    }
+
+    public static func verify(_ credential: [UInt8], providerKey: SecretKey, nowMs: UInt64) throws(CredentialError) {
+        guard credential.count == byteCount else { throw .malformed }
+        let stamp = Array(credential[..<8])
+        let expected = HMACSHA256.authenticate(context + stamp, key: providerKey.bytes)
+        let valid = expected.withUnsafeBytes { a in credential.withUnsafeBytes { HMACSHA256.constantTimeEqual(a, UnsafeRawBufferPointer(rebasing: $0[8...])) } }
+        guard valid else { throw .badSignature }
+        let issued = stamp.reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
+        let skew = issued > nowMs ? issued - nowMs : nowMs - issued
+        guard skew <= windowMs else { throw .expired }
+    }
+}
