@@ -29,14 +29,14 @@ struct FieldRuleTests {
         #expect(try decode(.recall, body) == .recall(Recall(id: PayloadID(bytes: Self.id16)!)))
     }
 
-    @Test("[3.4-5] a duplicate field is BAD_REQUEST")
+    @Test("[3.4-4] a duplicate field is BAD_REQUEST")
     func duplicate() {
         let body = field(0x15, Self.id16) + field(0x15, Self.id16)
         #expect(throws: WireError.duplicateField(.id)) { try decode(.recall, body) }
         #expect(WireError.duplicateField(.id).status == .badRequest)
     }
 
-    @Test("[3.4-6] a missing required field is BAD_REQUEST")
+    @Test("[3.4-5] a missing required field is BAD_REQUEST")
     func missing() {
         #expect(throws: WireError.missingField(.user)) { try decode(.login, field(0x11, [1]) + field(0x12, [65])) }
         #expect(throws: WireError.missingField(.id)) { try decode(.fetch, field(0x13, [1])) }
@@ -81,7 +81,7 @@ struct FieldRuleTests {
         #expect(!WireError.truncatedField.isFatal)
     }
 
-    @Test("[3.4-7] [4.13-1] PUSH refuses any field outside its table, the payload tag first of all")
+    @Test("[3.4-6] [4.13-1] PUSH refuses any field outside its table, the payload tag first of all")
     func pushIsStrict() {
         let base = field(0x15, [1, 2]) + field(0x30, [2]) + field(0x31, Array("alice".utf8))
         #expect(throws: WireError.unexpectedField(tag: 0x16, in: .push)) { try decode(.push, base + field(0x16, Array("secret".utf8))) }

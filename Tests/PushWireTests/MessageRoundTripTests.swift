@@ -36,7 +36,7 @@ struct MessageRoundTripTests {
         #expect(tags == tags.sorted())
     }
 
-    @Test("[3.4-6] defaults stay off the wire")
+    @Test("[3.4-5] defaults stay off the wire")
     func defaultsOmitted() {
         let plain = Message.push(Push(target: .user("a"), id: [1])).encoded(correlation: 1)
         // header + id(3) + target_kind(3) + target(3)

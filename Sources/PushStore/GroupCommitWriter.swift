@@ -1,0 +1,103 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The store's writer thread: every write pending when it wakes goes into one
+/// transaction with one fsync, and the whole group is handed back at once (group commit,
+/// DESIGN.md's performance model). Replies wait for `deliver`; nothing else does.
+public final class GroupCommitWriter: @unchecked Sendable {
+    // @unchecked: `queue`, `stopping` and `lastSweepMs` are guarded by `mutex`; `writer` is
+    // touched only by the writer thread once it has started.
+    public typealias Ticket = UInt64
+
+    /// Called on the writer thread with each committed group, outcomes in submission order.
+    /// `nil` outcomes mean the transaction failed and nothing in the group is durable.
+    public typealias Delivery = @Sendable (_ tickets: [Ticket], _ outcomes: [WriteOutcome]?) -> Void
+
+    private let writer: PayloadWriter
+    private let deliver: Delivery
+    private let sweepIntervalMs: UInt64
+    private let clock: @Sendable () -> UInt64
+    private var mutex = pthread_mutex_t()
+    private var wake = pthread_cond_t()
+    private var queue: [(WriteOperation, Ticket)] = []
+    private var stopping = false
+    private var thread: pthread_t?
+    private var lastSweepMs: UInt64 = 0
+
+    public init(writer: PayloadWriter, sweepIntervalMs: UInt64, clock: @escaping @Sendable () -> UInt64 = wallClockMilliseconds,
+                deliver: @escaping Delivery) {
+        self.writer = writer
+        self.deliver = deliver
+        self.sweepIntervalMs = sweepIntervalMs
+        self.clock = clock
+        pthread_mutex_init(&mutex, nil)
+        pthread_cond_init(&wake, nil)
+    }
+
+    deinit {
+        pthread_cond_destroy(&wake)
+        pthread_mutex_destroy(&mutex)
+    }
+
+    public func start() {
+        lastSweepMs = clock()
+        let box = Unmanaged.passRetained(self)
+        var handle = pthread_t()
+        pthread_create(&handle, nil, { context in
+            let writer = Unmanaged<GroupCommitWriter>.fromOpaque(context!).takeRetainedValue()
+            writer.run()
+            return nil
+        }, box.toOpaque())
+        thread = handle
+    }
+
+    /// Queues a write from any thread.
+    public func submit(_ operation: WriteOperation, ticket: Ticket) {
+        pthread_mutex_lock(&mutex)
+        queue.append((operation, ticket))
+        let wasIdle = queue.count == 1
+        pthread_mutex_unlock(&mutex)
+        if wasIdle { pthread_cond_signal(&wake) }
+    }
+
+    /// Commits what is queued, then ends the thread and waits for it.
+    public func stop() {
+        pthread_mutex_lock(&mutex)
+        stopping = true
+        pthread_mutex_unlock(&mutex)
+        pthread_cond_signal(&wake)
+        if let thread { pthread_join(thread, nil) }
+        thread = nil
+    }
+
+    private func run() {
+        var batch: [(WriteOperation, Ticket)] = []
+        while true {
+            pthread_mutex_lock(&mutex)
+            while queue.isEmpty && !stopping && !sweepDue() {
+                var deadline = timespec()
+                clock_gettime(CLOCK_REALTIME, &deadline)
+                deadline.tv_sec += 1
+                pthread_cond_timedwait(&wake, &mutex, &deadline)
+            }
+            swap(&batch, &queue)
+            let finished = stopping && batch.isEmpty
+            let sweep = sweepDue()
+            if sweep { lastSweepMs = clock() }
+            pthread_mutex_unlock(&mutex)
+
+            if !batch.isEmpty { commit(batch) }
+            batch.removeAll(keepingCapacity: true)
+            if sweep { _ = try? writer.sweepExpired(nowMs: clock()) }
+            if finished { return }
+        }
+    }
+
+    private func sweepDue() -> Bool { clock() &- lastSweepMs >= sweepIntervalMs }
+
+    private func commit(_ batch: [(WriteOperation, Ticket)]) {
+        let outcomes = try? writer.commit(batch.map(\.0))
+        deliver(batch.map(\.1), outcomes)
+    }
+}

@@ -1,0 +1,42 @@
+/// Counts failed logins per key (a user name, a client address) in a fixed window, so
+/// password guessing is slowed whichever of the two an attacker varies ([4.6-3], [8-5]).
+struct LoginLimiter {
+    private struct Window {
+        var startMs: UInt64
+        var failures: Int
+    }
+
+    let limit: Int
+    let windowMs: UInt64
+    private var windows: [String: Window] = [:]
+
+    init(limit: Int, windowMs: UInt64) {
+        self.limit = limit
+        self.windowMs = windowMs
+    }
+
+    func isLimited(_ key: String, nowMs: UInt64) -> Bool {
+        guard let window = windows[key], nowMs - window.startMs < windowMs else { return false }
+        return window.failures >= limit
+    }
+
+    mutating func recordFailure(_ key: String, nowMs: UInt64) {
+        if var window = windows[key], nowMs - window.startMs < windowMs {
+            window.failures += 1
+            windows[key] = window
+        } else {
+            windows[key] = Window(startMs: nowMs, failures: 1)
+        }
+    }
+
+    mutating func recordSuccess(_ key: String) {
+        windows[key] = nil
+    }
+
+    /// Forgets windows that have ended, so the table holds only recent offenders.
+    mutating func prune(nowMs: UInt64) {
+        windows = windows.filter { nowMs - $0.value.startMs < windowMs }
+    }
+
+    var trackedCount: Int { windows.count }
+}

@@ -1,0 +1,92 @@
+import PushWire
+
+/// What happened to a payload, as persisted.
+public enum PayloadLife: Int64, Sendable {
+    case live = 1
+    case recalled = 2
+    /// Its read limit was reached; the body is gone.
+    case readOut = 3
+    /// Past its TTL and swept; the body is gone.
+    case expired = 4
+}
+
+public struct NewPayload: Sendable, Equatable {
+    public var id: PayloadID
+    public var user: String
+    public var body: [UInt8]
+    public var createdAt: UInt64
+    public var expiresAt: UInt64
+    public var readLimit: UInt32
+
+    public init(id: PayloadID, user: String, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32) {
+        self.id = id
+        self.user = user
+        self.body = body
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.readLimit = readLimit
+    }
+}
+
+public struct StoredPayload: Sendable, Equatable {
+    public var id: PayloadID
+    public var sequence: UInt64
+    public var user: String
+    /// Empty once the payload is gone.
+    public var body: [UInt8]
+    public var createdAt: UInt64
+    public var expiresAt: UInt64
+    /// Read receipts (ACKs from distinct devices) allowed; 0 = unlimited.
+    public var readLimit: UInt32
+    public var readCount: UInt32
+    public var fetchCount: UInt32
+    public var fetchedAt: UInt64
+    public var life: PayloadLife
+
+    /// Whether a FETCH may still read it at `nowMs`.
+    public func isReadable(nowMs: UInt64) -> Bool { life == .live && expiresAt > nowMs }
+
+    public func state(nowMs: UInt64) -> PayloadState {
+        guard isReadable(nowMs: nowMs) else { return .gone }
+        return fetchCount > 0 ? .fetched : .stored
+    }
+}
+
+/// A change the writer thread commits in a group.
+public enum WriteOperation: Sendable {
+    case store(NewPayload)
+    /// A read receipt from one of `user`'s devices.
+    case ack(PayloadID, user: String, deviceID: String, nowMs: UInt64)
+    case recall(PayloadID, nowMs: UInt64)
+    /// Statistics for STATUS; the FETCH reply never waits for it.
+    case recordFetch(PayloadID, nowMs: UInt64)
+}
+
+/// The result of one WriteOperation; `.ok` once it is durable.
+public enum WriteOutcome: Sendable, Equatable {
+    case ok
+    case failed(Status)
+}
+
+/// One page of SYNC.
+public struct UnreadPage: Sendable, Equatable {
+    public var ids: [PayloadID]
+    public var cursor: UInt64
+    public var hasMore: Bool
+}
+
+/// The store's persistence, split by thread: the writer thread owns a `PayloadWriter`,
+/// the event loop a `PayloadReader`. A PostgreSQL backend implements the same pair.
+public protocol PayloadWriter: AnyObject {
+    /// Applies every operation in one durable transaction; outcomes match by index.
+    func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome]
+    /// Empties payloads past their TTL and forgets long-dead ones; returns how many were emptied.
+    func sweepExpired(nowMs: UInt64) throws -> Int
+}
+
+public protocol PayloadReader: AnyObject {
+    func payload(_ id: PayloadID) throws -> StoredPayload?
+    /// IDs for `user` that are live and that `deviceID` has not acknowledged, oldest first.
+    func unread(user: String, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage
+    func passwordHash(user: String) throws -> String?
+}

@@ -1,0 +1,124 @@
+import CSQLite
+
+public struct SQLiteError: Error, CustomStringConvertible, Sendable {
+    public var code: Int32
+    public var message: String
+    public var description: String { "sqlite error \(code): \(message)" }
+}
+
+/// One SQLite connection, used from one thread at a time.
+final class SQLiteConnection {
+    private(set) var handle: OpaquePointer?
+
+    init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &handle, flags, nil)
+        guard code == SQLITE_OK else {
+            let error = SQLiteError(code: code, message: handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open \(path)")
+            sqlite3_close(handle)
+            handle = nil
+            throw error
+        }
+        sqlite3_busy_timeout(handle, 5_000)
+    }
+
+    deinit { close() }
+
+    func close() {
+        if let handle { sqlite3_close_v2(handle) }
+        handle = nil
+    }
+
+    func execute(_ sql: String) throws(SQLiteError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        guard code == SQLITE_OK else {
+            let text = message.map { String(cString: $0) } ?? "unknown"
+            sqlite3_free(message)
+            throw SQLiteError(code: code, message: text)
+        }
+    }
+
+    func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        var statement: OpaquePointer?
+        let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        guard code == SQLITE_OK, let statement else { throw lastError(code) }
+        return SQLiteStatement(statement, connection: self)
+    }
+
+    func lastError(_ code: Int32) -> SQLiteError {
+        SQLiteError(code: code, message: handle.map { String(cString: sqlite3_errmsg($0)) } ?? "closed")
+    }
+
+    var changes: Int { Int(sqlite3_changes(handle)) }
+}
+
+/// A prepared statement, reset after each use so it can be run again without re-parsing.
+final class SQLiteStatement {
+    private let statement: OpaquePointer
+    private unowned let connection: SQLiteConnection
+
+    init(_ statement: OpaquePointer, connection: SQLiteConnection) {
+        self.statement = statement
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(statement) }
+
+    enum Value {
+        case int(Int64)
+        case text(String)
+        case blob([UInt8])
+        case null
+    }
+
+    func bind(_ values: [Value]) throws(SQLiteError) {
+        sqlite3_reset(statement)
+        sqlite3_clear_bindings(statement)
+        for (offset, value) in values.enumerated() {
+            let index = Int32(offset + 1)
+            let code: Int32
+            switch value {
+            case .int(let number): code = sqlite3_bind_int64(statement, index, number)
+            case .text(let text): code = sqlite3_bind_text(statement, index, text, -1, sp_sqlite_transient())
+            case .blob(let bytes):
+                code = bytes.withUnsafeBytes { sqlite3_bind_blob(statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), sp_sqlite_transient()) }
+            case .null: code = sqlite3_bind_null(statement, index)
+            }
+            guard code == SQLITE_OK else { throw connection.lastError(code) }
+        }
+    }
+
+    /// Steps once: true while a row is available.
+    func step() throws(SQLiteError) -> Bool {
+        let code = sqlite3_step(statement)
+        switch code {
+        case SQLITE_ROW: return true
+        case SQLITE_DONE: return false
+        default: throw connection.lastError(code)
+        }
+    }
+
+    /// Binds, runs to completion and resets.
+    func run(_ values: [Value]) throws(SQLiteError) {
+        try bind(values)
+        while try step() {}
+        sqlite3_reset(statement)
+    }
+
+    func reset() { sqlite3_reset(statement) }
+
+    func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+
+    func text(_ column: Int32) -> String {
+        guard let pointer = sqlite3_column_text(statement, column) else { return "" }
+        return String(cString: pointer)
+    }
+
+    func blob(_ column: Int32) -> [UInt8] {
+        let count = Int(sqlite3_column_bytes(statement, column))
+        guard count > 0, let pointer = sqlite3_column_blob(statement, column) else { return [] }
+        return Array(UnsafeRawBufferPointer(start: pointer, count: count))
+    }
+}

@@ -1,0 +1,279 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PushSecurity
+import PushWire
+
+/// Per-connection state the store keeps.
+public final class StoreSession {
+    public enum Phase: Equatable {
+        case awaitingHello
+        case ready(PeerRole)
+    }
+
+    public let peerAddress: String
+    public internal(set) var phase = Phase.awaitingHello
+    /// Requests accepted but not yet answered (commits, logins).
+    public internal(set) var pending = 0
+    public internal(set) var maxInflight: UInt32 = 1
+    /// Set when the server was at its connection limit as this one arrived ([5.1-3]).
+    public var overConnectionLimit = false
+    // The last token that verified, so a device's stream of FETCHes pays for one HMAC.
+    var verifiedToken: [UInt8] = []
+    var verifiedClaims: FetchToken?
+
+    public init(peerAddress: String) {
+        self.peerAddress = peerAddress
+    }
+
+    public var role: PeerRole? {
+        if case .ready(let role) = phase { return role }
+        return nil
+    }
+}
+
+/// How to answer a request once its write is durable.
+public enum CommittedReply: Sendable, Equatable {
+    case storeOK(StoreOK)
+    case ackOK(PayloadID)
+    case recallOK(PayloadID)
+
+    public func message(for outcome: WriteOutcome) -> Message {
+        switch (outcome, self) {
+        case (.failed(let status), _): .error(ErrorReply(status: status))
+        case (.ok, .storeOK(let reply)): .storeOK(reply)
+        case (.ok, .ackOK(let id)): .ackOK(AckOK(id: id))
+        case (.ok, .recallOK(let id)): .recallOK(RecallOK(id: id))
+        }
+    }
+}
+
+/// What the I/O layer is to do with a request: the store's logic never touches a socket.
+public enum StoreAction: Equatable {
+    case reply(Message)
+    /// Reply, and record a FETCH in the statistics without waiting for it.
+    case replyAndRecord(Message, WriteOperation)
+    /// Answer ERROR to HELLO, then close ([5.1-3]).
+    case refuseHello(Status, String)
+    /// GOAWAY with this status, then close.
+    case fatal(Status, String)
+    /// Commit durably, then reply.
+    case commit(WriteOperation, CommittedReply)
+    /// Check a password off the loop (a slow hash), then call `finishLogin`.
+    case verifyPassword(Login, storedHash: String?)
+    /// Apply the HELLO_OK just sent: the negotiated maximum frame.
+    case helloAccepted(HelloOK)
+    /// Nothing to send (a PONG, an ERROR from the client).
+    case none
+
+    public static func == (lhs: StoreAction, rhs: StoreAction) -> Bool {
+        switch (lhs, rhs) {
+        case let (.reply(a), .reply(b)): a == b
+        case let (.replyAndRecord(a, _), .replyAndRecord(b, _)): a == b
+        case let (.refuseHello(a, _), .refuseHello(b, _)), let (.fatal(a, _), .fatal(b, _)): a == b
+        case let (.commit(_, a), .commit(_, b)): a == b
+        case let (.verifyPassword(a, _), .verifyPassword(b, _)): a == b
+        case let (.helloAccepted(a), .helloAccepted(b)): a == b
+        case (.none, .none): true
+        default: false
+        }
+    }
+}
+
+/// The store's request logic (SPEC.md section 4): checks, reads and the decisions of
+/// every message, as a function from (session, message) to an action. Owned by the
+/// event loop's thread; reads go straight to the reader, writes become actions.
+public final class StoreLogic {
+    public let settings: StoreSettings
+    private let reader: PayloadReader
+    private let tokenSigner: CredentialSigner
+    private let providerKey: SecretKey
+    private let clock: () -> UInt64
+    private var userLimiter: LoginLimiter
+    private var addressLimiter: LoginLimiter
+
+    public init(settings: StoreSettings, reader: PayloadReader, serverKey: SecretKey, providerKey: SecretKey,
+                clock: @escaping () -> UInt64 = wallClockMilliseconds) {
+        self.settings = settings
+        self.reader = reader
+        self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
+        self.providerKey = providerKey
+        self.clock = clock
+        self.userLimiter = LoginLimiter(limit: settings.loginFailuresPerUser, windowMs: settings.loginFailureWindowMs)
+        self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
+    }
+
+    /// The one entry point for a decoded message.
+    public func handle(_ message: Message, session: StoreSession) -> StoreAction {
+        guard let role = session.role else {
+            guard case .hello(let hello) = message else {
+                return .fatal(.helloRequired, "the first frame must be HELLO")
+            }
+            return handleHello(hello, session: session)
+        }
+        switch message {
+        case .hello: return .reply(.error(ErrorReply(status: .badRequest, message: "HELLO was already accepted")))
+        case .ping: return .reply(.pong)
+        case .pong, .error: return .none
+        case .goaway(let goaway): return .fatal(goaway.status.isFatal ? goaway.status : .shuttingDown, "peer sent GOAWAY")
+        default: break
+        }
+        if let forbidden = roleRefusal(message, role: role) { return forbidden }
+        do {
+            switch message {
+            case .login(let login): return try handleLogin(login, session: session)
+            case .store(let store): return try handleStore(store)
+            case .fetch(let fetch): return try handleFetch(fetch, session: session)
+            case .sync(let sync): return try handleSync(sync, session: session)
+            case .ack(let ack): return try handleAck(ack, session: session)
+            case .recall(let recall): return .commit(.recall(recall.id, nowMs: clock()), .recallOK(recall.id))
+            case .status(let request): return try handleStatus(request)
+            default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
+            }
+        } catch let refusal as Refusal {
+            return .reply(.error(ErrorReply(status: refusal.status, message: refusal.message)))
+        } catch {
+            return .reply(.error(ErrorReply(status: .internalError, message: "storage error")))
+        }
+    }
+
+    // MARK: handshake
+
+    private func handleHello(_ hello: Hello, session: StoreSession) -> StoreAction {
+        guard hello.versionMin <= FrameHeader.version, FrameHeader.version <= hello.versionMax else {
+            return .fatal(.unsupportedVersion, "this store speaks protocol version 1 only")
+        }
+        if session.overConnectionLimit { return .refuseHello(.busy, "the store is at its connection limit") }
+        let proposedFrame = Int(hello.maxFrame ?? UInt32(FrameLimits.defaultMaxFrame))
+        guard proposedFrame >= FrameLimits.floor else { return .refuseHello(.badRequest, "max_frame below 1024") }
+        guard hello.maxInflight != 0 else { return .refuseHello(.badRequest, "max_inflight of 0") }
+        if hello.role == .provider {
+            guard let credential = hello.credential else { return .refuseHello(.badRequest, "a provider must send its credential") }
+            do {
+                try ProviderCredential.verify(credential, providerKey: providerKey, nowMs: clock())
+            } catch {
+                return .refuseHello(.badCredentials, "provider credential refused")
+            }
+        }
+        let inflight = min(settings.maxInflight, hello.maxInflight ?? settings.maxInflight)
+        let accepted = HelloOK(maxFrame: UInt32(min(proposedFrame, settings.maxFrame, FrameLimits.ceiling)),
+                               keepaliveMs: settings.keepaliveMs, maxInflight: inflight, name: "securepush-store")
+        session.phase = .ready(hello.role)
+        session.maxInflight = inflight
+        return .helloAccepted(accepted)
+    }
+
+    /// [4.1-3]: devices read, providers write.
+    private func roleRefusal(_ message: Message, role: PeerRole) -> StoreAction? {
+        let allowed: Bool
+        switch message {
+        case .store, .recall, .status, .push: allowed = role == .provider
+        case .login, .fetch, .sync, .ack: allowed = role == .device
+        default: allowed = true
+        }
+        return allowed ? nil : .reply(.error(ErrorReply(status: .forbidden, message: "\(message.type) is not allowed for a \(role)")))
+    }
+
+    // MARK: requests
+
+    private struct Refusal: Error {
+        var status: Status
+        var message: String
+    }
+
+    private func handleLogin(_ login: Login, session: StoreSession) throws -> StoreAction {
+        let now = clock()
+        if userLimiter.isLimited(login.user, nowMs: now) || addressLimiter.isLimited(session.peerAddress, nowMs: now) {
+            throw Refusal(status: .rateLimited, message: "too many failed logins; try again later")
+        }
+        return .verifyPassword(login, storedHash: try reader.passwordHash(user: login.user))
+    }
+
+    /// Called back on the loop once the slow hash has been checked.
+    public func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> Message {
+        let now = clock()
+        guard passwordMatched else {
+            userLimiter.recordFailure(login.user, nowMs: now)
+            addressLimiter.recordFailure(session.peerAddress, nowMs: now)
+            return .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
+        }
+        userLimiter.recordSuccess(login.user)
+        let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: now, expiresAt: now + settings.tokenLifetimeMs)
+        return .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt))
+    }
+
+    private func handleStore(_ store: StoreRequest) throws -> StoreAction {
+        guard store.payload.count <= settings.maxPayloadBytes else {
+            throw Refusal(status: .tooLarge, message: "payload over \(settings.maxPayloadBytes) bytes")
+        }
+        guard store.ttlSeconds > 0 else { throw Refusal(status: .badRequest, message: "ttl_s must be above 0") }
+        guard try reader.passwordHash(user: store.user) != nil else {
+            throw Refusal(status: .unknownUser, message: "no such user")
+        }
+        let now = clock()
+        let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
+        let payload = NewPayload(id: PayloadID.random(), user: store.user, body: store.payload, createdAt: now,
+                                 expiresAt: now + ttl * 1000, readLimit: store.readLimit)
+        return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
+    }
+
+    /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2]).
+    private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> FetchToken {
+        guard let token else { throw Refusal(status: .authRequired, message: "log in to read this") }
+        if let cached = session.verifiedClaims, session.verifiedToken == token {
+            guard cached.expiresAt > nowMs else { throw Refusal(status: .tokenExpired, message: "fetch token expired") }
+            return cached
+        }
+        do {
+            let claims = try FetchToken.open(token, signer: tokenSigner, nowMs: nowMs)
+            session.verifiedToken = token
+            session.verifiedClaims = claims
+            return claims
+        } catch {
+            throw Refusal(status: error.status, message: error.description)
+        }
+    }
+
+    private func handleFetch(_ fetch: Fetch, session: StoreSession) throws -> StoreAction {
+        let now = clock()
+        let claims = try claims(fetch.token, session: session, nowMs: now)
+        guard let payload = try reader.payload(fetch.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard payload.user == claims.user else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
+        guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
+        let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
+        return .replyAndRecord(.fetchOK(reply), .recordFetch(fetch.id, nowMs: now))
+    }
+
+    private func handleSync(_ sync: Sync, session: StoreSession) throws -> StoreAction {
+        let now = clock()
+        let claims = try claims(sync.token, session: session, nowMs: now)
+        let limit = Int(min(max(sync.limit, 1), Sync.maxLimit))
+        let page = try reader.unread(user: claims.user, deviceID: claims.deviceID, after: sync.cursor, limit: limit, nowMs: now)
+        return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
+    }
+
+    private func handleAck(_ ack: Ack, session: StoreSession) throws -> StoreAction {
+        let now = clock()
+        let claims = try claims(ack.token, session: session, nowMs: now)
+        return .commit(.ack(ack.id, user: claims.user, deviceID: claims.deviceID, nowMs: now), .ackOK(ack.id))
+    }
+
+    private func handleStatus(_ request: StatusRequest) throws -> StoreAction {
+        guard let payload = try reader.payload(request.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        return .reply(.statusOK(StatusOK(id: request.id, state: payload.state(nowMs: clock()), fetchCount: payload.fetchCount,
+                                         fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
+    }
+
+    public func pruneLimiters() {
+        let now = clock()
+        userLimiter.prune(nowMs: now)
+        addressLimiter.prune(nowMs: now)
+    }
+}
+
+/// Unix time in milliseconds.
+public func wallClockMilliseconds() -> UInt64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return UInt64(spec.tv_sec) * 1000 + UInt64(spec.tv_nsec) / 1_000_000
+}

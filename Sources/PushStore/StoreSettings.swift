@@ -1,0 +1,20 @@
+import PushWire
+
+/// The store's limits and lifetimes; `securepush store` fills them from flags and the
+/// deployment's config file.
+public struct StoreSettings: Sendable {
+    public var maxPayloadBytes = 4096
+    public var maxTTLSeconds: UInt32 = 30 * 24 * 3600
+    public var tokenLifetimeMs: UInt64 = 3_600_000
+    public var maxFrame = FrameLimits.defaultMaxFrame
+    public var keepaliveMs: UInt32 = 30_000
+    public var maxInflight: UInt32 = 4096
+    public var maxConnections = 10_000
+    /// Failed logins allowed per user, and per client address, within `loginFailureWindowMs`.
+    public var loginFailuresPerUser = 5
+    public var loginFailuresPerAddress = 20
+    public var loginFailureWindowMs: UInt64 = 60_000
+    public var sweepIntervalMs: UInt64 = 60_000
+
+    public init() {}
+}

@@ -1,0 +1,249 @@
+import Foundation
+import Testing
+import PushSecurity
+import PushWire
+@testable import PushStore
+
+/// The store's logic over a real SQLite file, without sockets.
+final class StoreFixture {
+    let directory: URL
+    let writer: SQLitePayloadWriter
+    let reader: SQLitePayloadReader
+    let logic: StoreLogic
+    let serverKey = SecretKey(bytes: Array(repeating: 1, count: 32))!
+    let providerKey = SecretKey(bytes: Array(repeating: 2, count: 32))!
+    var now: UInt64 = 1_700_000_000_000
+
+    init(settings: StoreSettings = StoreSettings()) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-logic-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let path = directory.appendingPathComponent(SQLitePayloadDatabase.fileName).path
+        writer = try SQLitePayloadWriter(path: path)
+        reader = try SQLitePayloadReader(path: path)
+        var clockNow: () -> UInt64 = { 0 }
+        logic = StoreLogic(settings: settings, reader: reader, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() })
+        clockNow = { [unowned self] in self.now }
+        _ = try writer.addUser("alice", passwordHash: try PasswordHash.make(password: Array("pw-alice".utf8), iterations: 1000).encoded, nowMs: now)
+        _ = try writer.addUser("bob", passwordHash: try PasswordHash.make(password: Array("pw-bob".utf8), iterations: 1000).encoded, nowMs: now)
+    }
+
+    deinit { try? FileManager.default.removeItem(at: directory) }
+
+    func session(_ role: PeerRole) -> StoreSession {
+        let session = StoreSession(peerAddress: "127.0.0.1")
+        let credential = role == .provider ? ProviderCredential.make(providerKey: providerKey, nowMs: now) : nil
+        _ = logic.handle(.hello(Hello(role: role, credential: credential)), session: session)
+        return session
+    }
+
+    /// Carries an action out the way the server does, synchronously.
+    func perform(_ action: StoreAction, session: StoreSession) throws -> Message? {
+        switch action {
+        case .reply(let message): return message
+        case .replyAndRecord(let message, let record):
+            _ = try writer.commit([record])
+            return message
+        case .commit(let operation, let reply):
+            let outcomes = try writer.commit([operation])
+            return reply.message(for: outcomes[0])
+        case .verifyPassword(let login, let hash):
+            let matched = hash.flatMap(PasswordHash.init(encoded:))?.verify(password: login.password) ?? false
+            return logic.finishLogin(login, passwordMatched: matched, session: session)
+        case .helloAccepted(let ok): return .helloOK(ok)
+        case .refuseHello(let status, _), .fatal(let status, _): return .error(ErrorReply(status: status))
+        case .none: return nil
+        }
+    }
+
+    func send(_ message: Message, on session: StoreSession) throws -> Message? {
+        try perform(logic.handle(message, session: session), session: session)
+    }
+
+    func token(user: String = "alice", password: String? = nil, device: String = "phone") throws -> [UInt8] {
+        let reply = try send(.login(Login(user: user, password: Array((password ?? "pw-\(user)").utf8), deviceID: device)), on: session(.device))
+        guard case .loginOK(let ok)? = reply else { throw StoreTestError.unexpected(reply) }
+        return ok.token
+    }
+
+    func store(_ text: String, for user: String = "alice", ttl: UInt32 = 60, readLimit: UInt32 = 0) throws -> PayloadID {
+        let reply = try send(.store(StoreRequest(user: user, payload: Array(text.utf8), ttlSeconds: ttl, readLimit: readLimit)), on: session(.provider))
+        guard case .storeOK(let ok)? = reply else { throw StoreTestError.unexpected(reply) }
+        return ok.id
+    }
+}
+
+enum StoreTestError: Error { case unexpected(Message?) }
+
+func status(of message: Message?) -> Status? {
+    if case .error(let error)? = message { return error.status }
+    return message == nil ? nil : .ok
+}
+
+@Suite("Store logic")
+struct StoreLogicTests {
+    @Test("[4.7-1] [4.10-1] STORE, FETCH, ACK with a read limit of 1, then GONE and erased")
+    func burnAfterRead() throws {
+        let store = try StoreFixture()
+        let id = try store.store("meet at noon", readLimit: 1)
+        let token = try store.token()
+        let device = store.session(.device)
+        guard case .fetchOK(let fetched)? = try store.send(.fetch(Fetch(id: id, token: token)), on: device) else {
+            Issue.record("FETCH failed"); return
+        }
+        #expect(String(decoding: fetched.payload, as: UTF8.self) == "meet at noon")
+        #expect(try store.send(.ack(Ack(id: id, token: token)), on: device) == .ackOK(AckOK(id: id)))
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: token)), on: device)) == .gone)
+        #expect(try store.reader.payload(id)?.body == [], "the bytes are erased")
+    }
+
+    @Test("[4.8-1] each FETCH failure has its own status")
+    func fetchFailures() throws {
+        let store = try StoreFixture()
+        let id = try store.store("for alice")
+        let device = store.session(.device)
+        let aliceToken = try store.token()
+        let bobToken = try store.token(user: "bob")
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: nil)), on: device)) == .authRequired)
+        var forged = aliceToken
+        forged[forged.count - 1] ^= 1
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: forged)), on: device)) == .badToken)
+        #expect(status(of: try store.send(.fetch(Fetch(id: PayloadID.random(), token: aliceToken)), on: device)) == .notFound)
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: bobToken)), on: device)) == .forbidden)
+        store.now += 3_600_000
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: aliceToken)), on: device)) == .tokenExpired)
+        let fresh = try store.token()
+        store.now += 60_000 * 60 * 24
+        let late = try store.token()
+        _ = fresh
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: late)), on: device)) == .gone, "past its TTL")
+    }
+
+    @Test("[4.11-1] a recalled payload is GONE; [4.11-2] recalling twice succeeds, an unknown id is NOT_FOUND")
+    func recall() throws {
+        let store = try StoreFixture()
+        let id = try store.store("oops")
+        let provider = store.session(.provider)
+        #expect(try store.send(.recall(Recall(id: id)), on: provider) == .recallOK(RecallOK(id: id)))
+        #expect(try store.send(.recall(Recall(id: id)), on: provider) == .recallOK(RecallOK(id: id)))
+        #expect(status(of: try store.send(.recall(Recall(id: PayloadID.random())), on: provider)) == .notFound)
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: try store.token())), on: store.session(.device))) == .gone)
+    }
+
+    @Test("[4.12-1] STATUS moves from stored to fetched to gone")
+    func statusStates() throws {
+        let store = try StoreFixture()
+        let id = try store.store("x")
+        let provider = store.session(.provider)
+        func state() throws -> PayloadState? {
+            guard case .statusOK(let ok)? = try store.send(.status(StatusRequest(id: id)), on: provider) else { return nil }
+            return ok.state
+        }
+        #expect(try state() == .stored)
+        _ = try store.send(.fetch(Fetch(id: id, token: try store.token())), on: store.session(.device))
+        #expect(try state() == .fetched)
+        store.now += 61_000
+        #expect(try state() == .gone)
+        #expect(status(of: try store.send(.status(StatusRequest(id: PayloadID.random())), on: provider)) == .notFound)
+    }
+
+    @Test("[4.9-1] SYNC pages through unread ids per device, oldest first")
+    func sync() throws {
+        let store = try StoreFixture()
+        let ids = try (0..<5).map { try store.store("m\($0)") }
+        _ = try store.store("for bob", for: "bob")
+        let phone = try store.token(device: "phone")
+        let tablet = try store.token(device: "tablet")
+        let device = store.session(.device)
+        _ = try store.send(.ack(Ack(id: ids[1], token: phone)), on: device)
+        guard case .syncOK(let first)? = try store.send(.sync(Sync(token: phone, limit: 2)), on: device) else { Issue.record("sync"); return }
+        #expect(first.ids == [ids[0], ids[2]] && first.hasMore)
+        guard case .syncOK(let second)? = try store.send(.sync(Sync(token: phone, cursor: first.cursor, limit: 2)), on: device) else { return }
+        #expect(second.ids == [ids[3], ids[4]] && !second.hasMore)
+        guard case .syncOK(let other)? = try store.send(.sync(Sync(token: tablet)), on: device) else { return }
+        #expect(other.ids == ids, "another device still sees what the phone acknowledged")
+        #expect(status(of: try store.send(.sync(Sync(token: nil)), on: device)) == .authRequired)
+    }
+
+    @Test("[4.7-3] STORE refuses an unknown user, an oversized payload and a zero TTL")
+    func storeRefusals() throws {
+        var settings = StoreSettings()
+        settings.maxPayloadBytes = 10
+        let store = try StoreFixture(settings: settings)
+        let provider = store.session(.provider)
+        #expect(status(of: try store.send(.store(StoreRequest(user: "carol", payload: [1])), on: provider)) == .unknownUser)
+        #expect(status(of: try store.send(.store(StoreRequest(user: "alice", payload: Array(repeating: 0, count: 11))), on: provider)) == .tooLarge)
+        #expect(status(of: try store.send(.store(StoreRequest(user: "alice", payload: [1], ttlSeconds: 0)), on: provider)) == .badRequest)
+    }
+
+    @Test("[4.1-3] devices cannot STORE, RECALL or STATUS; providers cannot FETCH, SYNC, ACK or LOGIN")
+    func roles() throws {
+        let store = try StoreFixture()
+        let device = store.session(.device), provider = store.session(.provider)
+        let id = PayloadID.random()
+        for message: Message in [.store(StoreRequest(user: "alice", payload: [1])), .recall(Recall(id: id)), .status(StatusRequest(id: id))] {
+            #expect(status(of: try store.send(message, on: device)) == .forbidden)
+        }
+        for message: Message in [.fetch(Fetch(id: id, token: nil)), .sync(Sync(token: nil)), .ack(Ack(id: id, token: nil)),
+                                 .login(Login(user: "alice", password: [], deviceID: "d"))] {
+            #expect(status(of: try store.send(message, on: provider)) == .forbidden)
+        }
+        #expect(status(of: try store.send(.pushAck(PushAck(written: 0, queued: 0)), on: provider)) == .badRequest, "[4.1-4]")
+    }
+
+    @Test("[5.1-2] nothing but HELLO before HELLO; [5.2-1] a version range without 1; [5.1-4] a second HELLO")
+    func handshake() throws {
+        let store = try StoreFixture()
+        let fresh = StoreSession(peerAddress: "x")
+        #expect(store.logic.handle(.ping, session: fresh) == .fatal(.helloRequired, ""))
+        #expect(store.logic.handle(.hello(Hello(role: .device, versionMin: 2, versionMax: 3)), session: fresh) == .fatal(.unsupportedVersion, ""))
+        #expect(store.logic.handle(.hello(Hello(role: .device, maxFrame: 100)), session: fresh) == .refuseHello(.badRequest, ""))
+        #expect(store.logic.handle(.hello(Hello(role: .device, maxInflight: 0)), session: fresh) == .refuseHello(.badRequest, ""))
+        #expect(store.logic.handle(.hello(Hello(role: .provider)), session: fresh) == .refuseHello(.badRequest, ""), "[4.2-2]")
+        let forged = ProviderCredential.make(providerKey: store.serverKey, nowMs: store.now)
+        #expect(store.logic.handle(.hello(Hello(role: .provider, credential: forged)), session: fresh) == .refuseHello(.badCredentials, ""), "[4.2-4]")
+        guard case .helloAccepted(let ok) = store.logic.handle(.hello(Hello(role: .device, maxFrame: 1 << 30, maxInflight: 8)), session: fresh) else {
+            Issue.record("HELLO refused"); return
+        }
+        #expect(ok.maxFrame == UInt32(FrameLimits.defaultMaxFrame) && ok.maxInflight == 8, "[5.2-3] [5.2-6]")
+        #expect(status(of: try store.send(.hello(Hello(role: .device)), on: fresh)) == .badRequest)
+        #expect(try store.send(.ping, on: fresh) == .pong)
+    }
+
+    @Test("[4.6-2] unknown user and wrong password look alike; [4.6-3] repeated failures are rate limited")
+    func loginFailures() throws {
+        let store = try StoreFixture()
+        let device = store.session(.device)
+        let unknown = try store.send(.login(Login(user: "mallory", password: Array("x".utf8), deviceID: "d")), on: device)
+        let wrong = try store.send(.login(Login(user: "alice", password: Array("x".utf8), deviceID: "d")), on: device)
+        #expect(unknown == wrong)
+        #expect(status(of: wrong) == .badCredentials)
+        for _ in 0..<4 { _ = try store.send(.login(Login(user: "alice", password: [], deviceID: "d")), on: device) }
+        #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .rateLimited)
+        store.now += 61_000
+        #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .ok)
+    }
+
+    @Test("[4.10-2] ACK is idempotent and counts a device once")
+    func ackIdempotent() throws {
+        let store = try StoreFixture()
+        let id = try store.store("twice", readLimit: 2)
+        let phone = try store.token(device: "phone"), tablet = try store.token(device: "tablet")
+        let device = store.session(.device)
+        for _ in 0..<3 { #expect(try store.send(.ack(Ack(id: id, token: phone)), on: device) == .ackOK(AckOK(id: id))) }
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: phone)), on: device)) == .ok)
+        _ = try store.send(.ack(Ack(id: id, token: tablet)), on: device)
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: phone)), on: device)) == .gone)
+        #expect(status(of: try store.send(.ack(Ack(id: id, token: try store.token(user: "bob"))), on: device)) == .forbidden)
+    }
+
+    @Test("the sweeper empties expired payloads")
+    func sweep() throws {
+        let store = try StoreFixture()
+        let id = try store.store("short", ttl: 1)
+        #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000) == 1)
+        #expect(try store.reader.payload(id)?.life == .expired)
+        #expect(try store.reader.payload(id)?.body == [])
+        #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000 + SQLitePayloadWriter.tombstoneRetentionMs) == 0)
+        #expect(try store.reader.payload(id) == nil)
+    }
+}
