@@ -11,6 +11,7 @@ let package = Package(
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
     ],
     targets: [
         // libevent (and its OpenSSL bufferevents) from Debian's libevent-dev and libssl-dev.
@@ -38,17 +39,25 @@ let package = Package(
         // Keys, password hashes, fetch tokens, registrations and provider credentials.
         .target(name: "PushSecurity", dependencies: ["COpenSSL", "PushWire"]),
         // The payload store: its service logic, group-commit writer and persistence.
-        .target(name: "PushStore", dependencies: ["PushWire", "PushEventLoop", "PushSecurity", "CSQLite"]),
+        .target(name: "PushStore", dependencies: [
+            "PushWire", "PushEventLoop", "PushSecurity", "CSQLite",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Device and provider clients.
+        .target(name: "PushClient", dependencies: ["PushWire", "PushEventLoop", "PushSecurity"]),
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushWire", "PushEventLoop", "PushSecurity", "PushStore",
+                "PushWire", "PushEventLoop", "PushSecurity", "PushStore", "PushClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "PushWireTests", dependencies: ["PushWire"]),
+        .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
         .testTarget(name: "PushSecurityTests", dependencies: ["PushSecurity", "PushWire"]),
-        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity"]),
+        // Helpers the integration tests share: child processes, temporary deployments.
+        .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire"], path: "Tests/PushTestSupport"),
+        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire"]),
     ]
 )

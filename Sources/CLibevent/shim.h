@@ -11,12 +11,17 @@
 #include <openssl/err.h>
 #include <openssl/x509.h>
 #include <openssl/pem.h>
+#include <openssl/x509v3.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/rand.h>
 #include <sys/socket.h>
 #include <sys/eventfd.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <signal.h>
+#include <pthread.h>
 
 /* The libevent flag constants are macros Swift does not always import with the right type. */
 static const short sp_EV_READ = EV_READ;
@@ -42,6 +47,20 @@ static inline long sp_SSL_CTX_set_min_tls12(SSL_CTX *ctx) {
 }
 static inline long sp_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {
     return SSL_set_tlsext_host_name(ssl, name);
+}
+/* SSL_MODE_RELEASE_BUFFERS: an idle TLS connection gives its record buffers back. */
+static inline long sp_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
+    return SSL_CTX_set_mode(ctx, mode);
+}
+/* EVP_EC_gen wraps a variadic function Swift cannot call. */
+static inline EVP_PKEY *sp_EVP_EC_gen(const char *curve) {
+    return EVP_EC_gen(curve);
+}
+
+/* glibc declares pthread_setname_np only under _GNU_SOURCE. Names are at most 15 bytes. */
+extern int pthread_setname_np(pthread_t thread, const char *name);
+static inline int sp_set_thread_name(const char *name) {
+    return pthread_setname_np(pthread_self(), name);
 }
 
 #endif

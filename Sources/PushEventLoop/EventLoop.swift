@@ -1,3 +1,186 @@
 import CLibevent
-import PushWire
+import Glibc
 
+/// One libevent `event_base`, owned by the thread that created it.
+///
+/// Everything created on a loop (connections, listeners, timers, signal handlers) is
+/// confined to that thread, so none of those types is `Sendable`. Other threads reach
+/// the loop only through its `handle` (see `LoopHandle`).
+///
+/// Lifetime: open resources keep their loop alive. `shutdown()` closes every resource
+/// still open on the loop and frees the event base; call it on the loop thread once
+/// `run()` has returned (`EventLoopThread` does this for you).
+public final class EventLoop {
+    let base: OpaquePointer
+    /// The thread-safe face of this loop: cross-thread `execute` and `stop`.
+    public let handle: LoopHandle
+
+    private var wakeupEvent: OpaquePointer?
+    /// Swapped with the wakeup queue's pending list so a drain allocates nothing.
+    private var spareWork: [LoopWork] = []
+    /// Everything shutdown() must close. Entries are removed before their object dies.
+    private var resources: [ObjectIdentifier: ResourceRef] = [:]
+    public private(set) var isShutDown = false
+    private var isShuttingDown = false
+    private var isRunning = false
+    /// Connections currently open on this loop (accepted, connected or connecting).
+    public internal(set) var openConnectionCount = 0
+
+    /// Writing to a socket the peer has closed raises SIGPIPE, whose default action kills
+    /// the process; neither libevent (writev) nor OpenSSL avoids it per call. A peer must
+    /// never be able to do that, so the first loop ignores SIGPIPE process-wide (the
+    /// write then fails with EPIPE, reported as a close reason).
+    private static let ignoreBrokenPipe: Void = {
+        signal(SIGPIPE, SIG_IGN)
+    }()
+
+    public init() throws(EventLoopError) {
+        EventLoop.ignoreBrokenPipe
+        guard let config = event_config_new() else { throw .libevent("event_config_new failed") }
+        // We never share a base between threads (cross-thread work goes through the
+        // eventfd), so libevent's internal locking would be pure overhead.
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_NOLOCK.rawValue))
+        // Coalesces the epoll_ctl add/del a bufferevent does every iteration for its
+        // write event into one change per fd per iteration.
+        event_config_set_flag(config, Int32(EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST.rawValue))
+        let created = event_base_new_with_config(config)
+        event_config_free(config)
+        guard let base = created else { throw .libevent("event_base_new failed") }
+        let fd = eventfd(0, Int32(EFD_NONBLOCK | EFD_CLOEXEC))
+        guard fd >= 0 else {
+            let code = errno
+            event_base_free(base)
+            throw .system(operation: "eventfd", errno: code)
+        }
+        self.base = base
+        self.handle = LoopHandle(queue: WakeupQueue(fd: fd), owner: pthread_self())
+        // The loop owns this event and frees it before itself, so an unretained
+        // context pointer is enough.
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        guard let event = event_new(base, fd, sp_EV_READ | sp_EV_PERSIST, wakeupCallback, context),
+              event_add(event, nil) == 0
+        else {
+            event_base_free(base)
+            throw .libevent("cannot register the wakeup eventfd")
+        }
+        wakeupEvent = event
+    }
+
+    deinit {
+        // Open resources hold strong references to the loop, so reaching deinit means
+        // they are all closed already; only the base itself is left to free.
+        if !isShutDown { releaseBase() }
+    }
+
+    /// True on the thread that created this loop.
+    public var isInLoopThread: Bool { handle.isInLoopThread }
+
+    /// Runs callbacks until `stop()` (or `handle.stop()` from another thread).
+    public func run() {
+        precondition(isInLoopThread, "EventLoop.run() must be called on the thread that created the loop")
+        guard !isShutDown, !isRunning else { return }
+        isRunning = true
+        defer { isRunning = false }
+        event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY)
+    }
+
+    /// One pass: handles whatever is ready (and, if `blocking`, first waits for something).
+    public func runOnce(blocking: Bool = false) {
+        precondition(isInLoopThread, "EventLoop.runOnce() must be called on the thread that created the loop")
+        guard !isShutDown, !isRunning else { return }
+        isRunning = true
+        defer { isRunning = false }
+        event_base_loop(base, blocking ? EVLOOP_ONCE : EVLOOP_NONBLOCK)
+    }
+
+    /// Makes `run()` return after the current callback. Loop thread only; from another
+    /// thread use `handle.stop()`.
+    public func stop() {
+        guard !isShutDown else { return }
+        event_base_loopbreak(base)
+    }
+
+    /// Queues `work` to run on this loop; see `LoopHandle.execute`.
+    @discardableResult
+    public func execute(_ work: @escaping @Sendable () -> Void) -> Bool {
+        handle.execute(work)
+    }
+
+    /// Closes every connection, listener, timer and signal handler still open on this
+    /// loop (connections report `.loopShutdown`), drops queued cross-thread work and
+    /// frees the event base. Idempotent; loop thread only; not from inside `run()`.
+    public func shutdown() {
+        guard !isShutDown, !isShuttingDown else { return }
+        precondition(isInLoopThread, "EventLoop.shutdown() must be called on the loop thread")
+        precondition(!isRunning, "EventLoop.shutdown() must not be called from inside run(); stop() first")
+        isShuttingDown = true
+        // Every closeForShutdown unregisters its resource, and nothing new can register
+        // while isShuttingDown is set, so one pass empties the table.
+        // Strong references first: closing one resource may close and free another.
+        let batch: [any LoopResource] = resources.values.map { $0.object }
+        for resource in batch { resource.closeForShutdown() }
+        assert(resources.isEmpty, "a loop resource did not unregister on shutdown")
+        isShutDown = true
+        releaseBase()
+    }
+
+    private func releaseBase() {
+        handle.queue.close()
+        if let wakeupEvent {
+            event_free(wakeupEvent)
+            self.wakeupEvent = nil
+        }
+        event_base_free(base)
+    }
+
+    /// A monotonic millisecond clock cheap enough to read on every read callback.
+    public static func monotonicMilliseconds() -> Int64 {
+        var now = timespec()
+        clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
+        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
+    }
+
+    // MARK: - Internals for the loop's resources
+
+    /// New resources are refused once shutdown has begun.
+    var acceptsNewResources: Bool { !isShuttingDown && !isShutDown }
+
+    func register(_ resource: some LoopResource) {
+        resources[ObjectIdentifier(resource)] = ResourceRef(object: resource)
+    }
+
+    func unregister(_ resource: some LoopResource) {
+        resources.removeValue(forKey: ObjectIdentifier(resource))
+    }
+
+    fileprivate func drainWakeups() {
+        var batch: [LoopWork] = []
+        swap(&batch, &spareWork)
+        handle.queue.take(swappingWith: &batch)
+        for item in batch {
+            switch item {
+            case .run(let work): work()
+            case .runWithLoop(let work): work(self)
+            case .stop: stop()
+            }
+        }
+        batch.removeAll(keepingCapacity: true)
+        if spareWork.capacity < batch.capacity { swap(&batch, &spareWork) }
+    }
+}
+
+/// Something a loop must close when it shuts down.
+protocol LoopResource: AnyObject {
+    func closeForShutdown()
+}
+
+struct ResourceRef {
+    // Safe: a resource unregisters itself before it can be deallocated.
+    unowned(unsafe) let object: any LoopResource
+}
+
+private func wakeupCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    let loop = Unmanaged<EventLoop>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(loop) { loop.drainWakeups() }
+}

@@ -14,6 +14,10 @@ public struct PasswordHash: Sendable, Equatable {
         return PasswordHash(iterations: iterations, salt: salt, hash: try derive(password, salt: salt, iterations: iterations))
     }
 
+    /// Checked against when a user does not exist, so that costs what a wrong password costs.
+    public static let dummy = PasswordHash(iterations: defaultIterations, salt: [UInt8](repeating: 0, count: 16),
+                                           hash: [UInt8](repeating: 0, count: 32))
+
     public func verify(password: [UInt8]) -> Bool {
         guard let candidate = try? PasswordHash.derive(password, salt: salt, iterations: iterations) else { return false }
         return candidate.withUnsafeBytes { a in hash.withUnsafeBytes { b in HMACSHA256.constantTimeEqual(a, b) } }

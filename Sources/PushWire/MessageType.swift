@@ -60,6 +60,15 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
 
     public var description: String { specName }
 
+    /// Requests are answered (by their reply or ERROR); replies and one-way messages
+    /// never are, not even when malformed ([4.1-1], [5.6-3]).
+    public var isRequest: Bool {
+        switch self {
+        case .hello, .ping, .login, .store, .fetch, .sync, .ack, .recall, .status, .push: true
+        default: false
+        }
+    }
+
     public init?(specName: String) {
         guard let found = MessageType.allCases.first(where: { $0.specName == specName }) else { return nil }
         self = found

@@ -1,40 +1,14 @@
 import Foundation
 import Testing
 import PushWire
-
-/// The golden vectors of protocol/vectors, read from the files the spec ships.
-enum VectorFiles {
-    static let protocolDirectory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("protocol")
-
-    static let all: [TestVector] = {
-        let directory = protocolDirectory.appendingPathComponent("vectors")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
-        return names.filter { $0.hasSuffix(".vec") }.sorted().flatMap { name -> [TestVector] in
-            let url = directory.appendingPathComponent(name)
-            guard let text = try? String(contentsOf: url, encoding: .utf8) else { return [] }
-            do {
-                return try TestVector.parseFile(text)
-            } catch {
-                Issue.record("\(name): \(error)")
-                return []
-            }
-        }
-    }()
-
-    static let clauseIDs: Set<String> = {
-        let url = protocolDirectory.appendingPathComponent("clauses.txt")
-        let text = (try? String(contentsOf: url, encoding: .utf8)) ?? ""
-        return Set(text.split(separator: "\n").compactMap { $0.split(separator: "\t").first.map(String.init) })
-    }()
-}
+import PushTestSupport
 
 @Suite("Golden vectors")
 struct VectorTests {
     @Test("[9-1] the spec ships at least 30 vectors, naming real clauses and every message type")
     func inventory() {
         let vectors = VectorFiles.all
+        #expect(VectorFiles.parseErrors.isEmpty, "\(VectorFiles.parseErrors)")
         #expect(vectors.count >= 30)
         #expect(Set(vectors.map(\.name)).count == vectors.count, "vector names are unique")
         var typesSeen = Set<MessageType>()

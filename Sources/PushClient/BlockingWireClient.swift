@@ -1,0 +1,171 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PushWire
+
+/// A plain blocking TCP client that speaks frames byte for byte: for tests, the
+/// conformance suite and one-shot command-line calls, where exact control over every
+/// byte matters more than throughput. Every wait is bounded by a timeout.
+public final class BlockingWireClient {
+    public enum Failure: Error, Equatable, CustomStringConvertible {
+        case resolve(String)
+        case connect(String, errno: Int32)
+        case timedOut
+        case closed
+        case wire(WireError)
+        case io(errno: Int32)
+
+        public var description: String {
+            switch self {
+            case .resolve(let host): "cannot use address \(host)"
+            case .connect(let address, let code): "cannot connect to \(address): \(String(cString: strerror(code)))"
+            case .timedOut: "timed out waiting for the peer"
+            case .closed: "the peer closed the connection"
+            case .wire(let error): "protocol error: \(error)"
+            case .io(let code): "socket error: \(String(cString: strerror(code)))"
+            }
+        }
+    }
+
+    private let fd: Int32
+    private var decoder: FrameDecoder
+    private var nextCorrelation: UInt32 = 1
+    /// Frames received while waiting for another correlation id.
+    private var stash: [Frame] = []
+    public var defaultTimeoutMs: Int32 = 5_000
+
+    public init(host: String, port: Int, timeoutMs: Int32 = 5_000, maxFrame: Int = FrameLimits.ceiling) throws(Failure) {
+        decoder = FrameDecoder(maxFrame: maxFrame)
+        var hints = addrinfo()
+        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        guard getaddrinfo(host, String(port), &hints, &result) == 0, let info = result else { throw .resolve(host) }
+        defer { freeaddrinfo(result) }
+        fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .io(errno: errno) }
+        var one: Int32 = 1
+        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        var timeout = timeval(tv_sec: Int(timeoutMs / 1000), tv_usec: Int(timeoutMs % 1000) * 1000)
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        guard Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw .connect("\(host):\(port)", errno: code)
+        }
+    }
+
+    deinit { Glibc.close(fd) }
+
+    /// The next correlation id this client will use.
+    public func takeCorrelation() -> UInt32 {
+        defer { nextCorrelation &+= 1 }
+        return nextCorrelation
+    }
+
+    public func sendRaw(_ bytes: [UInt8]) throws(Failure) {
+        var offset = 0
+        while offset < bytes.count {
+            let sent = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + offset, $0.count - offset, Int32(MSG_NOSIGNAL)) }
+            guard sent > 0 else { throw errno == EAGAIN ? .timedOut : .io(errno: errno) }
+            offset += sent
+        }
+    }
+
+    @discardableResult
+    public func send(_ message: Message, correlation: UInt32? = nil) throws(Failure) -> UInt32 {
+        let id = correlation ?? takeCorrelation()
+        try sendRaw(message.encoded(correlation: id))
+        return id
+    }
+
+    /// The next frame from the peer, or a typed failure when none comes in time.
+    public func receiveFrame(timeoutMs: Int32? = nil) throws(Failure) -> Frame {
+        if !stash.isEmpty { return stash.removeFirst() }
+        let deadline = monotonicMs() + Int64(timeoutMs ?? defaultTimeoutMs)
+        var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            do {
+                if let frame = try decoder.next() { return frame }
+            } catch {
+                throw .wire(error)
+            }
+            let remaining = deadline - monotonicMs()
+            guard remaining > 0 else { throw .timedOut }
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            let ready = poll(&poller, 1, Int32(min(remaining, Int64(Int32.max))))
+            guard ready > 0 else {
+                if ready < 0 && errno == EINTR { continue }
+                throw .timedOut
+            }
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count == 0 { throw .closed }
+            guard count > 0 else { throw .io(errno: errno) }
+            chunk.withUnsafeBytes { decoder.feed(UnsafeRawBufferPointer(rebasing: $0[..<count])) }
+        }
+    }
+
+    public func receive(timeoutMs: Int32? = nil) throws(Failure) -> (header: FrameHeader, message: Message) {
+        let frame = try receiveFrame(timeoutMs: timeoutMs)
+        do {
+            return (frame.header, try Message.decode(frame))
+        } catch {
+            throw .wire(error)
+        }
+    }
+
+    /// Sends a request and waits for the reply with its correlation id, keeping other
+    /// frames for later `receive` calls.
+    public func request(_ message: Message, timeoutMs: Int32? = nil) throws(Failure) -> Message {
+        let id = try send(message)
+        return try reply(to: id, timeoutMs: timeoutMs)
+    }
+
+    public func reply(to correlation: UInt32, timeoutMs: Int32? = nil) throws(Failure) -> Message {
+        var skipped: [Frame] = []
+        defer { stash.append(contentsOf: skipped) }
+        while true {
+            let frame = try receiveFrame(timeoutMs: timeoutMs)
+            let isAnswer = frame.header.correlation == correlation && frame.header.type != .push && frame.header.type != .ping
+            if isAnswer || frame.header.type == .goaway {
+                do {
+                    return try Message.decode(frame)
+                } catch {
+                    throw .wire(error)
+                }
+            }
+            skipped.append(frame)
+        }
+    }
+
+    /// HELLO, then HELLO_OK or the refusal that came instead.
+    public func hello(_ hello: Hello) throws(Failure) -> Message {
+        let message = try request(.hello(hello))
+        if case .helloOK(let ok) = message { decoder.maxFrame = Int(ok.maxFrame) }
+        return message
+    }
+
+    /// True if the peer closes (EOF or reset) within the timeout, draining what it sent first.
+    public func waitForClose(timeoutMs: Int32 = 5_000) -> Bool {
+        let deadline = monotonicMs() + Int64(timeoutMs)
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while monotonicMs() < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) >= 0 else { return false }
+            if poller.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
+                let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if count <= 0 { return true }
+            }
+        }
+        return false
+    }
+
+    /// Half-closes the sending side.
+    public func shutdownWrite() { Glibc.shutdown(fd, Int32(SHUT_WR)) }
+}
+
+func monotonicMs() -> Int64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_MONOTONIC, &spec)
+    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
+}

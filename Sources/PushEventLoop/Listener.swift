@@ -1,0 +1,159 @@
+import CLibevent
+import Glibc
+
+/// A listening TCP socket on a loop; hands each accepted peer to `onAccept` as an open
+/// `Connection` (TLS connections start their handshake immediately). Loop-confined.
+///
+/// `onAccept` should install the connection's handler: reading starts when it returns.
+public final class Listener: LoopResource {
+    public let loop: EventLoop
+    public let tls: TLSContext?
+    /// The bound address, with the real port when 0 was asked for.
+    public let address: SocketAddress
+    /// Called when accept() fails for a reason other than a transient one.
+    public var onAcceptError: ((EventLoopError) -> Void)?
+    private var listener: OpaquePointer?
+    private var onAccept: ((Connection) -> Void)?
+    private var retryTimer: LoopTimer?
+
+    public var port: Int { address.port }
+    public var isOpen: Bool { listener != nil }
+
+    /// Binds `host` (a numeric IPv4 or IPv6 address) and `port` (0: any free port) with
+    /// SO_REUSEADDR, and listens with `backlog` (the kernel caps it at somaxconn).
+    public init(
+        loop: EventLoop, host: String, port: Int, tls: TLSContext? = nil, backlog: Int32 = 4096,
+        onAccept: @escaping (Connection) -> Void
+    ) throws(EventLoopError) {
+        guard loop.acceptsNewResources else { throw .libevent("the event loop has shut down") }
+        let requested = try SocketAddress(host: host, port: port)
+        let fd = socket(requested.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
+                            | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw .system(operation: "socket", errno: errno) }
+        var one: Int32 = 1
+        _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        let bound = requested.withSockAddr { Glibc.bind(fd, $0, $1) }
+        guard bound == 0 else {
+            let code = errno
+            Glibc.close(fd)
+            throw .system(operation: "bind \(requested)", errno: code)
+        }
+        guard let actual = SocketAddress.local(of: fd) else {
+            let code = errno
+            Glibc.close(fd)
+            throw .system(operation: "getsockname", errno: code)
+        }
+        self.loop = loop
+        self.tls = tls
+        self.address = actual
+        self.onAccept = onAccept
+        // evconnlistener_new calls listen(); accepted sockets come back non-blocking and
+        // close-on-exec (accept4).
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        guard let listener = evconnlistener_new(loop.base, listenerAcceptCallback, context,
+                                                sp_LEV_OPT_CLOSE_ON_FREE | sp_LEV_OPT_CLOSE_ON_EXEC,
+                                                backlog, fd)
+        else {
+            let code = errno
+            Glibc.close(fd)
+            throw .system(operation: "listen \(actual)", errno: code)
+        }
+        evconnlistener_set_error_cb(listener, listenerErrorCallback)
+        self.listener = listener
+        loop.register(self)
+        // Held by the C side until close(), like a connection.
+        _ = Unmanaged.passRetained(self)
+    }
+
+    /// Stops listening and closes the socket; accepted connections are unaffected.
+    /// Idempotent.
+    public func close() {
+        guard let listener else { return }
+        evconnlistener_free(listener)
+        self.listener = nil
+        onAccept = nil
+        onAcceptError = nil
+        retryTimer?.cancel()
+        retryTimer = nil
+        loop.unregister(self)
+        Unmanaged.passUnretained(self).release()
+    }
+
+    func closeForShutdown() { close() }
+
+    fileprivate func accepted(_ fd: Int32) {
+        guard let onAccept, let connection = Connection.accepted(loop: loop, fd: fd, tls: tls) else { return }
+        onAccept(connection)
+        connection.startReading()
+    }
+
+    fileprivate func acceptFailed(errno code: Int32) {
+        guard let listener else { return }
+        switch code {
+        case EMFILE, ENFILE, ENOBUFS, ENOMEM:
+            // The pending connection stays queued and the socket stays readable: without a
+            // pause, a level-triggered loop would spin on accept() until an fd frees up.
+            evconnlistener_disable(listener)
+            retryTimer = loop.schedule(after: .milliseconds(100)) { [weak self] in
+                guard let self, let listener = self.listener else { return }
+                evconnlistener_enable(listener)
+            }
+        default:
+            break
+        }
+        onAcceptError?(.system(operation: "accept on \(address)", errno: code))
+    }
+}
+
+extension Connection {
+    /// Wraps a freshly accepted socket; nil (socket closed) only if allocation fails.
+    static func accepted(loop: EventLoop, fd: Int32, tls: TLSContext?) -> Connection? {
+        guard loop.acceptsNewResources else {
+            Glibc.close(fd)
+            return nil
+        }
+        setNoDelay(fd)
+        guard let tls else {
+            guard let bev = bufferevent_socket_new(loop.base, fd, sp_BEV_OPT_CLOSE_ON_FREE) else {
+                Glibc.close(fd)
+                return nil
+            }
+            return Connection(loop: loop, bev: bev, tls: false, connecting: false)
+        }
+        guard let ssl = tls.makeServerSSL() else {
+            Glibc.close(fd)
+            return nil
+        }
+        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+                                                       sp_BEV_OPT_CLOSE_ON_FREE)
+        else {
+            // libevent did not take the SSL object; whether it closed the fd on this
+            // (allocation-failure) path is unclear, and leaking beats a double close.
+            SSL_free(ssl)
+            return nil
+        }
+        // Our frames carry their own lengths, so a missing close_notify cannot truncate
+        // a message undetected; treat it as a plain EOF.
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
+        return Connection(loop: loop, bev: bev, tls: true, connecting: false)
+    }
+}
+
+private func listenerAcceptCallback(
+    _ listener: OpaquePointer?, _ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: Int32,
+    _ context: UnsafeMutableRawPointer?
+) {
+    guard let context else {
+        Glibc.close(fd)
+        return
+    }
+    let owner = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(owner) { owner.accepted(fd) }
+}
+
+private func listenerErrorCallback(_ listener: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+    let code = errno
+    guard let context else { return }
+    let owner = Unmanaged<Listener>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(owner) { owner.acceptFailed(errno: code) }
+}

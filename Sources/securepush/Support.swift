@@ -1,0 +1,92 @@
+import ArgumentParser
+import Logging
+import PushEventLoop
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A command-line failure: one line on stderr and a non-zero exit, never a stack trace.
+struct CommandFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// `HOST:PORT`, with IPv6 hosts in brackets.
+struct HostPort: ExpressibleByArgument, CustomStringConvertible {
+    var host: String
+    var port: Int
+
+    init?(argument: String) {
+        guard let colon = argument.lastIndex(of: ":"), let port = Int(argument[argument.index(after: colon)...]),
+              (0...65535).contains(port) else { return nil }
+        var host = String(argument[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        guard !host.isEmpty else { return nil }
+        self.host = host
+        self.port = port
+    }
+
+    var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+enum LogLevelOption: String, ExpressibleByArgument, CaseIterable {
+    case trace, debug, info, notice, warning, error, critical
+    var level: Logger.Level { Logger.Level(rawValue: rawValue) ?? .info }
+}
+
+/// Structured logs on stderr; stdout stays for what scripts read.
+func makeLogger(_ label: String, level: LogLevelOption) -> Logger {
+    var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+    logger.logLevel = level.level
+    return logger
+}
+
+/// Prints a line to stdout and flushes it at once: tests and scripts wait for it.
+func announce(_ line: String) {
+    print(line)
+    fflush(nil)  // nil flushes every stream, stdout included, without naming the global
+}
+
+/// Reads a password from stdin: with the echo off at a terminal, else the first line.
+func readPassword(prompt: String) throws -> [UInt8] {
+    var password: [UInt8]
+    if isatty(STDIN_FILENO) == 1 {
+        writeStandardError(prompt)
+        var saved = termios()
+        tcgetattr(STDIN_FILENO, &saved)
+        var silent = saved
+        silent.c_lflag &= ~tcflag_t(ECHO)
+        tcsetattr(STDIN_FILENO, TCSANOW, &silent)
+        defer {
+            tcsetattr(STDIN_FILENO, TCSANOW, &saved)
+            writeStandardError("\n")
+        }
+        password = Array((readLine(strippingNewline: true) ?? "").utf8)
+    } else {
+        password = Array((readLine(strippingNewline: true) ?? "").utf8)
+    }
+    guard !password.isEmpty else { throw CommandFailure("empty password") }
+    guard password.count <= 256 else { throw CommandFailure("password longer than 256 bytes") }
+    return password
+}
+
+func writeStandardError(_ text: String) {
+    let bytes = Array(text.utf8)
+    _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
+}
+
+func wallClockMs() -> UInt64 {
+    var spec = timespec()
+    clock_gettime(CLOCK_REALTIME, &spec)
+    return UInt64(spec.tv_sec) * 1000 + UInt64(spec.tv_nsec) / 1_000_000
+}
+
+/// A parent may start us with SIGTERM and SIGINT blocked (threads of a test runner often
+/// block them, and the mask is inherited); a service must hear them to stop gracefully.
+func unblockTerminationSignals() {
+    var set = sigset_t()
+    sigemptyset(&set)
+    sigaddset(&set, SIGTERM)
+    sigaddset(&set, SIGINT)
+    pthread_sigmask(SIG_UNBLOCK, &set, nil)
+}
