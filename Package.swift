@@ -38,9 +38,14 @@ let package = Package(
         .target(name: "PushEventLoop", dependencies: ["CLibevent", "PushWire"]),
         // Keys, password hashes, fetch tokens, registrations and provider credentials.
         .target(name: "PushSecurity", dependencies: ["COpenSSL", "PushWire"]),
+        // The connection lifecycle shared by the store and the gateway.
+        .target(name: "PushService", dependencies: [
+            "PushWire", "PushEventLoop",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
-            "PushWire", "PushEventLoop", "PushSecurity", "CSQLite",
+            "PushWire", "PushEventLoop", "PushService", "PushSecurity", "CSQLite",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Device and provider clients.
@@ -48,7 +53,7 @@ let package = Package(
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushWire", "PushEventLoop", "PushSecurity", "PushStore", "PushClient",
+                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushClient",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -58,6 +63,7 @@ let package = Package(
         // Helpers the integration tests share: child processes, temporary deployments.
         .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire"], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
+        .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushWire"]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire"]),
     ]
 )

@@ -4,31 +4,17 @@ import Glibc
 import PushSecurity
 import PushWire
 
-/// Per-connection state the store keeps.
+/// Per-connection state the store keeps beyond the shared lifecycle.
 public final class StoreSession {
-    public enum Phase: Equatable {
-        case awaitingHello
-        case ready(PeerRole)
-    }
-
     public let peerAddress: String
-    public internal(set) var phase = Phase.awaitingHello
-    /// Requests accepted but not yet answered (commits, logins).
-    public internal(set) var pending = 0
-    public internal(set) var maxInflight: UInt32 = 1
-    /// Set when the server was at its connection limit as this one arrived ([5.1-3]).
-    public var overConnectionLimit = false
+    public internal(set) var role: PeerRole
     // The last token that verified, so a device's stream of FETCHes pays for one HMAC.
     var verifiedToken: [UInt8] = []
     var verifiedClaims: FetchToken?
 
-    public init(peerAddress: String) {
+    public init(peerAddress: String, role: PeerRole) {
         self.peerAddress = peerAddress
-    }
-
-    public var role: PeerRole? {
-        if case .ready(let role) = phase { return role }
-        return nil
+        self.role = role
     }
 }
 
@@ -53,16 +39,10 @@ public enum StoreAction: Equatable {
     case reply(Message)
     /// Reply, and record a FETCH in the statistics without waiting for it.
     case replyAndRecord(Message, WriteOperation)
-    /// Answer ERROR to HELLO, then close ([5.1-3]).
-    case refuseHello(Status, String)
-    /// GOAWAY with this status, then close.
-    case fatal(Status, String)
     /// Commit durably, then reply.
     case commit(WriteOperation, CommittedReply)
     /// Check a password off the loop (a slow hash), then call `finishLogin`.
     case verifyPassword(Login, storedHash: String?)
-    /// Apply the HELLO_OK just sent: the negotiated maximum frame.
-    case helloAccepted(HelloOK)
     /// Nothing to send (a PONG, an ERROR from the client).
     case none
 
@@ -70,10 +50,8 @@ public enum StoreAction: Equatable {
         switch (lhs, rhs) {
         case let (.reply(a), .reply(b)): a == b
         case let (.replyAndRecord(a, _), .replyAndRecord(b, _)): a == b
-        case let (.refuseHello(a, _), .refuseHello(b, _)), let (.fatal(a, _), .fatal(b, _)): a == b
         case let (.commit(_, a), .commit(_, b)): a == b
         case let (.verifyPassword(a, _), .verifyPassword(b, _)): a == b
-        case let (.helloAccepted(a), .helloAccepted(b)): a == b
         case (.none, .none): true
         default: false
         }
@@ -103,22 +81,21 @@ public final class StoreLogic {
         self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
     }
 
-    /// The one entry point for a decoded message.
+    /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4]); nil admits the peer.
+    public func admit(_ hello: Hello) -> (Status, String)? {
+        guard hello.role == .provider else { return nil }
+        guard let credential = hello.credential else { return (.badRequest, "a provider must send its credential") }
+        do {
+            try ProviderCredential.verify(credential, providerKey: providerKey, nowMs: clock())
+            return nil
+        } catch {
+            return (.badCredentials, "provider credential refused")
+        }
+    }
+
+    /// A request after the handshake ([4.1-5]: role, then service, then the message's rules).
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
-        guard let role = session.role else {
-            guard case .hello(let hello) = message else {
-                return .fatal(.helloRequired, "the first frame must be HELLO")
-            }
-            return handleHello(hello, session: session)
-        }
-        switch message {
-        case .hello: return .reply(.error(ErrorReply(status: .badRequest, message: "HELLO was already accepted")))
-        case .ping: return .reply(.pong)
-        case .pong, .error: return .none
-        case .goaway(let goaway): return .fatal(goaway.status.isFatal ? goaway.status : .shuttingDown, "peer sent GOAWAY")
-        default: break
-        }
-        if let forbidden = roleRefusal(message, role: role) { return forbidden }
+        if let forbidden = roleRefusal(message, role: session.role) { return forbidden }
         do {
             switch message {
             case .login(let login): return try handleLogin(login, session: session)
@@ -135,32 +112,6 @@ public final class StoreLogic {
         } catch {
             return .reply(.error(ErrorReply(status: .internalError, message: "storage error")))
         }
-    }
-
-    // MARK: handshake
-
-    private func handleHello(_ hello: Hello, session: StoreSession) -> StoreAction {
-        guard hello.versionMin <= FrameHeader.version, FrameHeader.version <= hello.versionMax else {
-            return .fatal(.unsupportedVersion, "this store speaks protocol version 1 only")
-        }
-        if session.overConnectionLimit { return .refuseHello(.busy, "the store is at its connection limit") }
-        let proposedFrame = Int(hello.maxFrame ?? UInt32(FrameLimits.defaultMaxFrame))
-        guard proposedFrame >= FrameLimits.floor else { return .refuseHello(.badRequest, "max_frame below 1024") }
-        guard hello.maxInflight != 0 else { return .refuseHello(.badRequest, "max_inflight of 0") }
-        if hello.role == .provider {
-            guard let credential = hello.credential else { return .refuseHello(.badRequest, "a provider must send its credential") }
-            do {
-                try ProviderCredential.verify(credential, providerKey: providerKey, nowMs: clock())
-            } catch {
-                return .refuseHello(.badCredentials, "provider credential refused")
-            }
-        }
-        let inflight = min(settings.maxInflight, hello.maxInflight ?? settings.maxInflight)
-        let accepted = HelloOK(maxFrame: UInt32(min(proposedFrame, settings.maxFrame, FrameLimits.ceiling)),
-                               keepaliveMs: settings.keepaliveMs, maxInflight: inflight, name: "securepush-store")
-        session.phase = .ready(hello.role)
-        session.maxInflight = inflight
-        return .helloAccepted(accepted)
     }
 
     /// [4.1-3]: devices read, providers write.

@@ -6,10 +6,6 @@ public struct StoreSettings: Sendable {
     public var maxPayloadBytes = 4096
     public var maxTTLSeconds: UInt32 = 30 * 24 * 3600
     public var tokenLifetimeMs: UInt64 = 3_600_000
-    public var maxFrame = FrameLimits.defaultMaxFrame
-    public var keepaliveMs: UInt32 = 30_000
-    public var maxInflight: UInt32 = 4096
-    public var maxConnections = 10_000
     /// Failed logins allowed per user, and per client address, within `loginFailureWindowMs`.
     public var loginFailuresPerUser = 5
     public var loginFailuresPerAddress = 20

@@ -2,6 +2,7 @@ import ArgumentParser
 import Logging
 import PushEventLoop
 import PushSecurity
+import PushService
 import PushStore
 import PushWire
 #if canImport(Glibc)
@@ -29,10 +30,11 @@ struct StoreCommand: ParsableCommand {
         var settings = StoreSettings()
         settings.maxPayloadBytes = maxPayload ?? deployment.integer("store.max_payload_bytes") ?? settings.maxPayloadBytes
         settings.tokenLifetimeMs = UInt64(tokenLifetime ?? deployment.integer("store.token_lifetime_s") ?? 3600) * 1000
-        settings.maxConnections = maxConnections ?? settings.maxConnections
-        settings.keepaliveMs = keepaliveMs ?? settings.keepaliveMs
+        var limits = ServiceLimits(name: "securepush-store")
+        limits.maxConnections = maxConnections ?? limits.maxConnections
+        limits.keepaliveMs = keepaliveMs ?? limits.keepaliveMs
         // A frame must hold the largest payload plus its fields.
-        settings.maxFrame = min(FrameLimits.ceiling, max(FrameLimits.defaultMaxFrame, settings.maxPayloadBytes + 1024))
+        limits.maxFrame = min(FrameLimits.ceiling, max(FrameLimits.defaultMaxFrame, settings.maxPayloadBytes + 1024))
         guard settings.maxPayloadBytes > 0, settings.maxPayloadBytes <= FrameLimits.ceiling - 1024 else {
             throw CommandFailure("--max-payload must be between 1 and \(FrameLimits.ceiling - 1024)")
         }
@@ -57,16 +59,17 @@ struct StoreCommand: ParsableCommand {
         let committer = GroupCommitWriter(writer: writer, sweepIntervalMs: settings.sweepIntervalMs) { tickets, outcomes in
             _ = handle.executeWithLoop { _ in serverBox.value?.deliverCommitted(tickets: tickets, outcomes: outcomes) }
         }
-        let server = StoreServer(loop: loop, logic: logic, committer: committer, logger: logger)
+        let host = ServiceHost(loop: loop, limits: limits, logger: logger)
+        let server = StoreServer(host: host, logic: logic, committer: committer)
         serverBox.value = server
         committer.start()
         do {
-            try server.listen(host: address.host, port: address.port, tls: tls)
+            try host.listen(host: address.host, port: address.port, tls: tls)
         } catch {
             committer.stop()
             throw CommandFailure("cannot listen on \(address): \(error)")
         }
-        let bound = HostPort(argument: "\(address.host):\(server.port ?? address.port)") ?? address
+        let bound = HostPort(argument: "\(address.host):\(host.port ?? address.port)") ?? address
         logger.info("store ready", metadata: ["listen": "\(bound)", "data_dir": "\(dataDir)"])
         announce("listening on \(bound)")
 
@@ -75,7 +78,7 @@ struct StoreCommand: ParsableCommand {
             guard !stopping else { return }
             stopping = true
             logger.info("draining before exit")
-            server.drain {
+            host.drain {
                 committer.stop()
                 loop.stop()
             }

@@ -30,10 +30,7 @@ final class StoreFixture {
     deinit { try? FileManager.default.removeItem(at: directory) }
 
     func session(_ role: PeerRole) -> StoreSession {
-        let session = StoreSession(peerAddress: "127.0.0.1")
-        let credential = role == .provider ? ProviderCredential.make(providerKey: providerKey, nowMs: now) : nil
-        _ = logic.handle(.hello(Hello(role: role, credential: credential)), session: session)
-        return session
+        StoreSession(peerAddress: "127.0.0.1", role: role)
     }
 
     /// Carries an action out the way the server does, synchronously.
@@ -49,8 +46,6 @@ final class StoreFixture {
         case .verifyPassword(let login, let hash):
             let matched = hash.flatMap(PasswordHash.init(encoded:))?.verify(password: login.password) ?? false
             return logic.finishLogin(login, passwordMatched: matched, session: session)
-        case .helloAccepted(let ok): return .helloOK(ok)
-        case .refuseHello(let status, _), .fatal(let status, _): return .error(ErrorReply(status: status))
         case .none: return nil
         }
     }
@@ -190,23 +185,17 @@ struct StoreLogicTests {
         #expect(status(of: try store.send(.pushAck(PushAck(written: 0, queued: 0)), on: provider)) == .badRequest, "[4.1-4]")
     }
 
-    @Test("[5.1-2] nothing but HELLO before HELLO; [5.2-1] a version range without 1; [5.1-4] a second HELLO")
-    func handshake() throws {
+    @Test("[4.2-2] a provider needs a credential; [4.2-4] a forged one is refused; [4.2-3] devices need none")
+    func admission() throws {
         let store = try StoreFixture()
-        let fresh = StoreSession(peerAddress: "x")
-        #expect(store.logic.handle(.ping, session: fresh) == .fatal(.helloRequired, ""))
-        #expect(store.logic.handle(.hello(Hello(role: .device, versionMin: 2, versionMax: 3)), session: fresh) == .fatal(.unsupportedVersion, ""))
-        #expect(store.logic.handle(.hello(Hello(role: .device, maxFrame: 100)), session: fresh) == .refuseHello(.badRequest, ""))
-        #expect(store.logic.handle(.hello(Hello(role: .device, maxInflight: 0)), session: fresh) == .refuseHello(.badRequest, ""))
-        #expect(store.logic.handle(.hello(Hello(role: .provider)), session: fresh) == .refuseHello(.badRequest, ""), "[4.2-2]")
+        #expect(store.logic.admit(Hello(role: .provider))?.0 == .badRequest)
         let forged = ProviderCredential.make(providerKey: store.serverKey, nowMs: store.now)
-        #expect(store.logic.handle(.hello(Hello(role: .provider, credential: forged)), session: fresh) == .refuseHello(.badCredentials, ""), "[4.2-4]")
-        guard case .helloAccepted(let ok) = store.logic.handle(.hello(Hello(role: .device, maxFrame: 1 << 30, maxInflight: 8)), session: fresh) else {
-            Issue.record("HELLO refused"); return
-        }
-        #expect(ok.maxFrame == UInt32(FrameLimits.defaultMaxFrame) && ok.maxInflight == 8, "[5.2-3] [5.2-6]")
-        #expect(status(of: try store.send(.hello(Hello(role: .device)), on: fresh)) == .badRequest)
-        #expect(try store.send(.ping, on: fresh) == .pong)
+        #expect(store.logic.admit(Hello(role: .provider, credential: forged))?.0 == .badCredentials)
+        let stale = ProviderCredential.make(providerKey: store.providerKey, nowMs: store.now - 301_000)
+        #expect(store.logic.admit(Hello(role: .provider, credential: stale))?.0 == .badCredentials, "[7.1-3]")
+        #expect(store.logic.admit(Hello(role: .provider, credential: ProviderCredential.make(providerKey: store.providerKey, nowMs: store.now))) == nil)
+        #expect(store.logic.admit(Hello(role: .device)) == nil)
+        #expect(store.logic.admit(Hello(role: .device, credential: [1, 2, 3])) == nil)
     }
 
     @Test("[4.6-2] unknown user and wrong password look alike; [4.6-3] repeated failures are rate limited")
