@@ -12,6 +12,9 @@ let package = Package(
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
+        .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libevent (and its OpenSSL bufferevents) from Debian's libevent-dev and libssl-dev.
@@ -50,10 +53,22 @@ let package = Package(
         ]),
         // Device and provider clients.
         .target(name: "PushClient", dependencies: ["PushWire", "PushEventLoop", "PushSecurity"]),
+        // The push gateway: routing, offline queues, fan-out, metrics.
+        .target(name: "PushGateway", dependencies: [
+            "PushWire", "PushEventLoop", "PushService", "PushSecurity",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // Load generators behind `securepush bench`.
+        .target(name: "PushBench", dependencies: [
+            "PushWire", "PushEventLoop",
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+        ]),
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushClient",
+                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushGateway", "PushClient", "PushBench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -1,6 +1,19 @@
 #ifndef SECUREPUSH_CLIBEVENT_SHIM_H
 #define SECUREPUSH_CLIBEVENT_SHIM_H
 
+/* The C library first: libevent's event-config.h defines _GNU_SOURCE, and system headers
+   read after that would declare types (fd_set among them) differently from Swift's Glibc
+   module, which fails a clean build. */
+#include <sys/types.h>
+#include <sys/select.h>
+#include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <arpa/inet.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <event2/event.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -15,12 +28,6 @@
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <sys/socket.h>
-#include <sys/eventfd.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <arpa/inet.h>
-#include <signal.h>
 #include <pthread.h>
 
 /* The libevent flag constants are macros Swift does not always import with the right type. */

@@ -4,11 +4,13 @@ import Glibc
 extension Connection {
     /// Opens a connection to a numeric `host` without blocking the loop.
     ///
-    /// `onConnected` runs exactly once on the loop thread, never inside this call: with
-    /// the open connection (install its handler there; reading starts when it returns),
-    /// or with the reason it failed. For TLS the connection counts as open once the
+    /// `onConnected` runs exactly once on the loop thread, and not inside this call
+    /// (except on a loop that has shut down, where it reports `.cancelled` at once):
+    /// with the open connection (install its handler there; reading starts when it
+    /// returns), or with the reason it failed. For TLS the connection counts as open once the
     /// handshake and certificate checks have passed; `serverName` (default: `host`) is
-    /// what the certificate must name and, for DNS names, the SNI sent.
+    /// what the certificate must name and, for DNS names, the SNI sent. An explicitly
+    /// empty `serverName` skips the name check (the chain is still verified).
     /// `sourceAddress` binds the local end first (e.g. one of several 127.0.0.x, to get
     /// past one address's ephemeral-port range).
     ///

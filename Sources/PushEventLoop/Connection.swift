@@ -18,7 +18,7 @@ public final class Connection: LoopResource {
     // Loop-confined state touched for every frame: dynamic exclusivity checks would cost
     // a thread-local lookup per access and can never fire, since nothing here is
     // accessed across threads or held across a call.
-    @exclusivity(unchecked) private var bev: OpaquePointer?
+    @exclusivity(unchecked) var bev: OpaquePointer?
     /// Receives frames and lifecycle events; released after `onClose`.
     @exclusivity(unchecked) public var handler: (any ConnectionHandler)?
     /// Frames whose total size (header + body) exceeds this are a framing error.
@@ -28,16 +28,16 @@ public final class Connection: LoopResource {
     @exclusivity(unchecked) public var maxOutputBytes: Int = Connection.defaultMaxOutputBytes
     /// `EventLoop.monotonicMilliseconds()` at the last read callback (or at open):
     /// what a keepalive sweep compares against.
-    @exclusivity(unchecked) public private(set) var lastReadMillis: Int64
-    @exclusivity(unchecked) private var state: State
+    @exclusivity(unchecked) public internal(set) var lastReadMillis: Int64
+    @exclusivity(unchecked) var state: State
     /// Only while connecting.
     private var pendingConnect: ((Result<Connection, ConnectError>) -> Void)?
     /// Only while closing after a flush.
-    private var pendingCloseReason: CloseReason?
+    var pendingCloseReason: CloseReason?
 
     public static let defaultMaxOutputBytes = 256 * 1024
 
-    private struct State: OptionSet {
+    struct State: OptionSet {
         let rawValue: UInt8
         static let closed = State(rawValue: 1 << 0)
         static let connecting = State(rawValue: 1 << 1)
@@ -106,194 +106,6 @@ public final class Connection: LoopResource {
         return evbuffer_get_length(bufferevent_get_input(bev))
     }
 
-    // MARK: - Reading
-
-    /// Called once the owner has had the chance to install a handler.
-    func startReading() {
-        state.insert(.readEnabled)
-        updateReading()
-    }
-
-    /// Stops delivering frames (and reading from the socket) until `resumeReading()`.
-    public func pauseReading() {
-        state.insert(.readPaused)
-        updateReading()
-    }
-
-    public func resumeReading() {
-        guard state.contains(.readPaused) else { return }
-        state.remove(.readPaused)
-        updateReading()
-        // Whole frames may already sit in the input buffer; no new bytes will arrive
-        // to announce them, so ask libevent for a (deferred, not re-entrant) read callback.
-        if let bev, canDeliver, evbuffer_get_length(bufferevent_get_input(bev)) >= FrameHeader.size {
-            bufferevent_trigger(bev, sp_EV_READ, Int32(BEV_TRIG_DEFER_CALLBACKS.rawValue))
-        }
-    }
-
-    private var canDeliver: Bool {
-        state.isDisjoint(with: [.closed, .connecting, .readStopped, .readPaused]) && state.contains(.readEnabled)
-    }
-
-    private func updateReading() {
-        guard let bev else { return }
-        if canDeliver {
-            bufferevent_enable(bev, sp_EV_READ)
-        } else {
-            bufferevent_disable(bev, sp_EV_READ)
-        }
-    }
-
-    fileprivate func readable() {
-        lastReadMillis = EventLoop.monotonicMilliseconds()
-        guard let bev, let input = bufferevent_get_input(bev) else { return }
-        while canDeliver {
-            // Fast path: every whole frame inside the first contiguous chunk is parsed and
-            // delivered in place, then all of them are drained with a single call.
-            var extent = iovec()
-            guard evbuffer_peek(input, -1, nil, &extent, 1) > 0 else { return }
-            let chunk = UnsafeRawBufferPointer(start: extent.iov_base, count: extent.iov_len)
-            var consumed = 0
-            while canDeliver, chunk.count - consumed >= FrameHeader.size {
-                let header: FrameHeader
-                do throws(WireError) {
-                    header = try FrameHeader.parse(
-                        UnsafeRawBufferPointer(rebasing: chunk[consumed ..< consumed + FrameHeader.size]),
-                        maxFrame: maxFrame)
-                } catch {
-                    if consumed > 0 { evbuffer_drain(input, consumed) }
-                    framingError(error)
-                    return
-                }
-                let frameLength = header.frameLength
-                guard chunk.count - consumed >= frameLength else { break }
-                let body = UnsafeRawBufferPointer(rebasing: chunk[consumed + FrameHeader.size ..< consumed + frameLength])
-                handler?.onFrame(self, header: header, body: body)
-                // The handler may have closed us, which freed the bufferevent and its buffers.
-                if state.contains(.closed) { return }
-                consumed += frameLength
-            }
-            if consumed > 0 {
-                evbuffer_drain(input, consumed)
-            } else if !deliverStraddlingFrame(input) {
-                return
-            }
-        }
-    }
-
-    /// Slow path for a frame whose header or body spans two buffer chunks: copy the
-    /// header out, and only once the whole frame is buffered make it contiguous.
-    private func deliverStraddlingFrame(_ input: OpaquePointer) -> Bool {
-        let available = evbuffer_get_length(input)
-        guard available >= FrameHeader.size else { return false }
-        var raw: (UInt64, UInt64) = (0, 0)
-        evbuffer_copyout(input, &raw, FrameHeader.size)
-        let limit = maxFrame
-        let parsed = withUnsafeBytes(of: &raw) { bytes -> Result<FrameHeader, WireError> in
-            do throws(WireError) {
-                return .success(try FrameHeader.parse(bytes, maxFrame: limit))
-            } catch {
-                return .failure(error)
-            }
-        }
-        let header: FrameHeader
-        switch parsed {
-        case .success(let value): header = value
-        case .failure(let error):
-            framingError(error)
-            return false
-        }
-        let frameLength = header.frameLength
-        guard available >= frameLength else { return false }
-        guard let start = evbuffer_pullup(input, frameLength) else {
-            close(reason: .error(errno: ENOMEM))
-            return false
-        }
-        let body = UnsafeRawBufferPointer(start: start + FrameHeader.size, count: Int(header.bodyLength))
-        handler?.onFrame(self, header: header, body: body)
-        if state.contains(.closed) { return false }
-        evbuffer_drain(input, frameLength)
-        return true
-    }
-
-    private func framingError(_ error: WireError) {
-        state.insert(.readStopped)
-        updateReading()
-        if let handler {
-            handler.onFramingError(self, error: error)
-        } else {
-            close(reason: .framingError(error))
-        }
-    }
-
-    // MARK: - Writing
-
-    /// Queues bytes for the peer. Returns false if the connection is closed, closing,
-    /// or was just cut off for going over `maxOutputBytes`.
-    @discardableResult
-    public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard let bev, !state.contains(.closingAfterFlush) else { return false }
-        let output = bufferevent_get_output(bev)
-        if let base = bytes.baseAddress, bytes.count > 0, evbuffer_add(output, base, bytes.count) != 0 {
-            close(reason: .error(errno: ENOMEM))
-            return false
-        }
-        if evbuffer_get_length(output) > maxOutputBytes { return overCap() }
-        return true
-    }
-
-    @discardableResult
-    public func write(_ bytes: [UInt8]) -> Bool {
-        bytes.withUnsafeBytes { write($0) }
-    }
-
-    private func overCap() -> Bool {
-        let action = handler?.onBackpressure(self) ?? .close
-        guard isOpen else { return false }
-        switch action {
-        case .close:
-            close(reason: .slowConsumer)
-            return false
-        case .keepOpen:
-            if !state.contains(.overCap) {
-                state.insert(.overCap)
-                updateWriteWatch()
-            }
-            return true
-        }
-    }
-
-    /// The write callback is installed only while someone waits for the output to
-    /// drain, so the common path pays nothing for it.
-    private func updateWriteWatch() {
-        guard let bev else { return }
-        let context = Unmanaged.passUnretained(self).toOpaque()
-        if state.contains(.closingAfterFlush) {
-            bufferevent_setwatermark(bev, sp_EV_WRITE, 0, 0)
-            bufferevent_setcb(bev, connectionReadCallback, connectionWriteCallback, connectionEventCallback, context)
-        } else if state.contains(.overCap) {
-            bufferevent_setwatermark(bev, sp_EV_WRITE, maxOutputBytes / 2, 0)
-            bufferevent_setcb(bev, connectionReadCallback, connectionWriteCallback, connectionEventCallback, context)
-        } else {
-            bufferevent_setwatermark(bev, sp_EV_WRITE, 0, 0)
-            bufferevent_setcb(bev, connectionReadCallback, nil, connectionEventCallback, context)
-        }
-    }
-
-    fileprivate func drained() {
-        guard let bev else { return }
-        let queued = evbuffer_get_length(bufferevent_get_output(bev))
-        if state.contains(.closingAfterFlush) {
-            if queued == 0 { close(reason: pendingCloseReason ?? .local) }
-            return
-        }
-        if state.contains(.overCap), queued <= maxOutputBytes / 2 {
-            state.remove(.overCap)
-            updateWriteWatch()
-            handler?.onOutputDrained(self)
-        }
-    }
-
     // MARK: - Closing
 
     /// Stops reading, lets queued output (a GOAWAY, say) reach the peer, then closes
@@ -354,7 +166,7 @@ public final class Connection: LoopResource {
 
     // MARK: - Events
 
-    fileprivate func event(_ what: Int16) {
+    func event(_ what: Int16) {
         let code = errno
         guard let bev else { return }
         if what & sp_BEV_EVENT_CONNECTED != 0 {
@@ -426,19 +238,19 @@ public final class Connection: LoopResource {
     }
 }
 
-private func connectionReadCallback(_ bev: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+func connectionReadCallback(_ bev: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
     let connection = Unmanaged<Connection>.fromOpaque(context).takeUnretainedValue()
     withExtendedLifetime(connection) { connection.readable() }
 }
 
-private func connectionWriteCallback(_ bev: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+func connectionWriteCallback(_ bev: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
     let connection = Unmanaged<Connection>.fromOpaque(context).takeUnretainedValue()
     withExtendedLifetime(connection) { connection.drained() }
 }
 
-private func connectionEventCallback(_ bev: OpaquePointer?, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+func connectionEventCallback(_ bev: OpaquePointer?, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
     let connection = Unmanaged<Connection>.fromOpaque(context).takeUnretainedValue()
     withExtendedLifetime(connection) { connection.event(what) }

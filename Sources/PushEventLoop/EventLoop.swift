@@ -56,14 +56,12 @@ public final class EventLoop {
         self.handle = LoopHandle(queue: WakeupQueue(fd: fd), owner: pthread_self())
         // The loop owns this event and frees it before itself, so an unretained
         // context pointer is enough.
+        // (From here on, a throw runs deinit, which frees the base and the event.)
         let context = Unmanaged.passUnretained(self).toOpaque()
-        guard let event = event_new(base, fd, sp_EV_READ | sp_EV_PERSIST, wakeupCallback, context),
-              event_add(event, nil) == 0
-        else {
-            event_base_free(base)
+        wakeupEvent = event_new(base, fd, sp_EV_READ | sp_EV_PERSIST, wakeupCallback, context)
+        guard let wakeupEvent, event_add(wakeupEvent, nil) == 0 else {
             throw .libevent("cannot register the wakeup eventfd")
         }
-        wakeupEvent = event
     }
 
     deinit {

@@ -4,6 +4,10 @@ import Glibc
 extension EventLoop {
     /// Runs `body` on this loop after `delay`, then every `delay` if `repeating`.
     ///
+    /// libevent reads CLOCK_MONOTONIC_COARSE, so timers have the kernel tick's
+    /// granularity (4 ms here) and may fire up to one tick early or late: right for
+    /// keepalives and deadlines, not for pacing. A zero delay means "next iteration".
+    ///
     /// The loop keeps a pending timer alive, so the result may be discarded for a
     /// fire-and-forget one-shot. After shutdown the timer is returned inert.
     @discardableResult
@@ -26,8 +30,8 @@ public final class LoopTimer: LoopResource {
 
     fileprivate init(loop: EventLoop, interval: Duration, repeating: Bool, body: @escaping () -> Void) {
         self.loop = loop
-        self.interval = timeval(interval)
         self.isRepeating = repeating
+        self.interval = LoopTimer.interval(interval, repeating: repeating)
         self.body = body
         guard loop.acceptsNewResources else { return }
         let flags = repeating ? sp_EV_PERSIST : 0
@@ -54,8 +58,16 @@ public final class LoopTimer: LoopResource {
 
     /// (Re)starts the countdown with a new delay, whether or not the timer is pending.
     public func reschedule(after delay: Duration) {
-        interval = timeval(delay)
+        interval = LoopTimer.interval(delay, repeating: isRepeating)
         arm()
+    }
+
+    /// libevent silently drops a persistent timer whose interval is zero after its first
+    /// run; one microsecond keeps "every iteration" repeating (and our retain balanced).
+    private static func interval(_ delay: Duration, repeating: Bool) -> timeval {
+        let value = timeval(delay)
+        if repeating, value.tv_sec == 0, value.tv_usec == 0 { return timeval(tv_sec: 0, tv_usec: 1) }
+        return value
     }
 
     func arm() {

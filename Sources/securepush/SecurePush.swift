@@ -20,7 +20,7 @@ struct SecurePush: ParsableCommand {
           conformance       the black-box protocol conformance suite
         """,
         version: SecurePush.version,
-        subcommands: [InitCommand.self, UserCommand.self, StoreCommand.self]
+        subcommands: [InitCommand.self, UserCommand.self, StoreCommand.self, BenchCommand.self]
     )
 
     static let version = "0.1.0 (protocol 1)"

@@ -27,6 +27,28 @@ extension EventLoopSuite {
         }
     }
 
+    @Test func largeFramesSpanningBufferChunksArriveWhole() throws {
+        try withEventLoop { loop in
+            let echo = EchoHandler()
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { $0.handler = echo }
+            // Bodies up to the default 64 KiB frame limit: most span several read chunks.
+            let client = PipelinedClient(total: 100, window: 3, maxBody: FrameLimits.defaultMaxFrame - FrameHeader.size)
+            client.done = { loop.stop() }
+            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                guard case .success(let connection) = result else {
+                    Issue.record("connect failed: \(result)")
+                    loop.stop()
+                    return
+                }
+                connection.handler = client
+                client.start(connection)
+            }
+            runLoop(loop)
+            #expect(client.failures.isEmpty, "\(client.failures.prefix(3))")
+            #expect(client.received == 100)
+        }
+    }
+
     @Test func manyConnectionsAtOnce() throws {
         try withEventLoop { loop in
             let echo = EchoHandler()
@@ -68,8 +90,9 @@ extension EventLoopSuite {
                 }
             }
             var stream: [UInt8] = []
-            for correlation in UInt32(1)...3 {
-                stream += makeFrame(correlation: correlation, body: patternBody(correlation * 10))
+            let bodies: [[UInt8]] = [[1, 2, 3, 4, 5], [], Array(100..<130)]
+            for (index, body) in bodies.enumerated() {
+                stream += makeFrame(correlation: UInt32(index + 1), body: body)
             }
             var writer: LoopTimer?
             Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
@@ -81,7 +104,7 @@ extension EventLoopSuite {
                 var offset = 0
                 // One byte per loop iteration (TCP_NODELAY is on), so the server sees the
                 // frames in many small reads.
-                writer = loop.schedule(after: .microseconds(200), repeating: true) {
+                writer = loop.schedule(after: .zero, repeating: true) {
                     guard offset < stream.count else { return }
                     connection.write([stream[offset]])
                     offset += 1
@@ -90,9 +113,43 @@ extension EventLoopSuite {
             runLoop(loop)
             writer?.cancel()
             #expect(frames.map(\.0) == [1, 2, 3])
-            for (correlation, body) in frames {
-                #expect(body == patternBody(correlation * 10))
+            #expect(frames.map(\.1) == bodies)
+        }
+    }
+}
+
+extension EventLoopSuite {
+    @Test func pausingInsideOnFrameHoldsBufferedFramesUntilResumed() throws {
+        try withEventLoop { loop in
+            // The server sends ten frames in one write, so they arrive in one read.
+            var burst: [UInt8] = []
+            for correlation in UInt32(0)..<10 { burst += makeFrame(correlation: correlation, body: [UInt8(correlation)]) }
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { $0.write(burst) }
+            var seen: [UInt32] = []
+            var deliveredWhilePaused = 0
+            var paused = false
+            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                guard case .success(let connection) = result else { return }
+                connection.callbacks.frame = { connection, header, _ in
+                    if paused { deliveredWhilePaused += 1 }
+                    seen.append(header.correlation)
+                    if seen.count == 10 {
+                        loop.stop()
+                        return
+                    }
+                    // Pause after every frame; resume from a timer. The rest of the burst is
+                    // already in the input buffer, so only the resume can deliver it.
+                    connection.pauseReading()
+                    paused = true
+                    loop.schedule(after: .milliseconds(1)) {
+                        paused = false
+                        connection.resumeReading()
+                    }
+                }
             }
+            runLoop(loop, timeout: .seconds(5))
+            #expect(seen == Array(0..<10))
+            #expect(deliveredWhilePaused == 0)
         }
     }
 }

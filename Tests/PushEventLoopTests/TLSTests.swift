@@ -49,12 +49,12 @@ private struct CertificateFiles {
 }
 
 extension EventLoopSuite {
-    private func tlsEcho(files: CertificateFiles, serverName: String, frames: Int) throws
+    private func tlsEcho(files: CertificateFiles, serverName: String, frames: Int, maxBody: Int = 200) throws
         -> (client: PipelinedClient, connectError: ConnectError?, serverReasons: [CloseReason])
     {
         let serverTLS = try TLSContext.server(certificateFile: files.certificate, privateKeyFile: files.key)
         let clientTLS = try TLSContext.client(caFile: files.certificate)
-        let client = PipelinedClient(total: frames, window: 16)
+        let client = PipelinedClient(total: frames, window: maxBody > 1000 ? 3 : 16, maxBody: maxBody)
         var connectError: ConnectError?
         let echo = EchoHandler()
         try withEventLoop { loop in
@@ -91,6 +91,16 @@ extension EventLoopSuite {
         #expect(client.received == 2_000)
     }
 
+    @Test func tlsCarriesLargeFramesAcrossRecords() throws {
+        let files = try CertificateFiles.make()
+        defer { files.remove() }
+        let (client, error, _) = try tlsEcho(
+            files: files, serverName: "localhost", frames: 100, maxBody: FrameLimits.defaultMaxFrame - FrameHeader.size)
+        #expect(error == nil)
+        #expect(client.failures.isEmpty, "\(client.failures.prefix(3))")
+        #expect(client.received == 100)
+    }
+
     @Test func tlsVerifiesIPAddressSANWithCertificateFromCAPI() throws {
         let files = try CertificateFiles.make(preferCLI: false)
         defer { files.remove() }
@@ -111,6 +121,46 @@ extension EventLoopSuite {
         #expect(message.contains("verif"), "message: \(message)")
         // The server saw the handshake fail and closed its side.
         #expect(serverReasons.count == 1)
+    }
+
+    @Test func tlsConnectionsClosedInsideCallbacksLeakNothing() throws {
+        let files = try CertificateFiles.make()
+        defer { files.remove() }
+        let serverTLS = try TLSContext.server(certificateFile: files.certificate, privateKeyFile: files.key)
+        let clientTLS = try TLSContext.client(caFile: files.certificate)
+        try withEventLoop { loop in
+            let echo = EchoHandler()
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0, tls: serverTLS) { $0.handler = echo }
+            let total = 200
+            var closed = 0
+            var failures: [String] = []
+            let frame = makeFrame(correlation: 5, body: [9, 9, 9])
+            for _ in 0..<total {
+                Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port, tls: clientTLS,
+                                   serverName: "localhost") { result in
+                    guard case .success(let connection) = result else {
+                        failures.append("\(result)")
+                        closed += 1
+                        return
+                    }
+                    // Close from inside the frame callback, mid-way through the TLS read path.
+                    connection.callbacks.frame = { connection, _, _ in connection.close() }
+                    connection.callbacks.close = { _, reason in
+                        if reason != .local { failures.append("\(reason)") }
+                        closed += 1
+                    }
+                    connection.write(frame)
+                }
+            }
+            let poll = loop.schedule(after: .milliseconds(5), repeating: true) {
+                if closed == total, echo.closeReasons.count == total { loop.stop() }
+            }
+            runLoop(loop)
+            poll.cancel()
+            #expect(failures.isEmpty, "\(failures.prefix(3))")
+            #expect(echo.framesEchoed == total)
+            #expect(echo.closeReasons.allSatisfy { $0 == .peerClosed })
+        }
     }
 
     @Test func tlsContextErrorsCarryOpenSSLText() throws {

@@ -46,14 +46,19 @@ func makeFrame(correlation: UInt32, body: [UInt8] = [], type: UInt8 = 0x42) -> [
     return out
 }
 
-/// The body pattern the echo tests send and check: derived from the correlation id.
+/// The body pattern the echo tests send and check: length and bytes derived from the
+/// correlation id (lengths scattered over 0...maxLength).
 func patternBody(_ correlation: UInt32, maxLength: Int = 200) -> [UInt8] {
-    let length = Int(correlation % UInt32(maxLength + 1))
+    let length = patternLength(correlation, maxLength: maxLength)
     return (0..<length).map { UInt8(truncatingIfNeeded: Int(correlation) &+ $0) }
 }
 
+private func patternLength(_ correlation: UInt32, maxLength: Int) -> Int {
+    Int((UInt64(correlation) &* 7919) % UInt64(maxLength + 1))
+}
+
 func matchesPattern(_ body: UnsafeRawBufferPointer, _ correlation: UInt32, maxLength: Int = 200) -> Bool {
-    let length = Int(correlation % UInt32(maxLength + 1))
+    let length = patternLength(correlation, maxLength: maxLength)
     guard body.count == length else { return false }
     for index in 0..<length where body[index] != UInt8(truncatingIfNeeded: Int(correlation) &+ index) {
         return false

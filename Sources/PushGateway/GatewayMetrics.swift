@@ -1,0 +1,28 @@
+import CoreMetrics
+
+/// The gateway's counters and gauges (issue 4, section 5), through swift-metrics.
+public final class GatewayMetrics {
+    public let connections: Meter
+    public let devicesOnline: Meter
+    public let pushesAccepted: Counter
+    public let pushesWritten: Counter
+    public let pushesAcknowledged: Counter
+    public let pushesQueued: Counter
+    public let pushesDropped: Counter
+    public let pushesExpired: Counter
+    public let pushesCollapsed: Counter
+    public let slowConsumersCut: Counter
+
+    public init(factory: any MetricsFactory) {
+        connections = Meter(label: "securepush_gateway_connections", factory: factory)
+        devicesOnline = Meter(label: "securepush_gateway_devices_online", factory: factory)
+        pushesAccepted = Counter(label: "securepush_gateway_pushes_accepted_total", factory: factory)
+        pushesWritten = Counter(label: "securepush_gateway_pushes_written_total", factory: factory)
+        pushesAcknowledged = Counter(label: "securepush_gateway_pushes_acknowledged_total", factory: factory)
+        pushesQueued = Counter(label: "securepush_gateway_pushes_queued_total", factory: factory)
+        pushesDropped = Counter(label: "securepush_gateway_pushes_dropped_total", factory: factory)
+        pushesExpired = Counter(label: "securepush_gateway_pushes_expired_total", factory: factory)
+        pushesCollapsed = Counter(label: "securepush_gateway_pushes_collapsed_total", factory: factory)
+        slowConsumersCut = Counter(label: "securepush_gateway_slow_consumers_cut_total", factory: factory)
+    }
+}
