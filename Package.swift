@@ -71,6 +71,8 @@ let package = Package(
                 "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushGateway", "PushClient", "PushBench",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
@@ -79,6 +81,10 @@ let package = Package(
         .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire"], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushWire"]),
+        .testTarget(name: "PushGatewayTests", dependencies: [
+            "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
+            .product(name: "CoreMetrics", package: "swift-metrics"),
+        ]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire"]),
     ]
 )

@@ -13,6 +13,7 @@
 #include <arpa/inet.h>
 #include <signal.h>
 #include <unistd.h>
+#include <pthread.h>
 
 #include <event2/event.h>
 #include <event2/buffer.h>
@@ -28,7 +29,6 @@
 #include <openssl/ec.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <pthread.h>
 
 /* The libevent flag constants are macros Swift does not always import with the right type. */
 static const short sp_EV_READ = EV_READ;

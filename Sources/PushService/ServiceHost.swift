@@ -11,9 +11,15 @@ public protocol ServiceHandler: AnyObject {
     func admitted(_ peer: ServicePeer)
     /// A request after the handshake; PING, PONG, ERROR, GOAWAY and HELLO are the host's.
     func serve(_ message: Message, correlation: UInt32, peer: ServicePeer)
+    /// A reply or one-way message from the peer (a DELIVERY_ACK); never answered ([5.6-3]).
+    func received(_ reply: Message, correlation: UInt32, peer: ServicePeer)
     func closed(_ peer: ServicePeer, reason: CloseReason)
     /// True while accepted requests still await completion; a drain waits for them.
     var hasPendingWork: Bool { get }
+}
+
+extension ServiceHandler {
+    public func received(_ reply: Message, correlation: UInt32, peer: ServicePeer) {}
 }
 
 /// The connection lifecycle every securepush server shares (SPEC.md section 5): HELLO
@@ -115,6 +121,10 @@ public final class ServiceHost {
         case .goaway:
             peer.connection.close()
         default:
+            guard message.type.isRequest else {
+                handler?.received(message, correlation: header.correlation, peer: peer)
+                return
+            }
             // After GOAWAY SHUTTING_DOWN nothing new is taken on ([5.5-1]).
             guard drainingSince == nil else { return }
             handler?.serve(message, correlation: header.correlation, peer: peer)

@@ -9,18 +9,19 @@ struct SecurePush: ParsableCommand {
         Each service is its own process, speaking the binary protocol of protocol/SPEC.md over TCP.
 
         Available now:
+          init, user        create a deployment directory and its users
+          store             the payload store (STORE, FETCH, SYNC, ACK, RECALL, STATUS)
+          gateway           the push gateway (PUSH fan-out, offline queues, metrics)
+          device enroll     issue a device's registration credential
           bench echo        framed echo over loopback through the event loop
 
         Coming with the next milestones:
-          init, user        create a deployment directory and its users
-          store             the payload store (STORE, FETCH, SYNC, ACK, RECALL, STATUS)
-          gateway           the push gateway (PUSH fan-out, offline queues)
-          device, send      the device client and the provider's sender
+          device run/login, send, status, recall   the device client and the provider's sender
           demo              the whole flow, end to end, in a temporary deployment
           conformance       the black-box protocol conformance suite
         """,
         version: SecurePush.version,
-        subcommands: [InitCommand.self, UserCommand.self, StoreCommand.self, BenchCommand.self]
+        subcommands: [InitCommand.self, UserCommand.self, StoreCommand.self, GatewayCommand.self, DeviceCommand.self, BenchCommand.self]
     )
 
     static let version = "0.1.0 (protocol 1)"
