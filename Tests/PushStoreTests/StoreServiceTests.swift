@@ -135,50 +135,9 @@ struct StoreServiceTests {
     @Test("every malformed vector gets its documented outcome while another connection keeps being served")
     func malformedVectors() throws {
         let store = try RunningStore()
-        let bystander = try store.device()
-        let malformed = VectorFiles.all.filter {
-            switch $0.expectation {
-            case .fatal, .requestError: true
-            default: false
-            }
-        }
-        #expect(malformed.count >= 20)
-        for vector in malformed {
-            do {
-                try check(vector)
-            } catch {
-                Issue.record("\(vector.name): \(error)")
-            }
-            #expect(try bystander.request(.ping) == .pong)
-        }
-
-        func check(_ vector: TestVector) throws {
-            let client = try store.service.connect()
-            guard case .helloOK = try client.hello(Hello(role: .device, maxFrame: UInt32(vector.maxFrame))) else {
-                Issue.record("\(vector.name): HELLO refused"); return
-            }
-            try client.sendRaw(vector.bytes)
-            switch vector.expectation {
-            case .fatal(let status):
-                let reply = try client.receive()
-                #expect(reply.message.type == .goaway && errorStatus(reply.message) == status, "\(vector.name)")
-                #expect(client.waitForClose(), "\(vector.name) closes")
-            case .requestError where vector.bytes[2] == MessageType.goaway.rawValue:
-                #expect(client.waitForClose(), "\(vector.name): [5.6-3] a malformed GOAWAY still ends the connection")
-            case .requestError where MessageType(rawValue: vector.bytes[2])?.isRequest == false:
-                #expect(throws: BlockingWireClient.Failure.timedOut, "\(vector.name): [5.6-3] no ERROR about a reply") {
-                    try client.receive(timeoutMs: 200)
-                }
-                #expect(try client.request(.ping) == .pong)
-            case .requestError(let status):
-                let reply = try client.receive()
-                #expect(reply.message.type == .error && errorStatus(reply.message) == status, "\(vector.name)")
-                #expect(reply.header.correlation == (try FrameHeader.parse(vector.bytes.withUnsafeBytes { $0 }, maxFrame: FrameLimits.ceiling)).correlation)
-                #expect(try client.request(.ping) == .pong, "\(vector.name): the connection stays open")
-            default:
-                break
-            }
-        }
+        let failures = malformedVectorFailures(service: store.service, hello: { Hello(role: .device, maxFrame: UInt32($0)) },
+                                               bystander: try store.device())
+        #expect(failures.isEmpty, "\(failures)")
     }
 
     @Test("[5.3-2] a pipelined burst gets every reply back by correlation id")
