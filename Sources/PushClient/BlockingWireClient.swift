@@ -34,7 +34,10 @@ public final class BlockingWireClient {
     private var stash: [Frame] = []
     public var defaultTimeoutMs: Int32 = 5_000
 
-    public init(host: String, port: Int, timeoutMs: Int32 = 5_000, maxFrame: Int = FrameLimits.ceiling) throws(Failure) {
+    /// - Parameter receiveBufferBytes: a small kernel receive buffer, set before connecting so
+    ///   the advertised window stays small too (slow-consumer tests).
+    public init(host: String, port: Int, timeoutMs: Int32 = 5_000, maxFrame: Int = FrameLimits.ceiling,
+                receiveBufferBytes: Int32? = nil) throws(Failure) {
         decoder = FrameDecoder(maxFrame: maxFrame)
         var hints = addrinfo()
         hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
@@ -46,6 +49,9 @@ public final class BlockingWireClient {
         guard fd >= 0 else { throw .io(errno: errno) }
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        if var size = receiveBufferBytes {
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        }
         var timeout = timeval(tv_sec: Int(timeoutMs / 1000), tv_usec: Int(timeoutMs % 1000) * 1000)
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         guard Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
@@ -158,6 +164,22 @@ public final class BlockingWireClient {
             }
         }
         return false
+    }
+
+    /// Every byte until the peer closes, as text (a plain HTTP response, say).
+    public func readAll(timeoutMs: Int32 = 5_000) -> String {
+        var bytes: [UInt8] = []
+        let deadline = monotonicMs() + Int64(timeoutMs)
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while monotonicMs() < deadline {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, 100) >= 0 else { break }
+            guard poller.revents != 0 else { continue }
+            let count = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            if count <= 0 { break }
+            bytes += chunk[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
     }
 
     /// Half-closes the sending side.

@@ -78,6 +78,8 @@ public enum ServiceError: Error, CustomStringConvertible {
 public final class ServiceProcess {
     public let process = Process()
     public private(set) var port = 0
+    /// The port of a `metrics on HOST:PORT` line printed before `listening on`.
+    public private(set) var announcedMetricsPort: Int?
     public let host = "127.0.0.1"
     // Logs go to a file: a pipe nobody drains would block the service once full.
     private let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-log-\(UUID().uuidString)").path
@@ -103,6 +105,7 @@ public final class ServiceProcess {
                     self.port = port
                     return
                 }
+                if text.hasPrefix("metrics on ") { announcedMetricsPort = Int(text.split(separator: ":").last ?? "") }
                 line.removeAll()
             } else {
                 line.append(byte)
