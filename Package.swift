@@ -62,13 +62,15 @@ let package = Package(
         ]),
         // Load generators behind `securepush bench`.
         .target(name: "PushBench", dependencies: [
-            "PushWire", "PushEventLoop",
+            "PushWire", "PushEventLoop", "PushSecurity", "PushClient",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
+        // The black-box protocol conformance suite behind `securepush conformance`.
+        .target(name: "PushConformance", dependencies: ["PushWire", "PushClient", "PushSecurity"]),
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushGateway", "PushClient", "PushBench",
+                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -85,6 +87,8 @@ let package = Package(
             "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
             .product(name: "CoreMetrics", package: "swift-metrics"),
         ]),
+        .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
+        .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire"]),
     ]
 )
