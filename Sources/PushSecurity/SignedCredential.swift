@@ -133,6 +133,19 @@ public struct Registration: Equatable, Sendable {
         }
     }
 
+    /// The fields of a registration without checking its signature: what a device reads
+    /// from its own credential file (it has no key to check with; the gateway checks).
+    public static func readUnverified(_ credential: [UInt8]) -> Registration? {
+        guard credential.count > 1 + HMACSHA256.byteCount, credential[0] == CredentialSigner.formatVersion else { return nil }
+        return credential.withUnsafeBytes { raw -> Registration? in
+            let body = UnsafeRawBufferPointer(rebasing: raw[1..<(credential.count - HMACSHA256.byteCount)])
+            guard let fields = try? FieldSet(body: body, allowed: fieldTable, type: .hello),
+                  let deviceID = fields.string(.deviceID), let user = fields.string(.user) else { return nil }
+            return Registration(deviceID: deviceID, user: user, tags: (fields.string(.tags) ?? "").split(separator: "\n").map(String.init),
+                                issuedAt: fields.uint64(.issuedAt) ?? 0, expiresAt: fields.uint64(.expiresAt) ?? 0)
+        }
+    }
+
     /// Verifies signature, then expiry ([7.4-4]).
     public static func open(_ credential: [UInt8], signer: CredentialSigner, nowMs: UInt64) throws(CredentialError) -> Registration {
         let parsed: Registration

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushEventLoop
 
 /// The store's writer thread: every write pending when it wakes goes into one
 /// transaction with one fsync, and the whole group is handed back at once (group commit,
@@ -25,7 +26,7 @@ public final class GroupCommitWriter: @unchecked Sendable {
     private var thread: pthread_t?
     private var lastSweepMs: UInt64 = 0
 
-    public init(writer: PayloadWriter, sweepIntervalMs: UInt64, clock: @escaping @Sendable () -> UInt64 = wallClockMilliseconds,
+    public init(writer: PayloadWriter, sweepIntervalMs: UInt64, clock: @escaping @Sendable () -> UInt64 = EventLoop.wallClockMilliseconds,
                 deliver: @escaping Delivery) {
         self.writer = writer
         self.deliver = deliver

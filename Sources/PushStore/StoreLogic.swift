@@ -1,6 +1,4 @@
-#if canImport(Glibc)
-import Glibc
-#endif
+import PushEventLoop
 import PushSecurity
 import PushWire
 
@@ -71,7 +69,7 @@ public final class StoreLogic {
     private var addressLimiter: LoginLimiter
 
     public init(settings: StoreSettings, reader: PayloadReader, serverKey: SecretKey, providerKey: SecretKey,
-                clock: @escaping () -> UInt64 = wallClockMilliseconds) {
+                clock: @escaping () -> UInt64 = EventLoop.wallClockMilliseconds) {
         self.settings = settings
         self.reader = reader
         self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
@@ -220,11 +218,4 @@ public final class StoreLogic {
         userLimiter.prune(nowMs: now)
         addressLimiter.prune(nowMs: now)
     }
-}
-
-/// Unix time in milliseconds.
-public func wallClockMilliseconds() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
-    return UInt64(spec.tv_sec) * 1000 + UInt64(spec.tv_nsec) / 1_000_000
 }

@@ -5,8 +5,8 @@ import PushWire
 struct DeviceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
-        abstract: "Device credentials (and, with the client milestone, a device in a terminal).",
-        subcommands: [Enroll.self])
+        abstract: "A device: its registration, a terminal device, login and logout.",
+        subcommands: [Enroll.self, Run.self, Login.self, Logout.self])
 
     struct Enroll: ParsableCommand {
         static let configuration = CommandConfiguration(

@@ -21,7 +21,8 @@ struct SecurePush: ParsableCommand {
           conformance       the black-box protocol conformance suite
         """,
         version: SecurePush.version,
-        subcommands: [InitCommand.self, UserCommand.self, StoreCommand.self, GatewayCommand.self, DeviceCommand.self, BenchCommand.self]
+        subcommands: [InitCommand.self, UserCommand.self, StoreCommand.self, GatewayCommand.self, DeviceCommand.self,
+                      SendCommand.self, StatusCommand.self, RecallCommand.self, BenchCommand.self]
     )
 
     static let version = "0.1.0 (protocol 1)"

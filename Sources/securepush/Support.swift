@@ -75,11 +75,7 @@ func writeStandardError(_ text: String) {
     _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
 }
 
-func wallClockMs() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
-    return UInt64(spec.tv_sec) * 1000 + UInt64(spec.tv_nsec) / 1_000_000
-}
+func wallClockMs() -> UInt64 { EventLoop.wallClockMilliseconds() }
 
 /// A parent may start us with SIGTERM and SIGINT blocked (threads of a test runner often
 /// block them, and the mask is inherited); a service must hear them to stop gracefully.

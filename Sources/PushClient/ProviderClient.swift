@@ -1,0 +1,101 @@
+import PushEventLoop
+import PushSecurity
+import PushWire
+
+/// What one secure send produced: the payload's ID and where the push went.
+public struct SendReceipt: Equatable, Sendable {
+    public var id: PayloadID
+    public var expiresAt: UInt64
+    public var delivery: PushAck
+}
+
+/// The app backend's sending side (issue 5): STORE the payload, then PUSH only its ID.
+/// Requests are pipelined on one connection to each service, and the connections come
+/// back by themselves after a failure. Loop-confined.
+public final class ProviderClient {
+    public struct SecureMessage: Sendable {
+        public var recipient: String
+        public var payload: [UInt8]
+        public var target: PushTarget
+        public var ttlSeconds: UInt32 = StoreRequest.defaultTTLSeconds
+        public var collapseKey: String?
+        public var readOnce = false
+        public var alert = true
+        public var priority: UInt8 = Push.defaultPriority
+
+        /// A message for `recipient`, pushed to all of that user's devices unless `target` says otherwise.
+        public init(recipient: String, payload: [UInt8], target: PushTarget? = nil) {
+            self.recipient = recipient
+            self.payload = payload
+            self.target = target ?? .user(recipient)
+        }
+    }
+
+    private let store: ServerLink
+    private let gateway: ServerLink
+    /// A connection to "store" or "gateway" failed (it is retried unless refused).
+    public var onConnectionError: ((String, ClientError) -> Void)? {
+        didSet {
+            store.onDown = { [weak self] error in self?.onConnectionError?("store", error) }
+            gateway.onDown = { [weak self] error in self?.onConnectionError?("gateway", error) }
+        }
+    }
+
+    public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint, providerKey: SecretKey) {
+        let hello = { Hello(role: .provider, credential: ProviderCredential.make(providerKey: providerKey, nowMs: EventLoop.wallClockMilliseconds()),
+                            name: "securepush-provider") }
+        self.store = ServerLink(loop: loop, endpoint: store, hello: hello)
+        self.gateway = ServerLink(loop: loop, endpoint: gateway, hello: hello)
+        self.store.start()
+        self.gateway.start()
+    }
+
+    public func stop() {
+        store.stop()
+        gateway.stop()
+    }
+
+    /// STORE, and once the store has made it durable, PUSH its ID to the target.
+    public func send(_ message: SecureMessage, completion: @escaping (Result<SendReceipt, ClientError>) -> Void) {
+        let request = StoreRequest(user: message.recipient, payload: message.payload, ttlSeconds: message.ttlSeconds,
+                                   readLimit: message.readOnce ? 1 : 0)
+        store.request(.store(request)) { [gateway] result in
+            switch result {
+            case .success(.storeOK(let stored)):
+                let push = Push(target: message.target, id: stored.id.bytes, alert: message.alert, priority: message.priority,
+                                collapseKey: message.collapseKey, ttlSeconds: message.ttlSeconds)
+                gateway.request(.push(push)) { result in
+                    switch result {
+                    case .success(.pushAck(let ack)):
+                        completion(.success(SendReceipt(id: stored.id, expiresAt: stored.expiresAt, delivery: ack)))
+                    case .success(let other): completion(.failure(.unexpectedReply(other.type)))
+                    case .failure(let error): completion(.failure(error))
+                    }
+                }
+            case .success(let other): completion(.failure(.unexpectedReply(other.type)))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// Makes a payload gone before it is read.
+    public func recall(_ id: PayloadID, completion: @escaping (Result<Void, ClientError>) -> Void) {
+        store.request(.recall(Recall(id: id))) { result in
+            switch result {
+            case .success(.recallOK): completion(.success(()))
+            case .success(let other): completion(.failure(.unexpectedReply(other.type)))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    public func status(_ id: PayloadID, completion: @escaping (Result<StatusOK, ClientError>) -> Void) {
+        store.request(.status(StatusRequest(id: id))) { result in
+            switch result {
+            case .success(.statusOK(let status)): completion(.success(status))
+            case .success(let other): completion(.failure(.unexpectedReply(other.type)))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+import ArgumentParser
+import PushClient
+import PushEventLoop
+import PushSecurity
+import PushWire
+
+/// Options every provider command shares.
+struct ProviderOptions: ParsableArguments {
+    @Option(help: "The store's address.") var store: HostPort
+    @Option(help: "The provider key file (DIR/provider.key from `securepush init`).") var providerKey: String
+    @Option(help: "CA certificate to verify TLS servers with; without it the connection is plain TCP.") var caFile: String?
+    @Option(help: "Seconds to wait for the servers.") var timeout = 10.0
+
+    func key() throws -> SecretKey {
+        do {
+            return try Deployment.readKey(providerKey)
+        } catch {
+            throw CommandFailure("\(error)")
+        }
+    }
+}
+
+extension PushTarget: ExpressibleByArgument {
+    public init?(argument: String) { self.init(parsing: argument) }
+}
+
+extension PayloadID: ExpressibleByArgument {
+    public init?(argument: String) { self.init(hex: argument.lowercased()) }
+}
+
+struct SendCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "send",
+        abstract: "Store a payload and push only its ID: prints the ID and the delivery summary.")
+
+    @OptionGroup var provider: ProviderOptions
+    @Option(help: "The gateway's address.") var gateway: HostPort
+    @Option(help: "user:NAME, device:ID or tag:T.") var to: PushTarget
+    @Option(help: "The payload's recipient when --to is a device or a tag (a payload belongs to one user).") var user: String?
+    @Option(help: "The payload text.") var text: String?
+    @Option(help: "A file whose bytes are the payload.") var file: String?
+    @Option(help: "Lifetime, e.g. 90s, 15m, 2h, 7d.") var ttl: TimeToLive = TimeToLive(seconds: 86_400)
+    @Option(help: "A newer queued push with the same key replaces an older one.") var collapse: String?
+    @Flag(help: "Erase the payload once the first device has acknowledged reading it.") var readOnce = false
+
+    func validate() throws {
+        guard (text == nil) != (file == nil) else { throw ValidationError("give exactly one of --text and --file") }
+        if case .user = to {} else if user == nil { throw ValidationError("--user is required when --to is a device or a tag") }
+        if let collapse, collapse.isEmpty || collapse.utf8.count > 64 { throw ValidationError("--collapse must be 1 to 64 bytes") }
+    }
+
+    func run() throws {
+        let key = try provider.key()
+        let payload: [UInt8]
+        if let text {
+            payload = Array(text.utf8)
+        } else {
+            do {
+                payload = Array(try Deployment.readFile(file ?? "").utf8)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
+        }
+        let recipient: String
+        if case .user(let name) = to { recipient = user ?? name } else { recipient = user ?? "" }
+        var message = ProviderClient.SecureMessage(recipient: recipient, payload: payload, target: to)
+        message.ttlSeconds = ttl.seconds
+        message.collapseKey = collapse
+        message.readOnce = readOnce
+        let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
+        let gatewayEndpoint = try endpoint(gateway, caFile: provider.caFile)
+        let receipt: SendReceipt = try runUntilDone(timeoutSeconds: provider.timeout, what: "the store and the gateway") { loop, done in
+            let client = ProviderClient(loop: loop, store: storeEndpoint, gateway: gatewayEndpoint, providerKey: key)
+            client.onConnectionError = { service, error in
+                done(.failure(describe(error, talkingTo: service, at: service == "store" ? provider.store : gateway)))
+            }
+            client.send(message) { result in
+                client.stop()
+                done(result.mapError { describe($0, talkingTo: "servers", at: provider.store) })
+            }
+        }
+        announce("id \(receipt.id.hex)")
+        announce("delivery: written to \(receipt.delivery.written) device(s), queued for \(receipt.delivery.queued)")
+    }
+}
+
+struct StatusCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "status", abstract: "Tell what became of a payload.")
+
+    @OptionGroup var provider: ProviderOptions
+    @Argument(help: "The payload ID (32 hex digits).") var id: PayloadID
+
+    func run() throws {
+        let key = try provider.key()
+        let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
+        let status: StatusOK = try runUntilDone(timeoutSeconds: provider.timeout, what: "the store") { loop, done in
+            let client = ProviderClient(loop: loop, store: storeEndpoint, gateway: storeEndpoint, providerKey: key)
+            client.onConnectionError = { service, error in
+                if service == "store" { done(.failure(describe(error, talkingTo: "store", at: provider.store))) }
+            }
+            client.status(id) { result in
+                client.stop()
+                done(result.mapError { describe($0, talkingTo: "store", at: provider.store) })
+            }
+        }
+        var line = "\(id.hex) \(status.state)"
+        if status.fetchCount > 0 { line += " (\(status.fetchCount) fetch(es), the last at \(status.fetchedAt) ms)" }
+        announce(line + ", expires at \(status.expiresAt) ms")
+    }
+}
+
+struct RecallCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "recall", abstract: "Make a payload gone before it is read.")
+
+    @OptionGroup var provider: ProviderOptions
+    @Argument(help: "The payload ID (32 hex digits).") var id: PayloadID
+
+    func run() throws {
+        let key = try provider.key()
+        let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
+        let _: Void = try runUntilDone(timeoutSeconds: provider.timeout, what: "the store") { loop, done in
+            let client = ProviderClient(loop: loop, store: storeEndpoint, gateway: storeEndpoint, providerKey: key)
+            client.onConnectionError = { service, error in
+                if service == "store" { done(.failure(describe(error, talkingTo: "store", at: provider.store))) }
+            }
+            client.recall(id) { result in
+                client.stop()
+                done(result.mapError { describe($0, talkingTo: "store", at: provider.store) })
+            }
+        }
+        announce("recalled \(id.hex)")
+    }
+}
+
+/// `90s`, `15m`, `2h`, `7d` or plain seconds.
+struct TimeToLive: ExpressibleByArgument {
+    var seconds: UInt32
+
+    init(seconds: UInt32) { self.seconds = seconds }
+
+    init?(argument: String) {
+        let units: [Character: UInt64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]
+        var digits = argument
+        var unit: UInt64 = 1
+        if let last = argument.last, let scale = units[last] {
+            unit = scale
+            digits = String(argument.dropLast())
+        }
+        guard let value = UInt64(digits), value > 0, value * unit <= UInt64(UInt32.max) else { return nil }
+        seconds = UInt32(value * unit)
+    }
+}
