@@ -80,8 +80,9 @@ let package = Package(
         .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
         .testTarget(name: "PushSecurityTests", dependencies: ["PushSecurity", "PushWire"]),
         // Helpers the integration tests share: child processes, temporary deployments.
-        .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire"], path: "Tests/PushTestSupport"),
+        .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire", "PushEventLoop"], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
+        .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushEventLoop", "PushSecurity", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushWire"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
             "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",

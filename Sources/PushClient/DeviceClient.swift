@@ -21,6 +21,8 @@ public struct DeviceNotification: Equatable, Sendable {
 }
 
 public enum DeviceEvent: Equatable, Sendable {
+    /// A PUSH arrived: what travelled on the push path (the ID and the frame's size).
+    case pushReceived(id: [UInt8], frameBytes: Int)
     case gatewayConnected
     case storeConnected
     case disconnected(from: String, ClientError)
@@ -152,6 +154,7 @@ public final class DeviceClient {
     private func fromGateway(_ message: Message, correlation: UInt32) {
         switch message {
         case .push(let push):
+            onEvent?(.pushReceived(id: push.id, frameBytes: message.encoded(correlation: correlation).count))
             // Record first, then confirm: DELIVERY_ACK means "kept for fetching" ([4.14-2]).
             let id = PayloadID(bytes: push.id)
             if let id, !shown.contains(id), !pending.contains(id) { pending.append(id) }

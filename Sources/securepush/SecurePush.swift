@@ -22,7 +22,7 @@ struct SecurePush: ParsableCommand {
         """,
         version: SecurePush.version,
         subcommands: [InitCommand.self, UserCommand.self, StoreCommand.self, GatewayCommand.self, DeviceCommand.self,
-                      SendCommand.self, StatusCommand.self, RecallCommand.self, BenchCommand.self]
+                      SendCommand.self, StatusCommand.self, RecallCommand.self, DemoCommand.self, BenchCommand.self]
     )
 
     static let version = "0.1.0 (protocol 1)"

@@ -1,0 +1,211 @@
+import ArgumentParser
+import Foundation
+import PushClient
+import PushEventLoop
+import PushSecurity
+import PushStore
+import PushWire
+
+struct DemoCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo",
+        abstract: "The whole secure-push flow, step by step, in a temporary deployment; cleans up and exits 0.")
+
+    @Option(help: "Seconds each step may take before the demo gives up.") var stepTimeout = 15.0
+
+    func run() throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-demo-\(getpid())").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let script = try DemoScript(directory: directory, stepTimeout: stepTimeout)
+        defer { script.cleanUp() }
+        try script.run()
+    }
+}
+
+/// The demo's steps, run on one event loop against a real store and gateway.
+final class DemoScript {
+    let directory: String
+    let stepTimeout: Double
+    let loop: EventLoop
+    var services: [Process] = []
+    var storeAddress = HostPort(argument: "127.0.0.1:0")!
+    var gatewayAddress = HostPort(argument: "127.0.0.1:0")!
+    let deployment: Deployment
+    var devices: [String: DeviceClient] = [:]
+    var shown: [String: [DeviceNotification]] = [:]
+    var provider: ProviderClient?
+    static let password = Array("correct horse battery staple".utf8)
+
+    init(directory: String, stepTimeout: Double) throws {
+        self.directory = directory
+        self.stepTimeout = stepTimeout
+        loop = try EventLoop()
+        deployment = try Deployment.create(at: directory)
+    }
+
+    func say(_ line: String) { announce(line) }
+
+    func run() throws {
+        say("== securepush demo: only an ID travels on the push path ==")
+        say("")
+        say("1. A deployment in \(directory): keys, a user, two enrolled devices.")
+        let hash = try PasswordHash.make(password: DemoScript.password, iterations: 10_000)
+        let users = try SQLitePayloadWriter(path: StoreFiles.databasePath(directory))
+        _ = try users.addUser("alice", passwordHash: hash.encoded, nowMs: EventLoop.wallClockMilliseconds())
+        say("   user alice; devices alice-phone and alice-tablet")
+
+        storeAddress = try startService(["store", "--data-dir", directory, "--listen", "127.0.0.1:0", "--log-level", "warning"])
+        gatewayAddress = try startService(["gateway", "--data-dir", directory, "--listen", "127.0.0.1:0", "--log-level", "warning"])
+        say("   store on \(storeAddress), gateway on \(gatewayAddress)")
+
+        say("")
+        say("2. Both devices connect; only alice-phone logs in.")
+        startDevice("alice-phone")
+        startDevice("alice-tablet")
+        try wait("both devices connected") { self.devices.count == 2 && self.connected.count == 2 }
+        try login("alice-phone")
+
+        say("")
+        say("3. The provider stores a secret and pushes its ID.")
+        let first = try send("Your one-time code is 493817", to: .user("alice"))
+        say("   store  -> provider: id \(first.id.hex) (acknowledged only once it is on disk)")
+        say("   gateway-> provider: written to \(first.delivery.written) device(s), queued for \(first.delivery.queued)")
+        try wait("the push on both devices") { self.pushes.filter { $0.1 == first.id.bytes }.count >= 2 }
+        for (device, id, size) in pushes where id == first.id.bytes {
+            say("   gateway-> \(device): PUSH with id \(id.hexString) only, \(size) bytes on the wire, no payload field")
+        }
+        try wait("alice-phone to show the text") { self.text(on: "alice-phone", for: first.id) != nil }
+        say("   alice-phone fetched with its token: \"\(text(on: "alice-phone", for: first.id) ?? "")\"")
+        try wait("alice-tablet's generic notification") { self.isGeneric(on: "alice-tablet", for: first.id) }
+        say("   alice-tablet has no token, so it shows: \"\(DeviceClient.genericText)\" and keeps the ID")
+
+        say("")
+        say("4. alice-tablet logs in and fetches what it kept.")
+        try login("alice-tablet")
+        try wait("alice-tablet to show the text") { self.text(on: "alice-tablet", for: first.id) != nil }
+        say("   alice-tablet: \"\(text(on: "alice-tablet", for: first.id) ?? "")\"")
+
+        say("")
+        say("5. alice-tablet goes offline; a message for it waits at the gateway.")
+        devices["alice-tablet"]?.stop()
+        devices["alice-tablet"] = nil
+        connected.remove("alice-tablet")
+        let offlineSince = EventLoop.monotonicMilliseconds()
+        try wait("the gateway to see alice-tablet leave") { EventLoop.monotonicMilliseconds() - offlineSince > 300 }
+        let second = try send("Meeting moved to 15:00", to: .device("alice-tablet"))
+        say("   gateway-> provider: written to \(second.delivery.written), queued for \(second.delivery.queued) offline device")
+        say("   alice-tablet reconnects...")
+        startDevice("alice-tablet")
+        try wait("the queued push to arrive") { self.text(on: "alice-tablet", for: second.id) != nil }
+        say("   alice-tablet: \"\(text(on: "alice-tablet", for: second.id) ?? "")\"")
+
+        say("")
+        say("Done: the payloads only ever travelled from the store to devices that proved who they are.")
+    }
+
+    // MARK: devices
+
+    var connected: Set<String> = []
+    var pushes: [(String, [UInt8], Int)] = []
+
+    func startDevice(_ name: String) {
+        let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
+        let now = EventLoop.wallClockMilliseconds()
+        let registration = Registration(deviceID: name, user: "alice", tags: [], issuedAt: now, expiresAt: now + 86_400_000).signed(by: signer)
+        let tokens = TokenStore(directory: directory + "/" + name)
+        let device = DeviceClient(loop: loop, gateway: ServerLink.Endpoint(host: gatewayAddress.host, port: gatewayAddress.port),
+                                  store: ServerLink.Endpoint(host: storeAddress.host, port: storeAddress.port),
+                                  registration: registration, deviceID: name, tokenStore: tokens)
+        device.onNotification = { [unowned self] in self.shown[name, default: []].append($0) }
+        device.onEvent = { [unowned self] event in
+            switch event {
+            case .gatewayConnected: self.connected.insert(name)
+            case .pushReceived(let id, let size): self.pushes.append((name, id, size))
+            default: break
+            }
+        }
+        devices[name] = device
+        device.start()
+    }
+
+    func login(_ name: String) throws {
+        var done: Result<UInt64, ClientError>?
+        devices[name]?.login(user: "alice", password: DemoScript.password) { done = $0 }
+        try wait("\(name) to log in") { done != nil }
+        if case .failure(let error) = done { throw CommandFailure("\(name) could not log in: \(error)") }
+        say("   \(name) logged in as alice; its fetch token is in its state directory")
+    }
+
+    func text(on device: String, for id: PayloadID) -> String? {
+        shown[device]?.first { $0.id == id && $0.content != .generic }?.text
+    }
+
+    func isGeneric(on device: String, for id: PayloadID) -> Bool {
+        shown[device]?.contains { $0.id == id && $0.content == .generic } ?? false
+    }
+
+    func send(_ text: String, to target: PushTarget) throws -> SendReceipt {
+        if provider == nil {
+            provider = ProviderClient(loop: loop, store: ServerLink.Endpoint(host: storeAddress.host, port: storeAddress.port),
+                                      gateway: ServerLink.Endpoint(host: gatewayAddress.host, port: gatewayAddress.port),
+                                      providerKey: deployment.providerKey)
+        }
+        var receipt: Result<SendReceipt, ClientError>?
+        provider?.send(ProviderClient.SecureMessage(recipient: "alice", payload: Array(text.utf8), target: target)) { receipt = $0 }
+        try wait("the send to finish") { receipt != nil }
+        switch receipt {
+        case .success(let sent)?: return sent
+        case .failure(let error)?: throw CommandFailure("send failed: \(error)")
+        case nil: throw CommandFailure("send did not finish")
+        }
+    }
+
+    /// Runs the loop until `condition` holds, or fails the demo after the step timeout.
+    func wait(_ what: String, _ condition: @escaping () -> Bool) throws {
+        let deadline = EventLoop.monotonicMilliseconds() + Int64(stepTimeout * 1000)
+        let poll = loop.schedule(after: .milliseconds(10), repeating: true) { [loop] in
+            if condition() || EventLoop.monotonicMilliseconds() > deadline { loop.stop() }
+        }
+        if !condition() { loop.run() }
+        poll.cancel()
+        guard condition() else { throw CommandFailure("the demo timed out waiting for \(what)") }
+    }
+
+    // MARK: services
+
+    func startService(_ arguments: [String]) throws -> HostPort {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        process.arguments = arguments
+        let output = Pipe()
+        process.standardOutput = output
+        try process.run()
+        services.append(process)
+        let reader = output.fileHandleForReading
+        var line = Data()
+        while true {
+            let byte = reader.readData(ofLength: 1)
+            guard !byte.isEmpty else { throw CommandFailure("\(arguments[0]) exited before it was ready") }
+            if byte.first == UInt8(ascii: "\n") {
+                let text = String(decoding: line, as: UTF8.self)
+                if text.hasPrefix("listening on "), let address = HostPort(argument: String(text.dropFirst("listening on ".count))) {
+                    return address
+                }
+                line.removeAll()
+            } else {
+                line.append(byte)
+            }
+        }
+    }
+
+    func cleanUp() {
+        provider?.stop()
+        for device in devices.values { device.stop() }
+        devices = [:]
+        for process in services where process.isRunning {
+            kill(process.processIdentifier, SIGTERM)
+            process.waitUntilExit()
+        }
+        loop.shutdown()
+    }
+}
