@@ -35,6 +35,8 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // Starting, watching and stopping child processes (services for the demo, bench and tests).
+        .target(name: "PushProcess"),
         // The wire codec: frames, fields, messages, the incremental decoder. No I/O.
         .target(name: "PushWire"),
         // The only importer of CLibevent.
@@ -70,7 +72,7 @@ let package = Package(
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance",
+                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -80,7 +82,8 @@ let package = Package(
         .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
         .testTarget(name: "PushSecurityTests", dependencies: ["PushSecurity", "PushWire"]),
         // Helpers the integration tests share: child processes, temporary deployments.
-        .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire", "PushEventLoop"], path: "Tests/PushTestSupport"),
+        .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire", "PushEventLoop", "PushProcess"],
+                path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushEventLoop", "PushSecurity", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushWire"]),
@@ -90,6 +93,6 @@ let package = Package(
         ]),
         .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),
-        .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire"]),
+        .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire", "PushProcess"]),
     ]
 )

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import PushClient
 import PushEventLoop
+import PushProcess
 import PushSecurity
 import PushStore
 import PushWire
@@ -27,7 +28,7 @@ final class DemoScript {
     let directory: String
     let stepTimeout: Double
     let loop: EventLoop
-    var services: [Process] = []
+    var services: [ChildProcess] = []
     var storeAddress = HostPort(argument: "127.0.0.1:0")!
     var gatewayAddress = HostPort(argument: "127.0.0.1:0")!
     let deployment: Deployment
@@ -174,27 +175,14 @@ final class DemoScript {
     // MARK: services
 
     func startService(_ arguments: [String]) throws -> HostPort {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
-        process.arguments = arguments
-        let output = Pipe()
-        process.standardOutput = output
-        try process.run()
-        services.append(process)
-        let reader = output.fileHandleForReading
-        var line = Data()
-        while true {
-            let byte = reader.readData(ofLength: 1)
-            guard !byte.isEmpty else { throw CommandFailure("\(arguments[0]) exited before it was ready") }
-            if byte.first == UInt8(ascii: "\n") {
-                let text = String(decoding: line, as: UTF8.self)
-                if text.hasPrefix("listening on "), let address = HostPort(argument: String(text.dropFirst("listening on ".count))) {
-                    return address
-                }
-                line.removeAll()
-            } else {
-                line.append(byte)
-            }
+        do {
+            let child = try ChildProcess(executable: ChildProcess.currentExecutable, arguments: arguments)
+            services.append(child)
+            let address = try child.waitForLine(prefix: "listening on ", seconds: 30)
+            guard let parsed = HostPort(argument: address) else { throw CommandFailure("\(arguments[0]) printed a bad address") }
+            return parsed
+        } catch let failure as ChildProcess.Failure {
+            throw CommandFailure(failure.description)
         }
     }
 
@@ -202,10 +190,7 @@ final class DemoScript {
         provider?.stop()
         for device in devices.values { device.stop() }
         devices = [:]
-        for process in services where process.isRunning {
-            kill(process.processIdentifier, SIGTERM)
-            process.waitUntilExit()
-        }
+        for service in services { service.terminate(graceSeconds: 10) }
         loop.shutdown()
     }
 }

@@ -1,5 +1,6 @@
 import Foundation
 import PushEventLoop
+import PushProcess
 import PushWire
 import Testing
 
@@ -17,18 +18,12 @@ private struct CertificateFiles {
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         let files = CertificateFiles(directory: directory)
         if preferCLI, let openssl = findExecutable("openssl") {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: openssl)
-            process.arguments = [
+            let result = try ChildProcess.run(executable: openssl, arguments: [
                 "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
                 "-keyout", files.key, "-out", files.certificate, "-days", "2", "-subj", "/CN=localhost",
                 "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-            ]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
-            if process.terminationStatus == 0 { return files }
+            ], seconds: 30)
+            if result.status == 0 { return files }
         }
         try SelfSignedCertificate.write(
             commonName: "localhost", subjectAltNames: ["DNS:localhost", "IP:127.0.0.1"],

@@ -1,5 +1,6 @@
 import Foundation
 import PushClient
+import PushProcess
 import PushSecurity
 import PushWire
 
@@ -9,7 +10,7 @@ public enum SecurePushBinary {
         let bundleDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
         let candidates = [
             bundleDirectory.appendingPathComponent("securepush").path,
-            URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("securepush").path,
+            URL(fileURLWithPath: ChildProcess.currentExecutable).deletingLastPathComponent().appendingPathComponent("securepush").path,
         ]
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
     }()
@@ -17,23 +18,7 @@ public enum SecurePushBinary {
     /// Runs a command to completion with optional stdin; returns exit status and output.
     @discardableResult
     public static func run(_ arguments: [String], stdin: String? = nil, timeoutSeconds: Double = 60) throws -> (status: Int32, stdout: String, stderr: String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: path)
-        process.arguments = arguments
-        let output = Pipe(), errors = Pipe(), input = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        process.standardInput = input
-        try process.run()
-        if let stdin { input.fileHandleForWriting.write(Data(stdin.utf8)) }
-        try input.fileHandleForWriting.close()
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        if process.isRunning { process.terminate() }
-        process.waitUntilExit()
-        let out = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        let err = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        return (process.terminationStatus, out, err)
+        try ChildProcess.run(executable: path, arguments: arguments, stdinText: stdin, seconds: timeoutSeconds)
     }
 }
 
@@ -76,51 +61,21 @@ public enum ServiceError: Error, CustomStringConvertible {
 
 /// A running `securepush` service (store or gateway) on a free port of 127.0.0.1.
 public final class ServiceProcess {
-    public let process = Process()
+    public let child: ChildProcess
     public private(set) var port = 0
     /// The port of a `metrics on HOST:PORT` line printed before `listening on`.
     public private(set) var announcedMetricsPort: Int?
     public let host = "127.0.0.1"
-    // Logs go to a file: a pipe nobody drains would block the service once full.
-    private let logPath = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-log-\(UUID().uuidString)").path
-    private let output = Pipe()
 
     /// Starts `securepush ARGUMENTS --listen 127.0.0.1:0` and waits for its `listening on` line.
     public init(_ arguments: [String]) throws {
-        process.executableURL = URL(fileURLWithPath: SecurePushBinary.path)
-        process.arguments = arguments + ["--listen", "127.0.0.1:0"]
-        process.standardOutput = output
-        _ = FileManager.default.createFile(atPath: logPath, contents: nil)
-        process.standardError = FileHandle(forWritingAtPath: logPath)
-        try process.run()
-        let handle = output.fileHandleForReading
-        var line = Data()
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline {
-            let byte = handle.readData(ofLength: 1)
-            if byte.isEmpty { break }
-            if byte.first == UInt8(ascii: "\n") {
-                let text = String(decoding: line, as: UTF8.self)
-                if text.hasPrefix("listening on "), let port = Int(text.split(separator: ":").last ?? "") {
-                    self.port = port
-                    return
-                }
-                if text.hasPrefix("metrics on ") { announcedMetricsPort = Int(text.split(separator: ":").last ?? "") }
-                line.removeAll()
-            } else {
-                line.append(byte)
-            }
+        child = try ChildProcess(executable: SecurePushBinary.path, arguments: arguments + ["--listen", "127.0.0.1:0"])
+        let address = try child.waitForLine(prefix: "listening on ", seconds: 30)
+        guard let port = Int(address.split(separator: ":").last ?? "") else { throw ServiceError.failed("bad address \(address)") }
+        self.port = port
+        for line in child.standardOutput.split(separator: "\n") where line.hasPrefix("metrics on ") {
+            announcedMetricsPort = Int(line.split(separator: ":").last ?? "")
         }
-        process.terminate()
-        throw ServiceError.failed("\(arguments.first ?? "service") did not start: \(standardErrorText())")
-    }
-
-    deinit {
-        if process.isRunning {
-            kill(process.processIdentifier, SIGKILL)
-            process.waitUntilExit()
-        }
-        try? FileManager.default.removeItem(atPath: logPath)
     }
 
     public func connect(timeoutMs: Int32 = 5_000) throws -> BlockingWireClient {
@@ -129,24 +84,12 @@ public final class ServiceProcess {
 
     /// SIGTERM, then the exit status (or nil if it did not exit in time).
     public func terminate(timeoutSeconds: Double = 15) -> Int32? {
-        kill(process.processIdentifier, SIGTERM)
-        return waitForExit(timeoutSeconds: timeoutSeconds)
+        child.signal(SIGTERM)
+        return child.wait(seconds: timeoutSeconds)
     }
 
-    /// What the service wrote to stderr (its logs), once it has exited.
-    public func standardErrorText() -> String {
-        (try? String(contentsOfFile: logPath, encoding: .utf8)) ?? ""
-    }
+    public func killHard() { child.killHard() }
 
-    public func killHard() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
-
-    public func waitForExit(timeoutSeconds: Double) -> Int32? {
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
-        while process.isRunning && Date() < deadline { usleep(10_000) }
-        guard !process.isRunning else { return nil }
-        return process.terminationStatus
-    }
+    /// What the service wrote to stderr (its logs).
+    public func standardErrorText() -> String { child.standardError }
 }
