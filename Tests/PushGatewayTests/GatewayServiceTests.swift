@@ -273,7 +273,7 @@ struct GatewayServiceTests {
         #expect(try gateway.push(.tag("news"), id: "hi", via: try gateway.provider()) == PushAck(written: 1, queued: 0))
         let bad = try SecurePushBinary.run(["device", "enroll", "--data-dir", gateway.deployment.directory, "--user", "alice",
                                             "--device", "", "--out", path])
-        #expect(bad.status != 0 && !bad.stderr.isEmpty)
+        #expect(bad.status != 0 && !bad.stderr.isEmpty, "status \(bad.status) stdout \(bad.stdout) stderr \(bad.stderr)")
     }
 }
 
