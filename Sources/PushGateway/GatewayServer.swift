@@ -62,8 +62,11 @@ public final class GatewayServer: ServiceHandler {
                 return
             }
             host.send(.pushAck(logic.push(push)), correlation: correlation, to: peer)
-        case (.push, _), (.store, .device?), (.recall, .device?), (.status, .device?):
-            host.send(.error(ErrorReply(status: .forbidden, message: "\(message.type) is not allowed for a device")), correlation: correlation, to: peer)
+        // Role before service ([4.1-5]): what a role may never send is FORBIDDEN here too ([4.1-3]).
+        case (.push, _), (.store, .device?), (.recall, .device?), (.status, .device?),
+             (.login, .provider?), (.fetch, .provider?), (.sync, .provider?), (.ack, .provider?):
+            host.send(.error(ErrorReply(status: .forbidden, message: "\(message.type) is not allowed for a \(peer.role.map { "\($0)" } ?? "peer")")),
+                      correlation: correlation, to: peer)
         default:
             host.send(.error(ErrorReply(status: .badRequest, message: "the gateway does not serve \(message.type)")), correlation: correlation, to: peer)
         }

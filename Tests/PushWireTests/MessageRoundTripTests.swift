@@ -45,11 +45,12 @@ struct MessageRoundTripTests {
         #expect(store.count == FrameHeader.size + 3 + 2)
     }
 
-    @Test("the PUSH written to a device drops the target and keeps the options")
+    @Test("[4.14-1] the PUSH written to a device drops the target and the TTL and keeps the options")
     func pushForDevice() {
         let push = Push(target: .tag("t"), id: [1, 2], alert: true, priority: 9, collapseKey: "k", ttlSeconds: 5)
         let device = push.forDevice
         #expect(device.target == nil)
+        #expect(device.ttlSeconds == Push.defaultTTLSeconds, "[4.14-1] no ttl_s on the device form")
         #expect(device.id == push.id && device.alert && device.priority == 9 && device.collapseKey == "k")
     }
 

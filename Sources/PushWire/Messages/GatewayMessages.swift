@@ -108,10 +108,12 @@ public struct Push: WireMessage {
         if let collapseKey { writer.append(.collapseKey, collapseKey) }
     }
 
-    /// The form the gateway writes to a device: the same options, no target.
+    /// The form the gateway writes to a device: id, alert, priority and collapse key only
+    /// ([4.14-1]); the target and the queueing TTL stay at the gateway.
     public var forDevice: Push {
         var copy = self
         copy.target = nil
+        copy.ttlSeconds = Push.defaultTTLSeconds
         return copy
     }
 }

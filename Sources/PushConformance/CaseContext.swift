@@ -1,0 +1,188 @@
+import PushSecurity
+import PushWire
+
+/// State shared by every case of one run: the options, a run id that makes every device
+/// id, user name and tag unique (so the suite can run again and again against the same
+/// services), and a counter.
+final class RunState {
+    let options: ConformanceOptions
+    let runID: String
+    private var counter = 0
+
+    init(options: ConformanceOptions) {
+        self.options = options
+        var generator = SystemRandomNumberGenerator()
+        runID = String(generator.next() as UInt32, radix: 16)
+    }
+
+    func unique(_ label: String) -> String {
+        counter += 1
+        return "cf-\(runID)-\(label)-\(counter)"
+    }
+}
+
+/// What a case body works with: connections to the services under test, credentials made
+/// from the deployment's keys, unique names, and cleanup of what the case stored.
+public final class CaseContext {
+    let run: RunState
+    private var sessions: [WireSession] = []
+    /// Store ids this case created; recalled afterwards so later SYNCs stay short.
+    private(set) var storedIDs: [PayloadID] = []
+
+    init(run: RunState) {
+        self.run = run
+    }
+
+    var options: ConformanceOptions { run.options }
+    var timeoutMs: Int32 { options.timeoutMs }
+    var quietMs: Int32 { options.quietMs }
+
+    func unique(_ label: String) -> String { run.unique(label) }
+
+    // MARK: requirements (each SKIPs the case when unmet)
+
+    func storeEndpoint() throws(CaseStop) -> Endpoint {
+        guard let store = options.store else { throw .skip("needs --store") }
+        return store
+    }
+
+    func gatewayEndpoint() throws(CaseStop) -> Endpoint {
+        guard let gateway = options.gateway else { throw .skip("needs --gateway") }
+        return gateway
+    }
+
+    func keys() throws(CaseStop) -> ConformanceKeys {
+        guard let keys = options.keys else { throw .skip("needs --data-dir for the deployment's keys") }
+        return keys
+    }
+
+    /// A user the store knows, as the recipient of STOREs.
+    func user() throws(CaseStop) -> String {
+        guard let user = options.user else { throw .skip("needs --user, a user the store knows") }
+        return user
+    }
+
+    func password() throws(CaseStop) -> [UInt8] {
+        guard options.user != nil, let password = options.password else { throw .skip("needs --user and --password-file to log in") }
+        return password
+    }
+
+    // MARK: connections
+
+    /// A new TCP connection with nothing sent yet.
+    func connect(_ endpoint: Endpoint, name: String) throws(CaseStop) -> WireSession {
+        let session = try WireSession(endpoint: endpoint, name: name, timeoutMs: timeoutMs)
+        sessions.append(session)
+        return session
+    }
+
+    func connectStore() throws(CaseStop) -> WireSession { try connect(try storeEndpoint(), name: "store") }
+    func connectGateway() throws(CaseStop) -> WireSession { try connect(try gatewayEndpoint(), name: "gateway") }
+
+    static func hello(_ role: PeerRole, credential: [UInt8]? = nil, maxFrame: Int? = nil, maxInflight: UInt32? = nil) -> Hello {
+        Hello(role: role, credential: credential, maxFrame: maxFrame.map { UInt32(clamping: $0) }, maxInflight: maxInflight,
+              name: "securepush-conformance")
+    }
+
+    /// A device connection to the store; devices need no credential there ([4.2-3]).
+    func storeDevice(maxFrame: Int? = nil, maxInflight: UInt32? = nil) throws(CaseStop) -> WireSession {
+        let session = try connectStore()
+        _ = try session.open(Self.hello(.device, maxFrame: maxFrame, maxInflight: maxInflight))
+        return session
+    }
+
+    func storeProvider(maxFrame: Int? = nil, maxInflight: UInt32? = nil) throws(CaseStop) -> WireSession {
+        let credential = try providerCredential()
+        let session = try connectStore()
+        _ = try session.open(Self.hello(.provider, credential: credential, maxFrame: maxFrame, maxInflight: maxInflight))
+        return session
+    }
+
+    func gatewayProvider(maxFrame: Int? = nil) throws(CaseStop) -> WireSession {
+        let credential = try providerCredential()
+        let session = try connectGateway()
+        _ = try session.open(Self.hello(.provider, credential: credential, maxFrame: maxFrame))
+        return session
+    }
+
+    /// A device connected to the gateway under a fresh registration.
+    func gatewayDevice(_ deviceID: String, user: String, tags: [String] = []) throws(CaseStop) -> WireSession {
+        let credential = try registration(device: deviceID, user: user, tags: tags)
+        let session = try connect(try gatewayEndpoint(), name: "gateway (device \(deviceID))")
+        _ = try session.open(Self.hello(.device, credential: credential))
+        return session
+    }
+
+    // MARK: credentials (SPEC.md section 7)
+
+    /// A provider credential whose timestamp is `offsetMs` away from now ([7.1-1]).
+    func providerCredential(offsetMs: Int64 = 0) throws(CaseStop) -> [UInt8] {
+        let now = Int64(Clock.wallMs()) + offsetMs
+        return ProviderCredential.make(providerKey: try keys().providerKey, nowMs: UInt64(max(0, now)))
+    }
+
+    func registration(device: String, user: String, tags: [String] = [], expiresInMs: Int64 = 3_600_000) throws(CaseStop) -> [UInt8] {
+        let signer = CredentialSigner(serverKey: try keys().serverKey, purpose: CredentialSigner.registrationPurpose)
+        let now = Clock.wallMs()
+        let expiry = UInt64(max(1, Int64(now) + expiresInMs))
+        return Registration(deviceID: device, user: user, tags: tags, issuedAt: now, expiresAt: expiry).signed(by: signer)
+    }
+
+    /// A fetch token as LOGIN would issue it ([7.3-1]), made with the deployment's key.
+    func token(user: String, device: String, expiresInMs: Int64 = 3_600_000) throws(CaseStop) -> [UInt8] {
+        let now = Clock.wallMs()
+        let expiry = UInt64(max(1, Int64(now) + expiresInMs))
+        return try forge { fields in
+            fields += RawFrame.field(.user, string: user)
+            fields += RawFrame.field(.deviceID, string: device)
+            fields += RawFrame.field(.expiresAt, RawFrame.bigEndian(expiry))
+            fields += RawFrame.field(.issuedAt, RawFrame.bigEndian(now))
+        }
+    }
+
+    /// A signed credential with any body: format byte, fields, HMAC over both ([7.2-1]).
+    /// `purpose` picks the derived key ([7.4-5]); the cases use it to build tokens a
+    /// careful issuer never would.
+    func forge(purpose: String = CredentialSigner.fetchTokenPurpose, format: UInt8 = 1, macCoversFormat: Bool = true,
+               _ writeFields: (inout [UInt8]) -> Void) throws(CaseStop) -> [UInt8] {
+        var fields: [UInt8] = []
+        writeFields(&fields)
+        let key = try keys().serverKey.derive(purpose: purpose).bytes
+        let signed = [format] + fields
+        return signed + HMACSHA256.authenticate(macCoversFormat ? signed : fields, key: key)
+    }
+
+    // MARK: store helpers
+
+    /// STOREs a payload for `user` (the run's user by default) and remembers its id for
+    /// cleanup. Anything but STORE_OK fails the case.
+    func store(on session: WireSession, payload: [UInt8]? = nil, user: String? = nil, ttl: UInt32 = 600,
+               readLimit: UInt32 = 0) throws(CaseStop) -> StoreOK {
+        let recipient: String
+        if let user { recipient = user } else { recipient = try self.user() }
+        let body = payload ?? Array("conformance payload \(unique("p"))".utf8)
+        let answer = try session.request(.store(StoreRequest(user: recipient, payload: body, ttlSeconds: ttl, readLimit: readLimit)))
+        guard case .storeOK(let stored) = answer else {
+            throw .fail("STORE for user \(recipient) was answered \(describe(answer)), expected STORE_OK")
+        }
+        storedIDs.append(stored.id)
+        return stored
+    }
+
+    func noteStored(_ id: PayloadID) { storedIDs.append(id) }
+
+    /// Closes every connection the case opened and recalls what it stored, best effort:
+    /// a case's verdict never depends on its cleanup.
+    func finish() {
+        sessions = []
+        guard !storedIDs.isEmpty, options.keys != nil, options.store != nil,
+              let provider = try? storeProvider() else { return }
+        let ids = storedIDs.map { _ in provider.takeCorrelation() }
+        var bytes: [UInt8] = []
+        for (id, correlation) in zip(storedIDs, ids) { Message.recall(Recall(id: id)).encode(correlation: correlation, into: &bytes) }
+        try? provider.sendRaw(bytes)
+        for correlation in ids { _ = try? provider.reply(to: correlation, waitingFor: "RECALL during cleanup") }
+        storedIDs = []
+        sessions = []
+    }
+}

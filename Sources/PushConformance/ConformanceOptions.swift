@@ -1,0 +1,61 @@
+import PushSecurity
+
+/// A service address: a numeric host (IPv4 or IPv6) and a port.
+public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// The deployment's secrets, from `securepush init`'s directory: with them the suite
+/// makes provider credentials, device registrations and fetch tokens exactly as the
+/// deployment's own tools would (SPEC.md section 7).
+public struct ConformanceKeys: Sendable {
+    public var serverKey: SecretKey
+    public var providerKey: SecretKey
+
+    public init(serverKey: SecretKey, providerKey: SecretKey) {
+        self.serverKey = serverKey
+        self.providerKey = providerKey
+    }
+
+    public init(deployment: Deployment) {
+        self.init(serverKey: deployment.serverKey, providerKey: deployment.providerKey)
+    }
+}
+
+/// Everything a run needs. Absent parts make the cases that need them SKIPPED.
+public struct ConformanceOptions: Sendable {
+    public var store: Endpoint?
+    public var gateway: Endpoint?
+    public var keys: ConformanceKeys?
+    /// A user the store knows: STORE needs a recipient that exists.
+    public var user: String?
+    /// The user's password, for the LOGIN cases.
+    public var password: [UInt8]?
+    /// Where the golden vectors are; nil looks in the usual places (see `VectorSource`).
+    public var vectorsDirectory: String?
+    /// Runs the cases that wait 45 seconds or a full keepalive interval.
+    public var slow = false
+    /// How long to wait for any one reply.
+    public var timeoutMs: Int32 = 5_000
+    /// How long silence must last to count as "no answer" ([5.6-3]).
+    public var quietMs: Int32 = 300
+    /// CASE arguments: ids, id prefixes, clauses or clause prefixes; empty runs all.
+    public var selection: [String] = []
+
+    public init(store: Endpoint? = nil, gateway: Endpoint? = nil, keys: ConformanceKeys? = nil, user: String? = nil,
+                password: [UInt8]? = nil) {
+        self.store = store
+        self.gateway = gateway
+        self.keys = keys
+        self.user = user
+        self.password = password
+    }
+}

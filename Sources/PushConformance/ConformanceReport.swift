@@ -1,0 +1,88 @@
+/// The outcome of a run: every case's verdict and what the run covered of the spec.
+public struct ConformanceReport: Sendable {
+    public struct Uncovered: Sendable, Equatable {
+        public var clause: String
+        public var reason: String
+    }
+
+    public var results: [CaseResult]
+    /// Clauses with at least one case that ran (PASS or FAIL).
+    public var coveredClauses: [String]
+    public var notCovered: [Uncovered]
+    public var clausesTotal: Int
+    public var durationMs: Int
+    public var store: Endpoint?
+    public var gateway: Endpoint?
+    public var runID: String
+
+    public var passed: Int { results.filter { $0.verdict == .pass }.count }
+    public var failed: Int { results.filter { $0.verdict == .fail }.count }
+    public var skipped: Int { results.filter { $0.verdict == .skipped }.count }
+    public var hasFailures: Bool { failed > 0 }
+
+    /// Builds the coverage figures from the results and the catalogue the run chose from.
+    init(results: [CaseResult], catalogue: [ConformanceCase], durationMs: Int, options: ConformanceOptions, runID: String) {
+        self.results = results
+        self.durationMs = durationMs
+        self.store = options.store
+        self.gateway = options.gateway
+        self.runID = runID
+        let ran = Set(results.filter { $0.verdict.ran }.map(\.clause))
+        coveredClauses = SpecClauses.all.filter { ran.contains($0) }
+        clausesTotal = SpecClauses.all.count
+        let resultByClause = Dictionary(grouping: results, by: \.clause)
+        let catalogued = Set(catalogue.map(\.clause))
+        notCovered = SpecClauses.all.filter { !ran.contains($0) }.map { clause in
+            if let reason = SpecClauses.notTestableFromTheWire[clause] { return Uncovered(clause: clause, reason: "not testable from the wire: \(reason)") }
+            if let skippedCase = resultByClause[clause]?.first { return Uncovered(clause: clause, reason: "skipped: \(skippedCase.detail)") }
+            if catalogued.contains(clause) { return Uncovered(clause: clause, reason: "not selected") }
+            return Uncovered(clause: clause, reason: "no case")
+        }
+    }
+
+    // MARK: text
+
+    /// Column widths for the table, from the ids and clauses that will appear in it.
+    public struct TableLayout: Sendable {
+        var idWidth: Int
+        var clauseWidth: Int
+
+        public init(ids: [String], clauses: [String]) {
+            idWidth = max(4, ids.map(\.count).max() ?? 0)
+            clauseWidth = max(6, clauses.map(\.count).max() ?? 0)
+        }
+
+        public var header: String { row("CASE", "CLAUSE", "VERDICT", "DETAIL") }
+
+        /// The width of the id column, for listings that share the table's alignment.
+        public var idWidthForListing: Int { idWidth }
+
+        public func row(_ result: CaseResult) -> String {
+            row(result.id, result.clause, result.verdict.rawValue, result.detail)
+        }
+
+        private func row(_ id: String, _ clause: String, _ verdict: String, _ detail: String) -> String {
+            func pad(_ text: String, _ width: Int) -> String { text + String(repeating: " ", count: max(0, width - text.count)) }
+            return pad(id, idWidth) + "  " + pad(clause, clauseWidth) + "  " + pad(verdict, 7) + "  " + detail
+        }
+    }
+
+    public var layout: TableLayout { TableLayout(ids: results.map(\.id), clauses: results.map(\.clause)) }
+
+    /// The whole table, one row per case.
+    public var table: String {
+        let layout = layout
+        return ([layout.header] + results.map(layout.row)).joined(separator: "\n")
+    }
+
+    /// Totals, coverage and the clauses not covered, with why.
+    public var summary: String {
+        var lines = ["\(results.count) cases: \(passed) passed, \(failed) failed, \(skipped) skipped in \(durationMs) ms"]
+        lines.append("clauses covered: \(coveredClauses.count) of \(clausesTotal) (a clause is covered when a case for it ran)")
+        if !notCovered.isEmpty {
+            lines.append("not covered:")
+            lines += notCovered.map { "  " + $0.clause + String(repeating: " ", count: max(0, 7 - $0.clause.count)) + $0.reason }
+        }
+        return lines.joined(separator: "\n")
+    }
+}

@@ -1,0 +1,84 @@
+/// The suite's entry points: the catalogue of cases, selection by CASE arguments, and a
+/// sequential run that reports each case as it finishes.
+public enum ConformanceSuite {
+    public enum SelectionError: Error, Equatable, CustomStringConvertible {
+        case noMatch([String])
+
+        public var description: String {
+            switch self {
+            case .noMatch(let selectors): "no case matches \(selectors.joined(separator: ", ")); `--list` shows the cases"
+            }
+        }
+    }
+
+    /// Every case, in running order; the vector cases come from the files found for
+    /// `options.vectorsDirectory`.
+    public static func catalogue(_ options: ConformanceOptions) -> [ConformanceCase] {
+        let vectors = VectorSource.load(explicit: options.vectorsDirectory)
+        return HandshakeCases.all + CredentialCases.all + FramingCases.all + FieldCases.all + ConnectionCases.all
+            + PipelineCases.all + KeepaliveCases.all
+            + VectorCases.cases(for: vectors)
+            + StoreCases.all + TokenCases.all + GatewayCases.all
+            // Last: it provokes the store's failed-login limit, which may also hold back
+            // later logins from this host for the store's window.
+            + StoreCases.rateLimit
+    }
+
+    /// The cases the selectors pick, in catalogue order; all of them for no selectors.
+    public static func select(_ cases: [ConformanceCase], _ selectors: [String]) throws(SelectionError) -> [ConformanceCase] {
+        guard !selectors.isEmpty else { return cases }
+        let unmatched = selectors.filter { selector in !cases.contains { $0.matches(selector) } }
+        guard unmatched.isEmpty else { throw .noMatch(unmatched) }
+        return cases.filter { candidate in selectors.contains { candidate.matches($0) } }
+    }
+
+    /// The catalogue and the cases a run of `options` would execute, in order.
+    public struct Plan: Sendable {
+        public var catalogue: [ConformanceCase]
+        public var selected: [ConformanceCase]
+    }
+
+    public static func plan(_ options: ConformanceOptions) throws(SelectionError) -> Plan {
+        let catalogue = catalogue(options)
+        return Plan(catalogue: catalogue, selected: try select(catalogue, options.selection))
+    }
+
+    public static func run(_ options: ConformanceOptions, progress: (CaseResult) -> Void = { _ in }) throws(SelectionError) -> ConformanceReport {
+        run(try plan(options), options: options, progress: progress)
+    }
+
+    /// Runs the planned cases one after another, each on its own connections, and calls
+    /// `progress` with each result as it is known.
+    public static func run(_ plan: Plan, options: ConformanceOptions, progress: (CaseResult) -> Void = { _ in }) -> ConformanceReport {
+        let run = RunState(options: options)
+        let started = Clock.monotonicMs()
+        var results: [CaseResult] = []
+        for conformanceCase in plan.selected {
+            let result = execute(conformanceCase, run: run)
+            results.append(result)
+            progress(result)
+        }
+        return ConformanceReport(results: results, catalogue: plan.catalogue, durationMs: Int(Clock.monotonicMs() - started),
+                                 options: options, runID: run.runID)
+    }
+
+    static func execute(_ conformanceCase: ConformanceCase, run: RunState) -> CaseResult {
+        let context = CaseContext(run: run)
+        let started = Clock.monotonicMs()
+        let verdict: Verdict
+        let detail: String
+        do {
+            detail = try conformanceCase.body(context)
+            verdict = .pass
+        } catch {
+            switch error {
+            case .fail(let text): (verdict, detail) = (.fail, text)
+            case .skip(let text): (verdict, detail) = (.skipped, text)
+            }
+        }
+        let elapsed = Int(Clock.monotonicMs() - started)
+        context.finish()
+        return CaseResult(id: conformanceCase.id, clause: conformanceCase.clause, title: conformanceCase.title,
+                          verdict: verdict, detail: detail, durationMs: elapsed)
+    }
+}

@@ -1,0 +1,70 @@
+import PushWire
+
+/// The gateway (sections 4.1, 4.13 to 4.15, 5.5, 7.4, 8-1): roles, routing, PUSH_ACK
+/// counts, offline queues, redelivery, MISSED and REPLACED.
+enum GatewayCases {
+    static let all: [ConformanceCase] = roles + routing + queues + lifecycle
+
+    static let roles: [ConformanceCase] = [
+        ConformanceCase("gateway.device-push-forbidden", clause: "4.1-3", "PUSH from a device is FORBIDDEN") { ctx throws(CaseStop) in
+            let id = ctx.unique("dev")
+            let device = try ctx.gatewayDevice(id, user: ctx.unique("user"))
+            try Expect.refused(device, .push(Push(target: .device(id), id: [1])), .forbidden, "PUSH from a device")
+            return "FORBIDDEN"
+        },
+
+        ConformanceCase("gateway.not-served", clause: "4.1-4", "requests the gateway does not serve are BAD_REQUEST") { ctx throws(CaseStop) in
+            let provider = try ctx.gatewayProvider()
+            try Expect.refused(provider, .store(StoreRequest(user: ctx.unique("user"), payload: [1])), .badRequest, "STORE to the gateway")
+            try Expect.refused(provider, .recall(Recall(id: PayloadID.random())), .badRequest, "RECALL to the gateway")
+            let device = try ctx.gatewayDevice(ctx.unique("dev"), user: ctx.unique("user"))
+            try Expect.refused(device, .login(Login(user: ctx.unique("user"), password: [1], deviceID: "d")), .badRequest, "LOGIN to the gateway")
+            return "STORE, RECALL (provider) and LOGIN (device) → BAD_REQUEST"
+        },
+
+        ConformanceCase("gateway.role-before-service", clause: "4.1-5", "the role check comes before the service check at the gateway") { ctx throws(CaseStop) in
+            // LOGIN, FETCH, SYNC and ACK are never a provider's and STORE, RECALL, STATUS
+            // never a device's: FORBIDDEN, though the gateway serves none of them ([4.1-3]).
+            let provider = try ctx.gatewayProvider()
+            try Expect.refused(provider, .fetch(Fetch(id: PayloadID.random(), token: [1])), .forbidden, "FETCH from a provider to the gateway")
+            try Expect.refused(provider, .login(Login(user: "u", password: [1], deviceID: "d")), .forbidden, "LOGIN from a provider to the gateway")
+            let device = try ctx.gatewayDevice(ctx.unique("dev"), user: ctx.unique("user"))
+            try Expect.refused(device, .store(StoreRequest(user: "u", payload: [1])), .forbidden, "STORE from a device to the gateway")
+            try Expect.refused(device, .status(StatusRequest(id: PayloadID.random())), .forbidden, "STATUS from a device to the gateway")
+            return "provider FETCH, LOGIN and device STORE, STATUS → FORBIDDEN"
+        },
+
+        ConformanceCase("gateway.push-rejected-whole", clause: "3.4-7", "a PUSH that fails a body check is not acted on at all") { ctx throws(CaseStop) in
+            let gateway = try GatewayFixture(ctx)
+            let id = ctx.unique("dev")
+            let device = try gateway.device(id)
+            let body = RawFrame.field(.id, Array("whole".utf8)) + RawFrame.field(.targetKind, [1]) + RawFrame.field(.target, string: id)
+                + RawFrame.field(.priority, [11])
+            try Expect.refusedRaw(gateway.provider, RawFrame.frame(.push, correlation: 300, body: body), .badRequest, "PUSH with priority 11")
+            try device.expectSilence(ms: ctx.quietMs, "a refused PUSH addressed to it")
+            return "BAD_REQUEST; the addressed device received nothing"
+        },
+
+        ConformanceCase("gateway.no-payload", clause: "8-1", "a PUSH carrying a payload is refused and never reaches the device") { ctx throws(CaseStop) in
+            let gateway = try GatewayFixture(ctx)
+            let id = ctx.unique("dev")
+            let device = try gateway.device(id)
+            let body = RawFrame.field(.id, Array("secret".utf8)) + RawFrame.field(.payload, Array("the secret itself".utf8))
+                + RawFrame.field(.targetKind, [1]) + RawFrame.field(.target, string: id)
+            try Expect.refusedRaw(gateway.provider, RawFrame.frame(.push, correlation: 301, body: body), .badRequest, "PUSH with a payload field")
+            try device.expectSilence(ms: ctx.quietMs, "a PUSH with a payload addressed to it")
+            return "BAD_REQUEST; nothing reached the device"
+        },
+    ]
+
+    static let lifecycle: [ConformanceCase] = [
+        ConformanceCase("gateway.replaced", clause: "5.5-3", "a newer connection for a device id replaces the older with GOAWAY REPLACED") { ctx throws(CaseStop) in
+            let id = ctx.unique("dev"), user = ctx.unique("user")
+            let older = try ctx.gatewayDevice(id, user: user)
+            let newer = try ctx.gatewayDevice(id, user: user)
+            try Expect.goawayThenClose(older, .replaced, "a second connection for the device")
+            try newer.expectAlive("replacing the older connection")
+            return "older: GOAWAY REPLACED, closed; newer: open"
+        },
+    ]
+}

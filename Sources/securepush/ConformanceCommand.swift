@@ -1,0 +1,169 @@
+import ArgumentParser
+import PushConformance
+import PushSecurity
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// `securepush conformance`: the black-box protocol conformance suite, against any
+/// store and gateway that claim to speak protocol/SPEC.md.
+struct ConformanceCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "conformance",
+        abstract: "Check a store and a gateway against the protocol spec, one case per testable clause.",
+        discussion: """
+        Every case opens its own connections, names the spec clause it judges and \
+        ends PASS, FAIL or SKIPPED. A case is SKIPPED when the run lacks what it \
+        needs: a service address, the deployment's keys, a user, or --slow. The run \
+        ends with how many of the spec's numbered clauses it covered (a clause is \
+        covered when a case for it ran) and lists the clauses it did not cover, \
+        with why. The exit status is 1 if any case FAILed.
+
+        What the flags make possible:
+          --store, --gateway  the services under test (cases for a missing one SKIP)
+          --data-dir          the deployment made by `securepush init`: its keys
+                              sign provider credentials, device registrations and
+                              fetch tokens exactly as the deployment's tools do
+          --user              a user the store knows: the recipient of STOREs
+          --password-file     that user's password, for the LOGIN cases
+          --slow              also the cases that wait 45 s or a long keepalive
+
+        Every run uses fresh device ids, user names and tags and recalls what it \
+        stores, so it can run again and again against the same services. It makes \
+        a few failed logins (an unknown user, a wrong password, up to ten for the \
+        rate-limit case): several runs within the store's failed-login window may \
+        make later LOGIN cases SKIP as RATE_LIMITED. Use a user kept for testing.
+
+        CASE arguments pick cases by id or id prefix (hello.max-frame, store., \
+        vector.) or by clause or clause prefix (4.7-3, 4.7, 5).
+
+        Examples:
+          securepush conformance --store 127.0.0.1:7070 --gateway 127.0.0.1:7071
+              --data-dir ./deploy --user alice --password-file alice.pw
+              --json report.json --junit report.xml
+          securepush conformance --store 127.0.0.1:7070 hello 2 vector.
+          securepush conformance --list 4.13
+        """)
+
+    @Option(help: ArgumentHelp("The store to test (numeric host).", valueName: "host:port"))
+    var store: HostPort?
+
+    @Option(help: ArgumentHelp("The gateway to test (numeric host).", valueName: "host:port"))
+    var gateway: HostPort?
+
+    @Option(help: ArgumentHelp("The deployment made by `securepush init` (reads server.key and provider.key).", valueName: "dir"))
+    var dataDir: String?
+
+    @Option(help: ArgumentHelp("A user the store knows: the recipient of the STORE cases.", valueName: "name"))
+    var user: String?
+
+    @Option(help: ArgumentHelp("A file whose first line is --user's password, for the LOGIN cases.", valueName: "file"))
+    var passwordFile: String?
+
+    @Option(help: ArgumentHelp("The golden vectors (default: protocol/vectors here, else the source tree this binary was built from).", valueName: "dir"))
+    var vectors: String?
+
+    @Flag(help: "Also run the cases that wait 45 s (idle client) or a long keepalive interval.")
+    var slow = false
+
+    @Option(help: ArgumentHelp("How long to wait for any one reply.", valueName: "ms"))
+    var timeoutMs = 5_000
+
+    @Option(help: ArgumentHelp("Write a JSON report here.", valueName: "file"))
+    var json: String?
+
+    @Option(help: ArgumentHelp("Write a JUnit XML report here.", valueName: "file"))
+    var junit: String?
+
+    @Flag(help: "List the cases (with the selection applied) and the clauses no case covers, without running anything.")
+    var list = false
+
+    @Argument(help: ArgumentHelp("Cases to run, by id, id prefix, clause or clause prefix; all when none.", valueName: "case"))
+    var cases: [String] = []
+
+    func validate() throws {
+        guard list || store != nil || gateway != nil else { throw ValidationError("give --store, --gateway or both") }
+        guard (100...600_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 100 to 600000") }
+        guard passwordFile == nil || user != nil else { throw ValidationError("--password-file needs --user") }
+        if let user { try validateUserName(user) }
+        var probe = ConformanceOptions()
+        probe.vectorsDirectory = vectors
+        do {
+            _ = try ConformanceSuite.select(ConformanceSuite.catalogue(probe), cases)
+        } catch {
+            throw ValidationError(error.description)
+        }
+    }
+
+    func run() throws {
+        let options = try makeOptions()
+        let plan: ConformanceSuite.Plan
+        do {
+            plan = try ConformanceSuite.plan(options)
+        } catch {
+            throw CommandFailure(error.description)
+        }
+        if list {
+            printList(plan)
+            return
+        }
+        let layout = ConformanceReport.TableLayout(ids: plan.selected.map(\.id), clauses: plan.selected.map(\.clause))
+        announce("securepush conformance: store \(options.store?.description ?? "-"), gateway \(options.gateway?.description ?? "-"), \(plan.selected.count) cases")
+        announce(layout.header)
+        let report = ConformanceSuite.run(plan, options: options) { announce(layout.row($0)) }
+        announce("")
+        announce(report.summary)
+        do {
+            if let json { try writeReportFile(json, report.json) }
+            if let junit { try writeReportFile(junit, report.junitXML) }
+        } catch {
+            throw CommandFailure(error.description)
+        }
+        if report.hasFailures { throw ExitCode(1) }
+    }
+
+    private func makeOptions() throws -> ConformanceOptions {
+        var options = ConformanceOptions(
+            store: store.map { Endpoint(host: $0.host, port: $0.port) },
+            gateway: gateway.map { Endpoint(host: $0.host, port: $0.port) },
+            keys: try dataDir.map { ConformanceKeys(deployment: try openDeployment($0)) },
+            user: user,
+            password: try passwordFile.map(readPasswordFile))
+        options.vectorsDirectory = vectors
+        options.slow = slow
+        options.timeoutMs = Int32(timeoutMs)
+        options.quietMs = Int32(min(300, timeoutMs))
+        options.selection = cases
+        return options
+    }
+
+    private func printList(_ plan: ConformanceSuite.Plan) {
+        let layout = ConformanceReport.TableLayout(ids: plan.selected.map(\.id), clauses: plan.selected.map(\.clause))
+        for item in plan.selected {
+            announce(item.id + String(repeating: " ", count: max(0, layout.idWidthForListing - item.id.count)) + "  "
+                     + item.clause + String(repeating: " ", count: max(0, 8 - item.clause.count)) + "  " + item.title)
+        }
+        let clauses = Set(plan.catalogue.map(\.clause))
+        let covered = SpecClauses.all.filter(clauses.contains)
+        announce("")
+        announce("\(plan.selected.count) of \(plan.catalogue.count) cases; the catalogue has cases for \(covered.count) of \(SpecClauses.all.count) clauses")
+        for clause in SpecClauses.all where !clauses.contains(clause) {
+            announce("  " + clause + String(repeating: " ", count: max(0, 7 - clause.count)) + "not covered: " + (SpecClauses.notTestableFromTheWire[clause] ?? "no case"))
+        }
+    }
+}
+
+/// The first line of a password file, without its line ending.
+func readPasswordFile(_ path: String) throws -> [UInt8] {
+    let text: String
+    do {
+        text = try Deployment.readFile(path)
+    } catch {
+        throw CommandFailure("\(error)")
+    }
+    var line = Array((text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? "").utf8)
+    if line.last == UInt8(ascii: "\r") { line.removeLast() }
+    guard !line.isEmpty else { throw CommandFailure("\(path): the first line is empty") }
+    guard line.count <= 256 else { throw CommandFailure("\(path): a password is at most 256 bytes") }
+    return line
+}

@@ -1,0 +1,83 @@
+import Foundation
+import Glibc
+
+/// A deliberately wrong server on 127.0.0.1: it accepts connections and either answers
+/// whatever arrives with bytes that are no frame at all, or never answers. The suite must
+/// report FAIL against it, and must not hang.
+final class FakePeer: @unchecked Sendable {
+    enum Behaviour: Sendable {
+        /// Reads what comes and answers with 0xFF bytes (bad magic), keeping the socket open.
+        case garbage
+        /// Reads what comes and never writes.
+        case silent
+    }
+
+    let port: Int
+    private let listener: Int32
+    private let behaviour: Behaviour
+    private let lock = NSLock()
+    private var stopping = false
+    private let done = DispatchSemaphore(value: 0)
+
+    init(_ behaviour: Behaviour) throws {
+        self.behaviour = behaviour
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(fd, 64) == 0 else { close(fd); throw POSIXError(.EADDRINUSE) }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        listener = fd
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let thread = Thread { [self] in serve() }
+        thread.start()
+    }
+
+    private var isStopping: Bool { lock.withLock { stopping } }
+
+    /// One thread polls the listener and every accepted socket, so nothing blocks for
+    /// longer than a poll interval and `stop` ends it promptly.
+    private func serve() {
+        var clients: [Int32] = []
+        var buffer = [UInt8](repeating: 0, count: 65_536)
+        let garbage = [UInt8](repeating: 0xFF, count: 64)
+        while !isStopping {
+            var polls = [pollfd(fd: listener, events: Int16(POLLIN), revents: 0)] + clients.map { pollfd(fd: $0, events: Int16(POLLIN), revents: 0) }
+            guard poll(&polls, nfds_t(polls.count), 50) >= 0 else { continue }
+            if polls[0].revents != 0 {
+                let client = accept(listener, nil, nil)
+                if client >= 0 { clients.append(client) }
+            }
+            for entry in polls.dropFirst() where entry.revents != 0 {
+                let count = buffer.withUnsafeMutableBytes { recv(entry.fd, $0.baseAddress, $0.count, 0) }
+                if count <= 0 {
+                    close(entry.fd)
+                    clients.removeAll { $0 == entry.fd }
+                } else if behaviour == .garbage {
+                    _ = garbage.withUnsafeBytes { send(entry.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                }
+            }
+        }
+        clients.forEach { close($0) }
+        close(listener)
+        done.signal()
+    }
+
+    func stop() {
+        let first = lock.withLock { () -> Bool in
+            defer { stopping = true }
+            return !stopping
+        }
+        if first { _ = done.wait(timeout: .now() + 2) }
+    }
+
+    deinit { stop() }
+}
