@@ -64,7 +64,7 @@ let package = Package(
         ]),
         // Load generators behind `securepush bench`.
         .target(name: "PushBench", dependencies: [
-            "PushWire", "PushEventLoop", "PushSecurity", "PushClient",
+            "PushWire", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.

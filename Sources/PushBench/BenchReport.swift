@@ -39,14 +39,31 @@ public struct BenchReport: Sendable {
     }
 
     public var json: String {
-        var fields = ["\"scenario\":\"\(scenario)\"", "\"throughput_per_s\":\(formatted(throughputPerSecond))",
+        var fields = ["\"scenario\":\(quoted(scenario))", "\"throughput_per_s\":\(formatted(throughputPerSecond))",
                       "\"operations\":\(operations)", "\"seconds\":\(formatted(seconds))",
                       "\"latency_us\":{" + percentiles.map { "\"\($0.0)\":\($0.1)" }.joined(separator: ",") + "}",
                       "\"errors\":\(errorCount)",
-                      "\"errors_by_status\":{" + errors.sorted { $0.key < $1.key }.map { "\"\($0.key)\":\($0.value)" }.joined(separator: ",") + "}"]
-        fields += extra.map { "\"\($0.0)\":\(formatted($0.1))" }
-        fields += parameters.map { "\"\($0.0)\":\"\($0.1)\"" }
+                      "\"errors_by_status\":{" + errors.sorted { $0.key < $1.key }.map { "\(quoted($0.key)):\($0.value)" }.joined(separator: ",") + "}"]
+        fields += extra.map { "\(quoted($0.0)):\(formatted($0.1))" }
+        fields += parameters.map { "\(quoted($0.0)):\(quoted($0.1))" }
         return "{" + fields.joined(separator: ",") + "}"
+    }
+
+    /// A JSON string literal: error reasons can carry quotes or control characters.
+    private func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
     }
 
     private func formatted(_ value: Double) -> String {

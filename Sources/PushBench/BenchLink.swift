@@ -1,0 +1,163 @@
+import PushEventLoop
+import PushWire
+
+/// Who receives a link's frames once its handshake is done: a scenario's workload.
+protocol LinkOwner: AnyObject {
+    /// A frame after HELLO_OK other than PING (answered by the link) and GOAWAY.
+    func frame(on link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer)
+    /// The link closed or failed without the bench asking it to.
+    func linkLost(_ link: BenchLink)
+}
+
+/// Owns no link: what a link reports to once its run is over.
+final class DetachedOwner: LinkOwner, Sendable {
+    static let shared = DetachedOwner()
+    func frame(on link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {}
+    func linkLost(_ link: BenchLink) {}
+}
+
+/// One client connection of the bench, in any role: it sends HELLO first, answers every
+/// PING with PONG ([4.3-1]), and hands every other frame to its owner. One final class
+/// for all roles keeps the per-frame path free of dynamic dispatch beyond the owner call.
+final class BenchLink: ConnectionHandler {
+    enum State { case idle, connecting, handshaking, ready, closed }
+
+    /// The link's position in its group: workloads index their per-link tables with it.
+    let index: Int
+    /// The device id for device links (registration or fetch token), else empty.
+    let device: String
+    /// A device's link (as opposed to a provider's): owners with both kinds branch on it.
+    let isDevice: Bool
+    private(set) var state = State.idle
+    private(set) var connection: Connection?
+    /// Frames after the handshake go here; `detach()` resets it to `DetachedOwner`.
+    var owner: LinkOwner
+    /// Called once when the handshake succeeds or the link fails before it (setup only).
+    weak var setup: Connector?
+    /// The server's max_inflight from HELLO_OK.
+    private(set) var serverMaxInflight = 1
+    /// Requests this link may have outstanding: the smaller of the bench's wish and the server's limit.
+    var capacity = 1
+    /// Requests outstanding, kept by the owner.
+    var outstanding = 0
+    /// Connect start to HELLO_OK, in nanoseconds.
+    private(set) var handshakeNanos: UInt64 = 0
+    /// Why the link failed or closed, for the report.
+    private(set) var failure: String?
+
+    private let hello: [UInt8]
+    private var openedAt: UInt64 = 0
+    private var closingOnPurpose = false
+    private var pong: [UInt8]
+    private var reply: [UInt8] = []
+
+    init(index: Int, device: String = "", hello: Hello, owner: LinkOwner) {
+        self.index = index
+        self.device = device
+        self.isDevice = hello.role == .device
+        self.hello = Message.hello(hello).encoded(correlation: 1)
+        self.owner = owner
+        var pong: [UInt8] = []
+        FrameHeader(type: .pong, correlation: 0).write(into: &pong)
+        self.pong = pong
+    }
+
+    var isReady: Bool { state == .ready }
+    var hasRoom: Bool { state == .ready && outstanding < capacity }
+
+    func open(loop: EventLoop, to endpoint: Endpoint, source: String?) {
+        guard state == .idle else { return }
+        state = .connecting
+        openedAt = monotonicNanos()
+        Connection.connect(loop: loop, host: endpoint.host, port: endpoint.port, sourceAddress: source) { [self] result in
+            switch result {
+            case .success(let connection):
+                self.connection = connection
+                connection.handler = self
+                state = .handshaking
+                connection.write(hello)
+            case .failure(let error):
+                state = .closed
+                failure = "connect: \(error)"
+                setup?.linkFailed(self)
+            }
+        }
+    }
+
+    /// Closes without reporting to the owner (the end of a run). Idempotent.
+    func close() {
+        closingOnPurpose = true
+        connection?.close()
+        connection = nil
+        state = .closed
+    }
+
+    /// Closes and forgets the owner and setup, breaking the owner <-> link cycle.
+    func detach() {
+        close()
+        owner = DetachedOwner.shared
+        setup = nil
+    }
+
+    // MARK: writing small replies
+
+    /// DELIVERY_ACK for a PUSH received by a device ([4.14-2]): same correlation, same id.
+    func sendDeliveryAck(correlation: UInt32, id: UnsafeRawBufferPointer) {
+        guard let connection else { return }
+        reply.removeAll(keepingCapacity: true)
+        FrameHeader(type: .deliveryAck, correlation: correlation, bodyLength: UInt32(2 + id.count)).write(into: &reply)
+        reply.append(FieldTag.id.rawValue)
+        reply.append(UInt8(id.count))  // ids are at most 64 bytes: a one-byte varint
+        reply.append(contentsOf: id)
+        connection.write(reply)
+    }
+
+    // MARK: ConnectionHandler
+
+    func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        let type = header.rawType
+        if type == MessageType.ping.rawValue {
+            pong.withUnsafeMutableBytes { $0.storeBytes(of: header.correlation.bigEndian, toByteOffset: 4, as: UInt32.self) }
+            connection.write(pong)
+            return
+        }
+        if type == MessageType.goaway.rawValue {
+            failure = "GOAWAY \(header.status.name)"
+            connection.close()
+            return
+        }
+        if state == .ready {
+            owner.frame(on: self, header: header, body: body)
+        } else if state == .handshaking {
+            handshakeReply(connection, header: header, body: body)
+        }
+    }
+
+    private func handshakeReply(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        guard case .helloOK(let accepted)? = try? Message.decode(header: header, body: body) else {
+            failure = header.rawType == MessageType.error.rawValue ? "HELLO refused: \(header.status.name)"
+                : "HELLO answered with \(header.type?.specName ?? "type \(header.rawType)")"
+            connection.close()
+            return
+        }
+        serverMaxInflight = Int(accepted.maxInflight)
+        capacity = min(capacity, serverMaxInflight)
+        connection.maxFrame = Int(accepted.maxFrame)
+        handshakeNanos = monotonicNanos() - openedAt
+        state = .ready
+        setup?.linkReady(self)
+    }
+
+    func onClose(_ connection: Connection, reason: CloseReason) {
+        let wasReady = state == .ready
+        state = .closed
+        self.connection = nil
+        guard !closingOnPurpose else { return }
+        if failure == nil { failure = "\(reason)" }
+        if wasReady {
+            owner.linkLost(self)
+        } else {
+            setup?.linkFailed(self)
+        }
+    }
+}

@@ -1,0 +1,113 @@
+import PushEventLoop
+import PushWire
+
+/// One run's client side: the event loop on the calling thread, its driver and progress
+/// line, and every link opened, all closed together at the end.
+final class BenchSession {
+    let scenario: Scenario
+    let target: BenchTarget
+    let loop: EventLoop
+    let driver: LoopDriver
+    let progress: ProgressLine
+    private var links: [BenchLink] = []
+
+    static let clientName = "securepush-bench"
+
+    init(scenario: Scenario, target: BenchTarget, showProgress: Bool) throws(BenchError) {
+        self.scenario = scenario
+        self.target = target
+        do {
+            loop = try EventLoop()
+        } catch {
+            throw .setup("cannot create the event loop: \(error)")
+        }
+        driver = LoopDriver(loop: loop)
+        progress = ProgressLine(scenario: scenario, enabled: showProgress)
+        progress.start(loop: loop)
+    }
+
+    /// Closes every link (without telling owners), then the loop. Idempotent.
+    func close() {
+        progress.stop()
+        for link in links { link.detach() }
+        links = []
+        driver.cancel()
+        loop.shutdown()
+    }
+
+    // MARK: links
+
+    /// A provider connection; `capacity` is how many requests it may keep outstanding
+    /// (the server's max_inflight may lower it).
+    func providerLink(index: Int, capacity: Int, owner: LinkOwner) -> BenchLink {
+        let hello = Hello(role: .provider, credential: target.credentials.provider(), maxInflight: UInt32(capacity),
+                          name: BenchSession.clientName)
+        return track(BenchLink(index: index, hello: hello, owner: owner), capacity: capacity)
+    }
+
+    /// A device's connection to the gateway, registered for the bench user and `tags`.
+    func deviceGatewayLink(index: Int, device: String, tags: [String], owner: LinkOwner) -> BenchLink {
+        let credential = target.credentials.registration(device: device, user: target.user, tags: tags)
+        let hello = Hello(role: .device, credential: credential, maxInflight: 1, name: BenchSession.clientName)
+        return track(BenchLink(index: index, device: device, hello: hello, owner: owner), capacity: 1)
+    }
+
+    /// A device's connection to the store (no credential: each request carries its token).
+    func deviceStoreLink(index: Int, device: String, capacity: Int, owner: LinkOwner) -> BenchLink {
+        let hello = Hello(role: .device, maxInflight: UInt32(capacity), name: BenchSession.clientName)
+        return track(BenchLink(index: index, device: device, hello: hello, owner: owner), capacity: capacity)
+    }
+
+    private func track(_ link: BenchLink, capacity: Int) -> BenchLink {
+        link.capacity = capacity
+        links.append(link)
+        return link
+    }
+
+    /// Opens `links` to `endpoint` and waits until all are ready (or throws).
+    @discardableResult
+    func connect(_ group: [BenchLink], to endpoint: Endpoint, phase: String, tolerateFailures: Bool = false) throws(BenchError) -> Connector {
+        let connector = Connector(loop: loop)
+        for link in group { connector.add(link, to: endpoint) }
+        progress.status = { "\(phase): \(connector.ready)/\(connector.total) ready, \(connector.failed) failed" }
+        try connector.run(phase: phase, driver: driver, tolerateFailures: tolerateFailures)
+        return connector
+    }
+
+    // MARK: measuring
+
+    /// Runs `workload` at the runner's pace until the run is over; the CPU each process
+    /// used while measured goes into the runner's report.
+    func measure(_ runner: Runner, _ workload: Workload) throws(BenchError) {
+        runner.workload = workload
+        defer { runner.finish() }
+        progress.follow(runner)
+        var cpu = CPUUsage(store: target.storePID, gateway: target.gatewayPID)
+        driver.onHeartbeat = { [unowned runner] in
+            runner.heartbeat()
+            if !cpu.hasBegun, monotonicNanos() >= runner.measureStart { cpu.begin() }
+        }
+        defer { driver.onHeartbeat = nil }
+        try runner.start(loop: loop)
+        if runner.shape.warmupSeconds == 0 { cpu.begin() }
+        try driver.drive(phase: "\(scenario.rawValue) run", timeoutSeconds: runner.timeoutSeconds) { runner.isFinished }
+        cpu.end()
+        runner.extras += cpu.extras
+        progress.status = nil
+    }
+
+    /// A quick pipelined run used to prepare a scenario (stored payloads, logins).
+    func prepare(_ runner: Runner, _ workload: Workload, phase: String) throws(BenchError) {
+        runner.workload = workload
+        defer { runner.finish() }
+        driver.onHeartbeat = { [unowned runner] in runner.heartbeat() }
+        defer { driver.onHeartbeat = nil }
+        progress.status = { [unowned runner] in "\(phase): \(runner.completedAll) done" }
+        try runner.start(loop: loop)
+        try driver.drive(phase: phase, timeoutSeconds: runner.timeoutSeconds) { runner.isFinished }
+        if !runner.errors.isEmpty {
+            let summary = runner.errors.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+            throw .setup("\(phase) failed: \(summary)")
+        }
+    }
+}

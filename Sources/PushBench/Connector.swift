@@ -1,0 +1,90 @@
+import PushEventLoop
+
+/// Opens many links without flooding the listener: at most `maxConcurrent` connects and
+/// handshakes at once (a backlog of thousands of SYNs would overflow the accept queue
+/// and turn into retransmits seconds long), each new one started as another finishes.
+final class Connector {
+    private let loop: EventLoop
+    private var queue: [(BenchLink, Endpoint, String?)] = []
+    private var next = 0
+    private var inProgress = 0
+    private let maxConcurrent: Int
+    private var sources = SourceAddressPlan()
+    private(set) var ready = 0
+    private(set) var failed = 0
+    /// Failure reasons and how often each occurred.
+    private(set) var failures: [String: UInt64] = [:]
+
+    init(loop: EventLoop, maxConcurrent: Int = 256) {
+        self.loop = loop
+        self.maxConcurrent = maxConcurrent
+    }
+
+    var total: Int { queue.count }
+    var isDone: Bool { ready + failed == queue.count }
+
+    /// Queues `link` for `endpoint`; connections beyond what one source address can carry
+    /// to one destination get another 127.0.0.x (loopback destinations only).
+    func add(_ link: BenchLink, to endpoint: Endpoint) {
+        queue.append((link, endpoint, sources.next(for: endpoint)))
+    }
+
+    func start() { launch() }
+
+    private func launch() {
+        while inProgress < maxConcurrent, next < queue.count {
+            let (link, endpoint, source) = queue[next]
+            next += 1
+            inProgress += 1
+            link.setup = self
+            link.open(loop: loop, to: endpoint, source: source)
+        }
+    }
+
+    func linkReady(_ link: BenchLink) {
+        link.setup = nil
+        inProgress -= 1
+        ready += 1
+        launch()
+    }
+
+    func linkFailed(_ link: BenchLink) {
+        link.setup = nil
+        inProgress -= 1
+        failed += 1
+        failures[link.failure ?? "failed", default: 0] += 1
+        launch()
+    }
+
+    /// The most common failure, for an error message.
+    var firstFailure: String { failures.max { $0.value < $1.value }.map { "\($0.key) (\($0.value)x)" } ?? "" }
+
+    /// Opens everything queued and drives the loop until each link is ready or failed.
+    /// Throws if any failed and `tolerateFailures` is false.
+    func run(phase: String, driver: LoopDriver, tolerateFailures: Bool = false) throws(BenchError) {
+        start()
+        let seconds = 30 + Double(queue.count) / 500
+        try driver.drive(phase: phase, timeoutSeconds: seconds) { self.isDone }
+        if failed > 0, !tolerateFailures {
+            throw .connect("\(phase): \(failed) of \(queue.count) connections failed: \(firstFailure)")
+        }
+    }
+}
+
+/// Chooses source addresses so that no (source, destination) pair needs more ephemeral
+/// ports than the range holds (32768-60999 here: about 28k): the first
+/// `perAddress` connections to a destination use the default source, the next ones
+/// 127.0.0.2, then 127.0.0.3, and so on.
+struct SourceAddressPlan {
+    static let perAddress = 25_000
+    private var counts: [String: Int] = [:]
+
+    mutating func next(for endpoint: Endpoint) -> String? {
+        let key = endpoint.description
+        let index = counts[key, default: 0]
+        counts[key] = index + 1
+        let block = index / SourceAddressPlan.perAddress
+        guard block > 0, endpoint.isIPv4Loopback, block < 254 else { return nil }
+        return "127.0.0.\(1 + block)"
+    }
+}

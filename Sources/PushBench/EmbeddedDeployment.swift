@@ -1,0 +1,82 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PushProcess
+
+/// `--embedded`: a temporary deployment with its own store and gateway as child processes
+/// of the same `securepush` executable, so one command measures everything. Everything
+/// it creates lives in one temporary directory, removed by `close()`.
+final class EmbeddedDeployment {
+    let root: String
+    let directory: String
+    private(set) var store: ChildProcess?
+    private(set) var gateway: ChildProcess?
+    private(set) var storeEndpoint: Endpoint?
+    private(set) var gatewayEndpoint: Endpoint?
+
+    /// PBKDF2 iterations for the bench user: enough to exercise the code, cheap enough
+    /// that a hundred device LOGINs take milliseconds (the tests do the same).
+    static let passwordIterations = 1_000
+
+    init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int) throws(BenchError) {
+        root = try makeTemporaryDirectory(prefix: "securepush-bench")
+        directory = root + "/deployment"
+        do {
+            try Children.run(executable, ["init", directory])
+            try EmbeddedDeployment.tune(directory + "/securepush.conf", maxPayload: maxPayload)
+            if scenario.needsStore {
+                try Children.run(executable, ["user", "add", user, "--data-dir", directory], stdinText: password + "\n")
+                let store = try spawn(executable, "store")
+                self.store = store
+                storeEndpoint = try EmbeddedDeployment.ready(store)
+            }
+            if scenario.needsGateway {
+                let gateway = try spawn(executable, "gateway")
+                self.gateway = gateway
+                gatewayEndpoint = try EmbeddedDeployment.ready(gateway)
+            }
+        } catch {
+            close()
+            throw error
+        }
+    }
+
+    deinit { close() }
+
+    /// SIGTERM to the services (they drain and exit), then the directory goes. Idempotent.
+    func close() {
+        gateway?.terminate(graceSeconds: 10)
+        store?.terminate(graceSeconds: 10)
+        gateway = nil
+        store = nil
+        removeTree(root)
+    }
+
+    private func spawn(_ executable: String, _ service: String) throws(BenchError) -> ChildProcess {
+        try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"], name: service)
+    }
+
+    private static func ready(_ child: ChildProcess) throws(BenchError) -> Endpoint {
+        let address = try Children.line(child, prefix: "listening on ", seconds: 30)
+        guard let endpoint = Endpoint(parsing: address) else { throw .child("\(child.name) announced an unreadable address: \(address)") }
+        return endpoint
+    }
+
+    /// Fast password hashes, and a payload limit that fits `--payload-size`.
+    private static func tune(_ path: String, maxPayload: Int) throws(BenchError) {
+        let settings = ["password.iterations": "\(passwordIterations)", "store.max_payload_bytes": "\(max(4096, maxPayload))"]
+        var lines = try readTextFile(path).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        for (key, value) in settings {
+            if let index = lines.firstIndex(where: { $0.split(separator: "=").first?.trimmed == key }) {
+                lines[index] = "\(key) = \(value)"
+            } else {
+                lines.append("\(key) = \(value)")
+            }
+        }
+        try writePrivateFile(path, lines.joined(separator: "\n"))
+    }
+}
+
+extension Substring {
+    var trimmed: String { String(drop(while: \.isWhitespace).reversed().drop(while: \.isWhitespace).reversed()) }
+}

@@ -1,0 +1,196 @@
+import PushWire
+
+/// `e2e`: the whole secure push. Each of `--devices` devices holds a connection to the
+/// gateway (its registration) and one to the store (its fetch token, from one LOGIN at
+/// setup). An operation is: a provider STOREs a payload for the bench user; on STORE_OK
+/// a provider PUSHes the id to one device (round-robin); the device answers DELIVERY_ACK,
+/// FETCHes the id from the store and, with the payload in hand, ACKs it. Latency runs
+/// from the STORE (its intended start, open loop) to FETCH_OK; the operation ends when
+/// ACK_OK and PUSH_ACK are in as well.
+enum EndToEndBenchmark {
+    /// Long enough to deliver to a device that reconnects; the devices here never do.
+    static let pushTTLSeconds: UInt32 = 60
+
+    static func run(_ session: BenchSession, _ shape: LoadShape) throws(BenchError) -> BenchReport {
+        guard let store = session.target.store, let gateway = session.target.gateway else {
+            throw .setup("e2e needs a store and a gateway")
+        }
+        let runner = Runner(shape: shape)
+        let workload = EndToEndWorkload(runner: runner, payloadSize: shape.payloadSize)
+        let names = (0..<shape.devices).map { "bench-e2e-\($0)" }
+
+        // Devices: the store side first (LOGIN once each), then the gateway side.
+        let login = LoginCollector(count: shape.devices)
+        let deviceStores = names.enumerated().map { index, name in
+            session.deviceStoreLink(index: index, device: name, capacity: LoadShape.maxOutstanding, owner: login)
+        }
+        try session.connect(deviceStores, to: store, phase: "connecting devices to the store")
+        try login.run(deviceStores, user: session.target.user, password: session.target.password, session: session)
+        for link in deviceStores { link.owner = workload }
+        let deviceGateways = names.enumerated().map { index, name in
+            session.deviceGatewayLink(index: index, device: name, tags: [], owner: workload)
+        }
+        try session.connect(deviceGateways, to: gateway, phase: "connecting devices to the gateway")
+
+        let capacity = shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding
+        let storeProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload) }
+        try session.connect(storeProviders, to: store, phase: "connecting providers to the store")
+        let pushProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload) }
+        try session.connect(pushProviders, to: gateway, phase: "connecting providers to the gateway")
+
+        workload.use(storeProviders: storeProviders, pushProviders: pushProviders, deviceGateways: deviceGateways,
+                     deviceStores: deviceStores, tokens: login.tokens,
+                     store: StoreBenchmark.template(user: session.target.user, payloadSize: shape.payloadSize))
+        try session.measure(runner, workload)
+        return runner.report(scenario: .e2e, parameters: [("store", store.description), ("gateway", gateway.description)])
+    }
+}
+
+/// The operation's path through the two services, one step per reply.
+final class EndToEndWorkload: Workload, LinkOwner {
+    private unowned let runner: Runner
+    private let payloadSize: Int
+    private var storeProviders: [BenchLink] = []
+    private var pushProviders: [BenchLink] = []
+    private var deviceGateways: [BenchLink] = []
+    private var deviceStores: [BenchLink] = []
+    private var storeTemplates: [FrameTemplate] = []
+    private var pushTemplates: [FrameTemplate] = []
+    private var fetchTemplates: [FrameTemplate] = []
+    private var ackTemplates: [FrameTemplate] = []
+    private var storeRotation = LinkRotation()
+    private var pushRotation = LinkRotation()
+    private var nextDevice = 0
+    /// Store id -> operation token, from STORE_OK until the device has the PUSH.
+    private var byStoreID: [PayloadID: UInt32] = [:]
+    // Per op slot.
+    private var device: [Int]
+    private var storeID: [PayloadID]
+    private var pending: [UInt8]
+    private var fetchedAt: [UInt64]
+
+    private static let awaitingPushAck: UInt8 = 1
+    private static let awaitingAckOK: UInt8 = 2
+
+    init(runner: Runner, payloadSize: Int) {
+        self.runner = runner
+        self.payloadSize = payloadSize
+        let capacity = runner.ops.capacity
+        device = Array(repeating: 0, count: capacity)
+        storeID = Array(repeating: PayloadID(high: 0, low: 0), count: capacity)
+        pending = Array(repeating: 0, count: capacity)
+        fetchedAt = Array(repeating: 0, count: capacity)
+        byStoreID.reserveCapacity(capacity)
+    }
+
+    func use(storeProviders: [BenchLink], pushProviders: [BenchLink], deviceGateways: [BenchLink], deviceStores: [BenchLink],
+             tokens: [[UInt8]], store: FrameTemplate) {
+        self.storeProviders = storeProviders
+        self.pushProviders = pushProviders
+        self.deviceGateways = deviceGateways
+        self.deviceStores = deviceStores
+        storeTemplates = Array(repeating: store, count: storeProviders.count)
+        let zero = PayloadID(high: 0, low: 0)
+        pushTemplates = deviceGateways.map {
+            FrameTemplate(.push(Push(target: .device($0.device), id: zero.bytes, ttlSeconds: EndToEndBenchmark.pushTTLSeconds)))
+        }
+        fetchTemplates = tokens.map { FrameTemplate(.fetch(Fetch(id: zero, token: $0))) }
+        ackTemplates = tokens.map { FrameTemplate(.ack(Ack(id: zero, token: $0))) }
+    }
+
+    func issue(token: UInt32, slot: Int) -> Bool {
+        guard let index = storeRotation.pick(storeProviders), let connection = storeProviders[index].connection else { return false }
+        device[slot] = nextDevice
+        nextDevice = nextDevice + 1 == deviceGateways.count ? 0 : nextDevice + 1
+        pending[slot] = EndToEndWorkload.awaitingPushAck | EndToEndWorkload.awaitingAckOK
+        storeTemplates[index].send(on: connection, correlation: token)
+        storeProviders[index].outstanding += 1
+        return true
+    }
+
+    func frame(on link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        switch header.rawType {
+        case MessageType.push.rawValue: pushed(link, header: header, body: body)
+        case MessageType.storeOK.rawValue: stored(link, header: header, body: body)
+        case MessageType.pushAck.rawValue: pushAcknowledged(link, header: header, body: body)
+        case MessageType.fetchOK.rawValue: fetched(link, header: header, body: body)
+        case MessageType.ackOK.rawValue: acknowledged(link, header: header)
+        case MessageType.missed.rawValue: runner.count("MISSED")
+        case MessageType.error.rawValue:
+            link.outstanding -= 1
+            if let slot = runner.ops.slot(of: header.correlation) { fail(slot, header.status.name) }
+        default:
+            runner.count("unexpected \(header.type?.specName ?? "frame")")
+        }
+    }
+
+    /// STORE_OK: the payload is durable; push its id to the op's device.
+    private func stored(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        link.outstanding -= 1
+        guard let slot = runner.ops.slot(of: header.correlation) else { return }
+        guard let id = FieldScan.payloadID(in: body) else { return fail(slot, "MALFORMED_STORE_OK") }
+        storeID[slot] = id
+        guard let index = pushRotation.pick(pushProviders), let connection = pushProviders[index].connection else {
+            return fail(slot, "NO_PUSH_CONNECTION_ROOM")
+        }
+        byStoreID[id] = header.correlation
+        pushTemplates[device[slot]].send(on: connection, correlation: header.correlation, id: id)
+        pushProviders[index].outstanding += 1
+    }
+
+    private func pushAcknowledged(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        link.outstanding -= 1
+        guard let slot = runner.ops.slot(of: header.correlation) else { return }
+        guard let written = FieldScan.uint32(of: FieldTag.written.rawValue, in: body), written > 0 else {
+            return fail(slot, "NOT_WRITTEN")
+        }
+        settle(slot, clearing: EndToEndWorkload.awaitingPushAck)
+    }
+
+    /// The device has the PUSH: acknowledge it to the gateway, then FETCH from the store.
+    private func pushed(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        guard let idBytes = FieldScan.value(of: FieldTag.id.rawValue, in: body) else { return runner.count("MALFORMED_PUSH") }
+        link.sendDeliveryAck(correlation: header.correlation, id: idBytes)
+        guard let id = PayloadID(bytes: idBytes), let token = byStoreID.removeValue(forKey: id),
+              let slot = runner.ops.slot(of: token) else { return }
+        let storeLink = deviceStores[link.index]
+        guard let connection = storeLink.connection else { return fail(slot, "DEVICE_STORE_CONNECTION_CLOSED") }
+        fetchTemplates[link.index].send(on: connection, correlation: token, id: id)
+        storeLink.outstanding += 1
+    }
+
+    /// FETCH_OK: the device holds the payload (the latency's end); ACK it as shown.
+    private func fetched(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        let now = monotonicNanos()
+        guard let slot = runner.ops.slot(of: header.correlation) else {
+            link.outstanding -= 1
+            return
+        }
+        guard FieldScan.value(of: FieldTag.payload.rawValue, in: body)?.count == payloadSize, let connection = link.connection else {
+            link.outstanding -= 1
+            return fail(slot, "WRONG_PAYLOAD")
+        }
+        fetchedAt[slot] = now
+        ackTemplates[link.index].send(on: connection, correlation: header.correlation, id: storeID[slot])
+    }
+
+    private func acknowledged(_ link: BenchLink, header: FrameHeader) {
+        link.outstanding -= 1
+        guard let slot = runner.ops.slot(of: header.correlation) else { return }
+        settle(slot, clearing: EndToEndWorkload.awaitingAckOK)
+    }
+
+    private func settle(_ slot: Int, clearing bit: UInt8) {
+        pending[slot] &= ~bit
+        if pending[slot] == 0 { runner.complete(slot: slot, end: fetchedAt[slot]) }
+    }
+
+    private func fail(_ slot: Int, _ reason: String) {
+        byStoreID.removeValue(forKey: storeID[slot])
+        runner.fail(slot: slot, reason: reason)
+    }
+
+    func linkLost(_ link: BenchLink) {
+        runner.abort(reason: "\(link.isDevice ? "device" : "provider") connection lost: \(link.failure ?? "closed")")
+    }
+}

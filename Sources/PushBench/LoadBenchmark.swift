@@ -1,0 +1,55 @@
+/// `securepush bench SCENARIO`: one load scenario against a target, measured.
+public struct LoadBenchmark: Sendable {
+    public var scenario: Scenario
+    public var shape: LoadShape
+    public var target: TargetOptions
+    /// Draw a live status line on stderr (only if it is a terminal).
+    public var showProgress: Bool
+
+    public init(scenario: Scenario, shape: LoadShape, target: TargetOptions, showProgress: Bool = true) {
+        self.scenario = scenario
+        self.shape = shape
+        self.target = target
+        self.showProgress = showProgress
+    }
+
+    public func run() throws(BenchError) -> BenchReport {
+        try shape.validate()
+        let limit = raiseOpenFileLimit()
+        let needed = descriptorsNeeded + 64
+        guard needed <= limit else {
+            throw .invalid("\(scenario.rawValue) with these flags needs about \(needed) open files; the limit is \(limit)")
+        }
+        let prepared = try BenchTarget.prepare(target, scenario: scenario, payloadSize: shape.payloadSize)
+        defer { prepared.close() }
+        // Durable writes wait for the disk: its fsync time explains the store's figures.
+        let fsync = scenario.needsStore && prepared.storePID != nil ? DiskProbe.fsyncMedianMicros(in: prepared.dataDirectory) : nil
+        let session = try BenchSession(scenario: scenario, target: prepared, showProgress: showProgress)
+        defer { session.close() }
+        var report = try run(scenario, session)
+        if let fsync { report.extra.append(("disk_fsync_p50_us", fsync)) }
+        return report
+    }
+
+    private func run(_ scenario: Scenario, _ session: BenchSession) throws(BenchError) -> BenchReport {
+        switch scenario {
+        case .store: try StoreBenchmark.run(session, shape)
+        case .fetch: try FetchBenchmark.run(session, shape)
+        case .push: try PushBenchmark.run(session, shape)
+        case .fanout: try FanoutBenchmark.run(session, shape)
+        case .e2e: try EndToEndBenchmark.run(session, shape)
+        case .connections: try ConnectionsBenchmark.run(session, shape)
+        }
+    }
+
+    /// This process's sockets for the run (the services are other processes).
+    private var descriptorsNeeded: Int {
+        switch scenario {
+        case .store: shape.connections
+        case .fetch: shape.connections + 1
+        case .push, .fanout: shape.connections + shape.devices
+        case .e2e: 2 * shape.connections + 2 * shape.devices
+        case .connections: shape.connections
+        }
+    }
+}

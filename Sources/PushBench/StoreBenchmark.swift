@@ -1,0 +1,77 @@
+import PushWire
+
+/// `store`: providers pipeline STOREs of `--payload-size` bytes for the bench user. An
+/// operation is STORE -> STORE_OK, which the store sends only once the payload is
+/// durable (group commit: one fsync for every STORE pending when the writer wakes).
+enum StoreBenchmark {
+    /// Stored payloads live an hour: long enough for any run, short enough that a run
+    /// against a real deployment cleans up after itself.
+    static let ttlSeconds: UInt32 = 3_600
+
+    static func run(_ session: BenchSession, _ shape: LoadShape) throws(BenchError) -> BenchReport {
+        guard let store = session.target.store else { throw .setup("no store to benchmark") }
+        let runner = Runner(shape: shape)
+        let workload = StoreWorkload(runner: runner)
+        let links = (0..<shape.connections).map {
+            session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload)
+        }
+        try session.connect(links, to: store, phase: "connecting providers")
+        workload.use(links, template: template(user: session.target.user, payloadSize: shape.payloadSize))
+        try session.measure(runner, workload)
+        return runner.report(scenario: .store, parameters: [("store", store.description)])
+    }
+
+    static func template(user: String, payloadSize: Int) -> FrameTemplate {
+        // Not all one byte value, so nothing downstream can shortcut it.
+        let payload = (0..<payloadSize).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
+        return FrameTemplate(.store(StoreRequest(user: user, payload: payload, ttlSeconds: ttlSeconds)))
+    }
+}
+
+/// Sends STOREs round-robin over the provider links that have room; optionally keeps the
+/// ids the store hands back (the fetch scenario's preload).
+final class StoreWorkload: Workload, LinkOwner {
+    private unowned let runner: Runner
+    private var links: [BenchLink] = []
+    private var templates: [FrameTemplate] = []
+    private var next = 0
+    /// When non-nil, every stored id is appended here.
+    var storedIDs: [PayloadID]?
+
+    init(runner: Runner) { self.runner = runner }
+
+    func use(_ links: [BenchLink], template: FrameTemplate) {
+        self.links = links
+        templates = Array(repeating: template, count: links.count)
+    }
+
+    func issue(token: UInt32, slot: Int) -> Bool {
+        for _ in 0..<links.count {
+            let index = next
+            next = next + 1 == links.count ? 0 : next + 1
+            let link = links[index]
+            guard link.hasRoom, let connection = link.connection else { continue }
+            templates[index].send(on: connection, correlation: token)
+            link.outstanding += 1
+            return true
+        }
+        return false
+    }
+
+    func frame(on link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        link.outstanding -= 1
+        switch header.rawType {
+        case MessageType.storeOK.rawValue:
+            if storedIDs != nil, let id = FieldScan.payloadID(in: body) { storedIDs?.append(id) }
+            runner.complete(token: header.correlation, end: monotonicNanos())
+        case MessageType.error.rawValue:
+            runner.fail(token: header.correlation, reason: header.status.name)
+        default:
+            runner.fail(token: header.correlation, reason: "unexpected \(header.type?.specName ?? "frame")")
+        }
+    }
+
+    func linkLost(_ link: BenchLink) {
+        runner.abort(reason: "provider connection lost: \(link.failure ?? "closed")")
+    }
+}

@@ -1,0 +1,68 @@
+import Foundation
+import PushTestSupport
+import Testing
+
+/// Every scenario end to end through the command line, embedded mode, tiny loads: the
+/// JSON has the keys scripts rely on, nothing failed, and something was measured.
+@Suite(.serialized)
+struct ScenarioSmokeTests {
+    static let quick = ["--warmup", "0", "--no-progress", "--json"]
+
+    @Test func store() throws {
+        try expectClean("store", ["--count", "200", "--connections", "2", "--inflight", "8"])
+    }
+
+    @Test func fetch() throws {
+        try expectClean("fetch", ["--count", "200", "--connections", "2", "--inflight", "8"])
+    }
+
+    @Test func push() throws {
+        try expectClean("push", ["--count", "200", "--devices", "20", "--inflight", "8"])
+    }
+
+    @Test func fanout() throws {
+        try expectClean("fanout", ["--count", "5", "--devices", "50", "--rate", "20"])
+    }
+
+    @Test func endToEnd() throws {
+        try expectClean("e2e", ["--count", "200", "--devices", "20", "--inflight", "8"])
+    }
+
+    @Test func endToEndOpenLoop() throws {
+        try expectClean("e2e", ["--count", "200", "--devices", "20", "--rate", "1000"])
+    }
+
+    @Test func connections() throws {
+        let json = try expectClean("connections", ["--connections", "100", "--duration", "0.2"])
+        let perConnection = try #require(json["bytes_per_connection"] as? Double)
+        #expect(perConnection > 0)
+        #expect(json["operations"] as? Double == 100)
+    }
+
+    @Test func badFlagIsOneLine() throws {
+        let result = try SecurePushBinary.run(["bench", "store", "--inflight", "0"])
+        #expect(result.status != 0)
+        #expect(result.stderr.split(separator: "\n").count == 1)
+        let unknown = try SecurePushBinary.run(["bench", "store", "--no-such-flag"])
+        #expect(unknown.status != 0)
+        #expect(unknown.stderr.split(separator: "\n").count == 1)
+    }
+
+    @discardableResult
+    private func expectClean(_ scenario: String, _ flags: [String]) throws -> [String: Any] {
+        let result = try SecurePushBinary.run(["bench", scenario] + flags + ScenarioSmokeTests.quick, timeoutSeconds: 60)
+        #expect(result.status == 0, "\(scenario): \(result.stderr)")
+        let line = try #require(result.stdout.split(separator: "\n").last, "\(scenario) printed nothing")
+        let object = try JSONSerialization.jsonObject(with: Data(line.utf8))
+        let json = try #require(object as? [String: Any])
+        for key in ["scenario", "throughput_per_s", "latency_us", "errors"] {
+            #expect(json[key] != nil, "\(scenario): no \(key) in \(line)")
+        }
+        let latency = try #require(json["latency_us"] as? [String: Any])
+        for key in ["p50", "p90", "p99", "p999", "max"] { #expect(latency[key] != nil, "\(scenario): no latency_us.\(key)") }
+        #expect(json["scenario"] as? String == scenario)
+        #expect((json["errors"] as? Double) == 0, "\(scenario): \(line)")
+        #expect(((json["throughput_per_s"] as? Double) ?? 0) > 0, "\(scenario): \(line)")
+        return json
+    }
+}
