@@ -58,8 +58,16 @@ public enum WriteOperation: Sendable {
     /// A read receipt from one of `user`'s devices.
     case ack(PayloadID, user: String, deviceID: String, nowMs: UInt64)
     case recall(PayloadID, nowMs: UInt64)
-    /// Statistics for STATUS; the FETCH reply never waits for it.
-    case recordFetch(PayloadID, nowMs: UInt64)
+    /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
+    /// reply never waits for them ([4.8-3]).
+    case recordFetches([FetchTally])
+}
+
+/// Successful FETCHes of one payload since the last batch.
+public struct FetchTally: Sendable, Equatable {
+    public var id: PayloadID
+    public var count: UInt32
+    public var lastAtMs: UInt64
 }
 
 /// The result of one WriteOperation; `.ok` once it is durable.

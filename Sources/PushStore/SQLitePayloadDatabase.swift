@@ -90,7 +90,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             WHERE seq = ?
             """)
         markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL WHERE id_high = ? AND id_low = ?")
-        markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + 1, fetched_at = ? WHERE id_high = ? AND id_low = ?")
+        markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE id_high = ? AND id_low = ?")
         emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL WHERE expires_at <= ? AND life = 1")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
@@ -131,8 +131,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
             guard try find(id) != nil else { return .failed(.notFound) }
             try markRecalled.run(SQLitePayloadDatabase.idValues(id))
             return .ok
-        case .recordFetch(let id, let nowMs):
-            try markFetched.run([.uint(nowMs)] + SQLitePayloadDatabase.idValues(id))
+        case .recordFetches(let tallies):
+            for tally in tallies {
+                try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs)] + SQLitePayloadDatabase.idValues(tally.id))
+            }
             return .ok
         }
     }

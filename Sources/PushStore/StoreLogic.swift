@@ -35,8 +35,6 @@ public enum CommittedReply: Sendable, Equatable {
 /// What the I/O layer is to do with a request: the store's logic never touches a socket.
 public enum StoreAction: Equatable {
     case reply(Message)
-    /// Reply, and record a FETCH in the statistics without waiting for it.
-    case replyAndRecord(Message, WriteOperation)
     /// Commit durably, then reply.
     case commit(WriteOperation, CommittedReply)
     /// Check a password off the loop (a slow hash), then call `finishLogin`.
@@ -47,7 +45,6 @@ public enum StoreAction: Equatable {
     public static func == (lhs: StoreAction, rhs: StoreAction) -> Bool {
         switch (lhs, rhs) {
         case let (.reply(a), .reply(b)): a == b
-        case let (.replyAndRecord(a, _), .replyAndRecord(b, _)): a == b
         case let (.commit(_, a), .commit(_, b)): a == b
         case let (.verifyPassword(a, _), .verifyPassword(b, _)): a == b
         case (.none, .none): true
@@ -65,6 +62,14 @@ public final class StoreLogic {
     private let tokenSigner: CredentialSigner
     private let providerKey: SecretKey
     private let clock: () -> UInt64
+    /// FETCH statistics not yet handed to the writer ([4.8-3]: they may be written later,
+    /// so a FETCH never waits for a write); STATUS adds them in, so it stays exact.
+    private var fetchTallies: [PayloadID: FetchTally] = [:]
+    /// Users seen to exist, until the given wall-clock ms: a STORE need not read the users
+    /// table every time. A removed user is refused at most `knownUserTTLMs` later.
+    private var knownUsers: [String: UInt64] = [:]
+    static let knownUserTTLMs: UInt64 = 5_000
+    private var ids = PayloadIDSource()
     private var userLimiter: LoginLimiter
     private var addressLimiter: LoginLimiter
 
@@ -156,12 +161,16 @@ public final class StoreLogic {
             throw Refusal(status: .tooLarge, message: "payload over \(settings.maxPayloadBytes) bytes")
         }
         guard store.ttlSeconds > 0 else { throw Refusal(status: .badRequest, message: "ttl_s must be above 0") }
-        guard try reader.passwordHash(user: store.user) != nil else {
-            throw Refusal(status: .unknownUser, message: "no such user")
-        }
         let now = clock()
+        if (knownUsers[store.user] ?? 0) <= now {
+            guard try reader.passwordHash(user: store.user) != nil else {
+                throw Refusal(status: .unknownUser, message: "no such user")
+            }
+            if knownUsers.count > 100_000 { knownUsers = [:] }
+            knownUsers[store.user] = now + StoreLogic.knownUserTTLMs
+        }
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
-        let payload = NewPayload(id: PayloadID.random(), user: store.user, body: store.payload, createdAt: now,
+        let payload = NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
                                  expiresAt: now + ttl * 1000, readLimit: store.readLimit)
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
@@ -190,7 +199,8 @@ public final class StoreLogic {
         guard payload.user == claims.user else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
         let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
-        return .replyAndRecord(.fetchOK(reply), .recordFetch(fetch.id, nowMs: now))
+        countFetch(fetch.id, atMs: now)
+        return .reply(.fetchOK(reply))
     }
 
     private func handleSync(_ sync: Sync, session: StoreSession) throws -> StoreAction {
@@ -207,8 +217,25 @@ public final class StoreLogic {
         return .commit(.ack(ack.id, user: claims.user, deviceID: claims.deviceID, nowMs: now), .ackOK(ack.id))
     }
 
+    private func countFetch(_ id: PayloadID, atMs: UInt64) {
+        fetchTallies[id, default: FetchTally(id: id, count: 0, lastAtMs: 0)].count += 1
+        fetchTallies[id]?.lastAtMs = atMs
+    }
+
+    /// The statistics gathered since the last call, for one writer operation.
+    public func takeFetchTallies() -> [FetchTally] {
+        defer { fetchTallies = [:] }
+        return Array(fetchTallies.values)
+    }
+
+    public var pendingFetchTallies: Int { fetchTallies.count }
+
     private func handleStatus(_ request: StatusRequest) throws -> StoreAction {
-        guard let payload = try reader.payload(request.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard var payload = try reader.payload(request.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        if let tally = fetchTallies[request.id] {
+            payload.fetchCount += tally.count
+            payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)
+        }
         return .reply(.statusOK(StatusOK(id: request.id, state: payload.state(nowMs: clock()), fetchCount: payload.fetchCount,
                                          fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
     }

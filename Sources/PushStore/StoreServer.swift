@@ -14,6 +14,8 @@ public final class StoreServer: ServiceHandler {
     private var awaitingCommit: [GroupCommitWriter.Ticket: (ServicePeer, UInt32, CommittedReply)] = [:]
     private var nextTicket: GroupCommitWriter.Ticket = 1
     private var logins = 0
+    private var tallyTimer: LoopTimer?
+    static let maxTalliesPerBatch = 4096
 
     public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 }
 
@@ -23,6 +25,13 @@ public final class StoreServer: ServiceHandler {
         self.logic = logic
         self.committer = committer
         host.handler = self
+        tallyTimer = host.loop.schedule(after: .milliseconds(200), repeating: true) { [unowned self] in self.flushFetchTallies() }
+    }
+
+    /// One writer operation for many FETCHes instead of one UPDATE each.
+    public func flushFetchTallies() {
+        let tallies = logic.takeFetchTallies()
+        if !tallies.isEmpty { committer.submit(.recordFetches(tallies), ticket: 0) }
     }
 
     public func admit(_ hello: Hello, peer: ServicePeer) -> (Status, String)? {
@@ -56,9 +65,8 @@ public final class StoreServer: ServiceHandler {
         switch action {
         case .reply(let message):
             host.send(message, correlation: correlation, to: peer)
-        case .replyAndRecord(let message, let record):
-            host.send(message, correlation: correlation, to: peer)
-            committer.submit(record, ticket: 0)
+            if logic.pendingFetchTallies >= StoreServer.maxTalliesPerBatch { flushFetchTallies() }
+
         case .commit(let operation, let reply):
             let ticket = nextTicket
             nextTicket += 1

@@ -79,6 +79,7 @@ struct StoreCommand: ParsableCommand {
             stopping = true
             logger.info("draining before exit")
             host.drain {
+                server.flushFetchTallies()
                 committer.stop()
                 loop.stop()
             }

@@ -37,9 +37,6 @@ final class StoreFixture {
     func perform(_ action: StoreAction, session: StoreSession) throws -> Message? {
         switch action {
         case .reply(let message): return message
-        case .replyAndRecord(let message, let record):
-            _ = try writer.commit([record])
-            return message
         case .commit(let operation, let reply):
             let outcomes = try writer.commit([operation])
             return reply.message(for: outcomes[0])
