@@ -43,22 +43,25 @@ enum PipelineCases {
         ConformanceCase("conn.busy", clause: "5.3-4", "a request over max_inflight is answered BUSY; PING is exempt") { ctx throws(CaseStop) in
             let session = try ctx.storeProvider(maxInflight: 1)
             guard session.negotiatedInflight == 1 else { throw .skip("max_inflight 1 was answered \(session.negotiatedInflight)") }
-            // RECALLs wait for the store's durable write, so the second arrives while the
+            // A STORE waits for the store's durable write, so the second arrives while the
             // first is still outstanding.
-            var bytes = Message.recall(Recall(id: PayloadID.random())).encoded(correlation: 31)
-            bytes += Message.recall(Recall(id: PayloadID.random())).encoded(correlation: 32)
+            let user = try ctx.user()
+            var bytes = Message.store(StoreRequest(user: user, payload: Array("busy-1".utf8), ttlSeconds: 60)).encoded(correlation: 31)
+            bytes += Message.store(StoreRequest(user: user, payload: Array("busy-2".utf8), ttlSeconds: 60)).encoded(correlation: 32)
             bytes += Message.ping.encoded(correlation: 33)
-            try session.sendRaw(bytes, "two RECALLs and a PING")
-            let answers = try session.answers(to: [31, 32, 33], "two RECALLs and a PING with max_inflight 1")
+            try session.sendRaw(bytes, "two STOREs and a PING")
+            let answers = try session.answers(to: [31, 32, 33], "two STOREs and a PING with max_inflight 1")
             try Expect.that(answers[33] == .pong, "PING with max_inflight exhausted was answered \(answers[33].map(describe) ?? "nothing"); PING is exempt")
-            if let first = answers[31] { try Expect.error(first, .notFound, "the first RECALL of an unknown id") }
-            guard case .error(let second) = answers[32], second.status == .busy else {
-                if case .error(let second) = answers[32], second.status == .notFound {
-                    throw .skip("not observable: the first RECALL finished before the second arrived")
-                }
-                throw .fail("the second RECALL over max_inflight 1 was answered \(answers[32].map(describe) ?? "nothing"), expected ERROR BUSY")
+            if case .storeOK(let stored)? = answers[31] {
+                _ = try? session.request(.recall(Recall(id: stored.id)), "clean-up RECALL")
             }
-            return "RECALL → NOT_FOUND, second RECALL → BUSY, PING → PONG"
+            guard case .error(let second) = answers[32], second.status == .busy else {
+                if case .storeOK = answers[32] {
+                    throw .skip("not observable: the first STORE was committed before the second arrived")
+                }
+                throw .fail("the second STORE over max_inflight 1 was answered \(answers[32].map(describe) ?? "nothing"), expected ERROR BUSY")
+            }
+            return "STORE → STORE_OK, second STORE → BUSY, PING → PONG"
         },
 
         ConformanceCase("conn.stray-replies", clause: "5.3-5", "replies that match no request are discarded") { ctx throws(CaseStop) in

@@ -55,9 +55,9 @@ public struct StoredPayload: Sendable, Equatable {
 /// A change the writer thread commits in a group.
 public enum WriteOperation: Sendable {
     case store(NewPayload)
-    /// A read receipt from one of `user`'s devices.
-    case ack(PayloadID, user: String, deviceID: String, nowMs: UInt64)
-    case recall(PayloadID, nowMs: UInt64)
+    /// A read receipt from one of `user`'s devices, for the payload stored as `sequence`.
+    case ack(sequence: UInt64, user: String, deviceID: String, nowMs: UInt64)
+    case recall(sequence: UInt64, nowMs: UInt64)
     /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
     /// reply never waits for them ([4.8-3]).
     case recordFetches([FetchTally])
@@ -65,7 +65,7 @@ public enum WriteOperation: Sendable {
 
 /// Successful FETCHes of one payload since the last batch.
 public struct FetchTally: Sendable, Equatable {
-    public var id: PayloadID
+    public var sequence: UInt64
     public var count: UInt32
     public var lastAtMs: UInt64
 }
@@ -73,6 +73,8 @@ public struct FetchTally: Sendable, Equatable {
 /// The result of one WriteOperation; `.ok` once it is durable.
 public enum WriteOutcome: Sendable, Equatable {
     case ok
+    /// A STORE is durable; rows are addressed by this sequence from now on.
+    case stored(sequence: UInt64)
     case failed(Status)
 }
 
@@ -93,7 +95,11 @@ public protocol PayloadWriter: AnyObject {
 }
 
 public protocol PayloadReader: AnyObject {
-    func payload(_ id: PayloadID) throws -> StoredPayload?
+    /// The payload stored as `sequence` (the store keeps the ID-to-sequence map in memory,
+    /// so random IDs never have to be indexed on disk).
+    func payload(sequence: UInt64) throws -> StoredPayload?
+    /// Every stored ID and its sequence, to rebuild that map at start.
+    func allIDs() throws -> [(PayloadID, UInt64)]
     /// IDs for `user` that are live and that `deviceID` has not acknowledged, oldest first.
     func unread(user: String, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage
     func passwordHash(user: String) throws -> String?

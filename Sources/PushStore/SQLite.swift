@@ -51,6 +51,7 @@ final class SQLiteConnection {
     }
 
     var changes: Int { Int(sqlite3_changes(handle)) }
+    var lastInsertedRow: UInt64 { UInt64(sqlite3_last_insert_rowid(handle)) }
 }
 
 /// A prepared statement, reset after each use so it can be run again without re-parsing.

@@ -31,7 +31,7 @@ public enum SQLitePayloadDatabase {
         device TEXT NOT NULL,
         PRIMARY KEY (seq, device)
     ) WITHOUT ROWID;
-    CREATE UNIQUE INDEX IF NOT EXISTS payloads_by_id ON payloads(id_high, id_low);
+    DROP INDEX IF EXISTS payloads_by_id;
     CREATE INDEX IF NOT EXISTS live_by_user ON payloads(user, seq) WHERE life = 1;
     CREATE INDEX IF NOT EXISTS payloads_by_expiry ON payloads(expires_at);
     """
@@ -81,7 +81,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             INSERT INTO payloads (id_high, id_low, user, body, created_at, expires_at, read_limit)
             VALUES (?, ?, ?, ?, ?, ?, ?)
             """)
-        lookup = try connection.prepare("SELECT user, life, expires_at, seq FROM payloads WHERE id_high = ? AND id_low = ?")
+        lookup = try connection.prepare("SELECT user FROM payloads WHERE seq = ?")
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
         markRead = try connection.prepare("""
             UPDATE payloads SET read_count = read_count + 1,
@@ -89,8 +89,8 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 body = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE body END
             WHERE seq = ?
             """)
-        markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL WHERE id_high = ? AND id_low = ?")
-        markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE id_high = ? AND id_low = ?")
+        markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL WHERE seq = ?")
+        markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?")
         emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL WHERE expires_at <= ? AND life = 1")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
@@ -118,22 +118,22 @@ public final class SQLitePayloadWriter: PayloadWriter {
             try insert.run(SQLitePayloadDatabase.idValues(new.id) + [
                 .text(new.user), .blob(new.body), .uint(new.createdAt), .uint(new.expiresAt), .int(Int64(new.readLimit)),
             ])
-            return .ok
-        case .ack(let id, let user, let deviceID, _):
+            return .stored(sequence: connection.lastInsertedRow)
+        case .ack(let sequence, let user, let deviceID, _):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
-            guard let row = try find(id) else { return .failed(.notFound) }
-            guard row.user == user else { return .failed(.forbidden) }
-            try addReceipt.run([.int(row.sequence), .text(deviceID)])
-            if connection.changes == 1 { try markRead.run([.int(row.sequence)]) }
+            guard let owner = try owner(of: sequence) else { return .failed(.notFound) }
+            guard owner == user else { return .failed(.forbidden) }
+            try addReceipt.run([.uint(sequence), .text(deviceID)])
+            if connection.changes == 1 { try markRead.run([.uint(sequence)]) }
             return .ok
-        case .recall(let id, _):
+        case .recall(let sequence, _):
             // Recalling what is already gone succeeds ([4.11-2]).
-            guard try find(id) != nil else { return .failed(.notFound) }
-            try markRecalled.run(SQLitePayloadDatabase.idValues(id))
+            guard try owner(of: sequence) != nil else { return .failed(.notFound) }
+            try markRecalled.run([.uint(sequence)])
             return .ok
         case .recordFetches(let tallies):
             for tally in tallies {
-                try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs)] + SQLitePayloadDatabase.idValues(tally.id))
+                try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
             }
             return .ok
         }
@@ -141,11 +141,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
 
     /// Looked up inside the transaction, so two racing receipts for a read-once payload
     /// are counted one after the other.
-    private func find(_ id: PayloadID) throws(SQLiteError) -> (user: String, sequence: Int64)? {
-        try lookup.bind(SQLitePayloadDatabase.idValues(id))
+    private func owner(of sequence: UInt64) throws(SQLiteError) -> String? {
+        try lookup.bind([.uint(sequence)])
         defer { lookup.reset() }
-        guard try lookup.step() else { return nil }
-        return (lookup.text(0), lookup.int(3))
+        return try lookup.step() ? lookup.text(0) : nil
     }
 
     public func sweepExpired(nowMs: UInt64) throws -> Int {
@@ -188,16 +187,18 @@ public final class SQLitePayloadWriter: PayloadWriter {
 /// committed snapshot).
 public final class SQLitePayloadReader: PayloadReader {
     private let connection: SQLiteConnection
-    private let byID: SQLiteStatement
+    private let bySequence: SQLiteStatement
+    private let everyID: SQLiteStatement
     private let unreadPage: SQLiteStatement
     private let userHash: SQLiteStatement
 
     public init(path: String) throws(SQLiteError) {
         connection = try SQLitePayloadDatabase.open(path: path)
-        byID = try connection.prepare("""
-            SELECT seq, user, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life
-            FROM payloads WHERE id_high = ? AND id_low = ?
+        bySequence = try connection.prepare("""
+            SELECT id_high, id_low, user, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life
+            FROM payloads WHERE seq = ?
             """)
+        everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads")
         unreadPage = try connection.prepare("""
             SELECT seq, id_high, id_low FROM payloads
             WHERE user = ? AND seq > ? AND life = 1 AND expires_at > ?
@@ -207,16 +208,29 @@ public final class SQLitePayloadReader: PayloadReader {
         userHash = try connection.prepare("SELECT password_hash FROM users WHERE name = ?")
     }
 
-    public func payload(_ id: PayloadID) throws -> StoredPayload? {
-        try byID.bind(SQLitePayloadDatabase.idValues(id))
-        defer { byID.reset() }
-        guard try byID.step() else { return nil }
+    public func payload(sequence: UInt64) throws -> StoredPayload? {
+        try bySequence.bind([.uint(sequence)])
+        defer { bySequence.reset() }
+        guard try bySequence.step() else { return nil }
+        let row = bySequence
         return StoredPayload(
-            id: id, sequence: UInt64(byID.int(0)), user: byID.text(1), body: byID.blob(2),
-            createdAt: UInt64(bitPattern: byID.int(3)), expiresAt: UInt64(bitPattern: byID.int(4)),
-            readLimit: UInt32(truncatingIfNeeded: byID.int(5)), readCount: UInt32(truncatingIfNeeded: byID.int(6)),
-            fetchCount: UInt32(truncatingIfNeeded: byID.int(7)), fetchedAt: UInt64(bitPattern: byID.int(8)),
-            life: PayloadLife(rawValue: byID.int(9)) ?? .expired)
+            id: PayloadID(high: UInt64(bitPattern: row.int(0)), low: UInt64(bitPattern: row.int(1))), sequence: sequence,
+            user: row.text(2), body: row.blob(3),
+            createdAt: UInt64(bitPattern: row.int(4)), expiresAt: UInt64(bitPattern: row.int(5)),
+            readLimit: UInt32(truncatingIfNeeded: row.int(6)), readCount: UInt32(truncatingIfNeeded: row.int(7)),
+            fetchCount: UInt32(truncatingIfNeeded: row.int(8)), fetchedAt: UInt64(bitPattern: row.int(9)),
+            life: PayloadLife(rawValue: row.int(10)) ?? .expired)
+    }
+
+    public func allIDs() throws -> [(PayloadID, UInt64)] {
+        try everyID.bind([])
+        defer { everyID.reset() }
+        var all: [(PayloadID, UInt64)] = []
+        while try everyID.step() {
+            all.append((PayloadID(high: UInt64(bitPattern: everyID.int(0)), low: UInt64(bitPattern: everyID.int(1))),
+                        UInt64(everyID.int(2))))
+        }
+        return all
     }
 
     public func unread(user: String, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {

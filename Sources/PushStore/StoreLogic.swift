@@ -25,9 +25,9 @@ public enum CommittedReply: Sendable, Equatable {
     public func message(for outcome: WriteOutcome) -> Message {
         switch (outcome, self) {
         case (.failed(let status), _): .error(ErrorReply(status: status))
-        case (.ok, .storeOK(let reply)): .storeOK(reply)
-        case (.ok, .ackOK(let id)): .ackOK(AckOK(id: id))
-        case (.ok, .recallOK(let id)): .recallOK(RecallOK(id: id))
+        case (_, .storeOK(let reply)): .storeOK(reply)
+        case (_, .ackOK(let id)): .ackOK(AckOK(id: id))
+        case (_, .recallOK(let id)): .recallOK(RecallOK(id: id))
         }
     }
 }
@@ -64,7 +64,10 @@ public final class StoreLogic {
     private let clock: () -> UInt64
     /// FETCH statistics not yet handed to the writer ([4.8-3]: they may be written later,
     /// so a FETCH never waits for a write); STATUS adds them in, so it stays exact.
-    private var fetchTallies: [PayloadID: FetchTally] = [:]
+    private var fetchTallies: [UInt64: FetchTally] = [:]
+    /// Every stored payload's sequence by ID. Random IDs scatter over an on-disk index, so
+    /// each STORE dirtied a page of its own; in memory they cost a hash insert instead.
+    private var sequences: [PayloadID: UInt64] = [:]
     /// Users seen to exist, until the given wall-clock ms: a STORE need not read the users
     /// table every time. A removed user is refused at most `knownUserTTLMs` later.
     private var knownUsers: [String: UInt64] = [:]
@@ -81,6 +84,10 @@ public final class StoreLogic {
         self.providerKey = providerKey
         self.clock = clock
         self.userLimiter = LoginLimiter(limit: settings.loginFailuresPerUser, windowMs: settings.loginFailureWindowMs)
+        if let all = try? reader.allIDs() {
+            sequences.reserveCapacity(all.count)
+            for (id, sequence) in all { sequences[id] = sequence }
+        }
         self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
     }
 
@@ -106,7 +113,9 @@ public final class StoreLogic {
             case .fetch(let fetch): return try handleFetch(fetch, session: session)
             case .sync(let sync): return try handleSync(sync, session: session)
             case .ack(let ack): return try handleAck(ack, session: session)
-            case .recall(let recall): return .commit(.recall(recall.id, nowMs: clock()), .recallOK(recall.id))
+            case .recall(let recall):
+                guard let sequence = try locate(recall.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
+                return .commit(.recall(sequence: sequence, nowMs: clock()), .recallOK(recall.id))
             case .status(let request): return try handleStatus(request)
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
             }
@@ -195,11 +204,11 @@ public final class StoreLogic {
     private func handleFetch(_ fetch: Fetch, session: StoreSession) throws -> StoreAction {
         let now = clock()
         let claims = try claims(fetch.token, session: session, nowMs: now)
-        guard let payload = try reader.payload(fetch.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard let payload = try locate(fetch.id) else { throw Refusal(status: .notFound, message: "no such payload") }
         guard payload.user == claims.user else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
         let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
-        countFetch(fetch.id, atMs: now)
+        countFetch(payload.sequence, atMs: now)
         return .reply(.fetchOK(reply))
     }
 
@@ -214,12 +223,32 @@ public final class StoreLogic {
     private func handleAck(_ ack: Ack, session: StoreSession) throws -> StoreAction {
         let now = clock()
         let claims = try claims(ack.token, session: session, nowMs: now)
-        return .commit(.ack(ack.id, user: claims.user, deviceID: claims.deviceID, nowMs: now), .ackOK(ack.id))
+        guard let sequence = try locate(ack.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
+        return .commit(.ack(sequence: sequence, user: claims.user, deviceID: claims.deviceID, nowMs: now), .ackOK(ack.id))
     }
 
-    private func countFetch(_ id: PayloadID, atMs: UInt64) {
-        fetchTallies[id, default: FetchTally(id: id, count: 0, lastAtMs: 0)].count += 1
-        fetchTallies[id]?.lastAtMs = atMs
+    private func countFetch(_ sequence: UInt64, atMs: UInt64) {
+        fetchTallies[sequence, default: FetchTally(sequence: sequence, count: 0, lastAtMs: 0)].count += 1
+        fetchTallies[sequence]?.lastAtMs = atMs
+    }
+
+    /// The stored payload with this ID; an entry whose row was swept is forgotten here.
+    func locate(_ id: PayloadID) throws -> StoredPayload? {
+        guard let sequence = sequences[id] else { return nil }
+        guard let payload = try reader.payload(sequence: sequence) else {
+            sequences[id] = nil
+            return nil
+        }
+        return payload
+    }
+
+    /// The reply to a request whose write is durable; a STORE's ID joins the map here, so
+    /// it is readable exactly when the provider can know it.
+    public func completed(_ reply: CommittedReply, outcome: WriteOutcome) -> Message {
+        if case .stored(let sequence) = outcome, case .storeOK(let stored) = reply {
+            sequences[stored.id] = sequence
+        }
+        return reply.message(for: outcome)
     }
 
     /// The statistics gathered since the last call, for one writer operation.
@@ -231,8 +260,8 @@ public final class StoreLogic {
     public var pendingFetchTallies: Int { fetchTallies.count }
 
     private func handleStatus(_ request: StatusRequest) throws -> StoreAction {
-        guard var payload = try reader.payload(request.id) else { throw Refusal(status: .notFound, message: "no such payload") }
-        if let tally = fetchTallies[request.id] {
+        guard var payload = try locate(request.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        if let tally = fetchTallies[payload.sequence] {
             payload.fetchCount += tally.count
             payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)
         }

@@ -112,7 +112,7 @@ public final class StoreServer: ServiceHandler {
         for (index, ticket) in tickets.enumerated() where ticket != 0 {
             guard let (peer, correlation, reply) = awaitingCommit.removeValue(forKey: ticket) else { continue }
             peer.pending -= 1
-            host.send(reply.message(for: outcomes?[index] ?? .failed(.internalError)), correlation: correlation, to: peer)
+            host.send(logic.completed(reply, outcome: outcomes?[index] ?? .failed(.internalError)), correlation: correlation, to: peer)
         }
         host.finishDrainIfDone()
     }

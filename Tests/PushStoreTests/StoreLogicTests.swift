@@ -39,7 +39,7 @@ final class StoreFixture {
         case .reply(let message): return message
         case .commit(let operation, let reply):
             let outcomes = try writer.commit([operation])
-            return reply.message(for: outcomes[0])
+            return logic.completed(reply, outcome: outcomes[0])
         case .verifyPassword(let login, let hash):
             let matched = hash.flatMap(PasswordHash.init(encoded:))?.verify(password: login.password) ?? false
             return logic.finishLogin(login, passwordMatched: matched, session: session)
@@ -85,7 +85,7 @@ struct StoreLogicTests {
         #expect(String(decoding: fetched.payload, as: UTF8.self) == "meet at noon")
         #expect(try store.send(.ack(Ack(id: id, token: token)), on: device) == .ackOK(AckOK(id: id)))
         #expect(status(of: try store.send(.fetch(Fetch(id: id, token: token)), on: device)) == .gone)
-        #expect(try store.reader.payload(id)?.body == [], "the bytes are erased")
+        #expect(try store.logic.locate(id)?.body == [], "the bytes are erased")
     }
 
     @Test("[4.8-1] each FETCH failure has its own status")
@@ -227,9 +227,10 @@ struct StoreLogicTests {
         let store = try StoreFixture()
         let id = try store.store("short", ttl: 1)
         #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000) == 1)
-        #expect(try store.reader.payload(id)?.life == .expired)
-        #expect(try store.reader.payload(id)?.body == [])
+        #expect(try store.logic.locate(id)?.life == .expired)
+        #expect(try store.logic.locate(id)?.body == [])
         #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000 + SQLitePayloadWriter.tombstoneRetentionMs) == 0)
-        #expect(try store.reader.payload(id) == nil)
+        #expect(status(of: try store.send(.recall(Recall(id: id)), on: store.session(.provider))) == .notFound, "forgotten after retention")
+        #expect(try store.logic.locate(id) == nil)
     }
 }
