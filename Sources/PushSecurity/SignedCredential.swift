@@ -44,6 +44,17 @@ public struct CredentialSigner: Sendable {
         return signed
     }
 
+    /// `open`, with every failure of `read` (a faulty body) reported as malformed.
+    func openTyped<T>(_ credential: [UInt8], _ read: (UnsafeRawBufferPointer) throws -> T) throws(CredentialError) -> T {
+        do {
+            return try open(credential, read)
+        } catch let error as CredentialError {
+            throw error
+        } catch {
+            throw .malformed
+        }
+    }
+
     /// Checks version and signature and hands the verified body to `read`.
     public func open<T>(_ credential: [UInt8], _ read: (UnsafeRawBufferPointer) throws -> T) throws -> T {
         let macStart = credential.count - HMACSHA256.byteCount
@@ -85,19 +96,12 @@ public struct FetchToken: Equatable, Sendable {
 
     /// Verifies the signature first, then the expiry against `nowMs`.
     public static func open(_ token: [UInt8], signer: CredentialSigner, nowMs: UInt64) throws(CredentialError) -> FetchToken {
-        let parsed: FetchToken
-        do {
-            parsed = try signer.open(token) { body in
-                let fields = try FieldSet(body: body, allowed: fieldTable, type: .login)
-                return FetchToken(user: try fields.required(.user, FieldSet.string),
-                                  deviceID: try fields.required(.deviceID, FieldSet.string),
-                                  issuedAt: try fields.required(.issuedAt, FieldSet.uint64),
-                                  expiresAt: try fields.required(.expiresAt, FieldSet.uint64))
-            }
-        } catch let error as CredentialError {
-            throw error
-        } catch {
-            throw .malformed
+        let parsed = try signer.openTyped(token) { body in
+            let fields = try FieldSet(body: body, allowed: fieldTable, type: .login)
+            return FetchToken(user: try fields.required(.user, FieldSet.string),
+                              deviceID: try fields.required(.deviceID, FieldSet.string),
+                              issuedAt: try fields.required(.issuedAt, FieldSet.uint64),
+                              expiresAt: try fields.required(.expiresAt, FieldSet.uint64))
         }
         guard parsed.expiresAt > nowMs else { throw .expired }
         return parsed
@@ -148,21 +152,14 @@ public struct Registration: Equatable, Sendable {
 
     /// Verifies signature, then expiry ([7.4-4]).
     public static func open(_ credential: [UInt8], signer: CredentialSigner, nowMs: UInt64) throws(CredentialError) -> Registration {
-        let parsed: Registration
-        do {
-            parsed = try signer.open(credential) { body in
-                let fields = try FieldSet(body: body, allowed: fieldTable, type: .hello)
-                let tagText = fields.string(.tags) ?? ""
-                return Registration(deviceID: try fields.required(.deviceID, FieldSet.string),
-                                    user: try fields.required(.user, FieldSet.string),
-                                    tags: tagText.split(separator: "\n").map(String.init),
-                                    issuedAt: try fields.required(.issuedAt, FieldSet.uint64),
-                                    expiresAt: try fields.required(.expiresAt, FieldSet.uint64))
-            }
-        } catch let error as CredentialError {
-            throw error
-        } catch {
-            throw .malformed
+        let parsed = try signer.openTyped(credential) { body in
+            let fields = try FieldSet(body: body, allowed: fieldTable, type: .hello)
+            let tagText = fields.string(.tags) ?? ""
+            return Registration(deviceID: try fields.required(.deviceID, FieldSet.string),
+                                user: try fields.required(.user, FieldSet.string),
+                                tags: tagText.split(separator: "\n").map(String.init),
+                                issuedAt: try fields.required(.issuedAt, FieldSet.uint64),
+                                expiresAt: try fields.required(.expiresAt, FieldSet.uint64))
         }
         guard parsed.expiresAt > nowMs else { throw .expired }
         return parsed

@@ -106,28 +106,37 @@ public struct StoreOK: WireMessage {
     }
 }
 
-/// FETCH: a device reads one payload. A missing token is not malformed: the store answers
-/// AUTH_REQUIRED, which is what sends the device to its generic notification.
-public struct Fetch: WireMessage {
-    public static let type = MessageType.fetch
-    public static let fieldTable: [FieldTag] = [.token, .id]
+/// Device requests about one payload that carry the fetch token (FETCH, ACK). A missing
+/// token is not malformed: the store answers AUTH_REQUIRED ([4.8-2]), which is what sends
+/// the device to its generic notification.
+public protocol TokenedIDRequest: WireMessage {
+    var id: PayloadID { get }
+    var token: [UInt8]? { get }
+    init(id: PayloadID, token: [UInt8]?)
+}
 
+extension TokenedIDRequest {
+    public static var fieldTable: [FieldTag] { [.token, .id] }
+
+    public init(fields: FieldSet) throws(WireError) {
+        self.init(id: try fields.requiredPayloadID(), token: fields.bytes(.token))
+    }
+
+    public func writeFields(to writer: inout FieldWriter) {
+        if let token { writer.append(.token, token) }
+        writer.append(.id, id)
+    }
+}
+
+/// FETCH: a device reads one payload.
+public struct Fetch: TokenedIDRequest {
+    public static let type = MessageType.fetch
     public var id: PayloadID
     public var token: [UInt8]?
 
     public init(id: PayloadID, token: [UInt8]?) {
         self.id = id
         self.token = token
-    }
-
-    public init(fields: FieldSet) throws(WireError) {
-        id = try fields.requiredPayloadID()
-        token = fields.bytes(.token)
-    }
-
-    public func writeFields(to writer: inout FieldWriter) {
-        if let token { writer.append(.token, token) }
-        writer.append(.id, id)
     }
 }
 
@@ -229,27 +238,15 @@ public struct SyncOK: WireMessage {
     }
 }
 
-/// ACK: a read receipt; a payload whose read limit is reached is deleted.
-public struct Ack: WireMessage {
+/// ACK: a read receipt; a payload whose read limit is reached is erased.
+public struct Ack: TokenedIDRequest {
     public static let type = MessageType.ack
-    public static let fieldTable: [FieldTag] = [.token, .id]
-
     public var id: PayloadID
     public var token: [UInt8]?
 
     public init(id: PayloadID, token: [UInt8]?) {
         self.id = id
         self.token = token
-    }
-
-    public init(fields: FieldSet) throws(WireError) {
-        id = try fields.requiredPayloadID()
-        token = fields.bytes(.token)
-    }
-
-    public func writeFields(to writer: inout FieldWriter) {
-        if let token { writer.append(.token, token) }
-        writer.append(.id, id)
     }
 }
 
