@@ -25,7 +25,34 @@ public enum Message: Equatable, Sendable {
     case deliveryAck(DeliveryAck)
     case missed(Missed)
 
-    public var type: MessageType { Swift.type(of: body).type }
+    public var type: MessageType {
+        switch self {
+        case .hello: .hello
+        case .helloOK: .helloOK
+        case .ping: .ping
+        case .pong: .pong
+        case .goaway: .goaway
+        case .error: .error
+        case .login: .login
+        case .loginOK: .loginOK
+        case .store: .store
+        case .storeOK: .storeOK
+        case .fetch: .fetch
+        case .fetchOK: .fetchOK
+        case .sync: .sync
+        case .syncOK: .syncOK
+        case .ack: .ack
+        case .ackOK: .ackOK
+        case .recall: .recall
+        case .recallOK: .recallOK
+        case .status: .status
+        case .statusOK: .statusOK
+        case .push: .push
+        case .pushAck: .pushAck
+        case .deliveryAck: .deliveryAck
+        case .missed: .missed
+        }
+    }
 
     /// The status the header carries: a failure for ERROR and GOAWAY, OK for the rest.
     public var status: Status {
@@ -125,7 +152,7 @@ public enum Message: Equatable, Sendable {
         // Lend `out`'s storage to the writer and take it back, so nothing is copied.
         var writer = FieldWriter()
         swap(&writer.bytes, &out)
-        body.writeFields(to: &writer)
+        writeFields(to: &writer)
         swap(&writer.bytes, &out)
         let length = UInt32(out.count - headerStart - FrameHeader.size)
         let lengthOffset = headerStart + 12
@@ -133,6 +160,37 @@ public enum Message: Equatable, Sendable {
         out[lengthOffset + 1] = UInt8(truncatingIfNeeded: length >> 16)
         out[lengthOffset + 2] = UInt8(truncatingIfNeeded: length >> 8)
         out[lengthOffset + 3] = UInt8(truncatingIfNeeded: length)
+    }
+
+    /// Switches over the concrete types rather than going through `body`: an existential
+    /// of a large struct is boxed on the heap, and this runs for every frame sent.
+    private func writeFields(to writer: inout FieldWriter) {
+        switch self {
+        case .hello(let m): m.writeFields(to: &writer)
+        case .helloOK(let m): m.writeFields(to: &writer)
+        case .ping: break
+        case .pong: break
+        case .goaway(let m): m.writeFields(to: &writer)
+        case .error(let m): m.writeFields(to: &writer)
+        case .login(let m): m.writeFields(to: &writer)
+        case .loginOK(let m): m.writeFields(to: &writer)
+        case .store(let m): m.writeFields(to: &writer)
+        case .storeOK(let m): m.writeFields(to: &writer)
+        case .fetch(let m): m.writeFields(to: &writer)
+        case .fetchOK(let m): m.writeFields(to: &writer)
+        case .sync(let m): m.writeFields(to: &writer)
+        case .syncOK(let m): m.writeFields(to: &writer)
+        case .ack(let m): m.writeFields(to: &writer)
+        case .ackOK(let m): m.writeFields(to: &writer)
+        case .recall(let m): m.writeFields(to: &writer)
+        case .recallOK(let m): m.writeFields(to: &writer)
+        case .status(let m): m.writeFields(to: &writer)
+        case .statusOK(let m): m.writeFields(to: &writer)
+        case .push(let m): m.writeFields(to: &writer)
+        case .pushAck(let m): m.writeFields(to: &writer)
+        case .deliveryAck(let m): m.writeFields(to: &writer)
+        case .missed(let m): m.writeFields(to: &writer)
+        }
     }
 
     public func encoded(correlation: UInt32) -> [UInt8] {
