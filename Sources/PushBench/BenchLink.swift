@@ -101,6 +101,14 @@ final class BenchLink: ConnectionHandler {
 
     // MARK: writing small replies
 
+    /// A device's answer to a PUSH: DELIVERY_ACK, then the id for the scenario to look up;
+    /// nil (and nothing sent) when the PUSH carries no id.
+    func acknowledgePush(header: FrameHeader, body: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer? {
+        guard let id = FieldScan.value(of: FieldTag.id.rawValue, in: body) else { return nil }
+        sendDeliveryAck(correlation: header.correlation, id: id)
+        return id
+    }
+
     /// DELIVERY_ACK for a PUSH received by a device ([4.14-2]): same correlation, same id.
     func sendDeliveryAck(correlation: UInt32, id: UnsafeRawBufferPointer) {
         guard let connection else { return }

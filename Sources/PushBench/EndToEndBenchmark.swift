@@ -149,8 +149,7 @@ final class EndToEndWorkload: Workload, LinkOwner {
 
     /// The device has the PUSH: acknowledge it to the gateway, then FETCH from the store.
     private func pushed(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
-        guard let idBytes = FieldScan.value(of: FieldTag.id.rawValue, in: body) else { return runner.count("MALFORMED_PUSH") }
-        link.sendDeliveryAck(correlation: header.correlation, id: idBytes)
+        guard let idBytes = link.acknowledgePush(header: header, body: body) else { return runner.count("MALFORMED_PUSH") }
         guard let id = PayloadID(bytes: idBytes), let token = byStoreID.removeValue(forKey: id),
               let slot = runner.ops.slot(of: token) else { return }
         let storeLink = deviceStores[link.index]

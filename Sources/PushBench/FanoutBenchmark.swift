@@ -99,11 +99,7 @@ final class FanoutWorkload: Workload, LinkOwner {
     private func deviceFrame(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
         switch header.rawType {
         case MessageType.push.rawValue:
-            guard let id = FieldScan.value(of: FieldTag.id.rawValue, in: body) else {
-                runner.count("MALFORMED_PUSH")
-                return
-            }
-            link.sendDeliveryAck(correlation: header.correlation, id: id)
+            guard let id = link.acknowledgePush(header: header, body: body) else { return runner.count("MALFORMED_PUSH") }
             guard let token = ids.token(in: id), let slot = runner.ops.slot(of: token), remaining[slot] > 0 else { return }
             let now = monotonicNanos()
             if firstAt[slot] == 0 { firstAt[slot] = now }

@@ -51,7 +51,7 @@ final class FetchWorkload: Workload, LinkOwner {
     private let payloadSize: Int
     private var links: [BenchLink] = []
     private var templates: [FrameTemplate] = []
-    private var nextLink = 0
+    private var rotation = LinkRotation()
     private var nextID = 0
 
     init(runner: Runner, ids: [PayloadID], payloadSize: Int) {
@@ -66,17 +66,11 @@ final class FetchWorkload: Workload, LinkOwner {
     }
 
     func issue(token: UInt32, slot: Int) -> Bool {
-        for _ in 0..<links.count {
-            let index = nextLink
-            nextLink = nextLink + 1 == links.count ? 0 : nextLink + 1
-            let link = links[index]
-            guard link.hasRoom, let connection = link.connection else { continue }
-            templates[index].send(on: connection, correlation: token, id: ids[nextID])
-            nextID = nextID + 1 == ids.count ? 0 : nextID + 1
-            link.outstanding += 1
-            return true
-        }
-        return false
+        guard let index = rotation.pick(links), let connection = links[index].connection else { return false }
+        templates[index].send(on: connection, correlation: token, id: ids[nextID])
+        nextID = nextID + 1 == ids.count ? 0 : nextID + 1
+        links[index].outstanding += 1
+        return true
     }
 
     func frame(on link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {

@@ -86,11 +86,7 @@ final class PushWorkload: Workload, LinkOwner {
     private func deviceFrame(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
         switch header.rawType {
         case MessageType.push.rawValue:
-            guard let id = FieldScan.value(of: FieldTag.id.rawValue, in: body) else {
-                runner.count("MALFORMED_PUSH")
-                return
-            }
-            link.sendDeliveryAck(correlation: header.correlation, id: id)
+            guard let id = link.acknowledgePush(header: header, body: body) else { return runner.count("MALFORMED_PUSH") }
             guard let token = ids.token(in: id), let slot = runner.ops.slot(of: token),
                   pending[slot] & PushWorkload.awaitingDelivery != 0 else { return }
             deliveredAt[slot] = monotonicNanos()

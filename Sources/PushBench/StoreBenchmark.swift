@@ -34,7 +34,7 @@ final class StoreWorkload: Workload, LinkOwner {
     private unowned let runner: Runner
     private var links: [BenchLink] = []
     private var templates: [FrameTemplate] = []
-    private var next = 0
+    private var rotation = LinkRotation()
     /// When non-nil, every stored id is appended here.
     var storedIDs: [PayloadID]?
 
@@ -46,16 +46,10 @@ final class StoreWorkload: Workload, LinkOwner {
     }
 
     func issue(token: UInt32, slot: Int) -> Bool {
-        for _ in 0..<links.count {
-            let index = next
-            next = next + 1 == links.count ? 0 : next + 1
-            let link = links[index]
-            guard link.hasRoom, let connection = link.connection else { continue }
-            templates[index].send(on: connection, correlation: token)
-            link.outstanding += 1
-            return true
-        }
-        return false
+        guard let index = rotation.pick(links), let connection = links[index].connection else { return false }
+        templates[index].send(on: connection, correlation: token)
+        links[index].outstanding += 1
+        return true
     }
 
     func frame(on link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
