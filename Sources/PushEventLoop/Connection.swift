@@ -8,8 +8,8 @@ import Synchronization
 /// Input is cut into frames in place: a frame is handed to the handler as a pointer
 /// into the input buffer and drained afterwards, so reading costs no copy (unless a
 /// frame straddles two buffer chunks) and no allocation. Output is appended to the
-/// bufferevent's buffer and flushed by libevent once per loop iteration, which is
-/// what batches many small writes into one syscall.
+/// bufferevent's buffer and written once per loop iteration (see ConnectionWriting),
+/// which batches many small writes into one syscall.
 ///
 /// While open, the C side holds one retain on the connection (taken when it opens,
 /// given back by `close()`), so an owner may keep only the handler relationship.
@@ -30,6 +30,8 @@ public final class Connection: LoopResource {
     /// what a keepalive sweep compares against.
     @exclusivity(unchecked) public internal(set) var lastReadMillis: Int64
     @exclusivity(unchecked) var state: State
+    /// Queued for the loop's end-of-iteration flush.
+    @exclusivity(unchecked) var flushQueued = false
     /// Only while connecting.
     private var pendingConnect: ((Result<Connection, ConnectError>) -> Void)?
     /// Only while closing after a flush.
@@ -38,7 +40,7 @@ public final class Connection: LoopResource {
     public static let defaultMaxOutputBytes = 256 * 1024
 
     struct State: OptionSet {
-        let rawValue: UInt8
+        let rawValue: UInt16
         static let closed = State(rawValue: 1 << 0)
         static let connecting = State(rawValue: 1 << 1)
         /// Permanently: after a framing error, EOF, or closeAfterFlush.
@@ -49,6 +51,9 @@ public final class Connection: LoopResource {
         static let overCap = State(rawValue: 1 << 5)
         static let tls = State(rawValue: 1 << 6)
         static let readEnabled = State(rawValue: 1 << 7)
+        /// Plain TCP, connected: output is written by `flushOutput` rather than by
+        /// libevent's write event, which is armed only while the socket would block.
+        static let directWrites = State(rawValue: 1 << 8)
     }
 
     private static let liveCounter = Atomic<Int>(0)
@@ -211,7 +216,7 @@ public final class Connection: LoopResource {
         let callback = pendingConnect
         pendingConnect = nil
         callback?(.success(self))
-        startReading()
+        startIO()
     }
 
     private func connectFailed(_ what: Int16, errno code: Int32, bev: OpaquePointer) {

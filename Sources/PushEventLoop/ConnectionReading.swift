@@ -6,9 +6,10 @@ import PushWire
 /// of the bufferevent's input buffer.
 extension Connection {
     /// Called once the owner has had the chance to install a handler.
-    func startReading() {
+    func startIO() {
         state.insert(.readEnabled)
         updateReading()
+        if !state.contains(.tls) { startDirectWrites() }
     }
 
     /// Stops delivering frames (and reading from the socket) until `resumeReading()`.

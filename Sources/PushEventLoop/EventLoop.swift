@@ -16,6 +16,10 @@ public final class EventLoop {
     public let handle: LoopHandle
 
     private var wakeupEvent: OpaquePointer?
+    /// Runs after the I/O callbacks of an iteration in which connections wrote.
+    private var flushEvent: OpaquePointer?
+    private var connectionsToFlush: [Connection] = []
+    private var spareFlushList: [Connection] = []
     /// Swapped with the wakeup queue's pending list so a drain allocates nothing.
     private var spareWork: [LoopWork] = []
     /// Everything shutdown() must close. Entries are removed before their object dies.
@@ -62,6 +66,9 @@ public final class EventLoop {
         guard let wakeupEvent, event_add(wakeupEvent, nil) == 0 else {
             throw .libevent("cannot register the wakeup eventfd")
         }
+        // Never added, only made active: no fd, no timeout.
+        flushEvent = event_new(base, -1, 0, flushCallback, context)
+        guard flushEvent != nil else { throw .libevent("cannot create the flush event") }
     }
 
     deinit {
@@ -128,6 +135,11 @@ public final class EventLoop {
             event_free(wakeupEvent)
             self.wakeupEvent = nil
         }
+        if let flushEvent {
+            event_free(flushEvent)
+            self.flushEvent = nil
+        }
+        connectionsToFlush = []
         event_base_free(base)
     }
 
@@ -149,6 +161,22 @@ public final class EventLoop {
 
     func unregister(_ resource: some LoopResource) {
         resources.removeValue(forKey: ObjectIdentifier(resource))
+    }
+
+    /// Called by a connection's first write of an iteration. An event made active now
+    /// runs once the callbacks already active this iteration have run, so every write
+    /// they make lands in the same flush.
+    func queueFlush(_ connection: Connection) {
+        if connectionsToFlush.isEmpty, let flushEvent { event_active(flushEvent, Int32(sp_EV_TIMEOUT), 0) }
+        connectionsToFlush.append(connection)
+    }
+
+    fileprivate func flushConnections() {
+        // A flush may close a connection whose handler writes elsewhere: those writes
+        // queue on the (now empty) list and re-activate the event.
+        swap(&connectionsToFlush, &spareFlushList)
+        for connection in spareFlushList { connection.flushOutput() }
+        spareFlushList.removeAll(keepingCapacity: true)
     }
 
     fileprivate func drainWakeups() {
@@ -175,6 +203,12 @@ protocol LoopResource: AnyObject {
 struct ResourceRef {
     // Safe: a resource unregisters itself before it can be deallocated.
     unowned(unsafe) let object: any LoopResource
+}
+
+private func flushCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    let loop = Unmanaged<EventLoop>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(loop) { loop.flushConnections() }
 }
 
 private func wakeupCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {

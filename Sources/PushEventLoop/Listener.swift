@@ -84,7 +84,7 @@ public final class Listener: LoopResource {
     fileprivate func accepted(_ fd: Int32) {
         guard let onAccept, let connection = Connection.accepted(loop: loop, fd: fd, tls: tls) else { return }
         onAccept(connection)
-        connection.startReading()
+        connection.startIO()
     }
 
     fileprivate func acceptFailed(errno code: Int32) {

@@ -1,0 +1,157 @@
+import Glibc
+import PushEventLoop
+import PushWire
+import Testing
+
+/// A plain blocking client socket on 127.0.0.1, for watching exactly what a server's
+/// writes put on the wire and when.
+private final class RawClient {
+    let fd: Int32
+
+    init(port: Int) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var raw = sockaddr_in()
+        raw.sin_family = sa_family_t(AF_INET)
+        raw.sin_port = in_port_t(UInt16(port)).bigEndian
+        raw.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let connected = withUnsafePointer(to: &raw) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        #expect(fd >= 0 && connected == 0)
+    }
+
+    deinit { close(fd) }
+
+    /// What the kernel holds for us right now, without waiting.
+    func readAvailable() -> [UInt8] {
+        var received: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            if count <= 0 { return received }
+            received += buffer[0..<count]
+        }
+    }
+
+    /// Closes with a reset instead of a FIN, so the server's next write fails.
+    func reset() {
+        var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
+        shutdown(fd, Int32(SHUT_RDWR))
+    }
+}
+
+/// Records how its connection ended.
+private final class ClosingRecorder: ConnectionHandler {
+    var reason: CloseReason?
+    func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {}
+    func onClose(_ connection: Connection, reason: CloseReason) { self.reason = reason }
+}
+
+extension EventLoopSuite {
+    /// Output written during an iteration is in the peer's socket when that iteration
+    /// ends, not one iteration later when a write event would have fired; here the writes
+    /// are made in the accept callback, before direct writing starts.
+    @Test func writesReachThePeerByTheEndOfTheirIteration() throws {
+        try withEventLoop { loop in
+            var frames: [UInt8] = []
+            for correlation in UInt32(1)...3 { frames += makeFrame(correlation: correlation, body: patternBody(correlation)) }
+            var server: Connection?
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+                connection.handler = ClosingRecorder()
+                for correlation in UInt32(1)...3 { connection.write(makeFrame(correlation: correlation, body: patternBody(correlation))) }
+                server = connection
+            }
+            let client = try RawClient(port: listener.port)
+            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
+            #expect(server != nil)
+            #expect(client.readAvailable() == frames)
+            #expect(server?.outputBufferedBytes == 0)
+
+            // And once started: a write, one non-blocking iteration, the bytes are there.
+            server?.write(frames)
+            loop.runOnce()
+            #expect(client.readAvailable() == frames)
+            server?.close()
+        }
+    }
+
+    /// More than the kernel takes at once: the rest waits in our buffer and goes out as
+    /// the peer reads, in order.
+    @Test func aWriteLargerThanTheSocketBufferArrivesWholeAsThePeerReads() throws {
+        try withEventLoop { loop in
+            let total = 8 * 1024 * 1024
+            let payload = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 13) }
+            var server: Connection?
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+                connection.maxOutputBytes = 2 * total
+                connection.handler = ClosingRecorder()
+                server = connection
+            }
+            let client = try RawClient(port: listener.port)
+            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
+            server?.write(payload)
+            loop.runOnce()
+            #expect((server?.outputBufferedBytes ?? 0) > 0, "8 MiB should not fit in the kernel's buffers at once")
+            var received: [UInt8] = []
+            for _ in 0..<100_000 where received.count < total {
+                received += client.readAvailable()
+                loop.runOnce()
+            }
+            #expect(received.count == total)
+            #expect(received == payload)
+            #expect(server?.outputBufferedBytes == 0)
+            server?.close()
+        }
+    }
+
+    /// A write the kernel refuses for good (the peer reset) closes the connection with
+    /// that error rather than leaving the bytes queued forever.
+    @Test func aFailedDirectWriteClosesWithTheSocketError() throws {
+        try withEventLoop { loop in
+            let recorder = ClosingRecorder()
+            var server: Connection?
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+                connection.handler = recorder
+                connection.pauseReading()  // only the write may notice the reset
+                server = connection
+            }
+            let client = try RawClient(port: listener.port)
+            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
+            client.reset()
+            for _ in 0..<200 where recorder.reason == nil {
+                server?.write(makeFrame(correlation: 1, body: patternBody(1)))
+                loop.runOnce()
+            }
+            switch recorder.reason {
+            case .error(let code)?: #expect(code == ECONNRESET || code == EPIPE)
+            default: Issue.record("expected a socket error, got \(String(describing: recorder.reason))")
+            }
+        }
+    }
+
+    /// Closing right after writing, inside the same iteration, drops the queued flush
+    /// quietly; close-after-flush instead delivers everything before closing.
+    @Test func closeAndCloseAfterFlushAfterAWriteInTheSameIteration() throws {
+        try withEventLoop { loop in
+            var accepted: [Connection] = []
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+                connection.handler = ClosingRecorder()
+                accepted.append(connection)
+            }
+            let dropped = try RawClient(port: listener.port)
+            let flushed = try RawClient(port: listener.port)
+            for _ in 0..<200 where accepted.count < 2 { loop.runOnce(blocking: true) }
+            #expect(accepted.count == 2)
+            let frame = makeFrame(correlation: 7, body: patternBody(7))
+            accepted.first?.write(frame)
+            accepted.first?.close()
+            accepted.last?.write(frame)
+            accepted.last?.closeAfterFlush()
+            loop.runOnce()
+            #expect(dropped.readAvailable().isEmpty)
+            #expect(flushed.readAvailable() == frame)
+            #expect(accepted.allSatisfy { !$0.isOpen })
+        }
+    }
+}
