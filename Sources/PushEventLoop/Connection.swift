@@ -30,6 +30,8 @@ public final class Connection: LoopResource {
     /// what a keepalive sweep compares against.
     @exclusivity(unchecked) public internal(set) var lastReadMillis: Int64
     @exclusivity(unchecked) var state: State
+    /// Plain TCP: our own read event on the socket (see ConnectionReading).
+    @exclusivity(unchecked) var readEvent: OpaquePointer?
     /// Queued for the loop's end-of-iteration flush.
     @exclusivity(unchecked) var flushQueued = false
     /// Only while connecting.
@@ -144,6 +146,11 @@ public final class Connection: LoopResource {
         guard let bev else { return }
         self.bev = nil
         state.insert(.closed)
+        if let readEvent {
+            // Safe inside this event's own callback: libevent copies what it needs first.
+            event_free(readEvent)
+            self.readEvent = nil
+        }
         if state.contains(.tls) {
             switch reason {
             case .error, .tlsError: break  // the session is already broken
@@ -247,6 +254,12 @@ func connectionReadCallback(_ bev: OpaquePointer?, _ context: UnsafeMutableRawPo
     guard let context else { return }
     let connection = Unmanaged<Connection>.fromOpaque(context).takeUnretainedValue()
     withExtendedLifetime(connection) { connection.readable() }
+}
+
+func connectionSocketReadCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    let connection = Unmanaged<Connection>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(connection) { connection.socketReadable() }
 }
 
 func connectionWriteCallback(_ bev: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {

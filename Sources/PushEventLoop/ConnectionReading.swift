@@ -4,12 +4,25 @@ import PushWire
 
 /// Frame-level reading: whole frames are handed to the handler in place, straight out
 /// of the bufferevent's input buffer.
+///
+/// For plain TCP the read is ours too: libevent 2.1's socket bufferevent asks the kernel
+/// how much is waiting (an ioctl) before every read and then reads at most 4 KiB, so a
+/// peer with 20 KiB of pipelined requests took five loop passes and ten syscalls. Our own
+/// read event reads up to `readChunk` bytes with one readv into the same input buffer.
 extension Connection {
+    /// The most one read takes from the socket; level-triggered epoll brings us back for
+    /// the rest.
+    static let readChunk = 64 * 1024
+
     /// Called once the owner has had the chance to install a handler.
     func startIO() {
         state.insert(.readEnabled)
+        if !state.contains(.tls), let bev {
+            let context = Unmanaged.passUnretained(self).toOpaque()
+            readEvent = event_new(loop.base, bufferevent_getfd(bev), sp_EV_READ | sp_EV_PERSIST, connectionSocketReadCallback, context)
+            startDirectWrites()
+        }
         updateReading()
-        if !state.contains(.tls) { startDirectWrites() }
     }
 
     /// Stops delivering frames (and reading from the socket) until `resumeReading()`.
@@ -35,10 +48,52 @@ extension Connection {
 
     func updateReading() {
         guard let bev else { return }
-        if canDeliver {
+        if let readEvent {
+            if canDeliver { event_add(readEvent, nil) } else { event_del(readEvent) }
+        } else if canDeliver {
             bufferevent_enable(bev, sp_EV_READ)
         } else {
             bufferevent_disable(bev, sp_EV_READ)
+        }
+    }
+
+    /// Our read event fired: one readv into the input buffer, then the frames.
+    func socketReadable() {
+        guard let bev, let input = bufferevent_get_input(bev) else { return }
+        var extents = (iovec(), iovec())
+        let read: Int = withUnsafeMutableBytes(of: &extents) { raw in
+            guard let vectors = raw.baseAddress?.assumingMemoryBound(to: iovec.self) else { return -1 }
+            // The bufferevent keeps the input frozen at the end (only it may add); this
+            // read stands in for its own, as the output flush does for writes.
+            evbuffer_unfreeze(input, 0)
+            defer { evbuffer_freeze(input, 0) }
+            let reserved = Int(evbuffer_reserve_space(input, Connection.readChunk, vectors, 2))
+            guard reserved > 0 else {
+                errno = ENOMEM
+                return -1
+            }
+            // (On Linux libevent's evbuffer_iovec is the system's iovec.)
+            let count = readv(bufferevent_getfd(bev), vectors, Int32(reserved))
+            let code = errno
+            var committed = 0
+            var left = max(count, 0)
+            while committed < reserved && left > 0 {
+                vectors[committed].iov_len = min(left, vectors[committed].iov_len)
+                left -= vectors[committed].iov_len
+                committed += 1
+            }
+            evbuffer_commit_space(input, vectors, Int32(committed))
+            errno = code
+            return count
+        }
+        if read > 0 {
+            readable()
+        } else if read == 0 {
+            event(sp_BEV_EVENT_READING | sp_BEV_EVENT_EOF)
+        } else {
+            let code = errno
+            guard code != EAGAIN && code != EWOULDBLOCK && code != EINTR else { return }
+            close(reason: .error(errno: code))
         }
     }
 

@@ -6,7 +6,7 @@ import Testing
 /// A plain blocking client socket on 127.0.0.1, for watching exactly what a server's
 /// writes put on the wire and when.
 private final class RawClient {
-    let fd: Int32
+    private(set) var fd: Int32
 
     init(port: Int) throws {
         fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
@@ -20,7 +20,7 @@ private final class RawClient {
         #expect(fd >= 0 && connected == 0)
     }
 
-    deinit { close(fd) }
+    deinit { if fd >= 0 { close(fd) } }
 
     /// What the kernel holds for us right now, without waiting.
     func readAvailable() -> [UInt8] {
@@ -33,18 +33,22 @@ private final class RawClient {
         }
     }
 
-    /// Closes with a reset instead of a FIN, so the server's next write fails.
+    /// Closes with a reset (RST) instead of a FIN.
     func reset() {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
         setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<Glibc.linger>.size))
-        shutdown(fd, Int32(SHUT_RDWR))
+        close(fd)
+        fd = -1
     }
 }
 
-/// Records how its connection ended.
+/// Records the frames it is given and how its connection ended.
 private final class ClosingRecorder: ConnectionHandler {
     var reason: CloseReason?
-    func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {}
+    var correlations: [UInt32] = []
+    func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        correlations.append(header.correlation)
+    }
     func onClose(_ connection: Connection, reason: CloseReason) { self.reason = reason }
 }
 
@@ -127,6 +131,46 @@ extension EventLoopSuite {
             case .error(let code)?: #expect(code == ECONNRESET || code == EPIPE)
             default: Issue.record("expected a socket error, got \(String(describing: recorder.reason))")
             }
+        }
+    }
+
+    /// 40 KiB of pipelined frames that sit in the socket together are read and delivered
+    /// in one loop pass (libevent's own socket read takes 4 KiB a pass).
+    @Test func aBurstOfPipelinedFramesIsDeliveredInOnePass() throws {
+        try withEventLoop { loop in
+            let recorder = ClosingRecorder()
+            var server: Connection?
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+                connection.handler = recorder
+                server = connection
+            }
+            let client = try RawClient(port: listener.port)
+            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
+            var burst: [UInt8] = []
+            for correlation in UInt32(1)...400 { burst += makeFrame(correlation: correlation, body: [UInt8](repeating: 7, count: 84)) }
+            #expect(burst.count == 40_000)
+            #expect(write(client.fd, burst, burst.count) == burst.count)
+            loop.runOnce(blocking: true)
+            #expect(recorder.correlations == Array(1...400))
+            server?.close()
+        }
+    }
+
+    /// A reset seen by a read closes with the socket error.
+    @Test func aResetSeenByAReadClosesWithTheSocketError() throws {
+        try withEventLoop { loop in
+            let recorder = ClosingRecorder()
+            var server: Connection?
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+                connection.handler = recorder
+                server = connection
+            }
+            let client = try RawClient(port: listener.port)
+            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
+            client.reset()
+            for _ in 0..<200 where recorder.reason == nil { loop.runOnce(blocking: true) }
+            #expect(recorder.reason == .error(errno: ECONNRESET))
+            #expect(server?.isOpen == false)
         }
     }
 
