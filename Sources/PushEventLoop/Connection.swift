@@ -73,6 +73,7 @@ public final class Connection: LoopResource {
         if connecting { state.insert(.connecting) }
         self.state = state
         Connection.liveCounter.add(1, ordering: .relaxed)
+        loop.handle.connectionObjects.add(1, ordering: .relaxed)
         loop.register(self)
         loop.openConnectionCount += 1
         // The retain the C callbacks live on; close() gives it back.
@@ -82,6 +83,7 @@ public final class Connection: LoopResource {
 
     deinit {
         Connection.liveCounter.subtract(1, ordering: .relaxed)
+        loop.handle.connectionObjects.subtract(1, ordering: .relaxed)
     }
 
     // MARK: - State

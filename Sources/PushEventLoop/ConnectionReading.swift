@@ -2,18 +2,18 @@ import CLibevent
 import Glibc
 import PushWire
 
-/// Frame-level reading: whole frames are handed to the handler in place, straight out
-/// of the bufferevent's input buffer.
+/// Frame-level reading: whole frames are handed to the handler in place, with no copy
+/// and no allocation.
 ///
-/// For plain TCP the read is ours too: libevent 2.1's socket bufferevent asks the kernel
-/// how much is waiting (an ioctl) before every read and then reads at most 4 KiB, so a
-/// peer with 20 KiB of pipelined requests took five loop passes and ten syscalls. Our own
-/// read event reads up to `readChunk` bytes with one readv into the same input buffer.
+/// For plain TCP the read is ours: libevent 2.1's socket bufferevent asks the kernel how
+/// much is waiting (an ioctl) before every read and then reads at most 4 KiB, so a peer
+/// with 20 KiB of pipelined requests took five loop passes and ten syscalls. Our read
+/// event takes up to 64 KiB at once into the loop's scratch buffer and delivers the
+/// frames from there; only an incomplete frame at the end is copied into the
+/// connection's own input buffer, so an idle connection holds no read buffer at all,
+/// and a peer that sends a partial frame makes us hold that much, not 64 KiB.
+/// TLS connections read through the bufferevent (OpenSSL owns the socket).
 extension Connection {
-    /// The most one read takes from the socket; level-triggered epoll brings us back for
-    /// the rest.
-    static let readChunk = 64 * 1024
-
     /// Called once the owner has had the chance to install a handler.
     func startIO() {
         state.insert(.readEnabled)
@@ -57,44 +57,45 @@ extension Connection {
         }
     }
 
-    /// Our read event fired: one readv into the input buffer, then the frames.
+    /// Our read event fired: one read into the loop's scratch buffer, then the frames.
     func socketReadable() {
         guard let bev, let input = bufferevent_get_input(bev) else { return }
-        var extents = (iovec(), iovec())
-        let read: Int = withUnsafeMutableBytes(of: &extents) { raw in
-            guard let vectors = raw.baseAddress?.assumingMemoryBound(to: iovec.self) else { return -1 }
-            // The bufferevent keeps the input frozen at the end (only it may add); this
-            // read stands in for its own, as the output flush does for writes.
-            evbuffer_unfreeze(input, 0)
-            defer { evbuffer_freeze(input, 0) }
-            let reserved = Int(evbuffer_reserve_space(input, Connection.readChunk, vectors, 2))
-            guard reserved > 0 else {
-                errno = ENOMEM
-                return -1
+        let scratch = loop.readScratch
+        let count = Glibc.read(bufferevent_getfd(bev), scratch.baseAddress, scratch.count)
+        if count > 0 {
+            let received = UnsafeRawBufferPointer(rebasing: scratch[..<count])
+            guard evbuffer_get_length(input) == 0 else {
+                // Behind an incomplete frame: queue up behind it.
+                if appendToInput(input, received) { readable() }
+                return
             }
-            // (On Linux libevent's evbuffer_iovec is the system's iovec.)
-            let count = readv(bufferevent_getfd(bev), vectors, Int32(reserved))
-            let code = errno
-            var committed = 0
-            var left = max(count, 0)
-            while committed < reserved && left > 0 {
-                vectors[committed].iov_len = min(left, vectors[committed].iov_len)
-                left -= vectors[committed].iov_len
-                committed += 1
+            lastReadMillis = EventLoop.monotonicMilliseconds()
+            let (consumed, error) = deliverFrames(in: received)
+            if state.contains(.closed) { return }
+            if let error {
+                framingError(error)
+            } else if consumed < count {
+                // An incomplete frame, or frames held back by pauseReading().
+                _ = appendToInput(input, UnsafeRawBufferPointer(rebasing: received[consumed...]))
             }
-            evbuffer_commit_space(input, vectors, Int32(committed))
-            errno = code
-            return count
-        }
-        if read > 0 {
-            readable()
-        } else if read == 0 {
+        } else if count == 0 {
             event(sp_BEV_EVENT_READING | sp_BEV_EVENT_EOF)
         } else {
             let code = errno
             guard code != EAGAIN && code != EWOULDBLOCK && code != EINTR else { return }
             close(reason: .error(errno: code))
         }
+    }
+
+    private func appendToInput(_ input: OpaquePointer, _ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return true }
+        // The bufferevent keeps its input frozen at the end (only it may add); this
+        // read stands in for its own, as the output flush does for writes.
+        evbuffer_unfreeze(input, 0)
+        let added = evbuffer_add(input, base, bytes.count) == 0
+        evbuffer_freeze(input, 0)
+        if !added { close(reason: .error(errno: ENOMEM)) }
+        return added
     }
 
     func readable() {
@@ -105,33 +106,39 @@ extension Connection {
             // delivered in place, then all of them are drained with a single call.
             var extent = iovec()
             guard evbuffer_peek(input, -1, nil, &extent, 1) > 0 else { return }
-            let chunk = UnsafeRawBufferPointer(start: extent.iov_base, count: extent.iov_len)
-            var consumed = 0
-            while canDeliver, chunk.count - consumed >= FrameHeader.size {
-                let header: FrameHeader
-                do throws(WireError) {
-                    header = try FrameHeader.parse(
-                        UnsafeRawBufferPointer(rebasing: chunk[consumed ..< consumed + FrameHeader.size]),
-                        maxFrame: maxFrame)
-                } catch {
-                    if consumed > 0 { evbuffer_drain(input, consumed) }
-                    framingError(error)
-                    return
-                }
-                let frameLength = header.frameLength
-                guard chunk.count - consumed >= frameLength else { break }
-                let body = UnsafeRawBufferPointer(rebasing: chunk[consumed + FrameHeader.size ..< consumed + frameLength])
-                handler?.onFrame(self, header: header, body: body)
-                // The handler may have closed us, which freed the bufferevent and its buffers.
-                if state.contains(.closed) { return }
-                consumed += frameLength
-            }
-            if consumed > 0 {
-                evbuffer_drain(input, consumed)
-            } else if !deliverStraddlingFrame(input) {
+            let (consumed, error) = deliverFrames(in: UnsafeRawBufferPointer(start: extent.iov_base, count: extent.iov_len))
+            // The handler may have closed us, which freed the bufferevent and its buffers.
+            if state.contains(.closed) { return }
+            if consumed > 0 { evbuffer_drain(input, consumed) }
+            if let error {
+                framingError(error)
                 return
             }
+            if consumed == 0 && !deliverStraddlingFrame(input) { return }
         }
+    }
+
+    /// Hands the whole frames at the start of `bytes` to the handler, in place, while
+    /// delivery is allowed. Returns the bytes those frames took, and the framing error
+    /// that stopped it, if one did.
+    private func deliverFrames(in bytes: UnsafeRawBufferPointer) -> (consumed: Int, error: WireError?) {
+        var consumed = 0
+        while canDeliver, bytes.count - consumed >= FrameHeader.size {
+            let header: FrameHeader
+            do throws(WireError) {
+                header = try FrameHeader.parse(
+                    UnsafeRawBufferPointer(rebasing: bytes[consumed ..< consumed + FrameHeader.size]), maxFrame: maxFrame)
+            } catch {
+                return (consumed, error)
+            }
+            let frameLength = header.frameLength
+            guard bytes.count - consumed >= frameLength else { break }
+            handler?.onFrame(self, header: header,
+                             body: UnsafeRawBufferPointer(rebasing: bytes[consumed + FrameHeader.size ..< consumed + frameLength]))
+            consumed += frameLength
+            if state.contains(.closed) { break }
+        }
+        return (consumed, nil)
     }
 
     /// Slow path for a frame whose header or body spans two buffer chunks: copy the

@@ -19,6 +19,9 @@ public final class EventLoop {
     /// Runs after the I/O callbacks of an iteration in which connections wrote.
     private var flushEvent: OpaquePointer?
     private var connectionsToFlush: [Connection] = []
+    /// Where plain-TCP connections read into (see ConnectionReading): one read takes at
+    /// most this much, and level-triggered epoll brings the connection back for the rest.
+    let readScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
     private var spareFlushList: [Connection] = []
     /// Swapped with the wakeup queue's pending list so a drain allocates nothing.
     private var spareWork: [LoopWork] = []
@@ -141,6 +144,7 @@ public final class EventLoop {
         }
         connectionsToFlush = []
         event_base_free(base)
+        readScratch.deallocate()
     }
 
     /// A monotonic millisecond clock cheap enough to read on every read callback.

@@ -76,6 +76,12 @@ final class WakeupQueue: Sendable {
 public final class LoopHandle: Sendable {
     let queue: WakeupQueue
     private let owner: pthread_t
+    /// Connection objects made on this loop and not yet deallocated, open or not. Kept
+    /// here because a connection's last release may happen on any thread.
+    let connectionObjects = Atomic<Int>(0)
+
+    /// A leak detector per loop, which other loops in the process do not disturb.
+    public var liveConnectionObjects: Int { connectionObjects.load(ordering: .relaxed) }
 
     init(queue: WakeupQueue, owner: pthread_t) {
         self.queue = queue

@@ -156,6 +156,34 @@ extension EventLoopSuite {
         }
     }
 
+    /// Only an incomplete frame's own bytes are kept between reads (no read-sized buffer
+    /// per connection), and the frame is delivered once its last byte arrives.
+    @Test func anIncompleteFrameKeepsOnlyItsOwnBytes() throws {
+        try withEventLoop { loop in
+            let recorder = ClosingRecorder()
+            var server: Connection?
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+                connection.handler = recorder
+                server = connection
+            }
+            let client = try RawClient(port: listener.port)
+            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
+            let frame = makeFrame(correlation: 5, body: patternBody(5))
+            let whole = makeFrame(correlation: 4)
+            let firstPart = whole + frame[0..<10]
+            #expect(write(client.fd, firstPart, firstPart.count) == firstPart.count)
+            loop.runOnce(blocking: true)
+            #expect(recorder.correlations == [4])
+            #expect(server?.inputBufferedBytes == 10)
+            let rest = Array(frame[10...])
+            #expect(write(client.fd, rest, rest.count) == rest.count)
+            loop.runOnce(blocking: true)
+            #expect(recorder.correlations == [4, 5])
+            #expect(server?.inputBufferedBytes == 0)
+            server?.close()
+        }
+    }
+
     /// A reset seen by a read closes with the socket error.
     @Test func aResetSeenByAReadClosesWithTheSocketError() throws {
         try withEventLoop { loop in

@@ -89,7 +89,9 @@ extension EventLoopSuite {
         #expect(probe.frames.isEmpty)
         #expect(probe.error == .frameTooLarge(length: 0xFFFF_FFFF, max: FrameLimits.defaultMaxFrame))
         #expect(probe.error?.status == .frameTooLarge)
-        #expect(probe.bufferedAtError == FrameHeader.size)
+        // Nothing past the header was waited for (a plain-TCP read may not have copied
+        // even the header into the connection's buffer: it parses from the read itself).
+        #expect(probe.bufferedAtError <= FrameHeader.size)
         #expect(peer.frames.first?.status == .frameTooLarge)
         #expect(peer.closeReason == .peerClosed)
     }
