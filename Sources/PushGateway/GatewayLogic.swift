@@ -149,7 +149,7 @@ public final class GatewayLogic {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
         let sequence = nextSequence
         nextSequence = nextSequence == UInt32.max ? 1 : nextSequence + 1
-        let queued = QueuedPush(sequence: sequence, frame: Message.push(push.forDevice).encoded(correlation: sequence),
+        let queued = QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
                                 priority: push.priority, collapseKey: push.collapseKey,
                                 expiresAtMs: monotonicClock() + Int64(push.ttlSeconds) * 1000)
         var written: UInt32 = 0

@@ -33,6 +33,13 @@ public struct FieldWriter {
 
     public init(into bytes: [UInt8] = []) { self.bytes = bytes }
 
+    /// Bytes one field takes on the wire with a value of `count` bytes: tag, length, value.
+    public static func size(ofValue count: Int) -> Int {
+        var width = 1
+        while count >> (7 * width) != 0 { width += 1 }
+        return 1 + width + count
+    }
+
     public mutating func append(_ tag: FieldTag, _ value: UInt8) { appendFixed(tag, value) }
     public mutating func append(_ tag: FieldTag, _ value: UInt16) { appendFixed(tag, value) }
     public mutating func append(_ tag: FieldTag, _ value: UInt32) { appendFixed(tag, value) }
