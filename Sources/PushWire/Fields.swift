@@ -123,8 +123,16 @@ public struct FieldSet {
             if let max, value.count > max { throw .fieldTooLong(tag, max: max) }
         case .string(let max):
             guard value.count <= max else { throw .fieldTooLong(tag, max: max) }
-            guard String(validating: value, as: UTF8.self) != nil else { throw .badFieldValue(tag) }
+            guard isValidUTF8(value) else { throw .badFieldValue(tag) }
         }
+    }
+
+    /// ASCII, which nearly every name and key is, needs no decoding; the standard
+    /// library's validation is generic and costs more than the rest of a PUSH's decode.
+    private static func isValidUTF8(_ value: UnsafeRawBufferPointer) -> Bool {
+        var ascii = true
+        for byte in value { ascii = ascii && byte < 0x80 }
+        return ascii || String(validating: value, as: UTF8.self) != nil
     }
 
     private func value(_ tag: FieldTag) -> UnsafeRawBufferPointer? {
