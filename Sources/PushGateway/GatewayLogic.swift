@@ -24,14 +24,17 @@ public struct GatewaySettings: Sendable {
 /// and the pushes it has not acknowledged yet.
 public final class DeviceRecord {
     public let deviceID: String
-    public fileprivate(set) var user: String
-    public fileprivate(set) var tags: [String]
-    public fileprivate(set) var link: DeviceLink?
-    public fileprivate(set) var queue: DeviceQueue
+    // Loop-confined like `GatewayLogic`, and touched for every push and DELIVERY_ACK: the
+    // dynamic exclusivity checks cost a thread-local lookup each and cannot fire, since no
+    // access is held across a call that could reach the same record again.
+    @exclusivity(unchecked) public fileprivate(set) var user: String
+    @exclusivity(unchecked) public fileprivate(set) var tags: [String]
+    @exclusivity(unchecked) public fileprivate(set) var link: DeviceLink?
+    @exclusivity(unchecked) public fileprivate(set) var queue: DeviceQueue
     /// Written on a link, awaiting DELIVERY_ACK, by sequence.
-    public fileprivate(set) var unacknowledged: [UInt32: QueuedPush] = [:]
+    @exclusivity(unchecked) public fileprivate(set) var unacknowledged: [UInt32: QueuedPush] = [:]
     /// Pushes dropped since the device was last told with MISSED.
-    public fileprivate(set) var missed: UInt32 = 0
+    @exclusivity(unchecked) public fileprivate(set) var missed: UInt32 = 0
 
     init(deviceID: String, user: String, tags: [String], queueCapacity: Int) {
         self.deviceID = deviceID
@@ -51,10 +54,11 @@ public final class GatewayLogic {
     private let registrationSigner: CredentialSigner
     private let wallClock: () -> UInt64
     private let monotonicClock: () -> Int64
-    public private(set) var devices: [String: DeviceRecord] = [:]
-    private var byUser: [String: Set<String>] = [:]
-    private var byTag: [String: Set<String>] = [:]
-    private var nextSequence: UInt32 = 1
+    // Read for every push; unchecked for the reason given at `DeviceRecord`.
+    @exclusivity(unchecked) public private(set) var devices: [String: DeviceRecord] = [:]
+    @exclusivity(unchecked) private var byUser: [String: Set<String>] = [:]
+    @exclusivity(unchecked) private var byTag: [String: Set<String>] = [:]
+    @exclusivity(unchecked) private var nextSequence: UInt32 = 1
 
     public init(settings: GatewaySettings, serverKey: SecretKey, metrics: GatewayMetrics,
                 wallClock: @escaping () -> UInt64, monotonicClock: @escaping () -> Int64) {
@@ -145,7 +149,7 @@ public final class GatewayLogic {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
         let sequence = nextSequence
         nextSequence = nextSequence == UInt32.max ? 1 : nextSequence + 1
-        let queued = QueuedPush(sequence: sequence, frame: Message.push(push.forDevice).encoded(correlation: sequence),
+        let queued = QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
                                 priority: push.priority, collapseKey: push.collapseKey,
                                 expiresAtMs: monotonicClock() + Int64(push.ttlSeconds) * 1000)
         var written: UInt32 = 0

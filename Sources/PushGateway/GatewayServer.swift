@@ -96,7 +96,8 @@ private final class PendingDevice {
 private final class DeviceConnection: DeviceLink {
     unowned let host: ServiceHost
     unowned let peer: ServicePeer
-    var record: DeviceRecord?
+    /// Loop-confined and read for every DELIVERY_ACK, so not dynamically checked.
+    @exclusivity(unchecked) var record: DeviceRecord?
 
     init(host: ServiceHost, peer: ServicePeer) {
         self.host = host

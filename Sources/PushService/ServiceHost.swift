@@ -29,14 +29,17 @@ public final class ServiceHost {
     public let loop: EventLoop
     public let limits: ServiceLimits
     public let logger: Logger
-    public unowned(unsafe) var handler: ServiceHandler?
+    // Loop-confined, like `Connection`: the hot state is read for every frame, and a
+    // dynamic exclusivity check (a thread-local lookup per access) can never fire, since
+    // nothing here is touched off the loop or held across a call back into the host.
+    @exclusivity(unchecked) public unowned(unsafe) var handler: ServiceHandler?
     private var listener: Listener?
-    private var peers: [ObjectIdentifier: ServicePeer] = [:]
+    @exclusivity(unchecked) private var peers: [ObjectIdentifier: ServicePeer] = [:]
     private var keepaliveTimer: LoopTimer?
-    private var drainingSince: Int64?
+    @exclusivity(unchecked) private var drainingSince: Int64?
     private var onDrained: (() -> Void)?
     /// One encode buffer for the whole loop: replies are written before the next encode.
-    private var scratch: [UInt8] = []
+    @exclusivity(unchecked) private var scratch: [UInt8] = []
 
     public var port: Int? { listener?.port }
     public var connectionCount: Int { peers.count }
@@ -235,17 +238,29 @@ public final class ServiceHost {
 public final class ServicePeer: ConnectionHandler {
     unowned let host: ServiceHost
     public let connection: Connection
+    // Loop-confined and read or written for every frame: unchecked for the same reason
+    // as `ServiceHost`'s state (work finished off the loop comes back through the loop).
+    // Services in other modules read `role` and `context` through accessors, because a
+    // direct access from another module is checked whatever the attribute says.
+    @exclusivity(unchecked) private var storedRole: PeerRole?
+    @exclusivity(unchecked) private var storedContext: AnyObject?
     /// Nil until HELLO_OK.
-    public fileprivate(set) var role: PeerRole?
-    public fileprivate(set) var maxInflight: UInt32 = 1
+    public fileprivate(set) var role: PeerRole? {
+        get { storedRole }
+        set { storedRole = newValue }
+    }
+    @exclusivity(unchecked) public fileprivate(set) var maxInflight: UInt32 = 1
     /// The service's state for this peer (a store session, a gateway device record).
-    public var context: AnyObject?
+    public var context: AnyObject? {
+        get { storedContext }
+        set { storedContext = newValue }
+    }
     /// Requests accepted and not yet answered, for max_inflight ([5.3-4]).
-    public var pending = 0
-    var keepaliveMs: Int64 = 30_000
-    var lastWriteMillis = EventLoop.monotonicMilliseconds()
+    @exclusivity(unchecked) public var pending = 0
+    @exclusivity(unchecked) var keepaliveMs: Int64 = 30_000
+    @exclusivity(unchecked) var lastWriteMillis = EventLoop.monotonicMilliseconds()
     /// Highest request correlation id seen, for GOAWAY's last_correlation.
-    var lastRequest: UInt32 = 0
+    @exclusivity(unchecked) var lastRequest: UInt32 = 0
     private var pingCorrelation: UInt32 = 0
     var overConnectionLimit = false
 

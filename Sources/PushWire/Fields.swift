@@ -33,6 +33,13 @@ public struct FieldWriter {
 
     public init(into bytes: [UInt8] = []) { self.bytes = bytes }
 
+    /// Bytes one field takes on the wire with a value of `count` bytes: tag, length, value.
+    public static func size(ofValue count: Int) -> Int {
+        var width = 1
+        while count >> (7 * width) != 0 { width += 1 }
+        return 1 + width + count
+    }
+
     public mutating func append(_ tag: FieldTag, _ value: UInt8) { appendFixed(tag, value) }
     public mutating func append(_ tag: FieldTag, _ value: UInt16) { appendFixed(tag, value) }
     public mutating func append(_ tag: FieldTag, _ value: UInt32) { appendFixed(tag, value) }
@@ -116,8 +123,16 @@ public struct FieldSet {
             if let max, value.count > max { throw .fieldTooLong(tag, max: max) }
         case .string(let max):
             guard value.count <= max else { throw .fieldTooLong(tag, max: max) }
-            guard String(validating: value, as: UTF8.self) != nil else { throw .badFieldValue(tag) }
+            guard isValidUTF8(value) else { throw .badFieldValue(tag) }
         }
+    }
+
+    /// ASCII, which nearly every name and key is, needs no decoding; the standard
+    /// library's validation is generic and costs more than the rest of a PUSH's decode.
+    private static func isValidUTF8(_ value: UnsafeRawBufferPointer) -> Bool {
+        var ascii = true
+        for byte in value { ascii = ascii && byte < 0x80 }
+        return ascii || String(validating: value, as: UTF8.self) != nil
     }
 
     private func value(_ tag: FieldTag) -> UnsafeRawBufferPointer? {

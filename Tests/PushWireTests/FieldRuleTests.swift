@@ -50,6 +50,7 @@ struct FieldRuleTests {
         #expect(throws: WireError.badFieldValue(.user)) {
             try decode(.login, field(0x10, [0xC3, 0x28]) + field(0x11, [1]) + field(0x12, [65]))
         }
+        #expect(throws: Never.self) { try decode(.login, field(0x10, Array("zoë".utf8)) + field(0x11, [1]) + field(0x12, [65])) }
         #expect(throws: WireError.fieldTooLong(.user, max: 64)) {
             try decode(.login, field(0x10, Array(repeating: 65, count: 65)) + field(0x11, [1]) + field(0x12, [65]))
         }

@@ -54,6 +54,16 @@ struct MessageRoundTripTests {
         #expect(device.id == push.id && device.alert && device.priority == 9 && device.collapseKey == "k")
     }
 
+    @Test("[4.14-1] deviceFrame is exactly the encoding of the device form", arguments: [
+        Push(target: .tag("t"), id: [1, 2], alert: true, priority: 9, collapseKey: "k", ttlSeconds: 5),
+        Push(target: .device("d"), id: Array(repeating: 7, count: 64), ttlSeconds: 0),
+        Push(target: .user("u"), id: [3], priority: 0, collapseKey: String(repeating: "c", count: 64)),
+        Push(target: nil, id: Array(repeating: 9, count: 200), priority: Push.defaultPriority, collapseKey: ""),
+    ])
+    func deviceFrameMatchesEncoding(push: Push) {
+        #expect(push.deviceFrame(correlation: 77) == Message.push(push.forDevice).encoded(correlation: 77))
+    }
+
     @Test("long ERROR texts are cut on a character boundary")
     func errorTextTruncated() throws {
         let long = String(repeating: "é", count: 600)  // 1200 bytes of UTF-8

@@ -116,6 +116,25 @@ public struct Push: WireMessage {
         copy.ttlSeconds = Push.defaultTTLSeconds
         return copy
     }
+
+    /// The whole PUSH frame of `forDevice`, the same bytes `Message.push(forDevice)`
+    /// encodes to, in one allocation of the exact size: the gateway builds one per push
+    /// and keeps it until every device acknowledged it.
+    public func deviceFrame(correlation: UInt32) -> [UInt8] {
+        let bodyLength = FieldWriter.size(ofValue: id.count)
+            + (alert ? FieldWriter.size(ofValue: 1) : 0)
+            + (priority != Push.defaultPriority ? FieldWriter.size(ofValue: 1) : 0)
+            + (collapseKey.map { FieldWriter.size(ofValue: $0.utf8.count) } ?? 0)
+        var writer = FieldWriter()
+        writer.bytes.reserveCapacity(FrameHeader.size + bodyLength)
+        FrameHeader(type: .push, correlation: correlation, bodyLength: UInt32(bodyLength)).write(into: &writer.bytes)
+        writer.append(.id, id)
+        if alert { writer.append(.alert, UInt8(1)) }
+        if priority != Push.defaultPriority { writer.append(.priority, priority) }
+        if let collapseKey { writer.append(.collapseKey, collapseKey) }
+        assert(writer.bytes.count == FrameHeader.size + bodyLength, "deviceFrame's size and fields disagree")
+        return writer.bytes
+    }
 }
 
 /// PUSH_ACK: how many devices a PUSH was written to and how many it was queued for.
