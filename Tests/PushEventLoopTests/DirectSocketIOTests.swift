@@ -52,6 +52,30 @@ private final class ClosingRecorder: ConnectionHandler {
     func onClose(_ connection: Connection, reason: CloseReason) { self.reason = reason }
 }
 
+/// A listener, a raw client connected to it, and the accepted server side of that
+/// connection (set up by `configure` inside the accept callback).
+private struct AcceptedConnection {
+    let listener: Listener
+    let client: RawClient
+    let server: Connection
+    let recorder: ClosingRecorder
+
+    init(on loop: EventLoop, configure: @escaping (Connection) -> Void = { _ in }) throws {
+        let recorder = ClosingRecorder()
+        var accepted: Connection?
+        listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+            connection.handler = recorder
+            configure(connection)
+            accepted = connection
+        }
+        client = try RawClient(port: listener.port)
+        for _ in 0..<200 where accepted == nil { loop.runOnce(blocking: true) }
+        guard let accepted else { throw EventLoopError.libevent("the test connection was not accepted") }
+        server = accepted
+        self.recorder = recorder
+    }
+}
+
 extension EventLoopSuite {
     /// Output written during an iteration is in the peer's socket when that iteration
     /// ends, not one iteration later when a write event would have fired; here the writes
@@ -60,23 +84,15 @@ extension EventLoopSuite {
         try withEventLoop { loop in
             var frames: [UInt8] = []
             for correlation in UInt32(1)...3 { frames += makeFrame(correlation: correlation, body: patternBody(correlation)) }
-            var server: Connection?
-            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-                connection.handler = ClosingRecorder()
-                for correlation in UInt32(1)...3 { connection.write(makeFrame(correlation: correlation, body: patternBody(correlation))) }
-                server = connection
-            }
-            let client = try RawClient(port: listener.port)
-            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
-            #expect(server != nil)
-            #expect(client.readAvailable() == frames)
-            #expect(server?.outputBufferedBytes == 0)
+            let pair = try AcceptedConnection(on: loop) { $0.write(frames) }
+            #expect(pair.client.readAvailable() == frames)
+            #expect(pair.server.outputBufferedBytes == 0)
 
             // And once started: a write, one non-blocking iteration, the bytes are there.
-            server?.write(frames)
+            pair.server.write(frames)
             loop.runOnce()
-            #expect(client.readAvailable() == frames)
-            server?.close()
+            #expect(pair.client.readAvailable() == frames)
+            pair.server.close()
         }
     }
 
@@ -86,26 +102,19 @@ extension EventLoopSuite {
         try withEventLoop { loop in
             let total = 8 * 1024 * 1024
             let payload = (0..<total).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ $0 >> 13) }
-            var server: Connection?
-            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-                connection.maxOutputBytes = 2 * total
-                connection.handler = ClosingRecorder()
-                server = connection
-            }
-            let client = try RawClient(port: listener.port)
-            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
-            server?.write(payload)
+            let pair = try AcceptedConnection(on: loop) { $0.maxOutputBytes = 2 * total }
+            pair.server.write(payload)
             loop.runOnce()
-            #expect((server?.outputBufferedBytes ?? 0) > 0, "8 MiB should not fit in the kernel's buffers at once")
+            #expect(pair.server.outputBufferedBytes > 0, "8 MiB should not fit in the kernel's buffers at once")
             var received: [UInt8] = []
             for _ in 0..<100_000 where received.count < total {
-                received += client.readAvailable()
+                received += pair.client.readAvailable()
                 loop.runOnce()
             }
             #expect(received.count == total)
             #expect(received == payload)
-            #expect(server?.outputBufferedBytes == 0)
-            server?.close()
+            #expect(pair.server.outputBufferedBytes == 0)
+            pair.server.close()
         }
     }
 
@@ -113,23 +122,16 @@ extension EventLoopSuite {
     /// that error rather than leaving the bytes queued forever.
     @Test func aFailedDirectWriteClosesWithTheSocketError() throws {
         try withEventLoop { loop in
-            let recorder = ClosingRecorder()
-            var server: Connection?
-            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-                connection.handler = recorder
-                connection.pauseReading()  // only the write may notice the reset
-                server = connection
-            }
-            let client = try RawClient(port: listener.port)
-            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
-            client.reset()
-            for _ in 0..<200 where recorder.reason == nil {
-                server?.write(makeFrame(correlation: 1, body: patternBody(1)))
+            // Not reading: only the write may notice the reset.
+            let pair = try AcceptedConnection(on: loop) { $0.pauseReading() }
+            pair.client.reset()
+            for _ in 0..<200 where pair.recorder.reason == nil {
+                pair.server.write(makeFrame(correlation: 1, body: patternBody(1)))
                 loop.runOnce()
             }
-            switch recorder.reason {
+            switch pair.recorder.reason {
             case .error(let code)?: #expect(code == ECONNRESET || code == EPIPE)
-            default: Issue.record("expected a socket error, got \(String(describing: recorder.reason))")
+            default: Issue.record("expected a socket error, got \(String(describing: pair.recorder.reason))")
             }
         }
     }
@@ -138,21 +140,14 @@ extension EventLoopSuite {
     /// in one loop pass (libevent's own socket read takes 4 KiB a pass).
     @Test func aBurstOfPipelinedFramesIsDeliveredInOnePass() throws {
         try withEventLoop { loop in
-            let recorder = ClosingRecorder()
-            var server: Connection?
-            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-                connection.handler = recorder
-                server = connection
-            }
-            let client = try RawClient(port: listener.port)
-            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
+            let pair = try AcceptedConnection(on: loop)
             var burst: [UInt8] = []
             for correlation in UInt32(1)...400 { burst += makeFrame(correlation: correlation, body: [UInt8](repeating: 7, count: 84)) }
             #expect(burst.count == 40_000)
-            #expect(write(client.fd, burst, burst.count) == burst.count)
+            #expect(write(pair.client.fd, burst, burst.count) == burst.count)
             loop.runOnce(blocking: true)
-            #expect(recorder.correlations == Array(1...400))
-            server?.close()
+            #expect(pair.recorder.correlations == Array(1...400))
+            pair.server.close()
         }
     }
 
@@ -160,45 +155,30 @@ extension EventLoopSuite {
     /// per connection), and the frame is delivered once its last byte arrives.
     @Test func anIncompleteFrameKeepsOnlyItsOwnBytes() throws {
         try withEventLoop { loop in
-            let recorder = ClosingRecorder()
-            var server: Connection?
-            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-                connection.handler = recorder
-                server = connection
-            }
-            let client = try RawClient(port: listener.port)
-            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
+            let pair = try AcceptedConnection(on: loop)
             let frame = makeFrame(correlation: 5, body: patternBody(5))
-            let whole = makeFrame(correlation: 4)
-            let firstPart = whole + frame[0..<10]
-            #expect(write(client.fd, firstPart, firstPart.count) == firstPart.count)
+            let firstPart = makeFrame(correlation: 4) + frame[0..<10]
+            #expect(write(pair.client.fd, firstPart, firstPart.count) == firstPart.count)
             loop.runOnce(blocking: true)
-            #expect(recorder.correlations == [4])
-            #expect(server?.inputBufferedBytes == 10)
+            #expect(pair.recorder.correlations == [4])
+            #expect(pair.server.inputBufferedBytes == 10)
             let rest = Array(frame[10...])
-            #expect(write(client.fd, rest, rest.count) == rest.count)
+            #expect(write(pair.client.fd, rest, rest.count) == rest.count)
             loop.runOnce(blocking: true)
-            #expect(recorder.correlations == [4, 5])
-            #expect(server?.inputBufferedBytes == 0)
-            server?.close()
+            #expect(pair.recorder.correlations == [4, 5])
+            #expect(pair.server.inputBufferedBytes == 0)
+            pair.server.close()
         }
     }
 
     /// A reset seen by a read closes with the socket error.
     @Test func aResetSeenByAReadClosesWithTheSocketError() throws {
         try withEventLoop { loop in
-            let recorder = ClosingRecorder()
-            var server: Connection?
-            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-                connection.handler = recorder
-                server = connection
-            }
-            let client = try RawClient(port: listener.port)
-            for _ in 0..<200 where server == nil { loop.runOnce(blocking: true) }
-            client.reset()
-            for _ in 0..<200 where recorder.reason == nil { loop.runOnce(blocking: true) }
-            #expect(recorder.reason == .error(errno: ECONNRESET))
-            #expect(server?.isOpen == false)
+            let pair = try AcceptedConnection(on: loop)
+            pair.client.reset()
+            for _ in 0..<200 where pair.recorder.reason == nil { loop.runOnce(blocking: true) }
+            #expect(pair.recorder.reason == .error(errno: ECONNRESET))
+            #expect(!pair.server.isOpen)
         }
     }
 
@@ -206,24 +186,17 @@ extension EventLoopSuite {
     /// quietly; close-after-flush instead delivers everything before closing.
     @Test func closeAndCloseAfterFlushAfterAWriteInTheSameIteration() throws {
         try withEventLoop { loop in
-            var accepted: [Connection] = []
-            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-                connection.handler = ClosingRecorder()
-                accepted.append(connection)
-            }
-            let dropped = try RawClient(port: listener.port)
-            let flushed = try RawClient(port: listener.port)
-            for _ in 0..<200 where accepted.count < 2 { loop.runOnce(blocking: true) }
-            #expect(accepted.count == 2)
+            let dropped = try AcceptedConnection(on: loop)
+            let flushed = try AcceptedConnection(on: loop)
             let frame = makeFrame(correlation: 7, body: patternBody(7))
-            accepted.first?.write(frame)
-            accepted.first?.close()
-            accepted.last?.write(frame)
-            accepted.last?.closeAfterFlush()
+            dropped.server.write(frame)
+            dropped.server.close()
+            flushed.server.write(frame)
+            flushed.server.closeAfterFlush()
             loop.runOnce()
-            #expect(dropped.readAvailable().isEmpty)
-            #expect(flushed.readAvailable() == frame)
-            #expect(accepted.allSatisfy { !$0.isOpen })
+            #expect(dropped.client.readAvailable().isEmpty)
+            #expect(flushed.client.readAvailable() == frame)
+            #expect(!dropped.server.isOpen && !flushed.server.isOpen)
         }
     }
 }
