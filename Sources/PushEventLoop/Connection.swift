@@ -1,7 +1,6 @@
 import CLibevent
 import Glibc
 import PushWire
-import Synchronization
 
 /// A framed stream over a libevent bufferevent (plain TCP or OpenSSL). Loop-confined.
 ///
@@ -58,12 +57,6 @@ public final class Connection: LoopResource {
         static let directWrites = State(rawValue: 1 << 8)
     }
 
-    private static let liveCounter = Atomic<Int>(0)
-
-    /// Connection objects currently alive in the process (open or not yet deallocated):
-    /// a leak detector for tests and a gauge for metrics.
-    public static var liveInstances: Int { liveCounter.load(ordering: .relaxed) }
-
     init(loop: EventLoop, bev: OpaquePointer, tls: Bool, connecting: Bool) {
         self.loop = loop
         self.bev = bev
@@ -72,7 +65,6 @@ public final class Connection: LoopResource {
         if tls { state.insert(.tls) }
         if connecting { state.insert(.connecting) }
         self.state = state
-        Connection.liveCounter.add(1, ordering: .relaxed)
         loop.handle.connectionObjects.add(1, ordering: .relaxed)
         loop.register(self)
         loop.openConnectionCount += 1
@@ -82,7 +74,6 @@ public final class Connection: LoopResource {
     }
 
     deinit {
-        Connection.liveCounter.subtract(1, ordering: .relaxed)
         loop.handle.connectionObjects.subtract(1, ordering: .relaxed)
     }
 

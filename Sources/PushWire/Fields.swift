@@ -14,6 +14,13 @@ public enum Varint {
         out.append(UInt8(rest))
     }
 
+    /// How many bytes `append` writes for `value`.
+    public static func width(of value: Int) -> Int {
+        var width = 1
+        while value >> (7 * width) != 0 { width += 1 }
+        return width
+    }
+
     /// Decodes a varint at `offset`; returns the value and the number of bytes read.
     static func read(_ bytes: UnsafeRawBufferPointer, at offset: Int) throws(WireError) -> (value: Int, width: Int) {
         var value = 0
@@ -35,9 +42,7 @@ public struct FieldWriter {
 
     /// Bytes one field takes on the wire with a value of `count` bytes: tag, length, value.
     public static func size(ofValue count: Int) -> Int {
-        var width = 1
-        while count >> (7 * width) != 0 { width += 1 }
-        return 1 + width + count
+        1 + Varint.width(of: count) + count
     }
 
     public mutating func append(_ tag: FieldTag, _ value: UInt8) { appendFixed(tag, value) }
