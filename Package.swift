@@ -8,6 +8,7 @@ let package = Package(
         .executable(name: "securepush", targets: ["securepush"]),
         .library(name: "PushWire", targets: ["PushWire"]),
         .library(name: "PushEventLoop", targets: ["PushEventLoop"]),
+        .library(name: "PushSession", targets: ["PushSession"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -39,40 +40,42 @@ let package = Package(
         .target(name: "PushProcess"),
         // The wire codec: frames, fields, messages, the incremental decoder. No I/O.
         .target(name: "PushWire"),
+        // The rules of a protocol connection as a state machine with no I/O, for both sides.
+        .target(name: "PushSession", dependencies: ["PushWire"]),
         // The only importer of CLibevent.
         .target(name: "PushEventLoop", dependencies: ["CLibevent", "PushWire"]),
         // Keys, password hashes, fetch tokens, registrations and provider credentials.
         .target(name: "PushSecurity", dependencies: ["COpenSSL", "PushWire"]),
         // The connection lifecycle shared by the store and the gateway.
         .target(name: "PushService", dependencies: [
-            "PushWire", "PushEventLoop",
+            "PushWire", "PushSession", "PushEventLoop",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
-            "PushWire", "PushEventLoop", "PushService", "PushSecurity", "CSQLite",
+            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "CSQLite",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Device and provider clients.
-        .target(name: "PushClient", dependencies: ["PushWire", "PushEventLoop", "PushSecurity"]),
+        .target(name: "PushClient", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
         // The push gateway: routing, offline queues, fan-out, metrics.
         .target(name: "PushGateway", dependencies: [
-            "PushWire", "PushEventLoop", "PushService", "PushSecurity",
+            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity",
             .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Load generators behind `securepush bench`.
         .target(name: "PushBench", dependencies: [
-            "PushWire", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess",
+            "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
-        .target(name: "PushConformance", dependencies: ["PushWire", "PushClient", "PushSecurity"]),
+        .target(name: "PushConformance", dependencies: ["PushWire", "PushSession", "PushClient", "PushSecurity"]),
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess",
+                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -80,13 +83,14 @@ let package = Package(
             ]
         ),
         .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
+        .testTarget(name: "PushSessionTests", dependencies: ["PushSession", "PushWire"]),
         .testTarget(name: "PushSecurityTests", dependencies: ["PushSecurity", "PushWire"]),
         // Helpers the integration tests share: child processes, temporary deployments.
         .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire", "PushEventLoop", "PushProcess"],
                 path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushEventLoop", "PushSecurity", "PushWire", "PushTestSupport"]),
-        .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushWire"]),
+        .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
             "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
             .product(name: "CoreMetrics", package: "swift-metrics"),

@@ -2,117 +2,110 @@ import Logging
 import PushEventLoop
 import PushSecurity
 import PushService
+import PushSession
 import PushWire
 
-/// The gateway as a network service: `ServiceHost` runs the connection lifecycle, this
+/// What the gateway keeps per admitted peer.
+public enum GatewayPeer {
+    case provider
+    case device(DeviceConnection)
+}
+
+/// The gateway as a network service: `ServiceHost` runs the connection rules, this
 /// routes pushes through `GatewayLogic`. Loop-confined.
 public final class GatewayServer: ServiceHandler {
-    public let host: ServiceHost
+    public typealias Peer = ServicePeer<GatewayServer>
+    /// Set once in `init`; the server owns its host.
+    public private(set) var host: ServiceHost<GatewayServer>!
     public let logic: GatewayLogic
     private let providerKey: SecretKey
     private let wallClock: () -> UInt64
 
-    public var hasPendingWork: Bool { false }
+    /// Requests the gateway serves ([4.1-4]).
+    public static let served: Set<MessageType> = [.push]
 
-    public init(host: ServiceHost, logic: GatewayLogic, providerKey: SecretKey, wallClock: @escaping () -> UInt64) {
-        self.host = host
+    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: GatewayLogic, providerKey: SecretKey,
+                wallClock: @escaping () -> UInt64) {
         self.logic = logic
         self.providerKey = providerKey
         self.wallClock = wallClock
-        host.handler = self
+        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
     }
 
-    public func admit(_ hello: Hello, peer: ServicePeer) -> (Status, String)? {
+    public func admit(_ hello: Hello, peer: Peer) -> Admission<GatewayPeer> {
         switch hello.role {
         case .provider:
-            guard let credential = hello.credential else { return (.badRequest, "a provider must send its credential") }
-            do {
-                try ProviderCredential.verify(credential, providerKey: providerKey, nowMs: wallClock())
-                return nil
-            } catch {
-                return (.badCredentials, "provider credential refused")
+            if let (status, text) = ProviderCredential.refusal(for: hello, providerKey: providerKey, nowMs: wallClock()) {
+                return .refuse(status, text)
             }
+            return .admit(.provider)
         case .device:
-            guard hello.credential != nil else { return (.badRequest, "a device must send its registration") }
+            guard hello.credential != nil else { return .refuse(.badRequest, "a device must send its registration") }
             switch logic.verifyRegistration(hello.credential) {
             case .success(let registration):
-                peer.context = PendingDevice(registration: registration)
-                return nil
+                return .admit(.device(DeviceConnection(host: host, peer: peer, registration: registration)))
             case .failure(let error):
                 host.logger.info("registration refused", metadata: ["peer": "\(peer.peerHost)", "reason": "\(error)"])
-                return (.badCredentials, "registration refused")
+                return .refuse(.badCredentials, "registration refused")
             }
         }
     }
 
-    public func admitted(_ peer: ServicePeer) {
+    public func admitted(_ peer: Peer) {
         logic.metrics.connections.increment()
-        guard let pending = peer.context as? PendingDevice else { return }
-        let device = DeviceConnection(host: host, peer: peer)
-        device.record = logic.connect(pending.registration, link: device)
-        peer.context = device
-        logic.deliverBacklog(device.record!)
+        guard case .device(let device)? = peer.state else { return }
+        let record = logic.connect(device.registration, link: device)
+        device.record = record
+        logic.deliverBacklog(record)
     }
 
-    public func serve(_ message: Message, correlation: UInt32, peer: ServicePeer) {
-        switch (message, peer.role) {
-        case (.push(let push), .provider?):
-            guard push.target != nil else {
-                host.send(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
-                return
-            }
-            host.send(.pushAck(logic.push(push)), correlation: correlation, to: peer)
-        // Role before service ([4.1-5]): what a role may never send is FORBIDDEN here too ([4.1-3]).
-        case (.push, _), (.store, .device?), (.recall, .device?), (.status, .device?),
-             (.login, .provider?), (.fetch, .provider?), (.sync, .provider?), (.ack, .provider?):
-            host.send(.error(ErrorReply(status: .forbidden, message: "\(message.type) is not allowed for a \(peer.role.map { "\($0)" } ?? "peer")")),
-                      correlation: correlation, to: peer)
-        default:
-            host.send(.error(ErrorReply(status: .badRequest, message: "the gateway does not serve \(message.type)")), correlation: correlation, to: peer)
+    public func serve(_ message: Message, correlation: UInt32, peer: Peer) {
+        // The session admits only PUSH from a provider here ([4.1-3], [4.1-4]).
+        guard case .push(let push) = message else { return }
+        guard push.target != nil else {
+            host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
+            return
         }
+        host.respond(.pushAck(logic.push(push)), correlation: correlation, to: peer)
     }
 
-    public func received(_ reply: Message, correlation: UInt32, peer: ServicePeer) {
-        guard case .deliveryAck = reply, let device = peer.context as? DeviceConnection, let record = device.record else { return }
+    public func received(_ message: Message, correlation: UInt32, peer: Peer) {
+        guard case .deliveryAck = message, case .device(let device)? = peer.state, let record = device.record else { return }
         logic.deliveryAcknowledged(record, correlation: correlation)
     }
 
-    public func closed(_ peer: ServicePeer, reason: CloseReason) {
+    public func closed(_ peer: Peer, reason: CloseReason) {
         logic.metrics.connections.decrement()
         if reason == .slowConsumer { logic.metrics.slowConsumersCut.increment() }
-        guard let device = peer.context as? DeviceConnection, let record = device.record else { return }
+        guard case .device(let device)? = peer.state, let record = device.record else { return }
         logic.disconnect(record, link: device)
         host.logger.debug("device disconnected", metadata: ["reason": "\(reason)"])
     }
 }
 
-/// A device between HELLO's check and HELLO_OK.
-private final class PendingDevice {
-    let registration: Registration
-    init(registration: Registration) { self.registration = registration }
-}
-
 /// A connected device: the socket side of `DeviceLink`.
-private final class DeviceConnection: DeviceLink {
-    unowned let host: ServiceHost
-    unowned let peer: ServicePeer
+public final class DeviceConnection: DeviceLink {
+    unowned let host: ServiceHost<GatewayServer>
+    unowned let peer: ServicePeer<GatewayServer>
+    let registration: Registration
     /// Loop-confined and read for every DELIVERY_ACK, so not dynamically checked.
     @exclusivity(unchecked) var record: DeviceRecord?
 
-    init(host: ServiceHost, peer: ServicePeer) {
+    init(host: ServiceHost<GatewayServer>, peer: ServicePeer<GatewayServer>, registration: Registration) {
         self.host = host
         self.peer = peer
+        self.registration = registration
     }
 
-    func write(_ frame: [UInt8]) -> Bool {
+    public func write(_ frame: [UInt8]) -> Bool {
         peer.connection.isOpen && host.sendEncoded(frame, to: peer)
     }
 
-    func send(_ message: Message) -> Bool {
+    public func send(_ message: Message) -> Bool {
         peer.connection.isOpen && host.send(message, correlation: 0, to: peer)
     }
 
-    func replaced() {
+    public func replaced() {
         host.goaway(peer, .replaced, "a newer connection for this device took over")
     }
 }

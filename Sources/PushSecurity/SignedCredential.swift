@@ -191,3 +191,17 @@ public enum ProviderCredential {
         guard skew <= windowMs else { throw .expired }
     }
 }
+
+extension ProviderCredential {
+    /// The provider half of HELLO's credential check, the same at every server
+    /// ([4.2-2], [4.2-4]): nil admits, otherwise the status and text to refuse with.
+    public static func refusal(for hello: Hello, providerKey: SecretKey, nowMs: UInt64) -> (Status, String)? {
+        guard let credential = hello.credential else { return (.badRequest, "a provider must send its credential") }
+        do {
+            try verify(credential, providerKey: providerKey, nowMs: nowMs)
+            return nil
+        } catch {
+            return (.badCredentials, "provider credential refused")
+        }
+    }
+}

@@ -1,44 +1,59 @@
 import Logging
 import PushEventLoop
+import PushSession
 import PushWire
 
-/// What a service (store, gateway) adds to the shared connection lifecycle.
+/// How a service answers HELLO's credential check.
+public enum Admission<State> {
+    case admit(State)
+    case refuse(Status, String)
+}
+
+/// What a service (store, gateway) adds to the connection rules of `PeerSession`.
 public protocol ServiceHandler: AnyObject {
-    /// HELLO passed version and limit checks: check the credential. Return nil to admit
-    /// the peer (the host then sends HELLO_OK) or the status to refuse it with.
-    func admit(_ hello: Hello, peer: ServicePeer) -> (Status, String)?
-    /// Called right after HELLO_OK has been queued.
-    func admitted(_ peer: ServicePeer)
-    /// A request after the handshake; PING, PONG, ERROR, GOAWAY and HELLO are the host's.
-    func serve(_ message: Message, correlation: UInt32, peer: ServicePeer)
+    /// What the service keeps per admitted peer.
+    associatedtype PeerState
+
+    /// HELLO passed negotiation: check the credential.
+    func admit(_ hello: Hello, peer: ServicePeer<Self>) -> Admission<PeerState>
+    /// Right after HELLO_OK has been queued.
+    func admitted(_ peer: ServicePeer<Self>)
+    /// A request that passed the role, service and max_inflight checks. The service
+    /// answers it exactly once, with `ServiceHost.respond`.
+    func serve(_ message: Message, correlation: UInt32, peer: ServicePeer<Self>)
     /// A reply or one-way message from the peer (a DELIVERY_ACK); never answered ([5.6-3]).
-    func received(_ reply: Message, correlation: UInt32, peer: ServicePeer)
-    func closed(_ peer: ServicePeer, reason: CloseReason)
-    /// True while accepted requests still await completion; a drain waits for them.
+    func received(_ message: Message, correlation: UInt32, peer: ServicePeer<Self>)
+    /// Called for admitted peers only.
+    func closed(_ peer: ServicePeer<Self>, reason: CloseReason)
+    /// True while accepted work not tied to one connection is unfinished; a drain waits for it.
     var hasPendingWork: Bool { get }
 }
 
 extension ServiceHandler {
-    public func received(_ reply: Message, correlation: UInt32, peer: ServicePeer) {}
+    public func admitted(_ peer: ServicePeer<Self>) {}
+    public func received(_ message: Message, correlation: UInt32, peer: ServicePeer<Self>) {}
+    public var hasPendingWork: Bool { false }
 }
 
-/// The connection lifecycle every securepush server shares (SPEC.md section 5): HELLO
-/// first, negotiation, keepalive, framing faults, request errors and graceful drain.
-/// Loop-confined.
-public final class ServiceHost {
+/// Drives one `PeerSession` per accepted connection: it feeds the session what the
+/// socket and the clock report and carries out the actions it returns, handing the
+/// service only admitted requests. Loop-confined.
+public final class ServiceHost<Handler: ServiceHandler> {
+    public typealias Peer = ServicePeer<Handler>
+
     public let loop: EventLoop
     public let limits: ServiceLimits
     public let logger: Logger
-    // Loop-confined, like `Connection`: the hot state is read for every frame, and a
-    // dynamic exclusivity check (a thread-local lookup per access) can never fire, since
-    // nothing here is touched off the loop or held across a call back into the host.
-    @exclusivity(unchecked) public unowned(unsafe) var handler: ServiceHandler?
+    /// The service that owns this host.
+    public unowned let handler: Handler
     private var listener: Listener?
-    @exclusivity(unchecked) private var peers: [ObjectIdentifier: ServicePeer] = [:]
-    private var keepaliveTimer: LoopTimer?
+    // Loop-confined and touched for every frame: a dynamic exclusivity check (a
+    // thread-local lookup per access) could never fire here.
+    @exclusivity(unchecked) private var peers: [ObjectIdentifier: Peer] = [:]
+    private var sweepTimer: LoopTimer?
     @exclusivity(unchecked) private var drainingSince: Int64?
     private var onDrained: (() -> Void)?
-    /// One encode buffer for the whole loop: replies are written before the next encode.
+    /// One encode buffer for the whole loop: a frame is written before the next encode.
     @exclusivity(unchecked) private var scratch: [UInt8] = []
 
     public var port: Int? { listener?.port }
@@ -46,24 +61,36 @@ public final class ServiceHost {
     public var isDraining: Bool { drainingSince != nil }
     /// Outbound bytes allowed to queue per connection before it is cut off ([5.5-4]).
     public var maxOutputBytes = Connection.defaultMaxOutputBytes
+    /// How long a drain waits for owed replies before closing what is left.
+    public var drainTimeoutMs: Int64 = 10_000
 
-    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger) {
+    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, handler: Handler) {
         self.loop = loop
         self.limits = limits
         self.logger = logger
+        self.handler = handler
     }
 
     public func listen(host: String, port: Int, tls: TLSContext?) throws(EventLoopError) {
         listener = try Listener(loop: loop, host: host, port: port, tls: tls) { [unowned self] connection in
             self.accept(connection)
         }
-        let tick = Duration.milliseconds(max(100, min(1_000, Int64(limits.keepaliveMs) / 4)))
-        keepaliveTimer = loop.schedule(after: tick, repeating: true) { [unowned self] in self.checkKeepalive() }
+        sweepTimer = loop.schedule(after: .milliseconds(sweepIntervalMs), repeating: true) { [unowned self] in self.sweep() }
     }
 
-    private func accept(_ connection: Connection) {
-        let peer = ServicePeer(host: self, connection: connection)
-        peer.overConnectionLimit = peers.count >= limits.maxConnections
+    /// Often enough that every deadline is met within a quarter of its length.
+    var sweepIntervalMs: Int64 {
+        var shortest = min(limits.timeouts.handshakeMs, limits.timeouts.frameMs)
+        if limits.keepaliveMs > 0 { shortest = min(shortest, Int64(limits.keepaliveMs)) }
+        return max(100, min(1_000, shortest / 4))
+    }
+
+    /// Starts a session on a connection accepted elsewhere (a test, another listener).
+    public func accept(_ connection: Connection) {
+        let session = PeerSession<Handler.PeerState>(
+            side: .server(limits, overConnectionLimit: peers.count >= limits.maxConnections),
+            now: EventLoop.monotonicMilliseconds())
+        let peer = Peer(host: self, connection: connection, session: session)
         connection.maxOutputBytes = maxOutputBytes
         connection.handler = peer
         peers[ObjectIdentifier(peer)] = peer
@@ -71,135 +98,98 @@ public final class ServiceHost {
 
     // MARK: writing
 
-    /// Encodes and queues one message; false if the connection is closed or was cut off.
+    /// Answers a request the service was handed; it frees the request's in-flight slot.
+    /// False if the connection is closed or was cut off.
     @discardableResult
-    public func send(_ message: Message, correlation: UInt32, to peer: ServicePeer) -> Bool {
+    public func respond(_ message: Message, correlation: UInt32, to peer: Peer) -> Bool {
+        let now = EventLoop.monotonicMilliseconds()
+        peer.session.answered(now: now)
+        let written = write(message, correlation: correlation, to: peer)
+        if peer.session.phase == .draining, peer.session.isDrained { closeDrained(peer) }
+        return written
+    }
+
+    /// A frame the server starts (PUSH, MISSED).
+    @discardableResult
+    public func send(_ message: Message, correlation: UInt32, to peer: Peer) -> Bool {
+        peer.session.sent(now: EventLoop.monotonicMilliseconds())
+        return write(message, correlation: correlation, to: peer)
+    }
+
+    /// An already encoded frame the server starts (a fan-out writes the same bytes to many peers).
+    @discardableResult
+    public func sendEncoded(_ frame: [UInt8], to peer: Peer) -> Bool {
+        peer.session.sent(now: EventLoop.monotonicMilliseconds())
+        return peer.connection.write(frame)
+    }
+
+    /// Ends a connection with a fatal status (REPLACED, say): GOAWAY, then close.
+    public func goaway(_ peer: Peer, _ status: Status, _ text: String) {
+        perform(peer.session.goaway(status, text), on: peer)
+    }
+
+    private func write(_ message: Message, correlation: UInt32, to peer: Peer) -> Bool {
         scratch.removeAll(keepingCapacity: true)
         message.encode(correlation: correlation, into: &scratch)
         let written = peer.connection.write(scratch)
-        peer.lastWriteMillis = EventLoop.monotonicMilliseconds()
         if scratch.capacity > 256 * 1024 { scratch = [] }
         return written
     }
 
-    /// Queues an already encoded frame (a fan-out writes the same bytes to many peers).
-    @discardableResult
-    public func sendEncoded(_ frame: [UInt8], to peer: ServicePeer) -> Bool {
-        peer.lastWriteMillis = EventLoop.monotonicMilliseconds()
-        return peer.connection.write(frame)
-    }
+    // MARK: carrying out the session's actions
 
-    /// GOAWAY with a fatal status, then close once it is flushed ([5.6-1]).
-    public func goaway(_ peer: ServicePeer, _ status: Status, _ text: String) {
-        send(.goaway(Goaway(status: status, lastCorrelation: peer.lastRequest, message: text)), correlation: 0, to: peer)
-        peer.connection.closeAfterFlush(timeout: .seconds(2))
-    }
-
-    // MARK: reading
-
-    fileprivate func frame(_ peer: ServicePeer, header: FrameHeader, body: UnsafeRawBufferPointer) {
-        let message: Message
-        do {
-            message = try Message.decode(header: header, body: body)
-        } catch {
-            refuseUndecodable(peer, header: header, error: error)
-            return
-        }
-        if message.type.isRequest { peer.lastRequest = max(peer.lastRequest, header.correlation) }
-        guard peer.role != nil else {
-            guard case .hello(let hello) = message else {
-                goaway(peer, .helloRequired, "the first frame must be HELLO")
-                return
-            }
-            handshake(hello, correlation: header.correlation, peer: peer)
-            return
-        }
-        switch message {
-        case .hello:
-            send(.error(ErrorReply(status: .badRequest, message: "HELLO was already accepted")), correlation: header.correlation, to: peer)
-        case .ping:
-            send(.pong, correlation: header.correlation, to: peer)
-        case .pong, .error:
+    fileprivate func perform(_ action: SessionAction, on peer: Peer) {
+        switch action {
+        case .none:
             break
-        case .goaway:
+        case .send(let message, let correlation):
+            peer.session.sent(now: EventLoop.monotonicMilliseconds())
+            write(message, correlation: correlation, to: peer)
+        case .sendAndClose(let message, let correlation):
+            write(message, correlation: correlation, to: peer)
+            peer.connection.closeAfterFlush(timeout: .seconds(2))
+        case .close:
             peer.connection.close()
-        default:
-            guard message.type.isRequest else {
-                handler?.received(message, correlation: header.correlation, peer: peer)
-                return
-            }
-            // After GOAWAY SHUTTING_DOWN nothing new is taken on ([5.5-1]).
-            guard drainingSince == nil else { return }
-            handler?.serve(message, correlation: header.correlation, peer: peer)
+        case .serve(let message, let correlation):
+            handler.serve(message, correlation: correlation, peer: peer)
+        case .deliver(let message, let correlation):
+            handler.received(message, correlation: correlation, peer: peer)
+        case .checkCredential(let hello, _):
+            admit(hello, peer: peer)
+        case .ready, .refused, .malformedReply, .goaway:
+            break  // a client's actions
         }
     }
 
-    private func handshake(_ hello: Hello, correlation: UInt32, peer: ServicePeer) {
-        switch HelloNegotiation.negotiate(hello, limits: limits, overConnectionLimit: peer.overConnectionLimit) {
-        case .fatal(let status, let text):
-            goaway(peer, status, text)
+    private func admit(_ hello: Hello, peer: Peer) {
+        switch handler.admit(hello, peer: peer) {
         case .refuse(let status, let text):
-            refuseHello(peer, status, text, correlation: correlation)
-        case .accept(let accepted):
-            if let (status, text) = handler?.admit(hello, peer: peer) {
-                refuseHello(peer, status, text, correlation: correlation)
-                return
-            }
-            peer.role = hello.role
-            peer.maxInflight = accepted.maxInflight
-            peer.keepaliveMs = Int64(accepted.keepaliveMs)
-            send(.helloOK(accepted), correlation: correlation, to: peer)
-            peer.connection.maxFrame = Int(accepted.maxFrame)
-            handler?.admitted(peer)
+            perform(peer.session.refuse(status, text), on: peer)
+        case .admit(let state):
+            perform(peer.session.admit(state), on: peer)
+            if let accepted = peer.session.negotiated { peer.connection.maxFrame = Int(accepted.maxFrame) }
+            handler.admitted(peer)
         }
     }
 
-    /// ERROR, then close: a failed handshake never leaves a connection open ([5.1-3]).
-    private func refuseHello(_ peer: ServicePeer, _ status: Status, _ text: String, correlation: UInt32) {
-        send(.error(ErrorReply(status: status, message: text)), correlation: correlation, to: peer)
-        peer.connection.closeAfterFlush(timeout: .seconds(2))
-    }
-
-    private func refuseUndecodable(_ peer: ServicePeer, header: FrameHeader, error: WireError) {
-        guard peer.role != nil else {
-            // Before the handshake only a well-formed HELLO is acceptable ([5.1-2], [5.1-3]).
-            if header.type == .hello {
-                refuseHello(peer, error.status, error.description, correlation: header.correlation)
-            } else {
-                goaway(peer, .helloRequired, "the first frame must be HELLO")
-            }
-            return
-        }
-        // Never ERROR about a reply or a one-way message; a GOAWAY ends the connection
-        // even when malformed ([5.6-3]).
-        if let type = header.type, !type.isRequest {
-            if type == .goaway { peer.connection.close() }
-            return
-        }
-        send(.error(ErrorReply(status: error.status, message: error.description)), correlation: header.correlation, to: peer)
-    }
-
-    fileprivate func closed(_ peer: ServicePeer, reason: CloseReason) {
+    fileprivate func closed(_ peer: Peer, reason: CloseReason) {
+        let wasAdmitted = peer.session.state != nil
+        peer.session.closed()
         peers[ObjectIdentifier(peer)] = nil
-        if peer.role != nil { handler?.closed(peer, reason: reason) }
+        if wasAdmitted { handler.closed(peer, reason: reason) }
         if drainingSince != nil { finishDrainIfDone() }
     }
 
-    // MARK: keepalive and drain
+    // MARK: timers and drain
 
-    private func checkKeepalive() {
+    private func sweep() {
         let now = EventLoop.monotonicMilliseconds()
         for peer in peers.values {
-            // Before HELLO_OK the default keepalive applies ([5.4-3]).
-            let keepalive = peer.role == nil ? 30_000 : peer.keepaliveMs
-            guard keepalive > 0 else { continue }
-            if now - peer.connection.lastReadMillis > keepalive * 3 / 2 {
-                goaway(peer, .timeout, "no bytes for 1.5 x keepalive")
-            } else if peer.role != nil, now - peer.lastWriteMillis > keepalive {
-                send(.ping, correlation: peer.nextPingCorrelation(), to: peer)
-            }
+            let connection = peer.connection
+            perform(peer.session.timerFired(now: now, lastReceivedAt: connection.lastReadMillis,
+                                            partialFrameSince: connection.partialFrameSinceMillis), on: peer)
         }
-        if let since = drainingSince, now - since > 10_000 {
+        if let since = drainingSince, now - since > drainTimeoutMs {
             logger.warning("drain timed out", metadata: ["open": "\(peers.count)"])
             for peer in peers.values { peer.connection.close() }
             finishDrainIfDone()
@@ -207,84 +197,62 @@ public final class ServiceHost {
     }
 
     /// Graceful stop ([5.5-1]): stop accepting, GOAWAY SHUTTING_DOWN to every peer, let
-    /// the handler finish what it accepted, then close and call `drained`.
+    /// the service answer what it accepted, then close and call `drained`.
     public func drain(then drained: @escaping () -> Void) {
         guard drainingSince == nil else { return }
         drainingSince = EventLoop.monotonicMilliseconds()
         onDrained = drained
         listener?.close()
         for peer in peers.values {
-            send(.goaway(Goaway(status: .shuttingDown, lastCorrelation: peer.lastRequest, message: "\(limits.name) shutting down")),
-                 correlation: 0, to: peer)
+            perform(peer.session.beginDrain(reason: "\(limits.name) shutting down"), on: peer)
             peer.connection.pauseReading()
         }
         finishDrainIfDone()
     }
 
-    /// The handler calls this when its pending work has finished during a drain.
+    /// The service calls this when work not tied to one connection has finished during a drain.
     public func finishDrainIfDone() {
-        guard drainingSince != nil, handler?.hasPendingWork != true else { return }
-        for peer in peers.values where peer.connection.isOpen {
-            peer.connection.closeAfterFlush(timeout: .seconds(2))
+        guard drainingSince != nil else { return }
+        let servicePending = handler.hasPendingWork
+        for peer in peers.values where peer.session.isDrained || !servicePending && peer.session.inflight == 0 {
+            closeDrained(peer)
         }
-        guard peers.isEmpty, let drained = onDrained else { return }
+        guard peers.isEmpty, !servicePending, let drained = onDrained else { return }
         onDrained = nil
-        keepaliveTimer?.cancel()
+        sweepTimer?.cancel()
         drained()
+    }
+
+    private func closeDrained(_ peer: Peer) {
+        if peer.connection.isOpen { peer.connection.closeAfterFlush(timeout: .seconds(2)) }
     }
 }
 
-/// One client connection of a service. Kept small: a gateway holds thousands.
-public final class ServicePeer: ConnectionHandler {
-    unowned let host: ServiceHost
+/// One client connection of a service: its socket and its session. Kept small, since a
+/// gateway holds thousands.
+public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
+    unowned let host: ServiceHost<Handler>
     public let connection: Connection
-    // Loop-confined and read or written for every frame: unchecked for the same reason
-    // as `ServiceHost`'s state (work finished off the loop comes back through the loop).
-    // Services in other modules read `role` and `context` through accessors, because a
-    // direct access from another module is checked whatever the attribute says.
-    @exclusivity(unchecked) private var storedRole: PeerRole?
-    @exclusivity(unchecked) private var storedContext: AnyObject?
-    /// Nil until HELLO_OK.
-    public fileprivate(set) var role: PeerRole? {
-        get { storedRole }
-        set { storedRole = newValue }
-    }
-    @exclusivity(unchecked) public fileprivate(set) var maxInflight: UInt32 = 1
-    /// The service's state for this peer (a store session, a gateway device record).
-    public var context: AnyObject? {
-        get { storedContext }
-        set { storedContext = newValue }
-    }
-    /// Requests accepted and not yet answered, for max_inflight ([5.3-4]).
-    @exclusivity(unchecked) public var pending = 0
-    @exclusivity(unchecked) var keepaliveMs: Int64 = 30_000
-    @exclusivity(unchecked) var lastWriteMillis = EventLoop.monotonicMilliseconds()
-    /// Highest request correlation id seen, for GOAWAY's last_correlation.
-    @exclusivity(unchecked) var lastRequest: UInt32 = 0
-    private var pingCorrelation: UInt32 = 0
-    var overConnectionLimit = false
+    /// Loop-confined and used for every frame; see `ServiceHost`'s state.
+    @exclusivity(unchecked) public var session: PeerSession<Handler.PeerState>
 
-    init(host: ServiceHost, connection: Connection) {
+    init(host: ServiceHost<Handler>, connection: Connection, session: PeerSession<Handler.PeerState>) {
         self.host = host
         self.connection = connection
+        self.session = session
     }
 
-    /// Whether another request may be accepted without passing max_inflight.
-    public var hasRequestSlot: Bool { pending < Int(maxInflight) }
-
+    /// The service's state for this peer; nil until admitted.
+    public var state: Handler.PeerState? { session.state }
+    public var role: PeerRole? { session.role }
     public var peerHost: String { connection.peerAddress?.host ?? "?" }
 
-    func nextPingCorrelation() -> UInt32 {
-        pingCorrelation &+= 1
-        return pingCorrelation
-    }
-
     public func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
-        host.frame(self, header: header, body: body)
+        host.perform(session.received(header, body: body), on: self)
     }
 
     public func onFramingError(_ connection: Connection, error: WireError) {
-        host.goaway(self, error.status, error.description)
+        host.perform(session.framingError(error), on: self)
     }
 
     public func onBackpressure(_ connection: Connection) -> BackpressureAction { .close }

@@ -39,15 +39,12 @@ public enum StoreAction: Equatable {
     case commit(WriteOperation, CommittedReply)
     /// Check a password off the loop (a slow hash), then call `finishLogin`.
     case verifyPassword(Login, storedHash: String?)
-    /// Nothing to send (a PONG, an ERROR from the client).
-    case none
 
     public static func == (lhs: StoreAction, rhs: StoreAction) -> Bool {
         switch (lhs, rhs) {
         case let (.reply(a), .reply(b)): a == b
         case let (.commit(_, a), .commit(_, b)): a == b
         case let (.verifyPassword(a, _), .verifyPassword(b, _)): a == b
-        case (.none, .none): true
         default: false
         }
     }
@@ -94,18 +91,12 @@ public final class StoreLogic {
     /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4]); nil admits the peer.
     public func admit(_ hello: Hello) -> (Status, String)? {
         guard hello.role == .provider else { return nil }
-        guard let credential = hello.credential else { return (.badRequest, "a provider must send its credential") }
-        do {
-            try ProviderCredential.verify(credential, providerKey: providerKey, nowMs: clock())
-            return nil
-        } catch {
-            return (.badCredentials, "provider credential refused")
-        }
+        return ProviderCredential.refusal(for: hello, providerKey: providerKey, nowMs: clock())
     }
 
-    /// A request after the handshake ([4.1-5]: role, then service, then the message's rules).
+    /// A request after the handshake, whose role and service the session has checked
+    /// ([4.1-5]): the message's own rules.
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
-        if let forbidden = roleRefusal(message, role: session.role) { return forbidden }
         do {
             switch message {
             case .login(let login): return try handleLogin(login, session: session)
@@ -124,17 +115,6 @@ public final class StoreLogic {
         } catch {
             return .reply(.error(ErrorReply(status: .internalError, message: "storage error")))
         }
-    }
-
-    /// [4.1-3]: devices read, providers write.
-    private func roleRefusal(_ message: Message, role: PeerRole) -> StoreAction? {
-        let allowed: Bool
-        switch message {
-        case .store, .recall, .status, .push: allowed = role == .provider
-        case .login, .fetch, .sync, .ack: allowed = role == .device
-        default: allowed = true
-        }
-        return allowed ? nil : .reply(.error(ErrorReply(status: .forbidden, message: "\(message.type) is not allowed for a \(role)")))
     }
 
     // MARK: requests

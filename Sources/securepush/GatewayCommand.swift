@@ -5,6 +5,7 @@ import Prometheus
 import PushEventLoop
 import PushGateway
 import PushService
+import PushSession
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -37,7 +38,7 @@ struct GatewayCommand: ParsableCommand {
             throw CommandFailure("no address to listen on: pass --listen HOST:PORT")
         }
         let tls = try loadServerTLS(certificate: tlsCert, key: tlsKey)
-        var limits = ServiceLimits(name: "securepush-gateway")
+        var limits = ServiceLimits(name: "securepush-gateway", served: GatewayServer.served)
         limits.maxConnections = maxConnections ?? 20_000
         limits.keepaliveMs = keepaliveMs ?? limits.keepaliveMs
         var settings = GatewaySettings()
@@ -46,11 +47,12 @@ struct GatewayCommand: ParsableCommand {
         let registry = PrometheusCollectorRegistry()
         let gatewayMetrics = GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry))
         let loop = try EventLoop()
-        let host = ServiceHost(loop: loop, limits: limits, logger: logger)
-        host.maxOutputBytes = maxOutputBytes
         let logic = GatewayLogic(settings: settings, serverKey: deployment.serverKey, metrics: gatewayMetrics,
                                  wallClock: wallClockMs, monotonicClock: EventLoop.monotonicMilliseconds)
-        let server = GatewayServer(host: host, logic: logic, providerKey: deployment.providerKey, wallClock: wallClockMs)
+        let server = GatewayServer(loop: loop, limits: limits, logger: logger, logic: logic,
+                                   providerKey: deployment.providerKey, wallClock: wallClockMs)
+        let host = server.host!
+        host.maxOutputBytes = maxOutputBytes
         do {
             try host.listen(host: address.host, port: address.port, tls: tls)
         } catch {
@@ -82,7 +84,7 @@ struct GatewayCommand: ParsableCommand {
         signals.forEach { $0.cancel() }
         endpoint.stop()
         loop.shutdown()
-        _ = server
+        withExtendedLifetime(server) {}
         logger.info("gateway stopped")
     }
 }

@@ -3,6 +3,7 @@ import Logging
 import PushEventLoop
 import PushSecurity
 import PushService
+import PushSession
 import PushStore
 import PushWire
 #if canImport(Glibc)
@@ -30,7 +31,7 @@ struct StoreCommand: ParsableCommand {
         var settings = StoreSettings()
         settings.maxPayloadBytes = maxPayload ?? deployment.integer("store.max_payload_bytes") ?? settings.maxPayloadBytes
         settings.tokenLifetimeMs = UInt64(tokenLifetime ?? deployment.integer("store.token_lifetime_s") ?? 3600) * 1000
-        var limits = ServiceLimits(name: "securepush-store")
+        var limits = ServiceLimits(name: "securepush-store", served: StoreServer.served)
         limits.maxConnections = maxConnections ?? limits.maxConnections
         limits.keepaliveMs = keepaliveMs ?? limits.keepaliveMs
         // A frame must hold the largest payload plus its fields.
@@ -59,8 +60,8 @@ struct StoreCommand: ParsableCommand {
         let committer = GroupCommitWriter(writer: writer, sweepIntervalMs: settings.sweepIntervalMs) { tickets, outcomes in
             _ = handle.executeWithLoop { _ in serverBox.value?.deliverCommitted(tickets: tickets, outcomes: outcomes) }
         }
-        let host = ServiceHost(loop: loop, limits: limits, logger: logger)
-        let server = StoreServer(host: host, logic: logic, committer: committer)
+        let server = StoreServer(loop: loop, limits: limits, logger: logger, logic: logic, committer: committer)
+        let host = server.host!
         serverBox.value = server
         committer.start()
         do {

@@ -1,11 +1,11 @@
 import Testing
-import PushService
+import PushSession
 import PushWire
 
 @Suite("HELLO negotiation")
 struct HelloNegotiationTests {
     let limits: ServiceLimits = {
-        var limits = ServiceLimits(name: "test")
+        var limits = ServiceLimits(name: "test", served: [])
         limits.maxFrame = 1 << 20
         limits.maxInflight = 64
         limits.keepaliveMs = 5_000

@@ -1,16 +1,5 @@
 import PushWire
 
-/// A server's side of the limits negotiated in HELLO (SPEC.md section 5.2).
-public struct ServiceLimits: Sendable {
-    public var maxFrame = FrameLimits.defaultMaxFrame
-    public var keepaliveMs: UInt32 = 30_000
-    public var maxInflight: UInt32 = 4096
-    public var maxConnections = 10_000
-    public var name: String
-
-    public init(name: String) { self.name = name }
-}
-
 /// What a server answers to HELLO before any credential is looked at.
 public enum HelloVerdict: Equatable, Sendable {
     case accept(HelloOK)
