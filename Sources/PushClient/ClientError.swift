@@ -14,6 +14,8 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The reply was of a type that does not answer the request.
     case unexpectedReply(MessageType)
     case stopped
+    /// The request does not fit the frame size the server negotiated; it was not sent.
+    case frameTooLarge(size: Int, limit: Int)
 
     public var description: String {
         switch self {
@@ -24,6 +26,7 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
         case .timedOut: "timed out waiting for the server"
         case .unexpectedReply(let type): "unexpected reply \(type)"
         case .stopped: "the client was stopped"
+        case .frameTooLarge(let size, let limit): "the request is \(size) bytes, over the server's \(limit)-byte frame limit"
         }
     }
 

@@ -1,9 +1,11 @@
 import PushEventLoop
+import PushSession
 import PushWire
 
-/// One client connection to a securepush server that stays up: it says HELLO, matches
-/// pipelined replies to requests by correlation id, answers and sends keepalive PINGs,
-/// and reconnects with exponential backoff and jitter. Loop-confined.
+/// One client connection to a securepush server that stays up: a thin driver of a
+/// client `PeerSession` (HELLO, keepalive, GOAWAY, deadlines) and a `RequestWindow`
+/// (pipelined requests matched by correlation id), which reconnects with exponential
+/// backoff and jitter. Loop-confined.
 public final class ServerLink: ConnectionHandler {
     public struct Endpoint: Sendable, CustomStringConvertible {
         public var host: String
@@ -21,33 +23,31 @@ public final class ServerLink: ConnectionHandler {
         public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
     }
 
+    public typealias Completion = (Result<Message, ClientError>) -> Void
+
     public let loop: EventLoop
     public let endpoint: Endpoint
     /// Made afresh for each connection (a provider credential carries a timestamp).
     private let makeHello: () -> Hello
+    /// How long to wait for HELLO_OK, and for a started frame to finish.
+    public var timeouts = SessionTimeouts()
     /// After each HELLO_OK.
     public var onReady: (() -> Void)?
     /// Frames the server starts (PUSH, MISSED, GOAWAY): the message and its correlation id.
     public var onServerMessage: ((Message, UInt32) -> Void)?
     /// The connection is down (it will retry unless the failure was a refused handshake).
     public var onDown: ((ClientError) -> Void)?
-    /// Stop retrying once the server refuses the handshake (a bad credential will not get better).
+    /// Stop retrying once the server refuses the handshake for good (a bad credential
+    /// will not get better; a busy server might).
     public var giveUpWhenRefused = true
 
     private var connection: Connection?
-    private var ready = false
+    private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: 0)
+    private var window = RequestWindow<Completion>(maxQueued: ServerLink.maxQueuedRequests)
     private var stopped = false
-    private var nextCorrelation: UInt32 = 1
-    private var pending: [UInt32: (Result<Message, ClientError>) -> Void] = [:]
-    private var queued: [(Message, (Result<Message, ClientError>) -> Void)] = []
-    private var helloCorrelation: UInt32 = 0
     private var backoffMs: Int64 = 0
-    private var keepaliveMs: Int64 = 30_000
-    private var lastWriteMs: Int64 = 0
     private var timer: LoopTimer?
     private var scratch: [UInt8] = []
-    /// Requests allowed in flight by the server ([5.3-1]).
-    private var maxInflight = 1
     public static let maxQueuedRequests = 100_000
 
     public init(loop: EventLoop, endpoint: Endpoint, hello: @escaping () -> Hello) {
@@ -56,7 +56,7 @@ public final class ServerLink: ConnectionHandler {
         self.makeHello = hello
     }
 
-    public var isReady: Bool { ready }
+    public var isReady: Bool { connection != nil && session.acceptsRequests }
 
     public func start() {
         guard connection == nil, !stopped else { return }
@@ -64,7 +64,7 @@ public final class ServerLink: ConnectionHandler {
         timer = loop.schedule(after: .milliseconds(250), repeating: true) { [weak self] in self?.tick() }
     }
 
-    /// Closes for good; outstanding requests fail with `.stopped`.
+    /// Closes for good; outstanding and queued requests fail with `.stopped`.
     public func stop() {
         stopped = true
         timer?.cancel()
@@ -72,20 +72,17 @@ public final class ServerLink: ConnectionHandler {
         onDown = nil
         let closing = connection
         connection = nil
-        ready = false
         closing?.close()
-        failAll(.stopped)
+        fail(window.abandonAll(), .stopped)
     }
 
     /// Sends a request now or once connected; `completion` runs on the loop with the
     /// reply, an ERROR as `.status`, or the failure.
-    public func request(_ message: Message, completion: @escaping (Result<Message, ClientError>) -> Void) {
+    public func request(_ message: Message, completion: @escaping Completion) {
         guard !stopped else { return completion(.failure(.stopped)) }
-        if ready, pending.count < maxInflight, let connection {
-            send(message, on: connection, completion: completion)
-        } else if queued.count < ServerLink.maxQueuedRequests {
-            queued.append((message, completion))
-        } else {
+        if isReady, window.hasRoom {
+            send(message, completion: completion)
+        } else if !window.enqueue(message, completion) {
             completion(.failure(.disconnected))
         }
     }
@@ -93,8 +90,8 @@ public final class ServerLink: ConnectionHandler {
     /// A one-way message or a reply to the server's request (DELIVERY_ACK, PONG).
     @discardableResult
     public func reply(_ message: Message, correlation: UInt32) -> Bool {
-        guard ready, let connection else { return false }
-        return write(message, correlation: correlation, on: connection)
+        guard isReady else { return false }
+        return write(message, correlation: correlation)
     }
 
     // MARK: connection lifecycle
@@ -110,23 +107,22 @@ public final class ServerLink: ConnectionHandler {
             case .success(let connection):
                 self.connection = connection
                 connection.handler = self
-                self.helloCorrelation = self.takeCorrelation()
-                _ = self.write(.hello(self.makeHello()), correlation: self.helloCorrelation, on: connection)
+                self.session = PeerSession(side: .client(self.timeouts), now: EventLoop.monotonicMilliseconds())
+                self.window.restartNumbering()
+                self.perform(self.session.start(self.makeHello(), correlation: self.window.takeCorrelation()))
             case .failure(let error):
-                self.down(.connect(error))
+                self.down(.connect(error), wasConnected: false)
             }
         }
     }
 
-    private func down(_ error: ClientError) {
-        let wasConnected = connection != nil
+    private func down(_ error: ClientError, wasConnected: Bool) {
         connection = nil
-        ready = false
-        failPending(.disconnected)
+        fail(window.abandonOutstanding(), .disconnected)
         onDown?(error)
         if case .refused = error, giveUpWhenRefused {
             stopped = true
-            failAll(error)
+            fail(window.abandonAll(), error)
             return
         }
         guard !stopped else { return }
@@ -139,131 +135,129 @@ public final class ServerLink: ConnectionHandler {
         }
     }
 
-    private func tick() {
-        guard let connection, ready, keepaliveMs > 0 else { return }
-        let now = EventLoop.monotonicMilliseconds()
-        if now - connection.lastReadMillis > keepaliveMs * 3 / 2 {
-            connection.close(reason: .local)
-        } else if now - lastWriteMs > keepaliveMs {
-            request(.ping) { _ in }
-        }
+    /// Closes the current connection on our side and reports it down once.
+    private func drop(_ error: ClientError) {
+        guard let connection else { return }
+        self.connection = nil  // `onClose` ignores a connection that is no longer ours
+        connection.close()
+        down(error, wasConnected: true)
     }
 
-    // MARK: frames
+    private func tick() {
+        guard let connection else { return }
+        perform(session.timerFired(now: EventLoop.monotonicMilliseconds(), lastReceivedAt: connection.lastReadMillis,
+                                   partialFrameSince: connection.partialFrameSinceMillis))
+    }
+
+    // MARK: the session's actions
 
     public func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
-        let message: Message
-        do {
-            message = try Message.decode(header: header, body: body)
-        } catch {
-            // A server request we cannot read is refused; a broken reply fails its request.
-            if let type = header.type, type.isRequest {
-                _ = write(.error(ErrorReply(status: error.status, message: error.description)), correlation: header.correlation, on: connection)
-            } else if let completion = pending.removeValue(forKey: header.correlation) {
-                completion(.failure(.status(error.status, error.description)))
-            }
-            return
-        }
-        if !ready {
-            handshakeReply(message, correlation: header.correlation, connection: connection)
-            return
-        }
-        switch message {
-        case .ping:
-            _ = write(.pong, correlation: header.correlation, on: connection)
-        case .push, .missed:
-            onServerMessage?(message, header.correlation)
-        case .goaway(let goaway):
-            onServerMessage?(message, header.correlation)
-            // Requests above last_correlation were not carried out ([5.5-2]): fail them now.
-            for (correlation, completion) in pending where correlation > goaway.lastCorrelation {
-                pending[correlation] = nil
-                completion(.failure(.disconnected))
-            }
-        case .error(let error):
-            pending.removeValue(forKey: header.correlation)?(.failure(.status(error.status, error.message)))
-        default:
-            // Replies are matched by correlation id alone; unknown ones are dropped ([5.3-5]).
-            pending.removeValue(forKey: header.correlation)?(.success(message))
-        }
-        flushQueued()
-    }
-
-    private func handshakeReply(_ message: Message, correlation: UInt32, connection: Connection) {
-        switch message {
-        case .helloOK(let accepted) where correlation == helloCorrelation:
-            ready = true
-            backoffMs = 0
-            keepaliveMs = Int64(accepted.keepaliveMs)
-            maxInflight = Int(max(1, accepted.maxInflight))
-            connection.maxFrame = Int(accepted.maxFrame)
-            onReady?()
-            flushQueued()
-        case .error(let error):
-            self.connection = nil
-            connection.close()
-            down(.refused(error.status, error.message))
-        case .goaway(let goaway):
-            self.connection = nil
-            connection.close()
-            down(goaway.status.isFatal && goaway.status != .unsupportedVersion ? .disconnected : .refused(goaway.status, goaway.message))
-        default:
-            break
-        }
+        perform(session.received(header, body: body))
     }
 
     public func onFramingError(_ connection: Connection, error: WireError) {
-        connection.close(reason: .framingError(error))
+        perform(session.framingError(error))
     }
 
     public func onClose(_ connection: Connection, reason: CloseReason) {
         guard self.connection === connection else { return }
-        down(.disconnected)
+        session.closed()
+        down(.disconnected, wasConnected: true)
+    }
+
+    private func perform(_ action: SessionAction) {
+        switch action {
+        case .none, .serve, .checkCredential:
+            break
+        case .send(let message, let correlation):
+            write(message, correlation: correlation)
+        case .sendAndClose(let message, let correlation):
+            write(message, correlation: correlation)
+            connection?.closeAfterFlush(timeout: .seconds(2))
+        case .close:
+            drop(.disconnected)
+        case .ready(let accepted):
+            backoffMs = 0
+            window.maxInflight = Int(max(1, accepted.maxInflight))
+            connection?.maxFrame = Int(accepted.maxFrame)
+            onReady?()
+            flushQueued()
+        case .refused(let status, let text):
+            drop(Self.isPermanentRefusal(status) ? .refused(status, text) : .disconnected)
+        case .deliver(let message, let correlation):
+            deliver(message, correlation: correlation)
+        case .malformedReply(let correlation, let error):
+            window.complete(correlation)?(.failure(.status(error.status, error.description)))
+        case .goaway(let goaway, let closeNow):
+            onServerMessage?(.goaway(goaway), 0)
+            // Requests above last_correlation were not carried out ([5.5-2]).
+            fail(window.abandon(above: goaway.lastCorrelation), .disconnected)
+            if closeNow { drop(.disconnected) }
+        }
+    }
+
+    /// Refusals a retry cannot cure; BUSY, TIMEOUT or SHUTTING_DOWN might pass.
+    static func isPermanentRefusal(_ status: Status) -> Bool {
+        switch status {
+        case .badCredentials, .badRequest, .unsupportedVersion, .forbidden, .authRequired: true
+        default: false
+        }
+    }
+
+    private func deliver(_ message: Message, correlation: UInt32) {
+        switch message {
+        case .push, .missed:
+            onServerMessage?(message, correlation)
+        case .error(let error):
+            window.complete(correlation)?(.failure(.status(error.status, error.message)))
+        default:
+            // Replies are matched by correlation id alone; unknown ones are dropped ([5.3-5]).
+            window.complete(correlation)?(.success(message))
+        }
+        flushQueued()
     }
 
     // MARK: writing
 
     private func flushQueued() {
-        guard ready, let connection else { return }
-        var index = 0
-        while index < queued.count, pending.count < maxInflight {
-            send(queued[index].0, on: connection, completion: queued[index].1)
-            index += 1
-        }
-        if index > 0 { queued.removeFirst(index) }
-    }
-
-    private func send(_ message: Message, on connection: Connection, completion: @escaping (Result<Message, ClientError>) -> Void) {
-        let correlation = takeCorrelation()
-        pending[correlation] = completion
-        if !write(message, correlation: correlation, on: connection) {
-            pending[correlation] = nil
-            completion(.failure(.disconnected))
+        while isReady, let (message, correlation) = window.nextQueued() {
+            transmit(message, correlation: correlation)
         }
     }
 
-    private func write(_ message: Message, correlation: UInt32, on connection: Connection) -> Bool {
+    private func send(_ message: Message, completion: @escaping Completion) {
+        guard let correlation = window.begin(completion) else { return completion(.failure(.disconnected)) }
+        transmit(message, correlation: correlation)
+    }
+
+    /// Writes a request the window has numbered; a frame over the negotiated maximum is
+    /// refused here rather than sent to be refused ([5.2-3]).
+    private func transmit(_ message: Message, correlation: UInt32) {
         scratch.removeAll(keepingCapacity: true)
         message.encode(correlation: correlation, into: &scratch)
-        lastWriteMs = EventLoop.monotonicMilliseconds()
+        let limit = connection?.maxFrame ?? FrameLimits.defaultMaxFrame
+        if scratch.count > limit {
+            window.complete(correlation)?(.failure(.frameTooLarge(size: scratch.count, limit: limit)))
+        } else if !writeScratch() {
+            window.complete(correlation)?(.failure(.disconnected))
+        }
+        if scratch.capacity > 256 * 1024 { scratch = [] }
+    }
+
+    @discardableResult
+    private func write(_ message: Message, correlation: UInt32) -> Bool {
+        scratch.removeAll(keepingCapacity: true)
+        message.encode(correlation: correlation, into: &scratch)
+        return writeScratch()
+    }
+
+    private func writeScratch() -> Bool {
+        guard let connection else { return false }
+        session.sent(now: EventLoop.monotonicMilliseconds())
         return connection.write(scratch)
     }
 
-    private func takeCorrelation() -> UInt32 {
-        defer { nextCorrelation = nextCorrelation == UInt32.max ? 1 : nextCorrelation + 1 }
-        return nextCorrelation
-    }
-
-    private func failPending(_ error: ClientError) {
-        let failed = pending
-        pending = [:]
-        for completion in failed.values { completion(.failure(error)) }
-    }
-
-    private func failAll(_ error: ClientError) {
-        failPending(error)
-        let failed = queued
-        queued = []
-        for (_, completion) in failed { completion(.failure(error)) }
+    private func fail(_ completions: [Completion], _ error: ClientError) {
+        for completion in completions { completion(.failure(error)) }
     }
 }
