@@ -1,4 +1,5 @@
 import PushEventLoop
+import PushSession
 import PushWire
 
 /// Who receives a link's frames once its handshake is done: a scenario's workload.
@@ -16,9 +17,11 @@ final class DetachedOwner: LinkOwner, Sendable {
     func linkLost(_ link: BenchLink) {}
 }
 
-/// One client connection of the bench, in any role: it sends HELLO first, answers every
-/// PING with PONG ([4.3-1]), and hands every other frame to its owner. One final class
-/// for all roles keeps the per-frame path free of dynamic dispatch beyond the owner call.
+/// One client connection of the bench, in any role: a driver of a client `PeerSession`
+/// (HELLO first, PONG for every PING, GOAWAY) that hands the owner's frames over
+/// without decoding them. One final class for all roles keeps the per-frame path free
+/// of dynamic dispatch beyond the owner call. It arms no timer: a bench link is never
+/// idle long enough to owe a PING, and the server's PINGs are answered.
 final class BenchLink: ConnectionHandler {
     enum State { case idle, connecting, handshaking, ready, closed }
 
@@ -45,21 +48,18 @@ final class BenchLink: ConnectionHandler {
     /// Why the link failed or closed, for the report.
     private(set) var failure: String?
 
-    private let hello: [UInt8]
+    private let hello: Hello
+    private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: 0)
     private var openedAt: UInt64 = 0
     private var closingOnPurpose = false
-    private var pong: [UInt8]
     private var reply: [UInt8] = []
 
     init(index: Int, device: String = "", hello: Hello, owner: LinkOwner) {
         self.index = index
         self.device = device
         self.isDevice = hello.role == .device
-        self.hello = Message.hello(hello).encoded(correlation: 1)
+        self.hello = hello
         self.owner = owner
-        var pong: [UInt8] = []
-        FrameHeader(type: .pong, correlation: 0).write(into: &pong)
-        self.pong = pong
     }
 
     var isReady: Bool { state == .ready }
@@ -75,7 +75,8 @@ final class BenchLink: ConnectionHandler {
                 self.connection = connection
                 connection.handler = self
                 state = .handshaking
-                connection.write(hello)
+                session = PeerSession(side: .client(SessionTimeouts()), now: EventLoop.monotonicMilliseconds())
+                perform(session.start(hello, correlation: 1), on: connection)
             case .failure(let error):
                 state = .closed
                 failure = "connect: \(error)"
@@ -123,37 +124,49 @@ final class BenchLink: ConnectionHandler {
     // MARK: ConnectionHandler
 
     func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
-        let type = header.rawType
-        if type == MessageType.ping.rawValue {
-            pong.withUnsafeMutableBytes { $0.storeBytes(of: header.correlation.bigEndian, toByteOffset: 4, as: UInt32.self) }
-            connection.write(pong)
-            return
-        }
-        if type == MessageType.goaway.rawValue {
-            failure = "GOAWAY \(header.status.name)"
-            connection.close()
-            return
-        }
-        if state == .ready {
+        if session.isOwnersFrame(header) {
             owner.frame(on: self, header: header, body: body)
-        } else if state == .handshaking {
-            handshakeReply(connection, header: header, body: body)
+        } else {
+            perform(session.received(header, body: body), on: connection)
         }
     }
 
-    private func handshakeReply(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
-        guard case .helloOK(let accepted)? = try? Message.decode(header: header, body: body) else {
-            failure = header.rawType == MessageType.error.rawValue ? "HELLO refused: \(header.status.name)"
-                : "HELLO answered with \(header.type?.specName ?? "type \(header.rawType)")"
+    func onFramingError(_ connection: Connection, error: WireError) {
+        perform(session.framingError(error), on: connection)
+    }
+
+    private func perform(_ action: SessionAction, on connection: Connection) {
+        switch action {
+        case .none, .serve, .checkCredential, .malformedReply:
+            break
+        case .send(let message, let correlation):
+            reply.removeAll(keepingCapacity: true)
+            message.encode(correlation: correlation, into: &reply)
+            connection.write(reply)
+        case .sendAndClose(let message, let correlation):
+            failure = failure ?? "\(message.type) sent to the server"
+            reply.removeAll(keepingCapacity: true)
+            message.encode(correlation: correlation, into: &reply)
+            connection.write(reply)
+            connection.closeAfterFlush(timeout: .seconds(1))
+        case .close:
             connection.close()
-            return
+        case .ready(let accepted):
+            serverMaxInflight = Int(accepted.maxInflight)
+            capacity = min(capacity, serverMaxInflight)
+            connection.maxFrame = Int(accepted.maxFrame)
+            handshakeNanos = monotonicNanos() - openedAt
+            state = .ready
+            setup?.linkReady(self)
+        case .refused(let status, _):
+            failure = "HELLO refused: \(status.name)"
+            connection.close()
+        case .goaway(let goaway, _):
+            failure = "GOAWAY \(goaway.status.name)"
+            connection.close()
+        case .deliver:
+            break  // owners' frames never reach the session (isOwnersFrame)
         }
-        serverMaxInflight = Int(accepted.maxInflight)
-        capacity = min(capacity, serverMaxInflight)
-        connection.maxFrame = Int(accepted.maxFrame)
-        handshakeNanos = monotonicNanos() - openedAt
-        state = .ready
-        setup?.linkReady(self)
     }
 
     func onClose(_ connection: Connection, reason: CloseReason) {

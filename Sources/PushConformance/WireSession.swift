@@ -2,14 +2,17 @@
 import Glibc
 #endif
 import PushClient
+import PushSession
 import PushWire
 
 /// One connection of a case, over `BlockingWireClient`, with every wait bounded and every
 /// socket or codec failure turned into a `CaseStop` that says what the case was doing.
 ///
-/// PINGs from the server are answered and skipped unless a case asks to see them, since
-/// either side may send PING at any time after the handshake ([4.3-1]) and a case must not
-/// read the peer's keepalive as an answer to its own request.
+/// A well-behaved connection drives a client `PeerSession`: `open` and `hello` make the
+/// handshake through it, and the server's PINGs are answered by it and skipped unless a
+/// case asks to see them, since either side may send PING at any time after the
+/// handshake ([4.3-1]) and a case must not read the peer's keepalive as an answer to its
+/// own request. Cases that misbehave on purpose write raw frames instead.
 final class WireSession {
     let name: String
     let client: BlockingWireClient
@@ -17,10 +20,11 @@ final class WireSession {
     /// Answer the server's PINGs while waiting; off for the keepalive cases, which must
     /// stay silent or observe the PING itself.
     var answersPings = true
+    private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: Clock.monotonicMs())
     /// The frame limit from HELLO_OK, which binds the server's frames too ([5.2-3]).
-    private(set) var negotiatedMaxFrame: Int?
+    var negotiatedMaxFrame: Int? { session.negotiated.map { Int($0.maxFrame) } }
     /// HELLO_OK's max_inflight, 1 until the handshake.
-    private(set) var negotiatedInflight: UInt32 = 1
+    var negotiatedInflight: UInt32 { session.negotiated?.maxInflight ?? 1 }
     private var stash: [Frame] = []
     private var nextCorrelation: UInt32 = 1
 
@@ -101,11 +105,22 @@ final class WireSession {
                 throw .fail("\(name) sent a \(frame.header.frameLength)-byte frame over the negotiated maximum of \(limit) [5.2-3]")
             }
             if frame.header.type == .ping && !showPings {
-                if answersPings { try? client.sendRaw(Message.pong.encoded(correlation: frame.header.correlation)) }
+                if answersPings { answerPing(frame) }
                 continue
             }
             return frame
         }
+    }
+
+    /// PONG through the session once it is open; before that (a case that made its
+    /// handshake by hand) the PONG is written directly.
+    private func answerPing(_ frame: Frame) {
+        let action = frame.body.withUnsafeBytes { session.received(frame.header, body: $0) }
+        guard case .send(let pong, let correlation) = action else {
+            try? client.sendRaw(Message.pong.encoded(correlation: frame.header.correlation))
+            return
+        }
+        try? client.sendRaw(pong.encoded(correlation: correlation))
     }
 
     private func nextStashed(showPings: Bool) -> Frame? {
@@ -138,6 +153,10 @@ final class WireSession {
     /// The answer to `correlation`: a non-PUSH, non-PING frame with that id, or a GOAWAY.
     /// Other frames are kept for later reads.
     func reply(to correlation: UInt32, waitingFor what: String) throws(CaseStop) -> Message {
+        try decode(try replyFrame(to: correlation, waitingFor: what), what)
+    }
+
+    private func replyFrame(to correlation: UInt32, waitingFor what: String) throws(CaseStop) -> Frame {
         var kept: [Frame] = []
         defer { stash.append(contentsOf: kept) }
         // One deadline for the whole wait, so a peer that keeps sending other frames
@@ -151,7 +170,7 @@ final class WireSession {
             let frame = try nextFrame(timeoutMs: Int32(remaining), waitingFor: what)
             let type = frame.header.type
             if type == .goaway || (frame.header.correlation == correlation && type != .push && type != .ping && type != .missed) {
-                return try decode(frame, what)
+                return frame
             }
             kept.append(frame)
         }
@@ -162,13 +181,17 @@ final class WireSession {
         return try reply(to: id, waitingFor: what ?? "the answer to \(message.type.specName)")
     }
 
-    /// Sends HELLO and returns whatever answered it.
+    /// Sends HELLO through the session and returns whatever answered it.
     func hello(_ hello: Hello) throws(CaseStop) -> Message {
-        let answer = try request(.hello(hello), "the answer to HELLO")
-        if case .helloOK(let accepted) = answer {
-            negotiatedMaxFrame = Int(accepted.maxFrame)
-            negotiatedInflight = accepted.maxInflight
+        let correlation = takeCorrelation()
+        session = PeerSession(side: .client(SessionTimeouts()), now: Clock.monotonicMs())
+        guard case .send(let message, _) = session.start(hello, correlation: correlation) else {
+            throw .fail("the client session would not start")
         }
+        try send(message, correlation: correlation)
+        let frame = try replyFrame(to: correlation, waitingFor: "the answer to HELLO")
+        let answer = try decode(frame, "the answer to HELLO")
+        _ = frame.body.withUnsafeBytes { session.received(frame.header, body: $0) }
         return answer
     }
 

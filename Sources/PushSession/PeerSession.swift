@@ -158,6 +158,22 @@ public struct PeerSession<State> {
                         : clientReceived(message, correlation: header.correlation)
     }
 
+    /// Whether a frame with this header is the owner's business alone, so a driver that
+    /// reads bodies itself (a load generator) may hand it over without `received`: any
+    /// frame after HELLO_OK but PING, GOAWAY, HELLO and the PONG to the session's own
+    /// keepalive, which the session answers or must see.
+    public func isOwnersFrame(_ header: FrameHeader) -> Bool {
+        guard phase == .open else { return false }
+        switch header.rawType {
+        case MessageType.ping.rawValue, MessageType.goaway.rawValue, MessageType.hello.rawValue:
+            return false
+        case MessageType.pong.rawValue:
+            return !isOwnPing(header.correlation)
+        default:
+            return true
+        }
+    }
+
     /// A frame whose header could not be trusted: GOAWAY with its status ([5.6-1]).
     public mutating func framingError(_ error: WireError) -> SessionAction {
         guard phase != .closed else { return .none }

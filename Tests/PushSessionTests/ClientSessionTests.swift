@@ -140,3 +140,21 @@ struct RequestWindowTests {
         #expect(window.outstanding.isEmpty && window.queuedCount == 0)
     }
 }
+
+@Suite("PeerSession, frames a driver may hand over undecoded")
+struct OwnersFrameTests {
+    @Test("only after HELLO_OK, and never PING, GOAWAY, HELLO or the PONG to the session's own PING")
+    func ownersFrames() {
+        var harness = ClientSessionTests.client()
+        _ = harness.session.start(Hello(role: .device), correlation: 1)
+        #expect(!harness.session.isOwnersFrame(FrameHeader(type: .push, correlation: 1)))
+        _ = harness.receive(.helloOK(HelloOK(maxFrame: 65_536, keepaliveMs: 1_000, maxInflight: 8)), correlation: 1)
+        #expect(harness.session.isOwnersFrame(FrameHeader(type: .push, correlation: 1)))
+        #expect(harness.session.isOwnersFrame(FrameHeader(type: .error, correlation: 4, status: .busy)))
+        #expect(harness.session.isOwnersFrame(FrameHeader(type: .pong, correlation: 4)))
+        for type in [MessageType.ping, .goaway, .hello] {
+            #expect(!harness.session.isOwnersFrame(FrameHeader(type: type, correlation: 1)))
+        }
+        #expect(!harness.session.isOwnersFrame(FrameHeader(type: .pong, correlation: 0x8000_0001)))
+    }
+}
