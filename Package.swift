@@ -90,7 +90,7 @@ let package = Package(
                 path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushEventLoop", "PushSecurity", "PushWire", "PushTestSupport"]),
-        .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop"]),
+        .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
             "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
             .product(name: "CoreMetrics", package: "swift-metrics"),
