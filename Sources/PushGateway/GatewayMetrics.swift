@@ -1,6 +1,6 @@
 import CoreMetrics
 
-/// The gateway's counters and gauges (issue 4, section 5), through swift-metrics.
+/// The gateway's counters and gauges, through swift-metrics.
 public final class GatewayMetrics {
     public let connections: Meter
     public let devicesOnline: Meter
