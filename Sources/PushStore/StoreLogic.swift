@@ -76,19 +76,20 @@ public final class StoreLogic {
     private var userLimiter: LoginLimiter
     private var addressLimiter: LoginLimiter
 
+    /// Reads every stored ID into memory first, and throws the reader's error if it cannot:
+    /// without that map every stored payload would look unknown.
     public init(settings: StoreSettings, reader: PayloadReader, serverKey: SecretKey, providerKey: SecretKey,
-                clock: @escaping () -> UInt64 = EventLoop.wallClockMilliseconds) {
+                clock: @escaping () -> UInt64 = EventLoop.wallClockMilliseconds) throws {
         self.settings = settings
         self.reader = reader
         self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
         self.providerKey = providerKey
         self.clock = clock
         self.userLimiter = LoginLimiter(limit: settings.loginFailuresPerUser, windowMs: settings.loginFailureWindowMs)
-        if let all = try? reader.allIDs() {
-            sequences.reserveCapacity(all.count)
-            for (id, sequence) in all { sequences[id] = sequence }
-        }
         self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
+        let all = try reader.allIDs()
+        sequences.reserveCapacity(all.count)
+        for (id, sequence) in all { sequences[id] = sequence }
     }
 
     /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4]); nil admits the peer.
@@ -269,9 +270,14 @@ public final class StoreLogic {
                                          fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
     }
 
+    /// Forgets failed-login windows that have ended; the store calls it on a timer so the
+    /// tables hold only recent offenders.
     public func pruneLimiters() {
         let now = clock()
         userLimiter.prune(nowMs: now)
         addressLimiter.prune(nowMs: now)
     }
+
+    /// User names and client addresses with a failed-login window still remembered.
+    var loginFailureKeysTracked: Int { userLimiter.trackedCount + addressLimiter.trackedCount }
 }

@@ -21,7 +21,7 @@ final class StoreFixture {
         writer = try SQLitePayloadWriter(path: path)
         reader = try SQLitePayloadReader(path: path)
         var clockNow: () -> UInt64 = { 0 }
-        logic = StoreLogic(settings: settings, reader: reader, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() })
+        logic = try StoreLogic(settings: settings, reader: reader, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() })
         clockNow = { [unowned self] in self.now }
         _ = try writer.addUser("alice", passwordHash: try PasswordHash.make(password: Array("pw-alice".utf8), iterations: 1000).encoded, nowMs: now)
         _ = try writer.addUser("bob", passwordHash: try PasswordHash.make(password: Array("pw-bob".utf8), iterations: 1000).encoded, nowMs: now)
