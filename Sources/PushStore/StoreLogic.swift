@@ -116,7 +116,7 @@ public final class StoreLogic {
             case .ack(let ack): return try handleAck(ack, session: session)
             case .recall(let recall):
                 guard let sequence = try locate(recall.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-                return .commit(.recall(sequence: sequence, nowMs: clock()), .recallOK(recall.id))
+                return .commit(.recall(sequence: sequence), .recallOK(recall.id))
             case .status(let request): return try handleStatus(request)
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
             }
@@ -225,7 +225,7 @@ public final class StoreLogic {
         let now = clock()
         let claims = try claims(ack.token, session: session, nowMs: now)
         guard let sequence = try locate(ack.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-        return .commit(.ack(sequence: sequence, user: claims.user, deviceID: claims.deviceID, nowMs: now), .ackOK(ack.id))
+        return .commit(.ack(sequence: sequence, user: claims.user, deviceID: claims.deviceID), .ackOK(ack.id))
     }
 
     private func countFetch(_ sequence: UInt64, atMs: UInt64) {
