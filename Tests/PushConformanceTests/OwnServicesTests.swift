@@ -7,12 +7,12 @@ import PushSecurity
 import PushTestSupport
 import Testing
 
-/// A store and a gateway from this build, started as real processes, with a user to
-/// log in as: what the suite runs against in `swift test`.
+/// A store and a gateway from this build, running in this process, with a user to log
+/// in as: what the suite runs against in `swift test`.
 final class OwnServices {
     let deployment: TemporaryDeployment
-    let store: ServiceProcess
-    let gateway: ServiceProcess
+    let store: InProcessStore
+    let gateway: InProcessGateway
     let user = "conformance-user"
     let password = "conformance password"
     let passwordFile: String
@@ -24,8 +24,8 @@ final class OwnServices {
         try Deployment.writePrivate(passwordFile, password + "\n")
         // A short store keepalive lets the keepalive cases run in seconds; a queue of two
         // makes MISSED observable at the gateway.
-        store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--keepalive-ms", "2000"])
-        gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--queue-capacity", "2"])
+        store = try InProcessStore(deployment) { $0.limits.keepaliveMs = 2000 }
+        gateway = try InProcessGateway(deployment) { $0.queueCapacity = 2 }
     }
 
     var options: ConformanceOptions {
