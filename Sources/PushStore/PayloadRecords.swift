@@ -86,7 +86,8 @@ public struct UnreadPage: Sendable, Equatable {
 }
 
 /// The store's persistence, split by thread: the writer thread owns a `PayloadWriter`,
-/// the event loop a `PayloadReader`. A PostgreSQL backend implements the same pair.
+/// the event loop a `PayloadReader`. SQLite is the one backend; another would implement
+/// the same pair.
 public protocol PayloadWriter: AnyObject {
     /// Applies every operation in one durable transaction; outcomes match by index.
     func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome]

@@ -65,8 +65,8 @@ public final class StoreLogic {
     /// FETCH statistics not yet handed to the writer ([4.8-3]: they may be written later,
     /// so a FETCH never waits for a write); STATUS adds them in, so it stays exact.
     private var fetchTallies: [UInt64: FetchTally] = [:]
-    /// Every stored payload's sequence by ID. Random IDs scatter over an on-disk index, so
-    /// each STORE dirtied a page of its own; in memory they cost a hash insert instead.
+    /// Every stored payload's sequence by ID. In an on-disk index random IDs would scatter,
+    /// each STORE dirtying a page of its own; in memory they cost a hash insert instead.
     private var sequences: [PayloadID: UInt64] = [:]
     /// Users seen to exist, until the given wall-clock ms: a STORE need not read the users
     /// table every time. A removed user is refused at most `knownUserTTLMs` later.

@@ -1,7 +1,5 @@
 import Foundation
-import PushClient
 import PushProcess
-import PushWire
 
 /// The `securepush` executable next to the test bundle, run as real child processes.
 public enum SecurePushBinary {
@@ -34,9 +32,9 @@ public enum ServiceError: Error, CustomStringConvertible {
 /// the tests that are about the real binary (signals, exit codes, durability).
 public final class ServiceProcess: ReachableService {
     public let child: ChildProcess
-    public private(set) var port = 0
+    public let port: Int
     /// The port of a `metrics on HOST:PORT` line printed before `listening on`.
-    public private(set) var announcedMetricsPort: Int?
+    public let announcedMetricsPort: Int?
     public let host = "127.0.0.1"
 
     /// Starts `securepush ARGUMENTS --listen 127.0.0.1:0` and waits for its `listening on` line.
@@ -45,9 +43,8 @@ public final class ServiceProcess: ReachableService {
         let address = try child.waitForLine(prefix: "listening on ", seconds: 30)
         guard let port = Int(address.split(separator: ":").last ?? "") else { throw ServiceError.failed("bad address \(address)") }
         self.port = port
-        for line in child.standardOutput.split(separator: "\n") where line.hasPrefix("metrics on ") {
-            announcedMetricsPort = Int(line.split(separator: ":").last ?? "")
-        }
+        let metricsLine = child.standardOutput.split(separator: "\n").last { $0.hasPrefix("metrics on ") }
+        announcedMetricsPort = metricsLine.flatMap { Int($0.split(separator: ":").last ?? "") }
     }
 
     /// SIGTERM, then the exit status (or nil if it did not exit in time).

@@ -4,8 +4,7 @@ import PushStore
 
 /// A temporary deployment directory (keys, config, user database), removed on deinit.
 /// Made by the library unless the test is about the command line.
-public final class TemporaryDeployment: @unchecked Sendable {
-    // @unchecked: every property is a constant.
+public final class TemporaryDeployment {
     public let directory: String
     public let deployment: Deployment
     private let madeByCommandLine: Bool
