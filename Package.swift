@@ -85,15 +85,19 @@ let package = Package(
         .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
         .testTarget(name: "PushSessionTests", dependencies: ["PushSession", "PushWire"]),
         .testTarget(name: "PushSecurityTests", dependencies: ["PushSecurity", "PushWire"]),
-        // Helpers the integration tests share: child processes, temporary deployments.
-        .target(name: "PushTestSupport", dependencies: ["PushClient", "PushSecurity", "PushWire", "PushEventLoop", "PushProcess"],
-                path: "Tests/PushTestSupport"),
+        // Helpers the integration tests share: temporary deployments, services in-process
+        // on loop threads, and the real binary as child processes.
+        .target(name: "PushTestSupport", dependencies: [
+            "PushClient", "PushSecurity", "PushWire", "PushEventLoop", "PushProcess", "PushStore", "PushGateway",
+            .product(name: "Logging", package: "swift-log"),
+        ], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
-        .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushEventLoop", "PushSecurity", "PushWire", "PushTestSupport"]),
+        .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushTestSupport"]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
             "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
             .product(name: "CoreMetrics", package: "swift-metrics"),
+            .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),

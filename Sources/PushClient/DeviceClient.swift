@@ -35,7 +35,7 @@ public enum DeviceEvent: Equatable, Sendable {
     case dropped(PayloadID, Status)
 }
 
-/// The device side of secure push (issue 5): pushes from the gateway carry only IDs; the
+/// The device side of secure push: pushes from the gateway carry only IDs; the
 /// device fetches each payload from the store with its fetch token, acknowledges it, and
 /// hands the app a notification. Without a usable token it shows the generic prompt,
 /// keeps the ID, and fetches after the next login. It SYNCs with the store on every

@@ -9,7 +9,7 @@ public struct SendReceipt: Equatable, Sendable {
     public var delivery: PushAck
 }
 
-/// The app backend's sending side (issue 5): STORE the payload, then PUSH only its ID.
+/// The app backend's sending side: STORE the payload, then PUSH only its ID.
 /// Requests are pipelined on one connection to each service, and the connections come
 /// back by themselves after a failure. Loop-confined.
 public final class ProviderClient {

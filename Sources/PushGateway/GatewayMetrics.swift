@@ -1,6 +1,7 @@
 import CoreMetrics
 
-/// The gateway's counters and gauges, through swift-metrics.
+/// The gateway's counters and gauges, through swift-metrics: `GatewayConfiguration.metricsFactory`
+/// decides where they go (the CLI exports them in the Prometheus text format).
 public final class GatewayMetrics {
     public let connections: Meter
     public let devicesOnline: Meter

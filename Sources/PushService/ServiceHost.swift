@@ -72,10 +72,10 @@ public final class ServiceHost<Handler: ServiceHandler> {
     }
 
     public func listen(host: String, port: Int, tls: TLSContext?) throws(EventLoopError) {
-        listener = try Listener(loop: loop, host: host, port: port, tls: tls) { [unowned self] connection in
-            self.accept(connection)
+        listener = try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in
+            self?.accept(connection)
         }
-        sweepTimer = loop.schedule(after: .milliseconds(sweepIntervalMs), repeating: true) { [unowned self] in self.sweep() }
+        sweepTimer = loop.schedule(after: .milliseconds(sweepIntervalMs), repeating: true) { [weak self] in self?.sweep() }
     }
 
     /// Often enough that every deadline is met within a quarter of its length.

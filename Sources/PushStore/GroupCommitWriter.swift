@@ -4,23 +4,31 @@ import Glibc
 import PushEventLoop
 
 /// The store's writer thread: every write pending when it wakes goes into one
-/// transaction with one fsync, and the whole group is handed back at once (group commit,
-/// DESIGN.md's performance model). Replies wait for `deliver`; nothing else does.
+/// transaction with one fsync, and the whole group is handed back at once (group
+/// commit). Replies wait for `deliver`; nothing else does.
 public final class GroupCommitWriter: @unchecked Sendable {
     // @unchecked: `queue`, `stopping` and `lastSweepMs` are guarded by `mutex`; `writer` is
-    // touched only by the writer thread once it has started.
+    // touched only by the writer thread while it runs, and by `stop`'s caller after the join.
     public typealias Ticket = UInt64
 
     /// Called on the writer thread with each committed group, outcomes in submission order.
     /// `nil` outcomes mean the transaction failed and nothing in the group is durable.
     public typealias Delivery = @Sendable (_ tickets: [Ticket], _ outcomes: [WriteOutcome]?) -> Void
 
+    /// The writer thread could not be created.
+    public struct StartFailure: Error, CustomStringConvertible, Sendable {
+        public var errno: Int32
+        public var description: String { "cannot start the writer thread: \(String(cString: strerror(errno)))" }
+    }
+
     private let writer: PayloadWriter
     private let deliver: Delivery
     private let sweepIntervalMs: UInt64
     private let clock: @Sendable () -> UInt64
-    private var mutex = pthread_mutex_t()
-    private var wake = pthread_cond_t()
+    // pthread objects must not move once initialised, so they live on the heap rather
+    // than in stored properties whose address Swift does not promise to keep.
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+    private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
     private var queue: [(WriteOperation, Ticket)] = []
     private var stopping = false
     private var thread: pthread_t?
@@ -32,42 +40,51 @@ public final class GroupCommitWriter: @unchecked Sendable {
         self.deliver = deliver
         self.sweepIntervalMs = sweepIntervalMs
         self.clock = clock
-        pthread_mutex_init(&mutex, nil)
-        pthread_cond_init(&wake, nil)
+        pthread_mutex_init(mutex, nil)
+        pthread_cond_init(wake, nil)
     }
 
     deinit {
-        pthread_cond_destroy(&wake)
-        pthread_mutex_destroy(&mutex)
+        pthread_cond_destroy(wake)
+        pthread_mutex_destroy(mutex)
+        wake.deallocate()
+        mutex.deallocate()
     }
 
-    public func start() {
+    /// Starts the writer thread; a second call does nothing.
+    public func start() throws(StartFailure) {
+        guard thread == nil else { return }
         lastSweepMs = clock()
         let box = Unmanaged.passRetained(self)
         var handle = pthread_t()
-        pthread_create(&handle, nil, { context in
-            let writer = Unmanaged<GroupCommitWriter>.fromOpaque(context!).takeRetainedValue()
+        let created = pthread_create(&handle, nil, { context in
+            guard let context else { return nil }
+            let writer = Unmanaged<GroupCommitWriter>.fromOpaque(context).takeRetainedValue()
             writer.run()
             return nil
         }, box.toOpaque())
+        guard created == 0 else {
+            box.release()
+            throw StartFailure(errno: created)
+        }
         thread = handle
     }
 
     /// Queues a write from any thread.
     public func submit(_ operation: WriteOperation, ticket: Ticket) {
-        pthread_mutex_lock(&mutex)
+        pthread_mutex_lock(mutex)
         queue.append((operation, ticket))
         let wasIdle = queue.count == 1
-        pthread_mutex_unlock(&mutex)
-        if wasIdle { pthread_cond_signal(&wake) }
+        pthread_mutex_unlock(mutex)
+        if wasIdle { pthread_cond_signal(wake) }
     }
 
-    /// Commits what is queued, then ends the thread and waits for it.
+    /// Commits what is queued, then ends the thread and waits for it. Idempotent.
     public func stop() {
-        pthread_mutex_lock(&mutex)
+        pthread_mutex_lock(mutex)
         stopping = true
-        pthread_mutex_unlock(&mutex)
-        pthread_cond_signal(&wake)
+        pthread_mutex_unlock(mutex)
+        pthread_cond_signal(wake)
         if let thread { pthread_join(thread, nil) }
         thread = nil
     }
@@ -75,18 +92,18 @@ public final class GroupCommitWriter: @unchecked Sendable {
     private func run() {
         var batch: [(WriteOperation, Ticket)] = []
         while true {
-            pthread_mutex_lock(&mutex)
+            pthread_mutex_lock(mutex)
             while queue.isEmpty && !stopping && !sweepDue() {
                 var deadline = timespec()
                 clock_gettime(CLOCK_REALTIME, &deadline)
                 deadline.tv_sec += 1
-                pthread_cond_timedwait(&wake, &mutex, &deadline)
+                pthread_cond_timedwait(wake, mutex, &deadline)
             }
             swap(&batch, &queue)
             let finished = stopping && batch.isEmpty
             let sweep = sweepDue()
             if sweep { lastSweepMs = clock() }
-            pthread_mutex_unlock(&mutex)
+            pthread_mutex_unlock(mutex)
 
             if !batch.isEmpty { commit(batch) }
             batch.removeAll(keepingCapacity: true)

@@ -16,12 +16,12 @@ struct LoginLimiter {
     }
 
     func isLimited(_ key: String, nowMs: UInt64) -> Bool {
-        guard let window = windows[key], nowMs - window.startMs < windowMs else { return false }
+        guard let window = windows[key], isOpen(window, nowMs: nowMs) else { return false }
         return window.failures >= limit
     }
 
     mutating func recordFailure(_ key: String, nowMs: UInt64) {
-        if var window = windows[key], nowMs - window.startMs < windowMs {
+        if var window = windows[key], isOpen(window, nowMs: nowMs) {
             window.failures += 1
             windows[key] = window
         } else {
@@ -35,7 +35,13 @@ struct LoginLimiter {
 
     /// Forgets windows that have ended, so the table holds only recent offenders.
     mutating func prune(nowMs: UInt64) {
-        windows = windows.filter { nowMs - $0.value.startMs < windowMs }
+        windows = windows.filter { isOpen($0.value, nowMs: nowMs) }
+    }
+
+    /// A wall clock stepped back before a window's start ends that window rather than
+    /// underflowing.
+    private func isOpen(_ window: Window, nowMs: UInt64) -> Bool {
+        nowMs >= window.startMs && nowMs - window.startMs < windowMs
     }
 
     var trackedCount: Int { windows.count }

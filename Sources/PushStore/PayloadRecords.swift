@@ -56,8 +56,8 @@ public struct StoredPayload: Sendable, Equatable {
 public enum WriteOperation: Sendable {
     case store(NewPayload)
     /// A read receipt from one of `user`'s devices, for the payload stored as `sequence`.
-    case ack(sequence: UInt64, user: String, deviceID: String, nowMs: UInt64)
-    case recall(sequence: UInt64, nowMs: UInt64)
+    case ack(sequence: UInt64, user: String, deviceID: String)
+    case recall(sequence: UInt64)
     /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
     /// reply never waits for them ([4.8-3]).
     case recordFetches([FetchTally])
@@ -86,7 +86,8 @@ public struct UnreadPage: Sendable, Equatable {
 }
 
 /// The store's persistence, split by thread: the writer thread owns a `PayloadWriter`,
-/// the event loop a `PayloadReader`. A PostgreSQL backend implements the same pair.
+/// the event loop a `PayloadReader`. SQLite is the one backend; another would implement
+/// the same pair.
 public protocol PayloadWriter: AnyObject {
     /// Applies every operation in one durable transaction; outcomes match by index.
     func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome]

@@ -110,7 +110,6 @@ final class SQLiteStatement {
     func reset() { sqlite3_reset(statement) }
 
     func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
-    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
 
     func text(_ column: Int32) -> String {
         guard let pointer = sqlite3_column_text(statement, column) else { return "" }

@@ -31,10 +31,15 @@ public enum SQLitePayloadDatabase {
         device TEXT NOT NULL,
         PRIMARY KEY (seq, device)
     ) WITHOUT ROWID;
-    DROP INDEX IF EXISTS payloads_by_id;
     CREATE INDEX IF NOT EXISTS live_by_user ON payloads(user, seq) WHERE life = 1;
     CREATE INDEX IF NOT EXISTS payloads_by_expiry ON payloads(expires_at);
     """
+
+    /// Changes to databases written by earlier builds, by the `user_version` they lead to.
+    static let migrations: [(version: Int64, sql: String)] = [
+        // IDs are mapped to rows in memory now; the unique index on them only slowed STOREs.
+        (1, "DROP INDEX IF EXISTS payloads_by_id"),
+    ]
 
     /// Opens (creating if needed) the database and its schema.
     static func open(path: String) throws(SQLiteError) -> SQLiteConnection {
@@ -45,9 +50,23 @@ public enum SQLitePayloadDatabase {
         try connection.execute("PRAGMA synchronous = FULL")
         // Burn-after-read means the bytes: overwrite freed content inside pages.
         try connection.execute("PRAGMA secure_delete = FAST")
-        try connection.execute("PRAGMA foreign_keys = OFF")
         try connection.execute(schema)
+        try migrate(connection)
         return connection
+    }
+
+    private static func migrate(_ connection: SQLiteConnection) throws(SQLiteError) {
+        let query = try connection.prepare("PRAGMA user_version")
+        let current = try query.step() ? query.int(0) : 0
+        query.reset()
+        for migration in migrations where migration.version > current {
+            do {
+                try connection.execute("BEGIN IMMEDIATE; \(migration.sql); PRAGMA user_version = \(migration.version); COMMIT")
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        }
     }
 
     static func idValues(_ id: PayloadID) -> [SQLiteStatement.Value] {
@@ -119,14 +138,14 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 .text(new.user), .blob(new.body), .uint(new.createdAt), .uint(new.expiresAt), .int(Int64(new.readLimit)),
             ])
             return .stored(sequence: connection.lastInsertedRow)
-        case .ack(let sequence, let user, let deviceID, _):
+        case .ack(let sequence, let user, let deviceID):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
             guard let owner = try owner(of: sequence) else { return .failed(.notFound) }
             guard owner == user else { return .failed(.forbidden) }
             try addReceipt.run([.uint(sequence), .text(deviceID)])
             if connection.changes == 1 { try markRead.run([.uint(sequence)]) }
             return .ok
-        case .recall(let sequence, _):
+        case .recall(let sequence):
             // Recalling what is already gone succeeds ([4.11-2]).
             guard try owner(of: sequence) != nil else { return .failed(.notFound) }
             try markRecalled.run([.uint(sequence)])

@@ -62,8 +62,8 @@ public final class StoreLogic {
     /// FETCH statistics not yet handed to the writer ([4.8-3]: they may be written later,
     /// so a FETCH never waits for a write); STATUS adds them in, so it stays exact.
     private var fetchTallies: [UInt64: FetchTally] = [:]
-    /// Every stored payload's sequence by ID. Random IDs scatter over an on-disk index, so
-    /// each STORE dirtied a page of its own; in memory they cost a hash insert instead.
+    /// Every stored payload's sequence by ID. In an on-disk index random IDs would scatter,
+    /// each STORE dirtying a page of its own; in memory they cost a hash insert instead.
     private var sequences: [PayloadID: UInt64] = [:]
     /// Users seen to exist, until the given wall-clock ms: a STORE need not read the users
     /// table every time. A removed user is refused at most `knownUserTTLMs` later.
@@ -73,19 +73,20 @@ public final class StoreLogic {
     private var userLimiter: LoginLimiter
     private var addressLimiter: LoginLimiter
 
+    /// Reads every stored ID into memory first, and throws the reader's error if it cannot:
+    /// without that map every stored payload would look unknown.
     public init(settings: StoreSettings, reader: PayloadReader, serverKey: SecretKey, providerKey: SecretKey,
-                clock: @escaping () -> UInt64 = EventLoop.wallClockMilliseconds) {
+                clock: @escaping () -> UInt64 = EventLoop.wallClockMilliseconds) throws {
         self.settings = settings
         self.reader = reader
         self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
         self.providerKey = providerKey
         self.clock = clock
         self.userLimiter = LoginLimiter(limit: settings.loginFailuresPerUser, windowMs: settings.loginFailureWindowMs)
-        if let all = try? reader.allIDs() {
-            sequences.reserveCapacity(all.count)
-            for (id, sequence) in all { sequences[id] = sequence }
-        }
         self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
+        let all = try reader.allIDs()
+        sequences.reserveCapacity(all.count)
+        for (id, sequence) in all { sequences[id] = sequence }
     }
 
     /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4]); nil admits the peer.
@@ -106,7 +107,7 @@ public final class StoreLogic {
             case .ack(let ack): return try handleAck(ack, session: session)
             case .recall(let recall):
                 guard let sequence = try locate(recall.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-                return .commit(.recall(sequence: sequence, nowMs: clock()), .recallOK(recall.id))
+                return .commit(.recall(sequence: sequence), .recallOK(recall.id))
             case .status(let request): return try handleStatus(request)
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
             }
@@ -204,7 +205,7 @@ public final class StoreLogic {
         let now = clock()
         let claims = try claims(ack.token, session: session, nowMs: now)
         guard let sequence = try locate(ack.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-        return .commit(.ack(sequence: sequence, user: claims.user, deviceID: claims.deviceID, nowMs: now), .ackOK(ack.id))
+        return .commit(.ack(sequence: sequence, user: claims.user, deviceID: claims.deviceID), .ackOK(ack.id))
     }
 
     private func countFetch(_ sequence: UInt64, atMs: UInt64) {
@@ -249,9 +250,14 @@ public final class StoreLogic {
                                          fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
     }
 
+    /// Forgets failed-login windows that have ended; the store calls it on a timer so the
+    /// tables hold only recent offenders.
     public func pruneLimiters() {
         let now = clock()
         userLimiter.prune(nowMs: now)
         addressLimiter.prune(nowMs: now)
     }
+
+    /// User names and client addresses with a failed-login window still remembered.
+    var loginFailureKeysTracked: Int { userLimiter.trackedCount + addressLimiter.trackedCount }
 }

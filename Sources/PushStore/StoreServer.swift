@@ -29,7 +29,13 @@ public final class StoreServer: ServiceHandler {
         self.logic = logic
         self.committer = committer
         host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
-        tallyTimer = loop.schedule(after: .milliseconds(200), repeating: true) { [unowned self] in self.flushFetchTallies() }
+        tallyTimer = loop.schedule(after: .milliseconds(200), repeating: true) { [weak self] in self?.flushFetchTallies() }
+    }
+
+    /// Cancels the tally timer, which holds the server only weakly; after a drain or a failed start.
+    public func stopTimers() {
+        tallyTimer?.cancel()
+        tallyTimer = nil
     }
 
     /// One writer operation for many FETCHes instead of one UPDATE each.

@@ -1,7 +1,7 @@
 import PushWire
 
-/// The store's limits and lifetimes; `securepush store` fills them from flags and the
-/// deployment's config file.
+/// The store's limits and lifetimes; `StoreConfiguration(deployment:)` takes some from
+/// the deployment's config file, and `securepush store` from its flags.
 public struct StoreSettings: Sendable {
     public var maxPayloadBytes = 4096
     public var maxTTLSeconds: UInt32 = 30 * 24 * 3600

@@ -51,9 +51,9 @@ extension DeviceCommand {
                 }
             }
             device.start()
-            unblockTerminationSignals()
             let stop = { loop.stop() }
             let signals = [loop.onSignal(SIGTERM, stop), loop.onSignal(SIGINT, stop)]
+            unblockTerminationSignals()
             loop.run()
             signals.forEach { $0.cancel() }
             device.stop()

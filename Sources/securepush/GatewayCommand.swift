@@ -1,14 +1,7 @@
 import ArgumentParser
-import CoreMetrics
-import Logging
 import Prometheus
 import PushEventLoop
 import PushGateway
-import PushService
-import PushSession
-#if canImport(Glibc)
-import Glibc
-#endif
 
 struct GatewayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -33,30 +26,25 @@ struct GatewayCommand: ParsableCommand {
 
     func run() throws {
         let deployment = try openDeployment(dataDir)
-        let logger = makeLogger("securepush.gateway", level: logLevel)
         guard let address = listen ?? deployment.config["gateway.listen"].flatMap(HostPort.init(argument:)) else {
             throw CommandFailure("no address to listen on: pass --listen HOST:PORT")
         }
-        let tls = try loadServerTLS(certificate: tlsCert, key: tlsKey)
-        var limits = ServiceLimits(name: "securepush-gateway", served: GatewayServer.served)
-        limits.maxConnections = maxConnections ?? 20_000
-        limits.keepaliveMs = keepaliveMs ?? limits.keepaliveMs
-        var settings = GatewaySettings()
-        settings.queueCapacity = queueCapacity
-
         let registry = PrometheusCollectorRegistry()
-        let gatewayMetrics = GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry))
+        var configuration = GatewayConfiguration(deployment: deployment, host: address.host, port: address.port)
+        configuration.tls = try loadServerTLS(certificate: tlsCert, key: tlsKey)
+        configuration.logger = makeLogger("securepush.gateway", level: logLevel)
+        configuration.queueCapacity = queueCapacity
+        configuration.maxOutputBytes = maxOutputBytes
+        configuration.metricsFactory = PrometheusMetricsFactory(registry: registry)
+        if let maxConnections { configuration.limits.maxConnections = maxConnections }
+        if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
+
         let loop = try EventLoop()
-        let logic = GatewayLogic(settings: settings, serverKey: deployment.serverKey, metrics: gatewayMetrics,
-                                 wallClock: wallClockMs, monotonicClock: EventLoop.monotonicMilliseconds)
-        let server = GatewayServer(loop: loop, limits: limits, logger: logger, logic: logic,
-                                   providerKey: deployment.providerKey, wallClock: wallClockMs)
-        let host = server.host!
-        host.maxOutputBytes = maxOutputBytes
+        let service: GatewayService
         do {
-            try host.listen(host: address.host, port: address.port, tls: tls)
+            service = try GatewayService.start(configuration, on: loop)
         } catch {
-            throw CommandFailure("cannot listen on \(address): \(error)")
+            throw CommandFailure(error.description)
         }
         let endpoint = MetricsEndpoint(registry: registry)
         if let metrics {
@@ -67,24 +55,11 @@ struct GatewayCommand: ParsableCommand {
             }
             announce("metrics on \(metrics.host):\(endpoint.port)")
         }
-        let bound = HostPort(argument: "\(address.host):\(host.port ?? address.port)") ?? address
-        logger.info("gateway ready", metadata: ["listen": "\(bound)"])
-        announce("listening on \(bound)")
-
-        var stopping = false
-        let stop = {
-            guard !stopping else { return }
-            stopping = true
-            logger.info("sending GOAWAY to every connection before exit")
-            host.drain { loop.stop() }
-        }
-        unblockTerminationSignals()
-        let signals = [loop.onSignal(SIGTERM, stop), loop.onSignal(SIGINT, stop)]
+        let signals = stopOnTermination(loop) { stopped in service.drain(then: stopped) }
+        announce("listening on \(HostPort(host: address.host, port: service.port))")
         loop.run()
         signals.forEach { $0.cancel() }
         endpoint.stop()
         loop.shutdown()
-        withExtendedLifetime(server) {}
-        logger.info("gateway stopped")
     }
 }

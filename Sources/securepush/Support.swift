@@ -16,6 +16,11 @@ struct HostPort: ExpressibleByArgument, CustomStringConvertible {
     var host: String
     var port: Int
 
+    init(host: String, port: Int) {
+        self.host = host
+        self.port = port
+    }
+
     init?(argument: String) {
         guard let colon = argument.lastIndex(of: ":"), let port = Int(argument[argument.index(after: colon)...]),
               (0...65535).contains(port) else { return nil }
@@ -76,6 +81,21 @@ func writeStandardError(_ text: String) {
 }
 
 func wallClockMs() -> UInt64 { EventLoop.wallClockMilliseconds() }
+
+/// Stops a service gracefully on SIGTERM or SIGINT: the first one calls `stop`, which
+/// calls back when the service has drained, and the loop then stops. Watched before
+/// the signals are unblocked, so one that arrives early is not fatal.
+func stopOnTermination(_ loop: EventLoop, stop: @escaping (_ stopped: @escaping () -> Void) -> Void) -> [SignalHandler] {
+    var stopping = false
+    let begin = {
+        guard !stopping else { return }
+        stopping = true
+        stop { loop.stop() }
+    }
+    let handlers = [loop.onSignal(SIGTERM, begin), loop.onSignal(SIGINT, begin)]
+    unblockTerminationSignals()
+    return handlers
+}
 
 /// A parent may start us with SIGTERM and SIGINT blocked (threads of a test runner often
 /// block them, and the mask is inherited); a service must hear them to stop gracefully.

@@ -3,28 +3,38 @@ import Testing
 import PushClient
 import PushEventLoop
 import PushSecurity
+import PushStore
 import PushTestSupport
 import PushWire
 
-/// A store, a gateway, and devices and a provider from the PushClient library, on one loop.
+/// A store and a gateway in this process, and devices and a provider from the PushClient
+/// library on the test's own loop. The store may instead run as the real binary, for
+/// the tests that kill it.
 final class FlowFixture {
     let deployment: TemporaryDeployment
-    var store: ServiceProcess
-    var gateway: ServiceProcess
+    /// The in-process store's clock; a store process keeps the real one.
+    let clock = ManualClock()
+    var store: any ReachableService
+    var gateway: InProcessGateway
     let loop: EventLoop
     var devices: [String: DeviceClient] = [:]
     var shown: [String: [DeviceNotification]] = [:]
     var events: [String: [DeviceEvent]] = [:]
     var provider: ProviderClient!
-    let storeArguments: [String]
 
-    init(storeArguments: [String] = [], gatewayArguments: [String] = []) throws {
+    init(storeProcess: Bool = false, configureStore: (inout StoreConfiguration) -> Void = { _ in }) throws {
         deployment = try TemporaryDeployment()
         try deployment.addUser("alice", password: "alice-pw")
         try deployment.addUser("bob", password: "bob-pw")
-        self.storeArguments = storeArguments
-        store = try ServiceProcess(["store", "--data-dir", deployment.directory] + storeArguments)
-        gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory] + gatewayArguments)
+        if storeProcess {
+            store = try ServiceProcess(["store", "--data-dir", deployment.directory])
+        } else {
+            store = try InProcessStore(deployment) { [clock] in
+                $0.clock = clock.wallMilliseconds
+                configureStore(&$0)
+            }
+        }
+        gateway = try InProcessGateway(deployment)
         loop = try EventLoop()
         makeProvider()
     }
@@ -36,10 +46,18 @@ final class FlowFixture {
     }
 
     func makeProvider() {
+        provider?.stop()
         provider = ProviderClient(loop: loop, store: endpoint(store), gateway: endpoint(gateway), providerKey: deployment.deployment.providerKey)
     }
 
-    func endpoint(_ service: ServiceProcess) -> ServerLink.Endpoint { ServerLink.Endpoint(host: service.host, port: service.port) }
+    func endpoint(_ service: any ReachableService) -> ServerLink.Endpoint { ServerLink.Endpoint(host: service.host, port: service.port) }
+
+    /// Stops the device and runs the loop until the gateway has seen it go.
+    func stopDevice(_ name: String) {
+        devices[name]?.stop()
+        devices[name] = nil
+        #expect(loop.run(until: { self.gateway.isOffline(name) }))
+    }
 
     @discardableResult
     func startDevice(_ name: String, user: String = "alice") -> DeviceClient {
@@ -100,14 +118,13 @@ struct SecurePushFlowTests {
 
     @Test("a token that expires mid-stream gives the generic notification, and the real one after login")
     func tokenExpiresMidStream() throws {
-        let flow = try FlowFixture(storeArguments: ["--token-lifetime", "1"])
+        let flow = try FlowFixture { $0.settings.tokenLifetimeMs = 1_000 }
         flow.startDevice("phone")
         #expect(flow.loop.run(until: { flow.connected("phone") }))
         try flow.login("phone")
         _ = try flow.send("before expiry")
         #expect(flow.loop.run(until: { flow.texts("phone") == ["before expiry"] }))
-        let pause = EventLoop.monotonicMilliseconds()
-        flow.loop.run(until: { EventLoop.monotonicMilliseconds() - pause > 1_100 })
+        flow.clock.advance(byMs: 1_500)
         let late = try flow.send("after expiry")
         #expect(flow.loop.run(until: { flow.generic("phone") == [late.id] }))
         try flow.login("phone")
@@ -120,14 +137,12 @@ struct SecurePushFlowTests {
         flow.startDevice("phone")
         #expect(flow.loop.run(until: { flow.connected("phone") }))
         try flow.login("phone")
-        flow.devices["phone"]?.stop()
-        flow.devices["phone"] = nil
-        let pause = EventLoop.monotonicMilliseconds()
-        flow.loop.run(until: { EventLoop.monotonicMilliseconds() - pause > 200 })
+        flow.stopDevice("phone")
         let sent = try (1...3).map { try flow.send("queued \($0)") }
         #expect(sent.allSatisfy { $0.delivery.queued == 1 })
-        #expect(flow.gateway.terminate() == 0)
-        flow.gateway = try ServiceProcess(["gateway", "--data-dir", flow.deployment.directory])
+        flow.gateway.stop()
+        flow.gateway = try InProcessGateway(flow.deployment)
+        flow.makeProvider()
         flow.events["phone"] = []
         flow.startDevice("phone")
         #expect(flow.loop.run(until: { Set(flow.texts("phone")) == ["queued 1", "queued 2", "queued 3"] }))
@@ -135,7 +150,8 @@ struct SecurePushFlowTests {
 
     @Test("[4.7-1] a store killed with SIGKILL during sends loses no acknowledged message")
     func storeKilledDuringSends() throws {
-        let flow = try FlowFixture()
+        let flow = try FlowFixture(storeProcess: true)
+        let storeProcess = try #require(flow.store as? ServiceProcess)
         flow.startDevice("phone")
         #expect(flow.loop.run(until: { flow.connected("phone") }))
         try flow.login("phone")
@@ -157,9 +173,10 @@ struct SecurePushFlowTests {
             }
         }
         pump()
-        let killAt = EventLoop.monotonicMilliseconds() + Int64.random(in: 150...400)
-        flow.loop.run(until: { EventLoop.monotonicMilliseconds() >= killAt })
-        flow.store.killHard()
+        // A random moment while sends are being acknowledged.
+        let killAfter = Int.random(in: 20...200)
+        #expect(flow.loop.run(until: { acknowledged.count >= killAfter }, timeoutSeconds: 30))
+        storeProcess.killHard()
         sending = false
         flow.provider.stop()  // what was in flight or queued fails: not acknowledged, not counted
         flow.loop.run(until: { outstanding == 0 })

@@ -7,12 +7,12 @@ import PushSecurity
 import PushTestSupport
 import Testing
 
-/// A store and a gateway from this build, started as real processes, with a user to
-/// log in as: what the suite runs against in `swift test`.
+/// A store and a gateway from this build, running in this process, with a user to log
+/// in as: what the suite runs against in `swift test`.
 final class OwnServices {
     let deployment: TemporaryDeployment
-    let store: ServiceProcess
-    let gateway: ServiceProcess
+    let store: InProcessStore
+    let gateway: InProcessGateway
     let user = "conformance-user"
     let password = "conformance password"
     let passwordFile: String
@@ -24,8 +24,8 @@ final class OwnServices {
         try Deployment.writePrivate(passwordFile, password + "\n")
         // A short store keepalive lets the keepalive cases run in seconds; a queue of two
         // makes MISSED observable at the gateway.
-        store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--keepalive-ms", "2000"])
-        gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--queue-capacity", "2"])
+        store = try InProcessStore(deployment) { $0.limits.keepaliveMs = 2000 }
+        gateway = try InProcessGateway(deployment) { $0.queueCapacity = 2 }
     }
 
     var options: ConformanceOptions {
@@ -39,61 +39,64 @@ final class OwnServices {
     }
 }
 
-/// What the CLI run on another thread left behind.
-final class CLIRun: @unchecked Sendable {
-    var status: Int32 = -1
-    var stdout = ""
-    var stderr = ""
-    var error: String?
+/// Cases the command-line run selects: enough to exercise both services, the keys from
+/// --data-dir and the password file, without repeating the whole in-process run.
+let commandLineSelection = ["hello", "fields", "store.login-token"]
+
+/// The whole suite in-process, its cases dealt over a few threads: most cases wait (for
+/// silence, a keepalive, an expiry), so the shares overlap their waits. Each share is a
+/// run of its own, with its own unique names, as two runs against one deployment are.
+func runInShares(_ options: ConformanceOptions, shares: Int) async throws -> [CaseResult] {
+    let plan = try ConformanceSuite.plan(options)
+    return try await withThrowingTaskGroup(of: [CaseResult].self) { group in
+        for index in 0..<shares {
+            var part = plan
+            part.selected = plan.selected.enumerated().filter { $0.offset % shares == index }.map(\.element)
+            group.addTask { [part] in try await onOwnThread { ConformanceSuite.run(part, options: options).results } }
+        }
+        var all: [CaseResult] = []
+        for try await results in group { all += results }
+        return all
+    }
 }
 
 @Suite("The conformance suite against this build's store and gateway")
 struct OwnServicesTests {
-    @Test("zero FAILs in-process and through `securepush conformance`, with JSON and JUnit reports")
-    func ownServicesConform() throws {
+    @Test("zero FAILs in-process; `securepush conformance` passes a selection and writes JSON and JUnit reports")
+    func ownServicesConform() async throws {
         let services = try OwnServices()
         let reports = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-\(UUID().uuidString)").path
         try FileManager.default.createDirectory(atPath: reports, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(atPath: reports) }
 
-        // The CLI run goes on beside the in-process one: the suite's unique names keep
-        // the two apart, and the whole test stays well under a minute.
-        let cli = CLIRun()
-        let finished = DispatchSemaphore(value: 0)
-        let arguments = services.cliArguments + ["--json", reports + "/report.json", "--junit", reports + "/report.xml"]
-        Thread {
-            do {
-                (cli.status, cli.stdout, cli.stderr) = try SecurePushBinary.run(arguments, timeoutSeconds: 90)
-            } catch {
-                cli.error = "\(error)"
-            }
-            finished.signal()
-        }.start()
-
-        let report = try ConformanceSuite.run(services.options)
-        let failures = report.results.filter { $0.verdict == .fail }
-        // The whole table helps whoever has to find out why a case failed.
-        if !failures.isEmpty { print(report.table + "\n" + report.summary) }
+        // The command-line run goes on beside the in-process one; unique names keep them apart.
+        let arguments = services.cliArguments + ["--json", reports + "/report.json", "--junit", reports + "/report.xml"] + commandLineSelection
+        async let cli = onOwnThread { try SecurePushBinary.run(arguments, timeoutSeconds: 90) }
+        let results = try await runInShares(services.options, shares: 4)
+        let failures = results.filter { $0.verdict == .fail }
         #expect(failures.isEmpty, "\(failures.map { "\($0.id) [\($0.clause)]: \($0.detail)" }.joined(separator: "\n"))")
         // Everything this setup provides should run; only --slow cases may skip.
-        let skipped = report.results.filter { $0.verdict == .skipped && !$0.detail.contains("--slow") }
+        let skipped = results.filter { $0.verdict == .skipped && !$0.detail.contains("--slow") }
         #expect(skipped.isEmpty, "unexpectedly skipped: \(skipped.map { "\($0.id): \($0.detail)" })")
-        #expect(report.coveredClauses.count >= 100, "covered \(report.coveredClauses.count) of \(report.clausesTotal)")
-        #expect(report.results.count > 150)
+        let covered = Set(results.filter { $0.verdict.ran }.map(\.clause))
+        #expect(covered.count >= 100, "covered \(covered.count) of \(SpecClauses.all.count)")
+        #expect(results.count > 150)
+        #expect(Set(results.map(\.id)).count == results.count, "every case ran once")
 
-        #expect(finished.wait(timeout: .now() + 100) == .success, "the CLI run did not finish")
-        #expect(cli.error == nil, "\(cli.error ?? "")")
-        #expect(cli.status == 0, "exit \(cli.status)\n\(cli.stdout.suffix(4_000))\n\(cli.stderr.suffix(2_000))")
-        #expect(cli.stdout.contains("clauses covered: "))
-        #expect(!cli.stdout.contains(" FAIL "))
+        let (status, stdout, stderr) = try await cli
+        #expect(status == 0, "exit \(status)\n\(stdout.suffix(4_000))\n\(stderr.suffix(2_000))")
+        #expect(stdout.contains("clauses covered: "))
+        #expect(!stdout.contains(" FAIL "))
 
+        var selected = services.options
+        selected.selection = commandLineSelection
         let json = try String(contentsOfFile: reports + "/report.json", encoding: .utf8)
         let parsed = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
         let summary = parsed?["summary"] as? [String: Any]
         #expect(summary?["failed"] as? Int == 0)
         #expect(summary?["clauses_total"] as? Int == SpecClauses.all.count)
         let cases = parsed?["cases"] as? [[String: Any]] ?? []
-        #expect(cases.count == report.results.count)
+        #expect(cases.count == (try ConformanceSuite.plan(selected).selected.count))
         #expect(cases.allSatisfy { $0["id"] is String && $0["clause"] is String && $0["verdict"] is String && $0["detail"] is String && $0["duration_ms"] is Int })
 
         let xml = try String(contentsOfFile: reports + "/report.xml", encoding: .utf8)

@@ -15,6 +15,12 @@ final class AcknowledgedLedger: @unchecked Sendable {
         lock.unlock()
     }
 
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return entries.count
+    }
+
     var all: [(PayloadID, [UInt8])] {
         lock.lock()
         defer { lock.unlock() }
@@ -43,9 +49,9 @@ struct DurabilityTests {
         }
     }
 
-    @Test("[4.7-1] every acknowledged STORE survives a SIGKILL at a random moment", arguments: [150, 400, 900])
-    func killDuringStores(delayMs: Int) throws {
-        let store = try RunningStore()
+    @Test("[4.7-1] every acknowledged STORE survives a SIGKILL at a random moment", arguments: [100, 1_000, 5_000])
+    func killDuringStores(acknowledgedBeforeKill: Int) throws {
+        let store = try StoreProcess()
         let ledger = AcknowledgedLedger()
         let group = DispatchGroup()
         let port = store.service.port
@@ -57,9 +63,9 @@ struct DurabilityTests {
                 group.leave()
             }
         }
-        // A random moment inside a window around the chosen delay.
-        let jitter = Int.random(in: 0...(delayMs / 2))
-        Thread.sleep(forTimeInterval: Double(delayMs + jitter) / 1000)
+        // A random moment while STOREs are being acknowledged: some count past the chosen one.
+        let target = acknowledgedBeforeKill + Int.random(in: 0...(acknowledgedBeforeKill / 2))
+        #expect(waitUntil(timeoutSeconds: 30) { ledger.count >= target }, "the store acknowledged \(ledger.count) STOREs")
         store.service.killHard()
         #expect(group.wait(timeout: .now() + 30) == .success)
 

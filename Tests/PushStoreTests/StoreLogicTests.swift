@@ -21,7 +21,7 @@ final class StoreFixture {
         writer = try SQLitePayloadWriter(path: path)
         reader = try SQLitePayloadReader(path: path)
         var clockNow: () -> UInt64 = { 0 }
-        logic = StoreLogic(settings: settings, reader: reader, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() })
+        logic = try StoreLogic(settings: settings, reader: reader, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() })
         clockNow = { [unowned self] in self.now }
         _ = try writer.addUser("alice", passwordHash: try PasswordHash.make(password: Array("pw-alice".utf8), iterations: 1000).encoded, nowMs: now)
         _ = try writer.addUser("bob", passwordHash: try PasswordHash.make(password: Array("pw-bob".utf8), iterations: 1000).encoded, nowMs: now)
@@ -64,6 +64,17 @@ final class StoreFixture {
 }
 
 enum StoreTestError: Error { case unexpected(Message?) }
+
+/// A reader whose table of stored IDs cannot be read.
+final class UnreadableIDs: PayloadReader {
+    struct Failure: Error {}
+    func payload(sequence: UInt64) throws -> StoredPayload? { nil }
+    func allIDs() throws -> [(PayloadID, UInt64)] { throw Failure() }
+    func unread(user: String, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
+        UnreadPage(ids: [], cursor: cursor, hasMore: false)
+    }
+    func passwordHash(user: String) throws -> String? { nil }
+}
 
 func status(of message: Message?) -> Status? {
     if case .error(let error)? = message { return error.status }
@@ -190,6 +201,40 @@ struct StoreLogicTests {
         for _ in 0..<4 { _ = try store.send(.login(Login(user: "alice", password: [], deviceID: "d")), on: device) }
         #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .rateLimited)
         store.now += 61_000
+        #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .ok)
+    }
+
+    @Test("the logic refuses to start when the stored IDs cannot be read, rather than answer NOT_FOUND for each")
+    func unreadableIDs() {
+        let key = SecretKey(bytes: Array(repeating: 1, count: 32))!
+        #expect(throws: UnreadableIDs.Failure.self) {
+            try StoreLogic(settings: StoreSettings(), reader: UnreadableIDs(), serverKey: key, providerKey: key)
+        }
+    }
+
+    @Test("[4.6-3] failed-login windows are forgotten once they end, so the limiter tables shrink")
+    func limiterTablesShrink() throws {
+        let store = try StoreFixture()
+        for index in 0..<10 {
+            let session = StoreSession(peerAddress: "10.0.0.\(index)", role: .device)
+            _ = try store.send(.login(Login(user: "user\(index)", password: Array("x".utf8), deviceID: "d")), on: session)
+        }
+        #expect(store.logic.loginFailureKeysTracked == 20, "ten user names and ten addresses")
+        store.logic.pruneLimiters()
+        #expect(store.logic.loginFailureKeysTracked == 20, "still inside their window")
+        store.now += store.logic.settings.loginFailureWindowMs
+        store.logic.pruneLimiters()
+        #expect(store.logic.loginFailureKeysTracked == 0)
+    }
+
+    @Test("[4.6-3] a wall clock stepped back ends the failed-login window instead of trapping")
+    func limiterClockStepsBack() throws {
+        let store = try StoreFixture()
+        let device = store.session(.device)
+        for _ in 0..<5 { _ = try store.send(.login(Login(user: "alice", password: [], deviceID: "d")), on: device) }
+        #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .rateLimited)
+        store.now -= 3_600_000
+        store.logic.pruneLimiters()
         #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .ok)
     }
 

@@ -2,38 +2,26 @@ import Foundation
 import Testing
 import PushClient
 import PushSecurity
+import PushStore
 import PushTestSupport
 import PushWire
 
-/// A store process with users alice and bob, and clients logged in as each role.
-final class RunningStore {
-    let deployment: TemporaryDeployment
-    var service: ServiceProcess
-    let extraArguments: [String]
+/// A store under test with users alice and bob, and clients in either role.
+protocol StoreUnderTest {
+    var deployment: TemporaryDeployment { get }
+    var reachable: any ReachableService { get }
+}
 
-    init(extraArguments: [String] = [], deployment: TemporaryDeployment? = nil) throws {
-        self.deployment = try deployment ?? TemporaryDeployment()
-        if deployment == nil {
-            try self.deployment.addUser("alice", password: "alice-pw")
-            try self.deployment.addUser("bob", password: "bob-pw")
-        }
-        self.extraArguments = extraArguments
-        service = try ServiceProcess(["store", "--data-dir", self.deployment.directory] + extraArguments)
-    }
-
-    func restart() throws {
-        service = try ServiceProcess(["store", "--data-dir", deployment.directory] + extraArguments)
-    }
-
+extension StoreUnderTest {
     func provider() throws -> BlockingWireClient {
-        let client = try service.connect()
+        let client = try reachable.connect()
         let reply = try client.hello(Hello(role: .provider, credential: deployment.providerCredential()))
         guard case .helloOK = reply else { throw ServiceError.failed("provider HELLO refused: \(reply)") }
         return client
     }
 
     func device() throws -> BlockingWireClient {
-        let client = try service.connect()
+        let client = try reachable.connect()
         let reply = try client.hello(Hello(role: .device))
         guard case .helloOK = reply else { throw ServiceError.failed("device HELLO refused: \(reply)") }
         return client
@@ -52,6 +40,44 @@ final class RunningStore {
     }
 }
 
+/// A deployment with users alice and bob.
+func deploymentWithUsers(commandLine: Bool = false) throws -> TemporaryDeployment {
+    let deployment = try TemporaryDeployment(commandLine: commandLine)
+    try deployment.addUser("alice", password: "alice-pw")
+    try deployment.addUser("bob", password: "bob-pw")
+    return deployment
+}
+
+/// A store in this process, on a clock the test can move forward.
+final class RunningStore: StoreUnderTest {
+    let deployment: TemporaryDeployment
+    let clock = ManualClock()
+    private(set) var service: InProcessStore
+    private let configure: (inout StoreConfiguration) -> Void
+
+    init(configure: @escaping (inout StoreConfiguration) -> Void = { _ in }) throws {
+        deployment = try deploymentWithUsers()
+        self.configure = configure
+        service = try RunningStore.start(deployment, clock: clock, configure: configure)
+    }
+
+    private static func start(_ deployment: TemporaryDeployment, clock: ManualClock,
+                              configure: (inout StoreConfiguration) -> Void) throws -> InProcessStore {
+        try InProcessStore(deployment) {
+            $0.clock = clock.wallMilliseconds
+            configure(&$0)
+        }
+    }
+
+    var reachable: any ReachableService { service }
+
+    /// Drains the store and starts another on the same database (on another port).
+    func restart() throws {
+        service.stop()
+        service = try RunningStore.start(deployment, clock: clock, configure: configure)
+    }
+}
+
 func errorStatus(_ message: Message) -> Status? {
     switch message {
     case .error(let error): error.status
@@ -60,7 +86,7 @@ func errorStatus(_ message: Message) -> Status? {
     }
 }
 
-@Suite("Store service over real sockets", .serialized)
+@Suite("Store service over real sockets, in-process")
 struct StoreServiceTests {
     @Test("[4.7-1] [4.8-1] [4.10-1] STORE, FETCH, ACK, then GONE, and a payload reaches only its own user")
     func wholeFlow() throws {
@@ -93,12 +119,12 @@ struct StoreServiceTests {
 
     @Test("[4.8-1] an expired token is TOKEN_EXPIRED; [4.7-4] an expired payload is GONE")
     func expiry() throws {
-        let store = try RunningStore(extraArguments: ["--token-lifetime", "1"])
+        let store = try RunningStore { $0.settings.tokenLifetimeMs = 1_000 }
         let id = try store.store("short-lived", ttl: 1)
         let token = try store.login("alice")
         let device = try store.device()
         #expect(try device.request(.fetch(Fetch(id: id, token: token))).type == .fetchOK)
-        Thread.sleep(forTimeInterval: 1.2)
+        store.clock.advance(byMs: 1_500)
         #expect(errorStatus(try device.request(.fetch(Fetch(id: id, token: token)))) == .tokenExpired)
         #expect(errorStatus(try device.request(.fetch(Fetch(id: id, token: try store.login("alice"))))) == .gone)
     }
@@ -108,7 +134,6 @@ struct StoreServiceTests {
         let store = try RunningStore()
         let id = try store.store("survives restarts")
         let token = try store.login("alice")
-        #expect(store.service.terminate() == 0)
         try store.restart()
         guard case .fetchOK(let fetched) = try store.device().request(.fetch(Fetch(id: id, token: token))) else {
             Issue.record("not kept"); return
@@ -159,11 +184,10 @@ struct StoreServiceTests {
 
     @Test("[5.4-2] a silent connection is closed with GOAWAY TIMEOUT")
     func keepalive() throws {
-        let store = try RunningStore(extraArguments: ["--keepalive-ms", "400"])
+        let store = try RunningStore { $0.limits.keepaliveMs = 400 }
         let client = try store.device()
         var sawTimeout = false
-        let deadline = Date().addingTimeInterval(5)
-        while Date() < deadline {
+        for _ in 0..<20 {
             guard let frame = try? client.receive(timeoutMs: 2_000) else { break }
             if case .goaway(let goaway) = frame.message, goaway.status == .timeout { sawTimeout = true; break }
             #expect(frame.message == .ping, "[5.4-1] the store pings an idle peer")
@@ -172,29 +196,34 @@ struct StoreServiceTests {
         #expect(client.waitForClose())
     }
 
-    @Test("[5.5-1] SIGTERM sends GOAWAY SHUTTING_DOWN, answers what was accepted and exits 0")
-    func gracefulStop() throws {
+    @Test("[5.5-1] a drain sends GOAWAY SHUTTING_DOWN and still answers what was accepted")
+    func drain() throws {
         let store = try RunningStore()
         let provider = try store.provider()
         let last = try provider.send(.store(StoreRequest(user: "alice", payload: [1, 2, 3])))
-        #expect(store.service.terminate() == 0)
+        // Answered before the drain starts, so the STORE was accepted by then.
+        #expect(try provider.request(.ping) == .pong)
+        store.service.stop()
         var replies: [Message] = []
-        while let frame = try? provider.receive(timeoutMs: 1_000) { replies.append(frame.message) }
-        #expect(replies.contains { if case .goaway(let g) = $0 { return g.status == .shuttingDown && g.lastCorrelation == last } else { return false } })
+        while let frame = try? provider.receive(timeoutMs: 2_000) { replies.append(frame.message) }
+        #expect(replies.contains { if case .goaway(let g) = $0 { return g.status == .shuttingDown && g.lastCorrelation >= last } else { return false } })
         #expect(replies.contains { $0.type == .storeOK })
+        #expect(provider.waitForClose())
     }
 
     @Test("logs carry no payloads, passwords or tokens")
     func logsAreClean() throws {
-        let store = try RunningStore(extraArguments: ["--log-level", "trace"])
+        let log = CapturedLog()
+        let store = try RunningStore { $0.logger = log.logger(label: "securepush.store") }
         let id = try store.store("TOPSECRETPAYLOAD")
         let token = try store.login("alice")
         _ = try store.device().request(.fetch(Fetch(id: id, token: token)))
-        _ = store.service.terminate()
-        let logs = store.service.standardErrorText()
-        #expect(!logs.isEmpty)
+        _ = try store.device().request(.login(Login(user: "alice", password: Array("wrong-pw".utf8), deviceID: "phone")))
+        store.service.stop()
+        let logs = log.text
+        #expect(logs.contains("store ready"))
         #expect(!logs.contains("TOPSECRETPAYLOAD"))
-        #expect(!logs.contains("alice-pw"))
+        #expect(!logs.contains("alice-pw") && !logs.contains("wrong-pw"))
         #expect(!logs.contains(token.hexString))
     }
 }

@@ -4,7 +4,7 @@ import PushWire
 /// Sends every malformed vector on its own connection to a running service, after a
 /// HELLO made by `hello`, and returns the vectors whose outcome differed from the one
 /// the vector documents, with why. `bystander` must keep answering PING meanwhile.
-public func malformedVectorFailures(service: ServiceProcess, hello: (Int) -> Hello, bystander: BlockingWireClient) -> [String] {
+public func malformedVectorFailures(service: some ReachableService, hello: (Int) -> Hello, bystander: BlockingWireClient) -> [String] {
     var failures: [String] = []
     let malformed = VectorFiles.all.filter {
         switch $0.expectation {
@@ -26,7 +26,7 @@ public func malformedVectorFailures(service: ServiceProcess, hello: (Int) -> Hel
     return failures
 }
 
-private func check(_ vector: TestVector, service: ServiceProcess, hello: Hello) throws -> String? {
+private func check(_ vector: TestVector, service: some ReachableService, hello: Hello) throws -> String? {
     let client = try service.connect()
     guard case .helloOK = try client.hello(hello) else { return "HELLO refused" }
     try client.sendRaw(vector.bytes)

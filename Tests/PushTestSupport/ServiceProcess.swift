@@ -1,8 +1,5 @@
 import Foundation
-import PushClient
 import PushProcess
-import PushSecurity
-import PushWire
 
 /// The `securepush` executable next to the test bundle, run as real child processes.
 public enum SecurePushBinary {
@@ -22,34 +19,6 @@ public enum SecurePushBinary {
     }
 }
 
-/// A temporary deployment directory made by `securepush init`, removed on deinit.
-public final class TemporaryDeployment {
-    public let directory: String
-    public let deployment: Deployment
-
-    public init() throws {
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-test-\(UUID().uuidString)").path
-        let result = try SecurePushBinary.run(["init", directory])
-        guard result.status == 0 else { throw ServiceError.failed("init: \(result.stderr)") }
-        // Fast hashes keep the tests quick; production keeps the default.
-        let config = directory + "/" + Deployment.configFile
-        let text = try String(contentsOfFile: config, encoding: .utf8).replacingOccurrences(of: "password.iterations = 210000", with: "password.iterations = 1000")
-        try Deployment.writePrivate(config, text)
-        deployment = try Deployment.open(directory)
-    }
-
-    deinit { try? FileManager.default.removeItem(atPath: directory) }
-
-    public func addUser(_ name: String, password: String) throws {
-        let result = try SecurePushBinary.run(["user", "add", name, "--data-dir", directory], stdin: password + "\n")
-        guard result.status == 0 else { throw ServiceError.failed("user add: \(result.stderr)") }
-    }
-
-    public func providerCredential() -> [UInt8] {
-        ProviderCredential.make(providerKey: deployment.providerKey, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
-    }
-}
-
 public enum ServiceError: Error, CustomStringConvertible {
     case failed(String)
     public var description: String {
@@ -59,12 +28,13 @@ public enum ServiceError: Error, CustomStringConvertible {
     }
 }
 
-/// A running `securepush` service (store or gateway) on a free port of 127.0.0.1.
-public final class ServiceProcess {
+/// A running `securepush` service (store or gateway) on a free port of 127.0.0.1: for
+/// the tests that are about the real binary (signals, exit codes, durability).
+public final class ServiceProcess: ReachableService {
     public let child: ChildProcess
-    public private(set) var port = 0
+    public let port: Int
     /// The port of a `metrics on HOST:PORT` line printed before `listening on`.
-    public private(set) var announcedMetricsPort: Int?
+    public let announcedMetricsPort: Int?
     public let host = "127.0.0.1"
 
     /// Starts `securepush ARGUMENTS --listen 127.0.0.1:0` and waits for its `listening on` line.
@@ -73,13 +43,8 @@ public final class ServiceProcess {
         let address = try child.waitForLine(prefix: "listening on ", seconds: 30)
         guard let port = Int(address.split(separator: ":").last ?? "") else { throw ServiceError.failed("bad address \(address)") }
         self.port = port
-        for line in child.standardOutput.split(separator: "\n") where line.hasPrefix("metrics on ") {
-            announcedMetricsPort = Int(line.split(separator: ":").last ?? "")
-        }
-    }
-
-    public func connect(timeoutMs: Int32 = 5_000) throws -> BlockingWireClient {
-        try BlockingWireClient(host: host, port: port, timeoutMs: timeoutMs)
+        let metricsLine = child.standardOutput.split(separator: "\n").last { $0.hasPrefix("metrics on ") }
+        announcedMetricsPort = metricsLine.flatMap { Int($0.split(separator: ":").last ?? "") }
     }
 
     /// SIGTERM, then the exit status (or nil if it did not exit in time).

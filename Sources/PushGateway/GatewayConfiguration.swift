@@ -1,0 +1,62 @@
+import CoreMetrics
+import Logging
+import PushEventLoop
+import PushSecurity
+import PushService
+import PushSession
+
+/// Everything a push gateway needs to start: where it listens, its keys, its queues and
+/// limits, and where its metrics go.
+public struct GatewayConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port; `GatewayService.port` tells which.
+    public var port: Int
+    /// Serves TLS when set.
+    public var tls: TLSContext?
+    /// Checks device registrations.
+    public var serverKey: SecretKey
+    /// Checks provider credentials.
+    public var providerKey: SecretKey
+    public var settings: GatewaySettings
+    public var limits: ServiceLimits
+    /// Bytes of output a connection may leave unread before it is cut off ([5.5-4]).
+    public var maxOutputBytes: Int
+    /// Where the gateway's counters and gauges go (a Prometheus registry's factory, say).
+    public var metricsFactory: any MetricsFactory
+    public var logger: Logger
+    /// Wall-clock milliseconds, for credential lifetimes.
+    public var wallClock: @Sendable () -> UInt64
+    /// Monotonic milliseconds, for queued pushes' TTLs.
+    public var monotonicClock: @Sendable () -> Int64
+
+    public init(serverKey: SecretKey, providerKey: SecretKey, host: String = "127.0.0.1", port: Int = 0) {
+        self.host = host
+        self.port = port
+        self.serverKey = serverKey
+        self.providerKey = providerKey
+        settings = GatewaySettings()
+        limits = ServiceLimits(name: "securepush-gateway", served: GatewayServer.served)
+        limits.maxConnections = 20_000
+        maxOutputBytes = 64 * 1024
+        metricsFactory = NOOPMetricsHandler.instance
+        logger = Logger(label: "securepush.gateway")
+        wallClock = EventLoop.wallClockMilliseconds
+        monotonicClock = EventLoop.monotonicMilliseconds
+    }
+
+    /// The gateway of a deployment made by `securepush init`, with its keys.
+    public init(deployment: Deployment, host: String, port: Int) {
+        self.init(serverKey: deployment.serverKey, providerKey: deployment.providerKey, host: host, port: port)
+    }
+
+    /// Pushes queued per offline device ([4.13-5]).
+    public var queueCapacity: Int {
+        get { settings.queueCapacity }
+        set { settings.queueCapacity = newValue }
+    }
+
+    func validate() throws(GatewayServiceError) {
+        guard settings.queueCapacity >= 1 else { throw .invalidConfiguration("the queue capacity must be at least 1") }
+        guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
+    }
+}

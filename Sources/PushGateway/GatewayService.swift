@@ -1,0 +1,95 @@
+import PushEventLoop
+import PushService
+import PushSession
+
+/// Why a gateway did not start.
+public enum GatewayServiceError: Error, CustomStringConvertible {
+    case invalidConfiguration(String)
+    case cannotListen(host: String, port: Int, EventLoopError)
+
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let text): "invalid gateway configuration: \(text)"
+        case .cannotListen(let host, let port, let error): "cannot listen on \(host):\(port): \(error)"
+        }
+    }
+}
+
+/// A running push gateway: routing, offline queues and fan-out behind one listener.
+/// Loop-confined; start, drain and stop it on its loop.
+///
+/// Keep the service until its loop has shut down: the loop's timers and listener call
+/// into it for as long as the loop runs.
+public final class GatewayService {
+    public let configuration: GatewayConfiguration
+    /// The port it listens on (the one picked when the configuration said 0).
+    public let port: Int
+    private let host: ServiceHost<GatewayServer>
+    private let server: GatewayServer
+    private var drainStarted = false
+    private var isDrained = false
+    private var whenDrained: [() -> Void] = []
+
+    private init(configuration: GatewayConfiguration, port: Int, host: ServiceHost<GatewayServer>, server: GatewayServer) {
+        self.configuration = configuration
+        self.port = port
+        self.host = host
+        self.server = server
+    }
+
+    public static func start(_ configuration: GatewayConfiguration, on loop: EventLoop) throws(GatewayServiceError) -> GatewayService {
+        try configuration.validate()
+        let logic = GatewayLogic(settings: configuration.settings, serverKey: configuration.serverKey,
+                                 metrics: GatewayMetrics(factory: configuration.metricsFactory),
+                                 wallClock: configuration.wallClock, monotonicClock: configuration.monotonicClock)
+        let server = GatewayServer(loop: loop, limits: configuration.limits, logger: configuration.logger, logic: logic,
+                                   providerKey: configuration.providerKey, wallClock: configuration.wallClock)
+        let host = server.host!
+        host.maxOutputBytes = configuration.maxOutputBytes
+        do {
+            try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+        } catch {
+            throw .cannotListen(host: configuration.host, port: configuration.port, error)
+        }
+        let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server)
+        configuration.logger.info("gateway ready", metadata: ["listen": "\(configuration.host):\(service.port)"])
+        return service
+    }
+
+    /// Routing state: the devices known, online or queued for. Loop-confined.
+    public var logic: GatewayLogic { server.logic }
+
+    /// Open client connections.
+    public var connectionCount: Int { host.connectionCount }
+    public var isDraining: Bool { host.isDraining }
+
+    /// Graceful stop ([5.5-1]): no new connections, GOAWAY SHUTTING_DOWN to every peer,
+    /// then `drained` runs on the loop once they are closed. Every caller's `drained` runs.
+    public func drain(then drained: @escaping () -> Void) {
+        guard !isDrained else {
+            drained()
+            return
+        }
+        whenDrained.append(drained)
+        beginDrain()
+    }
+
+    /// Stops at once: no new connections and GOAWAY to every peer; connections close once
+    /// that is written, or when the loop shuts down. Idempotent.
+    public func stop() {
+        beginDrain()
+    }
+
+    private func beginDrain() {
+        guard !drainStarted else { return }
+        drainStarted = true
+        configuration.logger.info("sending GOAWAY to every connection")
+        host.drain { [self] in
+            isDrained = true
+            configuration.logger.info("gateway stopped")
+            let callbacks = whenDrained
+            whenDrained = []
+            for callback in callbacks { callback() }
+        }
+    }
+}

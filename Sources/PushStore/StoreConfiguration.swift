@@ -1,0 +1,66 @@
+import Logging
+import PushEventLoop
+import PushSecurity
+import PushService
+import PushSession
+import PushWire
+
+/// Everything a payload store needs to start: where its database is, where it listens,
+/// its keys, limits and lifetimes.
+public struct StoreConfiguration: Sendable {
+    /// The SQLite file; created with its schema if missing.
+    public var databasePath: String
+    public var host: String
+    /// 0 picks a free port; `StoreService.port` tells which.
+    public var port: Int
+    /// Serves TLS when set.
+    public var tls: TLSContext?
+    /// Signs and checks fetch tokens.
+    public var serverKey: SecretKey
+    /// Checks provider credentials.
+    public var providerKey: SecretKey
+    public var settings: StoreSettings
+    /// Connection limits; `maxFrame` is raised at start to fit the largest payload.
+    public var limits: ServiceLimits
+    public var logger: Logger
+    /// Wall-clock milliseconds, for token and payload lifetimes, login windows and the sweep.
+    public var clock: @Sendable () -> UInt64
+
+    public init(databasePath: String, serverKey: SecretKey, providerKey: SecretKey, host: String = "127.0.0.1", port: Int = 0) {
+        self.databasePath = databasePath
+        self.host = host
+        self.port = port
+        self.serverKey = serverKey
+        self.providerKey = providerKey
+        settings = StoreSettings()
+        limits = ServiceLimits(name: "securepush-store", served: StoreServer.served)
+        logger = Logger(label: "securepush.store")
+        clock = EventLoop.wallClockMilliseconds
+    }
+
+    /// The store of a deployment made by `securepush init`: its database file, its keys,
+    /// and the store settings of its config file.
+    public init(deployment: Deployment, host: String, port: Int) {
+        self.init(databasePath: StoreFiles.databasePath(deployment.directory), serverKey: deployment.serverKey,
+                  providerKey: deployment.providerKey, host: host, port: port)
+        if let maxPayload = deployment.integer("store.max_payload_bytes") { settings.maxPayloadBytes = maxPayload }
+        if let lifetime = deployment.integer("store.token_lifetime_s"), lifetime > 0 {
+            settings.tokenLifetimeMs = UInt64(lifetime) * 1000
+        }
+    }
+
+    /// Room a STORE frame needs beside its payload: the user, TTL and other fields.
+    static let frameOverhead = 1024
+
+    /// The limits the store runs with: a frame must hold the largest payload and its fields.
+    func effectiveLimits() throws(StoreServiceError) -> ServiceLimits {
+        let largest = FrameLimits.ceiling - StoreConfiguration.frameOverhead
+        guard settings.maxPayloadBytes > 0, settings.maxPayloadBytes <= largest else {
+            throw .invalidConfiguration("the largest payload must be between 1 and \(largest) bytes, not \(settings.maxPayloadBytes)")
+        }
+        guard settings.tokenLifetimeMs > 0 else { throw .invalidConfiguration("the fetch token lifetime must be above 0") }
+        var limits = self.limits
+        limits.maxFrame = min(FrameLimits.ceiling, max(limits.maxFrame, settings.maxPayloadBytes + StoreConfiguration.frameOverhead))
+        return limits
+    }
+}

@@ -1,0 +1,166 @@
+import Logging
+import PushEventLoop
+import PushService
+import PushSession
+
+/// Why a store did not start.
+public enum StoreServiceError: Error, CustomStringConvertible {
+    case invalidConfiguration(String)
+    case cannotOpenDatabase(path: String, SQLiteError)
+    /// The stored IDs could not be read; serving without them would answer NOT_FOUND for
+    /// every payload already stored.
+    case cannotReadPayloadIDs(path: String, any Error)
+    case cannotStartWriter(GroupCommitWriter.StartFailure)
+    case cannotListen(host: String, port: Int, EventLoopError)
+
+    public var description: String {
+        switch self {
+        case .invalidConfiguration(let text): "invalid store configuration: \(text)"
+        case .cannotOpenDatabase(let path, let error): "cannot open \(path): \(error)"
+        case .cannotReadPayloadIDs(let path, let error): "cannot read the stored payload IDs from \(path): \(error)"
+        case .cannotStartWriter(let failure): failure.description
+        case .cannotListen(let host, let port, let error): "cannot listen on \(host):\(port): \(error)"
+        }
+    }
+}
+
+/// A running payload store: its SQLite reader on the loop, its group-commit writer
+/// thread, and its listener. Loop-confined; start, drain and stop it on its loop.
+///
+/// Keep the service until its loop has shut down: the loop's timers and listener call
+/// into it for as long as the loop runs.
+public final class StoreService {
+    public let configuration: StoreConfiguration
+    /// The port it listens on (the one picked when the configuration said 0).
+    public let port: Int
+    private let host: ServiceHost<StoreServer>
+    private let server: StoreServer
+    private let writer: SQLitePayloadWriter
+    private let committer: GroupCommitWriter
+    private var pruneTimer: LoopTimer?
+    private var drainStarted = false
+    private var isDrained = false
+    private var whenDrained: [() -> Void] = []
+    private var writerStopped = false
+
+    private init(configuration: StoreConfiguration, port: Int, host: ServiceHost<StoreServer>, server: StoreServer,
+                 writer: SQLitePayloadWriter, committer: GroupCommitWriter) {
+        self.configuration = configuration
+        self.port = port
+        self.host = host
+        self.server = server
+        self.writer = writer
+        self.committer = committer
+    }
+
+    deinit { committer.stop() }
+
+    /// Opens the database, reads the stored IDs, starts the writer thread and listens.
+    /// Everything started is stopped again if a later step fails.
+    public static func start(_ configuration: StoreConfiguration, on loop: EventLoop) throws(StoreServiceError) -> StoreService {
+        let limits = try configuration.effectiveLimits()
+        let path = configuration.databasePath
+        let writer: SQLitePayloadWriter
+        let reader: SQLitePayloadReader
+        do {
+            writer = try SQLitePayloadWriter(path: path)
+            reader = try SQLitePayloadReader(path: path)
+        } catch {
+            throw .cannotOpenDatabase(path: path, error)
+        }
+        let clock = configuration.clock
+        let logic: StoreLogic
+        do {
+            logic = try StoreLogic(settings: configuration.settings, reader: reader, serverKey: configuration.serverKey,
+                                   providerKey: configuration.providerKey, clock: clock)
+        } catch {
+            throw .cannotReadPayloadIDs(path: path, error)
+        }
+
+        // Commit results come back on the writer thread and are handed to the loop.
+        let target = CommitTarget()
+        let handle = loop.handle
+        let committer = GroupCommitWriter(writer: writer, sweepIntervalMs: configuration.settings.sweepIntervalMs, clock: clock) { tickets, outcomes in
+            _ = handle.executeWithLoop { _ in target.server?.deliverCommitted(tickets: tickets, outcomes: outcomes) }
+        }
+        do {
+            try committer.start()
+        } catch {
+            throw .cannotStartWriter(error)
+        }
+        let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, committer: committer)
+        let host = server.host!
+        do {
+            try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+        } catch {
+            server.stopTimers()
+            committer.stop()
+            throw .cannotListen(host: configuration.host, port: configuration.port, error)
+        }
+        target.server = server
+        let service = StoreService(configuration: configuration, port: host.port ?? configuration.port, host: host,
+                                   server: server, writer: writer, committer: committer)
+        let pruneEvery = Duration.milliseconds(max(1_000, configuration.settings.loginFailureWindowMs))
+        service.pruneTimer = loop.schedule(after: pruneEvery, repeating: true) { logic.pruneLimiters() }
+        configuration.logger.info("store ready", metadata: ["listen": "\(configuration.host):\(service.port)", "database": "\(path)"])
+        return service
+    }
+
+    /// Graceful stop ([5.5-1]): no new connections, GOAWAY SHUTTING_DOWN to every peer,
+    /// replies to what was accepted (commits included), then the writer thread ends and
+    /// `drained` runs on the loop. Every caller's `drained` runs, however many ask.
+    public func drain(then drained: @escaping () -> Void) {
+        guard !isDrained else {
+            drained()
+            return
+        }
+        whenDrained.append(drained)
+        beginDrain()
+    }
+
+    /// Stops at once: no new connections, GOAWAY to every peer, and the writer thread
+    /// commits what it holds and ends before this returns. Connections close once their
+    /// last replies are written, or when the loop shuts down. Idempotent.
+    public func stop() {
+        beginDrain()
+        stopWriter()
+    }
+
+    /// Open client connections.
+    public var connectionCount: Int { host.connectionCount }
+    public var isDraining: Bool { host.isDraining }
+
+    private func beginDrain() {
+        guard !drainStarted else { return }
+        drainStarted = true
+        configuration.logger.info("draining")
+        host.drain { [self] in
+            isDrained = true
+            stopWriter()
+            let callbacks = whenDrained
+            whenDrained = []
+            for callback in callbacks { callback() }
+        }
+    }
+
+    private func stopWriter() {
+        guard !writerStopped else { return }
+        writerStopped = true
+        pruneTimer?.cancel()
+        server.flushFetchTallies()
+        server.stopTimers()
+        committer.stop()
+        do {
+            try writer.checkpoint()
+        } catch {
+            configuration.logger.warning("WAL checkpoint failed", metadata: ["error": "\(error)"])
+        }
+        configuration.logger.info("store stopped")
+    }
+}
+
+/// Lets the writer thread's deliveries find the server; `server` is read and written on
+/// the loop only.
+private final class CommitTarget: @unchecked Sendable {
+    weak var server: StoreServer?
+}

@@ -1,0 +1,55 @@
+import Testing
+import PushEventLoop
+import PushGateway
+import PushTestSupport
+
+/// Starts a gateway on a loop of the calling thread and returns why it failed, if it did.
+private func startFailure(_ configuration: GatewayConfiguration) throws -> GatewayServiceError? {
+    let loop = try EventLoop()
+    defer { loop.shutdown() }
+    do {
+        let service = try GatewayService.start(configuration, on: loop)
+        service.stop()
+        return nil
+    } catch {
+        return error
+    }
+}
+
+@Suite("Starting a gateway")
+struct GatewayStartTests {
+    @Test("a port already taken fails the start")
+    func portTaken() throws {
+        let deployment = try TemporaryDeployment()
+        let running = try InProcessGateway(deployment)
+        let configuration = GatewayConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: running.port)
+        guard case .cannotListen(_, let port, _)? = try startFailure(configuration) else {
+            Issue.record("two gateways listen on one port"); return
+        }
+        #expect(port == running.port)
+    }
+
+    @Test("an address that is not numeric fails the start")
+    func badAddress() throws {
+        let deployment = try TemporaryDeployment()
+        let configuration = GatewayConfiguration(deployment: deployment.deployment, host: "localhost", port: 0)
+        guard case .cannotListen(let host, _, .invalidAddress)? = try startFailure(configuration) else {
+            Issue.record("listened on a name"); return
+        }
+        #expect(host == "localhost")
+    }
+
+    @Test("no queue or no room for output is refused before anything starts")
+    func invalidLimits() throws {
+        let deployment = try TemporaryDeployment()
+        var noQueue = GatewayConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
+        noQueue.queueCapacity = 0
+        var noRoom = GatewayConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
+        noRoom.maxOutputBytes = 100
+        for configuration in [noQueue, noRoom] {
+            guard case .invalidConfiguration? = try startFailure(configuration) else {
+                Issue.record("started with queue \(configuration.queueCapacity), output \(configuration.maxOutputBytes)"); continue
+            }
+        }
+    }
+}

@@ -1,0 +1,77 @@
+import Logging
+import PushGateway
+import PushStore
+
+/// A payload store running in this process, on its own loop thread, on a free port of
+/// 127.0.0.1, over a temporary deployment's database. Stopped (drained) on `stop()` or
+/// deinit.
+public final class InProcessStore: ReachableService {
+    public let deployment: TemporaryDeployment
+    public let host = "127.0.0.1"
+    public let port: Int
+    private let hosted: HostedService<StoreService>
+
+    /// - Parameter configure: changes to the configuration made from the deployment (port 0,
+    ///   silent logs) before the store starts.
+    public init(_ deployment: TemporaryDeployment, configure: (inout StoreConfiguration) -> Void = { _ in }) throws {
+        self.deployment = deployment
+        var configuration = StoreConfiguration(deployment: deployment.deployment, host: host, port: 0)
+        configuration.logger = .silent("securepush.store")
+        configure(&configuration)
+        let ready = configuration
+        hosted = try HostedService(name: "test-store") { loop in try StoreService.start(ready, on: loop) }
+        port = hosted.onLoop { $0.port } ?? 0
+    }
+
+    deinit { stop() }
+
+    /// Drains the store (GOAWAY, outstanding commits answered, writer thread ended) and
+    /// joins its loop thread. Idempotent.
+    public func stop() {
+        hosted.stop { service, drained in service.drain(then: drained) }
+    }
+
+    /// Runs `body` on the store's loop and waits for it; nil once stopped.
+    public func onLoop<T>(_ body: @escaping @Sendable (StoreService) -> T) -> T? { hosted.onLoop(body) }
+}
+
+/// A push gateway running in this process, on its own loop thread, on a free port of
+/// 127.0.0.1. Stopped (drained) on `stop()` or deinit.
+public final class InProcessGateway: ReachableService {
+    public let deployment: TemporaryDeployment
+    public let host = "127.0.0.1"
+    public let port: Int
+    private let hosted: HostedService<GatewayService>
+
+    /// - Parameter configure: changes to the configuration made from the deployment (port 0,
+    ///   silent logs, no metrics) before the gateway starts.
+    public init(_ deployment: TemporaryDeployment, configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
+        self.deployment = deployment
+        var configuration = GatewayConfiguration(deployment: deployment.deployment, host: host, port: 0)
+        configuration.logger = .silent("securepush.gateway")
+        configure(&configuration)
+        let ready = configuration
+        hosted = try HostedService(name: "test-gateway") { loop in try GatewayService.start(ready, on: loop) }
+        port = hosted.onLoop { $0.port } ?? 0
+    }
+
+    deinit { stop() }
+
+    /// Drains the gateway (GOAWAY to every connection) and joins its loop thread. Idempotent.
+    public func stop() {
+        hosted.stop { service, drained in service.drain(then: drained) }
+    }
+
+    /// Runs `body` on the gateway's loop and waits for it; nil once stopped.
+    public func onLoop<T>(_ body: @escaping @Sendable (GatewayService) -> T) -> T? { hosted.onLoop(body) }
+
+    /// Whether the gateway has seen `device` connect and is holding a link to it now.
+    public func isOnline(_ device: String) -> Bool {
+        onLoop { $0.logic.devices[device]?.isOnline ?? false } ?? false
+    }
+
+    /// Whether the gateway knows `device` and has seen its connection close.
+    public func isOffline(_ device: String) -> Bool {
+        onLoop { $0.logic.devices[device].map { !$0.isOnline } ?? false } ?? false
+    }
+}
