@@ -71,7 +71,7 @@ let package = Package(
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
-        .target(name: "PushConformance", dependencies: ["PushWire", "PushSession", "PushClient", "PushSecurity"]),
+        .target(name: "PushConformance", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity"]),
         .executableTarget(
             name: "securepush",
             dependencies: [

@@ -65,7 +65,7 @@ final class BenchLink: ConnectionHandler {
     var isReady: Bool { state == .ready }
     var hasRoom: Bool { state == .ready && outstanding < capacity }
 
-    func open(loop: EventLoop, to endpoint: Endpoint, source: String?) {
+    func open(loop: EventLoop, to endpoint: HostPort, source: String?) {
         guard state == .idle else { return }
         state = .connecting
         openedAt = monotonicNanos()

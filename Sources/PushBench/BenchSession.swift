@@ -66,7 +66,7 @@ final class BenchSession {
 
     /// Opens `links` to `endpoint` and waits until all are ready (or throws).
     @discardableResult
-    func connect(_ group: [BenchLink], to endpoint: Endpoint, phase: String, tolerateFailures: Bool = false) throws(BenchError) -> Connector {
+    func connect(_ group: [BenchLink], to endpoint: HostPort, phase: String, tolerateFailures: Bool = false) throws(BenchError) -> Connector {
         let connector = Connector(loop: loop)
         for link in group { connector.add(link, to: endpoint) }
         progress.status = { "\(phase): \(connector.ready)/\(connector.total) ready, \(connector.failed) failed" }

@@ -5,7 +5,7 @@ import PushEventLoop
 /// and turn into retransmits seconds long), each new one started as another finishes.
 final class Connector {
     private let loop: EventLoop
-    private var queue: [(BenchLink, Endpoint, String?)] = []
+    private var queue: [(BenchLink, HostPort, String?)] = []
     private var next = 0
     private var inProgress = 0
     private let maxConcurrent: Int
@@ -25,7 +25,7 @@ final class Connector {
 
     /// Queues `link` for `endpoint`; connections beyond what one source address can carry
     /// to one destination get another 127.0.0.x (loopback destinations only).
-    func add(_ link: BenchLink, to endpoint: Endpoint) {
+    func add(_ link: BenchLink, to endpoint: HostPort) {
         queue.append((link, endpoint, sources.next(for: endpoint)))
     }
 
@@ -79,7 +79,7 @@ struct SourceAddressPlan {
     static let perAddress = 25_000
     private var counts: [String: Int] = [:]
 
-    mutating func next(for endpoint: Endpoint) -> String? {
+    mutating func next(for endpoint: HostPort) -> String? {
         let key = endpoint.description
         let index = counts[key, default: 0]
         counts[key] = index + 1

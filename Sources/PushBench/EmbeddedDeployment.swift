@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import PushProcess
+import PushEventLoop
 
 /// `--embedded`: a temporary deployment with its own store and gateway as child processes
 /// of the same `securepush` executable, so one command measures everything. Everything
@@ -11,8 +12,8 @@ final class EmbeddedDeployment {
     let directory: String
     private(set) var store: ChildProcess?
     private(set) var gateway: ChildProcess?
-    private(set) var storeEndpoint: Endpoint?
-    private(set) var gatewayEndpoint: Endpoint?
+    private(set) var storeEndpoint: HostPort?
+    private(set) var gatewayEndpoint: HostPort?
 
     /// PBKDF2 iterations for the bench user: enough to exercise the code, cheap enough
     /// that a hundred device LOGINs take milliseconds (the tests do the same).
@@ -56,9 +57,9 @@ final class EmbeddedDeployment {
         try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"], name: service)
     }
 
-    private static func ready(_ child: ChildProcess) throws(BenchError) -> Endpoint {
+    private static func ready(_ child: ChildProcess) throws(BenchError) -> HostPort {
         let address = try Children.line(child, prefix: "listening on ", seconds: 30)
-        guard let endpoint = Endpoint(parsing: address) else { throw .child("\(child.name) announced an unreadable address: \(address)") }
+        guard let endpoint = HostPort(parsing: address) else { throw .child("\(child.name) announced an unreadable address: \(address)") }
         return endpoint
     }
 

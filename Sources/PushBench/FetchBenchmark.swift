@@ -1,4 +1,5 @@
 import PushWire
+import PushEventLoop
 
 /// `fetch`: payloads are stored first (`preloadCount`, by one pipelining provider), then
 /// device connections FETCH them round-robin, each with its own fetch token signed with
@@ -28,7 +29,7 @@ enum FetchBenchmark {
     }
 
     /// Stores the payloads to fetch; returns their ids.
-    private static func preload(_ session: BenchSession, store: Endpoint, shape: LoadShape) throws(BenchError) -> [PayloadID] {
+    private static func preload(_ session: BenchSession, store: HostPort, shape: LoadShape) throws(BenchError) -> [PayloadID] {
         let loadShape = LoadShape(connections: 1, devices: 1, inflight: 256, rate: nil, stop: .count(preloadCount),
                                   payloadSize: shape.payloadSize, warmupSeconds: 0)
         let runner = Runner(shape: loadShape)

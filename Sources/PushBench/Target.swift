@@ -2,12 +2,13 @@
 import Glibc
 #endif
 import PushSecurity
+import PushEventLoop
 
 /// Where the load goes: services started for the run (`embedded`, the default), or
 /// running ones named by `store`/`gateway` together with their deployment directory.
 public struct TargetOptions: Sendable {
-    public var store: Endpoint?
-    public var gateway: Endpoint?
+    public var store: HostPort?
+    public var gateway: HostPort?
     /// The deployment directory of running services (its keys sign the bench's credentials).
     public var dataDirectory: String?
     /// An existing store user (with `passwordFile` when devices must LOGIN). Without it,
@@ -27,8 +28,8 @@ public struct TargetOptions: Sendable {
 
 /// A prepared target: addresses, the deployment's keys, and the user to store for.
 final class BenchTarget {
-    let store: Endpoint?
-    let gateway: Endpoint?
+    let store: HostPort?
+    let gateway: HostPort?
     let credentials: BenchCredentials
     let user: String
     let password: String
@@ -41,7 +42,7 @@ final class BenchTarget {
     private var embedded: EmbeddedDeployment?
     private var cleanup: (() -> Void)?
 
-    private init(store: Endpoint?, gateway: Endpoint?, credentials: BenchCredentials, user: String, password: String,
+    private init(store: HostPort?, gateway: HostPort?, credentials: BenchCredentials, user: String, password: String,
                  gatewayPID: pid_t?, storePID: pid_t?, dataDirectory: String, embedded: EmbeddedDeployment?,
                  cleanup: (() -> Void)?) {
         self.store = store

@@ -7,20 +7,26 @@ import PushWire
 /// (pipelined requests matched by correlation id), which reconnects with exponential
 /// backoff and jitter. Loop-confined.
 public final class ServerLink: ConnectionHandler {
+    /// Where a link connects: the address, and TLS when the server speaks it.
     public struct Endpoint: Sendable, CustomStringConvertible {
-        public var host: String
-        public var port: Int
+        public var address: HostPort
         public var tls: TLSContext?
+        /// The name to verify the certificate against, when it is not the address's host.
         public var serverName: String?
 
-        public init(host: String, port: Int, tls: TLSContext? = nil, serverName: String? = nil) {
-            self.host = host
-            self.port = port
+        public init(_ address: HostPort, tls: TLSContext? = nil, serverName: String? = nil) {
+            self.address = address
             self.tls = tls
             self.serverName = serverName
         }
 
-        public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+        public init(host: String, port: Int, tls: TLSContext? = nil, serverName: String? = nil) {
+            self.init(HostPort(host: host, port: port), tls: tls, serverName: serverName)
+        }
+
+        public var host: String { address.host }
+        public var port: Int { address.port }
+        public var description: String { address.description }
     }
 
     public typealias Completion = (Result<Message, ClientError>) -> Void

@@ -1,5 +1,6 @@
 import PushSecurity
 import PushWire
+import PushEventLoop
 
 /// State shared by every case of one run: the options, a run id that makes every device
 /// id, user name and tag unique (so the suite can run again and again against the same
@@ -41,12 +42,12 @@ public final class CaseContext {
 
     // MARK: requirements (each SKIPs the case when unmet)
 
-    func storeEndpoint() throws(CaseStop) -> Endpoint {
+    func storeEndpoint() throws(CaseStop) -> HostPort {
         guard let store = options.store else { throw .skip("needs --store") }
         return store
     }
 
-    func gatewayEndpoint() throws(CaseStop) -> Endpoint {
+    func gatewayEndpoint() throws(CaseStop) -> HostPort {
         guard let gateway = options.gateway else { throw .skip("needs --gateway") }
         return gateway
     }
@@ -70,7 +71,7 @@ public final class CaseContext {
     // MARK: connections
 
     /// A new TCP connection with nothing sent yet.
-    func connect(_ endpoint: Endpoint, name: String) throws(CaseStop) -> WireSession {
+    func connect(_ endpoint: HostPort, name: String) throws(CaseStop) -> WireSession {
         let session = try WireSession(endpoint: endpoint, name: name, timeoutMs: timeoutMs)
         sessions.append(session)
         return session

@@ -1,17 +1,5 @@
 import PushSecurity
-
-/// A service address: a numeric host (IPv4 or IPv6) and a port.
-public struct Endpoint: Sendable, Equatable, CustomStringConvertible {
-    public var host: String
-    public var port: Int
-
-    public init(host: String, port: Int) {
-        self.host = host
-        self.port = port
-    }
-
-    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-}
+import PushEventLoop
 
 /// The deployment's secrets, from `securepush init`'s directory: with them the suite
 /// makes provider credentials, device registrations and fetch tokens exactly as the
@@ -32,8 +20,8 @@ public struct ConformanceKeys: Sendable {
 
 /// Everything a run needs. Absent parts make the cases that need them SKIPPED.
 public struct ConformanceOptions: Sendable {
-    public var store: Endpoint?
-    public var gateway: Endpoint?
+    public var store: HostPort?
+    public var gateway: HostPort?
     public var keys: ConformanceKeys?
     /// A user the store knows: STORE needs a recipient that exists.
     public var user: String?
@@ -50,7 +38,7 @@ public struct ConformanceOptions: Sendable {
     /// CASE arguments: ids, id prefixes, clauses or clause prefixes; empty runs all.
     public var selection: [String] = []
 
-    public init(store: Endpoint? = nil, gateway: Endpoint? = nil, keys: ConformanceKeys? = nil, user: String? = nil,
+    public init(store: HostPort? = nil, gateway: HostPort? = nil, keys: ConformanceKeys? = nil, user: String? = nil,
                 password: [UInt8]? = nil) {
         self.store = store
         self.gateway = gateway

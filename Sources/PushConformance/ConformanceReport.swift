@@ -1,3 +1,4 @@
+import PushEventLoop
 /// The outcome of a run: every case's verdict and what the run covered of the spec.
 public struct ConformanceReport: Sendable {
     public struct Uncovered: Sendable, Equatable {
@@ -11,8 +12,8 @@ public struct ConformanceReport: Sendable {
     public var notCovered: [Uncovered]
     public var clausesTotal: Int
     public var durationMs: Int
-    public var store: Endpoint?
-    public var gateway: Endpoint?
+    public var store: HostPort?
+    public var gateway: HostPort?
     public var runID: String
 
     public var passed: Int { results.filter { $0.verdict == .pass }.count }

@@ -4,6 +4,7 @@ import Glibc
 import PushClient
 import PushSession
 import PushWire
+import PushEventLoop
 
 /// One connection of a case, over `BlockingWireClient`, with every wait bounded and every
 /// socket or codec failure turned into a `CaseStop` that says what the case was doing.
@@ -28,7 +29,7 @@ final class WireSession {
     private var stash: [Frame] = []
     private var nextCorrelation: UInt32 = 1
 
-    init(endpoint: Endpoint, name: String, timeoutMs: Int32) throws(CaseStop) {
+    init(endpoint: HostPort, name: String, timeoutMs: Int32) throws(CaseStop) {
         self.name = name
         self.timeoutMs = timeoutMs
         do {

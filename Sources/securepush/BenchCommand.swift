@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushBench
+import PushEventLoop
 
 /// `securepush bench SCENARIO [flags]`. The scenario's flags are parsed here rather than
 /// by subcommands so that a bad flag is one line on stderr and a non-zero exit (a
@@ -127,8 +128,8 @@ struct ScenarioOptions: ParsableCommand {
         return LoadBenchmark(scenario: scenario, shape: shape, target: target, showProgress: !noProgress)
     }
 
-    private func endpoint(_ text: String, flag: String) throws -> Endpoint {
-        guard let endpoint = Endpoint(parsing: text) else { throw CommandFailure("\(flag) must be HOST:PORT, not \(text.debugDescription)") }
+    private func endpoint(_ text: String, flag: String) throws -> HostPort {
+        guard let endpoint = HostPort(parsing: text), endpoint.port != 0 else { throw CommandFailure("\(flag) must be HOST:PORT, not \(text.debugDescription)") }
         return endpoint
     }
 }

@@ -3,6 +3,7 @@ import PushConformance
 import PushSecurity
 #if canImport(Glibc)
 import Glibc
+import PushEventLoop
 #endif
 
 /// `securepush conformance`: the black-box protocol conformance suite, against any
@@ -124,8 +125,8 @@ struct ConformanceCommand: ParsableCommand {
 
     private func makeOptions() throws -> ConformanceOptions {
         var options = ConformanceOptions(
-            store: store.map { Endpoint(host: $0.host, port: $0.port) },
-            gateway: gateway.map { Endpoint(host: $0.host, port: $0.port) },
+            store: store.map { HostPort(host: $0.host, port: $0.port) },
+            gateway: gateway.map { HostPort(host: $0.host, port: $0.port) },
             keys: try dataDir.map { ConformanceKeys(deployment: try openDeployment($0)) },
             user: user,
             password: try passwordFile.map(readPasswordFile))

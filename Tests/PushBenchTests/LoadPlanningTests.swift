@@ -1,19 +1,20 @@
 import PushWire
 import Testing
+import PushEventLoop
 @testable import PushBench
 
 /// The bench's own bookkeeping, without sockets.
 struct LoadPlanningTests {
     @Test func sourceAddressesSpreadPastOneAddressWorthOfPorts() {
         var plan = SourceAddressPlan()
-        let gateway = Endpoint(host: "127.0.0.1", port: 7071)
+        let gateway = HostPort(host: "127.0.0.1", port: 7071)
         let sources = (0..<(2 * SourceAddressPlan.perAddress + 1)).map { _ in plan.next(for: gateway) }
         #expect(sources[0] == nil)
         #expect(sources[SourceAddressPlan.perAddress - 1] == nil)
         #expect(sources[SourceAddressPlan.perAddress] == "127.0.0.2")
         #expect(sources.last == "127.0.0.3")
         // Each destination has its own port range; the store starts again at the default.
-        #expect(plan.next(for: Endpoint(host: "127.0.0.1", port: 7070)) == nil)
+        #expect(plan.next(for: HostPort(host: "127.0.0.1", port: 7070)) == nil)
     }
 
     @Test func opTokensFindTheirSlotOnlyWhileLive() throws {
@@ -62,9 +63,9 @@ struct LoadPlanningTests {
     }
 
     @Test func endpointsParse() {
-        #expect(Endpoint(parsing: "127.0.0.1:7070") == Endpoint(host: "127.0.0.1", port: 7070))
-        #expect(Endpoint(parsing: "[::1]:7070") == Endpoint(host: "::1", port: 7070))
-        #expect(Endpoint(parsing: "127.0.0.1") == nil)
-        #expect(Endpoint(parsing: "127.0.0.1:0") == nil)
+        #expect(HostPort(parsing: "127.0.0.1:7070") == HostPort(host: "127.0.0.1", port: 7070))
+        #expect(HostPort(parsing: "[::1]:7070") == HostPort(host: "::1", port: 7070))
+        #expect(HostPort(parsing: "127.0.0.1") == nil)
+        #expect(HostPort(parsing: "::1:7070") == nil, "an IPv6 host needs brackets")
     }
 }

@@ -6,6 +6,7 @@ import PushConformance
 import PushSecurity
 import PushTestSupport
 import Testing
+import PushEventLoop
 
 /// A store and a gateway from this build, running in this process, with a user to log
 /// in as: what the suite runs against in `swift test`.
@@ -29,7 +30,7 @@ final class OwnServices {
     }
 
     var options: ConformanceOptions {
-        ConformanceOptions(store: Endpoint(host: store.host, port: store.port), gateway: Endpoint(host: gateway.host, port: gateway.port),
+        ConformanceOptions(store: HostPort(host: store.host, port: store.port), gateway: HostPort(host: gateway.host, port: gateway.port),
                            keys: ConformanceKeys(deployment: deployment.deployment), user: user, password: Array(password.utf8))
     }
 

@@ -2,6 +2,7 @@ import Foundation
 import PushConformance
 import PushTestSupport
 import Testing
+import PushEventLoop
 
 /// The suite must be able to fail: against a peer that answers garbage or nothing, the
 /// cases that talk to it FAIL, quickly, and the command exits non-zero.
@@ -12,7 +13,7 @@ struct WrongPeerTests {
                             "conn.pipeline-ping", "vector.bad_version_2", "vector.unknown_type_0x00", "store.missing-token"]
 
     static func options(port: Int) -> ConformanceOptions {
-        var options = ConformanceOptions(store: Endpoint(host: "127.0.0.1", port: port))
+        var options = ConformanceOptions(store: HostPort(host: "127.0.0.1", port: port))
         options.timeoutMs = 400
         options.quietMs = 100
         options.selection = selection
