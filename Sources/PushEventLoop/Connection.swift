@@ -4,9 +4,9 @@ import PushWire
 
 /// A framed stream over a libevent bufferevent (plain TCP or OpenSSL). Loop-confined.
 ///
-/// Input is cut into frames in place: a frame is handed to the handler as a pointer
-/// into the input buffer and drained afterwards, so reading costs no copy (unless a
-/// frame straddles two buffer chunks) and no allocation. Output is appended to the
+/// Input is cut into frames by PushWire's `FrameDecoder`, in place: a frame is handed to
+/// the handler as a pointer into the bytes just read, so reading costs no copy (unless a
+/// frame straddles two reads) and no allocation (see ConnectionReading). Output is appended to the
 /// bufferevent's buffer and written once per loop iteration (see ConnectionWriting),
 /// which batches many small writes into one syscall.
 ///
@@ -28,6 +28,12 @@ public final class Connection: LoopResource {
     /// `EventLoop.monotonicMilliseconds()` at the last read callback (or at open):
     /// what a keepalive sweep compares against.
     @exclusivity(unchecked) public internal(set) var lastReadMillis: Int64
+    /// `EventLoop.monotonicMilliseconds()` when the input began holding an incomplete
+    /// frame; nil while none is buffered. What a deadline on a started frame compares
+    /// against (a peer that sends a frame byte by byte, never finishing it).
+    @exclusivity(unchecked) public internal(set) var partialFrameSinceMillis: Int64?
+    /// Cuts the input into frames; holds only bytes not yet delivered.
+    @exclusivity(unchecked) var decoder = FrameDecoder()
     @exclusivity(unchecked) var state: State
     /// Plain TCP: our own read event on the socket (see ConnectionReading).
     @exclusivity(unchecked) var readEvent: OpaquePointer?
@@ -103,7 +109,7 @@ public final class Connection: LoopResource {
     /// Bytes read from the peer and not yet consumed as frames.
     public var inputBufferedBytes: Int {
         guard let bev else { return 0 }
-        return evbuffer_get_length(bufferevent_get_input(bev))
+        return decoder.bufferedByteCount + (state.contains(.tls) ? evbuffer_get_length(bufferevent_get_input(bev)) : 0)
     }
 
     // MARK: - Closing
