@@ -1,99 +1,70 @@
-import CLibevent
-import Glibc
 import PushWire
 
 /// Frame-level reading: every byte read goes through the connection's `FrameDecoder`,
 /// which hands whole frames to the handler in place, with no copy and no allocation.
 ///
-/// For plain TCP the read is ours: libevent 2.1's socket bufferevent asks the kernel how
-/// much is waiting (an ioctl) before every read and then reads at most 4 KiB, so a peer
-/// with 20 KiB of pipelined requests took five loop passes and ten syscalls. Our read
-/// event takes up to 64 KiB at once into the loop's scratch buffer and the decoder
-/// delivers the frames from there; only an incomplete frame at the end is copied into
-/// the decoder's own buffer, so an idle connection holds no read buffer at all, and a
-/// peer that sends a partial frame makes us hold that much, not 64 KiB.
-/// TLS connections read through the bufferevent (OpenSSL owns the socket); its input is
-/// moved into the same scratch buffer and goes through the same decoder.
+/// The transport reads into the loop's 64 KiB scratch buffer (plain TCP straight from
+/// the socket, TLS out of the bufferevent's input) and the decoder delivers the frames
+/// from there; only an incomplete frame at the end (or what follows a pause) is copied
+/// into the decoder's own buffer, so an idle connection holds no read buffer at all, and
+/// a peer that sends a partial frame makes us hold that much, not 64 KiB.
 extension Connection {
     /// Called once the owner has had the chance to install a handler.
     func startIO() {
-        state.insert(.readEnabled)
-        if !state.contains(.tls), let bev {
-            let context = Unmanaged.passUnretained(self).toOpaque()
-            readEvent = event_new(loop.base, bufferevent_getfd(bev), sp_EV_READ | sp_EV_PERSIST, connectionSocketReadCallback, context)
-            startDirectWrites()
-        }
+        if phase == .starting { phase = .open }
+        transport.startIO()
         updateReading()
     }
 
     /// Stops delivering frames (and reading from the socket) until `resumeReading()`.
     public func pauseReading() {
-        state.insert(.readPaused)
+        flags.insert(.readPaused)
         updateReading()
     }
 
     public func resumeReading() {
-        guard state.contains(.readPaused) else { return }
-        state.remove(.readPaused)
+        guard flags.contains(.readPaused) else { return }
+        flags.remove(.readPaused)
         updateReading()
         // Whole frames may already be buffered; no new bytes will arrive to announce
-        // them, so ask libevent for a (deferred, not re-entrant) read callback.
-        guard canDeliver, let bev else { return }
-        if let readEvent {
-            if decoder.bufferedByteCount >= FrameHeader.size { event_active(readEvent, Int32(sp_EV_READ), 0) }
-        } else if decoder.bufferedByteCount >= FrameHeader.size || evbuffer_get_length(bufferevent_get_input(bev)) > 0 {
-            bufferevent_trigger(bev, sp_EV_READ, Int32(BEV_TRIG_DEFER_CALLBACKS.rawValue))
+        // them, so ask for a (deferred, not re-entrant) read report.
+        if canDeliver, decoder.bufferedByteCount >= FrameHeader.size || transport.inputBufferedBytes > 0 {
+            transport.triggerRead()
         }
     }
 
     var canDeliver: Bool {
-        state.isDisjoint(with: [.closed, .connecting, .readStopped, .readPaused]) && state.contains(.readEnabled)
+        phase == .open && flags.isDisjoint(with: [.readPaused, .readStopped])
     }
 
     func updateReading() {
-        guard let bev else { return }
-        if let readEvent {
-            if canDeliver { event_add(readEvent, nil) } else { event_del(readEvent) }
-        } else if canDeliver {
-            bufferevent_enable(bev, sp_EV_READ)
-        } else {
-            bufferevent_disable(bev, sp_EV_READ)
-        }
+        guard phase != .closed else { return }
+        transport.setReading(canDeliver)
     }
 
-    /// Plain TCP, our read event fired: frames held back by a pause first, then one read
-    /// into the loop's scratch buffer.
-    func socketReadable() {
-        guard let bev else { return }
-        if decoder.bufferedByteCount >= FrameHeader.size {
-            received(UnsafeRawBufferPointer(start: nil, count: 0))
-        }
-        guard canDeliver else { return }
-        let scratch = loop.readScratch
-        let count = Glibc.read(bufferevent_getfd(bev), scratch.baseAddress, scratch.count)
-        if count > 0 {
-            lastReadMillis = EventLoop.monotonicMilliseconds()
-            received(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
-        } else if count == 0 {
-            event(sp_BEV_EVENT_READING | sp_BEV_EVENT_EOF)
-        } else {
-            let code = errno
-            guard code != EAGAIN && code != EWOULDBLOCK && code != EINTR else { return }
-            close(reason: .error(errno: code))
-        }
-    }
-
-    /// TLS, the bufferevent's read callback: its input, one scratch-full at a time.
+    /// The transport has input (or a resume asked to be called back): frames held back
+    /// by a pause first, then reads into the loop's scratch buffer while delivery is
+    /// allowed.
     func readable() {
-        lastReadMillis = EventLoop.monotonicMilliseconds()
-        if decoder.bufferedByteCount >= FrameHeader.size {
+        if decoder.bufferedByteCount >= FrameHeader.size, canDeliver {
             received(UnsafeRawBufferPointer(start: nil, count: 0))
         }
         let scratch = loop.readScratch
-        while canDeliver, let bev {
-            let count = evbuffer_remove(bufferevent_get_input(bev), scratch.baseAddress, scratch.count)
-            guard count > 0 else { return }
-            received(UnsafeRawBufferPointer(rebasing: scratch[..<Int(count)]))
+        while canDeliver {
+            switch transport.read(into: scratch) {
+            case .bytes(let count):
+                lastReadMillis = EventLoop.monotonicMilliseconds()
+                received(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
+                if count < scratch.count || !transport.readsAhead { return }
+            case .wouldBlock:
+                return
+            case .end:
+                inputEnded()
+                return
+            case .failed(let code):
+                transportFailed(.error(errno: code))
+                return
+            }
         }
     }
 
@@ -108,10 +79,10 @@ extension Connection {
                 return canDeliver
             }
         } catch {
-            if !state.contains(.closed) { framingError(error) }
+            if phase != .closed { framingError(error) }
             return
         }
-        if state.contains(.closed) {
+        if phase == .closed {
             decoder.discardBuffered()
         } else if decoder.bufferedByteCount == 0 {
             partialFrameSinceMillis = nil
@@ -124,7 +95,7 @@ extension Connection {
 
     func framingError(_ error: WireError) {
         partialFrameSinceMillis = nil
-        state.insert(.readStopped)
+        flags.insert(.readStopped)
         updateReading()
         if let handler {
             handler.onFramingError(self, error: error)
