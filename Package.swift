@@ -86,7 +86,7 @@ let package = Package(
                 path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushEventLoop", "PushSecurity", "PushWire", "PushTestSupport"]),
-        .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushWire"]),
+        .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushWire", "PushEventLoop"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
             "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
             .product(name: "CoreMetrics", package: "swift-metrics"),

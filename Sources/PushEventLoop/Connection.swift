@@ -22,6 +22,9 @@ public final class Connection: LoopResource {
     /// Frames whose total size (header + body) exceeds this are a framing error.
     /// Changing it takes effect from the next header (e.g. after HELLO).
     @exclusivity(unchecked) public var maxFrame: Int = FrameLimits.defaultMaxFrame
+    /// False: no framing; each read goes to the handler's `onBytes` as it arrived. Set it
+    /// before reading starts (in `onAccept` or `onConnected`).
+    @exclusivity(unchecked) public var isFramed = true
     /// The cap on queued output; see `ConnectionHandler.onBackpressure`.
     @exclusivity(unchecked) public var maxOutputBytes: Int = Connection.defaultMaxOutputBytes
     /// `EventLoop.monotonicMilliseconds()` at the last read (or at open): what a

@@ -71,6 +71,10 @@ extension Connection {
     /// Runs `bytes` through the decoder, handing each whole frame to the handler while
     /// delivery is allowed.
     func received(_ bytes: UnsafeRawBufferPointer) {
+        guard isFramed else {
+            if !bytes.isEmpty { handler?.onBytes(self, bytes: bytes) }
+            return
+        }
         var delivered = false
         do throws(WireError) {
             try decoder.decode(bytes, maxFrame: maxFrame) { header, body in

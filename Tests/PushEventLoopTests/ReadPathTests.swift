@@ -224,3 +224,57 @@ extension EventLoopSuite {
         }
     }
 }
+
+/// Records raw input from a connection that is not framed.
+private final class ByteLog: ConnectionHandler {
+    var bytes: [UInt8] = []
+    var reads = 0
+    var frames = 0
+    var pauseAfterRead = false
+
+    func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) { frames += 1 }
+
+    func onBytes(_ connection: Connection, bytes: UnsafeRawBufferPointer) {
+        self.bytes += bytes
+        reads += 1
+        if pauseAfterRead { connection.pauseReading() }
+    }
+}
+
+extension EventLoopSuite {
+    /// With framing off, bytes that would be a framing error are just bytes, delivered
+    /// as they arrive; pausing stops the reads.
+    @Test func anUnframedConnectionDeliversRawBytes() throws {
+        try withEventLoop { loop in
+            let log = ByteLog()
+            let pair = try AcceptedConnection(on: loop) {
+                $0.isFramed = false
+                $0.handler = log
+            }
+            let ticker = loop.schedule(after: .milliseconds(20), repeating: true) {}
+            let garbage = [UInt8](repeating: 0x55, count: 100)
+            pair.client.send(garbage)
+            for _ in 0..<100 where log.bytes.count < 100 { loop.runOnce(blocking: true) }
+            #expect(log.bytes == garbage)
+            #expect(log.frames == 0)
+            #expect(pair.server.isOpen)
+            #expect(pair.server.inputBufferedBytes == 0)
+
+            log.pauseAfterRead = true
+            let frame = makeFrame(correlation: 1, body: [1, 2, 3])
+            pair.client.send(frame)
+            for _ in 0..<100 where log.bytes.count < 100 + frame.count { loop.runOnce(blocking: true) }
+            let readsWhenPaused = log.reads
+            pair.client.send(frame)
+            loop.runOnce(blocking: true)
+            #expect(log.reads == readsWhenPaused, "no read while paused")
+            log.pauseAfterRead = false
+            pair.server.resumeReading()
+            for _ in 0..<100 where log.bytes.count < 100 + 2 * frame.count { loop.runOnce(blocking: true) }
+            #expect(log.bytes == garbage + frame + frame)
+            #expect(log.frames == 0)
+            ticker.cancel()
+            pair.server.close()
+        }
+    }
+}
