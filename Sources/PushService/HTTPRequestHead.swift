@@ -62,9 +62,11 @@ struct HTTPRequestHead: Equatable {
         case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"):
             true
         default:
-            Array("!#$%&'*+-.^_`|~".utf8).contains(byte)
+            tokenPunctuation.contains(byte)
         }
     }
+
+    private static let tokenPunctuation = Set("!#$%&'*+-.^_`|~".utf8)
 }
 
 /// A whole HTTP/1.1 response that closes the connection after it.
