@@ -52,38 +52,24 @@ extension Connection {
         }
         setNoDelay(fd)
 
-        let bev: OpaquePointer
+        let transport: any Transport
         if let tls {
-            let ssl: OpaquePointer
-            switch tls.makeClientSSL(serverName: serverName ?? host) {
-            case .success(let made): ssl = made
-            case .failure(let error):
-                Glibc.close(fd)
-                return fail(error)
+            switch TLSTransport.connecting(loop: loop, fd: fd, context: tls, serverName: serverName ?? host) {
+            case .success(let made): transport = made
+            case .failure(let error): return fail(error)
             }
-            guard let made = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
-                                                            sp_BEV_OPT_CLOSE_ON_FREE)
-            else {
-                SSL_free(ssl)
-                return fail(.system(errno: ENOMEM))
-            }
-            bev = made
         } else {
-            guard let made = bufferevent_socket_new(loop.base, fd, sp_BEV_OPT_CLOSE_ON_FREE) else {
-                Glibc.close(fd)
+            guard let made = PlainTCPTransport.make(loop: loop, fd: fd, connecting: true) else {
                 return fail(.system(errno: ENOMEM))
             }
-            bev = made
+            transport = made
         }
-        let connection = Connection(loop: loop, bev: bev, tls: tls != nil, connecting: true)
+        let connection = Connection(loop: loop, transport: transport, connecting: true)
         connection.awaitConnect(onConnected)
-        // Non-blocking; completion (or refusal, even an immediate one) comes back through
-        // the event callback on a later iteration.
-        let started = remote.withSockAddr { bufferevent_socket_connect(bev, $0, Int32($1)) }
-        guard started == 0 else {
-            let code = errno
+        let code = transport.connect(to: remote)
+        guard code == 0 else {
             connection.abandonConnect()
-            return fail(.system(errno: code == 0 ? EIO : code))
+            return fail(code == ECONNREFUSED ? .refused : .system(errno: code))
         }
         return connection
     }

@@ -19,6 +19,11 @@ public protocol ConnectionHandler: AnyObject {
     /// only for the duration of the call; copy out what must outlive it.
     func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer)
 
+    /// With `connection.isFramed` off: the bytes of one read, as they arrived, for
+    /// protocols that are not made of frames (HTTP). `bytes` points into the loop's read
+    /// buffer and is valid only for the duration of the call. Default: ignores them.
+    func onBytes(_ connection: Connection, bytes: UnsafeRawBufferPointer)
+
     /// The peer sent a header that cannot be trusted (bad magic, version, reserved
     /// bits, or a length over `maxFrame`). Reading has already stopped and no byte of
     /// the body was read. Typical owner: write GOAWAY, then `closeAfterFlush`.
@@ -37,6 +42,8 @@ public protocol ConnectionHandler: AnyObject {
 }
 
 extension ConnectionHandler {
+    public func onBytes(_ connection: Connection, bytes: UnsafeRawBufferPointer) {}
+
     public func onFramingError(_ connection: Connection, error: WireError) {
         connection.close(reason: .framingError(error))
     }

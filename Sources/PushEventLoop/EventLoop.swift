@@ -18,11 +18,11 @@ public final class EventLoop {
     private var wakeupEvent: OpaquePointer?
     /// Runs after the I/O callbacks of an iteration in which connections wrote.
     private var flushEvent: OpaquePointer?
-    private var connectionsToFlush: [Connection] = []
-    /// Where plain-TCP connections read into (see ConnectionReading): one read takes at
+    private var transportsToFlush: [PlainTCPTransport] = []
+    /// Where connections read into (see ConnectionReading): one read takes at
     /// most this much, and level-triggered epoll brings the connection back for the rest.
     let readScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-    private var spareFlushList: [Connection] = []
+    private var spareFlushList: [PlainTCPTransport] = []
     /// Swapped with the wakeup queue's pending list so a drain allocates nothing.
     private var spareWork: [LoopWork] = []
     /// Everything shutdown() must close. Entries are removed before their object dies.
@@ -142,7 +142,7 @@ public final class EventLoop {
             event_free(flushEvent)
             self.flushEvent = nil
         }
-        connectionsToFlush = []
+        transportsToFlush = []
         event_base_free(base)
         readScratch.deallocate()
     }
@@ -167,19 +167,19 @@ public final class EventLoop {
         resources.removeValue(forKey: ObjectIdentifier(resource))
     }
 
-    /// Called by a connection's first write of an iteration. An event made active now
-    /// runs once the callbacks already active this iteration have run, so every write
-    /// they make lands in the same flush.
-    func queueFlush(_ connection: Connection) {
-        if connectionsToFlush.isEmpty, let flushEvent { event_active(flushEvent, Int32(sp_EV_TIMEOUT), 0) }
-        connectionsToFlush.append(connection)
+    /// Called by a plain-TCP connection's first write of an iteration. An event made
+    /// active now runs once the callbacks already active this iteration have run, so
+    /// every write they make lands in the same flush.
+    func queueFlush(_ transport: PlainTCPTransport) {
+        if transportsToFlush.isEmpty, let flushEvent { event_active(flushEvent, Int32(sp_EV_TIMEOUT), 0) }
+        transportsToFlush.append(transport)
     }
 
     fileprivate func flushConnections() {
         // A flush may close a connection whose handler writes elsewhere: those writes
         // queue on the (now empty) list and re-activate the event.
-        swap(&connectionsToFlush, &spareFlushList)
-        for connection in spareFlushList { connection.flushOutput() }
+        swap(&transportsToFlush, &spareFlushList)
+        for transport in spareFlushList { transport.flush() }
         spareFlushList.removeAll(keepingCapacity: true)
     }
 

@@ -113,29 +113,13 @@ extension Connection {
             return nil
         }
         setNoDelay(fd)
-        guard let tls else {
-            guard let bev = bufferevent_socket_new(loop.base, fd, sp_BEV_OPT_CLOSE_ON_FREE) else {
-                Glibc.close(fd)
-                return nil
-            }
-            return Connection(loop: loop, bev: bev, tls: false, connecting: false)
+        let transport: (any Transport)? = if let tls {
+            TLSTransport.accepting(loop: loop, fd: fd, context: tls)
+        } else {
+            PlainTCPTransport.make(loop: loop, fd: fd, connecting: false)
         }
-        guard let ssl = tls.makeServerSSL() else {
-            Glibc.close(fd)
-            return nil
-        }
-        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                       sp_BEV_OPT_CLOSE_ON_FREE)
-        else {
-            // libevent did not take the SSL object; whether it closed the fd on this
-            // (allocation-failure) path is unclear, and leaking beats a double close.
-            SSL_free(ssl)
-            return nil
-        }
-        // Our frames carry their own lengths, so a missing close_notify cannot truncate
-        // a message undetected; treat it as a plain EOF.
-        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
-        return Connection(loop: loop, bev: bev, tls: true, connecting: false)
+        guard let transport else { return nil }
+        return Connection(loop: loop, transport: transport, connecting: false)
     }
 }
 

@@ -49,7 +49,7 @@ struct GatewayCommand: ParsableCommand {
         let endpoint = MetricsEndpoint(registry: registry)
         if let metrics {
             do {
-                try endpoint.start(host: metrics.host, port: metrics.port)
+                try endpoint.start(host: metrics.host, port: metrics.port, loop: loop)
             } catch {
                 throw CommandFailure(error.description)
             }

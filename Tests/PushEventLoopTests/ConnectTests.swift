@@ -60,6 +60,31 @@ extension EventLoopSuite {
         }
     }
 
+    /// Writes made before the connect completes wait in the transport and go out once
+    /// it does.
+    @Test func writesQueuedWhileConnectingGoOutOnceConnected() throws {
+        try withEventLoop { loop in
+            let echo = EchoHandler()
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { $0.handler = echo }
+            let client = PipelinedClient(total: 3, window: 3)
+            client.done = { loop.stop() }
+            let pending = Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                guard case .success(let connection) = result else {
+                    Issue.record("connect failed: \(result)")
+                    loop.stop()
+                    return
+                }
+                connection.handler = client
+            }
+            #expect(pending?.isConnecting == true)
+            if let pending { client.start(pending) }
+            #expect((pending?.outputBufferedBytes ?? 0) > 0)
+            runLoop(loop, timeout: .seconds(5))
+            #expect(client.succeeded)
+            pending?.close()
+        }
+    }
+
     @Test func closingAPendingConnectCancelsIt() throws {
         try withEventLoop { loop in
             let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { _ in }

@@ -5,7 +5,7 @@ import Testing
 
 /// A plain blocking client socket on 127.0.0.1, for watching exactly what a server's
 /// writes put on the wire and when.
-private final class RawClient {
+final class RawClient {
     private(set) var fd: Int32
 
     init(port: Int) throws {
@@ -33,6 +33,12 @@ private final class RawClient {
         }
     }
 
+    /// Blocking: the whole of `bytes` (small enough for the socket buffers).
+    func send(_ bytes: some Collection<UInt8>) {
+        let array = Array(bytes)
+        #expect(write(fd, array, array.count) == array.count)
+    }
+
     /// Closes with a reset (RST) instead of a FIN.
     func reset() {
         var linger = Glibc.linger(l_onoff: 1, l_linger: 0)
@@ -43,7 +49,7 @@ private final class RawClient {
 }
 
 /// Records the frames it is given and how its connection ended.
-private final class ClosingRecorder: ConnectionHandler {
+final class ClosingRecorder: ConnectionHandler {
     var reason: CloseReason?
     var correlations: [UInt32] = []
     func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
@@ -54,7 +60,7 @@ private final class ClosingRecorder: ConnectionHandler {
 
 /// A listener, a raw client connected to it, and the accepted server side of that
 /// connection (set up by `configure` inside the accept callback).
-private struct AcceptedConnection {
+struct AcceptedConnection {
     let listener: Listener
     let client: RawClient
     let server: Connection

@@ -158,6 +158,49 @@ extension EventLoopSuite {
         }
     }
 
+    /// Frames the bufferevent has already decrypted stay there (or in the decoder) while
+    /// paused, and each resume delivers the next one with nothing new arriving.
+    @Test func tlsPauseHoldsDecryptedFramesUntilResumed() throws {
+        let files = try CertificateFiles.make()
+        defer { files.remove() }
+        let serverTLS = try TLSContext.server(certificateFile: files.certificate, privateKeyFile: files.key)
+        let clientTLS = try TLSContext.client(caFile: files.certificate)
+        try withEventLoop { loop in
+            var burst: [UInt8] = []
+            for correlation in UInt32(0)..<10 { burst += makeFrame(correlation: correlation, body: patternBody(correlation)) }
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0, tls: serverTLS) { $0.write(burst) }
+            var seen: [UInt32] = []
+            var deliveredWhilePaused = 0
+            var paused = false
+            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port, tls: clientTLS,
+                               serverName: "localhost") { result in
+                guard case .success(let connection) = result else {
+                    Issue.record("connect failed: \(result)")
+                    loop.stop()
+                    return
+                }
+                connection.callbacks.frame = { connection, header, body in
+                    if paused { deliveredWhilePaused += 1 }
+                    #expect(matchesPattern(body, header.correlation))
+                    seen.append(header.correlation)
+                    if seen.count == 10 {
+                        loop.stop()
+                        return
+                    }
+                    connection.pauseReading()
+                    paused = true
+                    loop.schedule(after: .milliseconds(1)) {
+                        paused = false
+                        connection.resumeReading()
+                    }
+                }
+            }
+            runLoop(loop, timeout: .seconds(5))
+            #expect(seen == Array(0..<10))
+            #expect(deliveredWhilePaused == 0)
+        }
+    }
+
     @Test func tlsContextErrorsCarryOpenSSLText() throws {
         #expect(throws: TLSError.self) {
             _ = try TLSContext.server(certificateFile: "/nonexistent/cert.pem", privateKeyFile: "/nonexistent/key.pem")
