@@ -132,3 +132,31 @@ struct ServiceHostTests {
         #expect(client.has(1) { if case .error(let error) = $0 { error.status == .badCredentials } else { false } })
     }
 }
+
+extension ServiceHostTests {
+    @Test("a frame that has started must finish within the frame deadline, however the bytes trickle")
+    func frameDeadline() throws {
+        let loop = try EventLoop()
+        var limits = Self.limits()
+        limits.timeouts.frameMs = 300
+        let service = HeldRequests(loop: loop, limits: limits)
+        try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
+        let client = RecordingClient(loop: loop, port: service.host.port ?? 0)
+        #expect(loop.run(until: { client.connection != nil }))
+        client.send(.hello(Hello(role: .provider)), correlation: 1)
+        #expect(loop.run(until: { client.has(1) { $0.type == .helloOK } }))
+        // Half of a STORE, then one more byte every 50 ms: bytes keep coming, the frame never ends.
+        let frame = Message.store(StoreRequest(user: "u", payload: Array(repeating: 7, count: 64))).encoded(correlation: 2)
+        client.connection?.write(Array(frame[..<(frame.count / 2)]))
+        var offset = frame.count / 2
+        let trickle = loop.schedule(after: .milliseconds(50), repeating: true) {
+            guard offset < frame.count - 1 else { return }
+            client.connection?.write([frame[offset]])
+            offset += 1
+        }
+        #expect(loop.run(until: { client.closed }))
+        trickle.cancel()
+        #expect(client.received.contains { if case .goaway(let goaway) = $0.1 { goaway.status == .timeout && goaway.lastCorrelation == 1 } else { false } })
+        #expect(service.held.isEmpty)
+    }
+}
