@@ -37,13 +37,13 @@ let package = Package(
             providers: [.apt(["libsqlite3-dev"])]
         ),
         // Starting, watching and stopping child processes (services for the demo, bench and tests).
-        .target(name: "PushProcess"),
+        .target(name: "PushProcess", dependencies: ["PushSession"]),
         // The wire codec: frames, fields, messages, the incremental decoder. No I/O.
         .target(name: "PushWire"),
         // The rules of a protocol connection as a state machine with no I/O, for both sides.
         .target(name: "PushSession", dependencies: ["PushWire"]),
         // The only importer of CLibevent.
-        .target(name: "PushEventLoop", dependencies: ["CLibevent", "PushWire"]),
+        .target(name: "PushEventLoop", dependencies: ["CLibevent", "PushWire", "PushSession"]),
         // Keys, password hashes, fetch tokens, registrations and provider credentials.
         .target(name: "PushSecurity", dependencies: ["COpenSSL", "PushWire"]),
         // The connection lifecycle shared by the store and the gateway.
@@ -88,11 +88,11 @@ let package = Package(
         // Helpers the integration tests share: temporary deployments, services in-process
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [
-            "PushClient", "PushSecurity", "PushWire", "PushEventLoop", "PushProcess", "PushStore", "PushGateway",
+            "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushStore", "PushGateway",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
-        .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushTestSupport"]),
+        .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushSession", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushTestSupport"]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
             "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
@@ -101,6 +101,6 @@ let package = Package(
         ]),
         .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),
-        .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire", "PushProcess"]),
+        .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire", "PushSession", "PushProcess"]),
     ]
 )

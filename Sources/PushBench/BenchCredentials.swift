@@ -3,6 +3,7 @@ import Glibc
 #endif
 import PushSecurity
 import PushWire
+import PushSession
 
 /// The credentials a deployment's keys let the bench make for itself: provider
 /// credentials, device registrations (what `securepush device enroll` issues) and fetch
@@ -20,23 +21,18 @@ struct BenchCredentials {
 
     /// Valid for 300 s either side of now: make it just before HELLO.
     func provider() -> [UInt8] {
-        ProviderCredential.make(providerKey: providerKey, nowMs: wallClockMilliseconds())
+        ProviderCredential.make(providerKey: providerKey, nowMs: Clocks.wallMilliseconds())
     }
 
     func registration(device: String, user: String, tags: [String]) -> [UInt8] {
-        let now = wallClockMilliseconds()
+        let now = Clocks.wallMilliseconds()
         return Registration(deviceID: device, user: user, tags: tags, issuedAt: now, expiresAt: now + 24 * 3_600_000)
             .signed(by: registrationSigner)
     }
 
     func fetchToken(device: String, user: String) -> [UInt8] {
-        let now = wallClockMilliseconds()
+        let now = Clocks.wallMilliseconds()
         return FetchToken(user: user, deviceID: device, issuedAt: now, expiresAt: now + 3_600_000).signed(by: tokenSigner)
     }
 }
 
-func wallClockMilliseconds() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_REALTIME, &spec)
-    return UInt64(spec.tv_sec) * 1000 + UInt64(spec.tv_nsec) / 1_000_000
-}

@@ -68,14 +68,14 @@ final class BenchLink: ConnectionHandler {
     func open(loop: EventLoop, to endpoint: HostPort, source: String?) {
         guard state == .idle else { return }
         state = .connecting
-        openedAt = monotonicNanos()
+        openedAt = Clocks.monotonicNanoseconds()
         Connection.connect(loop: loop, host: endpoint.host, port: endpoint.port, sourceAddress: source) { [self] result in
             switch result {
             case .success(let connection):
                 self.connection = connection
                 connection.handler = self
                 state = .handshaking
-                session = PeerSession(side: .client(SessionTimeouts()), now: EventLoop.monotonicMilliseconds())
+                session = PeerSession(side: .client(SessionTimeouts()), now: Clocks.monotonicMilliseconds())
                 perform(session.start(hello, correlation: 1), on: connection)
             case .failure(let error):
                 state = .closed
@@ -155,7 +155,7 @@ final class BenchLink: ConnectionHandler {
             serverMaxInflight = Int(accepted.maxInflight)
             capacity = min(capacity, serverMaxInflight)
             connection.maxFrame = Int(accepted.maxFrame)
-            handshakeNanos = monotonicNanos() - openedAt
+            handshakeNanos = Clocks.monotonicNanoseconds() - openedAt
             state = .ready
             setup?.linkReady(self)
         case .refused(let status, _):

@@ -1,5 +1,6 @@
 import PushEventLoop
 import PushWire
+import PushSession
 
 /// One run's client side: the event loop on the calling thread, its driver and progress
 /// line, and every link opened, all closed together at the end.
@@ -85,7 +86,7 @@ final class BenchSession {
         var cpu = CPUUsage(store: target.storePID, gateway: target.gatewayPID)
         driver.onHeartbeat = { [unowned runner] in
             runner.heartbeat()
-            if !cpu.hasBegun, monotonicNanos() >= runner.measureStart { cpu.begin() }
+            if !cpu.hasBegun, Clocks.monotonicNanoseconds() >= runner.measureStart { cpu.begin() }
         }
         defer { driver.onHeartbeat = nil }
         try runner.start(loop: loop)

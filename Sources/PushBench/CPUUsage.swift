@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import PushSession
 #endif
 
 /// CPU time of the bench and of the services over the measured window, from
@@ -42,7 +43,7 @@ struct CPUUsage {
         for (name, pid) in processes {
             if let used = CPUUsage.ticks(pid) { ticks[name] = used }
         }
-        return Sample(nanos: monotonicNanos(), ticks: ticks)
+        return Sample(nanos: Clocks.monotonicNanoseconds(), ticks: ticks)
     }
 
     /// utime + stime of every thread of the process, in clock ticks.

@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// `connections`: opens `--connections` device connections to the gateway (HELLO with a
 /// registration, like real devices), holds them idle for `--duration` seconds, answering
@@ -21,9 +22,9 @@ enum ConnectionsBenchmark {
         let links = (0..<shape.connections).map {
             session.deviceGatewayLink(index: $0, device: "bench-conn-\($0)", tags: ["bench-idle"], owner: idle)
         }
-        let started = monotonicNanos()
+        let started = Clocks.monotonicNanoseconds()
         let connector = try session.connect(links, to: gateway, phase: "opening connections", tolerateFailures: true)
-        let seconds = Double(monotonicNanos() - started) / 1e9
+        let seconds = Double(Clocks.monotonicNanoseconds() - started) / 1e9
         session.progress.status = { "holding \(connector.ready) connections" }
         try session.driver.idle(seconds: holdSeconds)
         let after = try ProcessMemory.residentBytes(pid: pid)

@@ -1,5 +1,6 @@
 #if canImport(Glibc)
 import Glibc
+import PushSession
 #endif
 
 /// How long an fsync takes where the store keeps its data, measured just before a run:
@@ -19,9 +20,9 @@ enum DiskProbe {
         var samples: [UInt64] = []
         for _ in 0..<rounds {
             guard block.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == block.count else { return nil }
-            let start = monotonicNanos()
+            let start = Clocks.monotonicNanoseconds()
             guard fdatasync(fd) == 0 else { return nil }
-            samples.append(monotonicNanos() - start)
+            samples.append(Clocks.monotonicNanoseconds() - start)
         }
         samples.sort()
         return Double(samples[samples.count / 2] / 1_000)

@@ -5,6 +5,7 @@ import Histogram
 import PushEventLoop
 import PushWire
 import Synchronization
+import PushSession
 
 /// Framed echo over loopback through PushEventLoop: a server loop thread echoes every
 /// frame; a client on the calling thread keeps `inflight` frames outstanding.
@@ -102,13 +103,13 @@ private final class EchoClient: ConnectionHandler {
         frame[5] = UInt8(truncatingIfNeeded: correlation >> 16)
         frame[6] = UInt8(truncatingIfNeeded: correlation >> 8)
         frame[7] = UInt8(truncatingIfNeeded: correlation)
-        sentAt[Int(correlation % UInt32(inflight))] = monotonicNanos()
+        sentAt[Int(correlation % UInt32(inflight))] = Clocks.monotonicNanoseconds()
         connection.write(frame)
     }
 
     func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
         if measuring {
-            let elapsed = monotonicNanos() &- sentAt[Int(header.correlation % UInt32(inflight))]
+            let elapsed = Clocks.monotonicNanoseconds() &- sentAt[Int(header.correlation % UInt32(inflight))]
             _ = histogram.record(max(1, elapsed / 1000))
             measured += 1
         }
@@ -117,17 +118,12 @@ private final class EchoClient: ConnectionHandler {
 
     func beginMeasuring() {
         measuring = true
-        startNanos = monotonicNanos()
+        startNanos = Clocks.monotonicNanoseconds()
     }
 
     func endMeasuring() {
         measuring = false
-        measuredSeconds = Double(monotonicNanos() - startNanos) / 1e9
+        measuredSeconds = Double(Clocks.monotonicNanoseconds() - startNanos) / 1e9
     }
 }
 
-public func monotonicNanos() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
-}

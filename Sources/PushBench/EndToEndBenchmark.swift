@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// `e2e`: the whole secure push. Each of `--devices` devices holds a connection to the
 /// gateway (its registration) and one to the store (its fetch token, from one LOGIN at
@@ -160,7 +161,7 @@ final class EndToEndWorkload: Workload, LinkOwner {
 
     /// FETCH_OK: the device holds the payload (the latency's end); ACK it as shown.
     private func fetched(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
-        let now = monotonicNanos()
+        let now = Clocks.monotonicNanoseconds()
         guard let slot = runner.ops.slot(of: header.correlation) else {
             link.outstanding -= 1
             return

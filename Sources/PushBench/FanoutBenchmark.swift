@@ -1,5 +1,6 @@
 import Histogram
 import PushWire
+import PushSession
 
 /// `fanout`: `--devices` devices registered with one tag (fresh per run); a provider
 /// PUSHes to the tag (ttl 0: connected devices only). An operation ends when the
@@ -101,7 +102,7 @@ final class FanoutWorkload: Workload, LinkOwner {
         case MessageType.push.rawValue:
             guard let id = link.acknowledgePush(header: header, body: body) else { return runner.count("MALFORMED_PUSH") }
             guard let token = ids.token(in: id), let slot = runner.ops.slot(of: token), remaining[slot] > 0 else { return }
-            let now = monotonicNanos()
+            let now = Clocks.monotonicNanoseconds()
             if firstAt[slot] == 0 { firstAt[slot] = now }
             lastAt[slot] = now
             remaining[slot] -= 1
@@ -119,7 +120,7 @@ final class FanoutWorkload: Workload, LinkOwner {
             let micros = (firstAt[slot] &- runner.startTime(slot: slot)) / 1_000
             _ = firstDelivery.record(min(max(micros, 1), firstDelivery.highestTrackableValue))
         }
-        if lastAt[slot] == 0 { lastAt[slot] = monotonicNanos() }
+        if lastAt[slot] == 0 { lastAt[slot] = Clocks.monotonicNanoseconds() }
         runner.complete(slot: slot, end: lastAt[slot])
         lastAt[slot] = 0
     }

@@ -1,5 +1,6 @@
 import PushWire
 import PushEventLoop
+import PushSession
 
 /// `fetch`: payloads are stored first (`preloadCount`, by one pipelining provider), then
 /// device connections FETCH them round-robin, each with its own fetch token signed with
@@ -83,7 +84,7 @@ final class FetchWorkload: Workload, LinkOwner {
                 runner.fail(token: header.correlation, reason: "WRONG_PAYLOAD")
                 return
             }
-            runner.complete(token: header.correlation, end: monotonicNanos())
+            runner.complete(token: header.correlation, end: Clocks.monotonicNanoseconds())
         case MessageType.error.rawValue:
             runner.fail(token: header.correlation, reason: header.status.name)
         default:

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import PushEventLoop
+import PushSession
 
 /// Runs the bench's event loop on the calling thread one phase at a time: setup phases
 /// (connect, log in, preload) and the measured run are each "run the loop until this
@@ -25,21 +26,21 @@ final class LoopDriver {
 
     /// Runs the loop until `done()` holds; throws on timeout or SIGINT.
     func drive(phase: String, timeoutSeconds: Double, until done: () -> Bool) throws(BenchError) {
-        let deadline = monotonicNanos() + UInt64(timeoutSeconds * 1e9)
+        let deadline = Clocks.monotonicNanoseconds() + UInt64(timeoutSeconds * 1e9)
         // A timer that always fires keeps a blocking iteration from waiting forever when
         // nothing else happens (a stalled server, a deadline to notice).
         let heartbeat = loop.schedule(after: .milliseconds(20), repeating: true) { [unowned self] in self.onHeartbeat?() }
         defer { heartbeat.cancel() }
         while !done() {
             if interrupted { throw .interrupted }
-            guard monotonicNanos() < deadline else { throw .timeout("\(phase) (after \(Int(timeoutSeconds)) s)") }
+            guard Clocks.monotonicNanoseconds() < deadline else { throw .timeout("\(phase) (after \(Int(timeoutSeconds)) s)") }
             loop.runOnce(blocking: true)
         }
     }
 
     /// Runs the loop for `seconds` (holding connections, letting queues settle).
     func idle(seconds: Double) throws(BenchError) {
-        let until = monotonicNanos() + UInt64(seconds * 1e9)
-        try drive(phase: "idle", timeoutSeconds: seconds + 5) { monotonicNanos() >= until }
+        let until = Clocks.monotonicNanoseconds() + UInt64(seconds * 1e9)
+        try drive(phase: "idle", timeoutSeconds: seconds + 5) { Clocks.monotonicNanoseconds() >= until }
     }
 }

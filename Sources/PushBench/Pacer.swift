@@ -3,6 +3,7 @@ import Glibc
 #endif
 import PushEventLoop
 import Synchronization
+import PushSession
 
 /// The clock of an open-loop run. libevent's timers tick with CLOCK_MONOTONIC_COARSE
 /// (4 ms here), far too coarse to send at 5,000/s, so a thread of its own sleeps with
@@ -68,7 +69,7 @@ final class Pacer: Sendable {
             }
             // Next wakeup: when the next request after now is due, but not sooner than
             // the minimum sleep (at high rates each wakeup then sends a small batch).
-            let now = monotonicNanos()
+            let now = Clocks.monotonicNanoseconds()
             let elapsed = Double(now &- startNanos)
             let nextDue = startNanos + UInt64((elapsed / intervalNanos).rounded(.down) * intervalNanos + intervalNanos)
             wake = max(nextDue, now + minimumSleepNanos)

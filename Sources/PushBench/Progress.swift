@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import PushEventLoop
+import PushSession
 
 /// A live status line on stderr, redrawn twice a second, only when stderr is a terminal
 /// (scripts reading stdout, or logs, never see it).
@@ -28,9 +29,9 @@ final class ProgressLine {
     /// The status line of a running load: rate over the last interval, p99 so far, errors.
     func follow(_ runner: Runner) {
         lastCompleted = runner.completedAll
-        lastNanos = monotonicNanos()
+        lastNanos = Clocks.monotonicNanoseconds()
         status = { [unowned self, unowned runner] in
-            let now = monotonicNanos()
+            let now = Clocks.monotonicNanoseconds()
             let rate = Double(runner.completedAll - lastCompleted) / max(Double(now - lastNanos) / 1e9, 0.001)
             lastCompleted = runner.completedAll
             lastNanos = now

@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// `push`: `--devices` devices hold connections to the gateway; providers PUSH to one
 /// device at a time (round-robin, target kind device) with ttl 0, i.e. connected devices
@@ -89,7 +90,7 @@ final class PushWorkload: Workload, LinkOwner {
             guard let id = link.acknowledgePush(header: header, body: body) else { return runner.count("MALFORMED_PUSH") }
             guard let token = ids.token(in: id), let slot = runner.ops.slot(of: token),
                   pending[slot] & PushWorkload.awaitingDelivery != 0 else { return }
-            deliveredAt[slot] = monotonicNanos()
+            deliveredAt[slot] = Clocks.monotonicNanoseconds()
             settle(slot, clearing: PushWorkload.awaitingDelivery)
         case MessageType.missed.rawValue:
             runner.count("MISSED")

@@ -1,5 +1,6 @@
 import Histogram
 import PushEventLoop
+import PushSession
 
 /// What a scenario does with one operation: send its first request.
 protocol Workload: AnyObject {
@@ -56,7 +57,7 @@ final class Runner {
     /// Starts issuing; warm-up first, then the measured part.
     func start(loop: EventLoop) throws(BenchError) {
         started = true
-        startNanos = monotonicNanos()
+        startNanos = Clocks.monotonicNanoseconds()
         measureStart = startNanos + UInt64(shape.warmupSeconds * 1e9)
         if case .duration(let seconds) = shape.stop { measureEnd = measureStart + UInt64(seconds * 1e9) }
         if let rate = shape.rate {
@@ -121,7 +122,7 @@ final class Runner {
     /// completion when operations were held back for lack of room).
     func catchUp() {
         guard !stopIssuing else { return }
-        let now = monotonicNanos()
+        let now = Clocks.monotonicNanoseconds()
         let due = UInt64(Double(now &- startNanos) / intervalNanos) + 1
         backlogged = false
         while nextIndex < due {
@@ -181,7 +182,7 @@ final class Runner {
 
     private func released() {
         if !isOpenLoop {
-            if !stopIssuing { fill(now: monotonicNanos()) }
+            if !stopIssuing { fill(now: Clocks.monotonicNanoseconds()) }
         } else if backlogged {
             catchUp()
         }
@@ -192,7 +193,7 @@ final class Runner {
         count(reason)
         guard !aborted else { return }
         aborted = true
-        stopIssuing(at: monotonicNanos())
+        stopIssuing(at: Clocks.monotonicNanoseconds())
         abandonOutstanding(as: "lost")
     }
 
@@ -204,7 +205,7 @@ final class Runner {
     /// From the driver's heartbeat: the end of a timed run, and the drain deadline.
     func heartbeat() {
         guard started else { return }
-        let now = monotonicNanos()
+        let now = Clocks.monotonicNanoseconds()
         if !stopIssuing, now >= measureEnd { stopIssuing(at: now) }
         if stopIssuing, ops.outstanding > 0, now >= drainDeadline { abandonOutstanding(as: "timeout") }
     }

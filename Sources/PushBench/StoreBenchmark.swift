@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// `store`: providers pipeline STOREs of `--payload-size` bytes for the bench user. An
 /// operation is STORE -> STORE_OK, which the store sends only once the payload is
@@ -57,7 +58,7 @@ final class StoreWorkload: Workload, LinkOwner {
         switch header.rawType {
         case MessageType.storeOK.rawValue:
             if storedIDs != nil, let id = FieldScan.payloadID(in: body) { storedIDs?.append(id) }
-            runner.complete(token: header.correlation, end: monotonicNanos())
+            runner.complete(token: header.correlation, end: Clocks.monotonicNanoseconds())
         case MessageType.error.rawValue:
             runner.fail(token: header.correlation, reason: header.status.name)
         default:

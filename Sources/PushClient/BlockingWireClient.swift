@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import PushWire
+import PushSession
 
 /// A plain blocking TCP client that speaks frames byte for byte: for tests, the
 /// conformance suite and one-shot command-line calls, where exact control over every
@@ -88,7 +89,7 @@ public final class BlockingWireClient {
     /// The next frame from the peer, or a typed failure when none comes in time.
     public func receiveFrame(timeoutMs: Int32? = nil) throws(Failure) -> Frame {
         if !stash.isEmpty { return stash.removeFirst() }
-        let deadline = monotonicMs() + Int64(timeoutMs ?? defaultTimeoutMs)
+        let deadline = Clocks.monotonicMilliseconds() + Int64(timeoutMs ?? defaultTimeoutMs)
         var chunk = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
             do {
@@ -96,7 +97,7 @@ public final class BlockingWireClient {
             } catch {
                 throw .wire(error)
             }
-            let remaining = deadline - monotonicMs()
+            let remaining = deadline - Clocks.monotonicMilliseconds()
             guard remaining > 0 else { throw .timedOut }
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             let ready = poll(&poller, 1, Int32(min(remaining, Int64(Int32.max))))
@@ -153,9 +154,9 @@ public final class BlockingWireClient {
 
     /// True if the peer closes (EOF or reset) within the timeout, draining what it sent first.
     public func waitForClose(timeoutMs: Int32 = 5_000) -> Bool {
-        let deadline = monotonicMs() + Int64(timeoutMs)
+        let deadline = Clocks.monotonicMilliseconds() + Int64(timeoutMs)
         var chunk = [UInt8](repeating: 0, count: 4096)
-        while monotonicMs() < deadline {
+        while Clocks.monotonicMilliseconds() < deadline {
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, 100) >= 0 else { return false }
             if poller.revents & Int16(POLLIN | POLLHUP | POLLERR) != 0 {
@@ -169,9 +170,9 @@ public final class BlockingWireClient {
     /// Every byte until the peer closes, as text (a plain HTTP response, say).
     public func readAll(timeoutMs: Int32 = 5_000) -> String {
         var bytes: [UInt8] = []
-        let deadline = monotonicMs() + Int64(timeoutMs)
+        let deadline = Clocks.monotonicMilliseconds() + Int64(timeoutMs)
         var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        while monotonicMs() < deadline {
+        while Clocks.monotonicMilliseconds() < deadline {
             var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
             guard poll(&poller, 1, 100) >= 0 else { break }
             guard poller.revents != 0 else { continue }
@@ -186,8 +187,3 @@ public final class BlockingWireClient {
     public func shutdownWrite() { Glibc.shutdown(fd, Int32(SHUT_WR)) }
 }
 
-func monotonicMs() -> Int64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return Int64(spec.tv_sec) * 1000 + Int64(spec.tv_nsec) / 1_000_000
-}

@@ -1,5 +1,6 @@
 import PushEventLoop
 import PushWire
+import PushSession
 
 /// What the app shows: the payload, or the generic prompt when it may not be read yet.
 public struct DeviceNotification: Equatable, Sendable {
@@ -169,7 +170,7 @@ public final class DeviceClient {
     }
 
     private func usableToken() -> [UInt8]? {
-        guard let token, token.expiresAt > EventLoop.wallClockMilliseconds() else { return nil }
+        guard let token, token.expiresAt > Clocks.wallMilliseconds() else { return nil }
         return token.token
     }
 

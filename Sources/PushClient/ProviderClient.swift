@@ -1,6 +1,7 @@
 import PushEventLoop
 import PushSecurity
 import PushWire
+import PushSession
 
 /// What one secure send produced: the payload's ID and where the push went.
 public struct SendReceipt: Equatable, Sendable {
@@ -42,7 +43,7 @@ public final class ProviderClient {
     }
 
     public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint, providerKey: SecretKey) {
-        let hello = { Hello(role: .provider, credential: ProviderCredential.make(providerKey: providerKey, nowMs: EventLoop.wallClockMilliseconds()),
+        let hello = { Hello(role: .provider, credential: ProviderCredential.make(providerKey: providerKey, nowMs: Clocks.wallMilliseconds()),
                             name: "securepush-provider") }
         self.store = ServerLink(loop: loop, endpoint: store, hello: hello)
         self.gateway = ServerLink(loop: loop, endpoint: gateway, hello: hello)

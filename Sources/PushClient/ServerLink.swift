@@ -113,7 +113,7 @@ public final class ServerLink: ConnectionHandler {
             case .success(let connection):
                 self.connection = connection
                 connection.handler = self
-                self.session = PeerSession(side: .client(self.timeouts), now: EventLoop.monotonicMilliseconds())
+                self.session = PeerSession(side: .client(self.timeouts), now: Clocks.monotonicMilliseconds())
                 self.window.restartNumbering()
                 self.perform(self.session.start(self.makeHello(), correlation: self.window.takeCorrelation()))
             case .failure(let error):
@@ -151,7 +151,7 @@ public final class ServerLink: ConnectionHandler {
 
     private func tick() {
         guard let connection else { return }
-        perform(session.timerFired(now: EventLoop.monotonicMilliseconds(), lastReceivedAt: connection.lastReadMillis,
+        perform(session.timerFired(now: Clocks.monotonicMilliseconds(), lastReceivedAt: connection.lastReadMillis,
                                    partialFrameSince: connection.partialFrameSinceMillis))
     }
 
@@ -259,7 +259,7 @@ public final class ServerLink: ConnectionHandler {
 
     private func writeScratch() -> Bool {
         guard let connection else { return false }
-        session.sent(now: EventLoop.monotonicMilliseconds())
+        session.sent(now: Clocks.monotonicMilliseconds())
         return connection.write(scratch)
     }
 

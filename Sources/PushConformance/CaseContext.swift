@@ -1,6 +1,7 @@
 import PushSecurity
 import PushWire
 import PushEventLoop
+import PushSession
 
 /// State shared by every case of one run: the options, a run id that makes every device
 /// id, user name and tag unique (so the suite can run again and again against the same
@@ -118,20 +119,20 @@ public final class CaseContext {
 
     /// A provider credential whose timestamp is `offsetMs` away from now ([7.1-1]).
     func providerCredential(offsetMs: Int64 = 0) throws(CaseStop) -> [UInt8] {
-        let now = Int64(Clock.wallMs()) + offsetMs
+        let now = Int64(Clocks.wallMilliseconds()) + offsetMs
         return ProviderCredential.make(providerKey: try keys().providerKey, nowMs: UInt64(max(0, now)))
     }
 
     func registration(device: String, user: String, tags: [String] = [], expiresInMs: Int64 = 3_600_000) throws(CaseStop) -> [UInt8] {
         let signer = CredentialSigner(serverKey: try keys().serverKey, purpose: CredentialSigner.registrationPurpose)
-        let now = Clock.wallMs()
+        let now = Clocks.wallMilliseconds()
         let expiry = UInt64(max(1, Int64(now) + expiresInMs))
         return Registration(deviceID: device, user: user, tags: tags, issuedAt: now, expiresAt: expiry).signed(by: signer)
     }
 
     /// A fetch token as LOGIN would issue it ([7.3-1]), made with the deployment's key.
     func token(user: String, device: String, expiresInMs: Int64 = 3_600_000) throws(CaseStop) -> [UInt8] {
-        let now = Clock.wallMs()
+        let now = Clocks.wallMilliseconds()
         let expiry = UInt64(max(1, Int64(now) + expiresInMs))
         return try forge { fields in
             fields += RawFrame.field(.user, string: user)

@@ -1,3 +1,4 @@
+import PushSession
 /// The suite's entry points: the catalogue of cases, selection by CASE arguments, and a
 /// sequential run that reports each case as it finishes.
 public enum ConformanceSuite {
@@ -51,20 +52,20 @@ public enum ConformanceSuite {
     /// `progress` with each result as it is known.
     public static func run(_ plan: Plan, options: ConformanceOptions, progress: (CaseResult) -> Void = { _ in }) -> ConformanceReport {
         let run = RunState(options: options)
-        let started = Clock.monotonicMs()
+        let started = Clocks.monotonicMilliseconds()
         var results: [CaseResult] = []
         for conformanceCase in plan.selected {
             let result = execute(conformanceCase, run: run)
             results.append(result)
             progress(result)
         }
-        return ConformanceReport(results: results, catalogue: plan.catalogue, durationMs: Int(Clock.monotonicMs() - started),
+        return ConformanceReport(results: results, catalogue: plan.catalogue, durationMs: Int(Clocks.monotonicMilliseconds() - started),
                                  options: options, runID: run.runID)
     }
 
     static func execute(_ conformanceCase: ConformanceCase, run: RunState) -> CaseResult {
         let context = CaseContext(run: run)
-        let started = Clock.monotonicMs()
+        let started = Clocks.monotonicMilliseconds()
         let verdict: Verdict
         let detail: String
         do {
@@ -76,7 +77,7 @@ public enum ConformanceSuite {
             case .skip(let text): (verdict, detail) = (.skipped, text)
             }
         }
-        let elapsed = Int(Clock.monotonicMs() - started)
+        let elapsed = Int(Clocks.monotonicMilliseconds() - started)
         context.finish()
         return CaseResult(id: conformanceCase.id, clause: conformanceCase.clause, title: conformanceCase.title,
                           verdict: verdict, detail: detail, durationMs: elapsed)

@@ -1,5 +1,6 @@
 import PushSecurity
 import PushWire
+import PushSession
 
 /// The credentials of HELLO (sections 4.2, 7.1, 7.4): who must send one, what a bad one
 /// gets, and the keys they are made with.
@@ -93,8 +94,8 @@ enum CredentialCases {
                 // A fetch token's layout differs from a registration only by its key.
                 let asRegistration = try ctx.forge(purpose: CredentialSigner.fetchTokenPurpose) { fields in
                     fields += RawFrame.field(.user, string: user) + RawFrame.field(.deviceID, string: device)
-                    fields += RawFrame.field(.expiresAt, RawFrame.bigEndian(Clock.wallMs() + 3_600_000))
-                    fields += RawFrame.field(.issuedAt, RawFrame.bigEndian(Clock.wallMs()))
+                    fields += RawFrame.field(.expiresAt, RawFrame.bigEndian(Clocks.wallMilliseconds() + 3_600_000))
+                    fields += RawFrame.field(.issuedAt, RawFrame.bigEndian(Clocks.wallMilliseconds()))
                 }
                 try Expect.helloRefused(try ctx.connectGateway(), CaseContext.hello(.device, credential: asRegistration), .badCredentials,
                                         "a registration signed with the fetch-token key")

@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// What the gateway cases keep doing: devices under fresh registrations, a provider,
 /// pushes and their acknowledgements.
@@ -45,6 +46,6 @@ struct GatewayFixture {
     func disconnect(_ device: WireSession) throws(CaseStop) {
         device.client.shutdownWrite()
         _ = try? device.expectClosed(within: 2_000, "the device half-closed")
-        Clock.sleep(ms: 50)
+        Pause.sleep(ms: 50)
     }
 }

@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// Offline queues, the device form of PUSH, redelivery and MISSED (sections 4.13-5,
 /// 4.14, 4.15).
@@ -92,7 +93,7 @@ extension GatewayCases {
             try gateway.disconnect(try gateway.device(id))
             let ack = try gateway.push(.device(id), id: "short-lived", ttl: 1)
             try Expect.equal(ack.queued, 1, "PUSH_ACK queued for an offline device")
-            Clock.sleep(ms: 1_300)
+            Pause.sleep(ms: 1_300)
             let back = try gateway.device(id)
             let (header, message) = try back.next(waitingFor: "MISSED")
             guard case .missed(let missed) = message else { throw .fail("a device whose queued push expired got \(describe(message)), expected MISSED") }

@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// Keepalive (section 5.4). These wait a keepalive interval or 45 s, so they SKIP
 /// without --slow unless the service's keepalive is short.
@@ -27,10 +28,10 @@ enum KeepaliveCases {
     static let all: [ConformanceCase] = [
         ConformanceCase("conn.keepalive-ping", clause: "5.4-1", "a server that has sent nothing for keepalive_ms sends PING") { ctx throws(CaseStop) in
             let (session, keepalive) = try keepaliveSession(ctx, factor: 1.0)
-            let started = Clock.monotonicMs()
+            let started = Clocks.monotonicMilliseconds()
             let frame = try session.nextFrame(timeoutMs: Int32(keepalive + keepalive / 4 + 1_000), showPings: true,
                                               waitingFor: "a keepalive PING within \(keepalive) ms")
-            let elapsed = Clock.monotonicMs() - started
+            let elapsed = Clocks.monotonicMilliseconds() - started
             try Expect.that(frame.header.type == .ping, "a silent connection got \(frame.header.type?.specName ?? "an unknown frame"), expected PING")
             try session.sendRaw(Message.pong.encoded(correlation: frame.header.correlation), "PONG")
             return "keepalive_ms \(keepalive): PING after \(elapsed) ms"
@@ -38,11 +39,11 @@ enum KeepaliveCases {
 
         ConformanceCase("conn.keepalive-timeout", clause: "5.4-2", "a peer silent for 1.5 x keepalive gets GOAWAY TIMEOUT and is closed") { ctx throws(CaseStop) in
             let (session, keepalive) = try keepaliveSession(ctx, factor: 1.5)
-            let started = Clock.monotonicMs()
+            let started = Clocks.monotonicMilliseconds()
             let limit = keepalive * 3 / 2 + max(2_000, keepalive / 2)
             while true {
                 // The server's PINGs are seen and deliberately left unanswered.
-                let remaining = started + limit - Clock.monotonicMs()
+                let remaining = started + limit - Clocks.monotonicMilliseconds()
                 guard remaining > 0 else { throw .fail("no GOAWAY TIMEOUT within \(limit) ms of silence (keepalive_ms \(keepalive))") }
                 let frame = try session.nextFrame(timeoutMs: Int32(remaining), showPings: true, waitingFor: "GOAWAY TIMEOUT")
                 if frame.header.type == .ping { continue }
@@ -50,7 +51,7 @@ enum KeepaliveCases {
                 guard case .goaway(let goaway) = message, goaway.status == .timeout else { throw .fail("a silent client got \(describe(message)), expected GOAWAY TIMEOUT") }
                 break
             }
-            let elapsed = Clock.monotonicMs() - started
+            let elapsed = Clocks.monotonicMilliseconds() - started
             try Expect.that(elapsed >= keepalive, "GOAWAY TIMEOUT came after \(elapsed) ms, before even one keepalive interval (\(keepalive) ms)")
             let after = try session.expectClosed("GOAWAY TIMEOUT")
             try Expect.that(after.isEmpty, "after GOAWAY TIMEOUT the server sent \(after.map(describe).joined(separator: ", "))")
@@ -61,9 +62,9 @@ enum KeepaliveCases {
             guard ctx.options.slow else { throw .skip("waits 45 s; run with --slow") }
             let session: WireSession
             if ctx.options.store != nil { session = try ctx.connectStore() } else { session = try ctx.connectGateway() }
-            let started = Clock.monotonicMs()
+            let started = Clocks.monotonicMilliseconds()
             let (_, message) = try session.next(timeoutMs: 60_000, waitingFor: "GOAWAY TIMEOUT after 45 s")
-            let elapsed = Clock.monotonicMs() - started
+            let elapsed = Clocks.monotonicMilliseconds() - started
             guard case .goaway(let goaway) = message, goaway.status == .timeout else { throw .fail("an idle connection got \(describe(message)), expected GOAWAY TIMEOUT") }
             try Expect.that((40_000...55_000).contains(elapsed), "GOAWAY TIMEOUT came after \(elapsed) ms, expected about 45000")
             _ = try session.expectClosed("GOAWAY TIMEOUT")

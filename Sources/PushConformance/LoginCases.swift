@@ -1,5 +1,6 @@
 import PushSecurity
 import PushWire
+import PushSession
 
 /// LOGIN (section 4.6) and the fetch token it issues (section 7.3).
 extension StoreCases {
@@ -8,10 +9,10 @@ extension StoreCases {
             let device = ctx.unique("dev")
             let (ok, session) = try logIn(ctx, device: device)
             try Expect.that(!ok.token.isEmpty, "LOGIN_OK carried an empty token")
-            try Expect.that(ok.expiresAt > Clock.wallMs(), "LOGIN_OK expires_at \(ok.expiresAt) is not in the future")
+            try Expect.that(ok.expiresAt > Clocks.wallMilliseconds(), "LOGIN_OK expires_at \(ok.expiresAt) is not in the future")
             let answer = try session.request(.sync(Sync(token: ok.token)))
             guard case .syncOK = answer else { throw .fail("SYNC with the new token was answered \(describe(answer))") }
-            return "LOGIN_OK token of \(ok.token.count) bytes, valid for \((ok.expiresAt - Clock.wallMs()) / 1000) s; SYNC accepts it"
+            return "LOGIN_OK token of \(ok.token.count) bytes, valid for \((ok.expiresAt - Clocks.wallMilliseconds()) / 1000) s; SYNC accepts it"
         },
 
         ConformanceCase("store.login-token", clause: "7.3-1", "the token from LOGIN_OK is a signed credential for that user and device") { ctx throws(CaseStop) in
@@ -22,14 +23,14 @@ extension StoreCases {
             let signer = CredentialSigner(serverKey: keys.serverKey, purpose: CredentialSigner.fetchTokenPurpose)
             let claims: FetchToken
             do {
-                claims = try FetchToken.open(ok.token, signer: signer, nowMs: Clock.wallMs())
+                claims = try FetchToken.open(ok.token, signer: signer, nowMs: Clocks.wallMilliseconds())
             } catch {
                 throw .fail("the LOGIN_OK token does not verify under the fetch-token key: \(error)")
             }
             try Expect.equal(claims.user, user, "token user")
             try Expect.equal(claims.deviceID, device, "token device_id")
             try Expect.equal(claims.expiresAt, ok.expiresAt, "token expires_at against LOGIN_OK's")
-            try Expect.that(claims.issuedAt <= Clock.wallMs() + 5_000, "token issued_at \(claims.issuedAt) is in the future")
+            try Expect.that(claims.issuedAt <= Clocks.wallMilliseconds() + 5_000, "token issued_at \(claims.issuedAt) is in the future")
             return "token verifies; user, device_id, expires_at and issued_at as expected"
         },
 

@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// What the store cases keep doing: a provider and a device session, tokens for the
 /// run's user, other users and expired ones, FETCH, STATUS and SYNC in full.
@@ -59,10 +60,10 @@ struct StoreFixture {
     /// Polls STATUS until `done` holds, for up to three seconds: fetch statistics may be
     /// written after the FETCH is answered ([4.8-3]).
     func status(_ id: PayloadID, until done: (StatusOK) -> Bool) throws(CaseStop) -> StatusOK {
-        let deadline = Clock.monotonicMs() + 3_000
+        let deadline = Clocks.monotonicMilliseconds() + 3_000
         var last = try status(id)
-        while !done(last) && Clock.monotonicMs() < deadline {
-            Clock.sleep(ms: 50)
+        while !done(last) && Clocks.monotonicMilliseconds() < deadline {
+            Pause.sleep(ms: 50)
             last = try status(id)
         }
         return last

@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// STORE (section 4.7): durability, fresh ids, refusals and expiry.
 extension StoreCases {
@@ -62,14 +63,14 @@ extension StoreCases {
 
         ConformanceCase("store.expiry", clause: "4.7-4", "a payload expires ttl_s after STORE and STORE_OK says when") { ctx throws(CaseStop) in
             let fixture = try StoreFixture(ctx)
-            let before = Clock.wallMs()
+            let before = Clocks.wallMilliseconds()
             let minute = try fixture.store(ttl: 60)
-            let after = Clock.wallMs()
+            let after = Clocks.wallMilliseconds()
             try Expect.that(minute.expiresAt > after && minute.expiresAt <= after + 60_000 + 2_000,
                             "ttl_s 60 gave expires_at \(Int64(minute.expiresAt) - Int64(before)) ms after the STORE was sent")
             try Expect.equal(try fixture.status(minute.id).expiresAt, minute.expiresAt, "STATUS_OK expires_at against STORE_OK's")
             let second = try fixture.store(ttl: 1)
-            Clock.sleep(ms: 1_300)
+            Pause.sleep(ms: 1_300)
             let status = try fixture.status(second.id)
             try Expect.equal(status.state, .gone, "state 1.3 s after a STORE with ttl_s 1")
             try fixture.fetchRefused(second.id, token: fixture.token, .gone, "FETCH of an expired payload")

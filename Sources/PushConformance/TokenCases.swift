@@ -1,5 +1,6 @@
 import PushSecurity
 import PushWire
+import PushSession
 
 /// How the store verifies fetch tokens (section 7.2, 7.3), judged through SYNC: the
 /// cheapest request that checks a token and nothing else.
@@ -19,9 +20,9 @@ enum TokenCases {
     }
 
     /// The fields of a valid token, written by the caller's choice of order and extras.
-    static func claims(user: String, device: String, expiresAt: UInt64 = Clock.wallMs() + 3_600_000) -> [[UInt8]] {
+    static func claims(user: String, device: String, expiresAt: UInt64 = Clocks.wallMilliseconds() + 3_600_000) -> [[UInt8]] {
         [RawFrame.field(.user, string: user), RawFrame.field(.deviceID, string: device),
-         RawFrame.field(.expiresAt, RawFrame.bigEndian(expiresAt)), RawFrame.field(.issuedAt, RawFrame.bigEndian(Clock.wallMs()))]
+         RawFrame.field(.expiresAt, RawFrame.bigEndian(expiresAt)), RawFrame.field(.issuedAt, RawFrame.bigEndian(Clocks.wallMilliseconds()))]
     }
 
     static let all: [ConformanceCase] = [
@@ -82,7 +83,7 @@ enum TokenCases {
             let session = try ctx.storeDevice()
             let token = try ctx.token(user: ctx.unique("user"), device: ctx.unique("dev"), expiresInMs: 2_000)
             try accepted(ctx, session, token, "a token with 2 s to live")
-            Clock.sleep(ms: 2_200)
+            Pause.sleep(ms: 2_200)
             try refused(ctx, session, token, .tokenExpired, "the same token 2.2 s later")
             return "valid before expires_at, TOKEN_EXPIRED after (assumes the clocks agree)"
         },

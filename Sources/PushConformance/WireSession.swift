@@ -21,7 +21,7 @@ final class WireSession {
     /// Answer the server's PINGs while waiting; off for the keepalive cases, which must
     /// stay silent or observe the PING itself.
     var answersPings = true
-    private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: Clock.monotonicMs())
+    private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: Clocks.monotonicMilliseconds())
     /// The frame limit from HELLO_OK, which binds the server's frames too ([5.2-3]).
     var negotiatedMaxFrame: Int? { session.negotiated.map { Int($0.maxFrame) } }
     /// HELLO_OK's max_inflight, 1 until the handshake.
@@ -67,7 +67,7 @@ final class WireSession {
             try sendRaw(Array(bytes[offset..<end]), "bytes \(offset)..<\(end)")
             offset = end
             index += 1
-            if offset < bytes.count { Clock.sleep(ms: pauseMs) }
+            if offset < bytes.count { Pause.sleep(ms: pauseMs) }
         }
     }
 
@@ -83,10 +83,10 @@ final class WireSession {
     /// The next frame, or nil when none came within the time. Closing and protocol faults
     /// of the peer fail the case.
     func pollFrame(timeoutMs wait: Int32, showPings: Bool = false, waitingFor what: String) throws(CaseStop) -> Frame? {
-        let deadline = Clock.monotonicMs() + Int64(wait)
+        let deadline = Clocks.monotonicMilliseconds() + Int64(wait)
         while true {
             if let frame = nextStashed(showPings: showPings) { return frame }
-            let remaining = deadline - Clock.monotonicMs()
+            let remaining = deadline - Clocks.monotonicMilliseconds()
             guard remaining > 0 else { return nil }
             let frame: Frame
             do {
@@ -162,9 +162,9 @@ final class WireSession {
         defer { stash.append(contentsOf: kept) }
         // One deadline for the whole wait, so a peer that keeps sending other frames
         // cannot hold the case past its timeout.
-        let deadline = Clock.monotonicMs() + Int64(timeoutMs)
+        let deadline = Clocks.monotonicMilliseconds() + Int64(timeoutMs)
         while true {
-            let remaining = deadline - Clock.monotonicMs()
+            let remaining = deadline - Clocks.monotonicMilliseconds()
             guard remaining > 0, kept.count < 10_000 else {
                 throw .fail("\(name) sent \(kept.count) other frames but no answer within \(timeoutMs) ms; expected \(what)")
             }
@@ -185,7 +185,7 @@ final class WireSession {
     /// Sends HELLO through the session and returns whatever answered it.
     func hello(_ hello: Hello) throws(CaseStop) -> Message {
         let correlation = takeCorrelation()
-        session = PeerSession(side: .client(SessionTimeouts()), now: Clock.monotonicMs())
+        session = PeerSession(side: .client(SessionTimeouts()), now: Clocks.monotonicMilliseconds())
         guard case .send(let message, _) = session.start(hello, correlation: correlation) else {
             throw .fail("the client session would not start")
         }
@@ -249,11 +249,11 @@ final class WireSession {
     /// Reads until the peer closes; returns what it sent first. Fails if it stays open.
     func expectClosed(within wait: Int32? = nil, _ why: String) throws(CaseStop) -> [Message] {
         let limit = wait ?? timeoutMs
-        let deadline = Clock.monotonicMs() + Int64(limit)
+        let deadline = Clocks.monotonicMilliseconds() + Int64(limit)
         var seen: [Message] = stash.compactMap { try? Message.decode($0) }
         stash = []
         while true {
-            let remaining = deadline - Clock.monotonicMs()
+            let remaining = deadline - Clocks.monotonicMilliseconds()
             guard remaining > 0 else {
                 throw .fail("\(name) kept the connection open \(limit) ms after \(why)" + (seen.isEmpty ? "" : "; it sent \(seen.map(describe).joined(separator: ", "))"))
             }

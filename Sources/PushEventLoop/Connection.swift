@@ -1,6 +1,7 @@
 import CLibevent
 import Glibc
 import PushWire
+import PushSession
 
 /// A framed stream over a transport (plain TCP or TLS, see `Transport`). Loop-confined.
 ///
@@ -27,10 +28,10 @@ public final class Connection: LoopResource {
     @exclusivity(unchecked) public var isFramed = true
     /// The cap on queued output; see `ConnectionHandler.onBackpressure`.
     @exclusivity(unchecked) public var maxOutputBytes: Int = Connection.defaultMaxOutputBytes
-    /// `EventLoop.monotonicMilliseconds()` at the last read (or at open): what a
+    /// `Clocks.monotonicMilliseconds()` at the last read (or at open): what a
     /// keepalive sweep compares against.
     @exclusivity(unchecked) public internal(set) var lastReadMillis: Int64
-    /// `EventLoop.monotonicMilliseconds()` when the input began holding an incomplete
+    /// `Clocks.monotonicMilliseconds()` when the input began holding an incomplete
     /// frame; nil while none is buffered. What a deadline on a started frame compares
     /// against (a peer that sends a frame byte by byte, never finishing it).
     @exclusivity(unchecked) public internal(set) var partialFrameSinceMillis: Int64?
@@ -73,7 +74,7 @@ public final class Connection: LoopResource {
     init(loop: EventLoop, transport: any Transport, connecting: Bool) {
         self.loop = loop
         self.transport = transport
-        self.lastReadMillis = EventLoop.monotonicMilliseconds()
+        self.lastReadMillis = Clocks.monotonicMilliseconds()
         self.phase = connecting ? .connecting : .starting
         loop.handle.connectionObjects.add(1, ordering: .relaxed)
         loop.register(self)

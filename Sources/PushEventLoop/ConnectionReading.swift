@@ -1,4 +1,5 @@
 import PushWire
+import PushSession
 
 /// Frame-level reading: every byte read goes through the connection's `FrameDecoder`,
 /// which hands whole frames to the handler in place, with no copy and no allocation.
@@ -53,7 +54,7 @@ extension Connection {
         while canDeliver {
             switch transport.read(into: scratch) {
             case .bytes(let count):
-                lastReadMillis = EventLoop.monotonicMilliseconds()
+                lastReadMillis = Clocks.monotonicMilliseconds()
                 received(UnsafeRawBufferPointer(rebasing: scratch[..<count]))
                 if count < scratch.count || !transport.readsAhead { return }
             case .wouldBlock:
@@ -93,7 +94,7 @@ extension Connection {
         } else if partialFrameSinceMillis == nil || delivered {
             // A frame that completed restarts the clock: a peer streaming big frames fast
             // ends most reads mid-frame, but never keeps one frame waiting.
-            partialFrameSinceMillis = decoder.holdsPartialFrame ? EventLoop.monotonicMilliseconds() : nil
+            partialFrameSinceMillis = decoder.holdsPartialFrame ? Clocks.monotonicMilliseconds() : nil
         }
     }
 

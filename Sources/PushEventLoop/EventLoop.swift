@@ -147,13 +147,6 @@ public final class EventLoop {
         readScratch.deallocate()
     }
 
-    /// A monotonic millisecond clock cheap enough to read on every read callback.
-    public static func monotonicMilliseconds() -> Int64 {
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC_COARSE, &now)
-        return Int64(now.tv_sec) * 1000 + Int64(now.tv_nsec) / 1_000_000
-    }
-
     // MARK: - Internals for the loop's resources
 
     /// New resources are refused once shutdown has begun.

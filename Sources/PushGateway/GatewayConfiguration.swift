@@ -40,8 +40,8 @@ public struct GatewayConfiguration: Sendable {
         maxOutputBytes = 64 * 1024
         metricsFactory = NOOPMetricsHandler.instance
         logger = Logger(label: "securepush.gateway")
-        wallClock = EventLoop.wallClockMilliseconds
-        monotonicClock = EventLoop.monotonicMilliseconds
+        wallClock = Clocks.wallMilliseconds
+        monotonicClock = Clocks.monotonicMilliseconds
     }
 
     /// The gateway of a deployment made by `securepush init`, with its keys.

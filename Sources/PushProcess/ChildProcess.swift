@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Synchronization
+import PushSession
 
 /// A child process (in practice the `securepush` executable running a service or a
 /// command), started with posix_spawn and reaped with waitpid: no run loop, no SIGCHLD
@@ -168,9 +169,7 @@ public final class ChildProcess {
     }
 
     private static func now() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+        Double(Clocks.monotonicNanoseconds()) / 1e9
     }
 
     private static let serial = Atomic<Int>(0)

@@ -89,7 +89,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
     public func accept(_ connection: Connection) {
         let session = PeerSession<Handler.PeerState>(
             side: .server(limits, overConnectionLimit: peers.count >= limits.maxConnections),
-            now: EventLoop.monotonicMilliseconds())
+            now: Clocks.monotonicMilliseconds())
         let peer = Peer(host: self, connection: connection, session: session)
         connection.maxOutputBytes = maxOutputBytes
         connection.handler = peer
@@ -102,7 +102,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// False if the connection is closed or was cut off.
     @discardableResult
     public func respond(_ message: Message, correlation: UInt32, to peer: Peer) -> Bool {
-        let now = EventLoop.monotonicMilliseconds()
+        let now = Clocks.monotonicMilliseconds()
         peer.session.answered(now: now)
         let written = write(message, correlation: correlation, to: peer)
         if peer.session.phase == .draining, peer.session.isDrained { closeDrained(peer) }
@@ -112,14 +112,14 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// A frame the server starts (PUSH, MISSED).
     @discardableResult
     public func send(_ message: Message, correlation: UInt32, to peer: Peer) -> Bool {
-        peer.session.sent(now: EventLoop.monotonicMilliseconds())
+        peer.session.sent(now: Clocks.monotonicMilliseconds())
         return write(message, correlation: correlation, to: peer)
     }
 
     /// An already encoded frame the server starts (a fan-out writes the same bytes to many peers).
     @discardableResult
     public func sendEncoded(_ frame: [UInt8], to peer: Peer) -> Bool {
-        peer.session.sent(now: EventLoop.monotonicMilliseconds())
+        peer.session.sent(now: Clocks.monotonicMilliseconds())
         return peer.connection.write(frame)
     }
 
@@ -143,7 +143,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
         case .none:
             break
         case .send(let message, let correlation):
-            peer.session.sent(now: EventLoop.monotonicMilliseconds())
+            peer.session.sent(now: Clocks.monotonicMilliseconds())
             write(message, correlation: correlation, to: peer)
         case .sendAndClose(let message, let correlation):
             write(message, correlation: correlation, to: peer)
@@ -183,7 +183,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
     // MARK: timers and drain
 
     private func sweep() {
-        let now = EventLoop.monotonicMilliseconds()
+        let now = Clocks.monotonicMilliseconds()
         for peer in peers.values {
             let connection = peer.connection
             perform(peer.session.timerFired(now: now, lastReceivedAt: connection.lastReadMillis,
@@ -200,7 +200,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// the service answer what it accepted, then close and call `drained`.
     public func drain(then drained: @escaping () -> Void) {
         guard drainingSince == nil else { return }
-        drainingSince = EventLoop.monotonicMilliseconds()
+        drainingSince = Clocks.monotonicMilliseconds()
         onDrained = drained
         listener?.close()
         for peer in peers.values {

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import PushEventLoop
+import PushSession
 
 /// The store's writer thread: every write pending when it wakes goes into one
 /// transaction with one fsync, and the whole group is handed back at once (group
@@ -34,7 +35,7 @@ public final class GroupCommitWriter: @unchecked Sendable {
     private var thread: pthread_t?
     private var lastSweepMs: UInt64 = 0
 
-    public init(writer: PayloadWriter, sweepIntervalMs: UInt64, clock: @escaping @Sendable () -> UInt64 = EventLoop.wallClockMilliseconds,
+    public init(writer: PayloadWriter, sweepIntervalMs: UInt64, clock: @escaping @Sendable () -> UInt64 = Clocks.wallMilliseconds,
                 deliver: @escaping Delivery) {
         self.writer = writer
         self.deliver = deliver

@@ -35,7 +35,7 @@ public struct StoreConfiguration: Sendable {
         settings = StoreSettings()
         limits = ServiceLimits(name: "securepush-store", served: StoreServer.served)
         logger = Logger(label: "securepush.store")
-        clock = EventLoop.wallClockMilliseconds
+        clock = Clocks.wallMilliseconds
     }
 
     /// The store of a deployment made by `securepush init`: its database file, its keys,

@@ -1,6 +1,7 @@
 import PushEventLoop
 import PushSecurity
 import PushWire
+import PushSession
 
 /// Per-connection state the store keeps beyond the shared lifecycle.
 public final class StoreSession {
@@ -76,7 +77,7 @@ public final class StoreLogic {
     /// Reads every stored ID into memory first, and throws the reader's error if it cannot:
     /// without that map every stored payload would look unknown.
     public init(settings: StoreSettings, reader: PayloadReader, serverKey: SecretKey, providerKey: SecretKey,
-                clock: @escaping () -> UInt64 = EventLoop.wallClockMilliseconds) throws {
+                clock: @escaping () -> UInt64 = Clocks.wallMilliseconds) throws {
         self.settings = settings
         self.reader = reader
         self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)

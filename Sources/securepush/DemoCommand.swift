@@ -6,6 +6,7 @@ import PushProcess
 import PushSecurity
 import PushStore
 import PushWire
+import PushSession
 
 struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -52,7 +53,7 @@ final class DemoScript {
         say("1. A deployment in \(directory): keys, a user, two enrolled devices.")
         let hash = try PasswordHash.make(password: DemoScript.password, iterations: 10_000)
         let users = try SQLitePayloadWriter(path: StoreFiles.databasePath(directory))
-        _ = try users.addUser("alice", passwordHash: hash.encoded, nowMs: EventLoop.wallClockMilliseconds())
+        _ = try users.addUser("alice", passwordHash: hash.encoded, nowMs: Clocks.wallMilliseconds())
         say("   user alice; devices alice-phone and alice-tablet")
 
         storeAddress = try startService(["store", "--data-dir", directory, "--listen", "127.0.0.1:0", "--log-level", "warning"])
@@ -91,8 +92,8 @@ final class DemoScript {
         devices["alice-tablet"]?.stop()
         devices["alice-tablet"] = nil
         connected.remove("alice-tablet")
-        let offlineSince = EventLoop.monotonicMilliseconds()
-        try wait("the gateway to see alice-tablet leave") { EventLoop.monotonicMilliseconds() - offlineSince > 300 }
+        let offlineSince = Clocks.monotonicMilliseconds()
+        try wait("the gateway to see alice-tablet leave") { Clocks.monotonicMilliseconds() - offlineSince > 300 }
         let second = try send("Meeting moved to 15:00", to: .device("alice-tablet"))
         say("   gateway-> provider: written to \(second.delivery.written), queued for \(second.delivery.queued) offline device")
         say("   alice-tablet reconnects...")
@@ -111,7 +112,7 @@ final class DemoScript {
 
     func startDevice(_ name: String) {
         let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
-        let now = EventLoop.wallClockMilliseconds()
+        let now = Clocks.wallMilliseconds()
         let registration = Registration(deviceID: name, user: "alice", tags: [], issuedAt: now, expiresAt: now + 86_400_000).signed(by: signer)
         let tokens = TokenStore(directory: directory + "/" + name)
         let device = DeviceClient(loop: loop, gateway: ServerLink.Endpoint(host: gatewayAddress.host, port: gatewayAddress.port),
@@ -163,9 +164,9 @@ final class DemoScript {
 
     /// Runs the loop until `condition` holds, or fails the demo after the step timeout.
     func wait(_ what: String, _ condition: @escaping () -> Bool) throws {
-        let deadline = EventLoop.monotonicMilliseconds() + Int64(stepTimeout * 1000)
+        let deadline = Clocks.monotonicMilliseconds() + Int64(stepTimeout * 1000)
         let poll = loop.schedule(after: .milliseconds(10), repeating: true) { [loop] in
-            if condition() || EventLoop.monotonicMilliseconds() > deadline { loop.stop() }
+            if condition() || Clocks.monotonicMilliseconds() > deadline { loop.stop() }
         }
         if !condition() { loop.run() }
         poll.cancel()

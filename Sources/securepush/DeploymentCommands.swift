@@ -1,6 +1,7 @@
 import ArgumentParser
 import PushSecurity
 import PushStore
+import PushSession
 
 struct InitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -38,7 +39,7 @@ struct UserCommand: ParsableCommand {
             let iterations = deployment.integer("password.iterations") ?? PasswordHash.defaultIterations
             let hash = try PasswordHash.make(password: password, iterations: max(1, iterations))
             let writer = try SQLitePayloadWriter(path: StoreFiles.databasePath(dataDir))
-            guard try writer.addUser(name, passwordHash: hash.encoded, nowMs: wallClockMs()) else {
+            guard try writer.addUser(name, passwordHash: hash.encoded, nowMs: Clocks.wallMilliseconds()) else {
                 throw CommandFailure("user \(name) already exists")
             }
             announce("added user \(name)")

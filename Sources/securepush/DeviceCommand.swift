@@ -1,6 +1,7 @@
 import ArgumentParser
 import PushSecurity
 import PushWire
+import PushSession
 
 struct DeviceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
@@ -30,7 +31,7 @@ struct DeviceCommand: ParsableCommand {
 
         func run() throws {
             let deployment = try openDeployment(dataDir)
-            let now = wallClockMs()
+            let now = Clocks.wallMilliseconds()
             let registration = Registration(deviceID: device, user: user, tags: tag, issuedAt: now,
                                             expiresAt: now + UInt64(days) * 86_400_000)
             let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)

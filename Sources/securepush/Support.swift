@@ -62,7 +62,6 @@ func writeStandardError(_ text: String) {
     _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
 }
 
-func wallClockMs() -> UInt64 { EventLoop.wallClockMilliseconds() }
 
 /// Stops a service gracefully on SIGTERM or SIGINT: the first one calls `stop`, which
 /// calls back when the service has drained, and the loop then stops. Watched before

@@ -6,6 +6,7 @@ import PushSecurity
 import PushStore
 import PushTestSupport
 import PushWire
+import PushSession
 
 /// A store and a gateway in this process, and devices and a provider from the PushClient
 /// library on the test's own loop. The store may instead run as the real binary, for
@@ -62,7 +63,7 @@ final class FlowFixture {
     @discardableResult
     func startDevice(_ name: String, user: String = "alice") -> DeviceClient {
         let signer = CredentialSigner(serverKey: deployment.deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
-        let now = EventLoop.wallClockMilliseconds()
+        let now = Clocks.wallMilliseconds()
         let registration = Registration(deviceID: name, user: user, tags: [], issuedAt: now, expiresAt: now + 3_600_000).signed(by: signer)
         let device = DeviceClient(loop: loop, gateway: endpoint(gateway), store: endpoint(store), registration: registration,
                                   deviceID: name, tokenStore: TokenStore(directory: deployment.directory + "/dev-" + name))

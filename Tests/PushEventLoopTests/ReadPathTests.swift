@@ -2,6 +2,7 @@ import Foundation
 import PushEventLoop
 import PushWire
 import Testing
+import PushSession
 
 /// One delivered frame, copied out of the connection's input.
 struct DeliveredFrame: Equatable {
@@ -209,7 +210,7 @@ extension EventLoopSuite {
         let frame = makeFrame(correlation: 3, body: patternBody(3))
         try withLoggedConnection { loop, pair, log in
             #expect(pair.server.partialFrameSinceMillis == nil)
-            let before = EventLoop.monotonicMilliseconds()
+            let before = Clocks.monotonicMilliseconds()
             _ = deliver([frame[...] + frame[..<5]], on: loop, to: pair, log: log)
             let since = pair.server.partialFrameSinceMillis
             #expect((since ?? 0) >= before, "set when the partial frame arrived")

@@ -1,5 +1,6 @@
 import PushEventLoop
 import Synchronization
+import PushSession
 
 /// The real clocks plus an offset a test moves forward, so lifetimes and TTLs run out at
 /// once instead of after a sleep. Credentials made with the real clock stay valid as long
@@ -14,10 +15,10 @@ public final class ManualClock: Sendable {
     }
 
     public var wallMilliseconds: @Sendable () -> UInt64 {
-        { [self] in EventLoop.wallClockMilliseconds() &+ UInt64(offsetMs.load(ordering: .sequentiallyConsistent)) }
+        { [self] in Clocks.wallMilliseconds() &+ UInt64(offsetMs.load(ordering: .sequentiallyConsistent)) }
     }
 
     public var monotonicMilliseconds: @Sendable () -> Int64 {
-        { [self] in EventLoop.monotonicMilliseconds() + offsetMs.load(ordering: .sequentiallyConsistent) }
+        { [self] in Clocks.monotonicMilliseconds() + offsetMs.load(ordering: .sequentiallyConsistent) }
     }
 }
