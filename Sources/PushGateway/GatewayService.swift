@@ -26,9 +26,6 @@ public final class GatewayService {
     public let port: Int
     private let host: ServiceHost<GatewayServer>
     private let server: GatewayServer
-    private var drainStarted = false
-    private var isDrained = false
-    private var whenDrained: [() -> Void] = []
 
     private init(configuration: GatewayConfiguration, port: Int, host: ServiceHost<GatewayServer>, server: GatewayServer) {
         self.configuration = configuration
@@ -66,30 +63,16 @@ public final class GatewayService {
     /// Graceful stop ([5.5-1]): no new connections, GOAWAY SHUTTING_DOWN to every peer,
     /// then `drained` runs on the loop once they are closed. Every caller's `drained` runs.
     public func drain(then drained: @escaping () -> Void) {
-        guard !isDrained else {
-            drained()
-            return
+        if !host.isDraining {
+            configuration.logger.info("sending GOAWAY to every connection")
+            host.drain { [configuration] in configuration.logger.info("gateway stopped") }
         }
-        whenDrained.append(drained)
-        beginDrain()
+        host.drain(then: drained)
     }
 
     /// Stops at once: no new connections and GOAWAY to every peer; connections close once
     /// that is written, or when the loop shuts down. Idempotent.
     public func stop() {
-        beginDrain()
-    }
-
-    private func beginDrain() {
-        guard !drainStarted else { return }
-        drainStarted = true
-        configuration.logger.info("sending GOAWAY to every connection")
-        host.drain { [self] in
-            isDrained = true
-            configuration.logger.info("gateway stopped")
-            let callbacks = whenDrained
-            whenDrained = []
-            for callback in callbacks { callback() }
-        }
+        drain {}
     }
 }

@@ -52,7 +52,8 @@ public final class ServiceHost<Handler: ServiceHandler> {
     @exclusivity(unchecked) private var peers: [ObjectIdentifier: Peer] = [:]
     private var sweepTimer: LoopTimer?
     @exclusivity(unchecked) private var drainingSince: Int64?
-    private var onDrained: (() -> Void)?
+    private var isDrained = false
+    private var whenDrained: [() -> Void] = []
     /// One encode buffer for the whole loop: a frame is written before the next encode.
     @exclusivity(unchecked) private var scratch: [UInt8] = []
 
@@ -197,11 +198,13 @@ public final class ServiceHost<Handler: ServiceHandler> {
     }
 
     /// Graceful stop ([5.5-1]): stop accepting, GOAWAY SHUTTING_DOWN to every peer, let
-    /// the service answer what it accepted, then close and call `drained`.
+    /// the service answer what it accepted, then close and call `drained` on the loop.
+    /// Every caller's `drained` runs, at once if the drain is already over.
     public func drain(then drained: @escaping () -> Void) {
+        guard !isDrained else { return drained() }
+        whenDrained.append(drained)
         guard drainingSince == nil else { return }
         drainingSince = Clocks.monotonicMilliseconds()
-        onDrained = drained
         listener?.close()
         for peer in peers.values {
             perform(peer.session.beginDrain(reason: "\(limits.name) shutting down"), on: peer)
@@ -217,10 +220,12 @@ public final class ServiceHost<Handler: ServiceHandler> {
         for peer in peers.values where peer.session.isDrained || !servicePending && peer.session.inflight == 0 {
             closeDrained(peer)
         }
-        guard peers.isEmpty, !servicePending, let drained = onDrained else { return }
-        onDrained = nil
+        guard peers.isEmpty, !servicePending, !isDrained else { return }
+        isDrained = true
         sweepTimer?.cancel()
-        drained()
+        let callbacks = whenDrained
+        whenDrained = []
+        for callback in callbacks { callback() }
     }
 
     private func closeDrained(_ peer: Peer) {

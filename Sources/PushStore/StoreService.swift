@@ -38,9 +38,6 @@ public final class StoreService {
     private let writer: SQLitePayloadWriter
     private let committer: GroupCommitWriter
     private var pruneTimer: LoopTimer?
-    private var drainStarted = false
-    private var isDrained = false
-    private var whenDrained: [() -> Void] = []
     private var writerStopped = false
 
     private init(configuration: StoreConfiguration, port: Int, host: ServiceHost<StoreServer>, server: StoreServer,
@@ -110,38 +107,24 @@ public final class StoreService {
     /// replies to what was accepted (commits included), then the writer thread ends and
     /// `drained` runs on the loop. Every caller's `drained` runs, however many ask.
     public func drain(then drained: @escaping () -> Void) {
-        guard !isDrained else {
+        if !host.isDraining { configuration.logger.info("draining") }
+        host.drain { [self] in
+            stopWriter()
             drained()
-            return
         }
-        whenDrained.append(drained)
-        beginDrain()
     }
 
     /// Stops at once: no new connections, GOAWAY to every peer, and the writer thread
     /// commits what it holds and ends before this returns. Connections close once their
     /// last replies are written, or when the loop shuts down. Idempotent.
     public func stop() {
-        beginDrain()
+        drain {}
         stopWriter()
     }
 
     /// Open client connections.
     public var connectionCount: Int { host.connectionCount }
     public var isDraining: Bool { host.isDraining }
-
-    private func beginDrain() {
-        guard !drainStarted else { return }
-        drainStarted = true
-        configuration.logger.info("draining")
-        host.drain { [self] in
-            isDrained = true
-            stopWriter()
-            let callbacks = whenDrained
-            whenDrained = []
-            for callback in callbacks { callback() }
-        }
-    }
 
     private func stopWriter() {
         guard !writerStopped else { return }
