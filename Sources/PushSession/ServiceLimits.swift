@@ -3,13 +3,14 @@ import PushWire
 /// How long a connection may take over the steps that have a deadline. The defaults
 /// are generous; a server facing the open internet will want them tighter.
 public struct SessionTimeouts: Sendable, Equatable {
-    /// From the first byte of a connection to HELLO_OK: a server closes a peer that has
-    /// not completed HELLO by then, a client gives up waiting for HELLO_OK.
-    public var handshakeMs: Int64 = 10_000
+    /// From the connection's start to HELLO_OK: a server closes a peer that has not
+    /// completed HELLO by then, however it trickles bytes; a client gives up waiting for
+    /// HELLO_OK. The default is the 45 s that [5.4-3] allows a silent client.
+    public var handshakeMs: Int64 = 45_000
     /// From the first byte of a frame to its last: a frame that has started must finish.
     public var frameMs: Int64 = 30_000
 
-    public init(handshakeMs: Int64 = 10_000, frameMs: Int64 = 30_000) {
+    public init(handshakeMs: Int64 = 45_000, frameMs: Int64 = 30_000) {
         self.handshakeMs = handshakeMs
         self.frameMs = frameMs
     }
