@@ -191,7 +191,6 @@ public final class ServiceHost<Handler: ServiceHandler> {
     private func sweep() {
         let now = Clocks.monotonicMilliseconds()
         for peer in peers.values {
-            let connection = peer.connection
             perform(peer.session.timerFired(now: now, lastReceivedAt: peer.lastHeardMillis,
                                             partialFrameSince: peer.partialFrameSinceMillis), on: peer)
         }
@@ -281,6 +280,9 @@ public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
         }
         return .keepOpen
     }
+
+    /// Whether reading is paused until the peer reads its replies.
+    public var isHoldingReads: Bool { readingHeldSince != nil }
 
     public func onOutputDrained(_ connection: Connection) {
         guard readingHeldSince != nil else { return }
