@@ -227,6 +227,8 @@ struct DeviceRunProcessTests {
             #expect(loop.run(until: { expected.count >= kill * total / (kills + 1) }, timeoutSeconds: 30))
             gateway.killHard()
             (gateway, _) = try startGateway(dataDirectory: deployment.directory, port: port)
+            // Sends go on while the device comes back, so every kill cuts a connected device.
+            #expect(loop.run(until: { device.gatewayConnections > kill }, timeoutSeconds: 30), "the device reconnected after kill \(kill)")
         }
         #expect(loop.run(until: { started == total && inFlight == 0 }, timeoutSeconds: 60))
         #expect(expected.count == total, "every STORE was acknowledged")
