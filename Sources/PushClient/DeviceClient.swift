@@ -39,12 +39,25 @@ public enum DeviceEvent: Equatable, Sendable {
 /// The device side of secure push: pushes from the gateway carry only IDs; the
 /// device fetches each payload from the store with its fetch token, acknowledges it, and
 /// hands the app a notification. Without a usable token it shows the generic prompt,
-/// keeps the ID, and fetches after the next login. It SYNCs with the store on every
-/// connect and on MISSED, so a lost push only delays a message. Loop-confined.
+/// keeps the ID, and fetches after the next login.
+///
+/// The store is the source of truth: the device SYNCs with it after every store connect,
+/// after every gateway connect (a gateway that crashed lost its queue and the pushes in
+/// flight) and on MISSED, so a lost push only delays a message. Every ID is shown at most
+/// once for the life of the object, however often pushes and SYNC name it. A backlog is
+/// fetched `fetchWindow` FETCHes at a time. Loop-confined.
 public final class DeviceClient {
     public static let genericText = "New notification - log in to view"
-    /// IDs remembered as shown, so a redelivered push is not shown twice.
-    public static let rememberedIDs = 10_000
+    /// IDs remembered as shown, so a redelivered push or a SYNC that lists an ID again
+    /// (its ACK not yet durable) does not show it twice. Bounded: about 5 MB at most.
+    public static let rememberedIDs = 100_000
+    /// FETCHes in flight at once.
+    public static let fetchWindow = 32
+    /// IDs per SYNC page.
+    static let syncPageSize: UInt32 = 500
+    /// How long to wait before asking again after the store answered with a failure that
+    /// is not about the token or the payload (BUSY, RATE_LIMITED, an internal error).
+    static let retryDelayMs: Int64 = 1_000
 
     public let deviceID: String
     public var onNotification: ((DeviceNotification) -> Void)?
@@ -56,13 +69,21 @@ public final class DeviceClient {
     private let tokenStore: TokenStore?
     private var token: TokenStore.Saved?
     private var tokenVersion = 0
-    private var shown: Set<PayloadID> = []
-    private var shownOrder: [PayloadID] = []
+    private var shown = ShownIDs(capacity: DeviceClient.rememberedIDs)
     private var genericShown: Set<PayloadID> = []
-    private var pending: [PayloadID] = []
+    /// Kept IDs to fetch, oldest first; `waitingSet` mirrors it.
+    private var waiting = IDQueue()
     private var fetching: Set<PayloadID> = []
+    /// Kept IDs whose FETCH failed for a reason a retry may cure; back to `waiting` at the retry.
+    private var deferred: [PayloadID] = []
+    private var acking: Set<PayloadID> = []
     private var syncing = false
+    /// A SYNC was asked for while one was running: run another once it ends, so what was
+    /// stored before the request is listed.
+    private var syncAgain = false
+    private var retryTimer: LoopTimer?
     private var watcher: LoopTimer?
+    private var stopped = false
 
     /// - Parameters:
     ///   - registration: the credential `securepush device enroll` issued.
@@ -79,11 +100,16 @@ public final class DeviceClient {
     }
 
     /// IDs received but not yet shown with their content.
-    public var keptIDs: [PayloadID] { pending }
+    public var keptIDs: [PayloadID] { Array(waiting.ids) + Array(fetching) + deferred }
     public var hasToken: Bool { token != nil }
 
     public func start() {
-        gateway.onReady = { [weak self] in self?.onEvent?(.gatewayConnected) }
+        gateway.onReady = { [weak self] in
+            guard let self else { return }
+            self.onEvent?(.gatewayConnected)
+            // Pushes the last gateway connection lost (a crash loses its queue) are in the store.
+            self.synchronize()
+        }
         gateway.onServerMessage = { [weak self] message, correlation in self?.fromGateway(message, correlation: correlation) }
         gateway.onDown = { [weak self] error in self?.onEvent?(.disconnected(from: "gateway", error)) }
         store.onReady = { [weak self] in
@@ -102,7 +128,10 @@ public final class DeviceClient {
     }
 
     public func stop() {
+        stopped = true
         watcher?.cancel()
+        retryTimer?.cancel()
+        retryTimer = nil
         gateway.stop()
         store.stop()
     }
@@ -136,7 +165,6 @@ public final class DeviceClient {
     private func adopt(_ saved: TokenStore.Saved) {
         token = saved
         onEvent?(.loggedIn(expiresAt: saved.expiresAt))
-        for id in pending { process(id) }
         synchronize()
     }
 
@@ -158,9 +186,9 @@ public final class DeviceClient {
             onEvent?(.pushReceived(id: push.id, frameBytes: message.encoded(correlation: correlation).count))
             // Record first, then confirm: DELIVERY_ACK means "kept for fetching" ([4.14-2]).
             let id = PayloadID(bytes: push.id)
-            if let id, !shown.contains(id), !pending.contains(id) { pending.append(id) }
+            if let id { keep(id) }
             gateway.reply(.deliveryAck(DeliveryAck(id: push.id)), correlation: correlation)
-            if let id { process(id) }
+            fetchKept()
         case .missed(let missed):
             onEvent?(.missed(missed.missedCount))
             synchronize()
@@ -174,32 +202,72 @@ public final class DeviceClient {
         return token.token
     }
 
-    /// Shows a kept ID: fetched with the token, or the generic prompt without one.
-    private func process(_ id: PayloadID) {
-        guard !shown.contains(id), !fetching.contains(id) else { return }
+    /// Keeps an ID for fetching unless it was shown or is already kept.
+    private func keep(_ id: PayloadID) {
+        guard !shown.contains(id), !fetching.contains(id), !waiting.contains(id), !deferred.contains(id) else { return }
+        waiting.append(id)
+    }
+
+    /// Fetches kept IDs while fewer than `fetchWindow` are in flight; without a usable
+    /// token shows the generic prompt for each instead, once.
+    private func fetchKept() {
+        guard !stopped else { return }
         guard let token = usableToken() else {
-            showGeneric(id)
+            for id in waiting.ids { showGeneric(id) }
+            for id in deferred { showGeneric(id) }
             return
         }
+        // Not ready: the store's next HELLO_OK brings a SYNC and this call again.
+        guard store.isReady else { return }
+        while fetching.count < DeviceClient.fetchWindow, let id = waiting.popFirst() {
+            fetch(id, token: token)
+        }
+    }
+
+    private func fetch(_ id: PayloadID, token: [UInt8]) {
         fetching.insert(id)
         store.request(.fetch(Fetch(id: id, token: token))) { [weak self] result in
             guard let self else { return }
             self.fetching.remove(id)
+            guard !self.stopped else { return }
             switch result {
             case .success(.fetchOK(let fetched)):
                 self.markShown(id)
                 self.onNotification?(DeviceNotification(id: id, content: .payload(fetched.payload)))
-                self.store.request(.ack(Ack(id: id, token: token))) { _ in }
-            case .failure(.status(let status, _)) where status == .authRequired || status == .badToken || status == .tokenExpired:
-                if self.token?.token == token { self.token = nil }
-                self.onEvent?(.tokenRejected(status))
-                self.showGeneric(id)
+                self.acknowledge(id, token: token)
+            case .failure(.status(let status, _)) where DeviceClient.isTokenRefusal(status):
+                self.waiting.append(id)
+                self.tokenRefused(token, status)
             case .failure(.status(let status, _)) where status == .notFound || status == .gone || status == .forbidden:
-                self.pending.removeAll { $0 == id }
+                self.genericShown.remove(id)
                 self.onEvent?(.dropped(id, status))
+            case .failure(.disconnected), .failure(.stopped):
+                // Fetched again once the store is back.
+                self.waiting.append(id)
             default:
-                break  // connection trouble: the ID stays kept and is retried on reconnect
+                self.deferred.append(id)
+                self.retryLater()
             }
+            self.fetchKept()
+        }
+    }
+
+    private static func isTokenRefusal(_ status: Status) -> Bool {
+        status == .authRequired || status == .badToken || status == .tokenExpired
+    }
+
+    /// The store refused `refused`: forget it if it is still ours, and say so once.
+    private func tokenRefused(_ refused: [UInt8], _ status: Status) {
+        guard token?.token == refused else { return }
+        token = nil
+        onEvent?(.tokenRejected(status))
+    }
+
+    private func acknowledge(_ id: PayloadID, token: [UInt8]) {
+        guard acking.insert(id).inserted else { return }
+        store.request(.ack(Ack(id: id, token: token))) { [weak self] _ in
+            // A lost ACK is harmless: SYNC lists the ID again and it is acknowledged then.
+            self?.acking.remove(id)
         }
     }
 
@@ -209,51 +277,126 @@ public final class DeviceClient {
     }
 
     private func markShown(_ id: PayloadID) {
-        pending.removeAll { $0 == id }
         genericShown.remove(id)
-        guard shown.insert(id).inserted else { return }
-        shownOrder.append(id)
-        if shownOrder.count > DeviceClient.rememberedIDs {
-            shown.remove(shownOrder.removeFirst())
+        shown.insert(id)
+    }
+
+    private func retryLater() {
+        guard retryTimer == nil, !stopped else { return }
+        retryTimer = loop.schedule(after: .milliseconds(DeviceClient.retryDelayMs)) { [weak self] in
+            guard let self else { return }
+            self.retryTimer = nil
+            for id in self.deferred { self.waiting.append(id) }
+            self.deferred = []
+            if self.syncAgain, !self.syncing { self.synchronize() }
+            self.fetchKept()
         }
     }
 
     // MARK: sync
 
-    /// Asks the store for every unread ID ([4.15-2]) and shows what is new.
-    private func synchronize(cursor: UInt64 = 0) {
-        guard let token = usableToken(), store.isReady else {
-            for id in pending { process(id) }
+    /// Asks the store for every unread ID ([4.15-2]), page by page, and fetches what is
+    /// new. A request while a SYNC runs starts another one after it.
+    private func synchronize() {
+        guard !stopped, let token = usableToken(), store.isReady else { return fetchKept() }
+        guard !syncing else {
+            syncAgain = true
             return
         }
-        guard cursor != 0 || !syncing else { return }
         syncing = true
-        store.request(.sync(Sync(token: token, cursor: cursor, limit: 500))) { [weak self] result in
-            guard let self else { return }
+        syncAgain = false
+        syncPage(after: 0, token: token)
+        fetchKept()
+    }
+
+    private func syncPage(after cursor: UInt64, token: [UInt8]) {
+        store.request(.sync(Sync(token: token, cursor: cursor, limit: DeviceClient.syncPageSize))) { [weak self] result in
+            guard let self, !self.stopped else { return }
             switch result {
             case .success(.syncOK(let page)):
                 for id in page.ids {
                     if self.shown.contains(id) {
-                        // Shown before but the ACK was lost: acknowledge again, do not show again.
-                        self.store.request(.ack(Ack(id: id, token: token))) { _ in }
+                        // Shown before but the ACK was not durable: acknowledge again, do not show again.
+                        self.acknowledge(id, token: token)
                     } else {
-                        if !self.pending.contains(id) { self.pending.append(id) }
-                        self.process(id)
+                        self.keep(id)
                     }
                 }
-                if page.hasMore {
-                    self.synchronize(cursor: page.cursor)
-                } else {
-                    self.syncing = false
+                self.fetchKept()
+                if page.hasMore, page.cursor > cursor {
+                    return self.syncPage(after: page.cursor, token: token)
                 }
-            case .failure(.status(let status, _)) where status == .authRequired || status == .badToken || status == .tokenExpired:
-                self.syncing = false
-                if self.token?.token == token { self.token = nil }
-                self.onEvent?(.tokenRejected(status))
+            case .failure(.status(let status, _)) where DeviceClient.isTokenRefusal(status):
+                self.tokenRefused(token, status)
+                self.fetchKept()
+            case .failure(.disconnected):
+                // The store's next HELLO_OK starts a SYNC again.
+                break
             default:
+                self.syncAgain = true
+                self.retryLater()
                 self.syncing = false
+                return
             }
+            self.syncing = false
+            if self.syncAgain { self.synchronize() }
         }
-        for id in pending { process(id) }
+    }
+}
+
+/// IDs in arrival order with constant-time membership; a backlog holds thousands.
+struct IDQueue {
+    private var items: [PayloadID] = []
+    private var head = 0
+    private var members: Set<PayloadID> = []
+
+    var isEmpty: Bool { head == items.count }
+    var ids: ArraySlice<PayloadID> { items[head...] }
+
+    func contains(_ id: PayloadID) -> Bool { members.contains(id) }
+
+    mutating func append(_ id: PayloadID) {
+        guard members.insert(id).inserted else { return }
+        items.append(id)
+    }
+
+    mutating func popFirst() -> PayloadID? {
+        guard head < items.count else { return nil }
+        let id = items[head]
+        head += 1
+        members.remove(id)
+        if head == items.count {
+            items.removeAll(keepingCapacity: items.count < 4096)
+            head = 0
+        } else if head >= 4096, head * 2 >= items.count {
+            items.removeFirst(head)
+            head = 0
+        }
+        return id
+    }
+}
+
+/// The most recent `capacity` IDs shown; the oldest is forgotten first.
+struct ShownIDs {
+    let capacity: Int
+    private var members: Set<PayloadID> = []
+    private var ring: [PayloadID] = []
+    private var oldest = 0
+
+    init(capacity: Int) {
+        self.capacity = max(1, capacity)
+    }
+
+    func contains(_ id: PayloadID) -> Bool { members.contains(id) }
+
+    mutating func insert(_ id: PayloadID) {
+        guard members.insert(id).inserted else { return }
+        if ring.count < capacity {
+            ring.append(id)
+        } else {
+            members.remove(ring[oldest])
+            ring[oldest] = id
+            oldest = (oldest + 1) % capacity
+        }
     }
 }

@@ -110,10 +110,13 @@ public final class ServiceHost<Handler: ServiceHandler> {
         return written
     }
 
-    /// A frame the server starts (PUSH, MISSED).
+    /// A frame the server starts (PUSH, MISSED). Over the output cap it cuts the peer
+    /// off as a slow consumer; replies only pause reading (see `ServicePeer.onBackpressure`).
     @discardableResult
     public func send(_ message: Message, correlation: UInt32, to peer: Peer) -> Bool {
         peer.session.sent(now: Clocks.monotonicMilliseconds())
+        peer.writingOwnFrame = true
+        defer { peer.writingOwnFrame = false }
         return write(message, correlation: correlation, to: peer)
     }
 
@@ -121,6 +124,8 @@ public final class ServiceHost<Handler: ServiceHandler> {
     @discardableResult
     public func sendEncoded(_ frame: [UInt8], to peer: Peer) -> Bool {
         peer.session.sent(now: Clocks.monotonicMilliseconds())
+        peer.writingOwnFrame = true
+        defer { peer.writingOwnFrame = false }
         return peer.connection.write(frame)
     }
 
@@ -186,9 +191,8 @@ public final class ServiceHost<Handler: ServiceHandler> {
     private func sweep() {
         let now = Clocks.monotonicMilliseconds()
         for peer in peers.values {
-            let connection = peer.connection
-            perform(peer.session.timerFired(now: now, lastReceivedAt: connection.lastReadMillis,
-                                            partialFrameSince: connection.partialFrameSinceMillis), on: peer)
+            perform(peer.session.timerFired(now: now, lastReceivedAt: peer.lastHeardMillis,
+                                            partialFrameSince: peer.partialFrameSinceMillis), on: peer)
         }
         if let since = drainingSince, now - since > drainTimeoutMs {
             logger.warning("drain timed out", metadata: ["open": "\(peers.count)"])
@@ -240,6 +244,11 @@ public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
     public let connection: Connection
     /// Loop-confined and used for every frame; see `ServiceHost`'s state.
     @exclusivity(unchecked) public var session: PeerSession<Handler.PeerState>
+    /// Set while the host writes a frame it starts itself, not a reply.
+    var writingOwnFrame = false
+    /// Reading is paused until unread replies drain; since when.
+    private var readingHeldSince: Int64?
+    private var readingResumedAt: Int64 = 0
 
     init(host: ServiceHost<Handler>, connection: Connection, session: PeerSession<Handler.PeerState>) {
         self.host = host
@@ -260,7 +269,41 @@ public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
         host.perform(session.framingError(error), on: self)
     }
 
-    public func onBackpressure(_ connection: Connection) -> BackpressureAction { .close }
+    /// Replies the peer has not read yet: it asked for them within the limits it was
+    /// granted, so stop reading its requests until they drain rather than cut it off.
+    /// Output the server starts on its own (a push) is what makes a slow consumer.
+    public func onBackpressure(_ connection: Connection) -> BackpressureAction {
+        if writingOwnFrame { return .close }
+        if readingHeldSince == nil {
+            readingHeldSince = Clocks.monotonicMilliseconds()
+            connection.pauseReading()
+        }
+        return .keepOpen
+    }
+
+    /// Whether reading is paused until the peer reads its replies.
+    public var isHoldingReads: Bool { readingHeldSince != nil }
+
+    public func onOutputDrained(_ connection: Connection) {
+        guard readingHeldSince != nil else { return }
+        readingHeldSince = nil
+        readingResumedAt = Clocks.monotonicMilliseconds()
+        // A drain keeps reading paused for good.
+        if session.phase == .open || session.phase == .admitting { connection.resumeReading() }
+    }
+
+    /// When the peer was last heard from, for the silence deadline: a peer is not silent
+    /// while the server is the one not reading.
+    var lastHeardMillis: Int64 {
+        max(connection.lastReadMillis, readingHeldSince ?? readingResumedAt)
+    }
+
+    /// The start of an unfinished frame, for the frame deadline, not counting time spent
+    /// with reading held back.
+    var partialFrameSinceMillis: Int64? {
+        guard readingHeldSince == nil, let since = connection.partialFrameSinceMillis else { return nil }
+        return max(since, readingResumedAt)
+    }
 
     public func onClose(_ connection: Connection, reason: CloseReason) {
         host.closed(self, reason: reason)

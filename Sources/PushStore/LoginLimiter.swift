@@ -16,7 +16,8 @@ struct LoginLimiter {
     }
 
     func isLimited(_ key: String, nowMs: UInt64) -> Bool {
-        guard let window = windows[key], isOpen(window, nowMs: nowMs) else { return false }
+        // Asked on every FETCH: no offender, no hashing of the key.
+        guard !windows.isEmpty, let window = windows[key], isOpen(window, nowMs: nowMs) else { return false }
         return window.failures >= limit
     }
 

@@ -47,6 +47,7 @@ public struct StoreConfiguration: Sendable {
         if let lifetime = deployment.integer("store.token_lifetime_s"), lifetime > 0 {
             settings.tokenLifetimeMs = UInt64(lifetime) * 1000
         }
+        if let badTokens = deployment.integer("store.bad_tokens_per_address") { settings.badTokensPerAddress = badTokens }
     }
 
     /// Room a STORE frame needs beside its payload: the user, TTL and other fields.
@@ -59,6 +60,9 @@ public struct StoreConfiguration: Sendable {
             throw .invalidConfiguration("the largest payload must be between 1 and \(largest) bytes, not \(settings.maxPayloadBytes)")
         }
         guard settings.tokenLifetimeMs > 0 else { throw .invalidConfiguration("the fetch token lifetime must be above 0") }
+        guard settings.badTokensPerAddress > 0, settings.badTokenWindowMs > 0 else {
+            throw .invalidConfiguration("the BAD_TOKEN limit per address and its window must be above 0")
+        }
         var limits = self.limits
         limits.maxFrame = min(FrameLimits.ceiling, max(limits.maxFrame, settings.maxPayloadBytes + StoreConfiguration.frameOverhead))
         return limits

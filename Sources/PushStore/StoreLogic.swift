@@ -73,6 +73,8 @@ public final class StoreLogic {
     private var ids = PayloadIDSource()
     private var userLimiter: LoginLimiter
     private var addressLimiter: LoginLimiter
+    /// BAD_TOKEN answers per client address: forged tokens are tried in bulk otherwise.
+    private var badTokenLimiter: LoginLimiter
 
     /// Reads every stored ID into memory first, and throws the reader's error if it cannot:
     /// without that map every stored payload would look unknown.
@@ -85,6 +87,7 @@ public final class StoreLogic {
         self.clock = clock
         self.userLimiter = LoginLimiter(limit: settings.loginFailuresPerUser, windowMs: settings.loginFailureWindowMs)
         self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
+        self.badTokenLimiter = LoginLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)
         let all = try reader.allIDs()
         sequences.reserveCapacity(all.count)
         for (id, sequence) in all { sequences[id] = sequence }
@@ -169,6 +172,9 @@ public final class StoreLogic {
     /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2]).
     private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> FetchToken {
         guard let token else { throw Refusal(status: .authRequired, message: "log in to read this") }
+        if badTokenLimiter.isLimited(session.peerAddress, nowMs: nowMs) {
+            throw Refusal(status: .rateLimited, message: "too many rejected tokens from this address; try again later")
+        }
         if let cached = session.verifiedClaims, session.verifiedToken == token {
             guard cached.expiresAt > nowMs else { throw Refusal(status: .tokenExpired, message: "fetch token expired") }
             return cached
@@ -179,6 +185,7 @@ public final class StoreLogic {
             session.verifiedClaims = claims
             return claims
         } catch {
+            if error.status == .badToken { badTokenLimiter.recordFailure(session.peerAddress, nowMs: nowMs) }
             throw Refusal(status: error.status, message: error.description)
         }
     }
@@ -257,8 +264,12 @@ public final class StoreLogic {
         let now = clock()
         userLimiter.prune(nowMs: now)
         addressLimiter.prune(nowMs: now)
+        badTokenLimiter.prune(nowMs: now)
     }
 
     /// User names and client addresses with a failed-login window still remembered.
     var loginFailureKeysTracked: Int { userLimiter.trackedCount + addressLimiter.trackedCount }
+
+    /// Client addresses with a BAD_TOKEN window still remembered.
+    var badTokenAddressesTracked: Int { badTokenLimiter.trackedCount }
 }

@@ -10,6 +10,10 @@ public struct StoreSettings: Sendable {
     public var loginFailuresPerUser = 5
     public var loginFailuresPerAddress = 20
     public var loginFailureWindowMs: UInt64 = 60_000
+    /// BAD_TOKEN answers allowed per client address within `badTokenWindowMs`; past them
+    /// every request that carries a token is RATE_LIMITED until the window ends ([8-5]).
+    public var badTokensPerAddress = 20
+    public var badTokenWindowMs: UInt64 = 10_000
     public var sweepIntervalMs: UInt64 = 60_000
 
     public init() {}

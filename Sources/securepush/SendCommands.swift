@@ -3,6 +3,9 @@ import PushClient
 import PushEventLoop
 import PushSecurity
 import PushWire
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// Options every provider command shares.
 struct ProviderOptions: ParsableArguments {
@@ -55,11 +58,7 @@ struct SendCommand: ParsableCommand {
         if let text {
             payload = Array(text.utf8)
         } else {
-            do {
-                payload = Array(try Deployment.readFile(file ?? "").utf8)
-            } catch {
-                throw CommandFailure("\(error)")
-            }
+            payload = try readPayloadFile(file ?? "")
         }
         let recipient: String
         if case .user(let name) = to { recipient = user ?? name } else { recipient = user ?? "" }
@@ -76,12 +75,46 @@ struct SendCommand: ParsableCommand {
             }
             client.send(message) { result in
                 client.stop()
-                done(result.mapError { describe($0, talkingTo: "servers", at: provider.store) })
+                done(result.mapError { error in
+                    if case .frameTooLarge(let size, let limit) = error {
+                        return CommandFailure("the payload (\(payload.count) bytes) is too large: the store takes frames of at most \(limit) bytes and this request is \(size)")
+                    }
+                    return describe(error, talkingTo: "servers", at: provider.store)
+                })
             }
         }
         announce("id \(receipt.id.hex)")
         announce("delivery: written to \(receipt.delivery.written) device(s), queued for \(receipt.delivery.queued)")
     }
+}
+
+/// A payload file's bytes as they are. One larger than any frame may be is refused
+/// before it is read, let alone sent.
+func readPayloadFile(_ path: String) throws -> [UInt8] {
+    guard let file = fopen(path, "rb") else {
+        throw CommandFailure("cannot read \(path): \(String(cString: strerror(errno)))")
+    }
+    defer { fclose(file) }
+    var info = stat()
+    guard fstat(fileno(file), &info) == 0 else {
+        throw CommandFailure("cannot read \(path): \(String(cString: strerror(errno)))")
+    }
+    let largest = FrameLimits.ceiling - FrameHeader.size
+    guard Int(info.st_size) <= largest else {
+        throw CommandFailure("\(path) is \(info.st_size) bytes: no securepush frame can carry more than \(largest)")
+    }
+    var bytes: [UInt8] = []
+    var chunk = [UInt8](repeating: 0, count: 64 * 1024)
+    while true {
+        let count = fread(&chunk, 1, chunk.count, file)
+        if count <= 0 { break }
+        bytes.append(contentsOf: chunk[..<count])
+        guard bytes.count <= largest else {
+            throw CommandFailure("\(path) is over \(largest) bytes: no securepush frame can carry it")
+        }
+    }
+    if ferror(file) != 0 { throw CommandFailure("cannot read \(path): \(String(cString: strerror(errno)))") }
+    return bytes
 }
 
 struct StatusCommand: ParsableCommand {

@@ -24,8 +24,12 @@ final class OwnServices {
         passwordFile = deployment.directory + "/conformance.pw"
         try Deployment.writePrivate(passwordFile, password + "\n")
         // A short store keepalive lets the keepalive cases run in seconds; a queue of two
-        // makes MISSED observable at the gateway.
-        store = try InProcessStore(deployment) { $0.limits.keepaliveMs = 2000 }
+        // makes MISSED observable at the gateway. Every case comes from 127.0.0.1 and many
+        // check BAD_TOKEN on purpose, more than the failed-token limit allows in 10 s.
+        store = try InProcessStore(deployment) {
+            $0.limits.keepaliveMs = 2000
+            $0.settings.badTokensPerAddress = 100_000
+        }
         gateway = try InProcessGateway(deployment) { $0.queueCapacity = 2 }
     }
 
