@@ -20,7 +20,9 @@ public struct StoreConfiguration: Sendable {
     /// Checks provider credentials.
     public var providerKey: SecretKey
     public var settings: StoreSettings
-    /// Connection limits; `maxFrame` is raised at start to fit the largest payload.
+    /// Connection limits and deadlines (a deployment's config file may set the handshake
+    /// and frame deadlines and the pending-handshake caps); `maxFrame` is raised at start to
+    /// fit the largest payload.
     public var limits: ServiceLimits
     public var logger: Logger
     /// Wall-clock milliseconds, for token and payload lifetimes, login windows and the sweep.
@@ -47,6 +49,7 @@ public struct StoreConfiguration: Sendable {
         if let lifetime = deployment.integer("store.token_lifetime_s"), lifetime > 0 {
             settings.tokenLifetimeMs = UInt64(lifetime) * 1000
         }
+        limits.apply(configSection: "store", deployment.integer)
     }
 
     /// Room a STORE frame needs beside its payload: the user, TTL and other fields.
@@ -59,6 +62,7 @@ public struct StoreConfiguration: Sendable {
             throw .invalidConfiguration("the largest payload must be between 1 and \(largest) bytes, not \(settings.maxPayloadBytes)")
         }
         guard settings.tokenLifetimeMs > 0 else { throw .invalidConfiguration("the fetch token lifetime must be above 0") }
+        if let problem = limits.problem { throw .invalidConfiguration(problem) }
         var limits = self.limits
         limits.maxFrame = min(FrameLimits.ceiling, max(limits.maxFrame, settings.maxPayloadBytes + StoreConfiguration.frameOverhead))
         return limits
