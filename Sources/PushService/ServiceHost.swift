@@ -61,6 +61,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
     @exclusivity(unchecked) private var scratch: [UInt8] = []
     /// Connections by stage (pending HELLO_OK, admitted), the caps on each, and refusals.
     private var admission: AdmissionControl<ObjectIdentifier>
+    private var acceptErrorLoggedAt: Int64 = .min / 2
 
     public var port: Int? { listener?.port }
     /// Open connections, admitted or still in the handshake.
@@ -96,7 +97,12 @@ public final class ServiceHost<Handler: ServiceHandler> {
             for _ in 0..<count { self.refused(.outOfFileDescriptors, peerHost: "?", detail: code == ENFILE ? "ENFILE" : "EMFILE") }
         }
         listener.onAcceptError = { [weak self] error in
-            self?.logger.warning("accept failed", metadata: ["error": "\(error)"])
+            guard let self else { return }
+            // The listener retries every 100 ms while it lasts: one line a second at most.
+            let now = Clocks.monotonicMilliseconds()
+            guard now - self.acceptErrorLoggedAt >= 1_000 else { return }
+            self.acceptErrorLoggedAt = now
+            self.logger.warning("accept failed", metadata: ["error": "\(error)"])
         }
         self.listener = listener
         sweepTimer = loop.schedule(after: .milliseconds(sweepIntervalMs), repeating: true) { [weak self] in self?.sweep() }

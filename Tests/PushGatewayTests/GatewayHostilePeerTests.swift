@@ -1,5 +1,6 @@
 import Testing
 import PushClient
+import PushSecurity
 import PushSession
 import PushTestSupport
 import PushWire
@@ -33,5 +34,27 @@ struct GatewayHostilePeerTests {
             return text.contains(#"securepush_gateway_connections_refused_total{reason="handshake_timeout"} 3"#)
                 && text.contains("securepush_gateway_pending_handshakes 0")
         }, "metrics: \(text)")
+    }
+}
+
+extension GatewayHostilePeerTests {
+    @Test("device enroll refuses a registration whose HELLO would not fit in the 1,024 bytes read before HELLO_OK")
+    func enrollRefusesAnOversizedHello() throws {
+        let deployment = try TemporaryDeployment(commandLine: true)
+        let signer = CredentialSigner(serverKey: deployment.deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
+        // The most 64-byte tags whose registration itself still fits the credential field.
+        let tags = { (count: Int) in (0..<count).map { String(repeating: Character(String(UnicodeScalar(UInt8(97 + $0 % 26)))), count: 64) } }
+        let fitting = (1...20).last { count in
+            Registration(deviceID: "phone", user: "alice", tags: tags(count), issuedAt: 0, expiresAt: 1).signed(by: signer).count
+                <= Registration.maxSignedBytes
+        } ?? 1
+        let path = deployment.directory + "/phone.cred"
+        let result = try SecurePushBinary.run(["device", "enroll", "--data-dir", deployment.directory, "--user", "alice",
+                                               "--device", "phone", "--out", path] + tags(fitting).flatMap { ["--tag", $0] })
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("before HELLO_OK"), "\(result.stderr)")
+        let few = try SecurePushBinary.run(["device", "enroll", "--data-dir", deployment.directory, "--user", "alice",
+                                            "--device", "phone", "--out", path] + tags(8).flatMap { ["--tag", $0] })
+        #expect(few.status == 0, "\(few.stderr)")
     }
 }
