@@ -1,5 +1,6 @@
 import Testing
 import PushClient
+import PushGateway
 import PushSecurity
 import PushSession
 import PushTestSupport
@@ -56,5 +57,20 @@ extension GatewayHostilePeerTests {
         let few = try SecurePushBinary.run(["device", "enroll", "--data-dir", deployment.directory, "--user", "alice",
                                             "--device", "phone", "--out", path] + tags(8).flatMap { ["--tag", $0] })
         #expect(few.status == 0, "\(few.stderr)")
+    }
+}
+
+extension GatewayHostilePeerTests {
+    @Test("gateway.* and bare config keys set the gateway's deadlines and pending caps")
+    func gatewayKeys() throws {
+        let temporary = try TemporaryDeployment()
+        let path = temporary.directory + "/" + Deployment.configFile
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+            + "gateway.frame_timeout_ms = 2500\nhandshake_timeout_ms = 3000\ngateway.max_pending_per_address = 9\nstore.max_pending_handshakes = 5\n"
+        try Deployment.writePrivate(path, text)
+        let configuration = GatewayConfiguration(deployment: try Deployment.open(temporary.directory), host: "127.0.0.1", port: 0)
+        #expect(configuration.limits.timeouts == SessionTimeouts(handshakeMs: 3_000, frameMs: 2_500))
+        #expect(configuration.limits.maxPendingPerAddress == 9)
+        #expect(configuration.limits.maxPendingHandshakes == 1_024, "another service's key does not apply")
     }
 }

@@ -1,6 +1,8 @@
 import Foundation
 import Testing
 import PushClient
+import PushSecurity
+@testable import PushStore
 import PushSession
 import PushTestSupport
 import PushWire
@@ -211,5 +213,24 @@ extension HostilePeerProcessTests {
         hostile.closeAll()
         #expect(waitUntil { (try? store.provider().request(.ping)) == .pong })
         #expect(!store.service.child.hasExited)
+    }
+}
+
+@Suite("Connection settings from the config file")
+struct ConnectionConfigTests {
+    @Test("store.* keys win over the bare keys; a zero is refused at start")
+    func storeKeys() throws {
+        let temporary = try TemporaryDeployment()
+        let path = temporary.directory + "/" + Deployment.configFile
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+            + "store.handshake_timeout_ms = 1234\nhandshake_timeout_ms = 999\nframe_timeout_ms = 4321\n"
+            + "store.max_pending_handshakes = 77\nmax_pending_per_address = 7\n"
+        try Deployment.writePrivate(path, text)
+        let configuration = StoreConfiguration(deployment: try Deployment.open(temporary.directory), host: "127.0.0.1", port: 0)
+        #expect(configuration.limits.timeouts == SessionTimeouts(handshakeMs: 1_234, frameMs: 4_321))
+        #expect(configuration.limits.maxPendingHandshakes == 77 && configuration.limits.maxPendingPerAddress == 7)
+        var zero = configuration
+        zero.limits.maxPendingPerAddress = 0
+        #expect(throws: StoreServiceError.self) { try zero.effectiveLimits() }
     }
 }
