@@ -1,8 +1,11 @@
 import PushEventLoop
+import PushSession
 
 /// Opens many links without flooding the listener: at most `maxConcurrent` connects and
 /// handshakes at once (a backlog of thousands of SYNs would overflow the accept queue
 /// and turn into retransmits seconds long), each new one started as another finishes.
+/// The default stays within the unauthenticated connections a server holds from one
+/// source address (`ServiceLimits.defaultMaxPendingPerAddress`); more would be closed.
 final class Connector {
     private let loop: EventLoop
     private var queue: [(BenchLink, HostPort, String?)] = []
@@ -15,7 +18,7 @@ final class Connector {
     /// Failure reasons and how often each occurred.
     private(set) var failures: [String: UInt64] = [:]
 
-    init(loop: EventLoop, maxConcurrent: Int = 256) {
+    init(loop: EventLoop, maxConcurrent: Int = ServiceLimits.defaultMaxPendingPerAddress) {
         self.loop = loop
         self.maxConcurrent = maxConcurrent
     }

@@ -81,17 +81,19 @@ enum FramingCases {
             return "GOAWAY FRAME_TOO_LARGE without any body sent, closed"
         },
 
-        ConformanceCase("frame.default-max", clause: "2-8", "before HELLO_OK the limit is 65536 bytes") { ctx throws(CaseStop) in
+        ConformanceCase("frame.default-max", clause: "2-8", "before HELLO_OK the limit is 1024 bytes") { ctx throws(CaseStop) in
+            let limit = CaseContext.maxFrameBeforeHello
             let exact = try ctx.connectStore()
             let fields = RawFrame.helloBody()
-            guard let padding = RawFrame.padding(toLength: FrameLimits.defaultMaxFrame - 16 - fields.count) else { throw .fail("internal: cannot pad HELLO") }
-            try exact.sendRaw(RawFrame.frame(.hello, correlation: 1, body: fields + padding), "a 65536-byte HELLO")
+            guard let padding = RawFrame.padding(toLength: limit - 16 - fields.count) else { throw .fail("internal: cannot pad HELLO") }
+            try exact.sendRaw(RawFrame.frame(.hello, correlation: 1, body: fields + padding), "a \(limit)-byte HELLO")
             let (_, answer) = try exact.next(waitingFor: "HELLO_OK")
-            guard case .helloOK = answer else { throw .fail("a HELLO of exactly 65536 bytes was answered \(describe(answer))") }
+            guard case .helloOK = answer else { throw .fail("a HELLO of exactly \(limit) bytes was answered \(describe(answer))") }
             let over = try ctx.connectStore()
-            try over.sendRaw(RawFrame.header(type: MessageType.hello.rawValue, correlation: 1, length: UInt32(FrameLimits.defaultMaxFrame - 15)), "a 65537-byte HELLO header")
-            try Expect.goawayThenClose(over, .frameTooLarge, "a 65537-byte first frame")
-            return "65536-byte HELLO → HELLO_OK; 65537 → GOAWAY FRAME_TOO_LARGE"
+            // Only the header: the length alone must be refused, without waiting for the body.
+            try over.sendRaw(RawFrame.header(type: MessageType.hello.rawValue, correlation: 1, length: UInt32(limit - 15)), "a \(limit + 1)-byte HELLO header")
+            try Expect.goawayThenClose(over, .frameTooLarge, "a \(limit + 1)-byte first frame")
+            return "\(limit)-byte HELLO → HELLO_OK; \(limit + 1) → GOAWAY FRAME_TOO_LARGE"
         },
 
         ConformanceCase("frame.correlation-echo", clause: "2-9", "replies carry the request's correlation id, any u32") { ctx throws(CaseStop) in
@@ -109,4 +111,9 @@ enum FramingCases {
             return "PONGs echo 4294967295, 2147483648, 12345; ERROR echoes 4294967294"
         },
     ]
+}
+
+extension CaseContext {
+    /// The largest frame (header included) a server reads before HELLO_OK (protocol v1.1).
+    static let maxFrameBeforeHello = 1_024
 }

@@ -85,14 +85,16 @@ enum HandshakeCases {
             return "0 → ERROR BAD_REQUEST; 3 → \(three.maxInflight); none → \(open.maxInflight)"
         },
 
-        ConformanceCase("hello.limits-apply-after", clause: "5.2-7", "a HELLO proposing 1024 may itself be larger; the limit binds after HELLO_OK") { ctx throws(CaseStop) in
+        ConformanceCase("hello.limits-apply-after", clause: "5.2-7", "a HELLO proposing 1024 may itself be 1024 bytes; the limit binds after HELLO_OK") { ctx throws(CaseStop) in
+            // Before HELLO_OK a server reads frames of up to 1024 bytes (v1.1), so the
+            // HELLO is as large as that allows.
             let session = try ctx.connectStore()
             let fields = RawFrame.helloBody(extra: RawFrame.field(.maxFrame, RawFrame.bigEndian(UInt32(1024))))
-            guard let padding = RawFrame.padding(toLength: 2000 - 16 - fields.count) else { throw .fail("internal: cannot pad HELLO") }
+            guard let padding = RawFrame.padding(toLength: 1024 - 16 - fields.count) else { throw .fail("internal: cannot pad HELLO") }
             let id = session.takeCorrelation()
-            try session.sendRaw(RawFrame.frame(.hello, correlation: id, body: fields + padding), "a 2000-byte HELLO")
+            try session.sendRaw(RawFrame.frame(.hello, correlation: id, body: fields + padding), "a 1024-byte HELLO")
             let answer = try session.reply(to: id, waitingFor: "HELLO_OK")
-            guard case .helloOK(let ok) = answer else { throw .fail("a 2000-byte HELLO proposing max_frame 1024 was answered \(describe(answer))") }
+            guard case .helloOK(let ok) = answer else { throw .fail("a 1024-byte HELLO proposing max_frame 1024 was answered \(describe(answer))") }
             try Expect.equal(ok.maxFrame, 1024, "negotiated max_frame")
             guard let fill = RawFrame.padding(toLength: 1024 - 16) else { throw .fail("internal: cannot pad PING") }
             try session.sendRaw(RawFrame.frame(.ping, correlation: 77, body: fill), "a 1024-byte PING")
@@ -100,7 +102,7 @@ enum HandshakeCases {
             try Expect.that(pong == .pong && header.correlation == 77, "a PING of exactly max_frame was answered \(describe(pong))")
             try session.sendRaw(RawFrame.header(type: MessageType.ping.rawValue, correlation: 78, length: 1024 - 15), "a 1025-byte PING header")
             try Expect.goawayThenClose(session, .frameTooLarge, "a 1025-byte frame after max_frame 1024")
-            return "2000-byte HELLO accepted; then 1024 bytes → PONG, 1025 → GOAWAY FRAME_TOO_LARGE"
+            return "1024-byte HELLO accepted; then 1024 bytes → PONG, 1025 → GOAWAY FRAME_TOO_LARGE"
         },
 
         ConformanceCase("hello.second-hello", clause: "5.1-4", "a second HELLO is BAD_REQUEST and changes nothing") { ctx throws(CaseStop) in

@@ -58,15 +58,16 @@ enum KeepaliveCases {
             return "keepalive_ms \(keepalive): GOAWAY TIMEOUT after \(elapsed) ms, closed"
         },
 
-        ConformanceCase("conn.idle-before-hello", clause: "5.4-3", "a client that sends nothing is closed after 45 s") { ctx throws(CaseStop) in
-            guard ctx.options.slow else { throw .skip("waits 45 s; run with --slow") }
+        ConformanceCase("conn.idle-before-hello", clause: "5.4-3", "a client that sends nothing is closed within 45 s") { ctx throws(CaseStop) in
+            guard ctx.options.slow else { throw .skip("waits up to 45 s; run with --slow") }
             let session: WireSession
             if ctx.options.store != nil { session = try ctx.connectStore() } else { session = try ctx.connectGateway() }
             let started = Clocks.monotonicMilliseconds()
-            let (_, message) = try session.next(timeoutMs: 60_000, waitingFor: "GOAWAY TIMEOUT after 45 s")
+            let (_, message) = try session.next(timeoutMs: 60_000, waitingFor: "GOAWAY TIMEOUT within 45 s")
             let elapsed = Clocks.monotonicMilliseconds() - started
             guard case .goaway(let goaway) = message, goaway.status == .timeout else { throw .fail("an idle connection got \(describe(message)), expected GOAWAY TIMEOUT") }
-            try Expect.that((40_000...55_000).contains(elapsed), "GOAWAY TIMEOUT came after \(elapsed) ms, expected about 45000")
+            // A handshake deadline (5 s by default for securepush) may close it sooner.
+            try Expect.that(elapsed <= 55_000, "GOAWAY TIMEOUT came after \(elapsed) ms, expected at most about 45000")
             _ = try session.expectClosed("GOAWAY TIMEOUT")
             return "GOAWAY TIMEOUT after \(elapsed) ms, closed"
         },

@@ -5,6 +5,12 @@ import Glibc
 /// `Connection` (TLS connections start their handshake immediately). Loop-confined.
 ///
 /// `onAccept` should install the connection's handler: reading starts when it returns.
+///
+/// Out of file descriptors (EMFILE, ENFILE), accept() fails and the client would wait in
+/// the kernel's backlog with nothing said. The listener keeps one spare descriptor
+/// (/dev/null) for that moment: it closes it, accepts each waiting connection with the
+/// freed slot and closes it at once, so the client sees its connection closed promptly,
+/// then takes the spare again, and reports the refusals to `onRefused`.
 public final class Listener: LoopResource {
     public let loop: EventLoop
     public let tls: TLSContext?
@@ -12,9 +18,17 @@ public final class Listener: LoopResource {
     public let address: SocketAddress
     /// Called when accept() fails for a reason other than a transient one.
     public var onAcceptError: ((EventLoopError) -> Void)?
+    /// Called with the errno and the count when connections were accepted and closed at
+    /// once because the process (or the system) had no file descriptor to serve them.
+    public var onRefused: ((_ errno: Int32, _ count: Int) -> Void)?
     private var listener: OpaquePointer?
     private var onAccept: ((Connection) -> Void)?
     private var retryTimer: LoopTimer?
+    /// The spare descriptor given up to refuse connections at EMFILE; -1 while it is not held.
+    private(set) var reserveFD: Int32 = -1
+    /// Connections refused per pass at EMFILE; a longer backlog is refused over the next
+    /// passes, since the listening socket stays readable.
+    static let refusalsPerPass = 64
 
     public var port: Int { address.port }
     public var isOpen: Bool { listener != nil }
@@ -60,6 +74,7 @@ public final class Listener: LoopResource {
         }
         evconnlistener_set_error_cb(listener, listenerErrorCallback)
         self.listener = listener
+        reserveFD = Listener.openReserve()
         loop.register(self)
         // Held by the C side until close(), like a connection.
         _ = Unmanaged.passRetained(self)
@@ -73,8 +88,11 @@ public final class Listener: LoopResource {
         self.listener = nil
         onAccept = nil
         onAcceptError = nil
+        onRefused = nil
         retryTimer?.cancel()
         retryTimer = nil
+        if reserveFD >= 0 { Glibc.close(reserveFD) }
+        reserveFD = -1
         loop.unregister(self)
         Unmanaged.passUnretained(self).release()
     }
@@ -87,21 +105,60 @@ public final class Listener: LoopResource {
         connection.startIO()
     }
 
-    fileprivate func acceptFailed(errno code: Int32) {
-        guard let listener else { return }
+    /// accept() failed with `code` (internal so a test can stand in for the kernel).
+    func acceptFailed(errno code: Int32) {
+        guard listener != nil else { return }
         switch code {
-        case EMFILE, ENFILE, ENOBUFS, ENOMEM:
-            // The pending connection stays queued and the socket stays readable: without a
-            // pause, a level-triggered loop would spin on accept() until an fd frees up.
-            evconnlistener_disable(listener)
-            retryTimer = loop.schedule(after: .milliseconds(100)) { [weak self] in
-                guard let self, let listener = self.listener else { return }
-                evconnlistener_enable(listener)
-            }
+        case EMFILE, ENFILE:
+            let refused = refuseWaitingConnections()
+            if refused > 0 { onRefused?(code, refused) }
+            // Without the spare (another thread took the slot), fall back to a pause.
+            if refused == 0 || reserveFD < 0 { pause() }
+            if refused > 0 { return }
+        case ENOBUFS, ENOMEM:
+            pause()
         default:
             break
         }
         onAcceptError?(.system(operation: "accept on \(address)", errno: code))
+    }
+
+    /// Gives up the spare descriptor, accepts and closes at once each connection waiting
+    /// in the backlog (up to `refusalsPerPass`), and takes the spare again. The count refused.
+    func refuseWaitingConnections() -> Int {
+        guard let listener else { return 0 }
+        if reserveFD < 0 { reserveFD = Listener.openReserve() }
+        guard reserveFD >= 0 else { return 0 }
+        Glibc.close(reserveFD)
+        reserveFD = -1
+        let fd = evconnlistener_get_fd(listener)
+        var refused = 0
+        while refused < Listener.refusalsPerPass {
+            // Closed at once, so the flags accept4 would set do not matter (Glibc does not export it).
+            let client = Glibc.accept(fd, nil, nil)
+            guard client >= 0 else { break }
+            Glibc.close(client)
+            refused += 1
+        }
+        reserveFD = Listener.openReserve()
+        return refused
+    }
+
+    /// The pending connection stays queued and the socket stays readable: without a pause,
+    /// a level-triggered loop would spin on accept() until an fd frees up.
+    private func pause() {
+        guard let listener, retryTimer == nil else { return }
+        evconnlistener_disable(listener)
+        retryTimer = loop.schedule(after: .milliseconds(100)) { [weak self] in
+            guard let self, let listener = self.listener else { return }
+            self.retryTimer = nil
+            if self.reserveFD < 0 { self.reserveFD = Listener.openReserve() }
+            evconnlistener_enable(listener)
+        }
+    }
+
+    private static func openReserve() -> Int32 {
+        open("/dev/null", O_RDONLY | O_CLOEXEC)
     }
 }
 

@@ -44,9 +44,11 @@ public struct GatewayConfiguration: Sendable {
         monotonicClock = Clocks.monotonicMilliseconds
     }
 
-    /// The gateway of a deployment made by `securepush init`, with its keys.
+    /// The gateway of a deployment made by `securepush init`, with its keys and the
+    /// connection settings of its config file (`gateway.handshake_timeout_ms` and the like).
     public init(deployment: Deployment, host: String, port: Int) {
         self.init(serverKey: deployment.serverKey, providerKey: deployment.providerKey, host: host, port: port)
+        limits.apply(configSection: "gateway", deployment.integer)
     }
 
     /// Pushes queued per offline device ([4.13-5]).
@@ -58,5 +60,6 @@ public struct GatewayConfiguration: Sendable {
     func validate() throws(GatewayServiceError) {
         guard settings.queueCapacity >= 1 else { throw .invalidConfiguration("the queue capacity must be at least 1") }
         guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
+        if let problem = limits.problem { throw .invalidConfiguration(problem) }
     }
 }

@@ -1,4 +1,5 @@
 import CoreMetrics
+import PushSession
 
 /// The gateway's counters and gauges, through swift-metrics: `GatewayConfiguration.metricsFactory`
 /// decides where they go (the CLI exports them in the Prometheus text format).
@@ -13,6 +14,11 @@ public final class GatewayMetrics {
     public let pushesExpired: Counter
     public let pushesCollapsed: Counter
     public let slowConsumersCut: Counter
+    /// Connections waiting for HELLO_OK (`securepush_gateway_pending_handshakes`).
+    public let pendingHandshakes: Meter
+    /// Connections refused or closed before HELLO_OK, by reason
+    /// (`securepush_gateway_connections_refused_total{reason="pending_per_address"}`).
+    public let connectionsRefused: [ConnectionRefusal: Counter]
 
     public init(factory: any MetricsFactory) {
         connections = Meter(label: "securepush_gateway_connections", factory: factory)
@@ -25,5 +31,20 @@ public final class GatewayMetrics {
         pushesExpired = Counter(label: "securepush_gateway_pushes_expired_total", factory: factory)
         pushesCollapsed = Counter(label: "securepush_gateway_pushes_collapsed_total", factory: factory)
         slowConsumersCut = Counter(label: "securepush_gateway_slow_consumers_cut_total", factory: factory)
+        pendingHandshakes = Meter(label: "securepush_gateway_pending_handshakes", factory: factory)
+        var refused: [ConnectionRefusal: Counter] = [:]
+        for reason in ConnectionRefusal.allCases {
+            refused[reason] = Counter(label: "securepush_gateway_connections_refused_total",
+                                      dimensions: [("reason", reason.rawValue)], factory: factory)
+        }
+        connectionsRefused = refused
+    }
+
+    /// What the connection host reports about admission.
+    public func record(_ event: AdmissionEvent) {
+        switch event {
+        case .refused(let reason): connectionsRefused[reason]?.increment()
+        case .pendingHandshakes(let count): pendingHandshakes.set(count)
+        }
     }
 }

@@ -43,6 +43,8 @@ public final class GatewayService {
                                    providerKey: configuration.providerKey, wallClock: configuration.wallClock)
         let host = server.host!
         host.maxOutputBytes = configuration.maxOutputBytes
+        let metrics = logic.metrics
+        host.admissionObserver = { event in metrics.record(event) }
         do {
             try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
         } catch {

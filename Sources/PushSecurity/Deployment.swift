@@ -44,6 +44,12 @@ public struct Deployment: Sendable {
     store.token_lifetime_s = 3600
     # PBKDF2-HMAC-SHA256 iterations for new password hashes
     password.iterations = 210000
+    # connection deadlines and pending-handshake caps, per service (store., gateway.) or
+    # for both (the bare key); the defaults:
+    # handshake_timeout_ms = 5000
+    # frame_timeout_ms = 10000
+    # max_pending_handshakes = 1024
+    # max_pending_per_address = 64
 
     """
 

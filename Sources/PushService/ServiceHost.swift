@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import PushEventLoop
 import PushSession
@@ -56,9 +59,21 @@ public final class ServiceHost<Handler: ServiceHandler> {
     private var whenDrained: [() -> Void] = []
     /// One encode buffer for the whole loop: a frame is written before the next encode.
     @exclusivity(unchecked) private var scratch: [UInt8] = []
+    /// Connections by stage (pending HELLO_OK, admitted), the caps on each, and refusals.
+    private var admission: AdmissionControl<ObjectIdentifier>
+    private var acceptErrorLoggedAt: Int64 = .min / 2
 
     public var port: Int? { listener?.port }
+    /// Open connections, admitted or still in the handshake.
     public var connectionCount: Int { peers.count }
+    /// Connections accepted and not yet past HELLO_OK.
+    public var pendingHandshakeCount: Int { admission.pendingCount }
+    /// Peers past HELLO_OK: what `ServiceLimits.maxConnections` caps.
+    public var admittedCount: Int { admission.admittedCount }
+    /// Connections refused (or closed before HELLO_OK) for `reason` since the start.
+    public func refusals(_ reason: ConnectionRefusal) -> Int { admission.refusals(reason) }
+    /// Told of each refusal and each change in the number of pending handshakes (metrics).
+    public var admissionObserver: ((AdmissionEvent) -> Void)?
     public var isDraining: Bool { drainingSince != nil }
     /// Outbound bytes allowed to queue per connection before it is cut off ([5.5-4]).
     public var maxOutputBytes = Connection.defaultMaxOutputBytes
@@ -70,12 +85,26 @@ public final class ServiceHost<Handler: ServiceHandler> {
         self.limits = limits
         self.logger = logger
         self.handler = handler
+        admission = AdmissionControl(limits: limits)
     }
 
     public func listen(host: String, port: Int, tls: TLSContext?) throws(EventLoopError) {
-        listener = try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in
+        let listener = try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in
             self?.accept(connection)
         }
+        listener.onRefused = { [weak self] code, count in
+            guard let self else { return }
+            for _ in 0..<count { self.refused(.outOfFileDescriptors, peerHost: "?", detail: code == ENFILE ? "ENFILE" : "EMFILE") }
+        }
+        listener.onAcceptError = { [weak self] error in
+            guard let self else { return }
+            // The listener retries every 100 ms while it lasts: one line a second at most.
+            let now = Clocks.monotonicMilliseconds()
+            guard now - self.acceptErrorLoggedAt >= 1_000 else { return }
+            self.acceptErrorLoggedAt = now
+            self.logger.warning("accept failed", metadata: ["error": "\(error)"])
+        }
+        self.listener = listener
         sweepTimer = loop.schedule(after: .milliseconds(sweepIntervalMs), repeating: true) { [weak self] in self?.sweep() }
     }
 
@@ -87,14 +116,40 @@ public final class ServiceHost<Handler: ServiceHandler> {
     }
 
     /// Starts a session on a connection accepted elsewhere (a test, another listener).
+    /// A connection over a pending-handshake cap is closed at once, with no reply.
     public func accept(_ connection: Connection) {
-        let session = PeerSession<Handler.PeerState>(
-            side: .server(limits, overConnectionLimit: peers.count >= limits.maxConnections),
-            now: Clocks.monotonicMilliseconds())
+        let address = connection.peerAddress?.host ?? "?"
+        if let refusal = admission.arrived(ObjectIdentifier(connection), from: address) {
+            connection.close()
+            refused(refusal, peerHost: address)
+            return
+        }
+        // The connection limit applies at HELLO, to admitted peers only (see `admit`).
+        let session = PeerSession<Handler.PeerState>(side: .server(limits, overConnectionLimit: false),
+                                                     now: Clocks.monotonicMilliseconds())
         let peer = Peer(host: self, connection: connection, session: session)
         connection.maxOutputBytes = maxOutputBytes
+        // Until HELLO_OK only a frame that fits a HELLO is read; `admit` raises the limit.
+        connection.maxFrame = min(ServiceLimits.maxFrameBeforeHello, limits.maxFrame)
         connection.handler = peer
         peers[ObjectIdentifier(peer)] = peer
+        admissionObserver?(.pendingHandshakes(admission.pendingCount))
+    }
+
+    /// Counts a refusal and logs it, one line per second per reason at most.
+    private func refused(_ reason: ConnectionRefusal, peerHost: String, detail: String? = nil) {
+        admissionObserver?(.refused(reason))
+        guard let count = admission.refused(reason, now: Clocks.monotonicMilliseconds()) else { return }
+        logRefusals(reason, count: count, peerHost: peerHost, detail: detail)
+    }
+
+    private func logRefusals(_ reason: ConnectionRefusal, count: Int, peerHost: String?, detail: String? = nil) {
+        var metadata: Logger.Metadata = ["reason": "\(reason.rawValue)", "count": "\(count)",
+                                         "total": "\(admission.refusals(reason))",
+                                         "pending": "\(admission.pendingCount)", "admitted": "\(admission.admittedCount)"]
+        if let peerHost { metadata["peer"] = "\(peerHost)" }
+        if let detail { metadata["errno"] = "\(detail)" }
+        logger.info("connection refused", metadata: metadata)
     }
 
     // MARK: writing
@@ -168,10 +223,17 @@ public final class ServiceHost<Handler: ServiceHandler> {
     }
 
     private func admit(_ hello: Hello, peer: Peer) {
+        if let refusal = admission.mayAdmit() {
+            refused(refusal, peerHost: peer.peerHost)
+            perform(peer.session.refuse(.busy, "the server is at its connection limit"), on: peer)
+            return
+        }
         switch handler.admit(hello, peer: peer) {
         case .refuse(let status, let text):
             perform(peer.session.refuse(status, text), on: peer)
         case .admit(let state):
+            admission.admitted(ObjectIdentifier(peer.connection))
+            admissionObserver?(.pendingHandshakes(admission.pendingCount))
             perform(peer.session.admit(state), on: peer)
             if let accepted = peer.session.negotiated { peer.connection.maxFrame = Int(accepted.maxFrame) }
             handler.admitted(peer)
@@ -182,6 +244,10 @@ public final class ServiceHost<Handler: ServiceHandler> {
         let wasAdmitted = peer.session.state != nil
         peer.session.closed()
         peers[ObjectIdentifier(peer)] = nil
+        let id = ObjectIdentifier(peer.connection)
+        let wasPending = admission.isPending(id)
+        admission.closed(id)
+        if wasPending { admissionObserver?(.pendingHandshakes(admission.pendingCount)) }
         if wasAdmitted { handler.closed(peer, reason: reason) }
         if drainingSince != nil { finishDrainIfDone() }
     }
@@ -191,9 +257,19 @@ public final class ServiceHost<Handler: ServiceHandler> {
     private func sweep() {
         let now = Clocks.monotonicMilliseconds()
         for peer in peers.values {
-            perform(peer.session.timerFired(now: now, lastReceivedAt: peer.lastHeardMillis,
-                                            partialFrameSince: peer.partialFrameSinceMillis), on: peer)
+            let partialFrameSince = peer.partialFrameSinceMillis
+            let action = peer.session.timerFired(now: now, lastReceivedAt: peer.lastHeardMillis,
+                                                 partialFrameSince: partialFrameSince)
+            if case .sendAndClose(.goaway(let goaway), _) = action, goaway.status == .timeout {
+                if admission.isPending(ObjectIdentifier(peer.connection)) {
+                    refused(.handshakeTimeout, peerHost: peer.peerHost)
+                } else if let since = partialFrameSince, now - since >= limits.timeouts.frameMs {
+                    refused(.frameTimeout, peerHost: peer.peerHost)
+                }
+            }
+            perform(action, on: peer)
         }
+        for (reason, count) in admission.dueLogLines(now: now) { logRefusals(reason, count: count, peerHost: nil) }
         if let since = drainingSince, now - since > drainTimeoutMs {
             logger.warning("drain timed out", metadata: ["open": "\(peers.count)"])
             for peer in peers.values { peer.connection.close() }

@@ -1,11 +1,12 @@
 import PushWire
 
-/// How long a connection may take over the steps that have a deadline. The defaults
-/// are generous; a server facing the open internet will want them tighter.
+/// How long a connection may take over the steps that have a deadline. `SessionTimeouts()`
+/// suits a client (it may wait longer for HELLO_OK than a server waits for HELLO); a
+/// server starts from `SessionTimeouts.server`.
 public struct SessionTimeouts: Sendable, Equatable {
     /// From the connection's start to HELLO_OK: a server closes a peer that has not
     /// completed HELLO by then, however it trickles bytes; a client gives up waiting for
-    /// HELLO_OK. The default is the 45 s that [5.4-3] allows a silent client.
+    /// HELLO_OK. The client default is the 45 s that [5.4-3] allows a silent client.
     public var handshakeMs: Int64 = 45_000
     /// From the first byte of a frame to its last: a frame that has started must finish.
     public var frameMs: Int64 = 30_000
@@ -14,16 +15,33 @@ public struct SessionTimeouts: Sendable, Equatable {
         self.handshakeMs = handshakeMs
         self.frameMs = frameMs
     }
+
+    /// A server's defaults: HELLO completed within 5 s of the accept, a started frame
+    /// finished within 10 s (config keys `handshake_timeout_ms`, `frame_timeout_ms`).
+    public static let server = SessionTimeouts(handshakeMs: 5_000, frameMs: 10_000)
 }
 
-/// A server's side of the limits negotiated in HELLO (SPEC.md section 5.2), and the
-/// requests it carries out ([4.1-4]).
+/// A server's side of the limits negotiated in HELLO (SPEC.md section 5.2), the requests
+/// it carries out ([4.1-4]), and how many connections it holds at each stage.
+///
+/// What an unauthenticated peer can cost is bounded: at most `maxPendingHandshakes`
+/// connections (`maxPendingPerAddress` from one source address) wait for HELLO_OK at once,
+/// each for at most `timeouts.handshakeMs`, each buffering at most `maxFrameBeforeHello`
+/// bytes of an incomplete frame. So the bytes buffered for unauthenticated peers in one
+/// process are at most `maxPendingHandshakes * maxFrameBeforeHello` (1 MiB by default).
 public struct ServiceLimits: Sendable {
     public var maxFrame = FrameLimits.defaultMaxFrame
     public var keepaliveMs: UInt32 = 30_000
     public var maxInflight: UInt32 = 4096
+    /// Admitted peers (past HELLO_OK) at once; a HELLO beyond it is refused with BUSY.
+    /// Connections still in the handshake do not count: they have caps of their own.
     public var maxConnections = 10_000
-    public var timeouts = SessionTimeouts()
+    /// Connections accepted and not yet past HELLO_OK, at once; one more is closed at
+    /// once, with no reply.
+    public var maxPendingHandshakes = 1_024
+    /// Connections from one source address not yet past HELLO_OK, at once.
+    public var maxPendingPerAddress = ServiceLimits.defaultMaxPendingPerAddress
+    public var timeouts = SessionTimeouts.server
     /// The requests this service serves; any other request is BAD_REQUEST once the role
     /// check has passed.
     public var served: Set<MessageType>
@@ -34,6 +52,36 @@ public struct ServiceLimits: Sendable {
         self.served = served
     }
 
+    /// A client opening many connections to one server keeps at most this many
+    /// handshakes under way from one address.
+    public static let defaultMaxPendingPerAddress = 64
+
     /// The keepalive a server applies before HELLO_OK ([5.4-3]).
     public static let handshakeKeepaliveMs: Int64 = 30_000
+
+    /// The largest frame (header included) a server reads before HELLO_OK: enough for a
+    /// HELLO; a longer header is FRAME_TOO_LARGE without its body being read.
+    public static let maxFrameBeforeHello = 1_024
+
+    /// Why these limits cannot run a service, or nil.
+    public var problem: String? {
+        if timeouts.handshakeMs < 1 { return "the handshake timeout must be at least 1 ms, not \(timeouts.handshakeMs)" }
+        if timeouts.frameMs < 1 { return "the frame timeout must be at least 1 ms, not \(timeouts.frameMs)" }
+        if maxConnections < 1 { return "the connection limit must be at least 1, not \(maxConnections)" }
+        if maxPendingHandshakes < 1 { return "the pending handshake limit must be at least 1, not \(maxPendingHandshakes)" }
+        if maxPendingPerAddress < 1 { return "the per-address pending handshake limit must be at least 1, not \(maxPendingPerAddress)" }
+        return nil
+    }
+
+    /// The connection settings of a config file: `handshake_timeout_ms`, `frame_timeout_ms`,
+    /// `max_pending_handshakes` and `max_pending_per_address`, each read as `SECTION.KEY`
+    /// (`store.handshake_timeout_ms`) or, for every service at once, as the bare key; the
+    /// sectioned one wins. `integer` looks a key up.
+    public mutating func apply(configSection section: String, _ integer: (String) -> Int?) {
+        func value(_ key: String) -> Int? { integer(section + "." + key) ?? integer(key) }
+        if let ms = value("handshake_timeout_ms") { timeouts.handshakeMs = Int64(ms) }
+        if let ms = value("frame_timeout_ms") { timeouts.frameMs = Int64(ms) }
+        if let count = value("max_pending_handshakes") { maxPendingHandshakes = count }
+        if let count = value("max_pending_per_address") { maxPendingPerAddress = count }
+    }
 }

@@ -20,7 +20,9 @@ public struct StoreConfiguration: Sendable {
     /// Checks provider credentials.
     public var providerKey: SecretKey
     public var settings: StoreSettings
-    /// Connection limits; `maxFrame` is raised at start to fit the largest payload.
+    /// Connection limits and deadlines (a deployment's config file may set the handshake
+    /// and frame deadlines and the pending-handshake caps); `maxFrame` is raised at start to
+    /// fit the largest payload.
     public var limits: ServiceLimits
     public var logger: Logger
     /// Wall-clock milliseconds, for token and payload lifetimes, login windows and the sweep.
@@ -48,6 +50,7 @@ public struct StoreConfiguration: Sendable {
             settings.tokenLifetimeMs = UInt64(lifetime) * 1000
         }
         if let badTokens = deployment.integer("store.bad_tokens_per_address") { settings.badTokensPerAddress = badTokens }
+        limits.apply(configSection: "store", deployment.integer)
     }
 
     /// Room a STORE frame needs beside its payload: the user, TTL and other fields.
@@ -63,6 +66,7 @@ public struct StoreConfiguration: Sendable {
         guard settings.badTokensPerAddress > 0, settings.badTokenWindowMs > 0 else {
             throw .invalidConfiguration("the BAD_TOKEN limit per address and its window must be above 0")
         }
+        if let problem = limits.problem { throw .invalidConfiguration(problem) }
         var limits = self.limits
         limits.maxFrame = min(FrameLimits.ceiling, max(limits.maxFrame, settings.maxPayloadBytes + StoreConfiguration.frameOverhead))
         return limits

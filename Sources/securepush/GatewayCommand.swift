@@ -13,7 +13,8 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: "TLS certificate (PEM).") var tlsCert: String?
     @Option(help: "TLS private key (PEM).") var tlsKey: String?
     @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics.") var metrics: HostPort?
-    @Option(help: "Most connections at once.") var maxConnections: Int?
+    @Option(help: "Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default 20000).") var maxConnections: Int?
+    @OptionGroup var connection: ConnectionOptions
     @Option(help: "Pushes queued per offline device.") var queueCapacity = 100
     @Option(help: "Bytes of output a device may leave unread before it is cut off.") var maxOutputBytes = 64 * 1024
     @Option(help: "Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this.") var keepaliveMs: UInt32?
@@ -37,6 +38,7 @@ struct GatewayCommand: ParsableCommand {
         configuration.maxOutputBytes = maxOutputBytes
         configuration.metricsFactory = PrometheusMetricsFactory(registry: registry)
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
+        connection.apply(to: &configuration.limits)
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
 
         let loop = try EventLoop()

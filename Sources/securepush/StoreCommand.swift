@@ -11,7 +11,8 @@ struct StoreCommand: ParsableCommand {
     @Option(help: "Address to listen on; port 0 picks a free port.") var listen: HostPort?
     @Option(help: "TLS certificate (PEM).") var tlsCert: String?
     @Option(help: "TLS private key (PEM).") var tlsKey: String?
-    @Option(help: "Most connections at once.") var maxConnections: Int?
+    @Option(help: "Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default 10000).") var maxConnections: Int?
+    @OptionGroup var connection: ConnectionOptions
     @Option(help: "Largest payload in bytes.") var maxPayload: Int?
     @Option(help: "Fetch token lifetime in seconds.") var tokenLifetime: Int?
     @Option(help: "Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this.") var keepaliveMs: UInt32?
@@ -28,6 +29,7 @@ struct StoreCommand: ParsableCommand {
         if let maxPayload { configuration.settings.maxPayloadBytes = maxPayload }
         if let tokenLifetime { configuration.settings.tokenLifetimeMs = UInt64(max(0, tokenLifetime)) * 1000 }
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
+        connection.apply(to: &configuration.limits)
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
 
         let loop = try EventLoop()

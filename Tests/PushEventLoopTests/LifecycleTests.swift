@@ -1,5 +1,5 @@
 import Glibc
-import PushEventLoop
+@testable import PushEventLoop
 import PushWire
 import Synchronization
 import Testing
@@ -183,7 +183,7 @@ extension EventLoopSuite {
 }
 
 extension EventLoopSuite {
-    @Test func listenerBacksOffWhenOutOfFileDescriptorsAndRecovers() throws {
+    @Test func listenerRefusesPromptlyWhenOutOfFileDescriptorsAndRecovers() throws {
         var saved = rlimit()
         getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &saved)
         defer {
@@ -191,13 +191,14 @@ extension EventLoopSuite {
             setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &restore)
         }
         try withEventLoop { loop in
-            var errors: [EventLoopError] = []
+            var refused: [[Int]] = []
             var accepted = 0
             let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
                 accepted += 1
+                connection.close()
                 loop.stop()
             }
-            listener.onAcceptError = { errors.append($0) }
+            listener.onRefused = { code, count in refused.append([Int(code), count]) }
             // Fill the descriptor table (under a lowered limit) up to one free slot: the
             // client's socket takes it, so the server's accept() fails with EMFILE.
             var limited = saved
@@ -211,22 +212,32 @@ extension EventLoopSuite {
             }
             if let last = fillers.popLast() { close(last) }
             var client: Connection?
+            var clientClosed = false
+            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                guard case .success(let connection) = result else { return }
+                client = connection
+                connection.callbacks.close = { _, _ in
+                    clientClosed = true
+                    loop.stop()
+                }
+            }
+            // The listener's spare descriptor takes the connection only to close it: the
+            // client is told at once instead of waiting in the backlog.
+            runLoop(loop, timeout: .seconds(5))
+            #expect(clientClosed, "the client was not refused")
+            #expect(refused == [[Int(EMFILE), 1]])
+            #expect(accepted == 0)
+            #expect(listener.reserveFD >= 0, "the spare descriptor is held again")
+            for fd in fillers { close(fd) }
+            fillers.removeAll()
+            // Descriptors are back: the next client is accepted.
             Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
                 if case .success(let connection) = result { client = connection }
             }
-            // Free descriptors only after the listener has had time to fail and back off.
-            loop.schedule(after: .milliseconds(250)) {
-                for fd in fillers { close(fd) }
-                fillers.removeAll()
-            }
             runLoop(loop, timeout: .seconds(5))
-            for fd in fillers { close(fd) }
             #expect(accepted == 1)
-            #expect(!errors.isEmpty)
-            // Backing off 100 ms at a time: a handful of retries, not a busy loop.
-            #expect(errors.count <= 5, "\(errors.count) accept errors in 250 ms")
-            #expect(errors.first == .system(operation: "accept on \(listener.address)", errno: EMFILE))
             client?.close()
+            listener.close()
         }
     }
 }

@@ -38,8 +38,17 @@ public final class ServiceProcess: ReachableService {
     public let host = "127.0.0.1"
 
     /// Starts `securepush ARGUMENTS --listen 127.0.0.1:0` and waits for its `listening on` line.
-    public init(_ arguments: [String]) throws {
-        child = try ChildProcess(executable: SecurePushBinary.path, arguments: arguments + ["--listen", "127.0.0.1:0"])
+    /// - Parameter openFileLimit: run it under `ulimit -n` of this (a shell lowers the
+    ///   limit, then becomes the service: the pid is the service's).
+    public init(_ arguments: [String], openFileLimit: Int? = nil) throws {
+        let full = arguments + ["--listen", "127.0.0.1:0"]
+        if let openFileLimit {
+            child = try ChildProcess(executable: "/bin/sh",
+                                     arguments: ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", SecurePushBinary.path] + full,
+                                     name: arguments.first)
+        } else {
+            child = try ChildProcess(executable: SecurePushBinary.path, arguments: full)
+        }
         let address = try child.waitForLine(prefix: "listening on ", seconds: 30)
         guard let port = Int(address.split(separator: ":").last ?? "") else { throw ServiceError.failed("bad address \(address)") }
         self.port = port

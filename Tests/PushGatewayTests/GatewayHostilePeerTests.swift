@@ -1,0 +1,76 @@
+import Testing
+import PushClient
+import PushGateway
+import PushSecurity
+import PushSession
+import PushTestSupport
+import PushWire
+
+/// Hostile peers against the real gateway binary: the refusals and pending handshakes
+/// show in its metrics, and admitted devices keep being served.
+@Suite("Hostile peers against the gateway binary")
+struct GatewayHostilePeerTests {
+    @Test("[7] pending handshakes and refusals by reason are gauges and counters on /metrics; a device is served meanwhile")
+    func refusalsInMetrics() throws {
+        let gateway = try GatewayProcess(arguments: ["--metrics", "127.0.0.1:0", "--max-pending-per-address", "3",
+                                                     "--handshake-timeout-ms", "1500"])
+        let hostile = HostileConnections(port: gateway.service.port)
+        let held = try hostile.open(3, from: "127.0.0.70")
+        let over = try hostile.open(2, from: "127.0.0.70")
+        #expect(hostile.waitUntilClosed(over, timeoutMs: 10_000))
+        var text = ""
+        #expect(waitUntil {
+            text = (try? gateway.scrapeMetrics()) ?? ""
+            return text.contains(#"securepush_gateway_connections_refused_total{reason="pending_per_address"} 2"#)
+                && text.contains("securepush_gateway_pending_handshakes 3")
+        }, "metrics: \(text)")
+        // A device from another address is admitted and pushed to while they wait.
+        let phone = try gateway.device("phone")
+        _ = try gateway.push(.device("phone"), id: "m", via: try gateway.provider())
+        _ = try phone.nextPushID()
+        // At the deadline they are closed with GOAWAY TIMEOUT, counted, and the gauge falls to 0.
+        #expect(hostile.waitUntilClosed(held, timeoutMs: 10_000))
+        #expect(waitUntil {
+            text = (try? gateway.scrapeMetrics()) ?? ""
+            return text.contains(#"securepush_gateway_connections_refused_total{reason="handshake_timeout"} 3"#)
+                && text.contains("securepush_gateway_pending_handshakes 0")
+        }, "metrics: \(text)")
+    }
+}
+
+extension GatewayHostilePeerTests {
+    @Test("device enroll refuses a registration whose HELLO would not fit in the 1,024 bytes read before HELLO_OK")
+    func enrollRefusesAnOversizedHello() throws {
+        let deployment = try TemporaryDeployment(commandLine: true)
+        let signer = CredentialSigner(serverKey: deployment.deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
+        // The most 64-byte tags whose registration itself still fits the credential field.
+        let tags = { (count: Int) in (0..<count).map { String(repeating: Character(String(UnicodeScalar(UInt8(97 + $0 % 26)))), count: 64) } }
+        let fitting = (1...20).last { count in
+            Registration(deviceID: "phone", user: "alice", tags: tags(count), issuedAt: 0, expiresAt: 1).signed(by: signer).count
+                <= Registration.maxSignedBytes
+        } ?? 1
+        let path = deployment.directory + "/phone.cred"
+        let result = try SecurePushBinary.run(["device", "enroll", "--data-dir", deployment.directory, "--user", "alice",
+                                               "--device", "phone", "--out", path] + tags(fitting).flatMap { ["--tag", $0] })
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("before HELLO_OK"), "\(result.stderr)")
+        let few = try SecurePushBinary.run(["device", "enroll", "--data-dir", deployment.directory, "--user", "alice",
+                                            "--device", "phone", "--out", path] + tags(8).flatMap { ["--tag", $0] })
+        #expect(few.status == 0, "\(few.stderr)")
+    }
+}
+
+extension GatewayHostilePeerTests {
+    @Test("gateway.* and bare config keys set the gateway's deadlines and pending caps")
+    func gatewayKeys() throws {
+        let temporary = try TemporaryDeployment()
+        let path = temporary.directory + "/" + Deployment.configFile
+        let text = try String(contentsOfFile: path, encoding: .utf8)
+            + "gateway.frame_timeout_ms = 2500\nhandshake_timeout_ms = 3000\ngateway.max_pending_per_address = 9\nstore.max_pending_handshakes = 5\n"
+        try Deployment.writePrivate(path, text)
+        let configuration = GatewayConfiguration(deployment: try Deployment.open(temporary.directory), host: "127.0.0.1", port: 0)
+        #expect(configuration.limits.timeouts == SessionTimeouts(handshakeMs: 3_000, frameMs: 2_500))
+        #expect(configuration.limits.maxPendingPerAddress == 9)
+        #expect(configuration.limits.maxPendingHandshakes == 1_024, "another service's key does not apply")
+    }
+}
