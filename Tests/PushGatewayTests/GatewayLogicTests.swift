@@ -1,4 +1,5 @@
 import CoreMetrics
+import Prometheus
 import Testing
 import PushSecurity
 import PushWire
@@ -62,15 +63,24 @@ final class GatewayFixture {
     let serverKey = SecretKey(bytes: Array(repeating: 3, count: 32))!
     var now: Int64 = 1_000_000
     let logic: GatewayLogic
+    let registry = PrometheusCollectorRegistry()
 
     init(queueCapacity: Int = 100, window: Int = 64) {
         var settings = GatewaySettings()
         settings.queueCapacity = queueCapacity
         settings.deliveryWindow = window
         var clock: () -> Int64 = { 0 }
-        logic = GatewayLogic(settings: settings, serverKey: serverKey, metrics: GatewayMetrics(factory: NOOPMetricsHandler.instance),
+        logic = GatewayLogic(settings: settings, serverKey: serverKey, metrics: GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry)),
                              wallClock: { 1_700_000_000_000 }, monotonicClock: { clock() })
         clock = { [unowned self] in self.now }
+    }
+
+    /// A counter's value, from the metrics in the Prometheus text format.
+    func counter(_ name: String) -> Int? {
+        for line in registry.emitToString().split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Int(line.dropFirst(name.count + 1))
+        }
+        return nil
     }
 
     func registration(_ device: String, user: String = "alice", tags: [String] = []) -> Registration {
