@@ -48,7 +48,7 @@ public final class DeviceRecord {
     @exclusivity(unchecked) public fileprivate(set) var queue: DeviceQueue
     /// Written on the current link and awaiting DELIVERY_ACK, in the order written; at most
     /// `GatewaySettings.deliveryWindow`.
-    @exclusivity(unchecked) public fileprivate(set) var inFlight: [QueuedPush] = []
+    @exclusivity(unchecked) public fileprivate(set) var inFlight = InFlightPushes()
     /// Pushes dropped since the device was last told with MISSED.
     @exclusivity(unchecked) public fileprivate(set) var missed: UInt32 = 0
 
@@ -144,8 +144,7 @@ public final class GatewayLogic {
     /// push's id ([4.14-2]); any other is ignored and counted. An acknowledgement frees a
     /// slot of the window for the next queued push.
     public func deliveryAcknowledged(_ record: DeviceRecord, correlation: UInt32, id: [UInt8]) {
-        // Devices mostly acknowledge in order: the match is usually the first entry.
-        guard let index = record.inFlight.firstIndex(where: { $0.sequence == correlation }) else {
+        guard let index = record.inFlight.index(of: correlation) else {
             metrics.deliveryAcksUnknown.increment()
             return
         }
@@ -216,10 +215,12 @@ public final class GatewayLogic {
     /// output have room.
     private func pump(_ record: DeviceRecord) {
         guard let link = record.link else { return }
-        let expired = record.queue.dropExpired(nowMs: monotonicClock())
-        if expired > 0 {
-            record.missed &+= UInt32(truncatingIfNeeded: expired)
-            metrics.pushesExpired.increment(by: Int64(expired))
+        if record.queue.mayExpire {
+            let expired = record.queue.dropExpired(nowMs: monotonicClock())
+            if expired > 0 {
+                record.missed &+= UInt32(truncatingIfNeeded: expired)
+                metrics.pushesExpired.increment(by: Int64(expired))
+            }
         }
         if record.missed > 0 {
             guard link.send(.missed(Missed(missedCount: record.missed))) else { return }
@@ -245,8 +246,7 @@ public final class GatewayLogic {
             metrics.pushesExpired.increment(by: Int64(connectedOnly))
         }
         guard !record.inFlight.isEmpty else { return }
-        var returned = record.inFlight
-        record.inFlight = []
+        var returned = record.inFlight.removeAll()
         if returned.contains(where: \.connectedOnly) {
             let before = returned.count
             returned.removeAll { $0.connectedOnly }

@@ -100,6 +100,10 @@ public struct DeviceQueue: Sendable {
         return push
     }
 
+    /// False when nothing queued can expire (empty, or connected-only pushes alone), so a
+    /// caller need not read the clock.
+    public var mayExpire: Bool { earliestExpiryMs != .max }
+
     /// Drops what expired by `nowMs`; returns how many.
     @discardableResult
     public mutating func dropExpired(nowMs: Int64) -> Int {
@@ -201,5 +205,60 @@ public struct DeviceQueue: Sendable {
         }
         if storage.isEmpty { storage.removeAll(keepingCapacity: storage.capacity <= 128) }
         return before - storage.count
+    }
+}
+
+/// The pushes written on a device's connection and awaiting DELIVERY_ACK, in the order
+/// written. Devices acknowledge mostly in order, so the match is usually the first entry
+/// and taking it is O(1) (no shifting of the rest).
+public struct InFlightPushes: Sendable {
+    /// `storage[head...]` are in flight; what is before `head` was acknowledged.
+    private var storage: [QueuedPush] = []
+    private var head = 0
+
+    public init() {}
+
+    public var count: Int { storage.count - head }
+    public var isEmpty: Bool { head == storage.count }
+    /// In the order written.
+    public var pushes: ArraySlice<QueuedPush> { storage[head...] }
+
+    public mutating func append(_ push: QueuedPush) {
+        storage.append(push)
+    }
+
+    /// The position of the push written with correlation `sequence`.
+    public func index(of sequence: UInt32) -> Int? {
+        var index = head
+        while index < storage.count {
+            if storage[index].sequence == sequence { return index }
+            index += 1
+        }
+        return nil
+    }
+
+    public subscript(index: Int) -> QueuedPush { storage[index] }
+
+    public mutating func remove(at index: Int) {
+        if index == head {
+            head += 1
+        } else {
+            storage.remove(at: index)
+        }
+        if head == storage.count {
+            storage.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 16, head * 2 >= storage.count {
+            storage.removeSubrange(0..<head)
+            head = 0
+        }
+    }
+
+    /// Everything in flight, in the order written; leaves it empty.
+    public mutating func removeAll() -> [QueuedPush] {
+        let all = Array(storage[head...])
+        storage = []
+        head = 0
+        return all
     }
 }

@@ -89,7 +89,7 @@ struct GatewayWindowTests {
         gateway.logic.deliveryAcknowledged(record, correlation: correlation, id: [99])
         gateway.logic.deliveryAcknowledged(record, correlation: correlation, id: [7, 0])
         gateway.logic.deliveryAcknowledged(record, correlation: correlation &+ 1000, id: [7])
-        #expect(record.inFlight.map(\.sequence) == [correlation], "still awaiting its acknowledgement")
+        #expect(record.inFlight.pushes.map(\.sequence) == [correlation], "still awaiting its acknowledgement")
         #expect(link.pushes.count == 1, "no slot freed by the wrong acknowledgements")
         gateway.logic.deliveryAcknowledged(record, correlation: correlation, id: [7])
         #expect(link.pushes.map { $0.1.id } == [[7], [8]])
@@ -227,6 +227,22 @@ struct GatewayWindowTests {
         let (_, second) = gateway.connect("phone")
         #expect(second.messages == [.missed(Missed(missedCount: 2))], "3 and 4 were for that connection only")
         #expect(second.pushes.map { $0.1.id } == [[5]])
+    }
+
+    @Test("InFlightPushes: acknowledged in order or out of order, the rest keep their order")
+    func inFlightOrder() {
+        var inFlight = InFlightPushes()
+        for sequence in UInt32(1)...100 {
+            inFlight.append(QueuedPush(sequence: sequence, frame: [], priority: 5, collapseKey: nil, expiresAtMs: 0))
+        }
+        for sequence in UInt32(1)...40 { inFlight.remove(at: inFlight.index(of: sequence)!) }
+        inFlight.remove(at: inFlight.index(of: 77)!)
+        #expect(inFlight.index(of: 77) == nil && inFlight.index(of: 3) == nil)
+        #expect(inFlight.pushes.map(\.sequence) == Array(41...76) + Array(78...100))
+        #expect(inFlight[inFlight.index(of: 41)!].sequence == 41)
+        #expect(inFlight.count == 59)
+        #expect(inFlight.removeAll().map(\.sequence) == Array(41...76) + Array(78...100))
+        #expect(inFlight.isEmpty && inFlight.count == 0)
     }
 
     @Test("DeviceQueue: returned pushes go ahead of every priority; overflow drops the oldest by arrival; collapse and expiry still hold")
