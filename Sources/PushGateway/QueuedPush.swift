@@ -49,17 +49,26 @@ public struct QueuedPush: Sendable {
 /// closed ([4.14-3]), in the order they were written, then the rest, higher priority
 /// first and in arrival order within a priority. Taking the next push is O(1).
 public struct DeviceQueue: Sendable {
+    // Every device has one, so the bookkeeping is kept small.
     /// `storage[head...]` is the queue; what is before `head` was taken already.
     private var storage: [QueuedPush] = []
-    private var head = 0
-    /// How many of the first entries are returned pushes, which go before any priority.
-    private var redeliveries = 0
     /// No entry expires before this (it may be lower than the true earliest after
     /// removals, which only costs a scan that finds nothing).
     private var earliestExpiryMs = Int64.max
-    /// Connected-only pushes (ttl_s 0) queued behind a full window.
-    private var connectedOnlyCount = 0
     public let capacity: Int
+    private var headIndex: UInt32 = 0
+    /// How many of the first entries are returned pushes, which go before any priority.
+    private var returnedCount: UInt32 = 0
+
+    private var head: Int {
+        get { Int(headIndex) }
+        set { headIndex = UInt32(truncatingIfNeeded: newValue) }
+    }
+
+    private var redeliveries: Int {
+        get { Int(returnedCount) }
+        set { returnedCount = UInt32(truncatingIfNeeded: newValue) }
+    }
 
     public enum Outcome: Equatable, Sendable {
         case queued
@@ -86,7 +95,6 @@ public struct DeviceQueue: Sendable {
         let push = storage[head]
         head += 1
         if redeliveries > 0 { redeliveries -= 1 }
-        if push.connectedOnly { connectedOnlyCount -= 1 }
         if head == storage.count {
             // A small buffer is kept for the next wait behind the window; a large one (an
             // offline backlog) is given back.
@@ -114,7 +122,7 @@ public struct DeviceQueue: Sendable {
     /// Drops the connected-only pushes (the connection they were for closed); returns how many.
     @discardableResult
     public mutating func dropConnectedOnly() -> Int {
-        guard connectedOnlyCount > 0 else { return 0 }
+        guard storage[head...].contains(where: \.connectedOnly) else { return 0 }
         return removeAll { $0.connectedOnly }
     }
 
@@ -141,10 +149,7 @@ public struct DeviceQueue: Sendable {
         guard !pushes.isEmpty else { return 0 }
         storage.insert(contentsOf: pushes, at: head)
         redeliveries += pushes.count
-        for push in pushes {
-            earliestExpiryMs = min(earliestExpiryMs, push.expiresAtMs)
-            if push.connectedOnly { connectedOnlyCount += 1 }
-        }
+        for push in pushes { earliestExpiryMs = min(earliestExpiryMs, push.expiresAtMs) }
         var dropped = 0
         while count > capacity {
             removeOldest()
@@ -163,13 +168,11 @@ public struct DeviceQueue: Sendable {
         while index > floor, storage[index - 1].priority < push.priority { index -= 1 }
         storage.insert(push, at: index)
         earliestExpiryMs = min(earliestExpiryMs, push.expiresAtMs)
-        if push.connectedOnly { connectedOnlyCount += 1 }
     }
 
     private mutating func remove(at index: Int) {
-        let push = storage.remove(at: index)
+        storage.remove(at: index)
         if index < head + redeliveries { redeliveries -= 1 }
-        if push.connectedOnly { connectedOnlyCount -= 1 }
         if head == storage.count {
             storage.removeAll(keepingCapacity: storage.capacity <= 128)
             head = 0
@@ -198,11 +201,7 @@ public struct DeviceQueue: Sendable {
         storage.removeAll(where: shouldRemove)
         redeliveries = returnedKept
         earliestExpiryMs = .max
-        connectedOnlyCount = 0
-        for push in storage {
-            earliestExpiryMs = min(earliestExpiryMs, push.expiresAtMs)
-            if push.connectedOnly { connectedOnlyCount += 1 }
-        }
+        for push in storage { earliestExpiryMs = min(earliestExpiryMs, push.expiresAtMs) }
         if storage.isEmpty { storage.removeAll(keepingCapacity: storage.capacity <= 128) }
         return before - storage.count
     }
@@ -214,7 +213,12 @@ public struct DeviceQueue: Sendable {
 public struct InFlightPushes: Sendable {
     /// `storage[head...]` are in flight; what is before `head` was acknowledged.
     private var storage: [QueuedPush] = []
-    private var head = 0
+    private var headIndex: UInt32 = 0
+
+    private var head: Int {
+        get { Int(headIndex) }
+        set { headIndex = UInt32(truncatingIfNeeded: newValue) }
+    }
 
     public init() {}
 
