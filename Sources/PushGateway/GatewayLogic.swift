@@ -262,7 +262,9 @@ public final class GatewayLogic {
     }
 
     private func enqueue(_ push: QueuedPush, for record: DeviceRecord) {
-        let now = monotonicClock()
+        // Nothing queued can expire (connected-only pushes waiting behind the window, say):
+        // no need to read the clock, since the time is used only to drop expired pushes.
+        let now = record.queue.mayExpire ? monotonicClock() : 0
         let expired = record.queue.dropExpired(nowMs: now)
         if expired > 0 {
             record.missed &+= UInt32(truncatingIfNeeded: expired)

@@ -126,6 +126,7 @@ public struct DeviceQueue: Sendable {
         return removeAll { $0.connectedOnly }
     }
 
+    /// `nowMs` serves only to drop expired pushes first.
     public mutating func enqueue(_ push: QueuedPush, nowMs: Int64) -> Outcome {
         if let key = push.collapseKey, let index = storage[head...].firstIndex(where: { $0.collapseKey == key }) {
             remove(at: index)
