@@ -142,7 +142,10 @@ final class EndToEndWorkload: Workload, LinkOwner {
     private func pushAcknowledged(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
         link.outstanding -= 1
         guard let slot = runner.ops.slot(of: header.correlation) else { return }
-        guard let written = FieldScan.uint32(of: FieldTag.written.rawValue, in: body), written > 0 else {
+        // Queued counts too: the device stays connected, so a push held behind its delivery
+        // window still reaches it once the window has room.
+        guard let written = FieldScan.uint32(of: FieldTag.written.rawValue, in: body),
+              let queued = FieldScan.uint32(of: FieldTag.queued.rawValue, in: body), written + queued > 0 else {
             return fail(slot, "NOT_WRITTEN")
         }
         settle(slot, clearing: EndToEndWorkload.awaitingPushAck)

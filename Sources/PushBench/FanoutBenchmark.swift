@@ -82,7 +82,10 @@ final class FanoutWorkload: Workload, LinkOwner {
         guard let slot = runner.ops.slot(of: header.correlation) else { return }
         switch header.rawType {
         case MessageType.pushAck.rawValue:
+            // Queued counts too: every bench device stays connected, so a push held behind
+            // its delivery window still reaches it once the window has room.
             let written = Int(FieldScan.uint32(of: FieldTag.written.rawValue, in: body) ?? 0)
+                + Int(FieldScan.uint32(of: FieldTag.queued.rawValue, in: body) ?? 0)
             if written < deviceCount {
                 // Devices the gateway did not write to will never report; stop waiting for them.
                 runner.count("NOT_WRITTEN", by: UInt64(deviceCount - written))

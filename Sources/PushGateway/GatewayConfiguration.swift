@@ -19,7 +19,8 @@ public struct GatewayConfiguration: Sendable {
     public var providerKey: SecretKey
     public var settings: GatewaySettings
     public var limits: ServiceLimits
-    /// Bytes of output a connection may leave unread before it is cut off ([5.5-4]).
+    /// Bytes of output a connection may leave unread before it is cut off ([5.5-4]). Pushes
+    /// to a device are paced to stay under it (see `GatewaySettings.deliveryWindow`).
     public var maxOutputBytes: Int
     /// Where the gateway's counters and gauges go (a Prometheus registry's factory, say).
     public var metricsFactory: any MetricsFactory
@@ -57,8 +58,16 @@ public struct GatewayConfiguration: Sendable {
         set { settings.queueCapacity = newValue }
     }
 
+    /// Pushes written to a device and not yet acknowledged, at most; the rest wait in its
+    /// queue and go out as DELIVERY_ACKs come in. Default 64.
+    public var deliveryWindow: Int {
+        get { settings.deliveryWindow }
+        set { settings.deliveryWindow = newValue }
+    }
+
     func validate() throws(GatewayServiceError) {
         guard settings.queueCapacity >= 1 else { throw .invalidConfiguration("the queue capacity must be at least 1") }
+        guard settings.deliveryWindow >= 1 else { throw .invalidConfiguration("the delivery window must be at least 1") }
         guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
         if let problem = limits.problem { throw .invalidConfiguration(problem) }
     }

@@ -1,27 +1,41 @@
 import PushSecurity
 import PushWire
 
+/// What became of a PUSH frame handed to a `DeviceLink`.
+public enum LinkWrite: Equatable, Sendable {
+    /// Queued for the device.
+    case written
+    /// Not written: the link's output has no room for it now (only when the gateway said
+    /// it may wait). It waits in the device's queue until an acknowledgement frees room.
+    case full
+    /// Not written: the link is closed, closing, or was cut off by this write (the gateway
+    /// may already have been told, through `disconnect`, before this returns).
+    case closed
+}
+
 /// Where the gateway writes to one connected device; implemented over a socket by the
 /// server and by a recorder in tests.
 public protocol DeviceLink: AnyObject {
-    /// Queues an encoded frame; false once the link is closed or was cut off.
-    func write(_ frame: [UInt8]) -> Bool
+    /// Queues an encoded PUSH. With `mayWait`, a link whose output cannot take the frame
+    /// without passing its cap answers `.full` instead of writing it.
+    func write(_ frame: [UInt8], mayWait: Bool) -> LinkWrite
     func send(_ message: Message) -> Bool
     /// GOAWAY REPLACED, then close ([5.5-3]).
     func replaced()
 }
 
 public struct GatewaySettings: Sendable {
-    /// Pushes queued per offline device ([4.13-5]).
+    /// Pushes queued per device ([4.13-5]).
     public var queueCapacity = 100
-    /// Pushes written to a device and not yet acknowledged; past this the oldest count as missed.
-    public var maxUnacknowledged = 1000
+    /// Pushes written to one device and not yet acknowledged with DELIVERY_ACK, at most; the
+    /// others wait in its queue and go out as acknowledgements free slots.
+    public var deliveryWindow = 64
 
     public init() {}
 }
 
 /// What the gateway knows of one device: its registration, its link while connected,
-/// and the pushes it has not acknowledged yet.
+/// the pushes written to it and not acknowledged yet, and those waiting for it.
 public final class DeviceRecord {
     public let deviceID: String
     // Loop-confined like `GatewayLogic`, and touched for every push and DELIVERY_ACK: the
@@ -30,9 +44,11 @@ public final class DeviceRecord {
     @exclusivity(unchecked) public fileprivate(set) var user: String
     @exclusivity(unchecked) public fileprivate(set) var tags: [String]
     @exclusivity(unchecked) public fileprivate(set) var link: DeviceLink?
+    /// Waiting: the device is offline, or its window is full.
     @exclusivity(unchecked) public fileprivate(set) var queue: DeviceQueue
-    /// Written on a link, awaiting DELIVERY_ACK, by sequence.
-    @exclusivity(unchecked) public fileprivate(set) var unacknowledged: [UInt32: QueuedPush] = [:]
+    /// Written on the current link and awaiting DELIVERY_ACK, in the order written; at most
+    /// `GatewaySettings.deliveryWindow`.
+    @exclusivity(unchecked) public fileprivate(set) var inFlight = InFlightPushes()
     /// Pushes dropped since the device was last told with MISSED.
     @exclusivity(unchecked) public fileprivate(set) var missed: UInt32 = 0
 
@@ -81,7 +97,8 @@ public final class GatewayLogic {
 
     // MARK: devices
 
-    /// A device came online; an older connection with its id is replaced ([5.5-3]).
+    /// A device came online; an older connection with its id is replaced ([5.5-3]), and
+    /// what was written on it and not acknowledged waits for the new one.
     public func connect(_ registration: Registration, link: DeviceLink) -> DeviceRecord {
         let record: DeviceRecord
         if let known = devices[registration.deviceID] {
@@ -92,6 +109,7 @@ public final class GatewayLogic {
             if let old = record.link {
                 record.link = nil
                 metrics.devicesOnline.decrement()
+                takeBackInFlight(record)
                 old.replaced()
             }
         } else {
@@ -105,59 +123,87 @@ public final class GatewayLogic {
         return record
     }
 
-    /// After HELLO_OK: MISSED if pushes were dropped ([4.15-1]), then every unacknowledged
-    /// push again ([4.14-3]), then the queue, higher priority first ([4.13-5]).
+    /// After HELLO_OK: MISSED if pushes were dropped ([4.15-1]), then the queue, which
+    /// starts with every push not acknowledged on an earlier connection ([4.14-3]) and
+    /// goes on higher priority first ([4.13-5]), paced by the delivery window.
     public func deliverBacklog(_ record: DeviceRecord) {
-        guard let link = record.link else { return }
-        let now = monotonicClock()
-        var backlog = record.unacknowledged.values.sorted { $0.sequence < $1.sequence }
-        backlog += record.queue.drainForDelivery()
-        record.unacknowledged = [:]
-        let expired = backlog.filter { $0.expiresAtMs <= now }.count
-        if expired > 0 {
-            record.missed &+= UInt32(expired)
-            metrics.pushesExpired.increment(by: Int64(expired))
-        }
-        if record.missed > 0 {
-            guard link.send(.missed(Missed(missedCount: record.missed))) else { return }
-            record.missed = 0
-        }
-        for push in backlog where push.expiresAtMs > now {
-            deliver(push, to: record, link: link)
-        }
+        pump(record)
     }
 
-    /// The device's connection closed; what it did not acknowledge waits for the next one.
+    /// The device's connection closed, for whatever reason (the device left, was cut off,
+    /// timed out, was replaced): what it did not acknowledge goes back to the front of its
+    /// queue, or counts into MISSED if the queue overflows, and waits for the next one.
     public func disconnect(_ record: DeviceRecord, link: DeviceLink) {
         guard record.link === link else { return }
         record.link = nil
         metrics.devicesOnline.decrement()
+        takeBackInFlight(record)
     }
 
-    public func deliveryAcknowledged(_ record: DeviceRecord, correlation: UInt32) {
-        if record.unacknowledged.removeValue(forKey: correlation) != nil {
-            metrics.pushesAcknowledged.increment()
+    /// DELIVERY_ACK: it must name the PUSH written with that correlation id and carry that
+    /// push's id ([4.14-2]); any other is ignored and counted. An acknowledgement frees a
+    /// slot of the window for the next queued push.
+    public func deliveryAcknowledged(_ record: DeviceRecord, correlation: UInt32, id: [UInt8]) {
+        guard let index = record.inFlight.index(of: correlation) else {
+            metrics.deliveryAcksUnknown.increment()
+            return
         }
+        guard record.inFlight[index].carries(id: id) else {
+            metrics.deliveryAcksMismatched.increment()
+            return
+        }
+        record.inFlight.remove(at: index)
+        metrics.pushesAcknowledged.increment()
+        if !record.queue.isEmpty || record.missed > 0 { pump(record) }
     }
 
     // MARK: pushes
 
-    /// A provider's PUSH: encoded once for devices, written to every connected target and
-    /// queued for the others ([4.13-3], [4.13-4]). `push.target` must be set.
+    /// A provider's PUSH: encoded once for devices, written to every connected target
+    /// with room in its window and queued for the others ([4.13-3], [4.13-4]): `written`
+    /// counts the devices it went to on a live connection now, `queued` those holding it
+    /// for later (offline, or behind their window). `push.target` must be set.
     public func push(_ push: Push) -> PushAck {
         metrics.pushesAccepted.increment()
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
         let sequence = nextSequence
         nextSequence = nextSequence == UInt32.max ? 1 : nextSequence + 1
+        let connectedOnly = push.ttlSeconds == 0
         let queued = QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
                                 priority: push.priority, collapseKey: push.collapseKey,
-                                expiresAtMs: monotonicClock() + Int64(push.ttlSeconds) * 1000)
+                                expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
+                                connectedOnly: connectedOnly)
+        let window = settings.deliveryWindow
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
         forEachTarget(target) { record in
-            if let link = record.link, deliver(queued, to: record, link: link) {
-                written += 1
-            } else if push.ttlSeconds > 0 {
+            var linkClosed = false
+            if let link = record.link {
+                // Straight out when nothing waits ahead of it and the window has room.
+                if record.queue.isEmpty, record.inFlight.count < window {
+                    switch link.write(queued.frame, mayWait: !record.inFlight.isEmpty) {
+                    case .written:
+                        record.inFlight.append(queued)
+                        metrics.pushesWritten.increment()
+                        written += 1
+                        return
+                    case .full:
+                        break
+                    case .closed:
+                        linkClosed = true
+                    }
+                }
+                if !linkClosed, record.link === link {
+                    // Behind the window, or behind pushes already waiting: it goes out as
+                    // acknowledgements come in.
+                    enqueue(queued, for: record)
+                    queuedCount += 1
+                    return
+                }
+            }
+            // Offline (or its connection just went away): kept for the next connection,
+            // unless it was for connected devices only.
+            if !connectedOnly {
                 enqueue(queued, for: record)
                 queuedCount += 1
             }
@@ -165,25 +211,63 @@ public final class GatewayLogic {
         return PushAck(written: written, queued: queuedCount)
     }
 
-    @discardableResult
-    private func deliver(_ push: QueuedPush, to record: DeviceRecord, link: DeviceLink) -> Bool {
-        guard link.write(push.frame) else { return false }
-        metrics.pushesWritten.increment()
-        record.unacknowledged[push.sequence] = push
-        if record.unacknowledged.count > settings.maxUnacknowledged,
-           let oldest = record.unacknowledged.keys.min(by: { sequenceOrder($0, $1) }) {
-            record.unacknowledged[oldest] = nil
-            record.missed &+= 1
-            metrics.pushesDropped.increment()
+    /// MISSED if anything was dropped, then queued pushes while the window and the link's
+    /// output have room.
+    private func pump(_ record: DeviceRecord) {
+        guard let link = record.link else { return }
+        if record.queue.mayExpire {
+            let expired = record.queue.dropExpired(nowMs: monotonicClock())
+            if expired > 0 {
+                record.missed &+= UInt32(truncatingIfNeeded: expired)
+                metrics.pushesExpired.increment(by: Int64(expired))
+            }
         }
-        return true
+        if record.missed > 0 {
+            guard link.send(.missed(Missed(missedCount: record.missed))) else { return }
+            record.missed = 0
+        }
+        let window = settings.deliveryWindow
+        while record.inFlight.count < window, let next = record.queue.first {
+            // Taken from the queue only once written: if the write closes the link, the
+            // disconnect puts what was in flight back in front of it, in order.
+            guard link.write(next.frame, mayWait: !record.inFlight.isEmpty) == .written else { return }
+            record.queue.removeFirst()
+            record.inFlight.append(next)
+            metrics.pushesWritten.increment()
+        }
+    }
+
+    /// The link is gone: connected-only pushes are dropped, the rest of what was in
+    /// flight goes back to the front of the queue; all that is dropped counts into MISSED.
+    private func takeBackInFlight(_ record: DeviceRecord) {
+        let connectedOnly = record.queue.dropConnectedOnly()
+        if connectedOnly > 0 {
+            record.missed &+= UInt32(truncatingIfNeeded: connectedOnly)
+            metrics.pushesExpired.increment(by: Int64(connectedOnly))
+        }
+        guard !record.inFlight.isEmpty else { return }
+        var returned = record.inFlight.removeAll()
+        if returned.contains(where: \.connectedOnly) {
+            let before = returned.count
+            returned.removeAll { $0.connectedOnly }
+            record.missed &+= UInt32(truncatingIfNeeded: before - returned.count)
+            metrics.pushesExpired.increment(by: Int64(before - returned.count))
+        }
+        let dropped = record.queue.returnToFront(returned)
+        metrics.pushesRequeued.increment(by: Int64(returned.count))
+        if dropped > 0 {
+            record.missed &+= UInt32(truncatingIfNeeded: dropped)
+            metrics.pushesDropped.increment(by: Int64(dropped))
+        }
     }
 
     private func enqueue(_ push: QueuedPush, for record: DeviceRecord) {
-        let now = monotonicClock()
+        // Nothing queued can expire (connected-only pushes waiting behind the window, say):
+        // no need to read the clock, since the time is used only to drop expired pushes.
+        let now = record.queue.mayExpire ? monotonicClock() : 0
         let expired = record.queue.dropExpired(nowMs: now)
         if expired > 0 {
-            record.missed &+= UInt32(expired)
+            record.missed &+= UInt32(truncatingIfNeeded: expired)
             metrics.pushesExpired.increment(by: Int64(expired))
         }
         switch record.queue.enqueue(push, nowMs: now) {

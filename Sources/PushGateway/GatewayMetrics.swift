@@ -9,6 +9,13 @@ public final class GatewayMetrics {
     public let pushesAccepted: Counter
     public let pushesWritten: Counter
     public let pushesAcknowledged: Counter
+    /// DELIVERY_ACKs ignored: the correlation names no push awaiting acknowledgement (a
+    /// repeat, or one for a connection already gone).
+    public let deliveryAcksUnknown: Counter
+    /// DELIVERY_ACKs ignored: the id is not the one of the PUSH with that correlation.
+    public let deliveryAcksMismatched: Counter
+    /// Written, then put back in the queue because the connection closed before DELIVERY_ACK.
+    public let pushesRequeued: Counter
     public let pushesQueued: Counter
     public let pushesDropped: Counter
     public let pushesExpired: Counter
@@ -26,6 +33,9 @@ public final class GatewayMetrics {
         pushesAccepted = Counter(label: "securepush_gateway_pushes_accepted_total", factory: factory)
         pushesWritten = Counter(label: "securepush_gateway_pushes_written_total", factory: factory)
         pushesAcknowledged = Counter(label: "securepush_gateway_pushes_acknowledged_total", factory: factory)
+        deliveryAcksUnknown = Counter(label: "securepush_gateway_delivery_acks_unknown_total", factory: factory)
+        deliveryAcksMismatched = Counter(label: "securepush_gateway_delivery_acks_mismatched_total", factory: factory)
+        pushesRequeued = Counter(label: "securepush_gateway_pushes_requeued_total", factory: factory)
         pushesQueued = Counter(label: "securepush_gateway_pushes_queued_total", factory: factory)
         pushesDropped = Counter(label: "securepush_gateway_pushes_dropped_total", factory: factory)
         pushesExpired = Counter(label: "securepush_gateway_pushes_expired_total", factory: factory)

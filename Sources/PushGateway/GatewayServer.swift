@@ -70,8 +70,8 @@ public final class GatewayServer: ServiceHandler {
     }
 
     public func received(_ message: Message, correlation: UInt32, peer: Peer) {
-        guard case .deliveryAck = message, case .device(let device)? = peer.state, let record = device.record else { return }
-        logic.deliveryAcknowledged(record, correlation: correlation)
+        guard case .deliveryAck(let ack) = message, case .device(let device)? = peer.state, let record = device.record else { return }
+        logic.deliveryAcknowledged(record, correlation: correlation, id: ack.id)
     }
 
     public func closed(_ peer: Peer, reason: CloseReason) {
@@ -97,8 +97,13 @@ public final class DeviceConnection: DeviceLink {
         self.registration = registration
     }
 
-    public func write(_ frame: [UInt8]) -> Bool {
-        peer.connection.isOpen && host.sendEncoded(frame, to: peer)
+    public func write(_ frame: [UInt8], mayWait: Bool) -> LinkWrite {
+        let connection = peer.connection
+        guard connection.isOpen else { return .closed }
+        // Pushes are paced so that the gateway's own output never passes the cap: a push
+        // that would waits for an acknowledgement (and only a device that reads sends one).
+        if mayWait, connection.outputBufferedBytes + frame.count > connection.maxOutputBytes { return .full }
+        return host.sendEncoded(frame, to: peer) ? .written : .closed
     }
 
     public func send(_ message: Message) -> Bool {

@@ -17,12 +17,15 @@ struct GatewayCommand: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @Option(help: "Pushes queued per offline device.") var queueCapacity = 100
     @Option(help: "Bytes of output a device may leave unread before it is cut off.") var maxOutputBytes = 64 * 1024
+    @Option(help: "Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most; the others wait in its queue until acknowledgements free room.")
+    var deliveryWindow = GatewaySettings().deliveryWindow
     @Option(help: "Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this.") var keepaliveMs: UInt32?
     @Option(help: "Log level.") var logLevel: LogLevelOption = .info
 
     func validate() throws {
         guard queueCapacity >= 1 else { throw ValidationError("--queue-capacity must be at least 1") }
         guard maxOutputBytes >= 1024 else { throw ValidationError("--max-output-bytes must be at least 1024") }
+        guard deliveryWindow >= 1 else { throw ValidationError("--delivery-window must be at least 1") }
     }
 
     func run() throws {
@@ -36,6 +39,7 @@ struct GatewayCommand: ParsableCommand {
         configuration.logger = makeLogger("securepush.gateway", level: logLevel)
         configuration.queueCapacity = queueCapacity
         configuration.maxOutputBytes = maxOutputBytes
+        configuration.deliveryWindow = deliveryWindow
         configuration.metricsFactory = PrometheusMetricsFactory(registry: registry)
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
         connection.apply(to: &configuration.limits)

@@ -1,4 +1,5 @@
 import CoreMetrics
+import Prometheus
 import Testing
 import PushSecurity
 import PushWire
@@ -10,12 +11,31 @@ final class RecordingLink: DeviceLink {
     var messages: [Message] = []
     var open = true
     var wasReplaced = false
+    /// Frames the link's output holds before it is full; nil for no limit. `read()` empties it.
+    var outputFrames: Int?
+    /// Frames in the output the device has not read.
+    private(set) var unread = 0
+    /// Like a real connection cut off for its output: the write that would make the
+    /// output hold more than this many frames closes the link, runs `onCut` (the server's
+    /// disconnect) before it returns, and is lost.
+    var cutBeyond: Int?
+    var onCut: (() -> Void)?
 
-    func write(_ frame: [UInt8]) -> Bool {
-        guard open else { return false }
+    func write(_ frame: [UInt8], mayWait: Bool) -> LinkWrite {
+        guard open else { return .closed }
+        if mayWait, let outputFrames, unread >= outputFrames { return .full }
+        if let cutBeyond, unread >= cutBeyond {
+            open = false
+            onCut?()
+            return .closed
+        }
         frames.append(frame)
-        return true
+        unread += 1
+        return .written
     }
+
+    /// The device read everything written so far.
+    func read() { unread = 0 }
 
     func send(_ message: Message) -> Bool {
         guard open else { return false }
@@ -43,14 +63,24 @@ final class GatewayFixture {
     let serverKey = SecretKey(bytes: Array(repeating: 3, count: 32))!
     var now: Int64 = 1_000_000
     let logic: GatewayLogic
+    let registry = PrometheusCollectorRegistry()
 
-    init(queueCapacity: Int = 100) {
+    init(queueCapacity: Int = 100, window: Int = 64) {
         var settings = GatewaySettings()
         settings.queueCapacity = queueCapacity
+        settings.deliveryWindow = window
         var clock: () -> Int64 = { 0 }
-        logic = GatewayLogic(settings: settings, serverKey: serverKey, metrics: GatewayMetrics(factory: NOOPMetricsHandler.instance),
+        logic = GatewayLogic(settings: settings, serverKey: serverKey, metrics: GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry)),
                              wallClock: { 1_700_000_000_000 }, monotonicClock: { clock() })
         clock = { [unowned self] in self.now }
+    }
+
+    /// A counter's value, from the metrics in the Prometheus text format.
+    func counter(_ name: String) -> Int? {
+        for line in registry.emitToString().split(separator: "\n") where line.hasPrefix(name + " ") {
+            return Int(line.dropFirst(name.count + 1))
+        }
+        return nil
     }
 
     func registration(_ device: String, user: String = "alice", tags: [String] = []) -> Registration {
@@ -116,7 +146,7 @@ struct GatewayLogicTests {
         let (record, first) = gateway.connect("phone")
         _ = gateway.push(.device("phone"), id: 1)
         _ = gateway.push(.device("phone"), id: 2)
-        gateway.logic.deliveryAcknowledged(record, correlation: first.pushes[0].0)
+        gateway.logic.deliveryAcknowledged(record, correlation: first.pushes[0].0, id: [1])
         gateway.logic.disconnect(record, link: first)
         let (_, second) = gateway.connect("phone")
         #expect(second.pushes.map { $0.1.id } == [[2]])

@@ -206,37 +206,6 @@ struct GatewayServiceTests {
         #expect(error.status == .badRequest, "[4.2-2]")
     }
 
-    @Test("[5.5-4] a device that never reads is cut off while the other devices keep receiving")
-    func slowConsumer() throws {
-        let gateway = try RunningGateway { $0.maxOutputBytes = 4096 }
-        let stalled = try gateway.device("stalled", tags: ["all"], receiveBufferBytes: 2048)
-        let healthy = try gateway.device("healthy", tags: ["all"])
-        let provider = try gateway.provider()
-        var sent = 0
-        var healthyReceived = 0
-        var stalledCut = false
-        for round in 0..<2_000 {
-            var ids: [UInt32] = []
-            for index in 0..<50 {
-                ids.append(try provider.send(.push(Push(target: .tag("all"), id: Array("p\(round)-\(index)-padding-to-make-it-longer".utf8)))))
-                sent += 1
-            }
-            for _ in 0..<50 {
-                _ = try healthy.nextPushID()
-                healthyReceived += 1
-            }
-            for id in ids {
-                guard case .pushAck(let ack) = try provider.reply(to: id) else { continue }
-                if ack.written == 1 { stalledCut = true }
-            }
-            if stalledCut && round > 20 { break }
-            _ = stalled
-        }
-        #expect(stalledCut, "the stalled device stopped being written to")
-        #expect(healthyReceived == sent, "the healthy device got every push")
-        #expect(gateway.metricsText.contains("securepush_gateway_slow_consumers_cut_total 1"))
-    }
-
     @Test("the counters and gauges reach the metrics factory, without notification ids")
     func metricsCounted() throws {
         let gateway = try RunningGateway()

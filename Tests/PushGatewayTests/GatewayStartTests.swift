@@ -39,16 +39,19 @@ struct GatewayStartTests {
         #expect(host == "localhost")
     }
 
-    @Test("no queue or no room for output is refused before anything starts")
+    @Test("no queue, no room for output or no delivery window is refused before anything starts")
     func invalidLimits() throws {
         let deployment = try TemporaryDeployment()
         var noQueue = GatewayConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
         noQueue.queueCapacity = 0
         var noRoom = GatewayConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
         noRoom.maxOutputBytes = 100
-        for configuration in [noQueue, noRoom] {
+        var noWindow = GatewayConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
+        #expect(noWindow.deliveryWindow == 64, "the default window")
+        noWindow.deliveryWindow = 0
+        for configuration in [noQueue, noRoom, noWindow] {
             guard case .invalidConfiguration? = try startFailure(configuration) else {
-                Issue.record("started with queue \(configuration.queueCapacity), output \(configuration.maxOutputBytes)"); continue
+                Issue.record("started with queue \(configuration.queueCapacity), output \(configuration.maxOutputBytes), window \(configuration.deliveryWindow)"); continue
             }
         }
     }
