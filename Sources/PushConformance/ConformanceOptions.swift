@@ -35,6 +35,14 @@ public struct ConformanceOptions: Sendable {
     public var timeoutMs: Int32 = 5_000
     /// How long silence must last to count as "no answer" ([5.6-3]).
     public var quietMs: Int32 = 300
+    /// The handshake deadline ([5.1-6]) of the service the case talks to (the store when
+    /// given, else the gateway); the spec's default unless it was configured otherwise.
+    public var handshakeDeadlineMs: Int64 = 5_000
+    /// The frame deadline ([5.4-5]) of the service the case talks to (the gateway when
+    /// given with the keys, else the store).
+    public var frameDeadlineMs: Int64 = 10_000
+    /// How late a timer may fire ([5.4-6]), plus room for the suite's own scheduling.
+    public var timerSlackMs: Int64 = 1_500
     /// CASE arguments: ids, id prefixes, clauses or clause prefixes; empty runs all.
     public var selection: [String] = []
 

@@ -136,7 +136,7 @@ enum ConnectionCases {
             return "AUTH_REQUIRED, BAD_TOKEN, FORBIDDEN in ERROR; PING answered after each"
         },
 
-        ConformanceCase("conn.never-ok", clause: "6-4", "ERROR and GOAWAY never carry OK; a GOAWAY with OK still ends the connection") { ctx throws(CaseStop) in
+        ConformanceCase("conn.never-ok", clause: "6-4", "the server's ERRORs never carry OK") { ctx throws(CaseStop) in
             let session = try ctx.storeDevice()
             for (id, bytes) in [(61, RawFrame.frame(type: 0x7D, correlation: 61, body: [])),
                                 (62, Message.fetch(Fetch(id: PayloadID.random(), token: [0])).encoded(correlation: 62))] {
@@ -145,9 +145,42 @@ enum ConnectionCases {
                 guard case .error(let error) = message else { throw .fail("request \(id) was answered \(describe(message)), expected ERROR") }
                 try Expect.that(error.status != .ok, "ERROR with status OK")
             }
+            return "ERROR for an unknown type and a bad token carried non-OK statuses"
+        },
+
+        ConformanceCase("conn.ok-in-error-goaway", clause: "6-6", "ERROR with OK is not answered; GOAWAY with OK still ends the connection") { ctx throws(CaseStop) in
+            let session = try ctx.storeDevice()
+            try session.send(.error(ErrorReply(status: .ok, message: "conformance")), correlation: 99)
+            try session.expectSilence(ms: ctx.quietMs, "an unsolicited ERROR carrying OK")
+            try session.expectAlive("an ERROR carrying OK")
             try session.send(.goaway(Goaway(status: .ok, lastCorrelation: 0)), correlation: 0)
-            _ = try session.expectClosed("GOAWAY with status OK (to be treated as INTERNAL)")
-            return "ERRORs carried non-OK statuses; the client's GOAWAY OK closed the connection"
+            let after = try session.expectClosed("GOAWAY with status OK (to be treated as INTERNAL)")
+            try Expect.that(!after.contains { if case .error = $0 { true } else { false } }, "a GOAWAY carrying OK was answered with ERROR [5.6-3]")
+            return "ERROR OK: no answer, connection open; GOAWAY OK: closed"
+        },
+
+        ConformanceCase("conn.hello-processed", clause: "4.4-3", "an accepted HELLO counts as processed; the refused frame does not") { ctx throws(CaseStop) in
+            let session = try ctx.storeDevice()
+            // HELLO was request 1; nothing else has been sent.
+            try session.sendRaw(RawFrame.header(type: MessageType.ping.rawValue, correlation: 40, length: 0, reserved: 1), "a PING with reserved bits set")
+            let goaway = try Expect.goawayThenClose(session, .malformedFrame, "reserved bits right after HELLO_OK")
+            try Expect.equal(goaway.lastCorrelation, 1, "last_correlation after HELLO 1 and a refused frame 40")
+            return "GOAWAY MALFORMED_FRAME last_correlation 1 (the HELLO), not 40"
+        },
+
+        ConformanceCase("conn.client-goaway", clause: "5.5-5", "after a client's GOAWAY the server reads and answers nothing more, and closes") { ctx throws(CaseStop) in
+            let session = try ctx.storeDevice()
+            var bytes = Message.ping.encoded(correlation: 5)
+            bytes += Message.goaway(Goaway(status: .shuttingDown, lastCorrelation: 0, message: "conformance")).encoded(correlation: 0)
+            bytes += Message.ping.encoded(correlation: 6)
+            bytes += Message.fetch(Fetch(id: PayloadID.random(), token: nil)).encoded(correlation: 7)
+            try session.sendRaw(bytes, "PING 5, GOAWAY SHUTTING_DOWN, PING 6, FETCH 7")
+            let after = try session.expectClosed("the client's GOAWAY SHUTTING_DOWN")
+            let pongs = after.filter { $0 == .pong }.count
+            try Expect.that(pongs <= 1, "\(pongs) PONGs for one PING before the GOAWAY and one after it")
+            try Expect.that(!after.contains { if case .error = $0 { true } else { false } }, "the server answered after the client's GOAWAY: \(after.map(describe).joined(separator: ", "))")
+            try Expect.that(after.allSatisfy { $0 == .pong }, "the server sent \(after.map(describe).joined(separator: ", ")) after the client's GOAWAY")
+            return "closed; " + (pongs == 1 ? "PONG 5 only" : "nothing sent") + "; PING 6 and FETCH 7 unanswered"
         },
     ]
 }

@@ -12,9 +12,17 @@ enum Expect {
 
     /// Sends `message` and requires ERROR `status` echoing its correlation id.
     static func refused(_ session: WireSession, _ message: Message, _ status: Status, _ what: String) throws(CaseStop) {
-        let id = try session.send(message)
-        let frame = try session.nextFrame(waitingFor: "ERROR \(status.name) for \(what)")
-        let answer = try session.decode(frame, "ERROR \(status.name) for \(what)")
+        var id = try session.send(message)
+        var frame = try session.nextFrame(waitingFor: "ERROR \(status.name) for \(what)")
+        var answer = try session.decode(frame, "ERROR \(status.name) for \(what)")
+        var waited: Int64 = 0
+        while status != .rateLimited, WireSession.isHeldBack(message, answer), waited < WireSession.failedTokenWindowMs {
+            Pause.sleep(ms: 1_000)
+            waited += 1_000
+            id = try session.send(message)
+            frame = try session.nextFrame(waitingFor: "ERROR \(status.name) for \(what)")
+            answer = try session.decode(frame, "ERROR \(status.name) for \(what)")
+        }
         try error(answer, status, what)
         guard frame.header.correlation == id else {
             throw .fail("\(what): ERROR carried correlation \(frame.header.correlation), the request had \(id)")
@@ -41,7 +49,8 @@ enum Expect {
     }
 
     /// The next frame is GOAWAY `status`, and the server then closes without sending more.
-    static func goawayThenClose(_ session: WireSession, _ status: Status, _ what: String) throws(CaseStop) {
+    @discardableResult
+    static func goawayThenClose(_ session: WireSession, _ status: Status, _ what: String) throws(CaseStop) -> Goaway {
         let (header, message) = try session.next(waitingFor: "GOAWAY \(status.name) for \(what)")
         guard case .goaway(let goaway) = message, goaway.status == status else {
             throw .fail("\(what): expected GOAWAY \(status.name), got \(describe(message))")
@@ -51,6 +60,7 @@ enum Expect {
         }
         let after = try session.expectClosed("GOAWAY \(status.name)")
         if !after.isEmpty { throw .fail("after GOAWAY \(status.name) the server still sent \(after.map(describe).joined(separator: ", "))") }
+        return goaway
     }
 
     static func equal<T: Equatable>(_ actual: T, _ expected: T, _ what: String) throws(CaseStop) {

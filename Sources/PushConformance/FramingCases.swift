@@ -81,19 +81,19 @@ enum FramingCases {
             return "GOAWAY FRAME_TOO_LARGE without any body sent, closed"
         },
 
-        ConformanceCase("frame.default-max", clause: "2-8", "before HELLO_OK the limit is 1024 bytes") { ctx throws(CaseStop) in
-            let limit = CaseContext.maxFrameBeforeHello
-            let exact = try ctx.connectStore()
-            let fields = RawFrame.helloBody()
-            guard let padding = RawFrame.padding(toLength: limit - 16 - fields.count) else { throw .fail("internal: cannot pad HELLO") }
-            try exact.sendRaw(RawFrame.frame(.hello, correlation: 1, body: fields + padding), "a \(limit)-byte HELLO")
-            let (_, answer) = try exact.next(waitingFor: "HELLO_OK")
-            guard case .helloOK = answer else { throw .fail("a HELLO of exactly \(limit) bytes was answered \(describe(answer))") }
-            let over = try ctx.connectStore()
-            // Only the header: the length alone must be refused, without waiting for the body.
-            try over.sendRaw(RawFrame.header(type: MessageType.hello.rawValue, correlation: 1, length: UInt32(limit - 15)), "a \(limit + 1)-byte HELLO header")
-            try Expect.goawayThenClose(over, .frameTooLarge, "a \(limit + 1)-byte first frame")
-            return "\(limit)-byte HELLO → HELLO_OK; \(limit + 1) → GOAWAY FRAME_TOO_LARGE"
+        ConformanceCase("frame.default-max", clause: "2-8", "after HELLO_OK without a proposal the limit is 65536 (or the server's lower own limit)") { ctx throws(CaseStop) in
+            // Before HELLO_OK the server's limit is 1024 bytes, judged by hello.size-before-hello-ok.
+            let session = try ctx.connectStore()
+            let ok = try session.open(CaseContext.hello(.device))
+            let size = Int(ok.maxFrame)
+            try Expect.that((FrameLimits.floor...FrameLimits.defaultMaxFrame).contains(size), "HELLO without max_frame was answered max_frame \(size), outside 1024...65536")
+            guard let fill = RawFrame.padding(toLength: size - 16) else { throw .fail("internal: cannot pad PING") }
+            try session.sendRaw(RawFrame.frame(.ping, correlation: 5, body: fill), "a \(size)-byte PING")
+            let (header, pong) = try session.next(waitingFor: "PONG to a \(size)-byte PING")
+            try Expect.that(pong == .pong && header.correlation == 5, "a PING of exactly max_frame was answered \(describe(pong))")
+            try session.sendRaw(RawFrame.header(type: MessageType.ping.rawValue, correlation: 6, length: UInt32(size - 15)), "a \(size + 1)-byte PING header")
+            try Expect.goawayThenClose(session, .frameTooLarge, "a \(size + 1)-byte frame")
+            return "max_frame \(size): \(size)-byte PING → PONG; \(size + 1) → GOAWAY FRAME_TOO_LARGE"
         },
 
         ConformanceCase("frame.correlation-echo", clause: "2-9", "replies carry the request's correlation id, any u32") { ctx throws(CaseStop) in

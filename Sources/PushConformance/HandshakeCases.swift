@@ -1,4 +1,5 @@
 import PushSecurity
+import PushSession
 import PushWire
 
 /// HELLO, HELLO_OK and the negotiation of sections 4.2, 5.1 and 5.2.
@@ -85,24 +86,19 @@ enum HandshakeCases {
             return "0 → ERROR BAD_REQUEST; 3 → \(three.maxInflight); none → \(open.maxInflight)"
         },
 
-        ConformanceCase("hello.limits-apply-after", clause: "5.2-7", "a HELLO proposing 1024 may itself be 1024 bytes; the limit binds after HELLO_OK") { ctx throws(CaseStop) in
-            // Before HELLO_OK a server reads frames of up to 1024 bytes (v1.1), so the
-            // HELLO is as large as that allows.
+        ConformanceCase("hello.limits-apply-after", clause: "5.2-7", "max_frame agreed in HELLO_OK replaces the 1024 bytes of the handshake once HELLO_OK is sent") { ctx throws(CaseStop) in
             let session = try ctx.connectStore()
-            let fields = RawFrame.helloBody(extra: RawFrame.field(.maxFrame, RawFrame.bigEndian(UInt32(1024))))
-            guard let padding = RawFrame.padding(toLength: 1024 - 16 - fields.count) else { throw .fail("internal: cannot pad HELLO") }
-            let id = session.takeCorrelation()
-            try session.sendRaw(RawFrame.frame(.hello, correlation: id, body: fields + padding), "a 1024-byte HELLO")
-            let answer = try session.reply(to: id, waitingFor: "HELLO_OK")
-            guard case .helloOK(let ok) = answer else { throw .fail("a 1024-byte HELLO proposing max_frame 1024 was answered \(describe(answer))") }
-            try Expect.equal(ok.maxFrame, 1024, "negotiated max_frame")
-            guard let fill = RawFrame.padding(toLength: 1024 - 16) else { throw .fail("internal: cannot pad PING") }
-            try session.sendRaw(RawFrame.frame(.ping, correlation: 77, body: fill), "a 1024-byte PING")
-            let (header, pong) = try session.next(waitingFor: "PONG to a 1024-byte PING")
+            let ok = try session.open(CaseContext.hello(.device, maxFrame: 4096))
+            let size = Int(ok.maxFrame)
+            try Expect.that(size <= 4096, "a proposal of 4096 was answered max_frame \(size) [5.2-3]")
+            guard size > FrameLimits.floor else { throw .skip("the store's own limit is \(size) bytes: no room above the handshake's 1024") }
+            guard let fill = RawFrame.padding(toLength: size - 16) else { throw .fail("internal: cannot pad PING") }
+            try session.sendRaw(RawFrame.frame(.ping, correlation: 77, body: fill), "a \(size)-byte PING")
+            let (header, pong) = try session.next(waitingFor: "PONG to a \(size)-byte PING")
             try Expect.that(pong == .pong && header.correlation == 77, "a PING of exactly max_frame was answered \(describe(pong))")
-            try session.sendRaw(RawFrame.header(type: MessageType.ping.rawValue, correlation: 78, length: 1024 - 15), "a 1025-byte PING header")
-            try Expect.goawayThenClose(session, .frameTooLarge, "a 1025-byte frame after max_frame 1024")
-            return "1024-byte HELLO accepted; then 1024 bytes → PONG, 1025 → GOAWAY FRAME_TOO_LARGE"
+            try session.sendRaw(RawFrame.header(type: MessageType.ping.rawValue, correlation: 78, length: UInt32(size - 15)), "a \(size + 1)-byte PING header")
+            try Expect.goawayThenClose(session, .frameTooLarge, "a \(size + 1)-byte frame after max_frame \(size)")
+            return "after HELLO_OK with max_frame \(size): \(size) bytes → PONG, \(size + 1) → GOAWAY FRAME_TOO_LARGE"
         },
 
         ConformanceCase("hello.second-hello", clause: "5.1-4", "a second HELLO is BAD_REQUEST and changes nothing") { ctx throws(CaseStop) in
@@ -145,6 +141,82 @@ enum HandshakeCases {
             try session.send(.push(Push(target: .device(ctx.unique("dev")), id: [1, 2, 3])))
             try Expect.goawayThenClose(session, .helloRequired, "PUSH as the first frame")
             return "GOAWAY HELLO_REQUIRED, closed"
+        },
+
+        ConformanceCase("hello.required-not-processed", clause: "4.4-4", "GOAWAY HELLO_REQUIRED for a first frame carries last_correlation 0") { ctx throws(CaseStop) in
+            let session = try ctx.connectStore()
+            try session.send(.ping, correlation: 7)
+            let goaway = try Expect.goawayThenClose(session, .helloRequired, "PING 7 as the first frame")
+            try Expect.equal(goaway.lastCorrelation, 0, "last_correlation after refusing request 7 before HELLO")
+            return "PING 7 first → GOAWAY HELLO_REQUIRED last_correlation 0"
+        },
+
+        ConformanceCase("hello.required-any-type", clause: "5.1-5", "before HELLO_OK an unknown type or a reply is HELLO_REQUIRED, not UNKNOWN_TYPE") { ctx throws(CaseStop) in
+            let unknown = try ctx.connectStore()
+            try unknown.sendRaw(RawFrame.frame(type: 0x7E, correlation: 9, body: [0xFF, 0x00]), "a frame of unknown type 0x7e")
+            let first = try Expect.goawayThenClose(unknown, .helloRequired, "a frame of unknown type as the first frame")
+            try Expect.equal(first.lastCorrelation, 0, "last_correlation after an unknown type before HELLO")
+            let reply = try ctx.connectStore()
+            try reply.send(.pong, correlation: 4)
+            try Expect.goawayThenClose(reply, .helloRequired, "PONG as the first frame")
+            return "type 0x7e first and PONG first → GOAWAY HELLO_REQUIRED, closed"
+        },
+
+        ConformanceCase("hello.handshake-deadline", clause: "5.1-6", "a HELLO still unfinished at the handshake deadline gets GOAWAY TIMEOUT, however bytes trickle in") { ctx throws(CaseStop) in
+            let deadline = ctx.options.handshakeDeadlineMs
+            let limit = deadline + ctx.options.timerSlackMs
+            guard limit <= 8_000 || ctx.options.slow else { throw .skip("a handshake deadline of \(deadline) ms: waiting for it needs --slow") }
+            // --frame-deadline-ms names the gateway's when the frame deadline case can use
+            // the gateway; the store's is then the spec's default.
+            let useStore = ctx.options.store != nil
+            let frameDeadline = useStore && ctx.options.gateway != nil && ctx.options.keys != nil ? 10_000 : ctx.options.frameDeadlineMs
+            guard frameDeadline > limit else {
+                throw .skip("the frame deadline (\(frameDeadline) ms) would cut a trickled HELLO before the handshake deadline")
+            }
+            let session = try useStore ? ctx.connectStore() : ctx.connectGateway()
+            session.answersPings = false
+            let hello = FramingCases.helloBytes()
+            let started = Clocks.monotonicMilliseconds()
+            var sent = 0
+            // A byte every 250 ms keeps any silence timer quiet; the last byte is never sent.
+            while true {
+                let elapsed = Clocks.monotonicMilliseconds() - started
+                guard elapsed <= limit else {
+                    throw .fail("no GOAWAY TIMEOUT \(elapsed) ms into a trickled HELLO (\(sent) of \(hello.count) bytes); the handshake deadline is \(deadline) ms")
+                }
+                if let frame = try session.pollFrame(timeoutMs: 250, showPings: true, waitingFor: "GOAWAY TIMEOUT at the handshake deadline") {
+                    let at = Clocks.monotonicMilliseconds() - started
+                    let message = try session.decode(frame, "GOAWAY TIMEOUT")
+                    guard case .goaway(let goaway) = message, goaway.status == .timeout else {
+                        throw .fail("a HELLO trickled for \(at) ms was answered \(describe(message)), expected GOAWAY TIMEOUT")
+                    }
+                    try Expect.that(at >= deadline - 100, "GOAWAY TIMEOUT after \(at) ms, before the \(deadline) ms deadline [5.4-6]")
+                    try Expect.equal(goaway.lastCorrelation, 0, "last_correlation of a handshake that never completed [4.4-4]")
+                    let after = try session.expectClosed("GOAWAY TIMEOUT")
+                    try Expect.that(after.isEmpty, "after GOAWAY TIMEOUT the server sent \(after.map(describe).joined(separator: ", "))")
+                    return "\(sent) HELLO bytes over \(at) ms → GOAWAY TIMEOUT last_correlation 0, closed (deadline \(deadline) ms)"
+                }
+                if sent < hello.count - 1 {
+                    // The server may close between two bytes; its GOAWAY is read on the next turn.
+                    try? session.client.sendRaw([hello[sent]])
+                    sent += 1
+                }
+            }
+        },
+
+        ConformanceCase("hello.size-before-hello-ok", clause: "5.1-7", "before HELLO_OK a 1024-byte HELLO is served and a 1025-byte frame is FRAME_TOO_LARGE") { ctx throws(CaseStop) in
+            let exact = try ctx.connectStore()
+            let fields = RawFrame.helloBody()
+            guard let padding = RawFrame.padding(toLength: FrameLimits.floor - 16 - fields.count) else { throw .fail("internal: cannot pad HELLO") }
+            try exact.sendRaw(RawFrame.frame(.hello, correlation: 1, body: fields + padding), "a 1024-byte HELLO")
+            let (_, answer) = try exact.next(waitingFor: "HELLO_OK")
+            guard case .helloOK = answer else { throw .fail("a HELLO of exactly 1024 bytes was answered \(describe(answer))") }
+            let over = try ctx.connectStore()
+            // The header alone: the verdict must not wait for a body ([2-7]).
+            try over.sendRaw(RawFrame.header(type: MessageType.hello.rawValue, correlation: 1, length: UInt32(FrameLimits.floor - 15)), "a 1025-byte HELLO header")
+            let goaway = try Expect.goawayThenClose(over, .frameTooLarge, "a 1025-byte first frame")
+            try Expect.equal(goaway.lastCorrelation, 0, "last_correlation before HELLO_OK")
+            return "1024-byte HELLO → HELLO_OK; 1025-byte header → GOAWAY FRAME_TOO_LARGE last_correlation 0, closed"
         },
     ]
 }

@@ -4,10 +4,11 @@ import PushWire
 /// 9), sent over a live connection, with the outcome the vector documents:
 ///
 /// - fatal S: GOAWAY S, then close ([5.6-1]);
-/// - request_error S on a request type: ERROR S echoing the frame's correlation id, and
-///   the connection stays open (a PING still answers) ([5.6-2]); a HELLO is sent as the
-///   opening frame, so its ERROR is followed by the close of a failed handshake ([5.1-3]);
-/// - request_error on a reply or one-way type: no answer at all, and a PING still
+/// - request_error S (a request or an unknown type): ERROR S echoing the frame's
+///   correlation id, and the connection stays open (a PING still answers) ([5.6-2]); a
+///   HELLO is sent as the opening frame, so its ERROR is followed by the close of a
+///   failed handshake ([5.1-3]);
+/// - rejected S (a reply or one-way message): no answer at all, and a PING still
 ///   answers ([5.6-3]); a malformed GOAWAY still ends the connection;
 /// - incomplete: no answer and no close while the frame waits for its bytes ([2-12]).
 ///
@@ -39,6 +40,7 @@ enum VectorCases {
         switch vector.expectation {
         case .fatal(let status): "vector \(vector.name): fatal \(status.name)"
         case .requestError(let status): "vector \(vector.name): request error \(status.name)"
+        case .rejected(let status): "vector \(vector.name): rejected (\(status.name)), never answered"
         case .incomplete: "vector \(vector.name): incomplete"
         case .message: "vector \(vector.name)"
         }
@@ -71,7 +73,7 @@ enum VectorCases {
             let after = try session.expectClosed("ERROR refused the opening HELLO")
             try Expect.that(after.isEmpty, "after refusing HELLO the server still sent \(after.map(describe).joined(separator: ", "))")
             return "ERROR \(status.name) with its correlation id, then closed [5.1-3]"
-        case .requestError(let status) where type == nil || type?.isRequest == true:
+        case .requestError(let status):
             let session: WireSession
             if type == .push {
                 session = try ctx.gatewayProvider(maxFrame: vector.maxFrame)
@@ -81,13 +83,13 @@ enum VectorCases {
             try Expect.refusedRaw(session, vector.bytes, status, "vector \(vector.name)")
             try session.expectAlive("ERROR \(status.name)")
             return "ERROR \(status.name) echoing correlation \(RawFrame.correlation(of: vector.bytes) ?? 0); PING still answered (\(session.name))"
-        case .requestError where type == .goaway:
+        case .rejected where type == .goaway:
             let session = try ctx.storeDevice(maxFrame: vector.maxFrame)
             try session.sendRaw(vector.bytes, "the vector")
             let after = try session.expectClosed("a malformed GOAWAY")
             try Expect.that(!after.contains { if case .error = $0 { true } else { false } }, "a malformed GOAWAY was answered with ERROR [5.6-3]")
             return "no ERROR; the malformed GOAWAY ended the connection"
-        case .requestError:
+        case .rejected:
             let session = try ctx.storeDevice(maxFrame: vector.maxFrame)
             try session.sendRaw(vector.bytes, "the vector")
             try session.expectSilence(ms: ctx.quietMs, "a malformed \(type?.specName ?? "reply")")

@@ -111,8 +111,9 @@ public struct FetchToken: Equatable, Sendable {
 /// A device's long-lived registration with the gateway: its id, its user and its tags.
 public struct Registration: Equatable, Sendable {
     public static let fieldTable: [FieldTag] = [.user, .deviceID, .expiresAt, .tags, .issuedAt]
-    /// What fits in HELLO's credential field ([7.4-3]).
-    public static let maxSignedBytes = 1024
+    /// What leaves a HELLO carrying it within the 1024 bytes a server accepts before
+    /// HELLO_OK ([7.4-3], [5.1-7]).
+    public static let maxSignedBytes = 896
     public var deviceID: String
     public var user: String
     public var tags: [String]

@@ -8,15 +8,20 @@ public struct TestVector: Sendable, Equatable {
         case incomplete
         /// A framing fault found from the header: GOAWAY with this status, then close.
         case fatal(Status)
-        /// The frame is delimited but its type or body is refused: ERROR with this status.
+        /// A request, or a frame of unknown type, that is delimited but refused: the
+        /// receiver answers ERROR with this status ([9-6]).
         case requestError(Status)
+        /// A reply or one-way message that is delimited but refused: never answered; a
+        /// reply fails its request with this status, a MISSED is dropped, a GOAWAY still
+        /// ends the connection ([9-7], [5.6-3]).
+        case rejected(Status)
 
         public static func == (lhs: Expectation, rhs: Expectation) -> Bool {
             switch (lhs, rhs) {
             case let (.message(t1, c1, s1, f1), .message(t2, c2, s2, f2)):
                 t1 == t2 && c1 == c2 && s1 == s2 && f1.map(\.0) == f2.map(\.0) && f1.map(\.1) == f2.map(\.1)
             case (.incomplete, .incomplete): true
-            case let (.fatal(a), .fatal(b)), let (.requestError(a), .requestError(b)): a == b
+            case let (.fatal(a), .fatal(b)), let (.requestError(a), .requestError(b)), let (.rejected(a), .rejected(b)): a == b
             default: false
             }
         }
@@ -98,6 +103,8 @@ public struct TestVector: Sendable, Equatable {
             return .fatal(try status(words[1]))
         case "request_error" where words.count == 2:
             return .requestError(try status(words[1]))
+        case "rejected" where words.count == 2:
+            return .rejected(try status(words[1]))
         case "message" where words.count >= 2:
             guard let type = MessageType(specName: words[1]) else { throw fail("unknown type \(words[1])") }
             var correlation: UInt32 = 0
@@ -173,6 +180,7 @@ public enum DecodeOutcome: Equatable, Sendable {
     case incomplete
     case fatal(Status)
     case requestError(Status)
+    case rejected(Status)
 }
 
 extension TestVector {
@@ -187,6 +195,7 @@ extension TestVector {
                     do {
                         messages.append(try Message.decode(frame))
                     } catch {
+                        if let type = frame.header.type, !type.isRequest { return .rejected(error.status) }
                         return .requestError(error.status)
                     }
                 }

@@ -70,6 +70,12 @@ struct ConformanceCommand: ParsableCommand {
     @Option(help: ArgumentHelp("How long to wait for any one reply.", valueName: "ms"))
     var timeoutMs = 5_000
 
+    @Option(help: ArgumentHelp("The handshake deadline of the store (else the gateway), if configured away from the spec's 5000.", valueName: "ms"))
+    var handshakeDeadlineMs = 5_000
+
+    @Option(help: ArgumentHelp("The frame deadline of the gateway (else the store), if configured away from the spec's 10000.", valueName: "ms"))
+    var frameDeadlineMs = 10_000
+
     @Option(help: ArgumentHelp("Write a JSON report here.", valueName: "file"))
     var json: String?
 
@@ -86,6 +92,9 @@ struct ConformanceCommand: ParsableCommand {
         guard list || store != nil || gateway != nil else { throw ValidationError("give --store, --gateway or both") }
         guard (100...600_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 100 to 600000") }
         guard passwordFile == nil || user != nil else { throw ValidationError("--password-file needs --user") }
+        guard (100...600_000).contains(handshakeDeadlineMs), (100...600_000).contains(frameDeadlineMs) else {
+            throw ValidationError("--handshake-deadline-ms and --frame-deadline-ms must be 100 to 600000")
+        }
         if let user { try validateUserName(user) }
         var probe = ConformanceOptions()
         probe.vectorsDirectory = vectors
@@ -134,6 +143,8 @@ struct ConformanceCommand: ParsableCommand {
         options.slow = slow
         options.timeoutMs = Int32(timeoutMs)
         options.quietMs = Int32(min(300, timeoutMs))
+        options.handshakeDeadlineMs = Int64(handshakeDeadlineMs)
+        options.frameDeadlineMs = Int64(frameDeadlineMs)
         options.selection = cases
         return options
     }

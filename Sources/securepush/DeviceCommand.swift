@@ -36,15 +36,10 @@ struct DeviceCommand: ParsableCommand {
                                             expiresAt: now + UInt64(days) * 86_400_000)
             let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
             let credential = registration.signed(by: signer)
+            // The limit keeps the whole HELLO within the 1,024 bytes a server reads before
+            // HELLO_OK ([7.4-3], [5.1-7]).
             guard credential.count <= Registration.maxSignedBytes else {
-                throw CommandFailure("the registration is \(credential.count) bytes; at most \(Registration.maxSignedBytes) fit in HELLO: use fewer tags")
-            }
-            // A server reads at most 1,024 bytes before HELLO_OK, so the device's whole HELLO
-            // (with room for a client name of 32 bytes) must fit in that.
-            let hello = Message.hello(Hello(role: .device, credential: credential, name: String(repeating: "n", count: 32)))
-            let helloBytes = hello.encoded(correlation: 1).count
-            guard helloBytes <= ServiceLimits.maxFrameBeforeHello else {
-                throw CommandFailure("a HELLO carrying this registration would be \(helloBytes) bytes; a server reads at most \(ServiceLimits.maxFrameBeforeHello) before HELLO_OK: use fewer tags")
+                throw CommandFailure("the registration is \(credential.count) bytes; at most \(Registration.maxSignedBytes) fit in the HELLO a server reads before HELLO_OK: use fewer tags")
             }
             do {
                 try Deployment.writePrivate(out, credential.hexString + "\n")

@@ -23,24 +23,34 @@ final class OwnServices {
         try deployment.addUser(user, password: password)
         passwordFile = deployment.directory + "/conformance.pw"
         try Deployment.writePrivate(passwordFile, password + "\n")
-        // A short store keepalive lets the keepalive cases run in seconds; a queue of two
-        // makes MISSED observable at the gateway. Every case comes from 127.0.0.1 and many
-        // check BAD_TOKEN on purpose, more than the failed-token limit allows in 10 s.
+        // A short store keepalive and gateway frame deadline let those cases run in
+        // seconds (the frame deadline case talks to the gateway, the handshake deadline
+        // case to the store, whose defaults the suite assumes); a queue of two makes
+        // MISSED observable at the gateway. Every case comes from 127.0.0.1 and many check
+        // BAD_TOKEN on purpose, more than the failed-token limit allows in 10 s.
         store = try InProcessStore(deployment) {
             $0.limits.keepaliveMs = 2000
             $0.settings.badTokensPerAddress = 100_000
         }
-        gateway = try InProcessGateway(deployment) { $0.queueCapacity = 2 }
+        gateway = try InProcessGateway(deployment) {
+            $0.queueCapacity = 2
+            $0.limits.timeouts.frameMs = Self.frameDeadlineMs
+        }
     }
 
+    static let frameDeadlineMs: Int64 = 3_000
+
     var options: ConformanceOptions {
-        ConformanceOptions(store: HostPort(host: store.host, port: store.port), gateway: HostPort(host: gateway.host, port: gateway.port),
-                           keys: ConformanceKeys(deployment: deployment.deployment), user: user, password: Array(password.utf8))
+        var options = ConformanceOptions(store: HostPort(host: store.host, port: store.port), gateway: HostPort(host: gateway.host, port: gateway.port),
+                                         keys: ConformanceKeys(deployment: deployment.deployment), user: user, password: Array(password.utf8))
+        options.frameDeadlineMs = Self.frameDeadlineMs
+        return options
     }
 
     var cliArguments: [String] {
         ["conformance", "--store", "\(store.host):\(store.port)", "--gateway", "\(gateway.host):\(gateway.port)",
-         "--data-dir", deployment.directory, "--user", user, "--password-file", passwordFile]
+         "--data-dir", deployment.directory, "--user", user, "--password-file", passwordFile,
+         "--frame-deadline-ms", "\(Self.frameDeadlineMs)"]
     }
 }
 

@@ -39,24 +39,29 @@ struct GatewayHostilePeerTests {
 }
 
 extension GatewayHostilePeerTests {
-    @Test("device enroll refuses a registration whose HELLO would not fit in the 1,024 bytes read before HELLO_OK")
+    @Test("[7.4-3] device enroll takes the largest registration that fits, whose HELLO fits the 1,024 bytes read before HELLO_OK, and refuses a larger one")
     func enrollRefusesAnOversizedHello() throws {
         let deployment = try TemporaryDeployment(commandLine: true)
         let signer = CredentialSigner(serverKey: deployment.deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
-        // The most 64-byte tags whose registration itself still fits the credential field.
         let tags = { (count: Int) in (0..<count).map { String(repeating: Character(String(UnicodeScalar(UInt8(97 + $0 % 26)))), count: 64) } }
         let fitting = (1...20).last { count in
             Registration(deviceID: "phone", user: "alice", tags: tags(count), issuedAt: 0, expiresAt: 1).signed(by: signer).count
                 <= Registration.maxSignedBytes
         } ?? 1
         let path = deployment.directory + "/phone.cred"
-        let result = try SecurePushBinary.run(["device", "enroll", "--data-dir", deployment.directory, "--user", "alice",
-                                               "--device", "phone", "--out", path] + tags(fitting).flatMap { ["--tag", $0] })
-        #expect(result.status != 0)
-        #expect(result.stderr.contains("before HELLO_OK"), "\(result.stderr)")
-        let few = try SecurePushBinary.run(["device", "enroll", "--data-dir", deployment.directory, "--user", "alice",
-                                            "--device", "phone", "--out", path] + tags(8).flatMap { ["--tag", $0] })
-        #expect(few.status == 0, "\(few.stderr)")
+        let enroll = { (count: Int) in
+            try SecurePushBinary.run(["device", "enroll", "--data-dir", deployment.directory, "--user", "alice",
+                                      "--device", "phone", "--out", path] + tags(count).flatMap { ["--tag", $0] })
+        }
+        let tooMany = try enroll(fitting + 1)
+        #expect(tooMany.status != 0)
+        #expect(tooMany.stderr.contains("before HELLO_OK"), "\(tooMany.stderr)")
+        let largest = try enroll(fitting)
+        #expect(largest.status == 0, "\(largest.stderr)")
+        let text = try Deployment.readFile(path).filter { !$0.isWhitespace }
+        let credential = try #require([UInt8](hex: text))
+        let hello = Message.hello(Hello(role: .device, credential: credential, name: String(repeating: "n", count: 32)))
+        #expect(hello.encoded(correlation: 1).count <= ServiceLimits.maxFrameBeforeHello)
     }
 }
 

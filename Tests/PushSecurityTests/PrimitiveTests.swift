@@ -63,6 +63,14 @@ struct CredentialTests {
     var tokens: CredentialSigner { CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose) }
     var registrations: CredentialSigner { CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose) }
 
+    @Test("[7.4-3] [5.1-7] a HELLO with the longest registration and every field at its longest fits in 1024 bytes")
+    func longestHelloFits() {
+        let credential = [UInt8](repeating: 0xAB, count: Registration.maxSignedBytes)
+        let hello = Hello(role: .device, credential: credential, maxFrame: 65_536, keepaliveMs: 30_000, maxInflight: 64,
+                          name: String(repeating: "n", count: 64))
+        #expect(Message.hello(hello).encoded(correlation: 1).count <= FrameLimits.floor)
+    }
+
     @Test("[7.2-5] a fetch token opens with its user, device and expiry")
     func tokenRoundTrip() throws {
         let token = FetchToken(user: "alice", deviceID: "phone", issuedAt: 1_000, expiresAt: 2_000)

@@ -8,7 +8,7 @@ public func malformedVectorFailures(service: some ReachableService, hello: (Int)
     var failures: [String] = []
     let malformed = VectorFiles.all.filter {
         switch $0.expectation {
-        case .fatal, .requestError: true
+        case .fatal, .requestError, .rejected: true
         default: false
         }
     }
@@ -36,13 +36,15 @@ private func check(_ vector: TestVector, service: some ReachableService, hello: 
         let reply = try client.receive()
         guard case .goaway(let goaway) = reply.message, goaway.status == status else { return "expected GOAWAY \(status), got \(reply.message)" }
         return client.waitForClose() ? nil : "the connection stayed open"
-    case .requestError where type == .goaway:
+    case .rejected where type == .goaway:
         // [5.6-3] a malformed GOAWAY still ends the connection.
         return client.waitForClose() ? nil : "a malformed GOAWAY left the connection open"
-    case .requestError where type?.isRequest == false:
+    case .rejected:
         // [5.6-3] no ERROR about a reply or a one-way message.
         if let extra = try? client.receive(timeoutMs: 200) { return "answered a reply with \(extra.message)" }
         return try client.request(.ping) == .pong ? nil : "the connection stopped answering"
+    case .requestError where type?.isRequest == false:
+        return "request_error on a reply or one-way message [9-6]"
     case .requestError(let status):
         let reply = try client.receive()
         guard case .error(let error) = reply.message, error.status == status else { return "expected ERROR \(status), got \(reply.message)" }

@@ -34,6 +34,11 @@ struct VectorTests {
         case .requestError(let status):
             #expect(outcome == .requestError(status))
             #expect(!status.isFatal)
+            #expect(MessageType(rawValue: vector.bytes[2])?.isRequest != false, "\(vector.name): request_error on a reply or one-way message [9-6]")
+        case .rejected(let status):
+            #expect(outcome == .rejected(status))
+            #expect(!status.isFatal)
+            #expect(MessageType(rawValue: vector.bytes[2])?.isRequest == false, "\(vector.name): rejected on a request [9-7]")
         case .message(let type, let correlation, let status, let fields):
             guard case .messages(let messages) = outcome, messages.count == 1, let message = messages.first else {
                 Issue.record("\(vector.name): expected one \(type), got \(outcome)")

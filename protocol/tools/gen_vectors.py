@@ -112,6 +112,9 @@ MESSAGES = {
     0x23: ("MISSED", {"missed_count": R}),
 }
 TYPE = {name: code for code, (name, _) in MESSAGES.items()}
+# Requests are answered, with ERROR when refused; replies and one-way messages never are
+# (SPEC.md 4.1, 5.6-3), so a refused one is "rejected" rather than a "request_error".
+REQUESTS = {"HELLO", "PING", "LOGIN", "STORE", "FETCH", "SYNC", "ACK", "RECALL", "STATUS", "PUSH"}
 STORE_ID_TYPES = {"FETCH", "ACK", "RECALL", "STATUS", "STORE_OK", "FETCH_OK", "ACK_OK",
                   "RECALL_OK", "STATUS_OK"}
 STATUS = {
@@ -274,12 +277,13 @@ def decode(data, max_frame):
     if code not in MESSAGES:
         return ("request_error", "UNKNOWN_TYPE")
     type_name, table = MESSAGES[code]
+    refused = "request_error" if type_name in REQUESTS else "rejected"
     if status != 0 and type_name not in ("ERROR", "GOAWAY"):
-        return ("request_error", "BAD_REQUEST")
+        return (refused, "BAD_REQUEST")
     try:
         check_body(type_name, table, payload)
     except Reject:
-        return ("request_error", "BAD_REQUEST")
+        return (refused, "BAD_REQUEST")
     fields = [(field_name(tag), val) for tag, val in list_fields(payload)]
     return ("message", type_name, corr, STATUS_NAME[status], fields)
 
@@ -327,6 +331,33 @@ REGISTRATION = signed_credential(
     ("expires_at", REGISTRATION_EXPIRES_AT), (0x40, REGISTRATION_TAGS),
     (0x41, ISSUED_AT.to_bytes(8, "big")))
 PROVIDER_CREDENTIAL = provider_credential(PROVIDER_KEY, ISSUED_AT)
+
+# The longest registration an issuer may write (SPEC.md 7.4-3): tags of 64 bytes, and a
+# last shorter one, bring it to exactly 896 bytes.
+LONGEST_REGISTRATION_BYTES = 896
+
+
+def longest_registration():
+    def signed(tags):
+        return signed_credential(
+            REGISTRATION_KEY, ("user", "alice"), ("device_id", "phone-1"),
+            ("expires_at", REGISTRATION_EXPIRES_AT), (0x40, tags),
+            (0x41, ISSUED_AT.to_bytes(8, "big")))
+    names = []
+    while True:
+        names.append(b"tag-%02d-" % len(names) + b"x" * 57)
+        tags = b"\n".join(names)
+        short = LONGEST_REGISTRATION_BYTES - len(signed(tags))
+        if short <= 65:
+            break
+    last = b"last-" + b"y" * (short - 1 - 5)
+    credential = signed(tags + b"\n" + last)
+    assert len(credential) == LONGEST_REGISTRATION_BYTES, len(credential)
+    assert all(1 <= len(n) <= 64 for n in names + [last])
+    return credential
+
+
+LONGEST_REGISTRATION = longest_registration()
 
 
 def credentials_text():
@@ -392,9 +423,14 @@ def msg(name, clauses, type_, correlation, *fields, note=None, status="OK", max_
 
 
 def bad(name, clauses, type_, *fields, correlation=1, note=None):
-    """A well-delimited frame whose body must be refused with BAD_REQUEST."""
-    vector(name, clauses, frame(type_, correlation, body(*fields)),
-           ("request_error", "BAD_REQUEST"), note=note)
+    """A well-delimited frame whose body must be refused with BAD_REQUEST: answered with
+    ERROR if it is a request, never answered if it is a reply or one-way (SPEC.md 9-6, 9-7)."""
+    if type_ in REQUESTS:
+        expect = ("request_error", "BAD_REQUEST")
+    else:
+        expect = ("rejected", "BAD_REQUEST")
+        clauses += " 5.6-3"
+    vector(name, clauses, frame(type_, correlation, body(*fields)), expect, note=note)
 
 
 def header_only(name, clauses, data, expect, note=None, max_frame=None):
@@ -442,7 +478,7 @@ header_only("length_ffffffff", "2-7", frame("PING", 2, length=0xFFFFFFFF),
 msg("frame_exactly_max", "2-7 2-8 3.4-2", "PING", 3, (0x7E, bytes(range(256)) * 3 + bytes(237)),
     max_frame=1024,
     note="16 + 1008 = 1024 bytes, exactly the maximum: accepted (the field is unknown)")
-header_only("unknown_type_0x7f_with_body", "2-4",
+header_only("unknown_type_0x7f_with_body", "2-4 9-6",
             frame(0x7F, 11, bytes.fromhex("ff ff 00 01 02 03")), ("request_error", "UNKNOWN_TYPE"),
             note="skipped whole; the body is not parsed, so its garbage does not matter")
 header_only("unknown_type_0x00", "2-4", frame(0x00, 12), ("request_error", "UNKNOWN_TYPE"))
@@ -462,10 +498,13 @@ header_only("nonzero_status_in_ping", "2-10", frame("PING", 7, status="BAD_REQUE
 header_only("nonzero_status_in_fetch", "2-10",
             frame("FETCH", 8, body(("token", FETCH_TOKEN), ("id", ID1)), status="NOT_FOUND"),
             ("request_error", "BAD_REQUEST"))
-header_only("nonzero_status_in_reply", "2-10",
+header_only("nonzero_status_in_reply", "2-10 9-7",
             frame("ACK_OK", 8, body(("id", ID1)), status="GONE"),
-            ("request_error", "BAD_REQUEST"),
-            note="replies carry OK too; failures travel in ERROR")
+            ("rejected", "BAD_REQUEST"),
+            note="replies carry OK too; failures travel in ERROR. Never answered: the ACK fails")
+header_only("nonzero_status_in_missed", "2-10 5.6-3 9-7",
+            frame("MISSED", 0, body(("missed_count", 2)), status="BUSY"),
+            ("rejected", "BAD_REQUEST"), note="a one-way message with a status: discarded unanswered")
 
 # --- connection.vec ---------------------------------------------------------------------
 section("connection.vec", "HELLO, HELLO_OK, PING, PONG, GOAWAY, ERROR")
@@ -496,15 +535,38 @@ msg("hello_ok_keepalive_off", "5.2-5", "HELLO_OK", 1,
     ("max_frame", 1048576), ("keepalive_ms", 0), ("max_inflight", 1), ("version", 1))
 msg("ping_keepalive", "4.3-1 5.4-1", "PING", 900)
 msg("pong", "4.3-1", "PONG", 900)
-msg("goaway_shutting_down", "4.4-1 5.5-1", "GOAWAY", 0,
-    ("message", "restarting"), ("last_correlation", 41), status="SHUTTING_DOWN")
+msg("hello_longest_before_hello_ok", "5.1-7 7.4-3 2-8", "HELLO", 1,
+    ("role", 1), ("version_min", 1), ("version_max", 1), ("credential", LONGEST_REGISTRATION),
+    ("max_frame", 65536), ("keepalive_ms", 30000), ("max_inflight", 64), ("name", "n" * 64),
+    max_frame=1024,
+    note="every HELLO field at its longest with an 896-byte registration: 1008 bytes, "
+         "within the 1024 a server accepts before HELLO_OK")
+header_only("hello_over_1024_before_hello_ok", "5.1-7 2-8", frame("HELLO", 1, length=1009),
+            ("fatal", "FRAME_TOO_LARGE"), max_frame=1024,
+            note="a 1025-byte HELLO: refused from its header before HELLO_OK; no body follows")
+msg("goaway_shutting_down", "4.4-1 5.5-1 6-5", "GOAWAY", 0,
+    ("message", "restarting"), ("last_correlation", 41), status="SHUTTING_DOWN",
+    note="replies to requests 1 to 41 still follow; requests above 41 were not carried out")
 msg("goaway_timeout", "5.4-2 2-9", "GOAWAY", 0, ("last_correlation", 0), status="TIMEOUT")
-msg("goaway_hello_required", "5.1-2", "GOAWAY", 0, ("last_correlation", 0),
-    status="HELLO_REQUIRED")
+msg("goaway_timeout_handshake", "5.1-6 4.4-4", "GOAWAY", 0,
+    ("message", "HELLO was not completed within 5000 ms"), ("last_correlation", 0),
+    status="TIMEOUT", note="the handshake deadline passed: no HELLO was accepted, so 0")
+msg("goaway_timeout_frame_deadline", "5.4-5 4.4-5", "GOAWAY", 0,
+    ("message", "a frame was not completed within 10000 ms"), ("last_correlation", 17),
+    status="TIMEOUT", note="requests up to 17 were processed; the unfinished frame never counts")
+msg("goaway_hello_required", "5.1-2 4.4-4 5.1-5", "GOAWAY", 0, ("last_correlation", 0),
+    status="HELLO_REQUIRED",
+    note="the answer to any first frame but HELLO, even one of unknown type; it was not processed")
 msg("goaway_frame_too_large", "5.6-1", "GOAWAY", 0,
     ("message", "frame of 2016 bytes over the 1024-byte limit"), ("last_correlation", 12),
     status="FRAME_TOO_LARGE")
-msg("goaway_replaced", "5.5-3", "GOAWAY", 0, ("last_correlation", 7), status="REPLACED")
+msg("goaway_replaced", "5.5-3 4.4-5", "GOAWAY", 0, ("last_correlation", 7), status="REPLACED",
+    note="the older connection had processed requests up to 7")
+msg("goaway_slow_consumer", "5.5-4 4.4-5", "GOAWAY", 0, ("last_correlation", 2),
+    status="SLOW_CONSUMER", note="the gateway's own output (PUSH, MISSED) passed its cap")
+msg("goaway_status_ok", "6-4 6-6", "GOAWAY", 0, ("last_correlation", 3),
+    note="a well-formed frame that breaks 6-4: the connection ends, outstanding requests fail "
+         "with INTERNAL")
 msg("goaway_unsupported_version", "5.2-1", "GOAWAY", 0, ("last_correlation", 0),
     status="UNSUPPORTED_VERSION")
 msg("error_bad_request", "4.5-1 5.6-2", "ERROR", 9, ("message", "duplicate field id"),
@@ -515,6 +577,10 @@ msg("error_busy", "5.3-4", "ERROR", 100, status="BUSY")
 msg("error_unknown_type", "2-4 5.6-2", "ERROR", 11, status="UNKNOWN_TYPE",
     note="the answer to unknown_type_0x7f_with_body")
 msg("error_bad_credentials", "4.2-4 4.6-2", "ERROR", 1, status="BAD_CREDENTIALS")
+msg("error_status_ok", "6-4 6-6", "ERROR", 5, ("message", "nothing went wrong"),
+    note="a well-formed frame that breaks 6-4: request 5 fails with INTERNAL")
+msg("error_rate_limited_bad_tokens", "8-9", "ERROR", 30, status="RATE_LIMITED",
+    note="a FETCH from an address that got more than 20 BAD_TOKEN answers in 10 s")
 
 # --- store.vec --------------------------------------------------------------------------
 section("store.vec", "LOGIN, STORE, FETCH, SYNC, ACK, RECALL, STATUS and their replies")
@@ -574,11 +640,14 @@ msg("push_provider_own_id", "4.13-1", "PUSH", 23,
 msg("push_device_form", "4.14-1", "PUSH", 1,
     ("id", ID1), ("alert", 1), ("priority", 7), ("collapse_key", "inbox"),
     note="gateway to device: no target, no ttl_s")
-msg("push_device_form_minimal", "4.14-1 4.14-2", "PUSH", 2, ("id", ID2))
+msg("push_device_form_minimal", "4.14-1 4.14-2 4.13-6", "PUSH", 2, ("id", ID2),
+    note="no target: well-formed; a gateway would refuse it from a provider (4.13-2)")
 msg("push_ack", "4.13-4", "PUSH_ACK", 20, ("written", 2), ("queued", 1))
-msg("push_ack_no_match", "4.13-4", "PUSH_ACK", 22, ("written", 0), ("queued", 0))
+msg("push_ack_no_match", "4.13-4 4.13-7", "PUSH_ACK", 22, ("written", 0), ("queued", 0))
+msg("push_ack_window_full", "4.13-10 4.14-5", "PUSH_ACK", 24, ("written", 0), ("queued", 1),
+    note="one connected device whose delivery window is full: the push waits in its queue")
 msg("delivery_ack", "4.14-2", "DELIVERY_ACK", 1, ("id", ID1))
-msg("missed", "4.15-1 4.15-2 2-9", "MISSED", 0, ("missed_count", 3))
+msg("missed", "4.15-1 4.15-2 2-9 4.15-3", "MISSED", 0, ("missed_count", 3))
 
 # --- fields.vec -------------------------------------------------------------------------
 section("fields.vec", "field handling that must be accepted")
@@ -620,7 +689,8 @@ msg("push_ttl_zero", "4.13-5", "PUSH", 44,
     note="ttl_s 0 in PUSH: connected devices only")
 
 # --- malformed.vec ----------------------------------------------------------------------
-section("malformed.vec", "bodies that must be refused (ERROR, connection stays open)")
+section("malformed.vec", "bodies that must be refused: a request gets ERROR and the connection "
+        "stays open, a reply or one-way message gets no answer")
 
 vector("varint_five_bytes", "3.1-3", frame("FETCH", 50, b"\x15" + bytes.fromhex("8080808001") +
                                            ID1), ("request_error", "BAD_REQUEST"),
