@@ -6,37 +6,6 @@ import PushTestSupport
 import PushWire
 import Testing
 
-/// A raw client from a chosen 127.0.0.x source address that records what it receives.
-final class SourcedClient {
-    var connection: Connection?
-    var received: [(UInt32, Message)] = []
-    var closed = false
-
-    init(loop: EventLoop, port: Int, from source: String = "127.0.0.1") {
-        Connection.connect(loop: loop, host: "127.0.0.1", port: port, sourceAddress: source) { [self] result in
-            guard case .success(let connection) = result else { closed = true; return }
-            self.connection = connection
-            connection.callbacks.frame = { [unowned self] _, header, body in
-                if let message = try? Message.decode(header: header, body: body) { received.append((header.correlation, message)) }
-            }
-            connection.callbacks.close = { [unowned self] _, _ in closed = true }
-        }
-    }
-
-    func send(_ message: Message, correlation: UInt32) {
-        connection?.write(message.encoded(correlation: correlation))
-    }
-
-    var goawayStatus: Status? {
-        for (_, message) in received { if case .goaway(let goaway) = message { return goaway.status } }
-        return nil
-    }
-
-    func has(_ correlation: UInt32, _ match: (Message) -> Bool) -> Bool {
-        received.contains { $0.0 == correlation && match($0.1) }
-    }
-}
-
 /// ServiceHost's admission in-process: pending caps, admitted slots, the frame limit before
 /// HELLO_OK, and the refusals counted.
 @Suite("ServiceHost admission")
@@ -56,14 +25,14 @@ struct AdmissionTests {
         let service = HeldRequests(loop: loop, limits: Self.limits(perAddress: 2))
         try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
         let port = service.host.port ?? 0
-        let held = (0..<2).map { _ in SourcedClient(loop: loop, port: port, from: "127.0.0.2") }
+        let held = (0..<2).map { _ in RecordingClient(loop: loop, port: port, from: "127.0.0.2") }
         #expect(loop.run(until: { service.host.pendingHandshakeCount == 2 }))
-        let over = SourcedClient(loop: loop, port: port, from: "127.0.0.2")
+        let over = RecordingClient(loop: loop, port: port, from: "127.0.0.2")
         #expect(loop.run(until: { over.closed }))
         #expect(over.received.isEmpty, "refused with no reply")
         #expect(service.host.refusals(.pendingPerAddress) == 1)
         #expect(held.allSatisfy { !$0.closed })
-        let good = SourcedClient(loop: loop, port: port, from: "127.0.0.3")
+        let good = RecordingClient(loop: loop, port: port, from: "127.0.0.3")
         #expect(loop.run(until: { good.connection != nil }))
         good.send(.hello(Hello(role: .provider)), correlation: 1)
         #expect(loop.run(until: { good.has(1) { $0.type == .helloOK } }))
@@ -71,7 +40,7 @@ struct AdmissionTests {
         // A pending connection that goes away frees its address's slot.
         held[0].connection?.close()
         #expect(loop.run(until: { service.host.pendingHandshakeCount == 1 }))
-        let again = SourcedClient(loop: loop, port: port, from: "127.0.0.2")
+        let again = RecordingClient(loop: loop, port: port, from: "127.0.0.2")
         #expect(loop.run(until: { service.host.pendingHandshakeCount == 2 }))
         #expect(!again.closed)
     }
@@ -82,13 +51,13 @@ struct AdmissionTests {
         let service = HeldRequests(loop: loop, limits: Self.limits(pending: 3, perAddress: 3))
         try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
         let port = service.host.port ?? 0
-        let admitted = SourcedClient(loop: loop, port: port, from: "127.0.0.1")
+        let admitted = RecordingClient(loop: loop, port: port, from: "127.0.0.1")
         #expect(loop.run(until: { admitted.connection != nil }))
         admitted.send(.hello(Hello(role: .provider)), correlation: 1)
         #expect(loop.run(until: { admitted.has(1) { $0.type == .helloOK } }))
-        let hostile = (0..<3).map { _ in SourcedClient(loop: loop, port: port, from: "127.0.0.4") }
+        let hostile = (0..<3).map { _ in RecordingClient(loop: loop, port: port, from: "127.0.0.4") }
         #expect(loop.run(until: { service.host.pendingHandshakeCount == 3 }))
-        let refused = SourcedClient(loop: loop, port: port, from: "127.0.0.5")
+        let refused = RecordingClient(loop: loop, port: port, from: "127.0.0.5")
         #expect(loop.run(until: { refused.closed }))
         #expect(service.host.refusals(.pendingHandshakes) == 1)
         admitted.send(.store(StoreRequest(user: "u", payload: [1])), correlation: 2)
@@ -104,13 +73,13 @@ struct AdmissionTests {
         let service = HeldRequests(loop: loop, limits: Self.limits(pending: 8, perAddress: 8, connections: 1))
         try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
         let port = service.host.port ?? 0
-        let silent = (0..<4).map { _ in SourcedClient(loop: loop, port: port, from: "127.0.0.6") }
+        let silent = (0..<4).map { _ in RecordingClient(loop: loop, port: port, from: "127.0.0.6") }
         #expect(loop.run(until: { service.host.pendingHandshakeCount == 4 }))
-        let first = SourcedClient(loop: loop, port: port)
+        let first = RecordingClient(loop: loop, port: port)
         #expect(loop.run(until: { first.connection != nil }))
         first.send(.hello(Hello(role: .provider)), correlation: 1)
         #expect(loop.run(until: { first.has(1) { $0.type == .helloOK } }), "four silent connections must not make the server BUSY")
-        let second = SourcedClient(loop: loop, port: port)
+        let second = RecordingClient(loop: loop, port: port)
         #expect(loop.run(until: { second.connection != nil }))
         second.send(.hello(Hello(role: .provider)), correlation: 1)
         #expect(loop.run(until: { second.closed }))
@@ -126,7 +95,7 @@ struct AdmissionTests {
         let service = HeldRequests(loop: loop, limits: Self.limits())
         try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
         let port = service.host.port ?? 0
-        let big = SourcedClient(loop: loop, port: port)
+        let big = RecordingClient(loop: loop, port: port)
         #expect(loop.run(until: { big.connection != nil }))
         // Only the header of a 1,025-byte frame: refused on its length, the body never awaited.
         var header: [UInt8] = []
@@ -135,7 +104,7 @@ struct AdmissionTests {
         #expect(loop.run(until: { big.closed }))
         #expect(big.goawayStatus == .frameTooLarge)
 
-        let good = SourcedClient(loop: loop, port: port)
+        let good = RecordingClient(loop: loop, port: port)
         #expect(loop.run(until: { good.connection != nil }))
         good.send(.hello(Hello(role: .provider)), correlation: 1)
         #expect(loop.run(until: { good.has(1) { $0.type == .helloOK } }))
@@ -152,8 +121,8 @@ struct AdmissionTests {
         let service = HeldRequests(loop: loop, limits: limits)
         try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
         let port = service.host.port ?? 0
-        let silent = SourcedClient(loop: loop, port: port)
-        let slow = SourcedClient(loop: loop, port: port)
+        let silent = RecordingClient(loop: loop, port: port)
+        let slow = RecordingClient(loop: loop, port: port)
         #expect(loop.run(until: { slow.connection != nil }))
         slow.send(.hello(Hello(role: .provider)), correlation: 1)
         #expect(loop.run(until: { slow.has(1) { $0.type == .helloOK } }))

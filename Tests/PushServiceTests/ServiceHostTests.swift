@@ -33,14 +33,15 @@ final class HeldRequests: ServiceHandler {
     func closed(_ peer: ServicePeer<HeldRequests>, reason: CloseReason) { closedPeers += 1 }
 }
 
-/// A raw client connection that records every frame it receives.
+/// A raw client connection, from a chosen loopback source address, that records every
+/// frame it receives.
 final class RecordingClient {
     var connection: Connection?
     var received: [(UInt32, Message)] = []
     var closed = false
 
-    init(loop: EventLoop, port: Int) {
-        Connection.connect(loop: loop, host: "127.0.0.1", port: port) { [self] result in
+    init(loop: EventLoop, port: Int, from source: String = "127.0.0.1") {
+        Connection.connect(loop: loop, host: "127.0.0.1", port: port, sourceAddress: source) { [self] result in
             guard case .success(let connection) = result else { closed = true; return }
             self.connection = connection
             connection.callbacks.frame = { [unowned self] _, header, body in
@@ -52,6 +53,12 @@ final class RecordingClient {
 
     func send(_ message: Message, correlation: UInt32) {
         connection?.write(message.encoded(correlation: correlation))
+    }
+
+    /// The status of the first GOAWAY received, if any.
+    var goawayStatus: Status? {
+        for (_, message) in received { if case .goaway(let goaway) = message { return goaway.status } }
+        return nil
     }
 
     func has(_ correlation: UInt32, _ match: (Message) -> Bool) -> Bool {
