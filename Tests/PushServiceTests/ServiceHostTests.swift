@@ -76,12 +76,17 @@ struct ServiceHostTests {
         return limits
     }
 
+    /// A service listening on a free port of 127.0.0.1 and a client connecting to it.
+    static func started(_ limits: ServiceLimits = limits()) throws -> (EventLoop, HeldRequests, RecordingClient) {
+        let loop = try EventLoop()
+        let service = HeldRequests(loop: loop, limits: limits)
+        try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
+        return (loop, service, RecordingClient(loop: loop, port: service.host.port ?? 0))
+    }
+
     @Test("[5.1-1] [5.3-4] HELLO_OK, a served request answered on its correlation, BUSY past max_inflight")
     func serveAndBusy() throws {
-        let loop = try EventLoop()
-        let service = HeldRequests(loop: loop, limits: Self.limits())
-        try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
-        let client = RecordingClient(loop: loop, port: service.host.port ?? 0)
+        let (loop, service, client) = try Self.started(Self.limits())
         #expect(loop.run(until: { client.connection != nil }))
         client.send(.hello(Hello(role: .provider)), correlation: 1)
         let store = Message.store(StoreRequest(user: "u", payload: [1]))
@@ -99,10 +104,7 @@ struct ServiceHostTests {
 
     @Test("[5.5-1] a drain says GOAWAY SHUTTING_DOWN, still sends the owed reply, then closes and reports drained")
     func drain() throws {
-        let loop = try EventLoop()
-        let service = HeldRequests(loop: loop, limits: Self.limits())
-        try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
-        let client = RecordingClient(loop: loop, port: service.host.port ?? 0)
+        let (loop, service, client) = try Self.started(Self.limits())
         #expect(loop.run(until: { client.connection != nil }))
         client.send(.hello(Hello(role: .provider)), correlation: 1)
         client.send(.store(StoreRequest(user: "u", payload: [1])), correlation: 2)
@@ -118,10 +120,7 @@ struct ServiceHostTests {
 
     @Test("a peer that never completes HELLO is sent GOAWAY TIMEOUT at the handshake deadline and closed")
     func handshakeDeadline() throws {
-        let loop = try EventLoop()
-        let service = HeldRequests(loop: loop, limits: Self.limits(handshakeMs: 300))
-        try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
-        let client = RecordingClient(loop: loop, port: service.host.port ?? 0)
+        let (loop, service, client) = try Self.started(Self.limits(handshakeMs: 300))
         #expect(loop.run(until: { client.closed }))
         #expect(client.received.contains { if case .goaway(let goaway) = $0.1 { goaway.status == .timeout } else { false } })
         #expect(service.closedPeers == 0, "a peer never admitted is not the service's to close")
@@ -129,10 +128,7 @@ struct ServiceHostTests {
 
     @Test("[4.2-4] a refused credential is ERROR, then close")
     func refused() throws {
-        let loop = try EventLoop()
-        let service = HeldRequests(loop: loop, limits: Self.limits())
-        try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
-        let client = RecordingClient(loop: loop, port: service.host.port ?? 0)
+        let (loop, service, client) = try Self.started(Self.limits())
         #expect(loop.run(until: { client.connection != nil }))
         client.send(.hello(Hello(role: .device)), correlation: 1)
         #expect(loop.run(until: { client.closed }))
@@ -143,12 +139,9 @@ struct ServiceHostTests {
 extension ServiceHostTests {
     @Test("a frame that has started must finish within the frame deadline, however the bytes trickle")
     func frameDeadline() throws {
-        let loop = try EventLoop()
         var limits = Self.limits()
         limits.timeouts.frameMs = 300
-        let service = HeldRequests(loop: loop, limits: limits)
-        try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
-        let client = RecordingClient(loop: loop, port: service.host.port ?? 0)
+        let (loop, service, client) = try Self.started(limits)
         #expect(loop.run(until: { client.connection != nil }))
         client.send(.hello(Hello(role: .provider)), correlation: 1)
         #expect(loop.run(until: { client.has(1) { $0.type == .helloOK } }))
