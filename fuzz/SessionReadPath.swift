@@ -13,17 +13,6 @@ import PushWire
 // credential; bit 3: leave served requests unanswered), bytes 1...4 seed the split
 // points and the clock, the rest is the stream.
 
-struct SplitMix {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 let storeServed: Set<MessageType> = [.login, .store, .fetch, .sync, .ack, .recall, .status]
 let gatewayServed: Set<MessageType> = [.push]
 let openingHello = Message.hello(Hello(role: .device, maxFrame: 4096, keepaliveMs: 1_000, maxInflight: 4)).encoded(correlation: 1)

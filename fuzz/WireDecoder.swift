@@ -8,17 +8,6 @@ import PushWire
 // Input: byte 0 picks the maximum frame size, bytes 1...4 seed the split points, the
 // rest is the stream.
 
-struct SplitMix {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 enum Outcome: Equatable {
     case frame(FrameHeader, [UInt8])
     case failed(WireError)

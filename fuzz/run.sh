@@ -31,8 +31,8 @@ library() {
 echo "fuzz: building"
 library PushWire $(find ../Sources/PushWire -name '*.swift' | sort)
 library PushSession ../Sources/PushSession/*.swift
-quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushWire WireDecoder.swift -o "$out/fuzz-wire-decoder"
-quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushSession -lPushWire SessionReadPath.swift -o "$out/fuzz-session-read-path"
+quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushWire SplitMix.swift WireDecoder.swift -o "$out/fuzz-wire-decoder"
+quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushSession -lPushWire SplitMix.swift SessionReadPath.swift -o "$out/fuzz-session-read-path"
 python3 make_corpus.py "$out/seeds"
 
 status=0

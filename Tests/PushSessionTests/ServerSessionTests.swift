@@ -72,7 +72,6 @@ struct ServerSessionTests {
         }
         #expect(hello.role == .provider && correlation == 9)
         #expect(harness.session.phase == .admitting)
-        // [5.1-2] still nothing but HELLO while the credential is checked.
         let action = harness.session.admit("state")
         guard case .send(.helloOK(let accepted), 9) = action else { Issue.record("got \(action)"); return }
         #expect(accepted.maxInflight == 2)
