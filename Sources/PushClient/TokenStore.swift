@@ -27,7 +27,7 @@ public struct TokenStore: Sendable {
     public var path: String { directory + "/" + TokenStore.fileName }
 
     public func save(_ saved: Saved) throws {
-        mkdir(directory, 0o700)
+        try Deployment.makeDirectories(directory)
         try Deployment.writePrivate(path, "\(saved.token.hexString) \(saved.expiresAt)\n")
     }
 

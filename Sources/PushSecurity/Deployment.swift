@@ -21,6 +21,7 @@ public struct Deployment: Sendable {
         case malformedKey(String)
         case malformedConfig(String, line: Int)
         case tooOpen(String)
+        case cannotCreate(String, errno: Int32)
 
         public var description: String {
             switch self {
@@ -30,6 +31,7 @@ public struct Deployment: Sendable {
             case .malformedKey(let path): "\(path) is not a securepush key (64 hex digits)"
             case .malformedConfig(let path, let line): "\(path):\(line): expected `key = value`"
             case .tooOpen(let path): "\(path) is readable by others; run chmod 600 on it"
+            case .cannotCreate(let path, let code): "cannot create \(path): \(String(cString: strerror(code)))"
             }
         }
     }
@@ -55,7 +57,7 @@ public struct Deployment: Sendable {
 
     /// Creates `directory` with fresh keys and the default config. Refuses to overwrite.
     public static func create(at directory: String) throws -> Deployment {
-        mkdir(directory, 0o700)
+        try makeDirectories(directory)
         for name in [serverKeyFile, providerKeyFile] {
             let path = directory + "/" + name
             if access(path, F_OK) == 0 { throw Failure.exists(path) }
@@ -109,11 +111,27 @@ public struct Deployment: Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
+    /// Creates `path` and any missing parents (like `mkdir -p`); the directories it makes
+    /// are owner-only. An existing directory is fine; anything else in the way is an error.
+    public static func makeDirectories(_ path: String) throws {
+        var prefix = path.hasPrefix("/") ? "/" : ""
+        for component in path.split(separator: "/") {
+            prefix += component
+            if mkdir(prefix, 0o700) != 0 && errno != EEXIST {
+                throw Failure.cannotCreate(prefix, errno: errno)
+            }
+            prefix += "/"
+        }
+        var info = stat()
+        guard stat(path, &info) == 0 else { throw Failure.cannotCreate(path, errno: errno) }
+        guard info.st_mode & S_IFMT == S_IFDIR else { throw Failure.cannotCreate(path, errno: ENOTDIR) }
+    }
+
     /// Writes a file only its owner can read, replacing any earlier one atomically.
     public static func writePrivate(_ path: String, _ text: String) throws {
         let temporary = path + ".tmp"
         let fd = Glibc.open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw Failure.unreadable(temporary, errno: errno) }
+        guard fd >= 0 else { throw Failure.cannotCreate(temporary, errno: errno) }
         fchmod(fd, 0o600)
         let bytes = Array(text.utf8)
         let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }

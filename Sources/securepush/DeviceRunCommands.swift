@@ -33,8 +33,12 @@ extension DeviceCommand {
                 throw CommandFailure("\(credential) is not a registration credential")
             }
             let tokens = TokenStore(directory: state.directory)
-            mkdir(state.directory, 0o700)
-            try? Deployment.writePrivate(state.directory + "/device-id", claims.deviceID + "\n")
+            do {
+                try Deployment.makeDirectories(state.directory)
+                try Deployment.writePrivate(state.directory + "/device-id", claims.deviceID + "\n")
+            } catch {
+                throw CommandFailure("cannot use the state directory \(state.directory): \(error)")
+            }
             let loop = try EventLoop()
             let device = DeviceClient(loop: loop, gateway: try endpoint(gateway, caFile: caFile), store: try endpoint(store, caFile: caFile),
                                       registration: registration, deviceID: claims.deviceID, tokenStore: tokens)
