@@ -19,9 +19,13 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 
 binary="${SECUREPUSH_BINARY:-}"
 if [ -z "$binary" ]; then
-    echo "building: swift build -c release --product securepush (in $root)"
-    (cd "$root" && swift build -c release --product securepush)
-    binary="$(cd "$root" && swift build -c release --show-bin-path)/securepush"
+    # The Swift runtime is linked in, so the binary does not need the toolchain (which a
+    # unit's ProtectHome= would hide when it lives in a home directory); its own build
+    # directory keeps it from rebuilding `swift run -c release`'s and the other way round.
+    build=(swift build -c release --product securepush --static-swift-stdlib --scratch-path "$root/.build-install")
+    echo "building: ${build[*]}"
+    (cd "$root" && "${build[@]}")
+    binary="$(cd "$root" && "${build[@]}" --show-bin-path)/securepush"
 fi
 if [ ! -x "$binary" ]; then
     echo "install.sh: no executable at $binary" >&2
