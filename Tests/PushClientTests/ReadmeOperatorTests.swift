@@ -21,9 +21,6 @@ final class OperatorWalkthrough {
 
     init(commands: [String]) throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-readme-\(UUID().uuidString)").path
-        for directory in ["home", "work", "prefix", "jobs"] {
-            try FileManager.default.createDirectory(atPath: root + "/" + directory, withIntermediateDirectories: true)
-        }
         var ports: [String: Int] = [:]
         var lines = OperatorWalkthrough.prelude(root: root)
         var device: String?
@@ -64,7 +61,16 @@ final class OperatorWalkthrough {
         deviceOutput = device
         expectedText = text
         script = root + "/walkthrough.sh"
-        try (lines.joined(separator: "\n") + "\n").write(toFile: script, atomically: true, encoding: .utf8)
+        // Only now, so that a walk-through the test refuses leaves nothing behind.
+        do {
+            for directory in ["home", "work", "prefix", "jobs"] {
+                try FileManager.default.createDirectory(atPath: root + "/" + directory, withIntermediateDirectories: true)
+            }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: script, atomically: true, encoding: .utf8)
+        } catch {
+            try? FileManager.default.removeItem(atPath: root)
+            throw error
+        }
     }
 
     /// Strict bash; the README's background jobs stopped in reverse order with SIGTERM
