@@ -46,10 +46,19 @@ public struct GatewayConfiguration: Sendable {
     }
 
     /// The gateway of a deployment made by `securepush init`, with its keys and the
-    /// connection settings of its config file (`gateway.handshake_timeout_ms` and the like).
+    /// settings of its config file (`gateway.queue_capacity`, `gateway.handshake_timeout_ms`
+    /// and the other `gateway.` keys of `ConfigSchema`, ranges checked when the deployment
+    /// was opened). The address is the caller's: a command-line flag wins over `gateway.listen`.
     public init(deployment: Deployment, host: String, port: Int) {
         self.init(serverKey: deployment.serverKey, providerKey: deployment.providerKey, host: host, port: port)
-        limits.apply(configSection: "gateway", deployment.integer)
+        if let capacity = deployment.integer("queue_capacity", for: .gateway) { settings.queueCapacity = capacity }
+        if let window = deployment.integer("delivery_window", for: .gateway) { settings.deliveryWindow = window }
+        if let bytes = deployment.integer("max_output_bytes", for: .gateway) { maxOutputBytes = bytes }
+        if let connections = deployment.integer("max_connections", for: .gateway) { limits.maxConnections = connections }
+        if let keepalive = deployment.integer("keepalive_ms", for: .gateway), let ms = UInt32(exactly: keepalive) {
+            limits.keepaliveMs = ms
+        }
+        limits.apply(configSection: ConfigService.gateway.rawValue, deployment.integer)
     }
 
     /// Pushes queued per offline device ([4.13-5]).

@@ -12,48 +12,50 @@ public struct Deployment: Sendable {
     public let directory: String
     public let serverKey: SecretKey
     public let providerKey: SecretKey
+    /// The config file's keys and values, each checked against `ConfigSchema` at open.
     public let config: [String: String]
 
     public enum Failure: Error, CustomStringConvertible, Equatable {
         case exists(String)
+        /// A file that should be there is not.
         case missing(String)
+        /// The directory, or its server key, is missing: not made by `securepush init`.
+        /// The second value is the path found missing.
+        case notADeployment(String, missing: String)
         case unreadable(String, errno: Int32)
         case malformedKey(String)
         case malformedConfig(String, line: Int)
+        case unknownKey(String, line: Int, key: String, suggestion: String?)
+        case invalidValue(String, line: Int, key: String, value: String, expected: String)
+        case duplicateKey(String, line: Int, key: String, firstLine: Int)
         case tooOpen(String)
         case cannotCreate(String, errno: Int32)
 
         public var description: String {
             switch self {
             case .exists(let path): "\(path) already exists; refusing to overwrite keys"
-            case .missing(let path): "\(path) not found; create the deployment with `securepush init DIR`"
+            case .missing(let path): "\(path): no such file"
+            case .notADeployment(let directory, let missing) where missing == directory:
+                "\(directory): no such directory; create the deployment with `securepush init \(directory)`"
+            case .notADeployment(let directory, _):
+                "\(directory) is not a securepush deployment (no \(Deployment.serverKeyFile)); create one with `securepush init \(directory)`"
             case .unreadable(let path, let code): "cannot read \(path): \(String(cString: strerror(code)))"
             case .malformedKey(let path): "\(path) is not a securepush key (64 hex digits)"
             case .malformedConfig(let path, let line): "\(path):\(line): expected `key = value`"
+            case .unknownKey(let path, let line, let key, let suggestion):
+                "\(path):\(line): unknown key '\(key)'" + (suggestion.map { "; did you mean '\($0)'?" } ?? "")
+            case .invalidValue(let path, let line, let key, let value, let expected):
+                "\(path):\(line): \(key) = '\(value)': expected \(expected)"
+            case .duplicateKey(let path, let line, let key, let firstLine):
+                "\(path):\(line): \(key) is already set on line \(firstLine)"
             case .tooOpen(let path): "\(path) is readable by others; run chmod 600 on it"
             case .cannotCreate(let path, let code): "cannot create \(path): \(String(cString: strerror(code)))"
             }
         }
     }
 
-    public static let defaultConfig = """
-    # securepush deployment configuration: `key = value`; command-line flags win.
-    store.listen = 127.0.0.1:7070
-    gateway.listen = 127.0.0.1:7071
-    # largest payload a STORE may carry, in bytes
-    store.max_payload_bytes = 4096
-    # fetch token lifetime, in seconds
-    store.token_lifetime_s = 3600
-    # PBKDF2-HMAC-SHA256 iterations for new password hashes
-    password.iterations = 210000
-    # connection deadlines and pending-handshake caps, per service (store., gateway.) or
-    # for both (the bare key); the defaults:
-    # handshake_timeout_ms = 5000
-    # frame_timeout_ms = 10000
-    # max_pending_handshakes = 1024
-    # max_pending_per_address = 64
-
-    """
+    /// What `securepush init` writes: made from `ConfigSchema`, so it names every key.
+    public static var defaultConfig: String { ConfigSchema.defaultConfigText }
 
     /// Creates `directory` with fresh keys and the default config. Refuses to overwrite.
     public static func create(at directory: String) throws -> Deployment {
@@ -71,21 +73,49 @@ public struct Deployment: Sendable {
         return try open(directory)
     }
 
+    /// Opens a deployment made by `securepush init`, refusing a config file with unknown
+    /// keys, bad values or a key set twice (each error names the file and line).
     public static func open(_ directory: String) throws -> Deployment {
-        let server = try readKey(directory + "/" + serverKeyFile)
+        let serverKeyPath = directory + "/" + serverKeyFile
+        for path in [directory, serverKeyPath] where access(path, F_OK) != 0 && errno == ENOENT {
+            throw Failure.notADeployment(directory, missing: path)
+        }
+        let server = try readKey(serverKeyPath)
         let provider = try readKey(directory + "/" + providerKeyFile)
         let configPath = directory + "/" + configFile
         var config: [String: String] = [:]
         if access(configPath, F_OK) == 0 {
-            for (index, line) in try readFile(configPath).split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
-                let text = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
-                guard text.contains(where: { !$0.isWhitespace }) else { continue }
-                let parts = text.split(separator: "=", maxSplits: 1).map { $0.trimmingCharacters() }
-                guard parts.count == 2, !parts[0].isEmpty else { throw Failure.malformedConfig(configPath, line: index + 1) }
-                config[parts[0]] = parts[1]
-            }
+            config = try parseConfig(try readFile(configPath), path: configPath)
         }
         return Deployment(directory: directory, serverKey: server, providerKey: provider, config: config)
+    }
+
+    /// The `key = value` lines of a config file, each checked against `ConfigSchema`;
+    /// `#` starts a comment. `path` is for the errors, which name it and the line.
+    public static func parseConfig(_ text: String, path: String) throws -> [String: String] {
+        var config: [String: String] = [:]
+        var lineOfKey: [String: Int] = [:]
+        for (index, line) in text.split(separator: "\n", omittingEmptySubsequences: false).enumerated() {
+            let number = index + 1
+            let content = line.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).first ?? ""
+            guard content.contains(where: { !$0.isWhitespace }) else { continue }
+            guard let equals = content.firstIndex(of: "=") else { throw Failure.malformedConfig(path, line: number) }
+            let key = content[..<equals].trimmingCharacters()
+            let value = content[content.index(after: equals)...].trimmingCharacters()
+            guard !key.isEmpty else { throw Failure.malformedConfig(path, line: number) }
+            switch ConfigSchema.problem(name: key, value: value) {
+            case .unknownKey(let suggestion)?:
+                throw Failure.unknownKey(path, line: number, key: key, suggestion: suggestion)
+            case .invalidValue(let expected)?:
+                throw Failure.invalidValue(path, line: number, key: key, value: value, expected: expected)
+            case nil:
+                break
+            }
+            if let first = lineOfKey[key] { throw Failure.duplicateKey(path, line: number, key: key, firstLine: first) }
+            lineOfKey[key] = number
+            config[key] = value
+        }
+        return config
     }
 
     public static func readKey(_ path: String) throws -> SecretKey {
@@ -143,7 +173,21 @@ public struct Deployment: Sendable {
         }
     }
 
+    /// The value of a key exactly as named, as an integer; nil when the file does not set it.
     public func integer(_ key: String) -> Int? { config[key].flatMap { Int($0) } }
+
+    /// The value a key has for `service`: `SERVICE.key` when the file sets it, else the
+    /// bare `key` (which only the keys `ConfigSchema` marks shared may be), else nil. So
+    /// `value("listen", for: .store)` reads `store.listen`, and `value("log_level", for:
+    /// .gateway)` reads `gateway.log_level`, then `log_level`.
+    public func value(_ key: String, for service: ConfigService) -> String? {
+        config[service.rawValue + "." + key] ?? config[key]
+    }
+
+    /// `value(_:for:)` as an integer (its range was checked at open).
+    public func integer(_ key: String, for service: ConfigService) -> Int? {
+        value(key, for: service).flatMap { Int($0) }
+    }
 }
 
 extension Substring {

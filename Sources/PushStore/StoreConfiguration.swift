@@ -41,16 +41,22 @@ public struct StoreConfiguration: Sendable {
     }
 
     /// The store of a deployment made by `securepush init`: its database file, its keys,
-    /// and the store settings of its config file.
+    /// and the store settings of its config file (`store.max_payload_bytes` and the other
+    /// `store.` keys of `ConfigSchema`, ranges checked when the deployment was opened).
+    /// The address is the caller's: a command-line flag wins over `store.listen`.
     public init(deployment: Deployment, host: String, port: Int) {
         self.init(databasePath: StoreFiles.databasePath(deployment.directory), serverKey: deployment.serverKey,
                   providerKey: deployment.providerKey, host: host, port: port)
-        if let maxPayload = deployment.integer("store.max_payload_bytes") { settings.maxPayloadBytes = maxPayload }
-        if let lifetime = deployment.integer("store.token_lifetime_s"), lifetime > 0 {
+        if let maxPayload = deployment.integer("max_payload_bytes", for: .store) { settings.maxPayloadBytes = maxPayload }
+        if let lifetime = deployment.integer("token_lifetime_s", for: .store), lifetime > 0 {
             settings.tokenLifetimeMs = UInt64(lifetime) * 1000
         }
-        if let badTokens = deployment.integer("store.bad_tokens_per_address") { settings.badTokensPerAddress = badTokens }
-        limits.apply(configSection: "store", deployment.integer)
+        if let badTokens = deployment.integer("bad_tokens_per_address", for: .store) { settings.badTokensPerAddress = badTokens }
+        if let connections = deployment.integer("max_connections", for: .store) { limits.maxConnections = connections }
+        if let keepalive = deployment.integer("keepalive_ms", for: .store), let ms = UInt32(exactly: keepalive) {
+            limits.keepaliveMs = ms
+        }
+        limits.apply(configSection: ConfigService.store.rawValue, deployment.integer)
     }
 
     /// Room a STORE frame needs beside its payload: the user, TTL and other fields.

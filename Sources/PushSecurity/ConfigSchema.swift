@@ -1,0 +1,166 @@
+import PushWire
+
+/// A service that reads the deployment's config file.
+public enum ConfigService: String, CaseIterable, Sendable {
+    case store, gateway
+}
+
+/// One key the deployment's config file (`DIR/securepush.conf`) accepts.
+public struct ConfigKey: Sendable {
+    /// What a value must look like.
+    public enum Kind: Sendable, Equatable {
+        /// `HOST:PORT`, an IPv6 host in brackets; port 0 picks a free port.
+        case address
+        case integer(ClosedRange<Int>)
+        case choice([String])
+    }
+
+    /// The name as written; for a shared key, the bare name (`handshake_timeout_ms`).
+    public let name: String
+    public let kind: Kind
+    /// The value in effect when the key is absent, as it would be written; nil when the
+    /// absence turns the feature off.
+    public let defaultValue: String?
+    /// What to show in the default config for a key with no default.
+    public let example: String?
+    /// A unit or note shown after the range (`ms`, `bytes`).
+    public let unit: String?
+    /// One line: what the key sets.
+    public let summary: String
+    /// The services whose help lists it.
+    public let services: [ConfigService]
+    /// Also accepted as `SERVICE.name` for each of `services`; the bare key sets them all
+    /// and a prefixed one wins for its service.
+    public let shared: Bool
+    /// The command-line flag that wins over the key, if there is one.
+    public let flag: String?
+    /// Written as an active line (not a comment) in the default config of `securepush init`.
+    public let inTemplate: Bool
+
+    init(_ name: String, _ kind: Kind, default defaultValue: String?, example: String? = nil, unit: String? = nil,
+         _ summary: String, services: [ConfigService], shared: Bool = false, flag: String? = nil, inTemplate: Bool = false) {
+        self.name = name
+        self.kind = kind
+        self.defaultValue = defaultValue
+        self.example = example
+        self.unit = unit
+        self.summary = summary
+        self.services = services
+        self.shared = shared
+        self.flag = flag
+        self.inTemplate = inTemplate
+    }
+
+    /// Every name the file accepts for this key.
+    public var acceptedNames: [String] {
+        shared ? [name] + services.map { $0.rawValue + "." + name } : [name]
+    }
+
+    /// How the key is named in `service`'s help and docs: `[store.]handshake_timeout_ms`
+    /// for a shared key.
+    public func displayName(for service: ConfigService? = nil) -> String {
+        guard shared else { return name }
+        if let service { return "[\(service.rawValue).]\(name)" }
+        return "[store.|gateway.]\(name)"
+    }
+
+    /// The accepted values in words: `1 to 3600000 ms`, `text or json`, `HOST:PORT`.
+    public var valueText: String {
+        switch kind {
+        case .address: return "HOST:PORT"
+        case .integer(let range):
+            return "\(range.lowerBound) to \(range.upperBound)" + (unit.map { " " + $0 } ?? "")
+        case .choice(let choices): return ConfigSchema.list(choices, conjunction: "or")
+        }
+    }
+}
+
+/// Every key the deployment's config file accepts: the one table that validation, the
+/// default config of `securepush init`, `--help` and the README are made from.
+public enum ConfigSchema {
+    static let logLevels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+    static let both: [ConfigService] = [.store, .gateway]
+    /// Room a STORE frame needs beside its payload (the store raises its frame limit by it).
+    static let largestPayload = FrameLimits.ceiling - 1024
+
+    public static let keys: [ConfigKey] = [
+        ConfigKey("store.listen", .address, default: "127.0.0.1:7070",
+                  "Address the store listens on.", services: [.store], flag: "--listen", inTemplate: true),
+        ConfigKey("gateway.listen", .address, default: "127.0.0.1:7071",
+                  "Address the gateway listens on.", services: [.gateway], flag: "--listen", inTemplate: true),
+        ConfigKey("store.metrics", .address, default: nil, example: "127.0.0.1:9101",
+                  "Serve /metrics, /healthz and /readyz over HTTP at this address.", services: [.store], flag: "--metrics"),
+        ConfigKey("gateway.metrics", .address, default: nil, example: "127.0.0.1:9100",
+                  "Serve /metrics, /healthz and /readyz over HTTP at this address.", services: [.gateway], flag: "--metrics"),
+        ConfigKey("log_level", .choice(logLevels), default: "info",
+                  "Least severe log line written to stderr.", services: both, shared: true, flag: "--log-level"),
+        ConfigKey("log_format", .choice(["text", "json"]), default: "text",
+                  "Log lines as text, or as one JSON object each for log shippers.", services: both, shared: true,
+                  flag: "--log-format"),
+        ConfigKey("store.max_payload_bytes", .integer(1...largestPayload), default: "4096", unit: "bytes",
+                  "Largest payload a STORE may carry.", services: [.store], flag: "--max-payload", inTemplate: true),
+        ConfigKey("store.token_lifetime_s", .integer(1...31_536_000), default: "3600", unit: "s",
+                  "Lifetime of a fetch token from LOGIN.", services: [.store], flag: "--token-lifetime", inTemplate: true),
+        ConfigKey("store.bad_tokens_per_address", .integer(1...1_000_000), default: "20",
+                  "BAD_TOKEN answers one client address may get in 10 s before its requests are RATE_LIMITED.",
+                  services: [.store]),
+        ConfigKey("password.iterations", .integer(1_000...100_000_000), default: "\(PasswordHash.defaultIterations)",
+                  "PBKDF2-HMAC-SHA256 iterations for new password hashes (`securepush user add`).",
+                  services: [.store], inTemplate: true),
+        ConfigKey("store.max_connections", .integer(1...1_000_000), default: "10000",
+                  "Most admitted peers (past HELLO_OK) at once; one more HELLO gets ERROR BUSY.",
+                  services: [.store], flag: "--max-connections"),
+        ConfigKey("gateway.max_connections", .integer(1...1_000_000), default: "20000",
+                  "Most admitted peers (past HELLO_OK) at once; one more HELLO gets ERROR BUSY.",
+                  services: [.gateway], flag: "--max-connections"),
+        ConfigKey("store.keepalive_ms", .integer(0...86_400_000), default: "30000", unit: "ms",
+                  "Keepalive offered in HELLO_OK (0 turns it off); a silent peer is closed after 1.5 times it.",
+                  services: [.store], flag: "--keepalive-ms"),
+        ConfigKey("gateway.keepalive_ms", .integer(0...86_400_000), default: "30000", unit: "ms",
+                  "Keepalive offered in HELLO_OK (0 turns it off); a silent peer is closed after 1.5 times it.",
+                  services: [.gateway], flag: "--keepalive-ms"),
+        ConfigKey("gateway.queue_capacity", .integer(1...1_000_000), default: "100",
+                  "Pushes queued per offline device; the oldest goes when it is full.",
+                  services: [.gateway], flag: "--queue-capacity"),
+        ConfigKey("gateway.max_output_bytes", .integer(1_024...1_073_741_824), default: "65536", unit: "bytes",
+                  "Output a device may leave unread before it is cut off.",
+                  services: [.gateway], flag: "--max-output-bytes"),
+        ConfigKey("gateway.delivery_window", .integer(1...65_536), default: "64",
+                  "Pushes written to a device and not yet acknowledged, at most; the rest wait in its queue.",
+                  services: [.gateway], flag: "--delivery-window"),
+        ConfigKey("handshake_timeout_ms", .integer(1...3_600_000), default: "5000", unit: "ms",
+                  "From accept to HELLO_OK; a slower peer gets GOAWAY TIMEOUT.", services: both, shared: true,
+                  flag: "--handshake-timeout-ms"),
+        ConfigKey("frame_timeout_ms", .integer(1...3_600_000), default: "10000", unit: "ms",
+                  "From a frame's first byte to its last; a slower one gets GOAWAY TIMEOUT.", services: both, shared: true,
+                  flag: "--frame-timeout-ms"),
+        ConfigKey("max_pending_handshakes", .integer(1...1_000_000), default: "1024",
+                  "Connections waiting for HELLO_OK at once; one more is closed unanswered.", services: both, shared: true,
+                  flag: "--max-pending-handshakes"),
+        ConfigKey("max_pending_per_address", .integer(1...1_000_000), default: "64",
+                  "Connections from one source address waiting for HELLO_OK at once.", services: both, shared: true,
+                  flag: "--max-pending-per-address"),
+    ]
+
+    /// The key a name in the file stands for, and the service its prefix names (nil for a
+    /// bare shared key or a key of its own).
+    public static func key(named name: String) -> (key: ConfigKey, service: ConfigService?)? {
+        for key in keys {
+            if key.name == name { return (key, nil) }
+            if key.shared {
+                for service in key.services where name == service.rawValue + "." + key.name { return (key, service) }
+            }
+        }
+        return nil
+    }
+
+    /// The keys `service` reads, in table order.
+    public static func keys(for service: ConfigService) -> [ConfigKey] {
+        keys.filter { $0.services.contains(service) }
+    }
+
+    static func list(_ items: [String], conjunction: String) -> String {
+        guard items.count > 1, let last = items.last else { return items.first ?? "" }
+        return items.dropLast().joined(separator: ", ") + " \(conjunction) " + last
+    }
+}

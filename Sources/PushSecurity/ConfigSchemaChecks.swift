@@ -1,0 +1,91 @@
+/// What is wrong with one `key = value` line of the config file.
+public enum ConfigProblem: Equatable, Sendable {
+    /// No such key; `suggestion` is a close name the file does accept.
+    case unknownKey(suggestion: String?)
+    /// The value does not fit the key: `expected` says what would.
+    case invalidValue(expected: String)
+}
+
+extension ConfigSchema {
+    /// Why `name = value` cannot be used, or nil when it can.
+    public static func problem(name: String, value: String) -> ConfigProblem? {
+        guard let (key, _) = key(named: name) else { return .unknownKey(suggestion: suggestion(for: name)) }
+        return valueProblem(key.kind, value).map { .invalidValue(expected: $0) }
+    }
+
+    /// Why `value` does not fit `kind`, in words naming what would, or nil.
+    static func valueProblem(_ kind: ConfigKey.Kind, _ value: String) -> String? {
+        switch kind {
+        case .address:
+            return addressProblem(value).map { "HOST:PORT (\($0))" }
+        case .integer(let range):
+            guard let number = Int(value), range.contains(number) else {
+                return "an integer from \(range.lowerBound) to \(range.upperBound)"
+            }
+            return nil
+        case .choice(let choices):
+            return choices.contains(value) ? nil : list(choices, conjunction: "or")
+        }
+    }
+
+    /// Checks `HOST:PORT` by its syntax alone (no lookup, so a name that does not resolve
+    /// here still passes): a non-empty host, an IPv6 host in brackets, a port 0 to 65535.
+    public static func addressProblem(_ text: String) -> String? {
+        let host: Substring
+        let port: Substring
+        if text.hasPrefix("[") {
+            guard let close = text.firstIndex(of: "]") else { return "no ] after the IPv6 address" }
+            host = text[text.index(after: text.startIndex)..<close]
+            let rest = text[text.index(after: close)...]
+            guard rest.hasPrefix(":") else { return "no :PORT after the ]" }
+            port = rest.dropFirst()
+            guard host.contains(":"), host.allSatisfy({ $0.isHexDigit || $0 == ":" || $0 == "." || $0 == "%" || $0.isLetter || $0.isNumber })
+            else { return "'\(host)' in brackets is not an IPv6 address" }
+        } else {
+            guard let colon = text.lastIndex(of: ":") else { return "no :PORT" }
+            host = text[..<colon]
+            port = text[text.index(after: colon)...]
+            if host.contains(":") { return "an IPv6 address goes in brackets, as in [::1]:7070" }
+            guard host.allSatisfy({ ($0.isASCII && ($0.isLetter || $0.isNumber)) || $0 == "." || $0 == "-" || $0 == "_" }) else {
+                return "'\(host)' is not a host name or address"
+            }
+        }
+        guard !host.isEmpty else { return "the host is empty" }
+        guard !port.isEmpty, port.count <= 5, port.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int(port), number <= 65_535 else {
+            return "the port must be 0 to 65535"
+        }
+        return nil
+    }
+
+    /// The accepted name closest to a misspelt one, if any is close: the same name in
+    /// other case, the same key under another prefix (`gateway.max_payload_bytes`), one
+    /// name a prefix of the other (`store.max_payload`), or a small edit distance.
+    static func suggestion(for name: String) -> String? {
+        let names = keys.flatMap(\.acceptedNames)
+        let lowered = name.lowercased()
+        if let exact = names.first(where: { $0.lowercased() == lowered }) { return exact }
+        func unprefixed(_ name: String) -> Substring { name.split(separator: ".", maxSplits: 1).last ?? Substring(name) }
+        if let moved = names.first(where: { unprefixed($0) == unprefixed(lowered) }) { return moved }
+        if lowered.count >= 6, let longer = names.first(where: { $0.hasPrefix(lowered) || lowered.hasPrefix($0) }) { return longer }
+        let scored = names.map { (name: $0, distance: editDistance(lowered, $0)) }
+        guard let best = scored.min(by: { $0.distance < $1.distance }) else { return nil }
+        return best.distance <= max(2, name.count / 3) ? best.name : nil
+    }
+
+    /// Levenshtein distance over characters.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var previous = Array(0...b.count)
+        var current = [Int](repeating: 0, count: b.count + 1)
+        for i in 1...a.count {
+            current[0] = i
+            for j in 1...b.count {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            swap(&previous, &current)
+        }
+        return previous[b.count]
+    }
+}

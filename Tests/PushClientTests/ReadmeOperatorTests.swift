@@ -1,0 +1,208 @@
+import Foundation
+import Testing
+import PushProcess
+import PushTestSupport
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// README.md's operator walk-through ("Running it for real") as one bash script, run as
+/// written but for what a test must not touch: the deployment directory, HOME and the
+/// install prefix are temporary, the fixed ports are free ones, and the install script
+/// installs the binary under test instead of building a release one.
+final class OperatorWalkthrough {
+    let root: String
+    let script: String
+    /// The file the `device run` command's stdout goes to.
+    let deviceOutput: String
+    /// What `send --text` pushes.
+    let expectedText: String
+    private(set) var shell: ChildProcess?
+
+    init(commands: [String]) throws {
+        root = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-readme-\(UUID().uuidString)").path
+        var ports: [String: Int] = [:]
+        var lines = OperatorWalkthrough.prelude(root: root)
+        var device: String?
+        var text: String?
+        for (index, written) in commands.enumerated() {
+            var command = Readme.withoutComment(written).replacingOccurrences(of: "/srv/push", with: root + "/srv/push")
+            for match in command.matches(of: /127\.0\.0\.1:(\d+)/) {
+                let port = String(match.output.1)
+                if ports[port] == nil { ports[port] = try readmeFreePort() }
+                command = command.replacingOccurrences(of: "127.0.0.1:\(port)", with: "127.0.0.1:\(ports[port] ?? 0)")
+            }
+            if command == "scripts/install.sh" {
+                command = "SECUREPUSH_BINARY=\(quoted(SecurePushBinary.path)) \(quoted(Readme.repositoryRoot + "/scripts/install.sh")) \(quoted(root + "/prefix"))"
+            } else {
+                let program = command.hasPrefix("printf ") ? command.split(separator: "|", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" : command
+                guard program.hasPrefix("securepush ") else {
+                    throw ReadmeFailure("the walk-through runs `\(written)`: only securepush commands (with a printf for a password) and scripts/install.sh are run here")
+                }
+            }
+            if let match = command.firstMatch(of: /--text "([^"]*)"/) { text = String(match.output.1) }
+            lines.append("echo \(quoted("+ " + written)) >&2")
+            if command.hasSuffix("&"), !command.hasSuffix("&&") {
+                let job = root + "/jobs/\(index)"
+                lines.append("\(command.dropLast()) > \(quoted(job + ".out")) 2> \(quoted(job + ".err")) &")
+                lines.append("pids+=($!); echo $! > \(quoted(job + ".pid"))")
+                if command.contains("securepush store ") || command.contains("securepush gateway ") {
+                    lines.append("ready \(quoted(job)) $!")
+                }
+                if command.contains("securepush device run ") { device = job + ".out" }
+            } else {
+                lines.append(command)
+            }
+        }
+        lines.append("wait")
+        guard let device, let text else {
+            throw ReadmeFailure("the walk-through has no `securepush device run ... &` or no `send --text \"...\"`")
+        }
+        deviceOutput = device
+        expectedText = text
+        script = root + "/walkthrough.sh"
+        // Only now, so that a walk-through the test refuses leaves nothing behind.
+        do {
+            for directory in ["home", "work", "prefix", "jobs"] {
+                try FileManager.default.createDirectory(atPath: root + "/" + directory, withIntermediateDirectories: true)
+            }
+            try (lines.joined(separator: "\n") + "\n").write(toFile: script, atomically: true, encoding: .utf8)
+        } catch {
+            try? FileManager.default.removeItem(atPath: root)
+            throw error
+        }
+    }
+
+    /// Strict bash; the README's background jobs stopped in reverse order with SIGTERM
+    /// when the script ends or is told to, each exit status written to `exits`.
+    private static func prelude(root: String) -> [String] {
+        [
+            "set -euo pipefail",
+            "export HOME=\(quoted(root + "/home")) PATH=\(quoted(root + "/prefix/bin")):\"$PATH\"",
+            "cd \(quoted(root + "/work"))",
+            "pids=()",
+            "stop_jobs() {",
+            "  local index status",
+            "  for ((index=${#pids[@]}-1; index>=0; index--)); do",
+            "    kill -TERM \"${pids[index]}\" 2>/dev/null || true",
+            "    status=0; wait \"${pids[index]}\" || status=$?",
+            "    echo \"job $index exited $status\" >> \(quoted(root + "/exits"))",
+            "  done",
+            "}",
+            "trap stop_jobs EXIT",
+            "trap 'exit 0' TERM",
+            "ready() {  # JOB PID: a service is ready once it prints `listening on`, as the README says",
+            "  local tries=0",
+            "  until grep -qs '^listening on ' \"$1.out\"; do",
+            "    kill -0 \"$2\" 2>/dev/null || { echo \"it exited before listening: $(cat \"$1.err\")\" >&2; return 1; }",
+            "    tries=$((tries + 1)); [ \"$tries\" -lt 600 ] || { echo 'not listening after 60 s' >&2; return 1; }",
+            "    sleep 0.1",
+            "  done",
+            "}",
+        ]
+    }
+
+    /// Runs the script in a session of its own, so every process it starts can be found.
+    func start() throws {
+        shell = try ChildProcess(executable: "/usr/bin/setsid", arguments: ["bash", script], name: "README walk-through")
+    }
+
+    var deviceText: String { (try? String(contentsOfFile: deviceOutput, encoding: .utf8)) ?? "" }
+
+    /// The script's trace and errors, and each background job's stderr.
+    var diagnostics: String {
+        var parts = ["script stderr:\n" + (shell?.standardError ?? "")]
+        let jobs = (try? FileManager.default.contentsOfDirectory(atPath: root + "/jobs")) ?? []
+        for name in jobs.sorted() where name.hasSuffix(".err") {
+            parts.append("\(name):\n" + ((try? String(contentsOfFile: root + "/jobs/" + name, encoding: .utf8)) ?? ""))
+        }
+        return parts.joined(separator: "\n")
+    }
+
+    /// Whether a background job has exited (before the script was told to stop them).
+    var aJobExited: Bool {
+        let jobs = (try? FileManager.default.contentsOfDirectory(atPath: root + "/jobs")) ?? []
+        return jobs.contains { name in
+            guard name.hasSuffix(".pid"),
+                  let text = try? String(contentsOfFile: root + "/jobs/" + name, encoding: .utf8),
+                  let pid = pid_t(text.trimmingCharacters(in: .whitespacesAndNewlines)) else { return false }
+            return kill(pid, 0) != 0 && errno == ESRCH
+        }
+    }
+
+    var exits: [String] {
+        ((try? String(contentsOfFile: root + "/exits", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
+    }
+
+    /// SIGTERM to the script (its trap stops the jobs and waits for them), then SIGKILL to
+    /// whatever of its session is left; the script's exit status.
+    func stop() -> Int32? {
+        guard let shell else { return nil }
+        if let stopped { return stopped }
+        shell.signal(SIGTERM)
+        let status = shell.wait(seconds: 30)
+        kill(-shell.pid, SIGKILL)
+        shell.killHard()
+        stopped = status ?? -1
+        return status
+    }
+    private var stopped: Int32?
+
+    deinit {
+        _ = stop()
+        try? FileManager.default.removeItem(atPath: root)
+    }
+}
+
+/// Single-quoted for bash.
+private func quoted(_ text: String) -> String {
+    "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
+}
+
+@Suite("README: the operator's walk-through runs as written")
+struct ReadmeOperatorTests {
+    static let heading = "## Running it for real"
+
+    @Test("install, init, user add, store, gateway, enroll, login, device run, send: the device prints the pushed text",
+          .timeLimit(.minutes(3)))
+    func walkthrough() throws {
+        let commands = Readme.commands(Readme.shellBlocks(in: try Readme.text(), heading: Self.heading))
+        #expect(commands.contains("scripts/install.sh"), "the section says how securepush gets on PATH")
+        let walkthrough = try OperatorWalkthrough(commands: commands)
+        try walkthrough.start()
+        let shown = waitUntil(timeoutSeconds: 120) {
+            walkthrough.deviceText.contains(walkthrough.expectedText) || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
+        }
+        let failedEarly = walkthrough.shell?.hasExited == true || walkthrough.aJobExited
+        let status = walkthrough.stop()
+        #expect(shown && !failedEarly && walkthrough.deviceText.contains(walkthrough.expectedText),
+                "the device did not show \(walkthrough.expectedText.debugDescription); device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
+        #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
+        let backgroundJobs = commands.filter { Readme.withoutComment($0).hasSuffix("&") }.count
+        #expect(walkthrough.exits.count == backgroundJobs, "\(walkthrough.exits)")
+        for line in walkthrough.exits { #expect(line.hasSuffix(" exited 0"), "SIGTERM: \(line)\n\(walkthrough.diagnostics)") }
+    }
+
+    @Test("the section's blocks are found by its heading, not past the next one, and lines are joined")
+    func parsing() {
+        let markdown = """
+        ## Running it for real
+        text
+        ```sh
+        a one # note
+        b \\
+            two
+        ```
+        ```
+        # not a heading, and not a sh block
+        ```
+        ### Next
+        ```sh
+        c
+        ```
+        """
+        let commands = Readme.commands(Readme.shellBlocks(in: markdown, heading: "## Running it for real"))
+        #expect(commands == ["a one # note", "b      two"])
+        #expect(Readme.withoutComment("send --text \"a # b\" # note") == "send --text \"a # b\"")
+    }
+}

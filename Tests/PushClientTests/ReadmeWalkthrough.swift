@@ -1,0 +1,104 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// README.md, read from the source tree, and the pieces of it the README tests run or check.
+enum Readme {
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        .deletingLastPathComponent().deletingLastPathComponent().path
+
+    static func text() throws -> String {
+        try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+    }
+
+    /// The ```sh blocks after the line `heading` and before the next heading of any level
+    /// (a `#` line inside a code block is not a heading).
+    static func shellBlocks(in markdown: String, heading: String) -> [String] {
+        var blocks: [String] = []
+        var inSection = false
+        var block: [Substring]?
+        var fenced = false
+        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+            if line.hasPrefix("```") {
+                if fenced {
+                    if let lines = block { blocks.append(lines.joined(separator: "\n")) }
+                    block = nil
+                } else if inSection, line.dropFirst(3).split(separator: " ").first == "sh" {
+                    block = []
+                }
+                fenced.toggle()
+                continue
+            }
+            if fenced {
+                block?.append(line)
+                continue
+            }
+            if line == heading {
+                inSection = true
+            } else if inSection, line.hasPrefix("#") {
+                break
+            }
+        }
+        return blocks
+    }
+
+    /// The commands of shell blocks: backslash-continued lines joined, blank lines dropped.
+    static func commands(_ blocks: [String]) -> [String] {
+        var commands: [String] = []
+        for block in blocks {
+            var pending = ""
+            for line in block.split(separator: "\n") {
+                if line.hasSuffix("\\") {
+                    pending += line.dropLast() + " "
+                    continue
+                }
+                let command = pending + line
+                pending = ""
+                if command.contains(where: { !$0.isWhitespace }) { commands.append(command) }
+            }
+            if !pending.isEmpty { commands.append(pending) }
+        }
+        return commands
+    }
+
+    /// The command without a trailing `# comment` (a `#` outside quotes, after a space).
+    static func withoutComment(_ command: String) -> String {
+        var quote: Character?
+        var previous: Character = " "
+        for index in command.indices {
+            let character = command[index]
+            if let open = quote {
+                if character == open { quote = nil }
+            } else if character == "'" || character == "\"" {
+                quote = character
+            } else if character == "#", previous.isWhitespace {
+                return String(command[..<index]).trimmingCharacters(in: .whitespaces)
+            }
+            previous = character
+        }
+        return command.trimmingCharacters(in: .whitespaces)
+    }
+}
+
+/// A free TCP port on 127.0.0.1 (bound once, then released for the command to take).
+func readmeFreePort() throws -> Int {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw ReadmeFailure("socket: errno \(errno)") }
+    defer { close(fd) }
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    address.sin_port = 0
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) { pointer in
+        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+    }
+    guard bound else { throw ReadmeFailure("bind: errno \(errno)") }
+    return Int(UInt16(bigEndian: address.sin_port))
+}
+
+struct ReadmeFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
