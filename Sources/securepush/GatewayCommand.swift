@@ -35,20 +35,20 @@ struct GatewayCommand: ParsableCommand {
         none without it).
         """, valueName: "host:port"))
     var metrics: HostPort?
-    @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default \(GatewayCommand.defaults.limits.maxConnections)).",
+    @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default: \(GatewayCommand.defaults.limits.maxConnections)).",
                                valueName: "count"))
     var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: ArgumentHelp("Pushes queued per offline device; past it the oldest is dropped and the device told with MISSED (default \(GatewayCommand.defaults.queueCapacity)).",
+    @Option(help: ArgumentHelp("Pushes queued per offline device; past it the oldest is dropped and the device told with MISSED (default: \(GatewayCommand.defaults.queueCapacity)).",
                                valueName: "count"))
     var queueCapacity: Int?
-    @Option(help: ArgumentHelp("Bytes of output a connection may leave unread before it is cut off as a slow consumer (default \(GatewayCommand.defaults.maxOutputBytes)).",
+    @Option(help: ArgumentHelp("Bytes of output a connection may leave unread before it is cut off as a slow consumer (default: \(GatewayCommand.defaults.maxOutputBytes)).",
                                valueName: "bytes"))
     var maxOutputBytes: Int?
-    @Option(help: ArgumentHelp("Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most; the others wait in its queue until acknowledgements free room (default \(GatewayCommand.defaults.deliveryWindow)).",
+    @Option(help: ArgumentHelp("Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most; the others wait in its queue until acknowledgements free room (default: \(GatewayCommand.defaults.deliveryWindow)).",
                                valueName: "count"))
     var deliveryWindow: Int?
-    @Option(help: ArgumentHelp("Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this (default \(GatewayCommand.defaults.limits.keepaliveMs)).",
+    @Option(help: ArgumentHelp("Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this (default: \(GatewayCommand.defaults.limits.keepaliveMs)).",
                                valueName: "ms"))
     var keepaliveMs: UInt32?
     @Option(help: ArgumentHelp("Least severe log level written (default: info, or gateway.log_level or log_level in the config file).",

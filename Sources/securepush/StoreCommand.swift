@@ -31,17 +31,17 @@ struct StoreCommand: ParsableCommand {
         (default: store.metrics in the config file; none without it).
         """, valueName: "host:port"))
     var metrics: HostPort?
-    @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default \(StoreCommand.limits.maxConnections)).",
+    @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default: \(StoreCommand.limits.maxConnections)).",
                                valueName: "count"))
     var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: ArgumentHelp("Largest payload a STORE may carry, in bytes (default \(StoreCommand.settings.maxPayloadBytes), or store.max_payload_bytes in the config file).",
+    @Option(help: ArgumentHelp("Largest payload a STORE may carry, in bytes (default: \(StoreCommand.settings.maxPayloadBytes), or store.max_payload_bytes in the config file).",
                                valueName: "bytes"))
     var maxPayload: Int?
-    @Option(help: ArgumentHelp("Fetch token lifetime, in seconds (default \(StoreCommand.settings.tokenLifetimeMs / 1000), or store.token_lifetime_s in the config file).",
+    @Option(help: ArgumentHelp("Fetch token lifetime, in seconds (default: \(StoreCommand.settings.tokenLifetimeMs / 1000), or store.token_lifetime_s in the config file).",
                                valueName: "seconds"))
     var tokenLifetime: Int?
-    @Option(help: ArgumentHelp("Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this (default \(StoreCommand.limits.keepaliveMs)).",
+    @Option(help: ArgumentHelp("Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this (default: \(StoreCommand.limits.keepaliveMs)).",
                                valueName: "ms"))
     var keepaliveMs: UInt32?
     @Option(help: ArgumentHelp("Least severe log level written (default: info, or store.log_level or log_level in the config file).",
