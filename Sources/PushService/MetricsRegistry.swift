@@ -200,20 +200,30 @@ public final class LatencyHistogram {
 
     /// Upper bounds in nanoseconds, ascending; the +Inf bucket follows them.
     public let boundsNs: [UInt64]
+    // Fixed-size buffers allocated once: an observation touches no reference count and
+    // no copy-on-write check.
+    private let bounds: UnsafeMutableBufferPointer<UInt64>
     /// Per bucket, not cumulative; one more than `boundsNs` (+Inf).
-    @exclusivity(unchecked) private var counts: [UInt64]
+    private let counts: UnsafeMutableBufferPointer<UInt64>
     @exclusivity(unchecked) public private(set) var sumNs: UInt64 = 0
 
     init(boundsNs: [UInt64]) {
         precondition(!boundsNs.isEmpty && zip(boundsNs, boundsNs.dropFirst()).allSatisfy { $0 < $1 },
                      "histogram bounds must be ascending")
         self.boundsNs = boundsNs
-        counts = [UInt64](repeating: 0, count: boundsNs.count + 1)
+        bounds = .allocate(capacity: boundsNs.count)
+        _ = bounds.initialize(from: boundsNs)
+        counts = .allocate(capacity: boundsNs.count + 1)
+        counts.initialize(repeating: 0)
+    }
+
+    deinit {
+        bounds.deallocate()
+        counts.deallocate()
     }
 
     public func observe(nanoseconds: UInt64) {
         var index = 0
-        let bounds = boundsNs
         while index < bounds.count, nanoseconds > bounds[index] { index += 1 }
         counts[index] &+= 1
         sumNs &+= nanoseconds
