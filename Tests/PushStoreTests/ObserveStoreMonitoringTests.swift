@@ -26,7 +26,7 @@ private final class MonitoredStore: StoreUnderTest {
 }
 
 /// Every line of a service's stderr as a JSON object (a line that is not one fails the test).
-func jsonLogLines(_ text: String) -> [[String: Any]] {
+private func jsonLogLines(_ text: String) -> [[String: Any]] {
     text.split(separator: "\n").compactMap { line in
         let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any]
         #expect(object != nil, "not a JSON log line: \(line)")
@@ -140,8 +140,20 @@ struct ObserveStoreMonitoringTests {
         #expect(refused.stderr.contains("log_format must be text or json, not 'yaml'"), "\(refused.stderr)")
     }
 
-    /// As root, a directory's mode does not stop writes: the store then runs as nobody.
-    static let canMakeUnwritable = geteuid() != 0 || FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv")
+    /// As root, a directory's mode does not stop writes: the store then runs as nobody,
+    /// which needs setpriv and a binary that others may reach and run.
+    static let canMakeUnwritable = geteuid() != 0
+        || (FileManager.default.isExecutableFile(atPath: "/usr/bin/setpriv") && othersCanRun(SecurePushBinary.path))
+
+    private static func othersCanRun(_ path: String) -> Bool {
+        var current = URL(fileURLWithPath: path).resolvingSymlinksInPath()
+        while true {
+            var info = stat()
+            guard stat(current.path, &info) == 0, info.st_mode & 0o001 != 0 else { return false }
+            guard current.path != "/" else { return true }
+            current.deleteLastPathComponent()
+        }
+    }
 
     @Test("/readyz is 503 while the data directory cannot take writes, and 200 again once it can", .enabled(if: canMakeUnwritable))
     func notReadyWhenDataDirectoryUnwritable() throws {
