@@ -15,7 +15,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
-        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
     ],
     targets: [
         // libevent (and its OpenSSL bufferevents) from Debian's libevent-dev and libssl-dev.
@@ -46,7 +45,8 @@ let package = Package(
         .target(name: "PushEventLoop", dependencies: ["CLibevent", "PushWire", "PushSession"]),
         // Keys, password hashes, fetch tokens, registrations and provider credentials.
         .target(name: "PushSecurity", dependencies: ["COpenSSL", "PushWire"]),
-        // The connection lifecycle shared by the store and the gateway.
+        // The connection lifecycle shared by the store and the gateway, and their
+        // observability: metrics, the /metrics /healthz /readyz endpoint, JSON logs.
         .target(name: "PushService", dependencies: [
             "PushWire", "PushSession", "PushEventLoop",
             .product(name: "Logging", package: "swift-log"),
@@ -58,11 +58,11 @@ let package = Package(
         ]),
         // Device and provider clients.
         .target(name: "PushClient", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
-        // The push gateway: routing, offline queues, fan-out, metrics.
+        // The push gateway: routing, offline queues, fan-out, metrics. (CoreMetrics only
+        // for `GatewayConfiguration.metricsFactory`, which the gateway no longer reads.)
         .target(name: "PushGateway", dependencies: [
             "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity",
             .product(name: "CoreMetrics", package: "swift-metrics"),
-            .product(name: "Prometheus", package: "swift-prometheus"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Load generators behind `securepush bench`.
@@ -78,8 +78,6 @@ let package = Package(
                 "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "CoreMetrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
@@ -91,13 +89,11 @@ let package = Package(
             "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushStore", "PushGateway",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
-        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
+        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushSession", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushTestSupport"]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
-            "PushGateway", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
-            .product(name: "CoreMetrics", package: "swift-metrics"),
-            .product(name: "Prometheus", package: "swift-prometheus"),
+            "PushGateway", "PushService", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
         ]),
         .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),

@@ -1,4 +1,5 @@
 import PushSecurity
+import PushSession
 import PushWire
 
 /// What became of a PUSH frame handed to a `DeviceLink`.
@@ -152,6 +153,7 @@ public final class GatewayLogic {
             metrics.deliveryAcksMismatched.increment()
             return
         }
+        metrics.deliveryDuration.observe(since: record.inFlight[index].writtenAtNs)
         record.inFlight.remove(at: index)
         metrics.pushesAcknowledged.increment()
         if !record.queue.isEmpty || record.missed > 0 { pump(record) }
@@ -169,10 +171,12 @@ public final class GatewayLogic {
         let sequence = nextSequence
         nextSequence = nextSequence == UInt32.max ? 1 : nextSequence + 1
         let connectedOnly = push.ttlSeconds == 0
+        // One clock reading for the whole fan-out: the writes below follow at once. A push
+        // queued instead gets its own time when `pump` writes it.
         let queued = QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
                                 priority: push.priority, collapseKey: push.collapseKey,
                                 expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
-                                connectedOnly: connectedOnly)
+                                connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
         let window = settings.deliveryWindow
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
@@ -227,11 +231,14 @@ public final class GatewayLogic {
             record.missed = 0
         }
         let window = settings.deliveryWindow
-        while record.inFlight.count < window, let next = record.queue.first {
+        var writtenAtNs: UInt64 = 0
+        while record.inFlight.count < window, var next = record.queue.first {
             // Taken from the queue only once written: if the write closes the link, the
             // disconnect puts what was in flight back in front of it, in order.
             guard link.write(next.frame, mayWait: !record.inFlight.isEmpty) == .written else { return }
             record.queue.removeFirst()
+            if writtenAtNs == 0 { writtenAtNs = Clocks.monotonicNanoseconds() }
+            next.writtenAtNs = writtenAtNs
             record.inFlight.append(next)
             metrics.pushesWritten.increment()
         }

@@ -1,60 +1,58 @@
-import CoreMetrics
-import PushSession
+import PushService
 
-/// The gateway's counters and gauges, through swift-metrics: `GatewayConfiguration.metricsFactory`
-/// decides where they go (the CLI exports them in the Prometheus text format).
+/// The gateway's own counters, gauges and latency histograms, in a `MetricsRegistry`
+/// (the connection metrics come from `ServiceHost.registerMetrics`). Loop-confined.
 public final class GatewayMetrics {
-    public let connections: Meter
-    public let devicesOnline: Meter
-    public let pushesAccepted: Counter
-    public let pushesWritten: Counter
-    public let pushesAcknowledged: Counter
+    public let registry: MetricsRegistry
+    public let devicesOnline: MetricGauge
+    public let pushesAccepted: MetricCounter
+    public let pushesWritten: MetricCounter
+    public let pushesAcknowledged: MetricCounter
     /// DELIVERY_ACKs ignored: the correlation names no push awaiting acknowledgement (a
     /// repeat, or one for a connection already gone).
-    public let deliveryAcksUnknown: Counter
+    public let deliveryAcksUnknown: MetricCounter
     /// DELIVERY_ACKs ignored: the id is not the one of the PUSH with that correlation.
-    public let deliveryAcksMismatched: Counter
+    public let deliveryAcksMismatched: MetricCounter
     /// Written, then put back in the queue because the connection closed before DELIVERY_ACK.
-    public let pushesRequeued: Counter
-    public let pushesQueued: Counter
-    public let pushesDropped: Counter
-    public let pushesExpired: Counter
-    public let pushesCollapsed: Counter
-    public let slowConsumersCut: Counter
-    /// Connections waiting for HELLO_OK (`securepush_gateway_pending_handshakes`).
-    public let pendingHandshakes: Meter
-    /// Connections refused or closed before HELLO_OK, by reason
-    /// (`securepush_gateway_connections_refused_total{reason="pending_per_address"}`).
-    public let connectionsRefused: [ConnectionRefusal: Counter]
+    public let pushesRequeued: MetricCounter
+    public let pushesQueued: MetricCounter
+    public let pushesDropped: MetricCounter
+    public let pushesExpired: MetricCounter
+    public let pushesCollapsed: MetricCounter
+    public let slowConsumersCut: MetricCounter
+    /// From a provider's PUSH read to its PUSH_ACK written.
+    public let pushDuration: LatencyHistogram
+    /// From a push written to a device to the device's DELIVERY_ACK for it.
+    public let deliveryDuration: LatencyHistogram
 
-    public init(factory: any MetricsFactory) {
-        connections = Meter(label: "securepush_gateway_connections", factory: factory)
-        devicesOnline = Meter(label: "securepush_gateway_devices_online", factory: factory)
-        pushesAccepted = Counter(label: "securepush_gateway_pushes_accepted_total", factory: factory)
-        pushesWritten = Counter(label: "securepush_gateway_pushes_written_total", factory: factory)
-        pushesAcknowledged = Counter(label: "securepush_gateway_pushes_acknowledged_total", factory: factory)
-        deliveryAcksUnknown = Counter(label: "securepush_gateway_delivery_acks_unknown_total", factory: factory)
-        deliveryAcksMismatched = Counter(label: "securepush_gateway_delivery_acks_mismatched_total", factory: factory)
-        pushesRequeued = Counter(label: "securepush_gateway_pushes_requeued_total", factory: factory)
-        pushesQueued = Counter(label: "securepush_gateway_pushes_queued_total", factory: factory)
-        pushesDropped = Counter(label: "securepush_gateway_pushes_dropped_total", factory: factory)
-        pushesExpired = Counter(label: "securepush_gateway_pushes_expired_total", factory: factory)
-        pushesCollapsed = Counter(label: "securepush_gateway_pushes_collapsed_total", factory: factory)
-        slowConsumersCut = Counter(label: "securepush_gateway_slow_consumers_cut_total", factory: factory)
-        pendingHandshakes = Meter(label: "securepush_gateway_pending_handshakes", factory: factory)
-        var refused: [ConnectionRefusal: Counter] = [:]
-        for reason in ConnectionRefusal.allCases {
-            refused[reason] = Counter(label: "securepush_gateway_connections_refused_total",
-                                      dimensions: [("reason", reason.rawValue)], factory: factory)
-        }
-        connectionsRefused = refused
-    }
-
-    /// What the connection host reports about admission.
-    public func record(_ event: AdmissionEvent) {
-        switch event {
-        case .refused(let reason): connectionsRefused[reason]?.increment()
-        case .pendingHandshakes(let count): pendingHandshakes.set(count)
-        }
+    public init(registry: MetricsRegistry = MetricsRegistry()) {
+        self.registry = registry
+        let prefix = "securepush_gateway"
+        devicesOnline = registry.gauge("\(prefix)_devices_online", help: "Devices connected now.")
+        pushesAccepted = registry.counter("\(prefix)_pushes_accepted_total", help: "PUSH requests accepted from providers.")
+        pushesWritten = registry.counter("\(prefix)_pushes_written_total",
+                                         help: "Pushes written to a device connection (one per device a PUSH reaches).")
+        pushesAcknowledged = registry.counter("\(prefix)_pushes_acknowledged_total",
+                                              help: "Pushes a device acknowledged with DELIVERY_ACK.")
+        deliveryAcksUnknown = registry.counter("\(prefix)_delivery_acks_unknown_total",
+                                               help: "DELIVERY_ACKs ignored because no push awaits acknowledgement under their correlation id.")
+        deliveryAcksMismatched = registry.counter("\(prefix)_delivery_acks_mismatched_total",
+                                                  help: "DELIVERY_ACKs ignored because their id is not that of the push with their correlation id.")
+        pushesRequeued = registry.counter("\(prefix)_pushes_requeued_total",
+                                          help: "Pushes written and put back in the queue because the connection closed before DELIVERY_ACK.")
+        pushesQueued = registry.counter("\(prefix)_pushes_queued_total",
+                                        help: "Pushes queued for a device that was offline or behind its delivery window.")
+        pushesDropped = registry.counter("\(prefix)_pushes_dropped_total",
+                                         help: "Queued pushes dropped because a device's queue was full (the device is told with MISSED).")
+        pushesExpired = registry.counter("\(prefix)_pushes_expired_total",
+                                         help: "Queued pushes dropped because their TTL ran out or their connection-only device left.")
+        pushesCollapsed = registry.counter("\(prefix)_pushes_collapsed_total",
+                                           help: "Queued pushes replaced by a newer push with the same collapse key.")
+        slowConsumersCut = registry.counter("\(prefix)_slow_consumers_cut_total",
+                                            help: "Connections closed because they left too much output unread.")
+        pushDuration = registry.histogram("\(prefix)_push_duration_seconds",
+                                          help: "Time from a provider's PUSH read to its PUSH_ACK written, in seconds.")
+        deliveryDuration = registry.histogram("\(prefix)_delivery_duration_seconds",
+                                              help: "Time from a push written to a device to its DELIVERY_ACK read, in seconds.")
     }
 }

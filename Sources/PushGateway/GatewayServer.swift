@@ -45,14 +45,13 @@ public final class GatewayServer: ServiceHandler {
             case .success(let registration):
                 return .admit(.device(DeviceConnection(host: host, peer: peer, registration: registration)))
             case .failure(let error):
-                host.logger.info("registration refused", metadata: ["peer": "\(peer.peerHost)", "reason": "\(error)"])
-                return .refuse(.badCredentials, "registration refused")
+                // The host logs the refusal; the reason stays in the log, not in the reply.
+                return .refuse(.badCredentials, "registration refused", logDetail: "registration refused: \(error)")
             }
         }
     }
 
     public func admitted(_ peer: Peer) {
-        logic.metrics.connections.increment()
         guard case .device(let device)? = peer.state else { return }
         let record = logic.connect(device.registration, link: device)
         device.record = record
@@ -62,11 +61,13 @@ public final class GatewayServer: ServiceHandler {
     public func serve(_ message: Message, correlation: UInt32, peer: Peer) {
         // The session admits only PUSH from a provider here ([4.1-3], [4.1-4]).
         guard case .push(let push) = message else { return }
+        let startNs = Clocks.monotonicNanoseconds()
         guard push.target != nil else {
             host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
             return
         }
         host.respond(.pushAck(logic.push(push)), correlation: correlation, to: peer)
+        logic.metrics.pushDuration.observe(since: startNs)
     }
 
     public func received(_ message: Message, correlation: UInt32, peer: Peer) {
@@ -75,7 +76,6 @@ public final class GatewayServer: ServiceHandler {
     }
 
     public func closed(_ peer: Peer, reason: CloseReason) {
-        logic.metrics.connections.decrement()
         if reason == .slowConsumer { logic.metrics.slowConsumersCut.increment() }
         guard case .device(let device)? = peer.state, let record = device.record else { return }
         logic.disconnect(record, link: device)

@@ -36,15 +36,15 @@ public final class GatewayService {
 
     public static func start(_ configuration: GatewayConfiguration, on loop: EventLoop) throws(GatewayServiceError) -> GatewayService {
         try configuration.validate()
+        let metrics = GatewayMetrics()
         let logic = GatewayLogic(settings: configuration.settings, serverKey: configuration.serverKey,
-                                 metrics: GatewayMetrics(factory: configuration.metricsFactory),
+                                 metrics: metrics,
                                  wallClock: configuration.wallClock, monotonicClock: configuration.monotonicClock)
         let server = GatewayServer(loop: loop, limits: configuration.limits, logger: configuration.logger, logic: logic,
                                    providerKey: configuration.providerKey, wallClock: configuration.wallClock)
         let host = server.host!
         host.maxOutputBytes = configuration.maxOutputBytes
-        let metrics = logic.metrics
-        host.admissionObserver = { event in metrics.record(event) }
+        host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway")
         do {
             try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
         } catch {
@@ -61,6 +61,24 @@ public final class GatewayService {
     /// Open client connections.
     public var connectionCount: Int { host.connectionCount }
     public var isDraining: Bool { host.isDraining }
+
+    /// The gateway's metrics; add process and build metrics to it before serving it.
+    public var metrics: MetricsRegistry { server.logic.metrics.registry }
+
+    /// Ready while listening and not draining.
+    public func readiness() -> Readiness {
+        if host.isDraining { return .notReady("draining: the gateway is shutting down") }
+        if !host.isListening { return .notReady("not listening") }
+        return .ready
+    }
+
+    /// Serves /metrics, /healthz and /readyz for this gateway at `host`:`port` (0 picks a
+    /// port) on its loop, until `stop()` or the loop's end.
+    public func startMonitoring(host address: String, port: Int) throws(EventLoopError) -> MonitoringEndpoint {
+        try MonitoringEndpoint(loop: host.loop, host: address, port: port, metrics: metrics) { [weak self] in
+            self?.readiness() ?? .notReady("stopped")
+        }
+    }
 
     /// Graceful stop ([5.5-1]): no new connections, GOAWAY SHUTTING_DOWN to every peer,
     /// then `drained` runs on the loop once they are closed. Every caller's `drained` runs.

@@ -16,15 +16,19 @@ public struct QueuedPush: Sendable {
     /// the delivery window while that connection lasts; when it closes, the push is
     /// dropped (and counted into MISSED) instead of kept.
     public var connectedOnly: Bool
+    /// When it was last written to a device (`Clocks.monotonicNanoseconds()`), for the
+    /// delivery latency its DELIVERY_ACK closes.
+    public var writtenAtNs: UInt64
 
     public init(sequence: UInt32, frame: [UInt8], priority: UInt8, collapseKey: String?, expiresAtMs: Int64,
-                connectedOnly: Bool = false) {
+                connectedOnly: Bool = false, writtenAtNs: UInt64 = 0) {
         self.sequence = sequence
         self.frame = frame
         self.priority = priority
         self.collapseKey = collapseKey
         self.expiresAtMs = expiresAtMs
         self.connectedOnly = connectedOnly
+        self.writtenAtNs = writtenAtNs
     }
 
     /// Whether `id` is the notification id this push carries: the device form of PUSH

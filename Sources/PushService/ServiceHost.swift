@@ -9,7 +9,9 @@ import PushWire
 /// How a service answers HELLO's credential check.
 public enum Admission<State> {
     case admit(State)
-    case refuse(Status, String)
+    /// ERROR with this status and text to the peer; `logDetail`, if any, goes only to the
+    /// log line about the refusal (why a credential failed, say).
+    case refuse(Status, String, logDetail: String? = nil)
 }
 
 /// What a service (store, gateway) adds to the connection rules of `PeerSession`.
@@ -62,6 +64,9 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// Connections by stage (pending HELLO_OK, admitted), the caps on each, and refusals.
     private var admission: AdmissionControl<ObjectIdentifier>
     private var acceptErrorLoggedAt: Int64 = .min / 2
+    /// HELLOs the service refused (a bad credential, say), by status, and their log lines.
+    private var helloRefusalCounts: [Status: Int] = [:]
+    private var helloRefusalLog = LogThrottle()
 
     public var port: Int? { listener?.port }
     /// Open connections, admitted or still in the handshake.
@@ -75,6 +80,10 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// Told of each refusal and each change in the number of pending handshakes (metrics).
     public var admissionObserver: ((AdmissionEvent) -> Void)?
     public var isDraining: Bool { drainingSince != nil }
+    /// Whether the listener is open (it closes when a drain starts).
+    public var isListening: Bool { listener?.isOpen ?? false }
+    /// HELLOs the service's credential check refused since the start, by the status sent.
+    public var helloRefusals: [Status: Int] { helloRefusalCounts }
     /// Outbound bytes allowed to queue per connection before it is cut off ([5.5-4]).
     public var maxOutputBytes = Connection.defaultMaxOutputBytes
     /// How long a drain waits for owed replies before closing what is left.
@@ -229,7 +238,8 @@ public final class ServiceHost<Handler: ServiceHandler> {
             return
         }
         switch handler.admit(hello, peer: peer) {
-        case .refuse(let status, let text):
+        case .refuse(let status, let text, let detail):
+            helloRefused(hello, status: status, text: text, detail: detail, peerHost: peer.peerHost)
             perform(peer.session.refuse(status, text), on: peer)
         case .admit(let state):
             admission.admitted(ObjectIdentifier(peer.connection))
@@ -238,6 +248,17 @@ public final class ServiceHost<Handler: ServiceHandler> {
             if let accepted = peer.session.negotiated { peer.connection.maxFrame = Int(accepted.maxFrame) }
             handler.admitted(peer)
         }
+    }
+
+    /// Counts a refused HELLO and logs it, one line per second at most (a peer can send
+    /// bad credentials as fast as it can connect).
+    private func helloRefused(_ hello: Hello, status: Status, text: String, detail: String?, peerHost: String) {
+        helloRefusalCounts[status, default: 0] += 1
+        guard let count = helloRefusalLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
+        var metadata: Logger.Metadata = ["peer": "\(peerHost)", "role": "\(hello.role)", "status": "\(status.name)",
+                                         "reason": "\(detail ?? text)"]
+        if count > 1 { metadata["count"] = "\(count)" }
+        logger.info("hello refused", metadata: metadata)
     }
 
     fileprivate func closed(_ peer: Peer, reason: CloseReason) {
@@ -270,6 +291,9 @@ public final class ServiceHost<Handler: ServiceHandler> {
             perform(action, on: peer)
         }
         for (reason, count) in admission.dueLogLines(now: now) { logRefusals(reason, count: count, peerHost: nil) }
+        if let count = helloRefusalLog.due(nowMs: now) {
+            logger.info("hello refused", metadata: ["count": "\(count)", "total": "\(helloRefusalCounts.values.reduce(0, +))"])
+        }
         if let since = drainingSince, now - since > drainTimeoutMs {
             logger.warning("drain timed out", metadata: ["open": "\(peers.count)"])
             for peer in peers.values { peer.connection.close() }

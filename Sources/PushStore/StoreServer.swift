@@ -13,11 +13,24 @@ public final class StoreServer: ServiceHandler {
     /// Set once in `init`; the server owns its host.
     public private(set) var host: ServiceHost<StoreServer>!
     let logic: StoreLogic
+    public let metrics: StoreMetrics
     private let committer: GroupCommitWriter
-    private var awaitingCommit: [GroupCommitWriter.Ticket: (Peer, UInt32, CommittedReply)] = [:]
+    private var awaitingCommit: [GroupCommitWriter.Ticket: PendingCommit] = [:]
     private var nextTicket: GroupCommitWriter.Ticket = 1
     private var logins = 0
     private var tallyTimer: LoopTimer?
+    private var rateLimitLog = LogThrottle()
+    /// When the last group commit failed (monotonic ms), if one has; readiness looks at it.
+    public private(set) var lastCommitFailureMs: Int64?
+
+    /// A request whose reply waits for its write to be durable.
+    private struct PendingCommit {
+        var peer: Peer
+        var correlation: UInt32
+        var reply: CommittedReply
+        var type: MessageType
+        var startNs: UInt64
+    }
     static let maxTalliesPerBatch = 4096
     /// Requests the store serves ([4.1-4]).
     public static let served: Set<MessageType> = [.login, .store, .fetch, .sync, .ack, .recall, .status]
@@ -25,11 +38,16 @@ public final class StoreServer: ServiceHandler {
     public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 }
 
     /// - Parameter committer: its deliveries must come back through `deliverCommitted` on this loop.
-    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: StoreLogic, committer: GroupCommitWriter) {
+    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: StoreLogic, committer: GroupCommitWriter,
+                metrics: StoreMetrics = StoreMetrics()) {
         self.logic = logic
         self.committer = committer
+        self.metrics = metrics
         host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
-        tallyTimer = loop.schedule(after: .milliseconds(200), repeating: true) { [weak self] in self?.flushFetchTallies() }
+        tallyTimer = loop.schedule(after: .milliseconds(200), repeating: true) { [weak self] in
+            self?.flushFetchTallies()
+            self?.logDueRateLimits()
+        }
     }
 
     /// Cancels the tally timer, which holds the server only weakly; after a drain or a failed start.
@@ -55,29 +73,60 @@ public final class StoreServer: ServiceHandler {
 
     public func serve(_ message: Message, correlation: UInt32, peer: Peer) {
         guard let session = peer.state else { return }
-        perform(logic.handle(message, session: session), peer: peer, correlation: correlation)
+        let startNs = Clocks.monotonicNanoseconds()
+        perform(logic.handle(message, session: session), for: message, peer: peer, correlation: correlation, startNs: startNs)
     }
 
-    private func perform(_ action: StoreAction, peer: Peer, correlation: UInt32) {
+    private func perform(_ action: StoreAction, for request: Message, peer: Peer, correlation: UInt32, startNs: UInt64) {
         switch action {
         case .reply(let message):
             host.respond(message, correlation: correlation, to: peer)
+            answered(request, with: message, peer: peer, startNs: startNs)
             if logic.pendingFetchTallies >= StoreServer.maxTalliesPerBatch { flushFetchTallies() }
 
         case .commit(let operation, let reply):
             let ticket = nextTicket
             nextTicket += 1
-            awaitingCommit[ticket] = (peer, correlation, reply)
+            awaitingCommit[ticket] = PendingCommit(peer: peer, correlation: correlation, reply: reply, type: request.type, startNs: startNs)
             committer.submit(operation, ticket: ticket)
         case .verifyPassword(let login, let storedHash):
             logins += 1
-            verifyPassword(login, storedHash: storedHash, peer: peer, correlation: correlation)
+            verifyPassword(login, storedHash: storedHash, peer: peer, correlation: correlation, startNs: startNs)
         }
+    }
+
+    /// Counts a reply and logs what an operator watches for: failed logins (the user and
+    /// the address, never the password) and rate-limited requests.
+    private func answered(_ request: Message, with reply: Message, peer: Peer, startNs: UInt64) {
+        metrics.answered(request.type, with: reply, startNs: startNs)
+        guard case .error(let error) = reply else { return }
+        let login: Login? = if case .login(let login) = request { login } else { nil }
+        switch error.status {
+        case .badCredentials where login != nil:
+            metrics.loginsFailed.increment()
+            host.logger.info("login failed", metadata: ["user": "\(login?.user ?? "")", "peer": "\(peer.peerHost)",
+                                                        "device": "\(login?.deviceID ?? "")"])
+        case .rateLimited:
+            guard let count = rateLimitLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
+            var metadata: Logger.Metadata = ["request": "\(request.type.specName)", "peer": "\(peer.peerHost)",
+                                             "reason": "\(error.message ?? "")"]
+            if let login { metadata["user"] = "\(login.user)" }
+            if count > 1 { metadata["count"] = "\(count)" }
+            host.logger.info("rate limited", metadata: metadata)
+        default:
+            break
+        }
+    }
+
+    /// Rate-limited requests held back from the log: one summary line once the second is over.
+    private func logDueRateLimits() {
+        guard let count = rateLimitLog.due(nowMs: Clocks.monotonicMilliseconds()) else { return }
+        host.logger.info("rate limited", metadata: ["count": "\(count)"])
     }
 
     /// The slow hash runs off the loop so the loop keeps serving; an unknown user is
     /// checked against a dummy hash so both failures cost the same ([8-4]).
-    private func verifyPassword(_ login: Login, storedHash: String?, peer: Peer, correlation: UInt32) {
+    private func verifyPassword(_ login: Login, storedHash: String?, peer: Peer, correlation: UInt32, startNs: UInt64) {
         let handle = loop.handle
         let box = LoopBound(peer, loop: loop)
         let server = LoopBound(self, loop: loop)
@@ -89,7 +138,9 @@ public final class StoreServer: ServiceHandler {
                 let peer = box.value, server = server.value
                 server.logins -= 1
                 if peer.connection.isOpen, let session = peer.state {
-                    server.host.respond(server.logic.finishLogin(login, passwordMatched: matched, session: session), correlation: correlation, to: peer)
+                    let reply = server.logic.finishLogin(login, passwordMatched: matched, session: session)
+                    server.host.respond(reply, correlation: correlation, to: peer)
+                    server.answered(.login(login), with: reply, peer: peer, startNs: startNs)
                 }
                 server.host.finishDrainIfDone()
             }
@@ -100,10 +151,18 @@ public final class StoreServer: ServiceHandler {
 
     /// Called on the loop with a group the writer committed (or failed to).
     public func deliverCommitted(tickets: [GroupCommitWriter.Ticket], outcomes: [WriteOutcome]?) {
-        if outcomes == nil { host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"]) }
+        if outcomes == nil {
+            host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"])
+            metrics.commitFailures.increment()
+            lastCommitFailureMs = Clocks.monotonicMilliseconds()
+        }
         for (index, ticket) in tickets.enumerated() where ticket != 0 {
-            guard let (peer, correlation, reply) = awaitingCommit.removeValue(forKey: ticket) else { continue }
-            host.respond(logic.completed(reply, outcome: outcomes?[index] ?? .failed(.internalError)), correlation: correlation, to: peer)
+            guard let pending = awaitingCommit.removeValue(forKey: ticket) else { continue }
+            let outcome = outcomes?[index] ?? .failed(.internalError)
+            let reply = logic.completed(pending.reply, outcome: outcome)
+            host.respond(reply, correlation: pending.correlation, to: pending.peer)
+            metrics.answered(pending.type, with: reply, startNs: pending.startNs)
+            if case .stored = outcome { metrics.payloadsStored.increment() }
         }
         host.finishDrainIfDone()
     }

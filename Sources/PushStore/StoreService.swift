@@ -39,6 +39,11 @@ public final class StoreService {
     private let committer: GroupCommitWriter
     private var pruneTimer: LoopTimer?
     private var writerStopped = false
+    private var diskProbe: WritableDirectoryProbe
+    /// A failed group commit keeps the store unready this long (unless it drains first):
+    /// long enough for a probe to see it, short enough that a passing fault does not keep
+    /// traffic away once commits succeed again.
+    static let commitFailureUnreadyMs: Int64 = 30_000
 
     private init(configuration: StoreConfiguration, port: Int, host: ServiceHost<StoreServer>, server: StoreServer,
                  writer: SQLitePayloadWriter, committer: GroupCommitWriter) {
@@ -48,6 +53,13 @@ public final class StoreService {
         self.server = server
         self.writer = writer
         self.committer = committer
+        diskProbe = WritableDirectoryProbe(directory: StoreService.directory(of: configuration.databasePath))
+    }
+
+    /// The directory holding the database file (and its WAL), which must take writes.
+    static func directory(of path: String) -> String {
+        guard let slash = path.lastIndex(of: "/") else { return "." }
+        return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
     deinit { committer.stop() }
@@ -87,6 +99,7 @@ public final class StoreService {
         }
         let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, committer: committer)
         let host = server.host!
+        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store")
         do {
             try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
         } catch {
@@ -125,6 +138,31 @@ public final class StoreService {
     /// Open client connections.
     public var connectionCount: Int { host.connectionCount }
     public var isDraining: Bool { host.isDraining }
+
+    /// The store's metrics; add process and build metrics to it before serving it.
+    public var metrics: MetricsRegistry { server.metrics.registry }
+
+    /// Ready while listening, not draining, and able to make writes durable: no group
+    /// commit failed in the last 30 seconds, and the data directory takes writes (its file
+    /// system is writable and has room; checked at most once a second).
+    public func readiness() -> Readiness {
+        if host.isDraining { return .notReady("draining: the store is shutting down") }
+        if !host.isListening { return .notReady("not listening") }
+        let now = Clocks.monotonicMilliseconds()
+        if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs {
+            return .notReady("a group commit failed \((now - failed) / 1000) s ago")
+        }
+        if let problem = diskProbe.problem(nowMs: now) { return .notReady(problem) }
+        return .ready
+    }
+
+    /// Serves /metrics, /healthz and /readyz for this store at `host`:`port` (0 picks a
+    /// port) on its loop, until `stop()` or the loop's end.
+    public func startMonitoring(host address: String, port: Int) throws(EventLoopError) -> MonitoringEndpoint {
+        try MonitoringEndpoint(loop: host.loop, host: address, port: port, metrics: metrics) { [weak self] in
+            self?.readiness() ?? .notReady("stopped")
+        }
+    }
 
     private func stopWriter() {
         guard !writerStopped else { return }

@@ -1,31 +1,67 @@
 import ArgumentParser
-import Prometheus
 import PushEventLoop
 import PushGateway
+import PushSecurity
+import PushService
+import PushSession
 
 struct GatewayCommand: ParsableCommand {
+    /// The defaults the help shows; the keys play no part in them.
+    private static let defaults: GatewayConfiguration = {
+        let key = SecretKey(bytes: [UInt8](repeating: 0, count: SecretKey.byteCount))!
+        return GatewayConfiguration(serverKey: key, providerKey: key)
+    }()
+
     static let configuration = CommandConfiguration(
         commandName: "gateway",
-        abstract: "Run the push gateway.")
+        abstract: "Run the push gateway.",
+        discussion: """
+        Settings not given as flags come from the deployment's config file, DIR/securepush.conf \
+        (`key = value` lines: gateway.listen, gateway.metrics, log_level, ...; a flag wins over its key). \
+        README.md describes every key.
+        """)
 
-    @Option(help: "The deployment directory made by `securepush init`.") var dataDir: String
-    @Option(help: "Address to listen on; port 0 picks a free port.") var listen: HostPort?
-    @Option(help: "TLS certificate (PEM).") var tlsCert: String?
-    @Option(help: "TLS private key (PEM).") var tlsKey: String?
-    @Option(help: "Serve Prometheus metrics at http://HOST:PORT/metrics.") var metrics: HostPort?
-    @Option(help: "Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default 20000).") var maxConnections: Int?
+    @Option(help: ArgumentHelp("The deployment directory made by `securepush init`; its securepush.conf holds the settings not given as flags.",
+                               valueName: "dir"))
+    var dataDir: String
+    @Option(help: ArgumentHelp("Address to listen on; port 0 picks a free port (default: gateway.listen in the config file, which `securepush init` sets to 127.0.0.1:7071).",
+                               valueName: "host:port"))
+    var listen: HostPort?
+    @Option(help: ArgumentHelp("TLS certificate, PEM (default: none, plain TCP).", valueName: "file")) var tlsCert: String?
+    @Option(help: ArgumentHelp("TLS private key, PEM (default: none, plain TCP).", valueName: "file")) var tlsKey: String?
+    @Option(help: ArgumentHelp("""
+        Serve HTTP at this address: /metrics (Prometheus text format), /healthz (200 while the gateway runs) and \
+        /readyz (200 when serving; 503 with the reason while draining) (default: gateway.metrics in the config file; \
+        none without it).
+        """, valueName: "host:port"))
+    var metrics: HostPort?
+    @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default: \(GatewayCommand.defaults.limits.maxConnections)).",
+                               valueName: "count"))
+    var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "Pushes queued per offline device.") var queueCapacity = 100
-    @Option(help: "Bytes of output a device may leave unread before it is cut off.") var maxOutputBytes = 64 * 1024
-    @Option(help: "Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most; the others wait in its queue until acknowledgements free room.")
-    var deliveryWindow = GatewaySettings().deliveryWindow
-    @Option(help: "Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this.") var keepaliveMs: UInt32?
-    @Option(help: "Log level.") var logLevel: LogLevelOption = .info
+    @Option(help: ArgumentHelp("Pushes queued per offline device; past it the oldest is dropped and the device told with MISSED (default: \(GatewayCommand.defaults.queueCapacity)).",
+                               valueName: "count"))
+    var queueCapacity: Int?
+    @Option(help: ArgumentHelp("Bytes of output a connection may leave unread before it is cut off as a slow consumer (default: \(GatewayCommand.defaults.maxOutputBytes)).",
+                               valueName: "bytes"))
+    var maxOutputBytes: Int?
+    @Option(help: ArgumentHelp("Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most; the others wait in its queue until acknowledgements free room (default: \(GatewayCommand.defaults.deliveryWindow)).",
+                               valueName: "count"))
+    var deliveryWindow: Int?
+    @Option(help: ArgumentHelp("Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this (default: \(GatewayCommand.defaults.limits.keepaliveMs)).",
+                               valueName: "ms"))
+    var keepaliveMs: UInt32?
+    @Option(help: ArgumentHelp("Least severe log level written (default: info, or gateway.log_level or log_level in the config file).",
+                               valueName: "level"))
+    var logLevel: LogLevelOption?
+    @Option(help: ArgumentHelp("Log line format on stderr; json writes one object per line with timestamp, level, label, message and metadata (default: text, or gateway.log_format or log_format in the config file).",
+                               valueName: "format"))
+    var logFormat: LogFormatOption?
 
     func validate() throws {
-        guard queueCapacity >= 1 else { throw ValidationError("--queue-capacity must be at least 1") }
-        guard maxOutputBytes >= 1024 else { throw ValidationError("--max-output-bytes must be at least 1024") }
-        guard deliveryWindow >= 1 else { throw ValidationError("--delivery-window must be at least 1") }
+        if let queueCapacity, queueCapacity < 1 { throw ValidationError("--queue-capacity must be at least 1") }
+        if let maxOutputBytes, maxOutputBytes < 1024 { throw ValidationError("--max-output-bytes must be at least 1024") }
+        if let deliveryWindow, deliveryWindow < 1 { throw ValidationError("--delivery-window must be at least 1") }
     }
 
     func run() throws {
@@ -33,14 +69,13 @@ struct GatewayCommand: ParsableCommand {
         guard let address = listen ?? deployment.config["gateway.listen"].flatMap(HostPort.init(argument:)) else {
             throw CommandFailure("no address to listen on: pass --listen HOST:PORT")
         }
-        let registry = PrometheusCollectorRegistry()
+        let monitoring = try monitoringAddress(metrics, service: "gateway", deployment: deployment)
         var configuration = GatewayConfiguration(deployment: deployment, host: address.host, port: address.port)
         configuration.tls = try loadServerTLS(certificate: tlsCert, key: tlsKey)
-        configuration.logger = makeLogger("securepush.gateway", level: logLevel)
-        configuration.queueCapacity = queueCapacity
-        configuration.maxOutputBytes = maxOutputBytes
-        configuration.deliveryWindow = deliveryWindow
-        configuration.metricsFactory = PrometheusMetricsFactory(registry: registry)
+        configuration.logger = try serviceLogger("gateway", deployment: deployment, level: logLevel, format: logFormat)
+        if let queueCapacity { configuration.queueCapacity = queueCapacity }
+        if let maxOutputBytes { configuration.maxOutputBytes = maxOutputBytes }
+        if let deliveryWindow { configuration.deliveryWindow = deliveryWindow }
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
         connection.apply(to: &configuration.limits)
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
@@ -52,20 +87,16 @@ struct GatewayCommand: ParsableCommand {
         } catch {
             throw CommandFailure(error.description)
         }
-        let endpoint = MetricsEndpoint(registry: registry)
-        if let metrics {
-            do {
-                try endpoint.start(host: metrics.host, port: metrics.port, loop: loop)
-            } catch {
-                throw CommandFailure(error.description)
+        let endpoint = try monitoring.map { address in
+            try startMonitoring(service.metrics, at: address) { host, port throws(EventLoopError) in
+                try service.startMonitoring(host: host, port: port)
             }
-            announce("metrics on \(metrics.host):\(endpoint.port)")
         }
         let signals = stopOnTermination(loop) { stopped in service.drain(then: stopped) }
         announce("listening on \(HostPort(host: address.host, port: service.port))")
         loop.run()
         signals.forEach { $0.cancel() }
-        endpoint.stop()
+        endpoint?.stop()
         loop.shutdown()
     }
 }

@@ -1,31 +1,65 @@
 import ArgumentParser
 import PushEventLoop
+import PushService
+import PushSession
 import PushStore
 
 struct StoreCommand: ParsableCommand {
+    private static let settings = StoreSettings()
+    private static let limits = ServiceLimits(name: "", served: [])
+
     static let configuration = CommandConfiguration(
         commandName: "store",
-        abstract: "Run the payload store.")
+        abstract: "Run the payload store.",
+        discussion: """
+        Settings not given as flags come from the deployment's config file, DIR/securepush.conf \
+        (`key = value` lines: store.listen, store.metrics, store.max_payload_bytes, log_level, ...; \
+        a flag wins over its key). README.md describes every key.
+        """)
 
-    @Option(help: "The deployment directory made by `securepush init`.") var dataDir: String
-    @Option(help: "Address to listen on; port 0 picks a free port.") var listen: HostPort?
-    @Option(help: "TLS certificate (PEM).") var tlsCert: String?
-    @Option(help: "TLS private key (PEM).") var tlsKey: String?
-    @Option(help: "Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default 10000).") var maxConnections: Int?
+    @Option(help: ArgumentHelp("The deployment directory made by `securepush init`; its securepush.conf holds the settings not given as flags.",
+                               valueName: "dir"))
+    var dataDir: String
+    @Option(help: ArgumentHelp("Address to listen on; port 0 picks a free port (default: store.listen in the config file, which `securepush init` sets to 127.0.0.1:7070).",
+                               valueName: "host:port"))
+    var listen: HostPort?
+    @Option(help: ArgumentHelp("TLS certificate, PEM (default: none, plain TCP).", valueName: "file")) var tlsCert: String?
+    @Option(help: ArgumentHelp("TLS private key, PEM (default: none, plain TCP).", valueName: "file")) var tlsKey: String?
+    @Option(help: ArgumentHelp("""
+        Serve HTTP at this address: /metrics (Prometheus text format), /healthz (200 while the store runs) and \
+        /readyz (200 when serving; 503 with the reason while draining or when the data directory cannot take writes) \
+        (default: store.metrics in the config file; none without it).
+        """, valueName: "host:port"))
+    var metrics: HostPort?
+    @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default: \(StoreCommand.limits.maxConnections)).",
+                               valueName: "count"))
+    var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
-    @Option(help: "Largest payload in bytes.") var maxPayload: Int?
-    @Option(help: "Fetch token lifetime in seconds.") var tokenLifetime: Int?
-    @Option(help: "Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this.") var keepaliveMs: UInt32?
-    @Option(help: "Log level.") var logLevel: LogLevelOption = .info
+    @Option(help: ArgumentHelp("Largest payload a STORE may carry, in bytes (default: \(StoreCommand.settings.maxPayloadBytes), or store.max_payload_bytes in the config file).",
+                               valueName: "bytes"))
+    var maxPayload: Int?
+    @Option(help: ArgumentHelp("Fetch token lifetime, in seconds (default: \(StoreCommand.settings.tokenLifetimeMs / 1000), or store.token_lifetime_s in the config file).",
+                               valueName: "seconds"))
+    var tokenLifetime: Int?
+    @Option(help: ArgumentHelp("Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this (default: \(StoreCommand.limits.keepaliveMs)).",
+                               valueName: "ms"))
+    var keepaliveMs: UInt32?
+    @Option(help: ArgumentHelp("Least severe log level written (default: info, or store.log_level or log_level in the config file).",
+                               valueName: "level"))
+    var logLevel: LogLevelOption?
+    @Option(help: ArgumentHelp("Log line format on stderr; json writes one object per line with timestamp, level, label, message and metadata (default: text, or store.log_format or log_format in the config file).",
+                               valueName: "format"))
+    var logFormat: LogFormatOption?
 
     func run() throws {
         let deployment = try openDeployment(dataDir)
         guard let address = listen ?? deployment.config["store.listen"].flatMap(HostPort.init(argument:)) else {
             throw CommandFailure("no address to listen on: pass --listen HOST:PORT")
         }
+        let monitoring = try monitoringAddress(metrics, service: "store", deployment: deployment)
         var configuration = StoreConfiguration(deployment: deployment, host: address.host, port: address.port)
         configuration.tls = try loadServerTLS(certificate: tlsCert, key: tlsKey)
-        configuration.logger = makeLogger("securepush.store", level: logLevel)
+        configuration.logger = try serviceLogger("store", deployment: deployment, level: logLevel, format: logFormat)
         if let maxPayload { configuration.settings.maxPayloadBytes = maxPayload }
         if let tokenLifetime { configuration.settings.tokenLifetimeMs = UInt64(max(0, tokenLifetime)) * 1000 }
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
@@ -39,10 +73,16 @@ struct StoreCommand: ParsableCommand {
         } catch {
             throw CommandFailure(error.description)
         }
+        let endpoint = try monitoring.map { address in
+            try startMonitoring(service.metrics, at: address) { host, port throws(EventLoopError) in
+                try service.startMonitoring(host: host, port: port)
+            }
+        }
         let signals = stopOnTermination(loop) { stopped in service.drain(then: stopped) }
         announce("listening on \(HostPort(host: address.host, port: service.port))")
         loop.run()
         signals.forEach { $0.cancel() }
+        endpoint?.stop()
         loop.shutdown()
     }
 }

@@ -1,6 +1,8 @@
 import ArgumentParser
 import Logging
 import PushEventLoop
+import PushSecurity
+import PushService
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -21,11 +23,78 @@ enum LogLevelOption: String, ExpressibleByArgument, CaseIterable {
     var level: Logger.Level { Logger.Level(rawValue: rawValue) ?? .info }
 }
 
+enum LogFormatOption: String, ExpressibleByArgument, CaseIterable {
+    /// `TIMESTAMP LEVEL LABEL: key=value [module] message`, swift-log's stream format.
+    case text
+    /// One JSON object per line (`JSONLogHandler`).
+    case json
+}
+
 /// Structured logs on stderr; stdout stays for what scripts read.
-func makeLogger(_ label: String, level: LogLevelOption) -> Logger {
-    var logger = Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+func makeLogger(_ label: String, level: LogLevelOption, format: LogFormatOption = .text) -> Logger {
+    var logger = switch format {
+    case .text: Logger(label: label) { StreamLogHandler.standardError(label: $0) }
+    case .json: Logger(label: label) { JSONLogHandler(label: $0) }
+    }
     logger.logLevel = level.level
     return logger
+}
+
+/// The logger of a service (`store`, `gateway`): each setting from its flag, else from
+/// the config file (`SERVICE.log_level`, then the bare `log_level`; the same for
+/// `log_format`), else info and text.
+func serviceLogger(_ service: String, deployment: Deployment, level: LogLevelOption?, format: LogFormatOption?) throws -> Logger {
+    let level = try level ?? configSetting(deployment, service: service, key: "log_level").map { text in
+        guard let parsed = LogLevelOption(rawValue: text) else {
+            throw CommandFailure("\(configPath(deployment)): log_level must be one of \(LogLevelOption.allCases.map(\.rawValue).joined(separator: ", ")), not '\(text)'")
+        }
+        return parsed
+    } ?? .info
+    let format = try format ?? configSetting(deployment, service: service, key: "log_format").map { text in
+        guard let parsed = LogFormatOption(rawValue: text) else {
+            throw CommandFailure("\(configPath(deployment)): log_format must be text or json, not '\(text)'")
+        }
+        return parsed
+    } ?? .text
+    return makeLogger("securepush.\(service)", level: level, format: format)
+}
+
+/// A config file setting for one service: `SERVICE.KEY`, else the bare `KEY`.
+func configSetting(_ deployment: Deployment, service: String, key: String) -> String? {
+    deployment.config["\(service).\(key)"] ?? deployment.config[key]
+}
+
+func configPath(_ deployment: Deployment) -> String {
+    deployment.directory + "/" + Deployment.configFile
+}
+
+/// Where a service serves /metrics, /healthz and /readyz: the flag, else `SERVICE.metrics`
+/// in the config file (no bare key: two services cannot share one port), else nowhere.
+func monitoringAddress(_ flag: HostPort?, service: String, deployment: Deployment) throws -> HostPort? {
+    if let flag { return flag }
+    guard let text = deployment.config["\(service).metrics"] else { return nil }
+    guard let address = HostPort(argument: text) else {
+        throw CommandFailure("\(configPath(deployment)): \(service).metrics must be HOST:PORT, not '\(text)'")
+    }
+    return address
+}
+
+/// Adds the process and build metrics to a service's registry and serves it with the
+/// health endpoints, announcing the address on stdout (tests and scripts wait for it).
+func startMonitoring(_ metrics: MetricsRegistry, at address: HostPort,
+                     start: (String, Int) throws(EventLoopError) -> MonitoringEndpoint) throws -> MonitoringEndpoint {
+    if !metrics.contains("securepush_build_info") {
+        metrics.addBuildInfo(version: SecurePush.version)
+        metrics.addProcessMetrics()
+    }
+    let endpoint: MonitoringEndpoint
+    do {
+        endpoint = try start(address.host, address.port)
+    } catch {
+        throw CommandFailure("metrics endpoint: cannot listen on \(address): \(error)")
+    }
+    announce("metrics on \(HostPort(host: address.host, port: endpoint.port))")
+    return endpoint
 }
 
 /// Prints a line to stdout and flushes it at once: tests and scripts wait for it.

@@ -1,5 +1,3 @@
-import CoreMetrics
-import Prometheus
 import Testing
 import PushSecurity
 import PushWire
@@ -63,21 +61,21 @@ final class GatewayFixture {
     let serverKey = SecretKey(bytes: Array(repeating: 3, count: 32))!
     var now: Int64 = 1_000_000
     let logic: GatewayLogic
-    let registry = PrometheusCollectorRegistry()
+    let metrics = GatewayMetrics()
 
     init(queueCapacity: Int = 100, window: Int = 64) {
         var settings = GatewaySettings()
         settings.queueCapacity = queueCapacity
         settings.deliveryWindow = window
         var clock: () -> Int64 = { 0 }
-        logic = GatewayLogic(settings: settings, serverKey: serverKey, metrics: GatewayMetrics(factory: PrometheusMetricsFactory(registry: registry)),
+        logic = GatewayLogic(settings: settings, serverKey: serverKey, metrics: metrics,
                              wallClock: { 1_700_000_000_000 }, monotonicClock: { clock() })
         clock = { [unowned self] in self.now }
     }
 
     /// A counter's value, from the metrics in the Prometheus text format.
     func counter(_ name: String) -> Int? {
-        for line in registry.emitToString().split(separator: "\n") where line.hasPrefix(name + " ") {
+        for line in metrics.registry.text.split(separator: "\n") where line.hasPrefix(name + " ") {
             return Int(line.dropFirst(name.count + 1))
         }
         return nil

@@ -1,5 +1,4 @@
 import Foundation
-import Prometheus
 import PushGateway
 import Testing
 import PushClient
@@ -35,20 +34,18 @@ extension GatewayUnderTest {
     }
 }
 
-/// A gateway in this process, on a clock the test can move forward, counting into a
-/// Prometheus registry the test can read.
+/// A gateway in this process, on a clock the test can move forward, whose metrics the
+/// test can read.
 final class RunningGateway: GatewayUnderTest {
     let deployment: TemporaryDeployment
     let clock = ManualClock()
-    let metrics = PrometheusCollectorRegistry()
     let service: InProcessGateway
 
     init(configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
         deployment = try TemporaryDeployment()
-        service = try InProcessGateway(deployment) { [clock, metrics] in
+        service = try InProcessGateway(deployment) { [clock] in
             $0.wallClock = clock.wallMilliseconds
             $0.monotonicClock = clock.monotonicMilliseconds
-            $0.metricsFactory = PrometheusMetricsFactory(registry: metrics)
             configure(&$0)
         }
     }
@@ -56,7 +53,7 @@ final class RunningGateway: GatewayUnderTest {
     var reachable: any ReachableService { service }
 
     /// The metrics in the Prometheus text format.
-    var metricsText: String { metrics.emitToString() }
+    var metricsText: String { service.onLoop { $0.metrics.text } ?? "" }
 
     /// A device that connects, is seen by the gateway, and goes away again.
     func knownOffline(_ id: String) throws {
