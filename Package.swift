@@ -14,7 +14,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
-        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
     ],
     targets: [
         // libevent (and its OpenSSL bufferevents) from Debian's libevent-dev and libssl-dev.
@@ -58,11 +57,9 @@ let package = Package(
         ]),
         // Device and provider clients.
         .target(name: "PushClient", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
-        // The push gateway: routing, offline queues, fan-out, metrics. (CoreMetrics only
-        // for `GatewayConfiguration.metricsFactory`, which the gateway no longer reads.)
+        // The push gateway: routing, offline queues, fan-out, metrics.
         .target(name: "PushGateway", dependencies: [
             "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity",
-            .product(name: "CoreMetrics", package: "swift-metrics"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Load generators behind `securepush bench`.

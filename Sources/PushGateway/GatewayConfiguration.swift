@@ -1,4 +1,3 @@
-import CoreMetrics
 import Logging
 import PushEventLoop
 import PushSecurity
@@ -6,7 +5,7 @@ import PushService
 import PushSession
 
 /// Everything a push gateway needs to start: where it listens, its keys, its queues and
-/// limits, and where its metrics go.
+/// limits.
 public struct GatewayConfiguration: Sendable {
     public var host: String
     /// 0 picks a free port; `GatewayService.port` tells which.
@@ -22,8 +21,6 @@ public struct GatewayConfiguration: Sendable {
     /// Bytes of output a connection may leave unread before it is cut off ([5.5-4]). Pushes
     /// to a device are paced to stay under it (see `GatewaySettings.deliveryWindow`).
     public var maxOutputBytes: Int
-    /// Where the gateway's counters and gauges go (a Prometheus registry's factory, say).
-    public var metricsFactory: any MetricsFactory
     public var logger: Logger
     /// Wall-clock milliseconds, for credential lifetimes.
     public var wallClock: @Sendable () -> UInt64
@@ -39,7 +36,6 @@ public struct GatewayConfiguration: Sendable {
         limits = ServiceLimits(name: "securepush-gateway", served: GatewayServer.served)
         limits.maxConnections = 20_000
         maxOutputBytes = 64 * 1024
-        metricsFactory = NOOPMetricsHandler.instance
         logger = Logger(label: "securepush.gateway")
         wallClock = Clocks.wallMilliseconds
         monotonicClock = Clocks.monotonicMilliseconds

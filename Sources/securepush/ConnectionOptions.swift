@@ -8,22 +8,22 @@ struct ConnectionOptions: ParsableArguments {
     private static let defaults = ServiceLimits(name: "", served: [])
 
     @Option(help: ArgumentHelp(
-        "Milliseconds from accept to HELLO_OK; a peer that has not completed HELLO by then gets GOAWAY TIMEOUT and is closed (default \(ConnectionOptions.defaults.timeouts.handshakeMs)).",
+        "Milliseconds from accept to HELLO_OK; a peer that has not completed HELLO by then gets GOAWAY TIMEOUT and is closed (default: \(ConnectionOptions.defaults.timeouts.handshakeMs)).",
         valueName: "ms"))
     var handshakeTimeoutMs: Int64?
 
     @Option(help: ArgumentHelp(
-        "Milliseconds a frame may take from its first byte to its last before GOAWAY TIMEOUT (default \(ConnectionOptions.defaults.timeouts.frameMs)).",
+        "Milliseconds a frame may take from its first byte to its last before GOAWAY TIMEOUT (default: \(ConnectionOptions.defaults.timeouts.frameMs)).",
         valueName: "ms"))
     var frameTimeoutMs: Int64?
 
     @Option(help: ArgumentHelp(
-        "Connections waiting for HELLO_OK at once; one more is closed unanswered (default \(ConnectionOptions.defaults.maxPendingHandshakes)). They never take the slots of admitted peers.",
+        "Connections waiting for HELLO_OK at once; one more is closed unanswered (default: \(ConnectionOptions.defaults.maxPendingHandshakes)). They never take the slots of admitted peers.",
         valueName: "count"))
     var maxPendingHandshakes: Int?
 
     @Option(help: ArgumentHelp(
-        "Connections from one source address waiting for HELLO_OK at once (default \(ConnectionOptions.defaults.maxPendingPerAddress)).",
+        "Connections from one source address waiting for HELLO_OK at once (default: \(ConnectionOptions.defaults.maxPendingPerAddress)).",
         valueName: "count"))
     var maxPendingPerAddress: Int?
 

@@ -15,11 +15,7 @@ struct GatewayCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "gateway",
         abstract: "Run the push gateway.",
-        discussion: """
-        Settings not given as flags come from the deployment's config file, DIR/securepush.conf \
-        (`key = value` lines: gateway.listen, gateway.metrics, log_level, ...; a flag wins over its key). \
-        README.md describes every key.
-        """)
+        discussion: (ConfigSchema.helpText(for: .gateway) + ["README.md (\"The config file\") describes them too."]).joined(separator: "\n"))
 
     @Option(help: ArgumentHelp("The deployment directory made by `securepush init`; its securepush.conf holds the settings not given as flags.",
                                valueName: "dir"))
@@ -69,10 +65,10 @@ struct GatewayCommand: ParsableCommand {
         guard let address = listen ?? deployment.config["gateway.listen"].flatMap(HostPort.init(argument:)) else {
             throw CommandFailure("no address to listen on: pass --listen HOST:PORT")
         }
-        let monitoring = try monitoringAddress(metrics, service: "gateway", deployment: deployment)
+        let monitoring = try monitoringAddress(metrics, service: .gateway, deployment: deployment)
         var configuration = GatewayConfiguration(deployment: deployment, host: address.host, port: address.port)
         configuration.tls = try loadServerTLS(certificate: tlsCert, key: tlsKey)
-        configuration.logger = try serviceLogger("gateway", deployment: deployment, level: logLevel, format: logFormat)
+        configuration.logger = serviceLogger(.gateway, deployment: deployment, level: logLevel, format: logFormat)
         if let queueCapacity { configuration.queueCapacity = queueCapacity }
         if let maxOutputBytes { configuration.maxOutputBytes = maxOutputBytes }
         if let deliveryWindow { configuration.deliveryWindow = deliveryWindow }

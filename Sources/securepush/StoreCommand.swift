@@ -1,5 +1,6 @@
 import ArgumentParser
 import PushEventLoop
+import PushSecurity
 import PushService
 import PushSession
 import PushStore
@@ -11,11 +12,7 @@ struct StoreCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "store",
         abstract: "Run the payload store.",
-        discussion: """
-        Settings not given as flags come from the deployment's config file, DIR/securepush.conf \
-        (`key = value` lines: store.listen, store.metrics, store.max_payload_bytes, log_level, ...; \
-        a flag wins over its key). README.md describes every key.
-        """)
+        discussion: (ConfigSchema.helpText(for: .store) + ["README.md (\"The config file\") describes them too."]).joined(separator: "\n"))
 
     @Option(help: ArgumentHelp("The deployment directory made by `securepush init`; its securepush.conf holds the settings not given as flags.",
                                valueName: "dir"))
@@ -56,10 +53,10 @@ struct StoreCommand: ParsableCommand {
         guard let address = listen ?? deployment.config["store.listen"].flatMap(HostPort.init(argument:)) else {
             throw CommandFailure("no address to listen on: pass --listen HOST:PORT")
         }
-        let monitoring = try monitoringAddress(metrics, service: "store", deployment: deployment)
+        let monitoring = try monitoringAddress(metrics, service: .store, deployment: deployment)
         var configuration = StoreConfiguration(deployment: deployment, host: address.host, port: address.port)
         configuration.tls = try loadServerTLS(certificate: tlsCert, key: tlsKey)
-        configuration.logger = try serviceLogger("store", deployment: deployment, level: logLevel, format: logFormat)
+        configuration.logger = serviceLogger(.store, deployment: deployment, level: logLevel, format: logFormat)
         if let maxPayload { configuration.settings.maxPayloadBytes = maxPayload }
         if let tokenLifetime { configuration.settings.tokenLifetimeMs = UInt64(max(0, tokenLifetime)) * 1000 }
         if let maxConnections { configuration.limits.maxConnections = maxConnections }

@@ -40,41 +40,22 @@ func makeLogger(_ label: String, level: LogLevelOption, format: LogFormatOption 
     return logger
 }
 
-/// The logger of a service (`store`, `gateway`): each setting from its flag, else from
-/// the config file (`SERVICE.log_level`, then the bare `log_level`; the same for
-/// `log_format`), else info and text.
-func serviceLogger(_ service: String, deployment: Deployment, level: LogLevelOption?, format: LogFormatOption?) throws -> Logger {
-    let level = try level ?? configSetting(deployment, service: service, key: "log_level").map { text in
-        guard let parsed = LogLevelOption(rawValue: text) else {
-            throw CommandFailure("\(configPath(deployment)): log_level must be one of \(LogLevelOption.allCases.map(\.rawValue).joined(separator: ", ")), not '\(text)'")
-        }
-        return parsed
-    } ?? .info
-    let format = try format ?? configSetting(deployment, service: service, key: "log_format").map { text in
-        guard let parsed = LogFormatOption(rawValue: text) else {
-            throw CommandFailure("\(configPath(deployment)): log_format must be text or json, not '\(text)'")
-        }
-        return parsed
-    } ?? .text
-    return makeLogger("securepush.\(service)", level: level, format: format)
-}
-
-/// A config file setting for one service: `SERVICE.KEY`, else the bare `KEY`.
-func configSetting(_ deployment: Deployment, service: String, key: String) -> String? {
-    deployment.config["\(service).\(key)"] ?? deployment.config[key]
-}
-
-func configPath(_ deployment: Deployment) -> String {
-    deployment.directory + "/" + Deployment.configFile
+/// The logger of a service: each setting from its flag, else from the config file
+/// (`SERVICE.log_level`, then the bare `log_level`; the same for `log_format`; both
+/// checked by `ConfigSchema` when the deployment opened), else info and text.
+func serviceLogger(_ service: ConfigService, deployment: Deployment, level: LogLevelOption?, format: LogFormatOption?) -> Logger {
+    let level = level ?? deployment.value("log_level", for: service).flatMap(LogLevelOption.init(rawValue:)) ?? .info
+    let format = format ?? deployment.value("log_format", for: service).flatMap(LogFormatOption.init(rawValue:)) ?? .text
+    return makeLogger("securepush.\(service.rawValue)", level: level, format: format)
 }
 
 /// Where a service serves /metrics, /healthz and /readyz: the flag, else `SERVICE.metrics`
 /// in the config file (no bare key: two services cannot share one port), else nowhere.
-func monitoringAddress(_ flag: HostPort?, service: String, deployment: Deployment) throws -> HostPort? {
+func monitoringAddress(_ flag: HostPort?, service: ConfigService, deployment: Deployment) throws -> HostPort? {
     if let flag { return flag }
-    guard let text = deployment.config["\(service).metrics"] else { return nil }
+    guard let text = deployment.config[service.rawValue + ".metrics"] else { return nil }
     guard let address = HostPort(argument: text) else {
-        throw CommandFailure("\(configPath(deployment)): \(service).metrics must be HOST:PORT, not '\(text)'")
+        throw CommandFailure("\(deployment.directory)/\(Deployment.configFile): \(service.rawValue).metrics must be HOST:PORT, not '\(text)'")
     }
     return address
 }
