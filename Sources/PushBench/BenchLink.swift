@@ -52,6 +52,7 @@ final class BenchLink: ConnectionHandler {
     private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: 0)
     private var openedAt: UInt64 = 0
     private var closingOnPurpose = false
+    private var isTLS = false
     private var reply: [UInt8] = []
 
     init(index: Int, device: String = "", hello: Hello, owner: LinkOwner) {
@@ -65,11 +66,13 @@ final class BenchLink: ConnectionHandler {
     var isReady: Bool { state == .ready }
     var hasRoom: Bool { state == .ready && outstanding < capacity }
 
-    func open(loop: EventLoop, to endpoint: HostPort, source: String?) {
+    func open(loop: EventLoop, to endpoint: HostPort, source: String?, tls: TLSContext?, serverName: String?) {
         guard state == .idle else { return }
         state = .connecting
         openedAt = Clocks.monotonicNanoseconds()
-        Connection.connect(loop: loop, host: endpoint.host, port: endpoint.port, sourceAddress: source) { [self] result in
+        isTLS = tls != nil
+        Connection.connect(loop: loop, host: endpoint.host, port: endpoint.port, tls: tls, serverName: serverName,
+                           sourceAddress: source) { [self] result in
             switch result {
             case .success(let connection):
                 self.connection = connection
@@ -169,12 +172,23 @@ final class BenchLink: ConnectionHandler {
         }
     }
 
+    /// A plain HELLO to a TLS server gets a TLS alert (not a frame) or a bare close.
+    private static func mayBeTLSServer(_ reason: CloseReason) -> Bool {
+        switch reason {
+        case .peerClosed, .framingError: true
+        default: false
+        }
+    }
+
     func onClose(_ connection: Connection, reason: CloseReason) {
         let wasReady = state == .ready
         state = .closed
         self.connection = nil
         guard !closingOnPurpose else { return }
         if failure == nil { failure = "\(reason)" }
+        if !wasReady, !isTLS, Self.mayBeTLSServer(reason) {
+            failure = (failure ?? "") + " before HELLO_OK (a TLS server? pass --ca-file)"
+        }
         if wasReady {
             owner.linkLost(self)
         } else {

@@ -12,14 +12,19 @@ final class Connector {
     private var next = 0
     private var inProgress = 0
     private let maxConcurrent: Int
+    private let tls: TLSContext?
+    private let serverName: String?
     private var sources = SourceAddressPlan()
     private(set) var ready = 0
     private(set) var failed = 0
     /// Failure reasons and how often each occurred.
     private(set) var failures: [String: UInt64] = [:]
 
-    init(loop: EventLoop, maxConcurrent: Int = ServiceLimits.defaultMaxPendingPerAddress) {
+    init(loop: EventLoop, tls: TLSContext? = nil, serverName: String? = nil,
+         maxConcurrent: Int = ServiceLimits.defaultMaxPendingPerAddress) {
         self.loop = loop
+        self.tls = tls
+        self.serverName = serverName
         self.maxConcurrent = maxConcurrent
     }
 
@@ -40,7 +45,7 @@ final class Connector {
             next += 1
             inProgress += 1
             link.setup = self
-            link.open(loop: loop, to: endpoint, source: source)
+            link.open(loop: loop, to: endpoint, source: source, tls: tls, serverName: serverName)
         }
     }
 
