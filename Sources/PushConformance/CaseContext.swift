@@ -10,6 +10,8 @@ final class RunState {
     let options: ConformanceOptions
     let runID: String
     private var counter = 0
+    /// Set when a service refused a connection: it is down, and the run stops.
+    var unreachable: String?
 
     init(options: ConformanceOptions) {
         self.options = options
@@ -71,9 +73,16 @@ public final class CaseContext {
 
     // MARK: connections
 
-    /// A new TCP connection with nothing sent yet.
+    /// A new connection (TLS when the run has a CA) with nothing sent yet.
     func connect(_ endpoint: HostPort, name: String) throws(CaseStop) -> WireSession {
-        let session = try WireSession(endpoint: endpoint, name: name, timeoutMs: timeoutMs)
+        let channel: FrameChannel
+        do {
+            channel = try FrameChannels.open(endpoint, tls: options.tls, timeoutMs: timeoutMs)
+        } catch {
+            if error.refused { run.unreachable = "the \(name) at \(endpoint) refused a connection: it stopped, so the run stops too" }
+            throw .fail("cannot connect to the \(name) at \(endpoint): \(error)")
+        }
+        let session = WireSession(channel: channel, name: name, timeoutMs: timeoutMs)
         sessions.append(session)
         return session
     }
