@@ -89,6 +89,8 @@ public struct ConformanceReport: Sendable {
         var lines: [String] = []
         if let aborted { lines.append("stopped after \(results.count) of \(selectedCount) cases: \(aborted)") }
         lines.append("\(results.count) cases: \(passed) passed, \(failed) failed, \(skipped) skipped in \(durationMs) ms")
+        // A run stopped before its first case covered nothing: the list would be every clause.
+        guard !(aborted != nil && results.isEmpty) else { return lines.joined(separator: "\n") }
         lines.append("clauses covered: \(coveredClauses.count) of \(clausesTotal) (a clause is covered when a case for it ran)")
         if !notCovered.isEmpty {
             lines.append("not covered:")

@@ -17,7 +17,7 @@ public enum ConformanceSuite {
     public static func catalogue(_ options: ConformanceOptions) -> [ConformanceCase] {
         let vectors = VectorSource.load(explicit: options.vectorsDirectory)
         return HandshakeCases.all + CredentialCases.all + FramingCases.all + FieldCases.all + ConnectionCases.all
-            + PipelineCases.all + KeepaliveCases.all + FlowCases.all
+            + PipelineCases.all + KeepaliveCases.all + FlowCases.all + TLSCases.all
             + VectorCases.cases(for: vectors)
             + StoreCases.all + TokenCases.all + GatewayCases.all
             // Last: it provokes the store's failed-login limit, which may also hold back

@@ -389,7 +389,7 @@ struct BothServicesFlags: ParsableArguments {
     @Option(help: ArgumentHelp("An existing user to store for and log the devices in as (default: a throwaway user the bench adds and removes).",
                                valueName: "name"))
     var user: String?
-    @Option(help: ArgumentHelp("--user's password, the first line of this file: the devices LOGIN with it.", valueName: "file"))
+    @Option(help: ArgumentHelp("The password of --user, the first line of this file: the devices LOGIN with it.", valueName: "file"))
     var passwordFile: String?
     @OptionGroup var tlsClient: TLSClientFlags
 
