@@ -55,7 +55,9 @@ enum ServiceProbe {
             if header != nil { return nil }
         }
         guard !bytes.isEmpty else {
-            return closed ? "it closed the connection without answering HELLO" : "no answer to HELLO within \(waitedMs) ms"
+            // A TLS server reads a plain HELLO as the start of a long record and waits.
+            let hint = overTLS ? "" : " (if it serves TLS, pass --ca-file)"
+            return (closed ? "it closed the connection without answering HELLO" : "no answer to HELLO within \(waitedMs) ms") + hint
         }
         if bytes[0] == FrameHeader.magic, bytes.count < FrameHeader.size {
             return "it sent \(bytes.count) bytes of a frame header and " + (closed ? "closed the connection" : "then nothing for \(waitedMs) ms")
