@@ -13,17 +13,27 @@ public struct LatencyPlot {
 
     // The canvas and the plot area inside it.
     static let width = 960.0, height = 600.0
-    static let left = 96.0, right = 900.0, top = 104.0, bottom = 528.0
+    static let left = 96.0, right = 900.0, top = 112.0, bottom = 528.0
 
-    /// The curve's points: (1/(1-p), latency in us) for every percentile step below 100 %.
+    /// Samples per decade of the x axis (per added nine).
+    static let samplesPerDecade = 20
+
+    /// The curve's points: (1/(1-p), latency in us), evenly spaced on the log axis up to
+    /// the last percentile the samples resolve (1/(1-p) = their count), where the curve
+    /// meets the maximum. Taken with `valueAtPercentile`, so the marked p50/p99 values
+    /// and the legend lie on the curve.
     var points: [(x: Double, micros: Double)] {
-        guard report.latency.totalCount > 0 else { return [] }
+        let count = Double(report.latency.totalCount)
+        guard count > 0 else { return [] }
         var result: [(x: Double, micros: Double)] = []
-        for step in report.latency.percentiles(ticksPerHalfDistance: 5) {
-            let fraction = step.percentileLevelIteratedTo / 100
-            guard fraction < 1 else { break }
-            result.append((1 / (1 - fraction), Double(step.value)))
+        var step = 0
+        while true {
+            let x = Glibc.pow(10, Double(step) / Double(Self.samplesPerDecade))
+            guard x < count else { break }
+            result.append((x, Double(report.latency.valueAtPercentile(100 * (1 - 1 / x)))))
+            step += 1
         }
+        result.append((max(count, 1), Double(report.latency.max)))
         return result
     }
 
@@ -73,9 +83,10 @@ public struct LatencyPlot {
         svg.text("securepush bench \(report.scenario): latency by percentile", x: Self.left, y: 34, size: 20, weight: "bold")
         let runLine = ["securepush " + (report.version ?? "(version unknown)"), report.timestamp,
                        "\(report.operations) operations in \(jsonNumber(report.seconds)) s", "errors \(report.errorCount)"]
-        svg.text(runLine.joined(separator: "  ·  "), x: Self.left, y: 60, size: 13, fill: "#333333")
-        svg.text(String(report.parameters.map { "\($0.0)=\($0.1.display)" }.joined(separator: "  ").prefix(140)),
-                 x: Self.left, y: 80, size: 12, fill: "#666666")
+        svg.text(runLine.joined(separator: "  ·  "), x: Self.left, y: 58, size: 13, fill: "#333333")
+        for (index, line) in Self.wrapped(report.parameters.map { "\($0.0)=\($0.1.display)" }, width: 120).prefix(2).enumerated() {
+            svg.text(line, x: Self.left, y: 78 + Double(index) * 16, size: 12, fill: "#666666")
+        }
 
         // Grid, ticks and tick labels.
         for decade in 0...decades {
@@ -101,7 +112,7 @@ public struct LatencyPlot {
         }
         // The maximum, which has no finite place on this axis, as a dashed line.
         svg.line(x1: Self.left, y1: py(maxMicros), x2: Self.right, y2: py(maxMicros), stroke: "#cc3333", dashed: true)
-        svg.text("max \(Self.tickLabel(maxMicros / divisor, step: step / 10)) \(unit)", x: Self.right - 6, y: py(maxMicros) - 6,
+        svg.text("max \(Self.readable(maxMicros / divisor)) \(unit)", x: Self.right - 6, y: py(maxMicros) - 6,
                  size: 12, anchor: "end", fill: "#cc3333")
         svg.polyline(points.map { (px($0.x), py($0.micros)) }, stroke: "#1f5fbf", width: 2.5, id: "latency-curve")
 
@@ -111,12 +122,12 @@ public struct LatencyPlot {
         var legend: [(String, String)] = []
         for (name, percentile) in marks {
             let micros = Double(report.latency.valueAtPercentile(percentile))
-            legend.append((name, "\(Self.tickLabel(micros / divisor, step: step / 10)) \(unit)"))
+            legend.append((name, "\(Self.readable(micros / divisor)) \(unit)"))
             let x = 1 / (1 - percentile / 100)
             guard x <= points.last?.x ?? 1 else { continue }
             svg.circle(cx: px(x), cy: py(micros), r: 4, fill: "#1f5fbf")
         }
-        legend.append(("max", "\(Self.tickLabel(maxMicros / divisor, step: step / 10)) \(unit)"))
+        legend.append(("max", "\(Self.readable(maxMicros / divisor)) \(unit)"))
         let boxWidth = 170.0, boxHeight = Double(legend.count) * 18 + 12
         let boxLeft = Self.right - 12 - boxWidth, boxTop = Self.bottom - 12 - boxHeight
         svg.rect(x: boxLeft, y: boxTop, width: boxWidth, height: boxHeight, fill: "#ffffff", stroke: "#bbbbbb")
@@ -128,10 +139,30 @@ public struct LatencyPlot {
         return svg.finish()
     }
 
+    /// Words joined by two spaces into lines of at most `width` characters.
+    static func wrapped(_ words: [String], width: Int) -> [String] {
+        var lines: [String] = []
+        var line = ""
+        for word in words {
+            if !line.isEmpty, line.count + 2 + word.count > width {
+                lines.append(line)
+                line = ""
+            }
+            line += (line.isEmpty ? "" : "  ") + word
+        }
+        if !line.isEmpty { lines.append(line) }
+        return lines
+    }
+
     static func pow10(_ exponent: Int) -> Double {
         var value = 1.0
         for _ in 0..<exponent { value *= 10 }
         return value
+    }
+
+    /// A latency with three significant digits (all of them from 100 up).
+    static func readable(_ value: Double) -> String {
+        value >= 100 ? String(Int(value.rounded())) : tickLabel(value, step: value >= 10 ? 0.1 : 0.01)
     }
 
     /// A value with as many decimals as the step needs (none for whole steps).

@@ -118,5 +118,8 @@ struct ReportOutputTests {
         #expect(LatencyPlot.yScale(maximum: 6703).top == 8000)
         #expect(LatencyPlot.tickLabel(7.52, step: 0.5) == "7.5")
         #expect(LatencyPlot.tickLabel(1128, step: 200) == "1128")
+        #expect(LatencyPlot.readable(8.134) == "8.13")
+        #expect(LatencyPlot.readable(25.26) == "25.3")
+        #expect(LatencyPlot.readable(1128.4) == "1128")
     }
 }
