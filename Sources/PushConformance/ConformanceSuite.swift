@@ -61,7 +61,8 @@ public enum ConformanceSuite {
         let run = RunState(options: options)
         let started = Clocks.monotonicMilliseconds()
         var results: [CaseResult] = []
-        var aborted = probing && !plan.selected.isEmpty ? ServiceProbe.problem(options) : nil
+        defer { run.close() }
+        var aborted = probing && !plan.selected.isEmpty ? ServiceProbe.problem(options, run: run) : nil
         if aborted == nil {
             for conformanceCase in plan.selected {
                 let result = execute(conformanceCase, run: run)

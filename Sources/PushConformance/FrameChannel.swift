@@ -37,9 +37,9 @@ public struct ConformanceTLS: Sendable {
 }
 
 enum FrameChannels {
-    static func open(_ endpoint: HostPort, tls: ConformanceTLS?, timeoutMs: Int32) throws(ChannelOpenFailure) -> FrameChannel {
+    static func open(_ endpoint: HostPort, tls: ConformanceTLS?, timeoutMs: Int32, run: RunState) throws(ChannelOpenFailure) -> FrameChannel {
         if let tls {
-            return try LoopWireChannel.connect(endpoint, tls: tls, timeoutMs: timeoutMs)
+            return try LoopWireChannel.connect(endpoint, tls: tls, timeoutMs: timeoutMs, loop: try run.loop())
         }
         do {
             let client = try BlockingWireClient(host: endpoint.host, port: endpoint.port, timeoutMs: timeoutMs)

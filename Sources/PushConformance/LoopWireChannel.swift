@@ -6,12 +6,12 @@ import PushEventLoop
 import PushSession
 import PushWire
 
-/// A case connection over PushEventLoop, for TLS and for the probe, which must see the
-/// raw bytes a peer answers with. The connection has a loop of its own that runs only
-/// while the caller waits on it, so it behaves like a blocking client: bytes written
-/// are flushed before `sendRaw` returns, and bytes read go through a `FrameDecoder`
-/// exactly as `BlockingWireClient`'s do.
-final class LoopWireChannel: FrameChannel, ConnectionHandler {
+/// A case connection over PushEventLoop, for TLS. The run's loop (one per run, on the
+/// run's thread) turns only while a caller waits, so the channel behaves like a blocking
+/// client: bytes written are flushed before `sendRaw` returns, and bytes read go through
+/// a `FrameDecoder` exactly as `BlockingWireClient`'s do. It keeps the first bytes it
+/// received for the probe.
+final class LoopWireChannel: FrameChannel, ProbeConnection, ConnectionHandler {
     private let loop: EventLoop
     private var connection: Connection?
     private var decoder = FrameDecoder(maxFrame: FrameLimits.ceiling)
@@ -29,18 +29,11 @@ final class LoopWireChannel: FrameChannel, ConnectionHandler {
 
     deinit {
         connection?.close()
-        loop.shutdown()
     }
 
     /// Connects (and, with `tls`, completes the handshake and verifies the certificate)
     /// within `timeoutMs`.
-    static func connect(_ endpoint: HostPort, tls: ConformanceTLS?, timeoutMs: Int32) throws(ChannelOpenFailure) -> LoopWireChannel {
-        let loop: EventLoop
-        do {
-            loop = try EventLoop()
-        } catch {
-            throw ChannelOpenFailure(description: "cannot create an event loop: \(error)", refused: false)
-        }
+    static func connect(_ endpoint: HostPort, tls: ConformanceTLS?, timeoutMs: Int32, loop: EventLoop) throws(ChannelOpenFailure) -> LoopWireChannel {
         let channel = LoopWireChannel(loop: loop, timeoutMs: timeoutMs)
         var outcome: Result<Connection, ConnectError>?
         let attempt = Connection.connect(loop: loop, host: endpoint.host, port: endpoint.port, tls: tls?.context,

@@ -9,12 +9,13 @@ import PushWire
 /// what answered, instead of every case failing on its own timeout.
 enum ServiceProbe {
     /// Why the run cannot go on, or nil when every service given speaks the protocol.
-    static func problem(_ options: ConformanceOptions) -> String? {
-        if let store = options.store, let problem = check(store, flag: "--store", service: "store", hello: storeHello(), options) {
+    static func problem(_ options: ConformanceOptions, run: RunState) -> String? {
+        if let store = options.store,
+           let problem = check(store, flag: "--store", service: "store", hello: storeHello(), options, run: run) {
             return problem
         }
         if let gateway = options.gateway,
-           let problem = check(gateway, flag: "--gateway", service: "gateway", hello: gatewayHello(options), options) {
+           let problem = check(gateway, flag: "--gateway", service: "gateway", hello: gatewayHello(options), options, run: run) {
             return problem
         }
         return nil
@@ -30,15 +31,24 @@ enum ServiceProbe {
         return CaseContext.hello(.provider, credential: credential)
     }
 
-    static func check(_ endpoint: HostPort, flag: String, service: String, hello: Hello, _ options: ConformanceOptions) -> String? {
-        let channel: LoopWireChannel
+    static func check(_ endpoint: HostPort, flag: String, service: String, hello: Hello, _ options: ConformanceOptions,
+                      run: RunState) -> String? {
+        let channel: ProbeConnection
+        let helloBytes = Message.hello(hello).encoded(correlation: 1)
         do {
-            channel = try LoopWireChannel.connect(endpoint, tls: options.tls, timeoutMs: options.timeoutMs)
+            if let tls = options.tls {
+                let secure = try LoopWireChannel.connect(endpoint, tls: tls, timeoutMs: options.timeoutMs, loop: try run.loop())
+                try? secure.sendRaw(helloBytes)
+                channel = secure
+            } else {
+                let plain = try PlainProbeSocket(endpoint, timeoutMs: options.timeoutMs)
+                plain.sendRaw(helloBytes)
+                channel = plain
+            }
         } catch {
             let what = options.tls == nil ? "cannot reach" : "cannot open a TLS connection to"
             return "\(what) the \(service) at \(endpoint) (\(flag)): \(error)" + (error.refused ? "; is it running?" : "")
         }
-        try? channel.sendRaw(Message.hello(hello).encoded(correlation: 1))
         channel.awaitBytes(FrameHeader.size, timeoutMs: options.timeoutMs)
         guard let detail = verdict(channel.firstBytes, closed: channel.peerClosed, waitedMs: options.timeoutMs,
                                    overTLS: options.tls != nil) else { return nil }
