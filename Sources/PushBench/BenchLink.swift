@@ -52,6 +52,9 @@ final class BenchLink: ConnectionHandler {
     private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: 0)
     private var openedAt: UInt64 = 0
     private var closingOnPurpose = false
+    private var isTLS = false
+    /// The connection while it is being opened (TCP connect and, for TLS, the handshake).
+    private var opening: Connection?
     private var reply: [UInt8] = []
 
     init(index: Int, device: String = "", hello: Hello, owner: LinkOwner) {
@@ -65,11 +68,14 @@ final class BenchLink: ConnectionHandler {
     var isReady: Bool { state == .ready }
     var hasRoom: Bool { state == .ready && outstanding < capacity }
 
-    func open(loop: EventLoop, to endpoint: HostPort, source: String?) {
+    func open(loop: EventLoop, to endpoint: HostPort, source: String?, tls: TLSContext?, serverName: String?) {
         guard state == .idle else { return }
         state = .connecting
         openedAt = Clocks.monotonicNanoseconds()
-        Connection.connect(loop: loop, host: endpoint.host, port: endpoint.port, sourceAddress: source) { [self] result in
+        isTLS = tls != nil
+        opening = Connection.connect(loop: loop, host: endpoint.host, port: endpoint.port, tls: tls, serverName: serverName,
+                                     sourceAddress: source) { [self] result in
+            opening = nil
             switch result {
             case .success(let connection):
                 self.connection = connection
@@ -79,15 +85,40 @@ final class BenchLink: ConnectionHandler {
                 perform(session.start(hello, correlation: 1), on: connection)
             case .failure(let error):
                 state = .closed
-                failure = "connect: \(error)"
+                failure = failure ?? "connect: \(error)"
                 setup?.linkFailed(self)
             }
+        }
+    }
+
+    /// Time since `open`, for the connector's deadline.
+    var secondsSinceOpen: Double { Double(Clocks.monotonicNanoseconds() - openedAt) / 1e9 }
+
+    /// Ends a connect or handshake that is taking too long, as a failure of the link. A
+    /// plain HELLO to a TLS server is the usual cause: OpenSSL reads its first bytes as
+    /// the start of a long record and waits for the rest.
+    func abandonSetup(after seconds: Double) {
+        switch state {
+        case .connecting:
+            failure = "no connection within \(Int(seconds)) s"
+            opening?.close()  // reports .cancelled, then linkFailed, through the connect callback
+        case .handshaking:
+            failure = "no answer to HELLO within \(Int(seconds)) s" + (isTLS ? "" : " (a TLS server? pass --ca-file)")
+            closingOnPurpose = true
+            connection?.close()
+            connection = nil
+            state = .closed
+            setup?.linkFailed(self)
+        case .idle, .ready, .closed:
+            break
         }
     }
 
     /// Closes without reporting to the owner (the end of a run). Idempotent.
     func close() {
         closingOnPurpose = true
+        opening?.close()
+        opening = nil
         connection?.close()
         connection = nil
         state = .closed
@@ -169,12 +200,23 @@ final class BenchLink: ConnectionHandler {
         }
     }
 
+    /// A plain HELLO to a TLS server gets a TLS alert (not a frame) or a bare close.
+    private static func mayBeTLSServer(_ reason: CloseReason) -> Bool {
+        switch reason {
+        case .peerClosed, .framingError: true
+        default: false
+        }
+    }
+
     func onClose(_ connection: Connection, reason: CloseReason) {
         let wasReady = state == .ready
         state = .closed
         self.connection = nil
         guard !closingOnPurpose else { return }
         if failure == nil { failure = "\(reason)" }
+        if !wasReady, !isTLS, Self.mayBeTLSServer(reason) {
+            failure = (failure ?? "") + " before HELLO_OK (a TLS server? pass --ca-file)"
+        }
         if wasReady {
             owner.linkLost(self)
         } else {

@@ -68,7 +68,7 @@ final class BenchSession {
     /// Opens `links` to `endpoint` and waits until all are ready (or throws).
     @discardableResult
     func connect(_ group: [BenchLink], to endpoint: HostPort, phase: String, tolerateFailures: Bool = false) throws(BenchError) -> Connector {
-        let connector = Connector(loop: loop)
+        let connector = Connector(loop: loop, tls: target.tls, serverName: target.serverName)
         for link in group { connector.add(link, to: endpoint) }
         progress.status = { "\(phase): \(connector.ready)/\(connector.total) ready, \(connector.failed) failed" }
         try connector.run(phase: phase, driver: driver, tolerateFailures: tolerateFailures)

@@ -35,8 +35,8 @@ enum ConnectionsBenchmark {
         }
         let held = links.filter(\.isReady).count
         var report = BenchReport(scenario: Scenario.connections.rawValue,
-                                 parameters: [("gateway", gateway.description), ("connections", "\(shape.connections)"),
-                                              ("hold_s", "\(holdSeconds)")],
+                                 parameters: [("gateway", .text(gateway.description)), ("connections", .integer(shape.connections)),
+                                              ("hold_s", .number(holdSeconds))],
                                  operations: UInt64(connector.ready), seconds: seconds, latency: latency)
         report.errors = connector.failures
         if held < connector.ready { report.errors["closed while held", default: 0] += UInt64(connector.ready - held) }

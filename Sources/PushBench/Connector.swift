@@ -12,14 +12,19 @@ final class Connector {
     private var next = 0
     private var inProgress = 0
     private let maxConcurrent: Int
+    private let tls: TLSContext?
+    private let serverName: String?
     private var sources = SourceAddressPlan()
     private(set) var ready = 0
     private(set) var failed = 0
     /// Failure reasons and how often each occurred.
     private(set) var failures: [String: UInt64] = [:]
 
-    init(loop: EventLoop, maxConcurrent: Int = ServiceLimits.defaultMaxPendingPerAddress) {
+    init(loop: EventLoop, tls: TLSContext? = nil, serverName: String? = nil,
+         maxConcurrent: Int = ServiceLimits.defaultMaxPendingPerAddress) {
         self.loop = loop
+        self.tls = tls
+        self.serverName = serverName
         self.maxConcurrent = maxConcurrent
     }
 
@@ -40,7 +45,7 @@ final class Connector {
             next += 1
             inProgress += 1
             link.setup = self
-            link.open(loop: loop, to: endpoint, source: source)
+            link.open(loop: loop, to: endpoint, source: source, tls: tls, serverName: serverName)
         }
     }
 
@@ -62,11 +67,25 @@ final class Connector {
     /// The most common failure, for an error message.
     var firstFailure: String { failures.max { $0.value < $1.value }.map { "\($0.key) (\($0.value)x)" } ?? "" }
 
+    /// How long one link may take from connect to HELLO_OK. Connects are paced, so
+    /// this is one handshake's time, far above what a live service needs.
+    static let setupSeconds = 10.0
+
     /// Opens everything queued and drives the loop until each link is ready or failed.
     /// Throws if any failed and `tolerateFailures` is false.
     func run(phase: String, driver: LoopDriver, tolerateFailures: Bool = false) throws(BenchError) {
         start()
         let seconds = 30 + Double(queue.count) / 500
+        var lastCheck = Clocks.monotonicNanoseconds()
+        driver.onHeartbeat = { [unowned self] in
+            let now = Clocks.monotonicNanoseconds()
+            guard now - lastCheck >= 500_000_000 else { return }
+            lastCheck = now
+            for (link, _, _) in queue[..<next] where link.secondsSinceOpen > Connector.setupSeconds {
+                link.abandonSetup(after: Connector.setupSeconds)
+            }
+        }
+        defer { driver.onHeartbeat = nil }
         try driver.drive(phase: phase, timeoutSeconds: seconds) { self.isDone }
         if failed > 0, !tolerateFailures {
             throw .connect("\(phase): \(failed) of \(queue.count) connections failed: \(firstFailure)")

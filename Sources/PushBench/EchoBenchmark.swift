@@ -23,6 +23,7 @@ public struct EchoBenchmark {
     }
 
     public func run() throws -> BenchReport {
+        let startedAt = Timestamp.now()
         let port = Mutex(0)
         let server = try EventLoopThread(name: "echo-server") { loop in
             let echo = EchoServer()
@@ -52,9 +53,9 @@ public struct EchoBenchmark {
         loop.run()
         if let failure { throw failure }
         client.connection?.close()
-        return BenchReport(scenario: "echo", parameters: [("inflight", "\(inflight)"), ("payload_size", "\(payloadSize)"),
-                                                          ("duration_s", "\(durationSeconds)")],
-                           operations: client.measured, seconds: client.measuredSeconds, latency: client.histogram)
+        return BenchReport(scenario: "echo", parameters: [("inflight", .integer(inflight)), ("payload_size", .integer(payloadSize)),
+                                                          ("duration_s", .number(durationSeconds)), ("warmup_s", .number(warmupSeconds))],
+                           operations: client.measured, seconds: client.measuredSeconds, latency: client.histogram, startedAt: startedAt)
     }
 }
 

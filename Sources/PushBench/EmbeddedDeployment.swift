@@ -14,15 +14,19 @@ final class EmbeddedDeployment {
     private(set) var gateway: ChildProcess?
     private(set) var storeEndpoint: HostPort?
     private(set) var gatewayEndpoint: HostPort?
+    /// The self-signed certificate the services serve with `tls` (clients trust it).
+    private(set) var certificatePath: String?
+    private var tlsFlags: [String] = []
 
     /// PBKDF2 iterations for the bench user: enough to exercise the code, cheap enough
     /// that a hundred device LOGINs take milliseconds (the tests do the same).
     static let passwordIterations = 1_000
 
-    init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int) throws(BenchError) {
+    init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int, tls: Bool = false) throws(BenchError) {
         root = try makeTemporaryDirectory(prefix: "securepush-bench")
         directory = root + "/deployment"
         do {
+            if tls { try makeCertificate() }
             try Children.run(executable, ["init", directory])
             try EmbeddedDeployment.tune(directory + "/securepush.conf", maxPayload: maxPayload)
             if scenario.needsStore {
@@ -54,7 +58,20 @@ final class EmbeddedDeployment {
     }
 
     private func spawn(_ executable: String, _ service: String) throws(BenchError) -> ChildProcess {
-        try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"], name: service)
+        try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"] + tlsFlags, name: service)
+    }
+
+    /// A certificate for 127.0.0.1 (where the services listen) and localhost.
+    private func makeCertificate() throws(BenchError) {
+        let certificate = root + "/tls.crt", key = root + "/tls.key"
+        do {
+            try SelfSignedCertificate.write(commonName: "securepush bench", subjectAltNames: ["IP:127.0.0.1", "DNS:localhost"],
+                                            certificatePath: certificate, privateKeyPath: key, validDays: 2)
+        } catch {
+            throw .setup("cannot make the bench's TLS certificate: \(error)")
+        }
+        certificatePath = certificate
+        tlsFlags = ["--tls-cert", certificate, "--tls-key", key]
     }
 
     private static func ready(_ child: ChildProcess) throws(BenchError) -> HostPort {

@@ -43,7 +43,7 @@ enum EndToEndBenchmark {
                      deviceStores: deviceStores, tokens: login.tokens,
                      store: StoreBenchmark.template(user: session.target.user, payloadSize: shape.payloadSize))
         try session.measure(runner, workload)
-        return runner.report(scenario: .e2e, parameters: [("store", store.description), ("gateway", gateway.description)])
+        return runner.report(scenario: .e2e, parameters: [("store", .text(store.description)), ("gateway", .text(gateway.description))])
     }
 }
 

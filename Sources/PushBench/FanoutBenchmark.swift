@@ -23,7 +23,7 @@ enum FanoutBenchmark {
         workload.use(providers: providers, template: FrameTemplate(.push(Push(target: .tag(tag), id: Array(repeating: 0, count: 16),
                                                                                 ttlSeconds: 0))))
         try session.measure(runner, workload)
-        var report = runner.report(scenario: .fanout, parameters: [("gateway", gateway.description)])
+        var report = runner.report(scenario: .fanout, parameters: [("gateway", .text(gateway.description))])
         let deliveries = Double(runner.completedMeasured) * Double(shape.devices)
         report.extra.append(("deliveries_per_s", report.seconds > 0 ? deliveries / report.seconds : 0))
         if workload.firstDelivery.totalCount > 0 {

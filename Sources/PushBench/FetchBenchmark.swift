@@ -26,7 +26,7 @@ enum FetchBenchmark {
         try session.connect(links, to: store, phase: "connecting devices")
         workload.use(links, templates: templates)
         try session.measure(runner, workload)
-        return runner.report(scenario: .fetch, parameters: [("store", store.description), ("payloads", "\(ids.count)")])
+        return runner.report(scenario: .fetch, parameters: [("store", .text(store.description)), ("payloads", .integer(ids.count))])
     }
 
     /// Stores the payloads to fetch; returns their ids.

@@ -84,3 +84,18 @@ func raiseOpenFileLimit() -> Int {
     }
     return limit.rlim_cur > rlim_t(Int.max) ? Int.max : Int(limit.rlim_cur)
 }
+
+/// Writes a report file (JSON, .hgrm, SVG) whole, readable by anyone like any output.
+public func writeReport(_ text: String, to path: String) throws(BenchError) {
+    let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+    guard fd >= 0 else { throw .setup("cannot write \(path): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    let bytes = Array(text.utf8)
+    var offset = 0
+    while offset < bytes.count {
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress! + offset, $0.count - offset) }
+        if written < 0, errno == EINTR { continue }
+        guard written > 0 else { throw .setup("cannot write \(path): \(String(cString: strerror(errno)))") }
+        offset += written
+    }
+}

@@ -5,6 +5,8 @@ public struct LoadBenchmark: Sendable {
     public var target: TargetOptions
     /// Draw a live status line on stderr (only if it is a terminal).
     public var showProgress: Bool
+    /// The securepush version, for the report.
+    public var version: String?
 
     public init(scenario: Scenario, shape: LoadShape, target: TargetOptions, showProgress: Bool = true) {
         self.scenario = scenario
@@ -14,6 +16,7 @@ public struct LoadBenchmark: Sendable {
     }
 
     public func run() throws(BenchError) -> BenchReport {
+        let startedAt = Timestamp.now()
         try shape.validate()
         let limit = raiseOpenFileLimit()
         let needed = descriptorsNeeded + 64
@@ -28,6 +31,9 @@ public struct LoadBenchmark: Sendable {
         defer { session.close() }
         var report = try run(scenario, session)
         if let fsync { report.extra.append(("disk_fsync_p50_us", fsync)) }
+        report.parameters.append(("tls", .boolean(target.tls != nil || target.embeddedTLS)))
+        report.version = version
+        report.startedAt = startedAt
         return report
     }
 

@@ -70,20 +70,20 @@ public struct LoadShape: Sendable, Equatable {
     }
 
     /// The shape as report parameters (devices only where the scenario has them).
-    func parameters(for scenario: Scenario) -> [(String, String)] {
-        var list: [(String, String)] = [("connections", "\(connections)")]
-        if scenario.needsGateway { list.append(("devices", "\(devices)")) }
+    func parameters(for scenario: Scenario) -> [(String, ReportValue)] {
+        var list: [(String, ReportValue)] = [("connections", .integer(connections))]
+        if scenario.needsGateway { list.append(("devices", .integer(devices))) }
         if let rate {
-            list.append(("rate", rate == rate.rounded() ? "\(Int(rate))" : "\(rate)"))
+            list.append(("rate", .number(rate)))
         } else {
-            list.append(("inflight", "\(inflight)"))
+            list.append(("inflight", .integer(inflight)))
         }
         switch stop {
-        case .duration(let seconds): list.append(("duration_s", "\(seconds)"))
-        case .count(let count): list.append(("count", "\(count)"))
+        case .duration(let seconds): list.append(("duration_s", .number(seconds)))
+        case .count(let count): list.append(("count", .integer(count)))
         }
-        list.append(("payload_size", "\(payloadSize)"))
-        list.append(("warmup_s", "\(warmupSeconds)"))
+        if scenario.carriesPayloads { list.append(("payload_size", .integer(payloadSize))) }
+        list.append(("warmup_s", .number(warmupSeconds)))
         return list
     }
 }

@@ -21,7 +21,7 @@ enum PushBenchmark {
         try session.connect(providers, to: gateway, phase: "connecting providers")
         workload.use(providers: providers, devices: devices)
         try session.measure(runner, workload)
-        return runner.report(scenario: .push, parameters: [("gateway", gateway.description)])
+        return runner.report(scenario: .push, parameters: [("gateway", .text(gateway.description))])
     }
 }
 

@@ -230,7 +230,7 @@ final class Runner {
         return shape.warmupSeconds + measured + Runner.drainSeconds + 30
     }
 
-    func report(scenario: Scenario, parameters: [(String, String)]) -> BenchReport {
+    func report(scenario: Scenario, parameters: [(String, ReportValue)]) -> BenchReport {
         var report = BenchReport(scenario: scenario.rawValue, parameters: parameters + shape.parameters(for: scenario),
                                  operations: completedMeasured, seconds: measuredSeconds, latency: histogram)
         report.errors = errors

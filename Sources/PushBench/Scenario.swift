@@ -28,17 +28,20 @@ public enum Scenario: String, CaseIterable, Sendable {
         }
     }
 
+    /// Operations STORE or FETCH payloads of `--payload-size` bytes.
+    var carriesPayloads: Bool { needsStore }
+
     /// Devices LOGIN with the user's password (the e2e device is the real client flow).
     var needsPassword: Bool { self == .e2e }
 
     public var summary: String {
         switch self {
-        case .store: "durable STOREs (provider -> store)"
-        case .fetch: "FETCHes of existing payloads (device -> store)"
-        case .push: "PUSH to connected devices, timed at the device (provider -> gateway -> device)"
-        case .fanout: "one PUSH to a tag of --devices devices, timed until the last device has it"
-        case .e2e: "the whole secure push: STORE, PUSH, delivery, FETCH, ACK; timed STORE -> FETCH_OK"
-        case .connections: "hold --connections idle devices on the gateway; its memory per connection"
+        case .store: "Durable STOREs (provider -> store)."
+        case .fetch: "FETCHes of existing payloads (device -> store)."
+        case .push: "PUSH to connected devices, timed at the device (provider -> gateway -> device)."
+        case .fanout: "One PUSH to a tag of --devices devices, timed until the last device has it."
+        case .e2e: "The whole secure push: STORE, PUSH, delivery, FETCH, ACK; timed STORE -> FETCH_OK."
+        case .connections: "Hold --connections idle devices on the gateway; its memory per connection."
         }
     }
 

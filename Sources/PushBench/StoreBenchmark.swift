@@ -19,7 +19,7 @@ enum StoreBenchmark {
         try session.connect(links, to: store, phase: "connecting providers")
         workload.use(links, template: template(user: session.target.user, payloadSize: shape.payloadSize))
         try session.measure(runner, workload)
-        return runner.report(scenario: .store, parameters: [("store", store.description)])
+        return runner.report(scenario: .store, parameters: [("store", .text(store.description))])
     }
 
     static func template(user: String, payloadSize: Int) -> FrameTemplate {

@@ -20,6 +20,12 @@ public struct TargetOptions: Sendable {
     public var gatewayPID: Int32?
     /// The `securepush` executable for child processes; nil means this process's own.
     public var executable: String?
+    /// TLS to running services: verified against this context's CA, the certificate
+    /// naming `serverName` (default: the host of each address).
+    public var tls: TLSContext?
+    public var serverName: String?
+    /// Embedded services serve TLS with a self-signed certificate made for the run.
+    public var embeddedTLS = false
 
     public init() {}
 
@@ -39,12 +45,15 @@ final class BenchTarget {
     let storePID: pid_t?
     /// The deployment directory (the store's data lives there when the store is local).
     let dataDirectory: String
+    /// How the bench's connections verify TLS services; nil for plain TCP.
+    let tls: TLSContext?
+    let serverName: String?
     private var embedded: EmbeddedDeployment?
     private var cleanup: (() -> Void)?
 
     private init(store: HostPort?, gateway: HostPort?, credentials: BenchCredentials, user: String, password: String,
-                 gatewayPID: pid_t?, storePID: pid_t?, dataDirectory: String, embedded: EmbeddedDeployment?,
-                 cleanup: (() -> Void)?) {
+                 gatewayPID: pid_t?, storePID: pid_t?, dataDirectory: String, tls: TLSContext?, serverName: String?,
+                 embedded: EmbeddedDeployment?, cleanup: (() -> Void)?) {
         self.store = store
         self.gateway = gateway
         self.credentials = credentials
@@ -53,6 +62,8 @@ final class BenchTarget {
         self.gatewayPID = gatewayPID
         self.storePID = storePID
         self.dataDirectory = dataDirectory
+        self.tls = tls
+        self.serverName = serverName
         self.embedded = embedded
         self.cleanup = cleanup
     }
@@ -73,19 +84,32 @@ final class BenchTarget {
             guard options.dataDirectory == nil, options.user == nil else {
                 throw .invalid("--data-dir and --user go with --store/--gateway; --embedded makes its own deployment")
             }
+            guard options.tls == nil, options.serverName == nil else {
+                throw .invalid("--ca-file and --server-name go with --store/--gateway; --tls makes the embedded services serve TLS")
+            }
             guard let executable else { throw .setup("cannot find the securepush executable (/proc/self/exe)") }
             let password = try randomHex(bytes: 16)
             let embedded = try EmbeddedDeployment(executable: executable, scenario: scenario, user: "bench", password: password,
-                                                  maxPayload: payloadSize)
+                                                  maxPayload: payloadSize, tls: options.embeddedTLS)
             let deployment = try openDeployment(embedded.directory)
+            var tls: TLSContext?
+            if let certificate = embedded.certificatePath {
+                do {
+                    tls = try TLSContext.client(caFile: certificate)
+                } catch {
+                    throw .setup("TLS: \(error)")
+                }
+            }
             return BenchTarget(store: embedded.storeEndpoint, gateway: embedded.gatewayEndpoint,
                                credentials: BenchCredentials(deployment), user: "bench", password: password,
-                               gatewayPID: embedded.gateway?.pid, storePID: embedded.store?.pid, dataDirectory: embedded.directory, embedded: embedded, cleanup: nil)
+                               gatewayPID: embedded.gateway?.pid, storePID: embedded.store?.pid, dataDirectory: embedded.directory,
+                               tls: tls, serverName: nil, embedded: embedded, cleanup: nil)
         }
         return try prepareRemote(options, scenario: scenario, executable: executable)
     }
 
     private static func prepareRemote(_ options: TargetOptions, scenario: Scenario, executable: String?) throws(BenchError) -> BenchTarget {
+        guard !options.embeddedTLS else { throw .invalid("--tls is for the embedded services; running ones take --ca-file") }
         guard let directory = options.dataDirectory else {
             throw .invalid("--store/--gateway need --data-dir: the bench signs its credentials with the deployment's keys")
         }
@@ -118,7 +142,7 @@ final class BenchTarget {
         let storePID = options.store.flatMap { ProcessMemory.listeningProcess(port: $0.port) }
         return BenchTarget(store: options.store, gateway: options.gateway, credentials: BenchCredentials(deployment), user: user,
                            password: password, gatewayPID: gatewayPID, storePID: storePID, dataDirectory: directory,
-                           embedded: nil, cleanup: cleanup)
+                           tls: options.tls, serverName: options.serverName, embedded: nil, cleanup: cleanup)
     }
 
     private static func addUser(_ user: String, password: String, executable: String, dataDirectory: String) throws(BenchError) {

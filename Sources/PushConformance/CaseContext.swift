@@ -10,6 +10,27 @@ final class RunState {
     let options: ConformanceOptions
     let runID: String
     private var counter = 0
+    /// Set when a service refused a connection: it is down, and the run stops.
+    var unreachable: String?
+    /// The loop TLS connections run on, made on first use on the run's thread.
+    private var tlsLoop: EventLoop?
+
+    func loop() throws(ChannelOpenFailure) -> EventLoop {
+        if let tlsLoop { return tlsLoop }
+        do {
+            let made = try EventLoop()
+            tlsLoop = made
+            return made
+        } catch {
+            throw ChannelOpenFailure(description: "cannot create an event loop: \(error)", refused: false)
+        }
+    }
+
+    /// Closes what is left on the loop. On the run's thread, after its last case.
+    func close() {
+        tlsLoop?.shutdown()
+        tlsLoop = nil
+    }
 
     init(options: ConformanceOptions) {
         self.options = options
@@ -71,9 +92,16 @@ public final class CaseContext {
 
     // MARK: connections
 
-    /// A new TCP connection with nothing sent yet.
+    /// A new connection (TLS when the run has a CA) with nothing sent yet.
     func connect(_ endpoint: HostPort, name: String) throws(CaseStop) -> WireSession {
-        let session = try WireSession(endpoint: endpoint, name: name, timeoutMs: timeoutMs)
+        let channel: FrameChannel
+        do {
+            channel = try FrameChannels.open(endpoint, tls: options.tls, timeoutMs: timeoutMs, run: run)
+        } catch {
+            if error.refused { run.unreachable = "the \(name) at \(endpoint) refused a connection: it stopped, so the run stops too" }
+            throw .fail("cannot connect to the \(name) at \(endpoint): \(error)")
+        }
+        let session = WireSession(channel: channel, name: name, timeoutMs: timeoutMs)
         sessions.append(session)
         return session
     }

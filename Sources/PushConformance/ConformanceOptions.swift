@@ -27,8 +27,10 @@ public struct ConformanceOptions: Sendable {
     public var user: String?
     /// The user's password, for the LOGIN cases.
     public var password: [UInt8]?
-    /// Where the golden vectors are; nil looks in the usual places (see `VectorSource`).
+    /// Where the golden vectors are; nil uses the ones built into the binary.
     public var vectorsDirectory: String?
+    /// TLS to the services; nil for plain TCP.
+    public var tls: ConformanceTLS?
     /// Runs the cases that wait 45 seconds or a full keepalive interval.
     public var slow = false
     /// How long to wait for any one reply.

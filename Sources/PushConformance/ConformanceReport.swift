@@ -15,11 +15,18 @@ public struct ConformanceReport: Sendable {
     public var store: HostPort?
     public var gateway: HostPort?
     public var runID: String
+    /// Why the run stopped before its last case (the target speaks no securepush, or is
+    /// down); nil when every selected case ran.
+    public var aborted: String?
+    /// How many cases the run meant to run.
+    public var selectedCount: Int
 
     public var passed: Int { results.filter { $0.verdict == .pass }.count }
     public var failed: Int { results.filter { $0.verdict == .fail }.count }
     public var skipped: Int { results.filter { $0.verdict == .skipped }.count }
     public var hasFailures: Bool { failed > 0 }
+    /// Failed cases, or a run that could not finish: either way the target is not shown to conform.
+    public var isFailure: Bool { hasFailures || aborted != nil }
 
     /// Builds the coverage figures from the results and the catalogue the run chose from.
     init(results: [CaseResult], catalogue: [ConformanceCase], durationMs: Int, options: ConformanceOptions, runID: String) {
@@ -28,6 +35,7 @@ public struct ConformanceReport: Sendable {
         self.store = options.store
         self.gateway = options.gateway
         self.runID = runID
+        selectedCount = results.count
         let ran = Set(results.filter { $0.verdict.ran }.map(\.clause))
         coveredClauses = SpecClauses.all.filter { ran.contains($0) }
         clausesTotal = SpecClauses.all.count
@@ -78,7 +86,11 @@ public struct ConformanceReport: Sendable {
 
     /// Totals, coverage and the clauses not covered, with why.
     public var summary: String {
-        var lines = ["\(results.count) cases: \(passed) passed, \(failed) failed, \(skipped) skipped in \(durationMs) ms"]
+        var lines: [String] = []
+        if let aborted { lines.append("stopped after \(results.count) of \(selectedCount) cases: \(aborted)") }
+        lines.append("\(results.count) cases: \(passed) passed, \(failed) failed, \(skipped) skipped in \(durationMs) ms")
+        // A run stopped before its first case covered nothing: the list would be every clause.
+        guard !(aborted != nil && results.isEmpty) else { return lines.joined(separator: "\n") }
         lines.append("clauses covered: \(coveredClauses.count) of \(clausesTotal) (a clause is covered when a case for it ran)")
         if !notCovered.isEmpty {
             lines.append("not covered:")

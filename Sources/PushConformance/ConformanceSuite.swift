@@ -17,7 +17,7 @@ public enum ConformanceSuite {
     public static func catalogue(_ options: ConformanceOptions) -> [ConformanceCase] {
         let vectors = VectorSource.load(explicit: options.vectorsDirectory)
         return HandshakeCases.all + CredentialCases.all + FramingCases.all + FieldCases.all + ConnectionCases.all
-            + PipelineCases.all + KeepaliveCases.all + FlowCases.all
+            + PipelineCases.all + KeepaliveCases.all + FlowCases.all + TLSCases.all
             + VectorCases.cases(for: vectors)
             + StoreCases.all + TokenCases.all + GatewayCases.all
             // Last: it provokes the store's failed-login limit, which may also hold back
@@ -44,23 +44,41 @@ public enum ConformanceSuite {
         return Plan(catalogue: catalogue, selected: try select(catalogue, options.selection))
     }
 
-    public static func run(_ options: ConformanceOptions, progress: (CaseResult) -> Void = { _ in }) throws(SelectionError) -> ConformanceReport {
-        run(try plan(options), options: options, progress: progress)
+    public static func run(_ options: ConformanceOptions, probing: Bool = true,
+                           progress: (CaseResult) -> Void = { _ in }) throws(SelectionError) -> ConformanceReport {
+        run(try plan(options), options: options, probing: probing, progress: progress)
     }
 
     /// Runs the planned cases one after another, each on its own connections, and calls
     /// `progress` with each result as it is known.
-    public static func run(_ plan: Plan, options: ConformanceOptions, progress: (CaseResult) -> Void = { _ in }) -> ConformanceReport {
+    ///
+    /// With `probing`, one HELLO to each service first makes sure something that speaks
+    /// the protocol listens there; if not, no case runs and the report says why
+    /// (`aborted`). A service that stops accepting connections during the run (refused)
+    /// ends it too, after the case that found out.
+    public static func run(_ plan: Plan, options: ConformanceOptions, probing: Bool = true,
+                           progress: (CaseResult) -> Void = { _ in }) -> ConformanceReport {
         let run = RunState(options: options)
         let started = Clocks.monotonicMilliseconds()
         var results: [CaseResult] = []
-        for conformanceCase in plan.selected {
-            let result = execute(conformanceCase, run: run)
-            results.append(result)
-            progress(result)
+        defer { run.close() }
+        var aborted = probing && !plan.selected.isEmpty ? ServiceProbe.problem(options, run: run) : nil
+        if aborted == nil {
+            for conformanceCase in plan.selected {
+                let result = execute(conformanceCase, run: run)
+                results.append(result)
+                progress(result)
+                if let unreachable = run.unreachable {
+                    aborted = unreachable
+                    break
+                }
+            }
         }
-        return ConformanceReport(results: results, catalogue: plan.catalogue, durationMs: Int(Clocks.monotonicMilliseconds() - started),
-                                 options: options, runID: run.runID)
+        var report = ConformanceReport(results: results, catalogue: plan.catalogue, durationMs: Int(Clocks.monotonicMilliseconds() - started),
+                                       options: options, runID: run.runID)
+        report.aborted = aborted
+        report.selectedCount = plan.selected.count
+        return report
     }
 
     static func execute(_ conformanceCase: ConformanceCase, run: RunState) -> CaseResult {

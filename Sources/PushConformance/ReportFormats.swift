@@ -10,10 +10,11 @@ extension ConformanceReport {
                 + "\"verdict\":\(jsonString(result.verdict.rawValue)),\"detail\":\(jsonString(result.detail)),\"duration_ms\":\(result.durationMs)}"
         }
         let uncovered = notCovered.map { "{\"clause\":\(jsonString($0.clause)),\"reason\":\(jsonString($0.reason))}" }
-        let summary = "{\"passed\":\(passed),\"failed\":\(failed),\"skipped\":\(skipped),\"cases\":\(results.count),"
+        let summary = "{\"passed\":\(passed),\"failed\":\(failed),\"skipped\":\(skipped),\"cases\":\(results.count),\"selected\":\(selectedCount),"
             + "\"clauses_covered\":\(coveredClauses.count),\"clauses_total\":\(clausesTotal),\"duration_ms\":\(durationMs)}"
         return "{\"suite\":\"securepush conformance\",\"run_id\":\(jsonString(runID)),"
             + "\"store\":\(store.map { jsonString($0.description) } ?? "null"),\"gateway\":\(gateway.map { jsonString($0.description) } ?? "null"),\n"
+            + "\"aborted\":\(aborted.map(jsonString) ?? "null"),\n"
             + "\"summary\":\(summary),\n"
             + "\"cases\":[\n" + cases.joined(separator: ",\n") + "\n],\n"
             + "\"clauses_covered\":[" + coveredClauses.map(jsonString).joined(separator: ",") + "],\n"
@@ -25,9 +26,13 @@ extension ConformanceReport {
             let whole = ms / 1000, fraction = ms % 1000
             return "\(whole)." + String(repeating: "0", count: 3 - String(fraction).count) + String(fraction)
         }
+        // A run that stopped early shows as one more test, in error: CI marks it red
+        // even when no case failed.
+        let errors = aborted == nil ? 0 : 1
+        let tests = results.count + errors
         var lines = ["<?xml version=\"1.0\" encoding=\"UTF-8\"?>"]
-        lines.append("<testsuites name=\"securepush conformance\" tests=\"\(results.count)\" failures=\"\(failed)\" skipped=\"\(skipped)\" time=\"\(seconds(durationMs))\">")
-        lines.append("  <testsuite name=\"securepush-conformance\" tests=\"\(results.count)\" failures=\"\(failed)\" errors=\"0\" skipped=\"\(skipped)\" time=\"\(seconds(durationMs))\">")
+        lines.append("<testsuites name=\"securepush conformance\" tests=\"\(tests)\" failures=\"\(failed)\" errors=\"\(errors)\" skipped=\"\(skipped)\" time=\"\(seconds(durationMs))\">")
+        lines.append("  <testsuite name=\"securepush-conformance\" tests=\"\(tests)\" failures=\"\(failed)\" errors=\"\(errors)\" skipped=\"\(skipped)\" time=\"\(seconds(durationMs))\">")
         lines.append("    <properties>")
         lines.append("      <property name=\"clauses_covered\" value=\"\(coveredClauses.count)\"/>")
         lines.append("      <property name=\"clauses_total\" value=\"\(clausesTotal)\"/>")
@@ -47,6 +52,11 @@ extension ConformanceReport {
                 lines.append("      <skipped message=\"\(xml(result.detail))\"/>")
                 lines.append("    </testcase>")
             }
+        }
+        if let aborted {
+            lines.append("    <testcase classname=\"conformance.run\" name=\"the run (\(results.count) of \(selectedCount) cases)\" time=\"0.000\">")
+            lines.append("      <error message=\"\(xml(aborted))\">\(xml(aborted))</error>")
+            lines.append("    </testcase>")
         }
         lines.append("  </testsuite>")
         lines.append("</testsuites>")

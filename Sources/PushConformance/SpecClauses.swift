@@ -48,7 +48,6 @@ public enum SpecClauses {
         "1-1": "terminology",
         "1-2": "encoding convention, exercised by every frame but not judged on its own",
         "1-3": "definition of client and server",
-        "1-4": "the suite speaks plain TCP; TLS is not exercised",
         "3.2-1": "a property of the tag table, not of any one exchange",
         "4.5-2": "binds clients (when they may send ERROR)",
         "4.14-2": "binds devices (DELIVERY_ACK after recording the id)",

@@ -4,44 +4,40 @@ import Glibc
 import PushSecurity
 import PushWire
 
-/// Finds and reads the golden vectors (protocol/vectors/*.vec, SPEC.md section 9).
-///
-/// Looked for, in order: the directory given with `--vectors`, `protocol/vectors` under
-/// the current directory, and the directory of the source tree this build came from.
+/// The golden vectors (protocol/vectors/*.vec, SPEC.md section 9): the copy built into
+/// the binary (`EmbeddedVectors`, kept equal to protocol/vectors by a test), or the
+/// files of a directory given with `--vectors`.
 public enum VectorSource {
-    /// `…/protocol/vectors` of the checkout this file was compiled in.
-    public static let builtInDirectory: String = {
-        // #filePath is …/Sources/PushConformance/VectorSource.swift: three levels up.
-        var components = #filePath.split(separator: "/", omittingEmptySubsequences: false)
-        guard components.count > 3 else { return "protocol/vectors" }
-        components.removeLast(3)
-        return components.joined(separator: "/") + "/protocol/vectors"
-    }()
-
     public struct Loaded: Sendable {
-        /// The directory read, nil when none was found.
+        /// The directory read; nil for the built-in vectors.
         public var directory: String?
         public var vectors: [TestVector]
         /// Files that did not parse, with the reason.
         public var problems: [String]
     }
 
-    /// The directory to read: `explicit` when given, else the first usual place that exists.
-    public static func locate(explicit: String?) -> String? {
-        if let explicit { return explicit }
-        for candidate in ["protocol/vectors", builtInDirectory] where !vectorFiles(in: candidate).isEmpty {
-            return candidate
-        }
-        return nil
-    }
-
     public static func load(explicit: String?) -> Loaded {
-        guard let directory = locate(explicit: explicit) else { return Loaded(directory: nil, vectors: [], problems: []) }
-        var vectors: [TestVector] = []
+        guard let directory = explicit else { return parse(EmbeddedVectors.files, directory: nil) }
+        var files: [(name: String, text: String)] = []
         var problems: [String] = []
         for name in vectorFiles(in: directory) {
             do {
-                vectors += try TestVector.parseFile(try Deployment.readFile(directory + "/" + name))
+                files.append((name, try Deployment.readFile(directory + "/" + name)))
+            } catch {
+                problems.append("\(name): \(error)")
+            }
+        }
+        var loaded = parse(files, directory: directory)
+        loaded.problems = problems + loaded.problems
+        return loaded
+    }
+
+    static func parse(_ files: [(name: String, text: String)], directory: String?) -> Loaded {
+        var vectors: [TestVector] = []
+        var problems: [String] = []
+        for (name, text) in files {
+            do {
+                vectors += try TestVector.parseFile(text)
             } catch {
                 problems.append("\(name): \(error)")
             }

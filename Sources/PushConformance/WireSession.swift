@@ -16,7 +16,7 @@ import PushEventLoop
 /// own request. Cases that misbehave on purpose write raw frames instead.
 final class WireSession {
     let name: String
-    let client: BlockingWireClient
+    let client: FrameChannel
     let timeoutMs: Int32
     /// Answer the server's PINGs while waiting; off for the keepalive cases, which must
     /// stay silent or observe the PING itself.
@@ -29,15 +29,10 @@ final class WireSession {
     private var stash: [Frame] = []
     private var nextCorrelation: UInt32 = 1
 
-    init(endpoint: HostPort, name: String, timeoutMs: Int32) throws(CaseStop) {
+    init(channel: FrameChannel, name: String, timeoutMs: Int32) {
         self.name = name
         self.timeoutMs = timeoutMs
-        do {
-            client = try BlockingWireClient(host: endpoint.host, port: endpoint.port, timeoutMs: timeoutMs)
-        } catch {
-            throw .fail("cannot connect to the \(name) at \(endpoint): \(error)")
-        }
-        client.defaultTimeoutMs = timeoutMs
+        client = channel
     }
 
     /// A fresh correlation id for this connection: 1, 2, 3, ... ([5.3-3]).

@@ -2,101 +2,283 @@ import ArgumentParser
 import PushBench
 import PushEventLoop
 
-/// `securepush bench SCENARIO [flags]`. The scenario's flags are parsed here rather than
-/// by subcommands so that a bad flag is one line on stderr and a non-zero exit (a
-/// subcommand's parse error would print its whole usage too).
+/// `securepush bench SCENARIO [flags]`: one subcommand per scenario, each listing only the
+/// flags it reads, with that scenario's defaults.
 struct BenchCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bench",
-        abstract: "Load tests; results go to stdout as a table or, with --json, one JSON object.",
+        abstract: "Load tests, one scenario per subcommand; results on stdout as a table or one JSON object.",
         discussion: """
-        securepush bench SCENARIO [flags]; `securepush bench SCENARIO --help` lists the flags.
+        The load scenarios start their own store and gateway as child processes in a \
+        temporary deployment (removed afterwards), unless --store or --gateway name \
+        running services: then --data-dir names their deployment, whose keys sign the \
+        bench's credentials, and --ca-file verifies them when they serve TLS.
 
-        Scenarios:
-          echo          framed echo over loopback through the event loop (no services)
-        \(Scenario.allCases.map { "  " + $0.rawValue.padding(12) + "  " + $0.summary }.joined(separator: "\n"))
+        Latencies are in microseconds. --hdr-out writes the whole latency distribution \
+        in HdrHistogram's .hgrm format and --plot draws its percentile curve as an SVG \
+        image. The exit status is 1 when any operation failed (an ERROR reply, a \
+        timeout, a lost or refused connection): the report is still printed and \
+        written, and one line on stderr names the failures.
 
-        By default (--embedded) the bench starts its own store and gateway as child processes
-        in a temporary deployment and removes it afterwards. With --store/--gateway it loads
-        running services instead; --data-dir names their deployment, whose keys sign the
-        bench's credentials, and it adds a throwaway user there (removed afterwards) unless
-        --user names an existing one (with --password-file for e2e's device logins).
-        """)
+        `securepush bench SCENARIO --help` lists a scenario's flags and defaults.
+        """,
+        subcommands: [BenchEcho.self, BenchStore.self, BenchFetch.self, BenchPush.self, BenchFanout.self, BenchE2E.self,
+                      BenchConnections.self])
+}
 
-    @Argument(parsing: .captureForPassthrough, help: "The scenario, then its flags.")
-    var arguments: [String] = []
+// MARK: - Scenarios
+
+struct BenchEcho: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "echo", abstract: "Framed echo over loopback through the event loop alone (no services).")
+
+    @Option(help: ArgumentHelp("Frames kept in flight on the one connection.", valueName: "n")) var inflight = 64
+    @Option(help: ArgumentHelp("Body bytes per frame; the 16-byte header comes on top.", valueName: "bytes")) var payloadSize = 16
+    @Option(help: ArgumentHelp("Seconds measured.", valueName: "s")) var duration = 5.0
+    @Option(help: ArgumentHelp("Seconds run before measuring.", valueName: "s")) var warmup = 1.0
+    @OptionGroup(title: "Output") var output: ReportFlags
 
     func run() throws {
-        guard let name = arguments.first else {
-            throw CommandFailure("name a scenario: echo, " + Scenario.allCases.map(\.rawValue).joined(separator: ", "))
+        guard (1...100_000).contains(inflight) else { throw CommandFailure("--inflight must be 1 to 100000") }
+        guard (0...60_000).contains(payloadSize) else { throw CommandFailure("--payload-size must be 0 to 60000") }
+        guard duration > 0, duration <= 600, warmup >= 0, warmup <= 60 else {
+            throw CommandFailure("--duration must be in (0, 600] and --warmup in [0, 60]")
         }
-        let rest = Array(arguments.dropFirst())
-        // The passthrough argument captures --help too.
-        if ["--help", "-h", "help"].contains(name) {
-            print(BenchCommand.helpMessage())
-            return
+        var report: BenchReport
+        do {
+            report = try EchoBenchmark(inflight: inflight, payloadSize: payloadSize, warmupSeconds: warmup, durationSeconds: duration).run()
+        } catch {
+            throw CommandFailure("bench echo: \(error)")
         }
-        if name == "echo" {
-            try parseOrExplain(EchoOptions.self, rest).run()
-            return
+        report.version = SecurePush.version
+        try output.deliver(report)
+    }
+}
+
+struct BenchStore: LoadScenarioCommand {
+    static let scenario = Scenario.store
+    static let configuration = CommandConfiguration(commandName: "store", abstract: scenario.summary)
+
+    @OptionGroup(title: "Load") var load: Load
+    @OptionGroup(title: "Services (default: embedded)") var services: StoreServiceFlags
+    @OptionGroup(title: "Output") var output: LoadOutputFlags
+
+    struct Load: ParsableArguments {
+        @Option(help: ArgumentHelp("Provider connections sending STOREs.", valueName: "n")) var connections = Scenario.store.defaultShape.connections
+        @Option(help: ArgumentHelp("Payload bytes per STORE.", valueName: "bytes")) var payloadSize = Scenario.store.defaultShape.payloadSize
+        @OptionGroup var pace: PaceFlags<BenchStore>
+    }
+
+    func shape() throws -> LoadShape {
+        var shape = try load.pace.shape(connections: load.connections)
+        shape.payloadSize = load.payloadSize
+        return shape
+    }
+
+    func target() throws -> TargetOptions { try services.target() }
+}
+
+struct BenchFetch: LoadScenarioCommand {
+    static let scenario = Scenario.fetch
+    static let configuration = CommandConfiguration(commandName: "fetch", abstract: scenario.summary)
+
+    @OptionGroup(title: "Load") var load: Load
+    @OptionGroup(title: "Services (default: embedded)") var services: StoreServiceFlags
+    @OptionGroup(title: "Output") var output: LoadOutputFlags
+
+    struct Load: ParsableArguments {
+        @Option(help: ArgumentHelp("Device connections sending FETCHes, each with its own fetch token.", valueName: "n"))
+        var connections = Scenario.fetch.defaultShape.connections
+        @Option(help: ArgumentHelp("Bytes of each payload, stored before the run and fetched in it.", valueName: "bytes"))
+        var payloadSize = Scenario.fetch.defaultShape.payloadSize
+        @OptionGroup var pace: PaceFlags<BenchFetch>
+    }
+
+    func shape() throws -> LoadShape {
+        var shape = try load.pace.shape(connections: load.connections)
+        shape.payloadSize = load.payloadSize
+        shape.devices = load.connections
+        return shape
+    }
+
+    func target() throws -> TargetOptions { try services.target() }
+}
+
+struct BenchPush: LoadScenarioCommand {
+    static let scenario = Scenario.push
+    static let configuration = CommandConfiguration(commandName: "push", abstract: scenario.summary)
+
+    @OptionGroup(title: "Load") var load: Load
+    @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
+    @OptionGroup(title: "Output") var output: LoadOutputFlags
+
+    struct Load: ParsableArguments {
+        @Option(help: ArgumentHelp("Provider connections sending PUSHes.", valueName: "n")) var connections = Scenario.push.defaultShape.connections
+        @Option(help: ArgumentHelp("Connected devices; each PUSH goes to the next one.", valueName: "n")) var devices = Scenario.push.defaultShape.devices
+        @OptionGroup var pace: PaceFlags<BenchPush>
+    }
+
+    func shape() throws -> LoadShape {
+        var shape = try load.pace.shape(connections: load.connections)
+        shape.devices = load.devices
+        return shape
+    }
+
+    func target() throws -> TargetOptions { try services.target() }
+}
+
+struct BenchFanout: LoadScenarioCommand {
+    static let scenario = Scenario.fanout
+    static let configuration = CommandConfiguration(commandName: "fanout", abstract: scenario.summary)
+
+    @OptionGroup(title: "Load") var load: Load
+    @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
+    @OptionGroup(title: "Output") var output: LoadOutputFlags
+
+    struct Load: ParsableArguments {
+        @Option(help: ArgumentHelp("Provider connections sending PUSHes to the tag.", valueName: "n"))
+        var connections = Scenario.fanout.defaultShape.connections
+        @Option(help: ArgumentHelp("Connected devices with the tag; an operation ends when the last one has the PUSH.", valueName: "n"))
+        var devices = Scenario.fanout.defaultShape.devices
+        @OptionGroup var pace: PaceFlags<BenchFanout>
+    }
+
+    func shape() throws -> LoadShape {
+        var shape = try load.pace.shape(connections: load.connections)
+        shape.devices = load.devices
+        return shape
+    }
+
+    func target() throws -> TargetOptions { try services.target() }
+}
+
+struct BenchE2E: LoadScenarioCommand {
+    static let scenario = Scenario.e2e
+    static let configuration = CommandConfiguration(commandName: "e2e", abstract: scenario.summary)
+
+    @OptionGroup(title: "Load") var load: Load
+    @OptionGroup(title: "Services (default: embedded)") var services: BothServicesFlags
+    @OptionGroup(title: "Output") var output: LoadOutputFlags
+
+    struct Load: ParsableArguments {
+        @Option(help: ArgumentHelp("Provider connections, each to the store and to the gateway.", valueName: "n"))
+        var connections = Scenario.e2e.defaultShape.connections
+        @Option(help: ArgumentHelp("Devices, each connected to the gateway and to the store; PUSHes go to them in turn.", valueName: "n"))
+        var devices = Scenario.e2e.defaultShape.devices
+        @Option(help: ArgumentHelp("Payload bytes per STORE.", valueName: "bytes")) var payloadSize = Scenario.e2e.defaultShape.payloadSize
+        @OptionGroup var pace: PaceFlags<BenchE2E>
+    }
+
+    func shape() throws -> LoadShape {
+        var shape = try load.pace.shape(connections: load.connections)
+        shape.devices = load.devices
+        shape.payloadSize = load.payloadSize
+        return shape
+    }
+
+    func target() throws -> TargetOptions { try services.target() }
+}
+
+struct BenchConnections: LoadScenarioCommand {
+    static let scenario = Scenario.connections
+    static let configuration = CommandConfiguration(commandName: "connections", abstract: scenario.summary)
+
+    @OptionGroup(title: "Load") var load: Load
+    @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
+    @OptionGroup(title: "Output") var output: LoadOutputFlags
+
+    struct Load: ParsableArguments {
+        @Option(help: ArgumentHelp("Idle device connections to open and hold.", valueName: "n"))
+        var connections = Scenario.connections.defaultShape.connections
+        @Option(help: ArgumentHelp("Seconds the connections are held before the gateway's memory is read.", valueName: "s"))
+        var duration = 3.0
+        @Option(help: ArgumentHelp("The running gateway's process id, to read its memory (default: the process listening on --gateway's port).",
+                                   valueName: "pid"))
+        var gatewayPid: Int32?
+    }
+
+    func shape() throws -> LoadShape {
+        var shape = Self.scenario.defaultShape
+        shape.connections = load.connections
+        shape.devices = load.connections
+        shape.stop = .duration(load.duration)
+        return shape
+    }
+
+    func target() throws -> TargetOptions {
+        var target = try services.target()
+        target.gatewayPID = load.gatewayPid
+        return target
+    }
+}
+
+// MARK: - What the load scenarios share
+
+/// A load scenario's subcommand: its flags make the load shape and the target.
+protocol LoadScenarioCommand: ParsableCommand {
+    static var scenario: Scenario { get }
+    var output: LoadOutputFlags { get }
+    func shape() throws -> LoadShape
+    func target() throws -> TargetOptions
+}
+
+extension LoadScenarioCommand {
+    func run() throws {
+        let shape = try shape()
+        do {
+            try shape.validate()
+        } catch {
+            throw CommandFailure(error.description)
         }
-        guard let scenario = Scenario(rawValue: name) else {
-            throw CommandFailure("unknown scenario \(name.debugDescription); one of echo, "
-                                 + Scenario.allCases.map(\.rawValue).joined(separator: ", "))
-        }
-        let options = try parseOrExplain(ScenarioOptions.self, rest)
-        let benchmark = try options.benchmark(for: scenario)
+        var benchmark = LoadBenchmark(scenario: Self.scenario, shape: shape, target: try target(), showProgress: !output.noProgress)
+        benchmark.version = SecurePush.version
         let report: BenchReport
         do {
             report = try benchmark.run()
         } catch {
-            throw CommandFailure("bench \(scenario.rawValue): \(error)")
+            throw CommandFailure("bench \(Self.scenario.rawValue): \(error)")
         }
-        print(options.json ? report.json : report.text)
-    }
-
-    /// Parses `arguments`; `--help` prints the help and exits 0, anything wrong is one line.
-    private func parseOrExplain<T: ParsableArguments>(_ type: T.Type, _ arguments: [String]) throws -> T {
-        do {
-            return try T.parse(arguments)
-        } catch {
-            if T.exitCode(for: error) == .success {
-                print(T.fullMessage(for: error))
-                throw ExitCode.success
-            }
-            throw CommandFailure(T.message(for: error).split(separator: "\n").first.map(String.init) ?? "bad arguments")
-        }
+        try output.report.deliver(report)
     }
 }
 
-/// The flags every load scenario shares; each one given replaces the scenario's default.
-struct ScenarioOptions: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "securepush bench SCENARIO")
+/// How fast and how long a scenario loads its target; each flag given replaces the
+/// scenario's default, shown in the help.
+struct PaceFlags<Command: LoadScenarioCommand>: ParsableArguments {
+    private static var defaults: LoadShape { Command.scenario.defaultShape }
 
-    @Flag(help: "Start a store and gateway for the run in a temporary deployment (the default).") var embedded = false
-    @Option(help: "A running store, HOST:PORT (with --data-dir).") var store: String?
-    @Option(help: "A running gateway, HOST:PORT (with --data-dir).") var gateway: String?
-    @Option(help: "The running services' deployment directory; its keys sign the bench's credentials.") var dataDir: String?
-    @Option(help: "An existing user to store for (default: a throwaway user added and removed by the bench).") var user: String?
-    @Option(help: "The --user's password, first line of this file (e2e devices LOGIN with it).") var passwordFile: String?
-    @Option(help: "The gateway process for `connections` (default: found from its port).") var gatewayPid: Int32?
+    @Option(help: ArgumentHelp("Requests kept in flight per connection: closed loop" + Self.inflightDefault, valueName: "n"))
+    var inflight: Int?
+    @Option(help: ArgumentHelp("Operations per second: open loop, each latency counted from the operation's intended start"
+                               + Self.rateDefault, valueName: "per-s"))
+    var rate: Double?
+    @Option(help: ArgumentHelp("Seconds measured" + Self.durationDefault, valueName: "s")) var duration: Double?
+    @Option(help: ArgumentHelp("Operations measured" + Self.countDefault, valueName: "n")) var count: Int?
+    @Option(help: ArgumentHelp("Seconds of load before measuring (default: \(ReportValue.number(Self.defaults.warmupSeconds).display)).",
+                               valueName: "s"))
+    var warmup: Double?
 
-    @Option(help: "Load-generating connections (providers; devices for fetch; idle devices for connections).") var connections: Int?
-    @Option(help: "Devices that receive pushes (push, fanout, e2e).") var devices: Int?
-    @Option(help: "Requests in flight per connection (closed loop; fanout defaults to --rate 2).") var inflight: Int?
-    @Option(help: "Operations per second, open loop; latency counts from each one's intended start.") var rate: Double?
-    @Option(help: "Seconds measured (connections: seconds held before memory is read).") var duration: Double?
-    @Option(help: "Operations measured (instead of --duration).") var count: Int?
-    @Option(help: "Payload bytes per STORE.") var payloadSize: Int?
-    @Option(help: "Seconds of load before measuring.") var warmup: Double?
-    @Flag(help: "Print one JSON object instead of a table.") var json = false
-    @Flag(help: "No live progress line on stderr (it is drawn only on a terminal anyway).") var noProgress = false
+    private static var inflightDefault: String {
+        defaults.rate == nil ? " (default: \(defaults.inflight))." : ", instead of --rate."
+    }
 
-    func benchmark(for scenario: Scenario) throws -> LoadBenchmark {
-        var shape = scenario.defaultShape
-        if let connections { shape.connections = connections }
-        if let devices { shape.devices = devices }
-        if scenario == .connections { shape.devices = shape.connections }
+    private static var rateDefault: String {
+        defaults.rate.map { " (default: \(ReportValue.number($0).display))." } ?? ", instead of --inflight."
+    }
+
+    private static var durationDefault: String {
+        if case .duration(let seconds) = defaults.stop { return " (default: \(ReportValue.number(seconds).display))." }
+        return ", instead of --count."
+    }
+
+    private static var countDefault: String {
+        if case .count(let count) = defaults.stop { return " (default: \(count))." }
+        return ", instead of --duration."
+    }
+
+    func shape(connections: Int) throws -> LoadShape {
+        var shape = Self.defaults
+        shape.connections = connections
         if inflight != nil, rate != nil { throw CommandFailure("--inflight (closed loop) and --rate (open loop) exclude each other") }
         if let inflight {
             shape.inflight = inflight
@@ -109,52 +291,136 @@ struct ScenarioOptions: ParsableCommand {
         case (nil, let count?): shape.stop = .count(count)
         case (nil, nil): break
         }
-        if let payloadSize { shape.payloadSize = payloadSize }
         if let warmup { shape.warmupSeconds = warmup }
-        do {
-            try shape.validate()
-        } catch {
-            throw CommandFailure(error.description)
-        }
-
-        var target = TargetOptions()
-        if embedded, store != nil || gateway != nil { throw CommandFailure("--embedded excludes --store and --gateway") }
-        target.store = try store.map { try endpoint($0, flag: "--store") }
-        target.gateway = try gateway.map { try endpoint($0, flag: "--gateway") }
-        target.dataDirectory = dataDir
-        target.user = user
-        target.passwordFile = passwordFile
-        target.gatewayPID = gatewayPid
-        return LoadBenchmark(scenario: scenario, shape: shape, target: target, showProgress: !noProgress)
-    }
-
-    private func endpoint(_ text: String, flag: String) throws -> HostPort {
-        guard let endpoint = HostPort(parsing: text), endpoint.port != 0 else { throw CommandFailure("\(flag) must be HOST:PORT, not \(text.debugDescription)") }
-        return endpoint
+        return shape
     }
 }
 
-/// `bench echo`: the event loop alone, client and server threads in this process.
-struct EchoOptions: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "securepush bench echo")
-
-    @Option(help: "Frames kept in flight on the one connection.") var inflight = 64
-    @Option(help: "Body bytes per frame (the 16-byte header comes on top).") var payloadSize = 16
-    @Option(help: "Seconds measured.") var duration = 5.0
-    @Option(help: "Seconds run before measuring.") var warmup = 1.0
+/// Where the report goes besides stdout, and the exit status it earns.
+struct ReportFlags: ParsableArguments {
     @Flag(help: "Print one JSON object instead of a table.") var json = false
+    @Option(help: ArgumentHelp("Also write the latency distribution to this file in HdrHistogram's .hgrm text format, values in microseconds.",
+                               valueName: "file"))
+    var hdrOut: String?
+    @Option(help: ArgumentHelp("Also draw the latency percentile curve into this file as an SVG image.", valueName: "file.svg"))
+    var plot: String?
 
-    func run() throws {
-        guard (1...100_000).contains(inflight) else { throw CommandFailure("--inflight must be 1 to 100000") }
-        guard (0...60_000).contains(payloadSize) else { throw CommandFailure("--payload-size must be 0 to 60000") }
-        guard duration > 0, duration <= 600, warmup >= 0, warmup <= 60 else {
-            throw CommandFailure("--duration must be in (0, 600] and --warmup in [0, 60]")
+    /// Prints the report and writes the files; any failed operation then fails the command.
+    func deliver(_ report: BenchReport) throws {
+        announce(json ? report.json : report.text)
+        do {
+            if let hdrOut { try writeBenchFile(hdrOut, report.percentileDistribution) }
+            if let plot { try writeBenchFile(plot, LatencyPlot(report: report).svg) }
+        } catch {
+            throw CommandFailure("bench \(report.scenario): \(error)")
         }
-        let report = try EchoBenchmark(inflight: inflight, payloadSize: payloadSize, warmupSeconds: warmup, durationSeconds: duration).run()
-        print(json ? report.json : report.text)
+        guard report.errorCount == 0 else {
+            throw CommandFailure("bench \(report.scenario): \(report.errorCount) failures (\(report.errorSummary))")
+        }
     }
 }
 
-private extension String {
-    func padding(_ width: Int) -> String { count >= width ? self : self + String(repeating: " ", count: width - count) }
+struct LoadOutputFlags: ParsableArguments {
+    @OptionGroup var report: ReportFlags
+    @Flag(help: "No live progress line on stderr (it is drawn only on a terminal anyway).") var noProgress = false
+}
+
+// MARK: - Services
+
+/// TLS to running services.
+struct TLSClientFlags: ParsableArguments {
+    @Option(help: ArgumentHelp("Connect with TLS, verifying the running services' certificates against this CA (PEM).", valueName: "file"))
+    var caFile: String?
+    @Option(help: ArgumentHelp("The name their certificates must carry (default: the host of each address).", valueName: "name"))
+    var serverName: String?
+
+    func apply(to target: inout TargetOptions) throws {
+        if serverName != nil, caFile == nil { throw CommandFailure("--server-name goes with --ca-file") }
+        guard let caFile else { return }
+        do {
+            target.tls = try TLSContext.client(caFile: caFile)
+        } catch {
+            throw CommandFailure("TLS: \(error)")
+        }
+        target.serverName = serverName
+    }
+}
+
+struct StoreServiceFlags: ParsableArguments {
+    @Flag(help: "Start a store for the run in a temporary deployment (the default).") var embedded = false
+    @Flag(help: "The embedded store serves TLS, with a certificate made for the run.") var tls = false
+    @Option(help: ArgumentHelp("A running store to load instead (with --data-dir).", valueName: "host:port")) var store: HostPort?
+    @Option(help: ArgumentHelp("The running store's deployment (from `securepush init`); its keys sign the bench's credentials.",
+                               valueName: "dir"))
+    var dataDir: String?
+    @Option(help: ArgumentHelp("An existing user to store for (default: a throwaway user the bench adds and removes).", valueName: "name"))
+    var user: String?
+    @OptionGroup var tlsClient: TLSClientFlags
+
+    func target() throws -> TargetOptions {
+        try makeTarget(embedded: embedded, tls: tls, store: store, gateway: nil, dataDir: dataDir, user: user, passwordFile: nil, tlsClient)
+    }
+}
+
+struct GatewayServiceFlags: ParsableArguments {
+    @Flag(help: "Start a gateway for the run in a temporary deployment (the default).") var embedded = false
+    @Flag(help: "The embedded gateway serves TLS, with a certificate made for the run.") var tls = false
+    @Option(help: ArgumentHelp("A running gateway to load instead (with --data-dir).", valueName: "host:port")) var gateway: HostPort?
+    @Option(help: ArgumentHelp("The running gateway's deployment (from `securepush init`); its keys sign the bench's credentials.",
+                               valueName: "dir"))
+    var dataDir: String?
+    @OptionGroup var tlsClient: TLSClientFlags
+
+    func target() throws -> TargetOptions {
+        try makeTarget(embedded: embedded, tls: tls, store: nil, gateway: gateway, dataDir: dataDir, user: nil, passwordFile: nil, tlsClient)
+    }
+}
+
+struct BothServicesFlags: ParsableArguments {
+    @Flag(help: "Start a store and a gateway for the run in a temporary deployment (the default).") var embedded = false
+    @Flag(help: "The embedded services serve TLS, with a certificate made for the run.") var tls = false
+    @Option(help: ArgumentHelp("A running store to load instead (with --gateway and --data-dir).", valueName: "host:port"))
+    var store: HostPort?
+    @Option(help: ArgumentHelp("A running gateway to load instead (with --store and --data-dir).", valueName: "host:port"))
+    var gateway: HostPort?
+    @Option(help: ArgumentHelp("The running services' deployment (from `securepush init`); its keys sign the bench's credentials.",
+                               valueName: "dir"))
+    var dataDir: String?
+    @Option(help: ArgumentHelp("An existing user to store for and log the devices in as (default: a throwaway user the bench adds and removes).",
+                               valueName: "name"))
+    var user: String?
+    @Option(help: ArgumentHelp("The password of --user, the first line of this file: the devices LOGIN with it.", valueName: "file"))
+    var passwordFile: String?
+    @OptionGroup var tlsClient: TLSClientFlags
+
+    func target() throws -> TargetOptions {
+        try makeTarget(embedded: embedded, tls: tls, store: store, gateway: gateway, dataDir: dataDir, user: user,
+                       passwordFile: passwordFile, tlsClient)
+    }
+}
+
+private func makeTarget(embedded: Bool, tls: Bool, store: HostPort?, gateway: HostPort?, dataDir: String?, user: String?,
+                        passwordFile: String?, _ tlsClient: TLSClientFlags) throws -> TargetOptions {
+    if embedded, store != nil || gateway != nil { throw CommandFailure("--embedded excludes --store and --gateway") }
+    for (flag, address) in [("--store", store), ("--gateway", gateway)] {
+        if let address, address.port == 0 { throw CommandFailure("\(flag) needs a port other than 0, not \(address)") }
+    }
+    var target = TargetOptions()
+    target.store = store
+    target.gateway = gateway
+    target.dataDirectory = dataDir
+    target.user = user
+    target.passwordFile = passwordFile
+    target.embeddedTLS = tls
+    try tlsClient.apply(to: &target)
+    return target
+}
+
+/// Writes one report file whole (a failure names the file and the reason).
+private func writeBenchFile(_ path: String, _ text: String) throws {
+    do {
+        try writeReport(text, to: path)
+    } catch {
+        throw CommandFailure("\(error)")
+    }
 }

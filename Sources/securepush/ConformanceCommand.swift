@@ -20,6 +20,12 @@ struct ConformanceCommand: ParsableCommand {
         covered when a case for it ran) and lists the clauses it did not cover, \
         with why. The exit status is 1 if any case FAILed.
 
+        First one HELLO to each service makes sure it speaks the protocol. If \
+        something else answers (an HTTP server, garbage, silence) or nothing listens, \
+        no case runs: one line on stderr says what was found, the reports are still \
+        written, and the exit status is 2. A service that goes down during the run \
+        stops it the same way.
+
         What the flags make possible:
           --store, --gateway  the services under test (cases for a missing one SKIP)
           --data-dir          the deployment made by `securepush init`: its keys
@@ -28,6 +34,7 @@ struct ConformanceCommand: ParsableCommand {
           --user              a user the store knows: the recipient of STOREs
           --password-file     that user's password, for the LOGIN cases
           --slow              also the cases that wait 45 s or a long keepalive
+          --ca-file           connect with TLS, verifying the services with this CA
 
         Every run uses fresh device ids, user names and tags and recalls what it \
         stores, so it can run again and again against the same services. It makes \
@@ -36,7 +43,8 @@ struct ConformanceCommand: ParsableCommand {
         make later LOGIN cases SKIP as RATE_LIMITED. Use a user kept for testing.
 
         CASE arguments pick cases by id or id prefix (hello.max-frame, store., \
-        vector.) or by clause or clause prefix (4.7-3, 4.7, 5).
+        vector.) or by clause or clause prefix (4.7-3, 4.7, 5). The golden vectors \
+        of protocol/vectors are built in; --vectors runs other files instead.
 
         Examples:
           securepush conformance --store 127.0.0.1:7070 --gateway 127.0.0.1:7071
@@ -46,10 +54,10 @@ struct ConformanceCommand: ParsableCommand {
           securepush conformance --list 4.13
         """)
 
-    @Option(help: ArgumentHelp("The store to test (numeric host).", valueName: "host:port"))
+    @Option(help: ArgumentHelp("The store to test.", valueName: "host:port"))
     var store: HostPort?
 
-    @Option(help: ArgumentHelp("The gateway to test (numeric host).", valueName: "host:port"))
+    @Option(help: ArgumentHelp("The gateway to test.", valueName: "host:port"))
     var gateway: HostPort?
 
     @Option(help: ArgumentHelp("The deployment made by `securepush init` (reads server.key and provider.key).", valueName: "dir"))
@@ -61,8 +69,14 @@ struct ConformanceCommand: ParsableCommand {
     @Option(help: ArgumentHelp("A file whose first line is --user's password, for the LOGIN cases.", valueName: "file"))
     var passwordFile: String?
 
-    @Option(help: ArgumentHelp("The golden vectors (default: protocol/vectors here, else the source tree this binary was built from).", valueName: "dir"))
+    @Option(help: ArgumentHelp("Run the .vec files of this directory instead of the golden vectors built in (protocol/vectors when this binary was built).", valueName: "dir"))
     var vectors: String?
+
+    @Option(help: ArgumentHelp("Connect with TLS, verifying the services' certificates against this CA (PEM).", valueName: "file"))
+    var caFile: String?
+
+    @Option(help: ArgumentHelp("The name the services' certificates must carry (default: the host of each address).", valueName: "name"))
+    var serverName: String?
 
     @Flag(help: "Also run the cases that wait 45 s (idle client) or a long keepalive interval.")
     var slow = false
@@ -92,6 +106,7 @@ struct ConformanceCommand: ParsableCommand {
         guard list || store != nil || gateway != nil else { throw ValidationError("give --store, --gateway or both") }
         guard (100...600_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 100 to 600000") }
         guard passwordFile == nil || user != nil else { throw ValidationError("--password-file needs --user") }
+        guard serverName == nil || caFile != nil else { throw ValidationError("--server-name goes with --ca-file") }
         guard (100...600_000).contains(handshakeDeadlineMs), (100...600_000).contains(frameDeadlineMs) else {
             throw ValidationError("--handshake-deadline-ms and --frame-deadline-ms must be 100 to 600000")
         }
@@ -119,8 +134,13 @@ struct ConformanceCommand: ParsableCommand {
         }
         let layout = ConformanceReport.TableLayout(ids: plan.selected.map(\.id), clauses: plan.selected.map(\.clause))
         announce("securepush conformance: store \(options.store?.description ?? "-"), gateway \(options.gateway?.description ?? "-"), \(plan.selected.count) cases")
-        announce(layout.header)
-        let report = ConformanceSuite.run(plan, options: options) { announce(layout.row($0)) }
+        // The header waits for the first row: a run stopped by the probe has none.
+        var headed = false
+        let report = ConformanceSuite.run(plan, options: options) { result in
+            if !headed { announce(layout.header) }
+            headed = true
+            announce(layout.row(result))
+        }
         announce("")
         announce(report.summary)
         do {
@@ -128,6 +148,10 @@ struct ConformanceCommand: ParsableCommand {
             if let junit { try writeReportFile(junit, report.junitXML) }
         } catch {
             throw CommandFailure(error.description)
+        }
+        if let aborted = report.aborted {
+            writeStandardError("Error: \(aborted)\n")
+            throw ExitCode(2)
         }
         if report.hasFailures { throw ExitCode(1) }
     }
@@ -140,6 +164,13 @@ struct ConformanceCommand: ParsableCommand {
             user: user,
             password: try passwordFile.map(readPasswordFile))
         options.vectorsDirectory = vectors
+        if let caFile {
+            do {
+                options.tls = ConformanceTLS(context: try TLSContext.client(caFile: caFile), serverName: serverName)
+            } catch {
+                throw CommandFailure("TLS: \(error)")
+            }
+        }
         options.slow = slow
         options.timeoutMs = Int32(timeoutMs)
         options.quietMs = Int32(min(300, timeoutMs))

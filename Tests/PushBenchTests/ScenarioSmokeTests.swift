@@ -33,24 +33,29 @@ struct ScenarioSmokeTests {
     }
 
     @Test func connections() throws {
-        let json = try expectClean("connections", ["--connections", "100", "--duration", "0.2"])
+        // No warm-up: the connections are only held.
+        let json = try expectClean("connections", ["--connections", "100", "--duration", "0.2"], quick: ["--no-progress", "--json"])
         let perConnection = try #require(json["bytes_per_connection"] as? Double)
         #expect(perConnection > 0)
         #expect(json["operations"] as? Double == 100)
     }
 
-    @Test func badFlagIsOneLine() throws {
+    @Test func badValueIsOneLineAndForeignFlagsAreRefused() throws {
         let result = try SecurePushBinary.run(["bench", "store", "--inflight", "0"])
         #expect(result.status != 0)
-        #expect(result.stderr.split(separator: "\n").count == 1)
+        #expect(result.stderr.split(separator: "\n").count == 1, "\(result.stderr)")
         let unknown = try SecurePushBinary.run(["bench", "store", "--no-such-flag"])
         #expect(unknown.status != 0)
-        #expect(unknown.stderr.split(separator: "\n").count == 1)
+        #expect(unknown.stderr.hasPrefix("Error: Unknown option '--no-such-flag'"), "\(unknown.stderr)")
+        // Another scenario's flag is not this one's.
+        let foreign = try SecurePushBinary.run(["bench", "store", "--devices", "5"])
+        #expect(foreign.status != 0)
+        #expect(foreign.stderr.hasPrefix("Error: Unknown option '--devices'"), "\(foreign.stderr)")
     }
 
     @discardableResult
-    private func expectClean(_ scenario: String, _ flags: [String]) throws -> [String: Any] {
-        let result = try SecurePushBinary.run(["bench", scenario] + flags + ScenarioSmokeTests.quick, timeoutSeconds: 60)
+    private func expectClean(_ scenario: String, _ flags: [String], quick: [String] = ScenarioSmokeTests.quick) throws -> [String: Any] {
+        let result = try SecurePushBinary.run(["bench", scenario] + flags + quick, timeoutSeconds: 60)
         #expect(result.status == 0, "\(scenario): \(result.stderr)")
         let line = try #require(result.stdout.split(separator: "\n").last, "\(scenario) printed nothing")
         let object = try JSONSerialization.jsonObject(with: Data(line.utf8))
@@ -61,6 +66,12 @@ struct ScenarioSmokeTests {
         let latency = try #require(json["latency_us"] as? [String: Any])
         for key in ["p50", "p90", "p99", "p999", "max"] { #expect(latency[key] != nil, "\(scenario): no latency_us.\(key)") }
         #expect(json["scenario"] as? String == scenario)
+        let version = try SecurePushBinary.run(["--version"]).stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(json["version"] as? String == version)
+        let timestamp = try #require(json["timestamp"] as? String)
+        #expect(ISO8601DateFormatter().date(from: timestamp) != nil, "\(timestamp)")
+        #expect(json["connections"] is Int, "parameters are JSON numbers: \(line)")
+        #expect(json["tls"] as? Bool == false)
         #expect((json["errors"] as? Double) == 0, "\(scenario): \(line)")
         #expect(((json["throughput_per_s"] as? Double) ?? 0) > 0, "\(scenario): \(line)")
         return json

@@ -1,16 +1,21 @@
 import Foundation
 import Glibc
 
-/// A deliberately wrong server on 127.0.0.1: it accepts connections and either answers
-/// whatever arrives with bytes that are no frame at all, or never answers. The suite must
-/// report FAIL against it, and must not hang.
+/// A deliberately wrong server on 127.0.0.1: it accepts connections and answers whatever
+/// arrives with bytes that are no frame at all, with an HTTP error, or never. The suite
+/// must say so at once, and must not hang.
 final class FakePeer: @unchecked Sendable {
     enum Behaviour: Sendable {
         /// Reads what comes and answers with 0xFF bytes (bad magic), keeping the socket open.
         case garbage
         /// Reads what comes and never writes.
         case silent
+        /// Answers whatever arrives as an HTTP server answers a request it cannot parse:
+        /// 400 Bad Request, then it closes.
+        case http
     }
+
+    static let httpAnswer = Array("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain\r\nContent-Length: 12\r\nConnection: close\r\n\r\nbad request\n".utf8)
 
     let port: Int
     private let listener: Int32
@@ -63,6 +68,10 @@ final class FakePeer: @unchecked Sendable {
                     clients.removeAll { $0 == entry.fd }
                 } else if behaviour == .garbage {
                     _ = garbage.withUnsafeBytes { send(entry.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                } else if behaviour == .http {
+                    _ = FakePeer.httpAnswer.withUnsafeBytes { send(entry.fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+                    close(entry.fd)
+                    clients.removeAll { $0 == entry.fd }
                 }
             }
         }
@@ -80,4 +89,20 @@ final class FakePeer: @unchecked Sendable {
     }
 
     deinit { stop() }
+
+    /// A port on 127.0.0.1 nobody listens on: bound, then released.
+    static func closedPort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
+        }
+        guard bound else { throw POSIXError(.EADDRINUSE) }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
 }

@@ -7,6 +7,7 @@ import PushSecurity
 import PushTestSupport
 import Testing
 import PushEventLoop
+import PushProcess
 
 /// A store and a gateway from this build, running in this process, with a user to log
 /// in as: what the suite runs against in `swift test`.
@@ -17,12 +18,24 @@ final class OwnServices {
     let user = "conformance-user"
     let password = "conformance password"
     let passwordFile: String
+    /// The CA file (the services' self-signed certificate) when they serve TLS.
+    let certificateFile: String?
 
-    init() throws {
+    init(tls: Bool = false) throws {
         deployment = try TemporaryDeployment()
         try deployment.addUser(user, password: password)
         passwordFile = deployment.directory + "/conformance.pw"
         try Deployment.writePrivate(passwordFile, password + "\n")
+        var serverTLS: TLSContext?
+        if tls {
+            let certificate = deployment.directory + "/tls.crt", key = deployment.directory + "/tls.key"
+            try SelfSignedCertificate.write(commonName: "conformance", subjectAltNames: ["IP:127.0.0.1"],
+                                            certificatePath: certificate, privateKeyPath: key)
+            serverTLS = try TLSContext.server(certificateFile: certificate, privateKeyFile: key)
+            certificateFile = certificate
+        } else {
+            certificateFile = nil
+        }
         // A short store keepalive and gateway frame deadline let those cases run in
         // seconds (the frame deadline case talks to the gateway, the handshake deadline
         // case to the store, whose defaults the suite assumes); a queue of two makes
@@ -31,10 +44,12 @@ final class OwnServices {
         store = try InProcessStore(deployment) {
             $0.limits.keepaliveMs = 2000
             $0.settings.badTokensPerAddress = 100_000
+            $0.tls = serverTLS
         }
         gateway = try InProcessGateway(deployment) {
             $0.queueCapacity = 2
             $0.limits.timeouts.frameMs = Self.frameDeadlineMs
+            $0.tls = serverTLS
         }
     }
 
@@ -44,13 +59,16 @@ final class OwnServices {
         var options = ConformanceOptions(store: HostPort(host: store.host, port: store.port), gateway: HostPort(host: gateway.host, port: gateway.port),
                                          keys: ConformanceKeys(deployment: deployment.deployment), user: user, password: Array(password.utf8))
         options.frameDeadlineMs = Self.frameDeadlineMs
+        if let certificateFile, let context = try? TLSContext.client(caFile: certificateFile) {
+            options.tls = ConformanceTLS(context: context)
+        }
         return options
     }
 
     var cliArguments: [String] {
         ["conformance", "--store", "\(store.host):\(store.port)", "--gateway", "\(gateway.host):\(gateway.port)",
          "--data-dir", deployment.directory, "--user", user, "--password-file", passwordFile,
-         "--frame-deadline-ms", "\(Self.frameDeadlineMs)"]
+         "--frame-deadline-ms", "\(Self.frameDeadlineMs)"] + (certificateFile.map { ["--ca-file", $0] } ?? [])
     }
 }
 
@@ -90,8 +108,8 @@ struct OwnServicesTests {
         let results = try await runInShares(services.options, shares: 4)
         let failures = results.filter { $0.verdict == .fail }
         #expect(failures.isEmpty, "\(failures.map { "\($0.id) [\($0.clause)]: \($0.detail)" }.joined(separator: "\n"))")
-        // Everything this setup provides should run; only --slow cases may skip.
-        let skipped = results.filter { $0.verdict == .skipped && !$0.detail.contains("--slow") }
+        // Everything this setup provides should run; only --slow cases and TLS's own may skip.
+        let skipped = results.filter { $0.verdict == .skipped && !$0.detail.contains("--slow") && !$0.detail.contains("--ca-file") }
         #expect(skipped.isEmpty, "unexpectedly skipped: \(skipped.map { "\($0.id): \($0.detail)" })")
         let covered = Set(results.filter { $0.verdict.ran }.map(\.clause))
         #expect(covered.count >= 100, "covered \(covered.count) of \(SpecClauses.all.count)")
@@ -118,5 +136,45 @@ struct OwnServicesTests {
         #expect(xml.hasPrefix("<?xml"))
         #expect(xml.contains("failures=\"0\""))
         #expect((try? XMLDocument(xmlString: xml)) != nil, "the JUnit report is well-formed XML")
+    }
+
+    @Test("over TLS (--ca-file) the whole suite passes as over plain TCP, the TLS case included")
+    func ownServicesConformOverTLS() async throws {
+        let services = try OwnServices(tls: true)
+        let results = try await runInShares(services.options, shares: 4)
+        let failures = results.filter { $0.verdict == .fail }
+        #expect(failures.isEmpty, "\(failures.map { "\($0.id) [\($0.clause)]: \($0.detail)" }.joined(separator: "\n"))")
+        let skipped = results.filter { $0.verdict == .skipped && !$0.detail.contains("--slow") }
+        #expect(skipped.isEmpty, "unexpectedly skipped: \(skipped.map { "\($0.id): \($0.detail)" })")
+        #expect(results.first { $0.id == "tls.same-framing" }?.verdict == .pass)
+
+        // The command line too, including the probe over TLS; and without --ca-file the
+        // probe says the services serve TLS.
+        let cli = try SecurePushBinary.run(services.cliArguments + ["hello.store-device", "tls."], timeoutSeconds: 60)
+        #expect(cli.status == 0, "\(cli.stdout) \(cli.stderr)")
+        let plain = try SecurePushBinary.run(["conformance", "--store", "127.0.0.1:\(services.store.port)", "--timeout-ms", "2000"],
+                                             timeoutSeconds: 60)
+        #expect(plain.status == 2)
+        #expect(plain.stderr.split(separator: "\n").count == 1, "\(plain.stderr)")
+        #expect(plain.stderr.contains("pass --ca-file"), "\(plain.stderr)")
+    }
+
+    @Test("outside the source tree (another working directory) no vector case is skipped: the vectors are built in")
+    func vectorsOutsideTheSourceTree() throws {
+        let services = try OwnServices()
+        let elsewhere = FileManager.default.temporaryDirectory.appendingPathComponent("conformance-cwd-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: elsewhere, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: elsewhere) }
+        let arguments = services.cliArguments + ["--json", elsewhere + "/report.json", "vector."]
+        // The shell changes directory, then becomes the binary.
+        let result = try ChildProcess.run(executable: "/bin/sh", arguments: ["-c", "cd \"$0\" && exec \"$@\"", elsewhere, SecurePushBinary.path] + arguments,
+                                          seconds: 120)
+        #expect(result.status == 0, "\(result.stdout.suffix(2_000)) \(result.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: elsewhere + "/report.json"))) as? [String: Any]
+        let cases = json?["cases"] as? [[String: Any]] ?? []
+        let judged = VectorFiles.all.filter { if case .message = $0.expectation { false } else { true } }
+        #expect(cases.count == judged.count, "every malformed or incomplete vector ran")
+        let notPassed = cases.filter { $0["verdict"] as? String != "PASS" }
+        #expect(notPassed.isEmpty, "\(notPassed)")
     }
 }
