@@ -73,7 +73,7 @@ public enum TLSError: Error, Equatable, Sendable, CustomStringConvertible {
 
 extension ConnectError {
     /// The same failure, for a caller that resolved the address itself.
-    init(_ error: EventLoopError) {
+    public init(_ error: EventLoopError) {
         switch error {
         case .cannotResolve(let host, let reason, let temporary): self = .cannotResolve(host: host, reason: reason, temporary: temporary)
         case .invalidAddress(let text): self = .invalidAddress(text)

@@ -107,7 +107,8 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
-    func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    /// The address as the socket calls take it (bind, connect, sendto).
+    public func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         withUnsafeBytes(of: storage) { raw in
             body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
         }

@@ -11,6 +11,10 @@ public final class TLSContext: @unchecked Sendable {
     let context: OpaquePointer
     public let isServer: Bool
 
+    /// The text of the GOAWAY a TLS listener sends a client that spoke plain securepush
+    /// to it; a client that receives it knows to connect with TLS.
+    public static let plainClientNotice = "this port speaks TLS: connect with TLS (securepush: --ca-file)"
+
     private init(context: OpaquePointer, isServer: Bool) {
         self.context = context
         self.isServer = isServer
@@ -179,6 +183,14 @@ struct OpenSSLFailure {
 
     /// OpenSSL 3 packs an errno from the C library as the flag bit 31 and the errno.
     private static let systemErrorFlag: UInt = 1 << 31
+
+    /// The peer closed the socket in the middle of the handshake, without an alert.
+    var peerClosedEarly: Bool {
+        verification == nil && codes.contains { code in
+            code & OpenSSLFailure.systemErrorFlag == 0
+                && Int32(truncatingIfNeeded: code & 0x7F_FFFF) == SSL_R_UNEXPECTED_EOF_WHILE_READING
+        }
+    }
 
     private static func reason(_ code: UInt) -> String {
         if code & systemErrorFlag != 0 {

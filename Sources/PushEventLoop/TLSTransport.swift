@@ -18,9 +18,6 @@ final class TLSTransport: Transport {
     private var sniffFD: Int32 = -1
     private var sniffEvent: OpaquePointer?
 
-    /// What a plain securepush client on a TLS port is told.
-    static let plainClientNotice = "this port speaks TLS: connect with TLS (securepush: --ca-file)"
-
     var isTLS: Bool { true }
     var readsAhead: Bool { true }
     var fd: Int32 {
@@ -110,7 +107,7 @@ final class TLSTransport: Transport {
         for _ in 0..<16 {
             guard recv(fd, &discard, discard.count, Int32(MSG_DONTWAIT)) > 0 else { break }
         }
-        let goaway = Message.goaway(Goaway(status: .badRequest, lastCorrelation: 0, message: TLSTransport.plainClientNotice))
+        let goaway = Message.goaway(Goaway(status: .badRequest, lastCorrelation: 0, message: TLSContext.plainClientNotice))
         let frame = goaway.encoded(correlation: 0)
         _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
         Glibc.close(fd)
@@ -234,6 +231,7 @@ final class TLSTransport: Transport {
         if code == ECONNREFUSED { return .refused }
         let failure = TLSContext.failure(for: bev)
         if failure.peerIsNotTLS { return .notTLS(failure.message) }
+        if failure.peerClosedEarly { return .closedDuringHandshake }
         if !failure.isEmpty { return .tls(failure.message) }
         // errno is only meaningful if the failing call set it; a leftover EAGAIN is not.
         if code != 0 && code != EAGAIN && code != EINPROGRESS { return .system(errno: code) }
