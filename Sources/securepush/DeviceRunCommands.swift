@@ -59,7 +59,8 @@ extension DeviceCommand {
                 case .gatewayConnected:
                     states.report("gateway", "connected to the gateway as \(claims.deviceID)")
                 case .storeConnected:
-                    states.report("store", "connected to the store at \(store)")
+                    // Said only when it comes back: the gateway's line says the device is up.
+                    states.report("store", "connected to the store at \(store)", quietly: !states.hasReported("store"))
                 case .disconnected(let service, let error):
                     let address = service == "gateway" ? gateway : store
                     states.report(service, "\(describe(error, talkingTo: service, at: address, tls: caFile != nil)); retrying")
@@ -169,11 +170,14 @@ extension DeviceCommand {
 struct ConnectionStateLines {
     private var last: [String: String] = [:]
 
-    mutating func report(_ service: String, _ line: String) {
+    /// Prints `line` unless it is the service's current state; `quietly` records it only.
+    mutating func report(_ service: String, _ line: String, quietly: Bool = false) {
         guard last[service] != line else { return }
         last[service] = line
-        writeStandardError(line + "\n")
+        if !quietly { writeStandardError(line + "\n") }
     }
+
+    func hasReported(_ service: String) -> Bool { last[service] != nil }
 }
 
 extension String {
