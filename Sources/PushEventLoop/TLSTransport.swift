@@ -12,8 +12,15 @@ import PushWire
 /// Such a client gets a plain GOAWAY saying the port speaks TLS, and is closed.
 final class TLSTransport: Transport {
     unowned(unsafe) var owner: Connection?
+    private let loop: EventLoop
     private var bev: OpaquePointer?
     private var connecting: Bool
+    /// The handshake has completed: OpenSSL writes (and the bufferevent's timeouts run).
+    private var established = false
+    /// A close-after-flush's patience while the handshake is not done: the bufferevent
+    /// neither writes nor times out before it, so a client that never speaks would hold
+    /// the connection open for ever.
+    private var unestablishedFlushTimer: LoopTimer?
     /// The accepted socket while its first byte is awaited; -1 once OpenSSL has it.
     private var sniffFD: Int32 = -1
     private var sniffEvent: OpaquePointer?
@@ -34,7 +41,8 @@ final class TLSTransport: Transport {
         return evbuffer_get_length(bufferevent_get_input(bev))
     }
 
-    private init(bev: OpaquePointer, connecting: Bool) {
+    private init(loop: EventLoop, bev: OpaquePointer, connecting: Bool) {
+        self.loop = loop
         self.bev = bev
         self.connecting = connecting
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -61,7 +69,7 @@ final class TLSTransport: Transport {
         // Our frames carry their own lengths, so a missing close_notify cannot truncate
         // a message undetected; treat it as a plain EOF.
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
-        let transport = TLSTransport(bev: bev, connecting: false)
+        let transport = TLSTransport(loop: loop, bev: bev, connecting: false)
         transport.sniffFD = fd
         let context = Unmanaged.passUnretained(transport).toOpaque()
         guard let event = event_new(loop.base, fd, sp_EV_READ | sp_EV_PERSIST, tlsSniffCallback, context) else {
@@ -136,7 +144,7 @@ final class TLSTransport: Transport {
             SSL_free(ssl)
             return .failure(.system(errno: ENOMEM))
         }
-        return .success(TLSTransport(bev: bev, connecting: true))
+        return .success(TLSTransport(loop: loop, bev: bev, connecting: true))
     }
 
     func connect(to address: SocketAddress) -> Int32 {
@@ -186,9 +194,19 @@ final class TLSTransport: Transport {
         } else {
             bufferevent_set_timeouts(bev, nil, nil)
         }
+        unestablishedFlushTimer?.cancel()
+        unestablishedFlushTimer = nil
+        if let timeout, !established {
+            unestablishedFlushTimer = loop.schedule(after: timeout) { [weak self] in
+                guard let self, !self.established, self.bev != nil, let owner = self.owner else { return }
+                withExtendedLifetime(owner) { owner.flushTimedOut() }
+            }
+        }
     }
 
     func close(clean: Bool) {
+        unestablishedFlushTimer?.cancel()
+        unestablishedFlushTimer = nil
         if sniffFD >= 0 {
             // The bufferevent never had the socket, so freeing it will not close it.
             let fd = sniffFD
@@ -207,6 +225,9 @@ final class TLSTransport: Transport {
         let code = errno
         guard let bev else { return }
         if what & sp_BEV_EVENT_CONNECTED != 0 {
+            established = true
+            unestablishedFlushTimer?.cancel()
+            unestablishedFlushTimer = nil
             guard connecting else { return }
             connecting = false
             bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)

@@ -55,6 +55,33 @@ extension EventLoopSuite {
         }
     }
 
+    /// A client that connects and never speaks: the server's GOAWAY can never be written
+    /// before a handshake, so the close-after-flush deadline must close it anyway.
+    @Test func aSilentClientOnATLSPortIsClosedAtTheFlushDeadline() throws {
+        let files = try selfSignedFiles()
+        defer { try? FileManager.default.removeItem(atPath: files.directory) }
+        let serverTLS = try TLSContext.server(certificateFile: files.certificate, privateKeyFile: files.key)
+        try withEventLoop { loop in
+            var serverReason: CloseReason?
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0, tls: serverTLS) { connection in
+                connection.callbacks.close = { _, reason in
+                    serverReason = reason
+                    loop.stop()
+                }
+                connection.write(makeFrame(correlation: 1))
+                connection.closeAfterFlush(timeout: .milliseconds(100))
+            }
+            var client: Connection?
+            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                if case .success(let connection) = result { client = connection }
+            }
+            runLoop(loop, timeout: .seconds(5))
+            #expect(serverReason == .flushTimeout)
+            client?.close()
+            listener.close()
+        }
+    }
+
     @Test func aTLSClientOnAPlainPortIsToldTheServerDoesNotSpeakTLS() throws {
         let files = try selfSignedFiles()
         defer { try? FileManager.default.removeItem(atPath: files.directory) }
