@@ -68,6 +68,12 @@ public enum DeviceEvent: Equatable, Sendable {
 /// flight) and on MISSED, so a lost push only delays a message. Every ID is shown at most
 /// once for the life of the object, however often pushes and SYNC name it. A backlog is
 /// fetched `fetchWindow` FETCHes at a time. Loop-confined.
+///
+/// Connections that fail for a reason that may pass (refused, lost, a server shutting
+/// down) are retried with backoff and reported as `.disconnected`. A failure retrying
+/// cannot cure (`ClientError.isPermanent`: a registration the gateway refuses, a
+/// certificate that does not verify, TLS on one side only, another connection taking over
+/// this device id) stops the device and is reported once, as `.stopped`.
 public final class DeviceClient {
     public static let genericText = "New notification - log in to view"
     /// IDs remembered as shown, so a redelivered push or a SYNC that lists an ID again
