@@ -12,15 +12,18 @@ public enum PayloadLife: Int64, Sendable {
 
 public struct NewPayload: Sendable, Equatable {
     public var id: PayloadID
-    public var user: String
+    /// The recipient's internal identity (`UserRecord.id`), not its name: a name removed and
+    /// added again is another user.
+    public var userID: UInt64
+    /// In clear; the writer seals it before it reaches the disk.
     public var body: [UInt8]
     public var createdAt: UInt64
     public var expiresAt: UInt64
     public var readLimit: UInt32
 
-    public init(id: PayloadID, user: String, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32) {
+    public init(id: PayloadID, userID: UInt64, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32) {
         self.id = id
-        self.user = user
+        self.userID = userID
         self.body = body
         self.createdAt = createdAt
         self.expiresAt = expiresAt
@@ -31,8 +34,8 @@ public struct NewPayload: Sendable, Equatable {
 public struct StoredPayload: Sendable, Equatable {
     public var id: PayloadID
     public var sequence: UInt64
-    public var user: String
-    /// Empty once the payload is gone.
+    public var userID: UInt64
+    /// In clear; empty once the payload is gone.
     public var body: [UInt8]
     public var createdAt: UInt64
     public var expiresAt: UInt64
@@ -55,8 +58,8 @@ public struct StoredPayload: Sendable, Equatable {
 /// A change the writer thread commits in a group.
 public enum WriteOperation: Sendable {
     case store(NewPayload)
-    /// A read receipt from one of `user`'s devices, for the payload stored as `sequence`.
-    case ack(sequence: UInt64, user: String, deviceID: String)
+    /// A read receipt from one of the user's devices, for the payload stored as `sequence`.
+    case ack(sequence: UInt64, userID: UInt64, deviceID: String)
     case recall(sequence: UInt64)
     /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
     /// reply never waits for them ([4.8-3]).
@@ -78,6 +81,23 @@ public enum WriteOutcome: Sendable, Equatable {
     case failed(Status)
 }
 
+/// A user as the users table holds it.
+public struct UserRecord: Sendable, Equatable {
+    /// Random, never reused: payloads and the validity of tokens bind to it.
+    public var id: UInt64
+    public var name: String
+    public var passwordHash: String
+    /// Unix ms; a fetch token issued before it was issued to an earlier holder of the name.
+    public var createdAt: UInt64
+
+    public init(id: UInt64, name: String, passwordHash: String, createdAt: UInt64) {
+        self.id = id
+        self.name = name
+        self.passwordHash = passwordHash
+        self.createdAt = createdAt
+    }
+}
+
 /// One page of SYNC.
 public struct UnreadPage: Sendable, Equatable {
     public var ids: [PayloadID]
@@ -93,6 +113,13 @@ public protocol PayloadWriter: AnyObject {
     func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome]
     /// Empties payloads past their TTL and forgets long-dead ones; returns how many were emptied.
     func sweepExpired(nowMs: UInt64) throws -> Int
+    /// One small step of background work, done while no write waits (re-sealing rows under
+    /// an older data key); true while more remains.
+    func idleStep(nowMs: UInt64) throws -> Bool
+}
+
+extension PayloadWriter {
+    public func idleStep(nowMs: UInt64) throws -> Bool { false }
 }
 
 public protocol PayloadReader: AnyObject {
@@ -101,7 +128,11 @@ public protocol PayloadReader: AnyObject {
     func payload(sequence: UInt64) throws -> StoredPayload?
     /// Every stored ID and its sequence, to rebuild that map at start.
     func allIDs() throws -> [(PayloadID, UInt64)]
-    /// IDs for `user` that are live and that `deviceID` has not acknowledged, oldest first.
-    func unread(user: String, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage
-    func passwordHash(user: String) throws -> String?
+    /// IDs for the user that are live and that `deviceID` has not acknowledged, oldest first.
+    func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage
+    func user(named name: String) throws -> UserRecord?
+    /// A number that changes whenever a user is added or removed, by this process or any
+    /// other. Asked before every request that depends on users, so it must be cheap when
+    /// nothing changed.
+    func usersRevision() throws -> UInt64
 }

@@ -10,10 +10,54 @@ public final class StoreSession {
     // The last token that verified, so a device's stream of FETCHes pays for one HMAC.
     var verifiedToken: [UInt8] = []
     var verifiedClaims: FetchToken?
+    /// LOGINs whose password is being checked off the loop, by their exact content.
+    private var pendingLogins: [PendingLoginKey: PendingLogin] = [:]
+
+    private struct PendingLoginKey: Hashable {
+        var user: String
+        var password: [UInt8]
+        var deviceID: String
+
+        init(_ login: Login) {
+            user = login.user
+            password = login.password
+            deviceID = login.deviceID
+        }
+    }
+
+    /// Which identity the password of a LOGIN was checked against. `finishLogin` is told
+    /// only whether a password matched, not which hash it was checked against; while every
+    /// identical LOGIN in flight was checked against the same identity, that is enough.
+    struct PendingLogin {
+        var userID: UInt64?
+        var count: Int
+        /// Identical LOGINs in flight were checked against different identities (the name
+        /// was removed and added again meanwhile): none of them may be trusted.
+        var mixed: Bool
+    }
 
     public init(peerAddress: String, role: PeerRole) {
         self.peerAddress = peerAddress
         self.role = role
+    }
+
+    func startLogin(_ login: Login, userID: UInt64?) {
+        let key = PendingLoginKey(login)
+        if var pending = pendingLogins[key] {
+            pending.count += 1
+            if pending.userID != userID { pending.mixed = true }
+            pendingLogins[key] = pending
+        } else {
+            pendingLogins[key] = PendingLogin(userID: userID, count: 1, mixed: false)
+        }
+    }
+
+    func finishLogin(_ login: Login) -> PendingLogin? {
+        let key = PendingLoginKey(login)
+        guard var pending = pendingLogins[key] else { return nil }
+        pending.count -= 1
+        pendingLogins[key] = pending.count > 0 ? pending : nil
+        return pending
     }
 }
 
@@ -66,10 +110,8 @@ public final class StoreLogic {
     /// Every stored payload's sequence by ID. In an on-disk index random IDs would scatter,
     /// each STORE dirtying a page of its own; in memory they cost a hash insert instead.
     private var sequences: [PayloadID: UInt64] = [:]
-    /// Users seen to exist, until the given wall-clock ms: a STORE need not read the users
-    /// table every time. A removed user is refused at most `knownUserTTLMs` later.
-    private var knownUsers: [String: UInt64] = [:]
-    static let knownUserTTLMs: UInt64 = 5_000
+    /// Users by name, forgotten as soon as any process changes the users table.
+    private let users: UserDirectory
     private var ids = PayloadIDSource()
     private var userLimiter: LoginLimiter
     private var addressLimiter: LoginLimiter
@@ -85,6 +127,7 @@ public final class StoreLogic {
         self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
         self.providerKey = providerKey
         self.clock = clock
+        self.users = UserDirectory(reader: reader)
         self.userLimiter = LoginLimiter(limit: settings.loginFailuresPerUser, windowMs: settings.loginFailureWindowMs)
         self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
         self.badTokenLimiter = LoginLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)
@@ -134,19 +177,30 @@ public final class StoreLogic {
         if userLimiter.isLimited(login.user, nowMs: now) || addressLimiter.isLimited(session.peerAddress, nowMs: now) {
             throw Refusal(status: .rateLimited, message: "too many failed logins; try again later")
         }
-        return .verifyPassword(login, storedHash: try reader.passwordHash(user: login.user))
+        let record = try users.record(of: login.user)
+        session.startLogin(login, userID: record?.id)
+        return .verifyPassword(login, storedHash: record?.passwordHash)
     }
 
     /// Called back on the loop once the slow hash has been checked.
     public func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> Message {
         let now = clock()
+        let pending = session.finishLogin(login)
+        let refusal = Message.error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
         guard passwordMatched else {
             userLimiter.recordFailure(login.user, nowMs: now)
             addressLimiter.recordFailure(session.peerAddress, nowMs: now)
-            return .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
+            return refusal
         }
+        // The password matched the identity the name had when the LOGIN arrived; the token
+        // is only for that identity, so not if the name was removed (and perhaps given to
+        // someone else) while the hash was being checked.
+        guard let pending, !pending.mixed, let checked = pending.userID,
+              let user = try? users.identity(of: login.user), user.id == checked else { return refusal }
         userLimiter.recordSuccess(login.user)
-        let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: now, expiresAt: now + settings.tokenLifetimeMs)
+        // Never dated before the identity, whose clock may run ahead of this one's.
+        let issuedAt = max(now, user.createdAt)
+        let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
         return .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt))
     }
 
@@ -156,20 +210,26 @@ public final class StoreLogic {
         }
         guard store.ttlSeconds > 0 else { throw Refusal(status: .badRequest, message: "ttl_s must be above 0") }
         let now = clock()
-        if (knownUsers[store.user] ?? 0) <= now {
-            guard try reader.passwordHash(user: store.user) != nil else {
-                throw Refusal(status: .unknownUser, message: "no such user")
-            }
-            if knownUsers.count > 100_000 { knownUsers = [:] }
-            knownUsers[store.user] = now + StoreLogic.knownUserTTLMs
-        }
+        guard let user = try users.identity(of: store.user) else { throw Refusal(status: .unknownUser, message: "no such user") }
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
-        let payload = NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
+        let payload = NewPayload(id: ids.next(), userID: user.id, body: store.payload, createdAt: now,
                                  expiresAt: now + ttl * 1000, readLimit: store.readLimit)
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
 
-    /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2]).
+    /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2]), and the identity
+    /// the token speaks for.
+    private func holder(of token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> (FetchToken, UserDirectory.Identity) {
+        let claims = try claims(token, session: session, nowMs: nowMs)
+        // A token outlives neither its user nor the user's name: once the user is removed,
+        // or the name belongs to someone added after the token was issued, it is revoked.
+        // Not counted against the address like a forged token: it was genuinely issued.
+        guard let user = try users.identity(of: claims.user), claims.issuedAt >= user.createdAt else {
+            throw Refusal(status: .badToken, message: "fetch token revoked: its user was removed")
+        }
+        return (claims, user)
+    }
+
     private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> FetchToken {
         guard let token else { throw Refusal(status: .authRequired, message: "log in to read this") }
         if badTokenLimiter.isLimited(session.peerAddress, nowMs: nowMs) {
@@ -192,9 +252,9 @@ public final class StoreLogic {
 
     private func handleFetch(_ fetch: Fetch, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let claims = try claims(fetch.token, session: session, nowMs: now)
+        let (_, user) = try holder(of: fetch.token, session: session, nowMs: now)
         guard let payload = try locate(fetch.id) else { throw Refusal(status: .notFound, message: "no such payload") }
-        guard payload.user == claims.user else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
+        guard payload.userID == user.id else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
         let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
         countFetch(payload.sequence, atMs: now)
@@ -203,17 +263,17 @@ public final class StoreLogic {
 
     private func handleSync(_ sync: Sync, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let claims = try claims(sync.token, session: session, nowMs: now)
+        let (claims, user) = try holder(of: sync.token, session: session, nowMs: now)
         let limit = Int(min(max(sync.limit, 1), Sync.maxLimit))
-        let page = try reader.unread(user: claims.user, deviceID: claims.deviceID, after: sync.cursor, limit: limit, nowMs: now)
+        let page = try reader.unread(userID: user.id, deviceID: claims.deviceID, after: sync.cursor, limit: limit, nowMs: now)
         return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
     }
 
     private func handleAck(_ ack: Ack, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let claims = try claims(ack.token, session: session, nowMs: now)
+        let (claims, user) = try holder(of: ack.token, session: session, nowMs: now)
         guard let sequence = try locate(ack.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-        return .commit(.ack(sequence: sequence, user: claims.user, deviceID: claims.deviceID), .ackOK(ack.id))
+        return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
     }
 
     private func countFetch(_ sequence: UInt64, atMs: UInt64) {

@@ -70,10 +70,11 @@ final class UnreadableIDs: PayloadReader {
     struct Failure: Error {}
     func payload(sequence: UInt64) throws -> StoredPayload? { nil }
     func allIDs() throws -> [(PayloadID, UInt64)] { throw Failure() }
-    func unread(user: String, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
+    func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
         UnreadPage(ids: [], cursor: cursor, hasMore: false)
     }
-    func passwordHash(user: String) throws -> String? { nil }
+    func user(named name: String) throws -> UserRecord? { nil }
+    func usersRevision() throws -> UInt64 { 0 }
 }
 
 func status(of message: Message?) -> Status? {
