@@ -29,12 +29,18 @@ public enum StoreFiles {
     /// gives its `-wal` and `-shm` files the database's mode), and takes group and other
     /// permissions off the files an earlier build left readable: they hold password hashes
     /// and sealed payloads.
+    ///
+    /// An existing database is never opened here: closing any descriptor of the file would
+    /// drop every POSIX lock this process holds on it, including those of SQLite
+    /// connections already open (the store's writer, when its reader opens), and another
+    /// process would then take itself for the last user and delete the WAL.
     static func protectDatabaseFiles(_ databasePath: String) throws(SQLiteError) {
-        let fd = open(databasePath, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0o600)
-        guard fd >= 0 else {
+        let fd = open(databasePath, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0o600)
+        if fd >= 0 {
+            close(fd)
+        } else if errno != EEXIST {
             throw SQLiteError(code: 0, message: "cannot create \(databasePath): \(String(cString: strerror(errno)))")
         }
-        close(fd)
         for path in databaseFiles(databasePath) {
             var info = stat()
             guard lstat(path, &info) == 0, info.st_mode & S_IFMT == S_IFREG, info.st_mode & 0o077 != 0 else { continue }

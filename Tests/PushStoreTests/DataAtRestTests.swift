@@ -92,6 +92,17 @@ struct DataAtRestTests {
         }
     }
 
+    @Test("an idle writer notices a key added by another process and re-seals without any write")
+    func idleWriterNoticesRotation() throws {
+        let store = try StoreFixture()
+        _ = try (0..<10).map { try store.store("old \($0)") }
+        #expect(try store.writer.idleStep(nowMs: store.now) == false)
+        _ = try DataKeyFile.add(StoreFiles.dataKeysPath(forDatabase: store.databasePath))
+        #expect(try store.writer.idleStep(nowMs: store.now) == false, "one short batch")
+        let keys = try DataKeyAdministration(databasePath: store.databasePath)
+        #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 10]])
+    }
+
     @Test("key prune --reseal re-seals what no running store has, then prunes")
     func resealInTheCommand() throws {
         let store = try StoreFixture()
