@@ -34,6 +34,8 @@ public final class StoreSession {
         /// Identical LOGINs in flight were checked against different identities (the name
         /// was removed and added again meanwhile): none of them may be trusted.
         var mixed: Bool
+        /// How many of them spent the address's failure budget, to be given back on success.
+        var spentBudget: Int
     }
 
     public init(peerAddress: String, role: PeerRole) {
@@ -41,23 +43,24 @@ public final class StoreSession {
         self.role = role
     }
 
-    func startLogin(_ login: Login, userID: UInt64?) {
+    func startLogin(_ login: Login, userID: UInt64?, spentBudget: Bool) {
         let key = PendingLoginKey(login)
-        if var pending = pendingLogins[key] {
-            pending.count += 1
-            if pending.userID != userID { pending.mixed = true }
-            pendingLogins[key] = pending
-        } else {
-            pendingLogins[key] = PendingLogin(userID: userID, count: 1, mixed: false)
-        }
+        var pending = pendingLogins[key] ?? PendingLogin(userID: userID, count: 0, mixed: false, spentBudget: 0)
+        pending.count += 1
+        if pending.userID != userID { pending.mixed = true }
+        if spentBudget { pending.spentBudget += 1 }
+        pendingLogins[key] = pending
     }
 
-    func finishLogin(_ login: Login) -> PendingLogin? {
+    /// The LOGIN's record, and whether this one spent the address's budget.
+    func finishLogin(_ login: Login) -> (PendingLogin, spentBudget: Bool)? {
         let key = PendingLoginKey(login)
         guard var pending = pendingLogins[key] else { return nil }
+        let spent = pending.spentBudget > 0
         pending.count -= 1
+        if spent { pending.spentBudget -= 1 }
         pendingLogins[key] = pending.count > 0 ? pending : nil
-        return pending
+        return (pending, spent)
     }
 }
 
@@ -113,10 +116,9 @@ public final class StoreLogic {
     /// Users by name, forgotten as soon as any process changes the users table.
     private let users: UserDirectory
     private var ids = PayloadIDSource()
-    private var userLimiter: LoginLimiter
-    private var addressLimiter: LoginLimiter
+    private var loginThrottle: LoginThrottle
     /// BAD_TOKEN answers per client address: forged tokens are tried in bulk otherwise.
-    private var badTokenLimiter: LoginLimiter
+    private var badTokenLimiter: FailureWindowLimiter
 
     /// Reads every stored ID into memory first, and throws the reader's error if it cannot:
     /// without that map every stored payload would look unknown.
@@ -128,9 +130,11 @@ public final class StoreLogic {
         self.providerKey = providerKey
         self.clock = clock
         self.users = UserDirectory(reader: reader)
-        self.userLimiter = LoginLimiter(limit: settings.loginFailuresPerUser, windowMs: settings.loginFailureWindowMs)
-        self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
-        self.badTokenLimiter = LoginLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)
+        self.loginThrottle = LoginThrottle(LoginThrottle.Settings(
+            freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs, maxBackoffMs: settings.loginMaxBackoffMs,
+            failuresPerAddress: settings.loginFailuresPerAddress, refillMs: settings.loginFailureRefillMs,
+            trustedForMs: settings.loginTrustedForMs))
+        self.badTokenLimiter = FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)
         let all = try reader.allIDs()
         sequences.reserveCapacity(all.count)
         for (id, sequence) in all { sequences[id] = sequence }
@@ -174,30 +178,34 @@ public final class StoreLogic {
 
     private func handleLogin(_ login: Login, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        if userLimiter.isLimited(login.user, nowMs: now) || addressLimiter.isLimited(session.peerAddress, nowMs: now) {
-            throw Refusal(status: .rateLimited, message: "too many failed logins; try again later")
-        }
         let record = try users.record(of: login.user)
-        session.startLogin(login, userID: record?.id)
-        return .verifyPassword(login, storedHash: record?.passwordHash)
+        switch loginThrottle.begin(user: login.user, address: session.peerAddress, nowMs: now) {
+        case .refuse(let waitMs):
+            throw Refusal(status: .rateLimited, message: "too many failed logins; try again in \((waitMs + 999) / 1000) s")
+        case .check(let spentBudget):
+            session.startLogin(login, userID: record?.id, spentBudget: spentBudget)
+            return .verifyPassword(login, storedHash: record?.passwordHash)
+        }
     }
 
     /// Called back on the loop once the slow hash has been checked.
     public func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> Message {
         let now = clock()
-        let pending = session.finishLogin(login)
+        let finished = session.finishLogin(login)
         let refusal = Message.error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
-        guard passwordMatched else {
-            userLimiter.recordFailure(login.user, nowMs: now)
-            addressLimiter.recordFailure(session.peerAddress, nowMs: now)
+        func fail() -> Message {
+            loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: false,
+                                 spentBudget: finished?.spentBudget ?? false, nowMs: now)
             return refusal
         }
+        guard passwordMatched else { return fail() }
         // The password matched the identity the name had when the LOGIN arrived; the token
         // is only for that identity, so not if the name was removed (and perhaps given to
         // someone else) while the hash was being checked.
-        guard let pending, !pending.mixed, let checked = pending.userID,
-              let user = try? users.identity(of: login.user), user.id == checked else { return refusal }
-        userLimiter.recordSuccess(login.user)
+        guard let pending = finished?.0, !pending.mixed, let checked = pending.userID,
+              let user = try? users.identity(of: login.user), user.id == checked else { return fail() }
+        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true,
+                             spentBudget: finished?.spentBudget ?? false, nowMs: now)
         // Never dated before the identity, whose clock may run ahead of this one's.
         let issuedAt = max(now, user.createdAt)
         let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
@@ -318,17 +326,16 @@ public final class StoreLogic {
                                          fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
     }
 
-    /// Forgets failed-login windows that have ended; the store calls it on a timer so the
-    /// tables hold only recent offenders.
+    /// Forgets what the login and token limits no longer need; the store calls it on a
+    /// timer so the tables hold only recent offenders.
     public func pruneLimiters() {
         let now = clock()
-        userLimiter.prune(nowMs: now)
-        addressLimiter.prune(nowMs: now)
+        loginThrottle.prune(nowMs: now)
         badTokenLimiter.prune(nowMs: now)
     }
 
-    /// User names and client addresses with a failed-login window still remembered.
-    var loginFailureKeysTracked: Int { userLimiter.trackedCount + addressLimiter.trackedCount }
+    /// (user, address) pairs and address budgets the login limits still remember.
+    var loginFailureKeysTracked: Int { loginThrottle.trackedCount }
 
     /// Client addresses with a BAD_TOKEN window still remembered.
     var badTokenAddressesTracked: Int { badTokenLimiter.trackedCount }
