@@ -118,14 +118,19 @@ public protocol PayloadWriter: AnyObject {
     func idleStep(nowMs: UInt64) throws -> Bool
 }
 
+extension PayloadReader {
+    public func payload(sequence: UInt64) throws -> StoredPayload? { try payload(sequence: sequence, withBody: true) }
+}
+
 extension PayloadWriter {
     public func idleStep(nowMs: UInt64) throws -> Bool { false }
 }
 
 public protocol PayloadReader: AnyObject {
     /// The payload stored as `sequence` (the store keeps the ID-to-sequence map in memory,
-    /// so random IDs never have to be indexed on disk).
-    func payload(sequence: UInt64) throws -> StoredPayload?
+    /// so random IDs never have to be indexed on disk); without `withBody` its body is left
+    /// empty, neither read nor opened.
+    func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload?
     /// Every stored ID and its sequence, to rebuild that map at start.
     func allIDs() throws -> [(PayloadID, UInt64)]
     /// IDs for the user that are live and that `deviceID` has not acknowledged, oldest first.

@@ -7,6 +7,7 @@ public final class SQLitePayloadReader: PayloadReader {
     private let connection: SQLiteConnection
     private let sealer: PayloadSealer
     private let bySequence: SQLiteStatement
+    private let metadataBySequence: SQLiteStatement
     private let everyID: SQLiteStatement
     private let unreadPage: SQLiteStatement
     private let userByName: SQLiteStatement
@@ -22,6 +23,11 @@ public final class SQLitePayloadReader: PayloadReader {
             SELECT id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life
             FROM payloads WHERE seq = ?
             """)
+        // The same columns, the body's place taken by a NULL.
+        metadataBySequence = try connection.prepare("""
+            SELECT id_high, id_low, user_id, key_id, NULL, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life
+            FROM payloads WHERE seq = ?
+            """)
         everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads")
         unreadPage = try connection.prepare("""
             SELECT seq, id_high, id_low FROM payloads
@@ -34,11 +40,11 @@ public final class SQLitePayloadReader: PayloadReader {
         revision = try connection.prepare("SELECT value FROM store_meta WHERE key = 'users_revision'")
     }
 
-    public func payload(sequence: UInt64) throws -> StoredPayload? {
-        try bySequence.bind([.uint(sequence)])
-        defer { bySequence.reset() }
-        guard try bySequence.step() else { return nil }
-        let row = bySequence
+    public func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload? {
+        let row = withBody ? bySequence : metadataBySequence
+        try row.bind([.uint(sequence)])
+        defer { row.reset() }
+        guard try row.step() else { return nil }
         let id = PayloadID(high: UInt64(bitPattern: row.int(0)), low: UInt64(bitPattern: row.int(1)))
         let userID = UInt64(bitPattern: row.int(2))
         let body = row.isNull(4) || row.isNull(3)

@@ -157,7 +157,7 @@ public final class StoreLogic {
             case .sync(let sync): return try handleSync(sync, session: session)
             case .ack(let ack): return try handleAck(ack, session: session)
             case .recall(let recall):
-                guard let sequence = try locate(recall.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
+                guard let sequence = try locate(recall.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
                 return .commit(.recall(sequence: sequence), .recallOK(recall.id))
             case .status(let request): return try handleStatus(request)
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
@@ -261,7 +261,7 @@ public final class StoreLogic {
     private func handleFetch(_ fetch: Fetch, session: StoreSession) throws -> StoreAction {
         let now = clock()
         let (_, user) = try holder(of: fetch.token, session: session, nowMs: now)
-        guard let payload = try locate(fetch.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard let payload = try locate(fetch.id, withBody: true) else { throw Refusal(status: .notFound, message: "no such payload") }
         guard payload.userID == user.id else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
         let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
@@ -280,7 +280,7 @@ public final class StoreLogic {
     private func handleAck(_ ack: Ack, session: StoreSession) throws -> StoreAction {
         let now = clock()
         let (claims, user) = try holder(of: ack.token, session: session, nowMs: now)
-        guard let sequence = try locate(ack.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard let sequence = try locate(ack.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
         return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
     }
 
@@ -290,9 +290,10 @@ public final class StoreLogic {
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.
-    func locate(_ id: PayloadID) throws -> StoredPayload? {
+    /// Only FETCH needs the body: the others leave it unread and unopened.
+    func locate(_ id: PayloadID, withBody: Bool = true) throws -> StoredPayload? {
         guard let sequence = sequences[id] else { return nil }
-        guard let payload = try reader.payload(sequence: sequence) else {
+        guard let payload = try reader.payload(sequence: sequence, withBody: withBody) else {
             sequences[id] = nil
             return nil
         }
@@ -317,7 +318,7 @@ public final class StoreLogic {
     public var pendingFetchTallies: Int { fetchTallies.count }
 
     private func handleStatus(_ request: StatusRequest) throws -> StoreAction {
-        guard var payload = try locate(request.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard var payload = try locate(request.id, withBody: false) else { throw Refusal(status: .notFound, message: "no such payload") }
         if let tally = fetchTallies[payload.sequence] {
             payload.fetchCount += tally.count
             payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)

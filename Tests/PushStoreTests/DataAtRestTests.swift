@@ -52,6 +52,9 @@ struct DataAtRestTests {
         // The store answers INTERNAL rather than hand out bytes it cannot vouch for.
         let token = try store.token(user: "bob")
         #expect(status(of: try store.send(.fetch(Fetch(id: first, token: token)), on: store.session(.device))) == .internalError)
+        // Only FETCH opens a body: STATUS and RECALL never touch it.
+        #expect(status(of: try store.send(.status(StatusRequest(id: second)), on: store.session(.provider))) == .ok)
+        #expect(try store.send(.recall(Recall(id: second)), on: store.session(.provider)) == .recallOK(RecallOK(id: second)))
     }
 
     @Test("recalled, read-out and expired payloads keep no body and no key")

@@ -68,7 +68,7 @@ enum StoreTestError: Error { case unexpected(Message?) }
 /// A reader whose table of stored IDs cannot be read.
 final class UnreadableIDs: PayloadReader {
     struct Failure: Error {}
-    func payload(sequence: UInt64) throws -> StoredPayload? { nil }
+    func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload? { nil }
     func allIDs() throws -> [(PayloadID, UInt64)] { throw Failure() }
     func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
         UnreadPage(ids: [], cursor: cursor, hasMore: false)
