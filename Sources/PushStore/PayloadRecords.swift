@@ -140,4 +140,11 @@ public protocol PayloadReader: AnyObject {
     /// other. Asked before every request that depends on users, so it must be cheap when
     /// nothing changed.
     func usersRevision() throws -> UInt64
+    /// Runs `body` with every read it makes seeing one snapshot, so that a request pays for
+    /// one read transaction however many reads it makes.
+    func withSnapshot<T>(_ body: () throws -> T) throws -> T
+}
+
+extension PayloadReader {
+    public func withSnapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 }

@@ -150,22 +150,26 @@ public final class StoreLogic {
     /// ([4.1-5]): the message's own rules.
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
         do {
-            switch message {
-            case .login(let login): return try handleLogin(login, session: session)
-            case .store(let store): return try handleStore(store)
-            case .fetch(let fetch): return try handleFetch(fetch, session: session)
-            case .sync(let sync): return try handleSync(sync, session: session)
-            case .ack(let ack): return try handleAck(ack, session: session)
-            case .recall(let recall):
-                guard let sequence = try locate(recall.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-                return .commit(.recall(sequence: sequence), .recallOK(recall.id))
-            case .status(let request): return try handleStatus(request)
-            default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
-            }
+            return try reader.withSnapshot { try route(message, session: session) }
         } catch let refusal as Refusal {
             return .reply(.error(ErrorReply(status: refusal.status, message: refusal.message)))
         } catch {
             return .reply(.error(ErrorReply(status: .internalError, message: "storage error")))
+        }
+    }
+
+    private func route(_ message: Message, session: StoreSession) throws -> StoreAction {
+        switch message {
+        case .login(let login): return try handleLogin(login, session: session)
+        case .store(let store): return try handleStore(store)
+        case .fetch(let fetch): return try handleFetch(fetch, session: session)
+        case .sync(let sync): return try handleSync(sync, session: session)
+        case .ack(let ack): return try handleAck(ack, session: session)
+        case .recall(let recall):
+            guard let sequence = try locate(recall.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
+            return .commit(.recall(sequence: sequence), .recallOK(recall.id))
+        case .status(let request): return try handleStatus(request)
+        default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
         }
     }
 

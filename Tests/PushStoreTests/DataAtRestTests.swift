@@ -106,6 +106,19 @@ struct DataAtRestTests {
         #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 10]])
     }
 
+    @Test("each request's read snapshot ends with it: nothing holds back a full checkpoint")
+    func snapshotsEnd() throws {
+        let store = try StoreFixture()
+        let id = try store.store("x")
+        let token = try store.token()
+        _ = try store.send(.fetch(Fetch(id: id, token: token)), on: store.session(.device))
+        _ = try store.send(.fetch(Fetch(id: PayloadID.random(), token: token)), on: store.session(.device))
+        _ = try store.send(.sync(Sync(token: token)), on: store.session(.device))
+        try store.writer.checkpoint()
+        let wal = try FileManager.default.attributesOfItem(atPath: store.databasePath + "-wal")[.size] as? Int
+        #expect(wal == 0, "a read transaction left open would keep the WAL from being truncated")
+    }
+
     @Test("key prune --reseal re-seals what no running store has, then prunes")
     func resealInTheCommand() throws {
         let store = try StoreFixture()
