@@ -10,17 +10,20 @@ import Glibc
 ///   A success clears the pair. Only the guessing address waits: the same user from any
 ///   other address is unaffected.
 /// - Per address: a budget of `failuresPerAddress` failures, one given back every
-///   `refillMs`, so spraying many user names from one address is slowed too. Successes
-///   give their share back, so the users behind a shared address (NAT, a proxy) spend
+///   `refillMs`, so spraying many user names from one address is slowed too. Only
+///   failures spend it, so the users behind a shared address (NAT, a proxy) spend
 ///   nothing; and a user who logged in from that address before (within `trustedForMs`)
 ///   is not held to its budget at all, only to its own pair's backoff.
 /// - No limit per user alone: a correct password from an address that has not been
 ///   failing is always checked.
 ///
-/// Attempts count as failures from the moment they start, and are taken back when they
-/// succeed, so LOGINs pipelined before the first result, or abandoned by closing the
-/// connection, are limited like any other. IPv6 addresses count by their /64, which one
-/// host can hold whole.
+/// Attempts count when their result is known. LOGINs sent together are all checked (the
+/// many devices of one user behind one address log in at once), so a burst of guesses
+/// can overshoot the limits; it then owes for every failure: the pair's wait grows with
+/// each one and the address's budget goes into debt, to be repaid at the refill rate. The
+/// slow password hash bounds how many guesses a burst can get checked. An attempt whose
+/// connection closes before its answer taught the client nothing and counts for nothing.
+/// IPv6 addresses count by their /64, which one host can hold whole.
 struct LoginThrottle {
     struct Settings {
         var freeFailures: Int
@@ -32,8 +35,7 @@ struct LoginThrottle {
     }
 
     enum Decision: Equatable {
-        /// Check the password; `spentBudget` goes back to `finish`.
-        case check(spentBudget: Bool)
+        case check
         case refuse(retryAfterMs: UInt64)
     }
 
@@ -43,15 +45,15 @@ struct LoginThrottle {
     }
 
     private struct Pair {
-        /// Attempts since the last success, those still being checked included.
+        /// Failures since the last success.
         var failures = 0
         var blockedUntilMs: UInt64 = 0
         var lastAttemptMs: UInt64 = 0
     }
 
     private struct Budget {
-        /// Milliseconds of refill banked: one failure costs `refillMs`.
-        var creditMs: UInt64
+        /// Milliseconds of refill banked: one failure costs `refillMs`; below 0 after a burst.
+        var creditMs: Int64
         var updatedMs: UInt64
     }
 
@@ -69,51 +71,47 @@ struct LoginThrottle {
         self.settings = settings
     }
 
-    private var fullCreditMs: UInt64 { UInt64(max(0, settings.failuresPerAddress)) * settings.refillMs }
+    private var fullCreditMs: Int64 { Int64(max(0, settings.failuresPerAddress)) * Int64(settings.refillMs) }
+    private var failureCostMs: Int64 { Int64(settings.refillMs) }
 
-    /// Whether a LOGIN for `user` from `address` may be checked now; if so it counts as a
-    /// failure until `finish` says otherwise.
+    /// Whether a LOGIN for `user` from `address` may be checked now.
     mutating func begin(user: String, address: String, nowMs: UInt64) -> Decision {
         let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
-        var pair = pairs[key] ?? Pair()
-        // A wall clock stepped back ends the pair's wait rather than stretching it.
-        if pair.lastAttemptMs > nowMs { pair = Pair() }
-        if pair.blockedUntilMs > nowMs { return .refuse(retryAfterMs: pair.blockedUntilMs - nowMs) }
-
-        let isTrusted = (trusted[key] ?? 0) > nowMs
-        if !isTrusted {
-            var budget = currentBudget(key.address, nowMs: nowMs)
-            guard budget.creditMs >= settings.refillMs else { return .refuse(retryAfterMs: settings.refillMs - budget.creditMs) }
-            budget.creditMs -= settings.refillMs
-            store(budget, for: key.address)
+        if let pair = pairs[key], pair.lastAttemptMs <= nowMs, pair.blockedUntilMs > nowMs {
+            return .refuse(retryAfterMs: pair.blockedUntilMs - nowMs)
         }
-        pair.failures += 1
-        pair.lastAttemptMs = nowMs
-        // Held back from the start, so that attempts sent before this one's result wait too.
-        if pair.failures >= settings.freeFailures { pair.blockedUntilMs = nowMs + backoff(after: pair.failures) }
-        store(pair, for: key)
-        return .check(spentBudget: !isTrusted)
+        guard !isTrusted(key, nowMs: nowMs) else { return .check }
+        let budget = currentBudget(key.address, nowMs: nowMs)
+        guard budget.creditMs >= failureCostMs else { return .refuse(retryAfterMs: UInt64(failureCostMs - budget.creditMs)) }
+        return .check
     }
 
     /// The outcome of an attempt `begin` allowed.
-    mutating func finish(user: String, address: String, succeeded: Bool, spentBudget: Bool, nowMs: UInt64) {
+    mutating func finish(user: String, address: String, succeeded: Bool, nowMs: UInt64) {
         let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
-        guard succeeded else {
-            // The wait runs from the failure, not from when the check began.
-            if var pair = pairs[key], pair.failures >= settings.freeFailures {
-                pair.blockedUntilMs = max(pair.blockedUntilMs, nowMs + backoff(after: pair.failures))
-                pairs[key] = pair
-            }
+        guard !succeeded else {
+            pairs[key] = nil
+            if trusted.count >= LoginThrottle.capacity { prune(nowMs: nowMs) }
+            if trusted.count < LoginThrottle.capacity { trusted[key] = nowMs + settings.trustedForMs }
             return
         }
-        pairs[key] = nil
-        if trusted.count >= LoginThrottle.capacity { prune(nowMs: nowMs) }
-        if trusted.count < LoginThrottle.capacity { trusted[key] = nowMs + settings.trustedForMs }
-        if spentBudget, var budget = budgets[key.address] {
-            budget.creditMs = min(fullCreditMs, budget.creditMs + settings.refillMs)
-            budgets[key.address] = budget
+        var pair = pairs[key] ?? Pair()
+        // A wall clock stepped back starts the pair afresh rather than stretching its wait.
+        if pair.lastAttemptMs > nowMs { pair = Pair() }
+        pair.failures += 1
+        pair.lastAttemptMs = nowMs
+        if pair.failures >= settings.freeFailures {
+            pair.blockedUntilMs = max(pair.blockedUntilMs, nowMs + backoff(after: pair.failures))
+        }
+        store(pair, for: key)
+        if !isTrusted(key, nowMs: nowMs) {
+            var budget = currentBudget(key.address, nowMs: nowMs)
+            budget.creditMs -= failureCostMs
+            store(budget, for: key.address)
         }
     }
+
+    private func isTrusted(_ key: PairKey, nowMs: UInt64) -> Bool { (trusted[key] ?? 0) > nowMs }
 
     /// The wait after `failures` attempts, from the `freeFailures`th on.
     private func backoff(after failures: Int) -> UInt64 {
@@ -125,7 +123,7 @@ struct LoginThrottle {
     private func currentBudget(_ address: String, nowMs: UInt64) -> Budget {
         guard var budget = budgets[address] else { return Budget(creditMs: fullCreditMs, updatedMs: nowMs) }
         // A clock stepped back refills nothing for the step, and refilling goes on from now.
-        let elapsed = nowMs > budget.updatedMs ? nowMs - budget.updatedMs : 0
+        let elapsed = nowMs > budget.updatedMs ? Int64(min(nowMs - budget.updatedMs, UInt64(Int64.max / 2))) : 0
         budget.creditMs = min(fullCreditMs, budget.creditMs + elapsed)
         budget.updatedMs = nowMs
         return budget
@@ -150,7 +148,9 @@ struct LoginThrottle {
     /// Forgets what no longer limits anyone: full budgets, idle pairs, lapsed trust.
     mutating func prune(nowMs: UInt64) {
         let full = fullCreditMs
-        budgets = budgets.filter { nowMs >= $0.value.updatedMs && $0.value.creditMs + (nowMs - $0.value.updatedMs) < full }
+        budgets = budgets.filter {
+            nowMs >= $0.value.updatedMs && $0.value.creditMs + Int64(min(nowMs - $0.value.updatedMs, UInt64(Int64.max / 2))) < full
+        }
         pairs = pairs.filter {
             nowMs >= $0.value.lastAttemptMs && ($0.value.blockedUntilMs > nowMs || nowMs - $0.value.lastAttemptMs < LoginThrottle.pairMemoryMs)
         }

@@ -140,6 +140,9 @@ public protocol PayloadReader: AnyObject {
     /// other. Asked before every request that depends on users, so it must be cheap when
     /// nothing changed.
     func usersRevision() throws -> UInt64
+    /// Unix ms before which every token was issued that a removed user could still hold
+    /// (`UserTable.removalFenceMs` past the last removal); changes only with the revision.
+    func removalFence() throws -> UInt64
     /// Runs `body` with every read it makes seeing one snapshot, so that a request pays for
     /// one read transaction however many reads it makes.
     func withSnapshot<T>(_ body: () throws -> T) throws -> T

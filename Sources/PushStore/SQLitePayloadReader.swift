@@ -13,6 +13,7 @@ public final class SQLitePayloadReader: PayloadReader {
     private let userByName: SQLiteStatement
     private let dataVersion: SQLiteStatement
     private let revision: SQLiteStatement
+    private let fence: SQLiteStatement
     private let beginSnapshot: SQLiteStatement
     private let endSnapshot: SQLiteStatement
     private var inSnapshot = false
@@ -41,6 +42,7 @@ public final class SQLitePayloadReader: PayloadReader {
         userByName = try connection.prepare("SELECT id, name, password_hash, created_at FROM users WHERE name = ?")
         dataVersion = try connection.prepare("PRAGMA data_version")
         revision = try connection.prepare("SELECT value FROM store_meta WHERE key = 'users_revision'")
+        fence = try connection.prepare("SELECT value FROM store_meta WHERE key = 'removal_fence_ms'")
         beginSnapshot = try connection.prepare("BEGIN")
         endSnapshot = try connection.prepare("COMMIT")
     }
@@ -120,6 +122,12 @@ public final class SQLitePayloadReader: PayloadReader {
     /// in the WAL's shared memory, without touching a page. Only then is the users table's
     /// revision read. Read in that order, a commit between the two reads is seen on the
     /// next call, never missed.
+    public func removalFence() throws -> UInt64 {
+        try fence.bind([])
+        defer { fence.reset() }
+        return try fence.step() ? UInt64(bitPattern: fence.int(0)) : 0
+    }
+
     public func usersRevision() throws -> UInt64 {
         try dataVersion.bind([])
         defer { dataVersion.reset() }

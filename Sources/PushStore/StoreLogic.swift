@@ -34,8 +34,6 @@ public final class StoreSession {
         /// Identical LOGINs in flight were checked against different identities (the name
         /// was removed and added again meanwhile): none of them may be trusted.
         var mixed: Bool
-        /// How many of them spent the address's failure budget, to be given back on success.
-        var spentBudget: Int
     }
 
     public init(peerAddress: String, role: PeerRole) {
@@ -43,24 +41,20 @@ public final class StoreSession {
         self.role = role
     }
 
-    func startLogin(_ login: Login, userID: UInt64?, spentBudget: Bool) {
+    func startLogin(_ login: Login, userID: UInt64?) {
         let key = PendingLoginKey(login)
-        var pending = pendingLogins[key] ?? PendingLogin(userID: userID, count: 0, mixed: false, spentBudget: 0)
+        var pending = pendingLogins[key] ?? PendingLogin(userID: userID, count: 0, mixed: false)
         pending.count += 1
         if pending.userID != userID { pending.mixed = true }
-        if spentBudget { pending.spentBudget += 1 }
         pendingLogins[key] = pending
     }
 
-    /// The LOGIN's record, and whether this one spent the address's budget.
-    func finishLogin(_ login: Login) -> (PendingLogin, spentBudget: Bool)? {
+    func finishLogin(_ login: Login) -> PendingLogin? {
         let key = PendingLoginKey(login)
         guard var pending = pendingLogins[key] else { return nil }
-        let spent = pending.spentBudget > 0
         pending.count -= 1
-        if spent { pending.spentBudget -= 1 }
         pendingLogins[key] = pending.count > 0 ? pending : nil
-        return (pending, spent)
+        return pending
     }
 }
 
@@ -186,8 +180,8 @@ public final class StoreLogic {
         switch loginThrottle.begin(user: login.user, address: session.peerAddress, nowMs: now) {
         case .refuse(let waitMs):
             throw Refusal(status: .rateLimited, message: "too many failed logins; try again in \((waitMs + 999) / 1000) s")
-        case .check(let spentBudget):
-            session.startLogin(login, userID: record?.id, spentBudget: spentBudget)
+        case .check:
+            session.startLogin(login, userID: record?.id)
             return .verifyPassword(login, storedHash: record?.passwordHash)
         }
     }
@@ -195,21 +189,19 @@ public final class StoreLogic {
     /// Called back on the loop once the slow hash has been checked.
     public func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> Message {
         let now = clock()
-        let finished = session.finishLogin(login)
+        let pending = session.finishLogin(login)
         let refusal = Message.error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
         func fail() -> Message {
-            loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: false,
-                                 spentBudget: finished?.spentBudget ?? false, nowMs: now)
+            loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: false, nowMs: now)
             return refusal
         }
         guard passwordMatched else { return fail() }
         // The password matched the identity the name had when the LOGIN arrived; the token
         // is only for that identity, so not if the name was removed (and perhaps given to
         // someone else) while the hash was being checked.
-        guard let pending = finished?.0, !pending.mixed, let checked = pending.userID,
+        guard let pending, !pending.mixed, let checked = pending.userID,
               let user = try? users.identity(of: login.user), user.id == checked else { return fail() }
-        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true,
-                             spentBudget: finished?.spentBudget ?? false, nowMs: now)
+        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true, nowMs: now)
         // Never dated before the identity, whose clock may run ahead of this one's.
         let issuedAt = max(now, user.createdAt)
         let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
@@ -230,15 +222,20 @@ public final class StoreLogic {
     }
 
     /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2]), and the identity
-    /// the token speaks for.
-    private func holder(of token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> (FetchToken, UserDirectory.Identity) {
+    /// the token speaks for: nil for a name no user holds, which owns nothing.
+    private func holder(of token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> (FetchToken, UserDirectory.Identity?) {
         let claims = try claims(token, session: session, nowMs: nowMs)
         // A token outlives neither its user nor the user's name: once the user is removed,
         // or the name belongs to someone added after the token was issued, it is revoked.
         // Not counted against the address like a forged token: it was genuinely issued.
-        guard let user = try users.identity(of: claims.user), claims.issuedAt >= user.createdAt else {
-            throw Refusal(status: .badToken, message: "fetch token revoked: its user was removed")
+        let revoked = Refusal(status: .badToken, message: "fetch token revoked: its user was removed")
+        guard let user = try users.identity(of: claims.user) else {
+            // No user by that name: one removed since the token was issued, or never one (a
+            // token only the holder of the server key could make, and that reads nothing).
+            guard claims.issuedAt >= users.removalFence else { throw revoked }
+            return (claims, nil)
         }
+        guard claims.issuedAt >= user.createdAt else { throw revoked }
         return (claims, user)
     }
 
@@ -266,7 +263,7 @@ public final class StoreLogic {
         let now = clock()
         let (_, user) = try holder(of: fetch.token, session: session, nowMs: now)
         guard let payload = try locate(fetch.id, withBody: true) else { throw Refusal(status: .notFound, message: "no such payload") }
-        guard payload.userID == user.id else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
+        guard payload.userID == user?.id else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
         let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
         countFetch(payload.sequence, atMs: now)
@@ -275,7 +272,8 @@ public final class StoreLogic {
 
     private func handleSync(_ sync: Sync, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let (claims, user) = try holder(of: sync.token, session: session, nowMs: now)
+        let (claims, holder) = try holder(of: sync.token, session: session, nowMs: now)
+        guard let user = holder else { return .reply(.syncOK(SyncOK(ids: [], cursor: sync.cursor, hasMore: false))) }
         let limit = Int(min(max(sync.limit, 1), Sync.maxLimit))
         let page = try reader.unread(userID: user.id, deviceID: claims.deviceID, after: sync.cursor, limit: limit, nowMs: now)
         return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
@@ -283,8 +281,9 @@ public final class StoreLogic {
 
     private func handleAck(_ ack: Ack, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let (claims, user) = try holder(of: ack.token, session: session, nowMs: now)
+        let (claims, holder) = try holder(of: ack.token, session: session, nowMs: now)
         guard let sequence = try locate(ack.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard let user = holder else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
     }
 

@@ -16,6 +16,9 @@ final class UserDirectory {
     private let reader: PayloadReader
     private var revision: UInt64?
     private var entries: [String: Identity?] = [:]
+    /// Tokens issued before this (unix ms) for a name that has no user now may have been a
+    /// removed user's: they are refused. Read again with every change of the users.
+    private(set) var removalFence: UInt64 = 0
 
     init(reader: PayloadReader) {
         self.reader = reader
@@ -37,10 +40,12 @@ final class UserDirectory {
         return try reader.user(named: name)
     }
 
-    private func forgetIfChanged() throws {
+    /// Made before every request that depends on users.
+    func forgetIfChanged() throws {
         let current = try reader.usersRevision()
         guard current != revision else { return }
         entries.removeAll(keepingCapacity: true)
+        removalFence = try reader.removalFence()
         revision = current
     }
 

@@ -16,10 +16,14 @@ private final class Limits {
         throttle.begin(user: user, address: address, nowMs: nowMs)
     }
 
+    func finish(_ user: String, from address: String, correct: Bool, at nowMs: UInt64) {
+        throttle.finish(user: user, address: address, succeeded: correct, nowMs: nowMs)
+    }
+
     /// One whole attempt; true if its password was checked.
     func attempt(_ user: String, from address: String, correct: Bool, at nowMs: UInt64) -> Bool {
-        guard case .check(let spent) = throttle.begin(user: user, address: address, nowMs: nowMs) else { return false }
-        throttle.finish(user: user, address: address, succeeded: correct, spentBudget: spent, nowMs: nowMs)
+        guard throttle.begin(user: user, address: address, nowMs: nowMs) == .check else { return false }
+        finish(user, from: address, correct: correct, at: nowMs)
         return true
     }
 }
@@ -51,16 +55,23 @@ struct LoginThrottleTests {
         #expect(limits.attempt("alice", from: "203.0.113.9", correct: false, at: now + 1_000), "the pair starts afresh")
     }
 
-    @Test("LOGINs pipelined before any result, or abandoned unanswered, count like failures, and never block for good")
-    func attemptsCountFromTheStart() {
-        let limits = Limits()
-        var checked = 0
-        for _ in 0..<6 {
-            if case .check = limits.begin(user: "alice", address: "10.0.0.1", nowMs: 100) { checked += 1 }
-        }
-        #expect(checked == 3)
-        #expect(limits.begin(user: "alice", address: "10.0.0.1", nowMs: 1_099) == .refuse(retryAfterMs: 1))
-        #expect(limits.begin(user: "alice", address: "10.0.0.1", nowMs: 1_100) == .check(spentBudget: true))
+    @Test("LOGINs sent together are all checked: one user's many devices behind one address log in at once")
+    func burstOfDevices() {
+        let limits = Limits(perAddress: 5)
+        for _ in 0..<50 { #expect(limits.begin(user: "alice", address: "10.0.0.1", nowMs: 100) == .check) }
+        for _ in 0..<50 { limits.finish("alice", from: "10.0.0.1", correct: true, at: 200) }
+        #expect(limits.attempt("bob", from: "10.0.0.1", correct: true, at: 200), "successes spent nothing")
+    }
+
+    @Test("a burst of guesses sent together owes for every failure: the pair waits longer, the address goes into debt")
+    func burstOfGuesses() {
+        let limits = Limits(maxBackoffMs: 300_000, perAddress: 5, refillMs: 3_000)
+        for _ in 0..<30 { #expect(limits.begin(user: "alice", address: "10.0.0.1", nowMs: 0) == .check) }
+        for _ in 0..<30 { limits.finish("alice", from: "10.0.0.1", correct: false, at: 0) }
+        #expect(limits.begin(user: "alice", address: "10.0.0.1", nowMs: 0) == .refuse(retryAfterMs: 300_000))
+        // Five failures' worth of budget, thirty spent: twenty-six refills before the next.
+        #expect(limits.begin(user: "bob", address: "10.0.0.1", nowMs: 0) == .refuse(retryAfterMs: 78_000))
+        #expect(limits.begin(user: "bob", address: "10.0.0.1", nowMs: 78_000) == .check)
     }
 
     @Test("spraying names from one address runs out its budget; a user who logged in there before is exempt; successes spend nothing")

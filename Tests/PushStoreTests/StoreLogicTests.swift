@@ -75,6 +75,7 @@ final class UnreadableIDs: PayloadReader {
     }
     func user(named name: String) throws -> UserRecord? { nil }
     func usersRevision() throws -> UInt64 { 0 }
+    func removalFence() throws -> UInt64 { 0 }
 }
 
 func status(of message: Message?) -> Status? {
