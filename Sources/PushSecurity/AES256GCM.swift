@@ -62,64 +62,99 @@ public final class AES256GCM {
 
     /// Encrypts `plaintext` under a fresh random nonce, authenticating `associatedData` too.
     public func seal(_ plaintext: [UInt8], associatedData: [UInt8]) throws(CipherError) -> [UInt8] {
-        var nonce = [UInt8](repeating: 0, count: AES256GCM.nonceByteCount)
-        guard RAND_bytes(&nonce, Int32(nonce.count)) == 1 else { throw .randomUnavailable }
-        return try seal(plaintext, associatedData: associatedData, nonce: nonce)
+        try withBuffers(plaintext, associatedData) { (text, data) throws(CipherError) in try seal(text, associatedData: data, nonce: nil) }
+    }
+
+    /// The same without copies: what the store calls for every payload.
+    public func seal(_ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer) throws(CipherError) -> [UInt8] {
+        try seal(plaintext, associatedData: associatedData, nonce: nil)
     }
 
     /// With a given nonce: for the known-answer tests only; a nonce must never repeat under one key.
     func seal(_ plaintext: [UInt8], associatedData: [UInt8], nonce: [UInt8]) throws(CipherError) -> [UInt8] {
         guard nonce.count == AES256GCM.nonceByteCount else { throw .cipherFailed }
-        var sealed = nonce + [UInt8](repeating: 0, count: plaintext.count + AES256GCM.tagByteCount)
+        return try withBuffers(plaintext, associatedData) { (text, data) throws(CipherError) in try seal(text, associatedData: data, nonce: nonce) }
+    }
+
+    private func seal(_ plaintext: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer, nonce: [UInt8]?) throws(CipherError) -> [UInt8] {
         let textStart = AES256GCM.nonceByteCount
         let tagStart = textStart + plaintext.count
-        let done = sealed.withUnsafeMutableBufferPointer { out -> Bool in
-            guard let base = out.baseAddress else { return false }
+        var failure: CipherError?
+        let sealed = [UInt8](unsafeUninitializedCapacity: tagStart + AES256GCM.tagByteCount) { out, count in
+            count = 0
+            guard let base = out.baseAddress else { return failure = .cipherFailed }
+            if let nonce {
+                nonce.withUnsafeBufferPointer { _ = UnsafeMutableBufferPointer(start: base, count: textStart).initialize(from: $0) }
+            } else if RAND_bytes(base, Int32(textStart)) != 1 {
+                return failure = .randomUnavailable
+            }
             var length: Int32 = 0
-            guard EVP_EncryptInit_ex(sealer, nil, nil, nil, base) == 1 else { return false }
-            if !associatedData.isEmpty {
-                guard EVP_EncryptUpdate(sealer, nil, &length, associatedData, Int32(associatedData.count)) == 1 else { return false }
+            guard EVP_EncryptInit_ex(sealer, nil, nil, nil, base) == 1,
+                  associatedData.isEmpty
+                    || EVP_EncryptUpdate(sealer, nil, &length, associatedData.bound, Int32(associatedData.count)) == 1,
+                  plaintext.isEmpty
+                    || EVP_EncryptUpdate(sealer, base + textStart, &length, plaintext.bound, Int32(plaintext.count)) == 1,
+                  // GCM writes nothing at the end; the tag is fetched separately.
+                  EVP_EncryptFinal_ex(sealer, base + tagStart, &length) == 1,
+                  EVP_CIPHER_CTX_ctrl(sealer, EVP_CTRL_GCM_GET_TAG, Int32(AES256GCM.tagByteCount), base + tagStart) == 1 else {
+                return failure = .cipherFailed
             }
-            if !plaintext.isEmpty {
-                guard EVP_EncryptUpdate(sealer, base + textStart, &length, plaintext, Int32(plaintext.count)) == 1 else { return false }
-            }
-            // GCM writes nothing at the end; the tag is fetched separately.
-            guard EVP_EncryptFinal_ex(sealer, base + tagStart, &length) == 1 else { return false }
-            return EVP_CIPHER_CTX_ctrl(sealer, EVP_CTRL_GCM_GET_TAG, Int32(AES256GCM.tagByteCount), base + tagStart) == 1
+            count = tagStart + AES256GCM.tagByteCount
         }
-        guard done else { throw .cipherFailed }
+        if let failure { throw failure }
         return sealed
     }
 
     /// The plaintext of a sealed message, if it and `associatedData` authenticate.
     public func open(_ sealed: [UInt8], associatedData: [UInt8]) throws(CipherError) -> [UInt8] {
-        guard sealed.count >= AES256GCM.overhead else { throw .truncated }
+        try withBuffers(sealed, associatedData) { (text, data) throws(CipherError) in try open(text, associatedData: data) }
+    }
+
+    /// The same straight from a buffer (a SQLite column), without copying it first.
+    public func open(_ sealed: UnsafeRawBufferPointer, associatedData: UnsafeRawBufferPointer) throws(CipherError) -> [UInt8] {
+        guard sealed.count >= AES256GCM.overhead, let source = sealed.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            throw .truncated
+        }
         let textCount = sealed.count - AES256GCM.overhead
         let textStart = AES256GCM.nonceByteCount
+        var failure: CipherError?
         // One spare byte so the output pointer exists even for an empty plaintext.
-        var plaintext = [UInt8](repeating: 0, count: textCount + 1)
-        var tag = Array(sealed[(textStart + textCount)...])
-        let outcome = sealed.withUnsafeBufferPointer { input -> CipherError? in
-            plaintext.withUnsafeMutableBufferPointer { out -> CipherError? in
-                guard let source = input.baseAddress, let target = out.baseAddress else { return .cipherFailed }
-                var length: Int32 = 0
-                guard EVP_DecryptInit_ex(opener, nil, nil, nil, source) == 1 else { return .cipherFailed }
-                if !associatedData.isEmpty {
-                    guard EVP_DecryptUpdate(opener, nil, &length, associatedData, Int32(associatedData.count)) == 1 else { return .cipherFailed }
-                }
-                if textCount > 0 {
-                    guard EVP_DecryptUpdate(opener, target, &length, source + textStart, Int32(textCount)) == 1 else { return .cipherFailed }
-                }
-                guard EVP_CIPHER_CTX_ctrl(opener, EVP_CTRL_GCM_SET_TAG, Int32(AES256GCM.tagByteCount), &tag) == 1 else { return .cipherFailed }
-                return EVP_DecryptFinal_ex(opener, target + textCount, &length) == 1 ? nil : .authenticationFailed
+        let plaintext = [UInt8](unsafeUninitializedCapacity: textCount + 1) { out, count in
+            count = 0
+            guard let target = out.baseAddress else { return failure = .cipherFailed }
+            var length: Int32 = 0
+            // libcrypto copies the expected tag and never writes through this pointer.
+            let tag = UnsafeMutableRawPointer(mutating: source + textStart + textCount)
+            guard EVP_DecryptInit_ex(opener, nil, nil, nil, source) == 1,
+                  associatedData.isEmpty
+                    || EVP_DecryptUpdate(opener, nil, &length, associatedData.bound, Int32(associatedData.count)) == 1,
+                  textCount == 0 || EVP_DecryptUpdate(opener, target, &length, source + textStart, Int32(textCount)) == 1,
+                  EVP_CIPHER_CTX_ctrl(opener, EVP_CTRL_GCM_SET_TAG, Int32(AES256GCM.tagByteCount), tag) == 1 else {
+                return failure = .cipherFailed
             }
+            guard EVP_DecryptFinal_ex(opener, target + textCount, &length) == 1 else {
+                // Nothing of an unauthenticated plaintext leaves this function.
+                OPENSSL_cleanse(target, textCount)
+                return failure = .authenticationFailed
+            }
+            count = textCount
         }
-        if let outcome {
-            // Nothing of an unauthenticated plaintext leaves this function.
-            plaintext.withUnsafeMutableBytes { OPENSSL_cleanse($0.baseAddress, $0.count) }
-            throw outcome
-        }
-        plaintext.removeLast()
+        if let failure { throw failure }
         return plaintext
     }
+
+    private func withBuffers<T>(_ first: [UInt8], _ second: [UInt8],
+                                _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws(CipherError) -> T) throws(CipherError) -> T {
+        let result: Result<T, CipherError> = first.withUnsafeBytes { one in
+            second.withUnsafeBytes { two in
+                do throws(CipherError) { return .success(try body(one, two)) } catch { return .failure(error) }
+            }
+        }
+        return try result.get()
+    }
+}
+
+private extension UnsafeRawBufferPointer {
+    /// The bytes as libcrypto's `const unsigned char *`; only called on non-empty buffers.
+    var bound: UnsafePointer<UInt8>? { baseAddress?.assumingMemoryBound(to: UInt8.self) }
 }

@@ -12,18 +12,19 @@ public enum PayloadLife: Int64, Sendable {
 
 public struct NewPayload: Sendable, Equatable {
     public var id: PayloadID
-    /// The recipient's internal identity (`UserRecord.id`), not its name: a name removed and
-    /// added again is another user.
-    public var userID: UInt64
+    /// The recipient's name. The writer binds the payload to the internal identity holding
+    /// that name when it commits, in the same transaction: a user removed (or a name given
+    /// to someone else) before then is never the recipient.
+    public var user: String
     /// In clear; the writer seals it before it reaches the disk.
     public var body: [UInt8]
     public var createdAt: UInt64
     public var expiresAt: UInt64
     public var readLimit: UInt32
 
-    public init(id: PayloadID, userID: UInt64, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32) {
+    public init(id: PayloadID, user: String, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32) {
         self.id = id
-        self.userID = userID
+        self.user = user
         self.body = body
         self.createdAt = createdAt
         self.expiresAt = expiresAt

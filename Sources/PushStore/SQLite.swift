@@ -121,6 +121,12 @@ final class SQLiteStatement {
         return String(cString: pointer)
     }
 
+    /// The column's bytes in place, valid only inside `body` (no copy).
+    func withBlob<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        let count = Int(sqlite3_column_bytes(statement, column))
+        return try body(UnsafeRawBufferPointer(start: count > 0 ? sqlite3_column_blob(statement, column) : nil, count: count))
+    }
+
     func blob(_ column: Int32) -> [UInt8] {
         let count = Int(sqlite3_column_bytes(statement, column))
         guard count > 0, let pointer = sqlite3_column_blob(statement, column) else { return [] }

@@ -70,8 +70,9 @@ public final class SQLitePayloadReader: PayloadReader {
         guard try row.step() else { return nil }
         let id = PayloadID(high: UInt64(bitPattern: row.int(0)), low: UInt64(bitPattern: row.int(1)))
         let userID = UInt64(bitPattern: row.int(2))
-        let body = row.isNull(4) || row.isNull(3)
-            ? [] : try sealer.open(row.blob(4), keyID: UInt32(truncatingIfNeeded: row.int(3)), id: id, userID: userID)
+        let body = row.isNull(4) || row.isNull(3) ? [] : try row.withBlob(4) { (sealed) throws(SQLiteError) in
+            try sealer.open(sealed, keyID: UInt32(truncatingIfNeeded: row.int(3)), id: id, userID: userID)
+        }
         return StoredPayload(
             id: id, sequence: sequence, userID: userID, body: body,
             createdAt: UInt64(bitPattern: row.int(5)), expiresAt: UInt64(bitPattern: row.int(6)),

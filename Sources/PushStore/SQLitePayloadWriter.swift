@@ -9,6 +9,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let sealer: PayloadSealer
     private let resealer: PayloadResealer
     private let insert: SQLiteStatement
+    private let userByName: SQLiteStatement
+    /// Recipients looked up in the transaction being committed (a group often holds many
+    /// STOREs for few users); emptied with each transaction, so never stale.
+    private var recipients: [String: UInt64?] = [:]
     private let lookup: SQLiteStatement
     private let addReceipt: SQLiteStatement
     private let markRead: SQLiteStatement
@@ -26,13 +30,11 @@ public final class SQLitePayloadWriter: PayloadWriter {
         connection = try SQLitePayloadDatabase.open(path: path)
         sealer = try PayloadSealer(databasePath: path)
         resealer = try PayloadResealer(connection: connection, sealer: sealer)
-        // A STORE accepted just before its user was removed must not leave a row behind
-        // that nobody can read or delete: the user's existence is checked in the same
-        // transaction that the removal would have to wait for.
         insert = try connection.prepare("""
             INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit)
-            SELECT ?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8 WHERE EXISTS (SELECT 1 FROM users WHERE id = ?3)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """)
+        userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
         lookup = try connection.prepare("SELECT user_id FROM payloads WHERE seq = ?")
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
         markRead = try connection.prepare("""
@@ -56,6 +58,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // keys: a key this thread has not seen replaced is never pruned under it. A
             // file that cannot be read now keeps the keys already known.
             _ = try? sealer.ring.refreshIfChanged()
+            recipients.removeAll(keepingCapacity: true)
             var outcomes: [WriteOutcome] = []
             outcomes.reserveCapacity(operations.count)
             for operation in operations {
@@ -72,12 +75,14 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private func apply(_ operation: WriteOperation) throws(SQLiteError) -> WriteOutcome {
         switch operation {
         case .store(let new):
-            let (keyID, sealed) = try sealer.seal(new.body, id: new.id, userID: new.userID)
+            // Resolved inside the transaction a removal would have to wait for: a STORE
+            // accepted just before its user was removed leaves no row behind.
+            guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
+            let (keyID, sealed) = try sealer.seal(new.body, id: new.id, userID: userID)
             try insert.run(SQLitePayloadDatabase.idValues(new.id) + [
-                .uint(new.userID), .int(Int64(keyID)), .blob(sealed), .uint(new.createdAt), .uint(new.expiresAt),
+                .uint(userID), .int(Int64(keyID)), .blob(sealed), .uint(new.createdAt), .uint(new.expiresAt),
                 .int(Int64(new.readLimit)),
             ])
-            guard connection.changes == 1 else { return .failed(.unknownUser) }
             return .stored(sequence: connection.lastInsertedRow)
         case .ack(let sequence, let userID, let deviceID):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
@@ -97,6 +102,15 @@ public final class SQLitePayloadWriter: PayloadWriter {
             }
             return .ok
         }
+    }
+
+    private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {
+        if let known = recipients[name] { return known }
+        try userByName.bind([.text(name)])
+        defer { userByName.reset() }
+        let id = try userByName.step() ? UInt64(bitPattern: userByName.int(0)) : nil
+        if recipients.count < 10_000 { recipients[name] = .some(id) }
+        return id
     }
 
     /// Looked up inside the transaction, so two racing receipts for a read-once payload

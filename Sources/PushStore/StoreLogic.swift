@@ -144,6 +144,8 @@ public final class StoreLogic {
     /// ([4.1-5]): the message's own rules.
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
         do {
+            // A STORE reads nothing, so it needs no snapshot.
+            if case .store(let store) = message { return try handleStore(store) }
             return try reader.withSnapshot { try route(message, session: session) }
         } catch let refusal as Refusal {
             return .reply(.error(ErrorReply(status: refusal.status, message: refusal.message)))
@@ -213,10 +215,11 @@ public final class StoreLogic {
             throw Refusal(status: .tooLarge, message: "payload over \(settings.maxPayloadBytes) bytes")
         }
         guard store.ttlSeconds > 0 else { throw Refusal(status: .badRequest, message: "ttl_s must be above 0") }
+        // Whether the user exists is decided by the writer, in the transaction that stores
+        // the payload (UNKNOWN_USER): the loop need not read anything for a STORE.
         let now = clock()
-        guard let user = try users.identity(of: store.user) else { throw Refusal(status: .unknownUser, message: "no such user") }
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
-        let payload = NewPayload(id: ids.next(), userID: user.id, body: store.payload, createdAt: now,
+        let payload = NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
                                  expiresAt: now + ttl * 1000, readLimit: store.readLimit)
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }

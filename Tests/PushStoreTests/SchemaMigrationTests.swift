@@ -110,9 +110,7 @@ struct SchemaMigrationTests {
         let scratch = try ScratchDatabase()
         try writeVersion0(scratch.path)
         let writer = try SQLitePayloadWriter(path: scratch.path)
-        let reader = try SQLitePayloadReader(path: scratch.path)
-        let alice = try #require(try reader.user(named: "alice"))
-        let outcome = try writer.commit([.store(NewPayload(id: PayloadID(high: 10, low: 10), userID: alice.id, body: [1],
+        let outcome = try writer.commit([.store(NewPayload(id: PayloadID(high: 10, low: 10), user: "alice", body: [1],
                                                            createdAt: 1, expiresAt: 9_999_999_999_999, readLimit: 0))])
         #expect(outcome == [.stored(sequence: 10)], "dave's row 9 was the highest; SYNC cursors of 9 must still see what comes next")
     }
