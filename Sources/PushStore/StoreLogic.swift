@@ -178,11 +178,11 @@ public final class StoreLogic {
 
     private func handleLogin(_ login: Login, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let record = try users.record(of: login.user)
         switch loginThrottle.begin(user: login.user, address: session.peerAddress, nowMs: now) {
         case .refuse(let waitMs):
             throw Refusal(status: .rateLimited, message: "too many failed logins; try again in \((waitMs + 999) / 1000) s")
         case .check:
+            let record = try users.record(of: login.user)
             session.startLogin(login, userID: record?.id)
             return .verifyPassword(login, storedHash: record?.passwordHash)
         }
