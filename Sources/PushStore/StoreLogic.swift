@@ -144,9 +144,16 @@ public final class StoreLogic {
     /// ([4.1-5]): the message's own rules.
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
         do {
-            // A STORE reads nothing, so it needs no snapshot.
+            // A STORE reads nothing: the writer checks its user.
             if case .store(let store) = message { return try handleStore(store) }
-            return try reader.withSnapshot { try route(message, session: session) }
+            let now = clock()
+            guard users.isRefreshDue(nowMs: now, intervalMs: settings.usersRecheckMs) else { return try route(message, session: session) }
+            // The revision check and the request's reads share one read transaction, so
+            // the check costs little more than the `PRAGMA data_version` it is.
+            return try reader.withSnapshot {
+                try users.refresh(nowMs: now)
+                return try route(message, session: session)
+            }
         } catch let refusal as Refusal {
             return .reply(.error(ErrorReply(status: refusal.status, message: refusal.message)))
         } catch {
@@ -200,8 +207,8 @@ public final class StoreLogic {
         guard passwordMatched else { return fail() }
         // The password matched the identity the name had when the LOGIN arrived; the token
         // is only for that identity, so not if the name was removed (and perhaps given to
-        // someone else) while the hash was being checked.
-        guard let pending, !pending.mixed, let checked = pending.userID,
+        // someone else) while the hash was being checked: asked afresh, however recently.
+        guard (try? users.refresh(nowMs: now)) != nil, let pending, !pending.mixed, let checked = pending.userID,
               let user = try? users.identity(of: login.user), user.id == checked else { return fail() }
         loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true, nowMs: now)
         // Never dated before the identity, whose clock may run ahead of this one's.
