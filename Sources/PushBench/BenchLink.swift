@@ -189,8 +189,8 @@ final class BenchLink: ConnectionHandler {
             handshakeNanos = Clocks.monotonicNanoseconds() - openedAt
             state = .ready
             setup?.linkReady(self)
-        case .refused(let status, _):
-            failure = "HELLO refused: \(status.name)"
+        case .refused(let status, let text):
+            failure = text == TLSContext.plainClientNotice ? "the server speaks TLS: pass --ca-file" : "HELLO refused: \(status.name)"
             connection.close()
         case .goaway(let goaway, _):
             failure = "GOAWAY \(goaway.status.name)"

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushEventLoop
 import PushWire
 import PushSession
 
@@ -9,6 +10,7 @@ import PushSession
 /// byte matters more than throughput. Every wait is bounded by a timeout.
 public final class BlockingWireClient {
     public enum Failure: Error, Equatable, CustomStringConvertible {
+        /// The address is unusable or the name does not resolve: what went wrong, in words.
         case resolve(String)
         case connect(String, errno: Int32)
         case timedOut
@@ -18,7 +20,7 @@ public final class BlockingWireClient {
 
         public var description: String {
             switch self {
-            case .resolve(let host): "cannot use address \(host)"
+            case .resolve(let reason): reason
             case .connect(let address, let code): "cannot connect to \(address): \(String(cString: strerror(code)))"
             case .timedOut: "timed out waiting for the peer"
             case .closed: "the peer closed the connection"
@@ -40,26 +42,32 @@ public final class BlockingWireClient {
     public init(host: String, port: Int, timeoutMs: Int32 = 5_000, maxFrame: Int = FrameLimits.ceiling,
                 receiveBufferBytes: Int32? = nil) throws(Failure) {
         decoder = FrameDecoder(maxFrame: maxFrame)
-        var hints = addrinfo()
-        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(host, String(port), &hints, &result) == 0, let info = result else { throw .resolve(host) }
-        defer { freeaddrinfo(result) }
-        fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .io(errno: errno) }
-        var one: Int32 = 1
-        setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-        if var size = receiveBufferBytes {
-            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+        // A name is looked up (blocking, like everything here); its addresses are tried in order.
+        let addresses: [SocketAddress]
+        do {
+            addresses = try SocketAddress.resolve(host: host, port: port)
+        } catch {
+            throw .resolve(error.description)
         }
-        var timeout = timeval(tv_sec: Int(timeoutMs / 1000), tv_usec: Int(timeoutMs % 1000) * 1000)
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
-            let code = errno
+        var lastFailure = Failure.resolve("cannot resolve '\(host)'")
+        for address in addresses {
+            let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+            guard fd >= 0 else { throw .io(errno: errno) }
+            var one: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+            if var size = receiveBufferBytes {
+                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
+            }
+            var timeout = timeval(tv_sec: Int(timeoutMs / 1000), tv_usec: Int(timeoutMs % 1000) * 1000)
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+            if address.withSockAddr({ Glibc.connect(fd, $0, $1) }) == 0 {
+                self.fd = fd
+                return
+            }
+            lastFailure = .connect("\(HostPort(host: host, port: port))", errno: errno)
             Glibc.close(fd)
-            throw .connect("\(host):\(port)", errno: code)
         }
+        throw lastFailure
     }
 
     deinit { Glibc.close(fd) }

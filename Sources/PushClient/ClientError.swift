@@ -3,7 +3,7 @@ import PushWire
 
 /// Why a client request or connection failed.
 public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
-    /// The server answered ERROR (or GOAWAY) with this status.
+    /// The server answered ERROR with this status.
     case status(Status, String?)
     /// The connection went away before the reply came; the request may be retried.
     case disconnected
@@ -16,6 +16,17 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
     case stopped
     /// The request does not fit the frame size the server negotiated; it was not sent.
     case frameTooLarge(size: Int, limit: Int)
+    /// The server ended an established connection with GOAWAY and this status
+    /// (SHUTTING_DOWN, REPLACED, TIMEOUT, ...) and text.
+    case goaway(Status, String?)
+    /// Nothing came back for HELLO: the server closed the connection (`closed`) or sent
+    /// nothing before the HELLO deadline. A TLS server does that to a plain client.
+    case noHelloReply(closed: Bool)
+    /// The server answered HELLO in TLS, or said it speaks TLS: this client spoke plain TCP.
+    case serverSpeaksTLS
+    /// The server answered HELLO with bytes that are not a securepush frame (an HTTP
+    /// server, say); what the decoder found wrong.
+    case notSecurePush(String)
 
     public var description: String {
         switch self {
@@ -27,14 +38,52 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unexpectedReply(let type): "unexpected reply \(type)"
         case .stopped: "the client was stopped"
         case .frameTooLarge(let size, let limit): "the request is \(size) bytes, over the server's \(limit)-byte frame limit"
+        case .goaway(let status, let text): "the server closed the connection: \(ClientError.goawayReason(status, text))"
+        case .noHelloReply(closed: true): "the server closed the connection during the handshake; it may be a TLS server"
+        case .noHelloReply(closed: false): "the server did not answer HELLO; it may be a TLS server"
+        case .serverSpeaksTLS: "the server speaks TLS and this client connected with plain TCP"
+        case .notSecurePush(let detail): "the server does not speak the securepush protocol (\(detail))"
+        }
+    }
+
+    /// What a GOAWAY status means for the client that received it, in words.
+    public static func goawayReason(_ status: Status, _ text: String?) -> String {
+        let detail = text.map { " (\($0))" } ?? ""
+        return switch status {
+        case .replaced: "replaced by another connection with the same device id"
+        case .shuttingDown: "server shutting down"
+        case .timeout: "timed out" + detail
+        case .slowConsumer: "this client read too slowly and fell too far behind"
+        case .frameTooLarge: "a frame was over the negotiated size limit"
+        case .malformedFrame, .unknownType, .badRequest: "the server could not read what this client sent" + detail
+        default: "\(status)" + detail
         }
     }
 
     /// The status a server gave, if that is what this is.
     public var status: Status? {
         switch self {
-        case .status(let status, _), .refused(let status, _): status
+        case .status(let status, _), .refused(let status, _), .goaway(let status, _): status
         default: nil
+        }
+    }
+
+    /// True for failures that retrying cannot cure: a credential or role the server
+    /// refuses, a certificate that does not verify, TLS on one side only, a name that does
+    /// not exist, another connection that took over this device. Connection refused,
+    /// lost, timed out, BUSY or a server shutting down may pass, and are not permanent.
+    public var isPermanent: Bool {
+        switch self {
+        case .refused(let status, _): ServerLink.isPermanentRefusal(status)
+        case .goaway(let status, _): status == .replaced
+        case .serverSpeaksTLS, .notSecurePush: true
+        case .connect(let error):
+            switch error {
+            case .tls, .notTLS, .invalidAddress, .bindFailed: true
+            case .cannotResolve(_, _, let temporary): !temporary
+            case .refused, .system, .closedDuringHandshake, .cancelled: false
+            }
+        case .status, .disconnected, .timedOut, .unexpectedReply, .stopped, .frameTooLarge, .noHelloReply: false
         }
     }
 }

@@ -21,12 +21,34 @@ public struct DeviceNotification: Equatable, Sendable {
     }
 }
 
+/// A failure the device cannot get past by retrying: which service, where, and why.
+public struct PermanentFailure: Error, Equatable, Sendable, CustomStringConvertible {
+    /// "gateway" or "store".
+    public var service: String
+    public var address: HostPort
+    public var error: ClientError
+
+    public init(service: String, address: HostPort, error: ClientError) {
+        self.service = service
+        self.address = address
+        self.error = error
+    }
+
+    public var description: String { "the \(service) at \(address): \(error)" }
+}
+
 public enum DeviceEvent: Equatable, Sendable {
     /// A PUSH arrived: what travelled on the push path (the ID and the frame's size).
     case pushReceived(id: [UInt8], frameBytes: Int)
     case gatewayConnected
     case storeConnected
+    /// A connection went down, or a connect failed, for a reason that may pass: the
+    /// device retries with backoff. Reported for every failed attempt.
     case disconnected(from: String, ClientError)
+    /// A failure retrying cannot cure (`ClientError.isPermanent`): a registration the
+    /// gateway refuses, a certificate that does not verify, TLS on one side only. The
+    /// device has stopped; nothing else is reported after this.
+    case stopped(PermanentFailure)
     /// The gateway dropped pushes; the device SYNCs with the store.
     case missed(UInt32)
     case loggedIn(expiresAt: UInt64)
@@ -46,6 +68,12 @@ public enum DeviceEvent: Equatable, Sendable {
 /// flight) and on MISSED, so a lost push only delays a message. Every ID is shown at most
 /// once for the life of the object, however often pushes and SYNC name it. A backlog is
 /// fetched `fetchWindow` FETCHes at a time. Loop-confined.
+///
+/// Connections that fail for a reason that may pass (refused, lost, a server shutting
+/// down) are retried with backoff and reported as `.disconnected`. A failure retrying
+/// cannot cure (`ClientError.isPermanent`: a registration the gateway refuses, a
+/// certificate that does not verify, TLS on one side only, another connection taking over
+/// this device id) stops the device and is reported once, as `.stopped`.
 public final class DeviceClient {
     public static let genericText = "New notification - log in to view"
     /// IDs remembered as shown, so a redelivered push or a SYNC that lists an ID again
@@ -111,20 +139,31 @@ public final class DeviceClient {
             self.synchronize()
         }
         gateway.onServerMessage = { [weak self] message, correlation in self?.fromGateway(message, correlation: correlation) }
-        gateway.onDown = { [weak self] error in self?.onEvent?(.disconnected(from: "gateway", error)) }
+        gateway.onDown = { [weak self] error in self?.linkDown("gateway", error) }
         store.onReady = { [weak self] in
             guard let self else { return }
             self.onEvent?(.storeConnected)
             self.synchronize()
         }
-        store.onDown = { [weak self] error in self?.onEvent?(.disconnected(from: "store", error)) }
-        store.giveUpWhenRefused = false
+        store.onDown = { [weak self] error in self?.linkDown("store", error) }
         gateway.start()
         store.start()
         if tokenStore != nil {
             // Another process (`securepush device login`) may write the token file.
             watcher = loop.schedule(after: .milliseconds(300), repeating: true) { [weak self] in self?.checkTokenFile() }
         }
+    }
+
+    /// A link went down: retried as it is, or, for a permanent failure, the end of the device.
+    private func linkDown(_ service: String, _ error: ClientError) {
+        guard !stopped else { return }
+        guard error.isPermanent else {
+            onEvent?(.disconnected(from: service, error))
+            return
+        }
+        let address = service == "gateway" ? gateway.endpoint.address : store.endpoint.address
+        stop()
+        onEvent?(.stopped(PermanentFailure(service: service, address: address, error: error)))
     }
 
     public func stop() {

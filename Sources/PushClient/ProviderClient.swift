@@ -56,6 +56,16 @@ public final class ProviderClient {
         gateway.stop()
     }
 
+    /// The deadlines of both connections (HELLO_OK, a started frame). A change applies from
+    /// the next connection on; set it right after `init` to cover the first one.
+    public var timeouts: SessionTimeouts {
+        get { store.timeouts }
+        set {
+            store.timeouts = newValue
+            gateway.timeouts = newValue
+        }
+    }
+
     /// STORE, and once the store has made it durable, PUSH its ID to the target.
     public func send(_ message: SecureMessage, completion: @escaping (Result<SendReceipt, ClientError>) -> Void) {
         let request = StoreRequest(user: message.recipient, payload: message.payload, ttlSeconds: message.ttlSeconds,

@@ -6,6 +6,14 @@ import PushWire
 /// client `PeerSession` (HELLO, keepalive, GOAWAY, deadlines) and a `RequestWindow`
 /// (pipelined requests matched by correlation id), which reconnects with exponential
 /// backoff and jitter. Loop-confined.
+///
+/// Each (re)connect resolves the endpoint's host: a numeric address at once, a name with
+/// a blocking lookup (once per connect, never per request). The addresses are tried in
+/// the resolver's order until one accepts the connection.
+///
+/// `onDown` says why the connection went down, in words a person can act on: a GOAWAY's
+/// reason, a TLS server that a plain client reached, a refusal. Failures that retrying
+/// cannot cure (`ClientError.isPermanent`) stop the link when `stopOnPermanentFailure`.
 public final class ServerLink: ConnectionHandler {
     /// Where a link connects: the address, and TLS when the server speaks it.
     public struct Endpoint: Sendable, CustomStringConvertible {
@@ -41,19 +49,28 @@ public final class ServerLink: ConnectionHandler {
     public var onReady: (() -> Void)?
     /// Frames the server starts (PUSH, MISSED, GOAWAY): the message and its correlation id.
     public var onServerMessage: ((Message, UInt32) -> Void)?
-    /// The connection is down (it will retry unless the failure was a refused handshake).
+    /// The connection is down (it will retry unless the failure is permanent and
+    /// `stopOnPermanentFailure` is set).
     public var onDown: ((ClientError) -> Void)?
-    /// Stop retrying once the server refuses the handshake for good (a bad credential
-    /// will not get better; a busy server might).
-    public var giveUpWhenRefused = true
+    /// Stop retrying after a failure that retrying cannot cure (a credential the server
+    /// refuses, a certificate that does not verify): a bad credential will not get
+    /// better; a busy server might. Queued requests then fail with that error.
+    public var stopOnPermanentFailure = true
 
     private var connection: Connection?
     private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: 0)
     private var window = RequestWindow<Completion>(maxQueued: ServerLink.maxQueuedRequests)
     private var stopped = false
+    /// The failure that stopped the link, for requests made after it.
+    private var permanentFailure: ClientError?
     private var backoffMs: Int64 = 0
     private var timer: LoopTimer?
     private var scratch: [UInt8] = []
+    /// Why the current connection is ending, when the server said or showed it (a
+    /// GOAWAY, a TLS record); reported once the connection is down.
+    private var closeCause: ClientError?
+    /// Whether the current connection has received any frame.
+    private var heardFromServer = false
     public static let maxQueuedRequests = 100_000
 
     public init(loop: EventLoop, endpoint: Endpoint, hello: @escaping () -> Hello) {
@@ -85,7 +102,7 @@ public final class ServerLink: ConnectionHandler {
     /// Sends a request now or once connected; `completion` runs on the loop with the
     /// reply, an ERROR as `.status`, or the failure.
     public func request(_ message: Message, completion: @escaping Completion) {
-        guard !stopped else { return completion(.failure(.stopped)) }
+        guard !stopped else { return completion(.failure(permanentFailure ?? .stopped)) }
         if isReady, window.hasRoom {
             send(message, completion: completion)
         } else if !window.enqueue(message, completion) {
@@ -103,8 +120,28 @@ public final class ServerLink: ConnectionHandler {
     // MARK: connection lifecycle
 
     private func connect() {
-        Connection.connect(loop: loop, host: endpoint.host, port: endpoint.port, tls: endpoint.tls,
-                           serverName: endpoint.serverName) { [weak self] result in
+        let addresses: [SocketAddress]
+        do {
+            addresses = try endpoint.address.resolve()
+        } catch {
+            // Reported from the loop, as a failed connect is, so that an owner who sets
+            // `onDown` right after `start()` still hears of it.
+            let failure = ClientError.connect(ConnectError(error))
+            loop.schedule(after: .zero) { [weak self] in
+                guard let self, !self.stopped, self.connection == nil else { return }
+                self.down(failure, wasConnected: false)
+            }
+            return
+        }
+        attempt(addresses[...])
+    }
+
+    /// Connects to the first of `addresses`; a refusal or a socket error moves on to the
+    /// next, and the last one's failure is what is reported.
+    private func attempt(_ addresses: ArraySlice<SocketAddress>) {
+        guard let address = addresses.first else { return down(.connect(.refused), wasConnected: false) }
+        Connection.connect(loop: loop, to: address, tls: endpoint.tls, serverName: endpoint.serverName ?? endpoint.host) {
+            [weak self] result in
             guard let self, !self.stopped else {
                 if case .success(let connection) = result { connection.close() }
                 return
@@ -114,10 +151,17 @@ public final class ServerLink: ConnectionHandler {
                 self.connection = connection
                 connection.handler = self
                 self.session = PeerSession(side: .client(self.timeouts), now: Clocks.monotonicMilliseconds())
+                self.closeCause = nil
+                self.heardFromServer = false
                 self.window.restartNumbering()
                 self.perform(self.session.start(self.makeHello(), correlation: self.window.takeCorrelation()))
             case .failure(let error):
-                self.down(.connect(error), wasConnected: false)
+                switch error {
+                case .refused where addresses.count > 1, .system where addresses.count > 1:
+                    self.attempt(addresses.dropFirst())
+                default:
+                    self.down(.connect(error), wasConnected: false)
+                }
             }
         }
     }
@@ -126,8 +170,11 @@ public final class ServerLink: ConnectionHandler {
         connection = nil
         fail(window.abandonOutstanding(), .disconnected)
         onDown?(error)
-        if case .refused = error, giveUpWhenRefused {
+        if stopOnPermanentFailure, error.isPermanent, !stopped {
             stopped = true
+            permanentFailure = error
+            timer?.cancel()
+            timer = nil
             fail(window.abandonAll(), error)
             return
         }
@@ -151,24 +198,43 @@ public final class ServerLink: ConnectionHandler {
 
     private func tick() {
         guard let connection else { return }
-        perform(session.timerFired(now: Clocks.monotonicMilliseconds(), lastReceivedAt: connection.lastReadMillis,
-                                   partialFrameSince: connection.partialFrameSinceMillis))
+        let handshaking = session.phase == .handshaking
+        let action = session.timerFired(now: Clocks.monotonicMilliseconds(), lastReceivedAt: connection.lastReadMillis,
+                                        partialFrameSince: connection.partialFrameSinceMillis)
+        if case .sendAndClose = action, handshaking {
+            closeCause = heardFromServer ? .timedOut : .noHelloReply(closed: false)
+        }
+        perform(action)
     }
 
     // MARK: the session's actions
 
     public func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        heardFromServer = true
         perform(session.received(header, body: body))
     }
 
     public func onFramingError(_ connection: Connection, error: WireError) {
+        // A TLS record (an alert, a handshake) where HELLO_OK belongs: a TLS server.
+        if session.phase == .handshaking, !heardFromServer {
+            if case .badMagic(let byte) = error, byte == ServerLink.tlsAlertRecord || byte == ServerLink.tlsHandshakeRecord {
+                closeCause = .serverSpeaksTLS
+            } else {
+                closeCause = .notSecurePush(error.description)
+            }
+        }
         perform(session.framingError(error))
     }
 
+    /// The first byte of a TLS alert and of a TLS handshake record.
+    static let tlsAlertRecord: UInt8 = 0x15
+    static let tlsHandshakeRecord: UInt8 = 0x16
+
     public func onClose(_ connection: Connection, reason: CloseReason) {
         guard self.connection === connection else { return }
+        let handshaking = session.phase == .handshaking
         session.closed()
-        down(.disconnected, wasConnected: true)
+        down(closeCause ?? (handshaking && !heardFromServer ? .noHelloReply(closed: true) : .disconnected), wasConnected: true)
     }
 
     private func perform(_ action: SessionAction) {
@@ -181,7 +247,7 @@ public final class ServerLink: ConnectionHandler {
             write(message, correlation: correlation)
             connection?.closeAfterFlush(timeout: .seconds(2))
         case .close:
-            drop(.disconnected)
+            drop(closeCause ?? .disconnected)
         case .ready(let accepted):
             backoffMs = 0
             window.maxInflight = Int(max(1, accepted.maxInflight))
@@ -189,16 +255,17 @@ public final class ServerLink: ConnectionHandler {
             onReady?()
             flushQueued()
         case .refused(let status, let text):
-            drop(Self.isPermanentRefusal(status) ? .refused(status, text) : .disconnected)
+            drop(text == TLSContext.plainClientNotice ? .serverSpeaksTLS : .refused(status, text))
         case .deliver(let message, let correlation):
             deliver(message, correlation: correlation)
         case .malformedReply(let correlation, let error):
             window.complete(correlation)?(.failure(.status(error.status, error.description)))
         case .goaway(let goaway, let closeNow):
+            closeCause = .goaway(goaway.status, goaway.message)
             onServerMessage?(.goaway(goaway), 0)
             // Requests above last_correlation were not carried out ([5.5-2]).
             fail(window.abandon(above: goaway.lastCorrelation), .disconnected)
-            if closeNow { drop(.disconnected) }
+            if closeNow { drop(.goaway(goaway.status, goaway.message)) }
         }
     }
 

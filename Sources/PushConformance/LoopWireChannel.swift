@@ -20,7 +20,7 @@ final class LoopWireChannel: FrameChannel, ProbeConnection, ConnectionHandler {
     /// The first bytes the peer sent, kept for the probe's verdict.
     private(set) var firstBytes: [UInt8] = []
     private(set) var bytesReceived = 0
-    static let keptBytes = 64
+    static let keptBytes = 256
 
     private init(loop: EventLoop, timeoutMs: Int32) {
         self.loop = loop

@@ -50,6 +50,11 @@ enum ServiceProbe {
             return "\(what) the \(service) at \(endpoint) (\(flag)): \(error)" + (error.refused ? "; is it running?" : "")
         }
         channel.awaitBytes(FrameHeader.size, timeoutMs: options.timeoutMs)
+        // The whole of a short answer, to read a refusal's text.
+        if let header = channel.firstBytes.prefix(FrameHeader.size).withUnsafeBytes({ try? FrameHeader.parse($0, maxFrame: FrameLimits.ceiling) }),
+           header.frameLength <= LoopWireChannel.keptBytes {
+            channel.awaitBytes(header.frameLength, timeoutMs: options.timeoutMs)
+        }
         guard let detail = verdict(channel.firstBytes, closed: channel.peerClosed, waitedMs: options.timeoutMs,
                                    overTLS: options.tls != nil) else { return nil }
         return "\(endpoint) (\(flag)) does not speak the securepush protocol: \(detail)"
@@ -62,7 +67,12 @@ enum ServiceProbe {
             let header = bytes.prefix(FrameHeader.size).withUnsafeBytes { raw in
                 try? FrameHeader.parse(raw, maxFrame: FrameLimits.ceiling)
             }
-            if header != nil { return nil }
+            if let header {
+                if !overTLS, saysItServesTLS(bytes, header: header) {
+                    return "it serves TLS, so pass --ca-file"
+                }
+                return nil
+            }
         }
         guard !bytes.isEmpty else {
             // A TLS server reads a plain HELLO as the start of a long record and waits.
@@ -81,6 +91,20 @@ enum ServiceProbe {
             return byte < 16 ? "0" + digits : digits
         }
         return "it answered HELLO with bytes that are no securepush frame: " + hex.joined(separator: " ") + (bytes.count > 16 ? " ..." : "")
+    }
+
+    /// Whether the answer is the plain GOAWAY a securepush TLS listener sends a client that
+    /// did not start TLS.
+    static func saysItServesTLS(_ bytes: [UInt8], header: FrameHeader) -> Bool {
+        guard bytes.count >= header.frameLength else { return false }
+        let message = bytes[FrameHeader.size..<header.frameLength].withUnsafeBytes { body in
+            try? Message.decode(header: header, body: body)
+        }
+        switch message {
+        case .goaway(let goaway)?: return goaway.message == TLSContext.plainClientNotice
+        case .error(let error)?: return error.message == TLSContext.plainClientNotice
+        default: return false
+        }
     }
 
     /// The first line of a text answer (an HTTP status line, a banner), or nil for binary.

@@ -2,7 +2,14 @@ import CLibevent
 import Glibc
 
 extension Connection {
-    /// Opens a connection to a numeric `host` without blocking the loop.
+    /// Opens a connection to `host` (a numeric address, or a name looked up first) without
+    /// blocking the loop on the connect itself.
+    ///
+    /// A numeric host costs no lookup. A name is resolved with a blocking getaddrinfo
+    /// before the connect starts, and the first address it gives is the one tried: a
+    /// caller that wants to fall back to the others resolves with
+    /// `SocketAddress.resolve(host:port:)` and calls `connect(loop:to:...)` for each in
+    /// turn (as `ServerLink` does). A name that does not resolve reports `.cannotResolve`.
     ///
     /// `onConnected` runs exactly once on the loop thread, and not inside this call
     /// (except on a loop that has shut down, where it reports `.cancelled` at once):
@@ -11,8 +18,8 @@ extension Connection {
     /// handshake and certificate checks have passed; `serverName` (default: `host`) is
     /// what the certificate must name and, for DNS names, the SNI sent. An explicitly
     /// empty `serverName` skips the name check (the chain is still verified).
-    /// `sourceAddress` binds the local end first (e.g. one of several 127.0.0.x, to get
-    /// past one address's ephemeral-port range).
+    /// `sourceAddress` (numeric) binds the local end first (e.g. one of several 127.0.0.x,
+    /// to get past one address's ephemeral-port range).
     ///
     /// Returns the connecting connection, whose `close()` cancels the attempt
     /// (`.cancelled`), or nil when the attempt failed at once (the failure is still
@@ -22,16 +29,28 @@ extension Connection {
         loop: EventLoop, host: String, port: Int, tls: TLSContext? = nil, serverName: String? = nil,
         sourceAddress: String? = nil, onConnected: @escaping (Result<Connection, ConnectError>) -> Void
     ) -> Connection? {
-        func fail(_ error: ConnectError) -> Connection? {
-            if loop.acceptsNewResources {
-                loop.schedule(after: .zero) { onConnected(.failure(error)) }
-            } else {
-                onConnected(.failure(.cancelled))
+        let remote: SocketAddress
+        do {
+            guard let first = try SocketAddress.resolve(host: host, port: port).first else {
+                return failConnect(loop, .invalidAddress(host), onConnected)
             }
-            return nil
+            remote = first
+        } catch {
+            return failConnect(loop, ConnectError(error), onConnected)
         }
+        return connect(loop: loop, to: remote, tls: tls, serverName: serverName ?? host, sourceAddress: sourceAddress,
+                       onConnected: onConnected)
+    }
+
+    /// Opens a connection to an address already resolved; see `connect(loop:host:...)`.
+    /// For TLS, `serverName` is what the certificate must name (nil: the address itself).
+    @discardableResult
+    public static func connect(
+        loop: EventLoop, to remote: SocketAddress, tls: TLSContext? = nil, serverName: String? = nil,
+        sourceAddress: String? = nil, onConnected: @escaping (Result<Connection, ConnectError>) -> Void
+    ) -> Connection? {
+        func fail(_ error: ConnectError) -> Connection? { failConnect(loop, error, onConnected) }
         guard loop.acceptsNewResources else { return fail(.cancelled) }
-        guard let remote = try? SocketAddress(host: host, port: port) else { return fail(.invalidAddress(host)) }
         let fd = socket(remote.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue)
                             | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { return fail(.system(errno: errno)) }
@@ -54,7 +73,7 @@ extension Connection {
 
         let transport: any Transport
         if let tls {
-            switch TLSTransport.connecting(loop: loop, fd: fd, context: tls, serverName: serverName ?? host) {
+            switch TLSTransport.connecting(loop: loop, fd: fd, context: tls, serverName: serverName ?? remote.host) {
             case .success(let made): transport = made
             case .failure(let error): return fail(error)
             }
@@ -72,5 +91,18 @@ extension Connection {
             return fail(code == ECONNREFUSED ? .refused : .system(errno: code))
         }
         return connection
+    }
+
+    /// Reports a connect that failed before it started: on a later pass of the loop, or at
+    /// once as `.cancelled` on a loop that has shut down.
+    private static func failConnect(
+        _ loop: EventLoop, _ error: ConnectError, _ onConnected: @escaping (Result<Connection, ConnectError>) -> Void
+    ) -> Connection? {
+        if loop.acceptsNewResources {
+            loop.schedule(after: .zero) { onConnected(.failure(error)) }
+        } else {
+            onConnected(.failure(.cancelled))
+        }
+        return nil
     }
 }

@@ -191,7 +191,7 @@ public final class Connection: LoopResource {
 
     func connectFailed(_ error: ConnectError) {
         let reason: CloseReason = switch error {
-        case .tls(let message): .tlsError(message)
+        case .tls(let message), .notTLS(let message): .tlsError(message)
         case .system(let errno): .error(errno: errno)
         case .refused: .error(errno: ECONNREFUSED)
         default: .peerClosed

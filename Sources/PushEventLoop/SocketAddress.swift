@@ -1,9 +1,9 @@
 import CLibevent
 import Glibc
 
-/// A numeric IPv4 or IPv6 socket address. Host names are deliberately not resolved:
-/// services are configured with literal addresses, and a blocking resolver has no
-/// place on an event loop.
+/// A numeric IPv4 or IPv6 socket address. This type never resolves a name: that is
+/// `SocketAddress.resolve(host:port:)`'s job (see Resolve.swift), done once when a
+/// service starts or a client connects, never on the event loop's busy path.
 public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
     // sockaddr_in6 is the largest family we accept; sockaddr_storage would cost 128 bytes.
     private var storage: sockaddr_in6
@@ -83,6 +83,14 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
         Int(UInt16(bigEndian: storage.sin6_port))
     }
 
+    /// The same address on another port.
+    public func withPort(_ port: Int) -> SocketAddress {
+        var copy = self
+        // sin_port and sin6_port sit at the same offset.
+        copy.storage.sin6_port = in_port_t(UInt16(truncatingIfNeeded: port)).bigEndian
+        return copy
+    }
+
     public var host: String {
         var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
         let ok: Bool = withUnsafeBytes(of: storage) { raw in
@@ -99,7 +107,8 @@ public struct SocketAddress: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { isIPv6 ? "[\(host)]:\(port)" : "\(host):\(port)" }
 
-    func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
+    /// The address as the socket calls take it (bind, connect, sendto).
+    public func withSockAddr<R>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> R) -> R {
         withUnsafeBytes(of: storage) { raw in
             body(raw.baseAddress!.assumingMemoryBound(to: sockaddr.self), length)
         }

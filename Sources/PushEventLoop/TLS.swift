@@ -11,6 +11,10 @@ public final class TLSContext: @unchecked Sendable {
     let context: OpaquePointer
     public let isServer: Bool
 
+    /// The text of the GOAWAY a TLS listener sends a client that spoke plain securepush
+    /// to it; a client that receives it knows to connect with TLS.
+    public static let plainClientNotice = "this port speaks TLS: connect with TLS (securepush: --ca-file)"
+
     private init(context: OpaquePointer, isServer: Bool) {
         self.context = context
         self.isServer = isServer
@@ -90,25 +94,26 @@ public final class TLSContext: @unchecked Sendable {
         return .success(ssl)
     }
 
-    /// OpenSSL's reasons for a failed bufferevent, verification result first.
-    static func errorMessage(for bev: OpaquePointer) -> String? {
-        var parts: [String] = []
+    /// What went wrong on a failed bufferevent, from the errors libevent took off
+    /// OpenSSL's queue, what is left there, and the certificate verification result.
+    static func failure(for bev: OpaquePointer) -> OpenSSLFailure {
+        var failure = OpenSSLFailure()
+        // libevent hands its saved codes back newest first.
+        var saved: [UInt] = []
+        var code = bufferevent_get_openssl_error(bev)
+        while code != 0 {
+            saved.append(code)
+            code = bufferevent_get_openssl_error(bev)
+        }
+        failure.add(saved.reversed())
+        failure.add(takeErrorQueue())
         if let ssl = bufferevent_openssl_get_ssl(bev) {
             let verify = SSL_get_verify_result(ssl)
             if verify != X509_V_OK, let text = X509_verify_cert_error_string(verify) {
-                parts.append("certificate verification failed: \(String(cString: text))")
+                failure.verification = String(cString: text)
             }
         }
-        var code = bufferevent_get_openssl_error(bev)
-        while code != 0 {
-            // libevent queues SSL_get_error() results (SSL_ERROR_SSL, SSL_ERROR_SYSCALL, ...)
-            // next to real packed error codes; those carry no library (bits 23+ zero) and
-            // say nothing the packed codes or errno do not.
-            if code >> 23 != 0 { parts.append(errorString(code)) }
-            code = bufferevent_get_openssl_error(bev)
-        }
-        if let queued = drainErrorQueue() { parts.append(queued) }
-        return parts.isEmpty ? nil : parts.joined(separator: "; ")
+        return failure
     }
 
     /// Best effort: one non-blocking close_notify so the peer sees a clean TLS close.
@@ -118,17 +123,80 @@ public final class TLSContext: @unchecked Sendable {
         ERR_clear_error()
     }
 
+    /// OpenSSL's queued errors as one line (see `OpenSSLFailure.message`); nil if none.
     static func drainErrorQueue() -> String? {
-        var parts: [String] = []
-        var code = ERR_get_error()
-        while code != 0 {
-            parts.append(errorString(code))
-            code = ERR_get_error()
-        }
-        return parts.isEmpty ? nil : parts.joined(separator: "; ")
+        var failure = OpenSSLFailure()
+        failure.add(takeErrorQueue())
+        return failure.isEmpty ? nil : failure.message
     }
 
-    private static func errorString(_ code: UInt) -> String {
+    private static func takeErrorQueue() -> [UInt] {
+        var codes: [UInt] = []
+        var code = ERR_get_error()
+        while code != 0 {
+            codes.append(code)
+            code = ERR_get_error()
+        }
+        return codes
+    }
+}
+
+/// One OpenSSL failure in words a person can read on one line: the reasons from the
+/// error queue, the outermost first, then the certificate verification result, e.g.
+/// "certificate verify failed: self-signed certificate". Library and function names,
+/// hex codes and generic links of the chain ("system lib", "PEM lib") are left out.
+struct OpenSSLFailure {
+    /// Packed error codes, oldest (innermost) first.
+    private(set) var codes: [UInt] = []
+    var verification: String?
+
+    var isEmpty: Bool { codes.isEmpty && verification == nil }
+
+    mutating func add(_ more: some Sequence<UInt>) {
+        // libevent also records SSL_get_error() results (SSL_ERROR_SSL, SSL_ERROR_SYSCALL)
+        // among the packed codes; they carry no library (bits 23 and up) and no reason.
+        codes += more.filter { $0 >> 23 != 0 }
+    }
+
+    var message: String {
+        var reasons: [String] = []
+        for code in codes.reversed() {
+            let text = OpenSSLFailure.reason(code)
+            if reasons.last != text { reasons.append(text) }
+        }
+        let specific = reasons.filter { !$0.hasSuffix(" lib") }
+        if !specific.isEmpty { reasons = specific }
+        if let verification, !reasons.contains(verification) { reasons.append(verification) }
+        return reasons.isEmpty ? "unknown OpenSSL error" : reasons.joined(separator: ": ")
+    }
+
+    /// The handshake read bytes that are not a TLS record: the peer speaks something
+    /// else (a plain securepush server answering with a GOAWAY frame, an HTTP server).
+    var peerIsNotTLS: Bool {
+        verification == nil && codes.contains { code in
+            guard code & OpenSSLFailure.systemErrorFlag == 0 else { return false }
+            let reason = Int32(truncatingIfNeeded: code & 0x7F_FFFF)
+            return reason == SSL_R_WRONG_VERSION_NUMBER || reason == SSL_R_PACKET_LENGTH_TOO_LONG
+                || reason == SSL_R_HTTP_REQUEST || reason == SSL_R_HTTPS_PROXY_REQUEST
+        }
+    }
+
+    /// OpenSSL 3 packs an errno from the C library as the flag bit 31 and the errno.
+    private static let systemErrorFlag: UInt = 1 << 31
+
+    /// The peer closed the socket in the middle of the handshake, without an alert.
+    var peerClosedEarly: Bool {
+        verification == nil && codes.contains { code in
+            code & OpenSSLFailure.systemErrorFlag == 0
+                && Int32(truncatingIfNeeded: code & 0x7F_FFFF) == SSL_R_UNEXPECTED_EOF_WHILE_READING
+        }
+    }
+
+    private static func reason(_ code: UInt) -> String {
+        if code & systemErrorFlag != 0 {
+            return String(cString: strerror(Int32(truncatingIfNeeded: code & (systemErrorFlag - 1))))
+        }
+        if let text = ERR_reason_error_string(code) { return String(cString: text) }
         var buffer = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(code, &buffer, buffer.count)
         return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)

@@ -1,17 +1,34 @@
 import CLibevent
 import Glibc
+import PushWire
 
 /// TLS through libevent's OpenSSL bufferevent, which owns the socket's reads and writes.
 /// Its input is taken with `evbuffer_remove` into the loop's scratch buffer, so frames go
 /// through the same decoder as plain TCP's.
+///
+/// The server side looks at the first byte a client sends before OpenSSL does: a plain
+/// securepush client's HELLO starts with the frame magic, which OpenSSL would take for
+/// the start of a 10 KB SSLv2 record and wait for in silence until the client timed out.
+/// Such a client gets a plain GOAWAY saying the port speaks TLS, and is closed.
 final class TLSTransport: Transport {
     unowned(unsafe) var owner: Connection?
+    private let loop: EventLoop
     private var bev: OpaquePointer?
     private var connecting: Bool
+    /// The handshake has completed: OpenSSL writes (and the bufferevent's timeouts run).
+    private var established = false
+    /// A close-after-flush's patience while the handshake is not done: the bufferevent
+    /// neither writes nor times out before it, so a client that never speaks would hold
+    /// the connection open for ever.
+    private var unestablishedFlushTimer: LoopTimer?
+    /// The accepted socket while its first byte is awaited; -1 once OpenSSL has it.
+    private var sniffFD: Int32 = -1
+    private var sniffEvent: OpaquePointer?
 
     var isTLS: Bool { true }
     var readsAhead: Bool { true }
     var fd: Int32 {
+        if sniffFD >= 0 { return sniffFD }
         guard let bev else { return -1 }
         return bufferevent_getfd(bev)
     }
@@ -24,7 +41,8 @@ final class TLSTransport: Transport {
         return evbuffer_get_length(bufferevent_get_input(bev))
     }
 
-    private init(bev: OpaquePointer, connecting: Bool) {
+    private init(loop: EventLoop, bev: OpaquePointer, connecting: Bool) {
+        self.loop = loop
         self.bev = bev
         self.connecting = connecting
         let context = Unmanaged.passUnretained(self).toOpaque()
@@ -33,25 +51,80 @@ final class TLSTransport: Transport {
 
     deinit { close(clean: false) }
 
-    /// The server side of an accepted socket; nil (socket closed, as far as libevent
-    /// lets us know) if allocation fails.
+    /// The server side of an accepted socket (closed here if allocation fails, which
+    /// returns nil). The handshake starts once the first byte shows a TLS client.
     static func accepting(loop: EventLoop, fd: Int32, context: TLSContext) -> TLSTransport? {
         guard let ssl = context.makeServerSSL() else {
             Glibc.close(fd)
             return nil
         }
-        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_ACCEPTING,
+        // No socket yet: OpenSSL gets it in `firstBytesArrived`.
+        guard let bev = bufferevent_openssl_socket_new(loop.base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
                                                        sp_BEV_OPT_CLOSE_ON_FREE)
         else {
-            // libevent did not take the SSL object; whether it closed the fd on this
-            // (allocation-failure) path is unclear, and leaking beats a double close.
             SSL_free(ssl)
+            Glibc.close(fd)
             return nil
         }
         // Our frames carry their own lengths, so a missing close_notify cannot truncate
         // a message undetected; treat it as a plain EOF.
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
-        return TLSTransport(bev: bev, connecting: false)
+        let transport = TLSTransport(loop: loop, bev: bev, connecting: false)
+        transport.sniffFD = fd
+        let context = Unmanaged.passUnretained(transport).toOpaque()
+        guard let event = event_new(loop.base, fd, sp_EV_READ | sp_EV_PERSIST, tlsSniffCallback, context) else {
+            transport.close(clean: false)
+            return nil
+        }
+        transport.sniffEvent = event
+        event_add(event, nil)
+        return transport
+    }
+
+    /// The accepted socket is readable: a TLS ClientHello goes to OpenSSL, a securepush
+    /// frame gets the GOAWAY.
+    fileprivate func firstBytesArrived(owner: Connection) {
+        guard sniffFD >= 0, let bev else { return }
+        var first: UInt8 = 0
+        let count = recv(sniffFD, &first, 1, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
+        let code = errno
+        if count < 0 {
+            if code == EAGAIN || code == EWOULDBLOCK || code == EINTR { return }
+            owner.transportFailed(.error(errno: code))
+            return
+        }
+        if count == 0 {
+            owner.transportFailed(.peerClosed)
+            return
+        }
+        let fd = sniffFD
+        stopSniffing()
+        guard first != FrameHeader.magic else {
+            refusePlainClient(fd)
+            owner.transportFailed(.tlsError("a plain TCP client on this TLS port; it was told to use TLS"))
+            return
+        }
+        // From here on the bufferevent owns the socket and closes it when freed.
+        bufferevent_setfd(bev, fd)
+    }
+
+    /// Reads what the client sent (so the close is a FIN, not a reset that could beat the
+    /// GOAWAY to it), sends the GOAWAY and closes the socket.
+    private func refusePlainClient(_ fd: Int32) {
+        var discard = [UInt8](repeating: 0, count: 4096)
+        for _ in 0..<16 {
+            guard recv(fd, &discard, discard.count, Int32(MSG_DONTWAIT)) > 0 else { break }
+        }
+        let goaway = Message.goaway(Goaway(status: .badRequest, lastCorrelation: 0, message: TLSContext.plainClientNotice))
+        let frame = goaway.encoded(correlation: 0)
+        _ = frame.withUnsafeBytes { send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT)) }
+        Glibc.close(fd)
+    }
+
+    private func stopSniffing() {
+        if let sniffEvent { event_free(sniffEvent) }
+        sniffEvent = nil
+        sniffFD = -1
     }
 
     /// The client side, handshake not yet started (see `connect(to:)`).
@@ -71,7 +144,7 @@ final class TLSTransport: Transport {
             SSL_free(ssl)
             return .failure(.system(errno: ENOMEM))
         }
-        return .success(TLSTransport(bev: bev, connecting: true))
+        return .success(TLSTransport(loop: loop, bev: bev, connecting: true))
     }
 
     func connect(to address: SocketAddress) -> Int32 {
@@ -121,9 +194,25 @@ final class TLSTransport: Transport {
         } else {
             bufferevent_set_timeouts(bev, nil, nil)
         }
+        unestablishedFlushTimer?.cancel()
+        unestablishedFlushTimer = nil
+        if let timeout, !established {
+            unestablishedFlushTimer = loop.schedule(after: timeout) { [weak self] in
+                guard let self, !self.established, self.bev != nil, let owner = self.owner else { return }
+                withExtendedLifetime(owner) { owner.flushTimedOut() }
+            }
+        }
     }
 
     func close(clean: Bool) {
+        unestablishedFlushTimer?.cancel()
+        unestablishedFlushTimer = nil
+        if sniffFD >= 0 {
+            // The bufferevent never had the socket, so freeing it will not close it.
+            let fd = sniffFD
+            stopSniffing()
+            Glibc.close(fd)
+        }
         guard let bev else { return }
         self.bev = nil
         if clean { TLSContext.sendCloseNotify(bev) }
@@ -136,6 +225,9 @@ final class TLSTransport: Transport {
         let code = errno
         guard let bev else { return }
         if what & sp_BEV_EVENT_CONNECTED != 0 {
+            established = true
+            unestablishedFlushTimer?.cancel()
+            unestablishedFlushTimer = nil
             guard connecting else { return }
             connecting = false
             bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
@@ -147,8 +239,9 @@ final class TLSTransport: Transport {
         } else if what & sp_BEV_EVENT_EOF != 0 {
             owner.inputEnded()
         } else if what & sp_BEV_EVENT_ERROR != 0 {
-            if let message = TLSContext.errorMessage(for: bev) {
-                owner.transportFailed(.tlsError(message))
+            let failure = TLSContext.failure(for: bev)
+            if !failure.isEmpty {
+                owner.transportFailed(.tlsError(failure.message))
             } else {
                 owner.transportFailed(.error(errno: code == 0 ? EIO : code))
             }
@@ -157,7 +250,10 @@ final class TLSTransport: Transport {
 
     private func connectError(errno code: Int32, bev: OpaquePointer) -> ConnectError {
         if code == ECONNREFUSED { return .refused }
-        if let message = TLSContext.errorMessage(for: bev) { return .tls(message) }
+        let failure = TLSContext.failure(for: bev)
+        if failure.peerIsNotTLS { return .notTLS(failure.message) }
+        if failure.peerClosedEarly { return .closedDuringHandshake }
+        if !failure.isEmpty { return .tls(failure.message) }
         // errno is only meaningful if the failing call set it; a leftover EAGAIN is not.
         if code != 0 && code != EAGAIN && code != EINPROGRESS { return .system(errno: code) }
         // EOF with no error: the peer hung up mid-handshake.
@@ -177,6 +273,13 @@ private func tlsWriteCallback(_ bev: OpaquePointer?, _ context: UnsafeMutableRaw
     let transport = Unmanaged<TLSTransport>.fromOpaque(context).takeUnretainedValue()
     guard let owner = transport.owner else { return }
     withExtendedLifetime(owner) { owner.outputWritten() }
+}
+
+private func tlsSniffCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    let transport = Unmanaged<TLSTransport>.fromOpaque(context).takeUnretainedValue()
+    guard let owner = transport.owner else { return }
+    withExtendedLifetime(owner) { transport.firstBytesArrived(owner: owner) }
 }
 
 private func tlsEventCallback(_ bev: OpaquePointer?, _ what: Int16, _ context: UnsafeMutableRawPointer?) {

@@ -25,6 +25,8 @@ public final class GatewayService {
     /// The port it listens on (the one picked when the configuration said 0).
     public let port: Int
     private let host: ServiceHost<GatewayServer>
+    /// Every address it listens on, as HOST:PORT.
+    public var listeningAddresses: [String] { host.listeningAddresses }
     private let server: GatewayServer
 
     private init(configuration: GatewayConfiguration, port: Int, host: ServiceHost<GatewayServer>, server: GatewayServer) {

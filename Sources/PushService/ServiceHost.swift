@@ -69,6 +69,8 @@ public final class ServiceHost<Handler: ServiceHandler> {
     private var helloRefusalLog = LogThrottle()
 
     public var port: Int? { listener?.port }
+    /// Every address the listener is bound to (a name may resolve to several), as HOST:PORT.
+    public var listeningAddresses: [String] { listener?.addresses.map(\.description) ?? [] }
     /// Open connections, admitted or still in the handshake.
     public var connectionCount: Int { peers.count }
     /// Connections accepted and not yet past HELLO_OK.

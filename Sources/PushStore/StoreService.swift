@@ -34,6 +34,8 @@ public final class StoreService {
     /// The port it listens on (the one picked when the configuration said 0).
     public let port: Int
     private let host: ServiceHost<StoreServer>
+    /// Every address it listens on, as HOST:PORT.
+    public var listeningAddresses: [String] { host.listeningAddresses }
     private let server: StoreServer
     private let writer: SQLitePayloadWriter
     private let committer: GroupCommitWriter

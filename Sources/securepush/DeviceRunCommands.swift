@@ -9,7 +9,9 @@ import Glibc
 
 /// Where a terminal device keeps its fetch token, like an app's local storage.
 struct StateDirectoryOption: ParsableArguments {
-    @Option(help: "The device's state directory (default: ~/.securepush/device).") var stateDir: String?
+    @Option(help: ArgumentHelp("The device's state directory, created if missing (default: ~/.securepush/device).",
+                               valueName: "directory"))
+    var stateDir: String?
 
     var directory: String {
         stateDir ?? ((getenv("HOME").map { String(cString: $0) } ?? ".") + "/.securepush/device")
@@ -21,11 +23,16 @@ extension DeviceCommand {
         static let configuration = CommandConfiguration(
             abstract: "A device in a terminal: prints each notification as it is shown, until interrupted.")
 
-        @Option(help: "The gateway's address.") var gateway: HostPort
-        @Option(help: "The store's address.") var store: HostPort
-        @Option(help: "The registration file from `securepush device enroll`.") var credential: String
+        @Option(help: ArgumentHelp("The gateway's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7071).",
+                                   valueName: "host:port"))
+        var gateway: HostPort
+        @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port.", valueName: "host:port"))
+        var store: HostPort
+        @Option(help: ArgumentHelp("The registration file from `securepush device enroll`.", valueName: "file")) var credential: String
         @OptionGroup var state: StateDirectoryOption
-        @Option(help: "CA certificate to verify TLS servers with.") var caFile: String?
+        @Option(help: ArgumentHelp("CA certificate (PEM) to verify TLS servers with; without it the connections are plain TCP.",
+                                   valueName: "file"))
+        var caFile: String?
 
         func run() throws {
             let registration = try readCredentialFile(credential)
@@ -43,25 +50,56 @@ extension DeviceCommand {
             let device = DeviceClient(loop: loop, gateway: try endpoint(gateway, caFile: caFile), store: try endpoint(store, caFile: caFile),
                                       registration: registration, deviceID: claims.deviceID, tokenStore: tokens)
             device.onNotification = { notification in
-                announce("\(clockTime()) \(notification.id.hex) \(notification.text)")
+                announce("\(localTimeNow()) \(notification.id.hex) \(notification.text)")
             }
+            var states = ConnectionStateLines()
+            var failure: PermanentFailure?
             device.onEvent = { event in
                 switch event {
-                case .gatewayConnected: writeStandardError("connected to the gateway as \(claims.deviceID)\n")
-                case .tokenRejected(let status): writeStandardError("fetch token refused (\(status)): run `securepush device login`\n")
-                case .disconnected(let service, let error): writeStandardError("\(service) connection lost: \(error); retrying\n")
-                case .loggedIn: writeStandardError("logged in; fetching kept notifications\n")
-                default: break
+                case .gatewayConnected:
+                    states.report("gateway", "connected to the gateway as \(claims.deviceID)")
+                case .storeConnected:
+                    // Said only when it comes back: the gateway's line says the device is up.
+                    states.report("store", "connected to the store at \(store)", quietly: !states.hasReported("store"))
+                case .disconnected(let service, let error):
+                    let address = service == "gateway" ? gateway : store
+                    states.report(service, "\(describe(error, talkingTo: service, at: address, tls: caFile != nil)); retrying")
+                case .tokenRejected(let status):
+                    writeStandardError("fetch token refused (\(status)): run `securepush device login`\n")
+                case .loggedIn(let expiresAt):
+                    writeStandardError("logged in (token valid until \(localTime(milliseconds: expiresAt))); fetching kept notifications\n")
+                case .stopped(let permanent):
+                    failure = permanent
+                    loop.stop()
+                default:
+                    break
                 }
             }
             device.start()
             let stop = { loop.stop() }
             let signals = [loop.onSignal(SIGTERM, stop), loop.onSignal(SIGINT, stop)]
             unblockTerminationSignals()
-            loop.run()
+            // A start that fails at once (an unresolvable name) stops the device before the loop runs.
+            if failure == nil { loop.run() }
             signals.forEach { $0.cancel() }
             device.stop()
             loop.shutdown()
+            if let failure { throw CommandFailure(explain(failure)) }
+        }
+
+        /// The one line `device run` exits with.
+        private func explain(_ failure: PermanentFailure) -> String {
+            switch failure.error {
+            case .refused(let status, let text) where failure.service == "gateway"
+                && (status == .badCredentials || status == .forbidden || status == .authRequired):
+                "the gateway at \(failure.address) refused the registration in \(credential): \(status)"
+                    + (text.map { " (\($0))" } ?? "") + "; enroll the device again with `securepush device enroll`"
+            case .goaway(.replaced, _):
+                "the gateway at \(failure.address) closed the connection: replaced by another connection with the same device id "
+                    + "(is another `device run` using \(credential)?)"
+            default:
+                describe(failure.error, talkingTo: failure.service, at: failure.address, tls: caFile != nil).description
+            }
         }
     }
 
@@ -69,11 +107,17 @@ extension DeviceCommand {
         static let configuration = CommandConfiguration(
             abstract: "Log in: the password is read from stdin or a prompt; the fetch token goes to the state directory.")
 
-        @Option(help: "The store's address.") var store: HostPort
+        @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port.", valueName: "host:port"))
+        var store: HostPort
         @Option(help: "The user name.") var user: String
-        @Option(help: "The device id (default: the one `device run` recorded in the state directory).") var device: String?
+        @Option(help: ArgumentHelp("The device id (default: the one `device run` recorded in the state directory).", valueName: "id"))
+        var device: String?
         @OptionGroup var state: StateDirectoryOption
-        @Option(help: "CA certificate to verify TLS servers with.") var caFile: String?
+        @Option(help: ArgumentHelp("CA certificate (PEM) to verify TLS servers with; without it the connection is plain TCP.",
+                                   valueName: "file"))
+        var caFile: String?
+        @Option(help: ArgumentHelp("How long to wait for the store, in seconds (fractions allowed).", valueName: "seconds"))
+        var timeout = Seconds(30)
 
         func run() throws {
             let deviceID = try device ?? {
@@ -86,9 +130,10 @@ extension DeviceCommand {
             let password = try readPassword(prompt: "password for \(user): ")
             let storeEndpoint = try endpoint(store, caFile: caFile)
             let tokens = TokenStore(directory: state.directory)
-            let login: LoginOK = try runUntilDone(timeoutSeconds: 30, what: "the store") { loop, done in
+            let login: LoginOK = try runUntilDone(timeoutSeconds: timeout.value, what: "the store") { loop, done in
                 let link = ServerLink(loop: loop, endpoint: storeEndpoint) { Hello(role: .device, name: "securepush-device") }
-                link.onDown = { error in done(.failure(describe(error, talkingTo: "store", at: store))) }
+                link.timeouts.handshakeMs = helloTimeoutMs(commandTimeoutSeconds: timeout.value)
+                link.onDown = { error in done(.failure(describe(error, talkingTo: "store", at: store, tls: caFile != nil))) }
                 link.start()
                 link.request(.login(PushWire.Login(user: user, password: password, deviceID: deviceID))) { result in
                     link.stop()
@@ -96,7 +141,7 @@ extension DeviceCommand {
                     case .success(.loginOK(let ok)): done(.success(ok))
                     case .failure(.status(.badCredentials, _)): done(.failure(CommandFailure("wrong user name or password")))
                     case .failure(.status(.rateLimited, _)): done(.failure(CommandFailure("too many failed logins; wait a minute")))
-                    case .failure(let error): done(.failure(describe(error, talkingTo: "store", at: store)))
+                    case .failure(let error): done(.failure(describe(error, talkingTo: "store", at: store, tls: caFile != nil)))
                     case .success(let other): done(.failure(CommandFailure("unexpected reply \(other.type)")))
                     }
                 }
@@ -106,7 +151,7 @@ extension DeviceCommand {
             } catch {
                 throw CommandFailure("cannot save the token in \(state.directory): \(error)")
             }
-            announce("logged in as \(user) on \(deviceID); token valid until \(login.expiresAt) ms")
+            announce("logged in as \(user) on \(deviceID); token valid until \(localTime(milliseconds: login.expiresAt))")
         }
     }
 
@@ -120,13 +165,19 @@ extension DeviceCommand {
     }
 }
 
-/// HH:MM:SS in UTC, for the notification lines.
-func clockTime() -> String {
-    var now = time(nil)
-    var parts = tm()
-    gmtime_r(&now, &parts)
-    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    return "\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))"
+/// What `device run` says about its connections: one line when a service's state
+/// changes (connected, or down for a new reason), not one per reconnect attempt.
+struct ConnectionStateLines {
+    private var last: [String: String] = [:]
+
+    /// Prints `line` unless it is the service's current state; `quietly` records it only.
+    mutating func report(_ service: String, _ line: String, quietly: Bool = false) {
+        guard last[service] != line else { return }
+        last[service] = line
+        if !quietly { writeStandardError(line + "\n") }
+    }
+
+    func hasReported(_ service: String) -> Bool { last[service] != nil }
 }
 
 extension String {

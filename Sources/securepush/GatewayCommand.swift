@@ -89,7 +89,7 @@ struct GatewayCommand: ParsableCommand {
             }
         }
         let signals = stopOnTermination(loop) { stopped in service.drain(then: stopped) }
-        announce("listening on \(HostPort(host: address.host, port: service.port))")
+        announceListening(on: HostPort(host: address.host, port: service.port), addresses: service.listeningAddresses)
         loop.run()
         signals.forEach { $0.cancel() }
         endpoint?.stop()

@@ -9,10 +9,27 @@ import Glibc
 
 /// Options every provider command shares.
 struct ProviderOptions: ParsableArguments {
-    @Option(help: "The store's address.") var store: HostPort
-    @Option(help: "The provider key file (DIR/provider.key from `securepush init`).") var providerKey: String
-    @Option(help: "CA certificate to verify TLS servers with; without it the connection is plain TCP.") var caFile: String?
-    @Option(help: "Seconds to wait for the servers.") var timeout = 10.0
+    @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7070).",
+                               valueName: "host:port"))
+    var store: HostPort
+    @Option(help: ArgumentHelp("The provider key file (DIR/provider.key from `securepush init`).", valueName: "file"))
+    var providerKey: String
+    @Option(help: ArgumentHelp("CA certificate (PEM) to verify TLS servers with; without it the connection is plain TCP.",
+                               valueName: "file"))
+    var caFile: String?
+    @Option(help: ArgumentHelp("How long to wait for the servers, in seconds (fractions allowed).", valueName: "seconds"))
+    var timeout = Seconds(10)
+
+    /// A provider client with the HELLO deadline inside the command's own.
+    func client(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint, key: SecretKey) -> ProviderClient {
+        let client = ProviderClient(loop: loop, store: store, gateway: gateway, providerKey: key)
+        client.timeouts.handshakeMs = helloTimeoutMs(commandTimeoutSeconds: timeout.value)
+        return client
+    }
+
+    func describe(_ error: ClientError, talkingTo service: String, at address: HostPort) -> CommandFailure {
+        securepush.describe(error, talkingTo: service, at: address, tls: caFile != nil)
+    }
 
     func key() throws -> SecretKey {
         do {
@@ -37,13 +54,17 @@ struct SendCommand: ParsableCommand {
         abstract: "Store a payload and push only its ID: prints the ID and the delivery summary.")
 
     @OptionGroup var provider: ProviderOptions
-    @Option(help: "The gateway's address.") var gateway: HostPort
-    @Option(help: "user:NAME, device:ID or tag:T.") var to: PushTarget
+    @Option(help: ArgumentHelp("The gateway's address: a host name or an IP address, and the port.", valueName: "host:port"))
+    var gateway: HostPort
+    @Option(help: ArgumentHelp("Who gets the push: user:NAME, device:ID or tag:T.", valueName: "target")) var to: PushTarget
     @Option(help: "The payload's recipient when --to is a device or a tag (a payload belongs to one user).") var user: String?
     @Option(help: "The payload text.") var text: String?
-    @Option(help: "A file whose bytes are the payload.") var file: String?
-    @Option(help: "Lifetime, e.g. 90s, 15m, 2h, 7d.") var ttl: TimeToLive = TimeToLive(seconds: 86_400)
-    @Option(help: "A newer queued push with the same key replaces an older one.") var collapse: String?
+    @Option(help: ArgumentHelp("A file whose bytes are the payload.", valueName: "file")) var file: String?
+    @Option(help: ArgumentHelp("How long the payload can be read, in seconds, or with a unit: 90s, 15m, 2h, 7d.",
+                               valueName: "duration"))
+    var ttl: TimeToLive = TimeToLive(seconds: StoreRequest.defaultTTLSeconds)
+    @Option(help: ArgumentHelp("A newer queued push with the same key replaces an older one (1 to 64 bytes).", valueName: "key"))
+    var collapse: String?
     @Flag(help: "Erase the payload once the first device has acknowledged reading it.") var readOnce = false
 
     func validate() throws {
@@ -68,10 +89,10 @@ struct SendCommand: ParsableCommand {
         message.readOnce = readOnce
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
         let gatewayEndpoint = try endpoint(gateway, caFile: provider.caFile)
-        let receipt: SendReceipt = try runUntilDone(timeoutSeconds: provider.timeout, what: "the store and the gateway") { loop, done in
-            let client = ProviderClient(loop: loop, store: storeEndpoint, gateway: gatewayEndpoint, providerKey: key)
+        let receipt: SendReceipt = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store and the gateway") { loop, done in
+            let client = provider.client(loop: loop, store: storeEndpoint, gateway: gatewayEndpoint, key: key)
             client.onConnectionError = { service, error in
-                done(.failure(describe(error, talkingTo: service, at: service == "store" ? provider.store : gateway)))
+                done(.failure(provider.describe(error, talkingTo: service, at: service == "store" ? provider.store : gateway)))
             }
             client.send(message) { result in
                 client.stop()
@@ -79,12 +100,14 @@ struct SendCommand: ParsableCommand {
                     if case .frameTooLarge(let size, let limit) = error {
                         return CommandFailure("the payload (\(payload.count) bytes) is too large: the store takes frames of at most \(limit) bytes and this request is \(size)")
                     }
-                    return describe(error, talkingTo: "servers", at: provider.store)
+                    if case .status = error { return CommandFailure("the payload was not sent: \(error)") }
+                    return provider.describe(error, talkingTo: "store", at: provider.store)
                 })
             }
         }
         announce("id \(receipt.id.hex)")
         announce("delivery: written to \(receipt.delivery.written) device(s), queued for \(receipt.delivery.queued)")
+        announce("readable until \(localTime(milliseconds: receipt.expiresAt))")
     }
 }
 
@@ -121,24 +144,24 @@ struct StatusCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "status", abstract: "Tell what became of a payload.")
 
     @OptionGroup var provider: ProviderOptions
-    @Argument(help: "The payload ID (32 hex digits).") var id: PayloadID
+    @Argument(help: ArgumentHelp("The payload ID (32 hex digits) that `send` printed.", valueName: "id")) var id: PayloadID
 
     func run() throws {
         let key = try provider.key()
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
-        let status: StatusOK = try runUntilDone(timeoutSeconds: provider.timeout, what: "the store") { loop, done in
-            let client = ProviderClient(loop: loop, store: storeEndpoint, gateway: storeEndpoint, providerKey: key)
+        let status: StatusOK = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
+            let client = provider.client(loop: loop, store: storeEndpoint, gateway: storeEndpoint, key: key)
             client.onConnectionError = { service, error in
-                if service == "store" { done(.failure(describe(error, talkingTo: "store", at: provider.store))) }
+                if service == "store" { done(.failure(provider.describe(error, talkingTo: "store", at: provider.store))) }
             }
             client.status(id) { result in
                 client.stop()
-                done(result.mapError { describe($0, talkingTo: "store", at: provider.store) })
+                done(result.mapError { provider.describe($0, talkingTo: "store", at: provider.store) })
             }
         }
         var line = "\(id.hex) \(status.state)"
-        if status.fetchCount > 0 { line += " (\(status.fetchCount) fetch(es), the last at \(status.fetchedAt) ms)" }
-        announce(line + ", expires at \(status.expiresAt) ms")
+        if status.fetchCount > 0 { line += " (\(status.fetchCount) fetch(es), the last at \(localTime(milliseconds: status.fetchedAt)))" }
+        announce(line + ", expires at \(localTime(milliseconds: status.expiresAt))")
     }
 }
 
@@ -146,23 +169,37 @@ struct RecallCommand: ParsableCommand {
     static let configuration = CommandConfiguration(commandName: "recall", abstract: "Make a payload gone before it is read.")
 
     @OptionGroup var provider: ProviderOptions
-    @Argument(help: "The payload ID (32 hex digits).") var id: PayloadID
+    @Argument(help: ArgumentHelp("The payload ID (32 hex digits) that `send` printed.", valueName: "id")) var id: PayloadID
 
     func run() throws {
         let key = try provider.key()
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
-        let _: Void = try runUntilDone(timeoutSeconds: provider.timeout, what: "the store") { loop, done in
-            let client = ProviderClient(loop: loop, store: storeEndpoint, gateway: storeEndpoint, providerKey: key)
+        let _: Void = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
+            let client = provider.client(loop: loop, store: storeEndpoint, gateway: storeEndpoint, key: key)
             client.onConnectionError = { service, error in
-                if service == "store" { done(.failure(describe(error, talkingTo: "store", at: provider.store))) }
+                if service == "store" { done(.failure(provider.describe(error, talkingTo: "store", at: provider.store))) }
             }
             client.recall(id) { result in
                 client.stop()
-                done(result.mapError { describe($0, talkingTo: "store", at: provider.store) })
+                done(result.mapError { provider.describe($0, talkingTo: "store", at: provider.store) })
             }
         }
         announce("recalled \(id.hex)")
     }
+}
+
+/// A positive number of seconds, at most a day; `--help` shows it with its unit.
+struct Seconds: ExpressibleByArgument {
+    var value: Double
+
+    init(_ value: Double) { self.value = value }
+
+    init?(argument: String) {
+        guard let value = Double(argument), value > 0, value <= 86_400 else { return nil }
+        self.value = value
+    }
+
+    var defaultValueDescription: String { "\(seconds(value)) seconds" }
 }
 
 /// `90s`, `15m`, `2h`, `7d` or plain seconds.
@@ -170,6 +207,14 @@ struct TimeToLive: ExpressibleByArgument {
     var seconds: UInt32
 
     init(seconds: UInt32) { self.seconds = seconds }
+
+    /// What `--help` shows as the default: the seconds, with the unit.
+    var defaultValueDescription: String {
+        let units: [(UInt32, String)] = [(86_400, "day"), (3_600, "hour"), (60, "minute")]
+        guard let (size, name) = units.first(where: { seconds >= $0.0 && seconds % $0.0 == 0 }) else { return "\(seconds) seconds" }
+        let count = seconds / size
+        return "\(seconds) seconds = \(count) \(name)\(count == 1 ? "" : "s")"
+    }
 
     init?(argument: String) {
         let units: [Character: UInt64] = ["s": 1, "m": 60, "h": 3600, "d": 86_400]

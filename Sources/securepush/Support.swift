@@ -78,6 +78,13 @@ func startMonitoring(_ metrics: MetricsRegistry, at address: HostPort,
     return endpoint
 }
 
+/// `listening on HOST:PORT` as given (scripts and tests wait for that line), then, when the
+/// host resolved to more than one address, every address bound.
+func announceListening(on address: HostPort, addresses: [String]) {
+    announce("listening on \(address)")
+    if addresses.count > 1 { announce("addresses: \(addresses.joined(separator: " "))") }
+}
+
 /// Prints a line to stdout and flushes it at once: tests and scripts wait for it.
 func announce(_ line: String) {
     print(line)

@@ -36,8 +36,8 @@ final class OperatorWalkthrough {
                 command = "SECUREPUSH_BINARY=\(quoted(SecurePushBinary.path)) \(quoted(Readme.repositoryRoot + "/scripts/install.sh")) \(quoted(root + "/prefix"))"
             } else {
                 let program = command.hasPrefix("printf ") ? command.split(separator: "|", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" : command
-                guard program.hasPrefix("securepush ") else {
-                    throw ReadmeFailure("the walk-through runs `\(written)`: only securepush commands (with a printf for a password) and scripts/install.sh are run here")
+                guard program.hasPrefix("securepush ") || program.hasPrefix("curl ") else {
+                    throw ReadmeFailure("the walk-through runs `\(written)`: only securepush and curl commands (with a printf for a password) and scripts/install.sh are run here")
                 }
             }
             if let match = command.firstMatch(of: /--text "([^"]*)"/) { text = String(match.output.1) }
@@ -54,6 +54,9 @@ final class OperatorWalkthrough {
                 lines.append(command)
             }
         }
+        // Every foreground command has succeeded once this file exists (the script is
+        // strict); then it waits for the background jobs until the test stops it.
+        lines.append("touch \(quoted(root + "/foreground-done"))")
         lines.append("wait")
         guard let device, let text else {
             throw ReadmeFailure("the walk-through has no `securepush device run ... &` or no `send --text \"...\"`")
@@ -106,6 +109,8 @@ final class OperatorWalkthrough {
     func start() throws {
         shell = try ChildProcess(executable: "/usr/bin/setsid", arguments: ["bash", script], name: "README walk-through")
     }
+
+    var foregroundDone: Bool { FileManager.default.fileExists(atPath: root + "/foreground-done") }
 
     var deviceText: String { (try? String(contentsOfFile: deviceOutput, encoding: .utf8)) ?? "" }
 
@@ -171,12 +176,14 @@ struct ReadmeOperatorTests {
         let walkthrough = try OperatorWalkthrough(commands: commands)
         try walkthrough.start()
         let shown = waitUntil(timeoutSeconds: 120) {
-            walkthrough.deviceText.contains(walkthrough.expectedText) || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
+            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
+                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
         }
         let failedEarly = walkthrough.shell?.hasExited == true || walkthrough.aJobExited
         let status = walkthrough.stop()
         #expect(shown && !failedEarly && walkthrough.deviceText.contains(walkthrough.expectedText),
                 "the device did not show \(walkthrough.expectedText.debugDescription); device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
+        #expect(walkthrough.foregroundDone, "a command after the device showed the text failed\n\(walkthrough.diagnostics)")
         #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
         let backgroundJobs = commands.filter { Readme.withoutComment($0).hasSuffix("&") }.count
         #expect(walkthrough.exits.count == backgroundJobs, "\(walkthrough.exits)")

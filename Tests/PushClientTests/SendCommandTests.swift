@@ -21,14 +21,14 @@ struct SendCommandTests {
         let storeAddress = "\(store.host):\(store.port)", gatewayAddress = "\(gateway.host):\(gateway.port)"
 
         let small = deployment.directory + "/small.bin"
-        FileManager.default.createFile(atPath: small, contents: Data(repeating: 0x41, count: 4_000))
+        _ = FileManager.default.createFile(atPath: small, contents: Data(repeating: 0x41, count: 4_000))
         let fits = try Self.send(file: small, deployment: deployment, store: storeAddress, gateway: gatewayAddress)
         #expect(fits.status == 0, "\(fits.stderr)")
         #expect(fits.stdout.hasPrefix("id "))
 
         for size in [64 * 1024, 256 * 1024, 1024 * 1024] {
             let path = deployment.directory + "/payload-\(size).bin"
-            FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x42, count: size))
+            _ = FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x42, count: size))
             let result = try Self.send(file: path, deployment: deployment, store: storeAddress, gateway: gatewayAddress)
             let lines = result.stderr.split(separator: "\n")
             #expect(result.status == 1, "\(size) bytes: exit \(result.status), \(result.stderr)")
@@ -42,7 +42,7 @@ struct SendCommandTests {
     func fileBeyondAnyFrame() throws {
         let deployment = try TemporaryDeployment()
         let path = deployment.directory + "/huge.bin"
-        FileManager.default.createFile(atPath: path, contents: nil)
+        _ = FileManager.default.createFile(atPath: path, contents: nil)
         let handle = try #require(FileHandle(forWritingAtPath: path))
         try handle.truncate(atOffset: UInt64(FrameLimits.ceiling + 1))  // sparse: no 16 MiB written
         try handle.close()
