@@ -98,7 +98,7 @@ extension HelloCredential {
         do {
             stamp = try verify(credential, for: audience, nowMs: nowMs)
         } catch {
-            return .refuse(.badCredentials, reply: "\(hello.role) credential refused", reason: "\(hello.role) credential \(error)")
+            return .refuse(.badCredentials, reply: "\(hello.role) credential refused", reason: "\(hello.role): \(error)")
         }
         switch replays.record(stamp, nowMs: nowMs) {
         case .fresh: return .admit

@@ -65,12 +65,14 @@ TAGS = {
     0x35: ("written", "u32", None),
     0x36: ("queued", "u32", None),
     0x37: ("missed_count", "u32", None),
+    0x38: ("wait_ms", "u32", None),
+    0x39: ("registrations", "bytes", None),
 }
 TAG = {name: tag for tag, (name, _, _) in TAGS.items()}
 WIDTH = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
 # Allowed values of enumerated fields (SPEC.md 3.3-4).
 ALLOWED = {
-    "role": range(1, 3),
+    "role": range(1, 4),
     "target_kind": range(1, 4),
     "alert": range(0, 2),
     "priority": range(0, 11),
@@ -110,11 +112,14 @@ MESSAGES = {
     0x21: ("PUSH_ACK", {"written": R, "queued": R}),
     0x22: ("DELIVERY_ACK", {"id": R}),
     0x23: ("MISSED", {"missed_count": R}),
+    0x24: ("REGISTRY", {"cursor": O, "limit": O, "wait_ms": O}),
+    0x25: ("REGISTRY_OK", {"cursor": R, "has_more": R, "registrations": R}),
 }
 TYPE = {name: code for code, (name, _) in MESSAGES.items()}
 # Requests are answered, with ERROR when refused; replies and one-way messages never are
 # (SPEC.md 4.1, 5.6-3), so a refused one is "rejected" rather than a "request_error".
-REQUESTS = {"HELLO", "PING", "LOGIN", "STORE", "FETCH", "SYNC", "ACK", "RECALL", "STATUS", "PUSH"}
+REQUESTS = {"HELLO", "PING", "LOGIN", "STORE", "FETCH", "SYNC", "ACK", "RECALL", "STATUS", "PUSH",
+            "REGISTRY"}
 STORE_ID_TYPES = {"FETCH", "ACK", "RECALL", "STATUS", "STORE_OK", "FETCH_OK", "ACK_OK",
                   "RECALL_OK", "STATUS_OK"}
 STATUS = {
@@ -124,7 +129,7 @@ STATUS = {
     "TOKEN_EXPIRED": 0x0011, "BAD_TOKEN": 0x0012, "BAD_CREDENTIALS": 0x0013,
     "FORBIDDEN": 0x0014, "NOT_FOUND": 0x0015, "GONE": 0x0016, "UNKNOWN_USER": 0x0017,
     "TOO_LARGE": 0x0018, "RATE_LIMITED": 0x0019, "BUSY": 0x001A, "SHUTTING_DOWN": 0x001B,
-    "REPLACED": 0x001C, "SLOW_CONSUMER": 0x001D, "INTERNAL": 0x00FF,
+    "REPLACED": 0x001C, "SLOW_CONSUMER": 0x001D, "REVOKED": 0x001E, "INTERNAL": 0x00FF,
 }
 STATUS_NAME = {code: name for name, code in STATUS.items()}
 
@@ -310,9 +315,17 @@ def signed_credential(key, *fields):
     return signed + hmac.new(key, signed, hashlib.sha256).digest()
 
 
-def provider_credential(key, timestamp_ms):
-    ts = timestamp_ms.to_bytes(8, "big")
-    return ts + hmac.new(key, b"securepush-provider-v1" + ts, hashlib.sha256).digest()
+AUDIENCE_STORE, AUDIENCE_GATEWAY = 1, 2
+
+
+def hello_credential(key, context, audience, timestamp_ms, nonce):
+    stamp = timestamp_ms.to_bytes(8, "big") + nonce
+    assert len(nonce) == 16
+    return stamp + hmac.new(key, context + bytes([audience]) + stamp, hashlib.sha256).digest()
+
+
+def provider_credential(key, timestamp_ms, nonce, audience=AUDIENCE_STORE):
+    return hello_credential(key, b"securepush-provider-v2", audience, timestamp_ms, nonce)
 
 
 SERVER_KEY = bytes(range(0x00, 0x20))
@@ -330,7 +343,11 @@ REGISTRATION = signed_credential(
     REGISTRATION_KEY, ("user", "alice"), ("device_id", "phone-1"),
     ("expires_at", REGISTRATION_EXPIRES_AT), (0x40, REGISTRATION_TAGS),
     (0x41, ISSUED_AT.to_bytes(8, "big")))
-PROVIDER_CREDENTIAL = provider_credential(PROVIDER_KEY, ISSUED_AT)
+CREDENTIAL_NONCE = bytes(range(0x40, 0x50))
+PROVIDER_CREDENTIAL = provider_credential(PROVIDER_KEY, ISSUED_AT, CREDENTIAL_NONCE)
+GATEWAY_KEY = hkdf_sha256(SERVER_KEY, b"securepush gateway v1")
+GATEWAY_NONCE = bytes(range(0x50, 0x60))
+GATEWAY_CREDENTIAL = hello_credential(GATEWAY_KEY, b"securepush-gateway-v1", AUDIENCE_STORE, ISSUED_AT, GATEWAY_NONCE)
 
 # The longest registration an issuer may write (SPEC.md 7.4-3): tags of 64 bytes, and a
 # last shorter one, bring it to exactly 896 bytes.
@@ -382,9 +399,16 @@ def credentials_text():
         "registration.tags " + REGISTRATION_TAGS.hex(),
         "registration " + REGISTRATION.hex(),
         "",
-        "# provider credential (7.1)",
+        "# provider credential (7.1) for the store (audience 1)",
         "provider_credential.timestamp %d" % ISSUED_AT,
+        "provider_credential.nonce " + CREDENTIAL_NONCE.hex(),
         "provider_credential " + PROVIDER_CREDENTIAL.hex(),
+        "",
+        "# gateway credential (7.1) for the store (audience 1)",
+        "gateway_key " + GATEWAY_KEY.hex(),
+        "gateway_credential.timestamp %d" % ISSUED_AT,
+        "gateway_credential.nonce " + GATEWAY_NONCE.hex(),
+        "gateway_credential " + GATEWAY_CREDENTIAL.hex(),
     ]
     return "\n".join(lines) + "\n"
 
@@ -482,8 +506,8 @@ header_only("unknown_type_0x7f_with_body", "2-4 9-6",
             frame(0x7F, 11, bytes.fromhex("ff ff 00 01 02 03")), ("request_error", "UNKNOWN_TYPE"),
             note="skipped whole; the body is not parsed, so its garbage does not matter")
 header_only("unknown_type_0x00", "2-4", frame(0x00, 12), ("request_error", "UNKNOWN_TYPE"))
-header_only("unknown_type_0x24", "2-4", frame(0x24, 13, body(("missed_count", 1))),
-            ("request_error", "UNKNOWN_TYPE"), note="the code after MISSED")
+header_only("unknown_type_0x26", "2-4", frame(0x26, 13, body(("missed_count", 1))),
+            ("request_error", "UNKNOWN_TYPE"), note="the code after REGISTRY_OK")
 header_only("check_order_magic_first", "2-11", frame("PING", 7, magic=0x00, version=2),
             ("fatal", "MALFORMED_FRAME"), note="bad magic and bad version: magic wins")
 header_only("check_order_version_before_flags", "2-11", frame("PING", 7, version=2, flags=1),
@@ -649,6 +673,28 @@ msg("push_ack_window_full", "4.13-10 4.14-5", "PUSH_ACK", 24, ("written", 0), ("
 msg("delivery_ack", "4.14-2", "DELIVERY_ACK", 1, ("id", ID1))
 msg("missed", "4.15-1 4.15-2 2-9 4.15-3", "MISSED", 0, ("missed_count", 3))
 
+
+def registry_entries(*entries):
+    """REGISTRY_OK's registrations: per entry its state, the credential's length (u16) and it."""
+    return b"".join(bytes([state]) + len(c).to_bytes(2, "big") + c for state, c in entries)
+
+
+msg("hello_gateway", "4.1-2 4.2-2 7.1-1", "HELLO", 1,
+    ("role", 3), ("version_min", 1), ("version_max", 1), ("credential", GATEWAY_CREDENTIAL),
+    ("name", "securepush-gateway"),
+    note="a gateway opening a store connection with the gateway credential of credentials.txt")
+msg("registry_from_start", "4.16-1", "REGISTRY", 2, ("wait_ms", 25000),
+    note="from the first change (cursor 0), held up to 25 s when there is none")
+msg("registry_after_cursor", "4.16-1", "REGISTRY", 3, ("cursor", 41), ("limit", 500))
+msg("registry_ok_two", "4.16-2", "REGISTRY_OK", 2,
+    ("cursor", 42), ("has_more", 0),
+    ("registrations", registry_entries((1, REGISTRATION), (2, FETCH_TOKEN))),
+    note="an enrolled registration, then a revoked one (any credential bytes pack the same)")
+msg("registry_ok_empty", "4.16-3", "REGISTRY_OK", 3, ("cursor", 41), ("has_more", 0),
+    ("registrations", b""), note="nothing after the cursor: the request's cursor comes back")
+msg("goaway_revoked", "7.4-6 6-2", "GOAWAY", 0, ("message", "registration revoked"), ("last_correlation", 0),
+    status="REVOKED")
+
 # --- fields.vec -------------------------------------------------------------------------
 section("fields.vec", "field handling that must be accepted")
 
@@ -752,7 +798,7 @@ bad("store_ok_id_8_bytes", "3.3-6", "STORE_OK", ("expires_at", EXPIRES_AT), ("id
 bad("status_id_empty", "3.3-6", "STATUS", ("id", b""))
 bad("recall_ok_id_32_bytes", "3.3-6", "RECALL_OK", ("id", ID1 + ID2))
 bad("role_0", "3.3-4", "HELLO", ("role", 0), ("version_min", 1), ("version_max", 1))
-bad("role_3", "3.3-4", "HELLO", ("role", 3), ("version_min", 1), ("version_max", 1))
+bad("role_4", "3.3-4", "HELLO", ("role", 4), ("version_min", 1), ("version_max", 1))
 bad("target_kind_0", "3.3-4", "PUSH", ("id", ID1), ("target_kind", 0), ("target", "alice"))
 bad("target_kind_4", "3.3-4", "PUSH", ("id", ID1), ("target_kind", 4), ("target", "alice"))
 bad("priority_11", "3.3-4", "PUSH",

@@ -1,0 +1,33 @@
+import Testing
+import PushWire
+
+@Suite("REGISTRY and REGISTRY_OK")
+struct RegistryMessageTests {
+    private func registryOK(_ packed: [UInt8]) throws(WireError) -> Message {
+        let body = field(0x19, [0, 0, 0, 0, 0, 0, 0, 9]) + field(0x1C, [0]) + field(0x39, packed)
+        var decoder = FrameDecoder()
+        decoder.feed(rawFrame(type: MessageType.registryOK.rawValue, status: 0, body: body))
+        let result = Result { () throws(WireError) -> Message in
+            guard let frame = try decoder.next() else { throw .truncatedField }
+            return try Message.decode(frame)
+        }
+        return try result.get()
+    }
+
+    @Test("[4.16-2] registrations pack state, a big-endian u16 length and the credential, entry after entry")
+    func packing() throws {
+        let decoded = try registryOK([1, 0, 2, 0xAA, 0xBB, 2, 0, 1, 0xCC])
+        #expect(decoded == .registryOK(RegistryOK(entries: [RegistryEntry(state: .enrolled, credential: [0xAA, 0xBB]),
+                                                            RegistryEntry(state: .revoked, credential: [0xCC])],
+                                                  cursor: 9, hasMore: false)))
+        #expect(try registryOK([]) == .registryOK(RegistryOK(entries: [], cursor: 9, hasMore: false)))
+    }
+
+    @Test("[4.16-2] a bad state, a zero or cut-off length, or a stray byte is BAD_REQUEST on the field")
+    func badPacking() {
+        for packed: [UInt8] in [[3, 0, 1, 0xAA], [0, 0, 1, 0xAA], [1, 0, 0], [1, 0, 2, 0xAA], [1, 0], [1, 0, 1, 0xAA, 2],
+                                [1, 0x04, 0x01] + Array(repeating: 0, count: 1025)] {
+            #expect(throws: WireError.badFieldValue(.registrations), "\(packed.prefix(8))") { try registryOK(packed) }
+        }
+    }
+}
