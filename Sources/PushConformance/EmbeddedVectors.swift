@@ -770,6 +770,7 @@ vector hello_gateway
 clause 4.1-2
 clause 4.2-2
 clause 7.1-1
+clause 7.1-2
 hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 57
 hex 01 01 03 02 01 01 03 01 01 04 38 00 00 01 8b cf
 hex e5 68 00 50 51 52 53 54 55 56 57 58 59 5a 5b 5c
@@ -785,9 +786,28 @@ field credential 0000018bcfe56800505152535455565758595a5b5c5d5e5f1058396e20ed7b1
 field name 736563757265707573682d67617465776179
 end
 
+# a provider opening a gateway connection: its credential is made for audience 2
+vector hello_provider_to_gateway
+clause 4.2-2
+clause 7.1-4
+hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 43
+hex 01 01 02 02 01 01 03 01 01 04 38 00 00 01 8b cf
+hex e5 68 00 60 61 62 63 64 65 66 67 68 69 6a 6b 6c
+hex 6d 6e 6f 6a 3c ca 9e ee 04 17 02 05 d4 a1 06 19
+hex 25 1c c8 5b 6a b7 8a 14 42 6d 7c a6 76 41 c1 ba
+hex 15 af 02
+expect message HELLO correlation=1 status=OK
+field role 02
+field version_min 01
+field version_max 01
+field credential 0000018bcfe56800606162636465666768696a6b6c6d6e6f6a3cca9eee04170205d4a10619251cc85b6ab78a14426d7ca67641c1ba15af02
+end
+
 # from the first change (cursor 0), held up to 25 s when there is none
 vector registry_from_start
 clause 4.16-1
+clause 4.16-8
+clause 4.16-10
 hex a7 01 24 00 00 00 00 02 00 00 00 00 00 00 00 06
 hex 38 04 00 00 61 a8
 expect message REGISTRY correlation=2 status=OK
@@ -796,6 +816,7 @@ end
 
 vector registry_after_cursor
 clause 4.16-1
+clause 4.16-4
 hex a7 01 24 00 00 00 00 03 00 00 00 00 00 00 00 10
 hex 19 08 00 00 00 00 00 00 00 29 1a 04 00 00 01 f4
 expect message REGISTRY correlation=3 status=OK
@@ -803,34 +824,68 @@ field cursor 0000000000000029
 field limit 000001f4
 end
 
-# an enrolled registration, then a revoked one (any credential bytes pack the same)
+# well-formed: the store treats the limit as 1000 and waits at most 30000 ms
+vector registry_limit_and_wait_over_max
+clause 4.16-4
+clause 4.16-8
+hex a7 01 24 00 00 00 00 04 00 00 00 00 00 00 00 16
+hex 19 08 00 00 00 00 00 00 00 2a 1a 04 ff ff ff ff
+hex 38 04 ff ff ff ff
+expect message REGISTRY correlation=4 status=OK
+field cursor 000000000000002a
+field limit ffffffff
+field wait_ms ffffffff
+end
+
+# phone-1 enrolled again: its earlier registration revoked (change 41), then the registration of credentials.txt enrolled (change 42)
 vector registry_ok_two
 clause 4.16-2
+clause 4.16-3
+clause 4.16-5
+clause 4.16-6
 hex a7 01 25 00 00 00 00 02 00 00 00 00 00 00 00 ad
 hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 9d 01
-hex 01 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f
-hex 6e 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b
-hex 6e 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01
-hex 8b cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30
-hex 84 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c
-hex 73 87 c5 62 52 02 00 45 01 10 05 61 6c 69 63 65
-hex 12 07 70 68 6f 6e 65 2d 31 14 08 00 00 01 8b d5
-hex 0b c4 00 41 08 00 00 01 8b cf e5 68 00 42 99 6f
-hex 82 66 12 fd d4 08 d7 d7 03 77 89 db 39 7a c6 31
-hex 38 71 73 8b 8d d9 20 19 b4 90 b9 16 c5
+hex 02 00 45 01 10 05 61 6c 69 63 65 12 07 70 68 6f
+hex 6e 65 2d 31 14 08 00 00 01 93 22 70 38 00 41 08
+hex 00 00 01 8b ca bf 0c 00 5f 85 61 ce fe 0e 1b fc
+hex bd b5 ee 15 31 52 ac f9 8b 8b f9 52 a1 cb e1 03
+hex 9a d1 62 3b 65 8c dd ea 01 00 52 01 10 05 61 6c
+hex 69 63 65 12 07 70 68 6f 6e 65 2d 31 14 08 00 00
+hex 01 93 27 96 94 00 40 0b 6e 65 77 73 0a 6f 6e 63
+hex 61 6c 6c 41 08 00 00 01 8b cf e5 68 00 7d c2 67
+hex 82 fc 29 61 33 f1 9a 30 84 25 0e ae d6 ef 26 50
+hex 27 3c 6d 06 b3 9d b5 0c 73 87 c5 62 52
 expect message REGISTRY_OK correlation=2 status=OK
 field cursor 000000000000002a
 field has_more 00
-field registrations 010052011005616c696365120770686f6e652d3114080000019327969400400b6e6577730a6f6e63616c6c41080000018bcfe568007dc26782fc296133f19a3084250eaed6ef2650273c6d06b39db50c7387c56252020045011005616c696365120770686f6e652d3114080000018bd50bc40041080000018bcfe5680042996f826612fdd408d7d7037789db397ac6313871738b8dd92019b490b916c5
+field registrations 020045011005616c696365120770686f6e652d311408000001932270380041080000018bcabf0c005f8561cefe0e1bfcbdb5ee153152acf98b8bf952a1cbe1039ad1623b658cddea010052011005616c696365120770686f6e652d3114080000019327969400400b6e6577730a6f6e63616c6c41080000018bcfe568007dc26782fc296133f19a3084250eaed6ef2650273c6d06b39db50c7387c56252
 end
 
-# nothing after the cursor: the request's cursor comes back
-vector registry_ok_empty
+# the first page of the same changes with limit 1: more follow cursor 41
+vector registry_ok_more
 clause 4.16-3
-hex a7 01 25 00 00 00 00 03 00 00 00 00 00 00 00 0f
-hex 19 08 00 00 00 00 00 00 00 29 1c 01 00 39 00
+clause 4.16-4
+hex a7 01 25 00 00 00 00 03 00 00 00 00 00 00 00 57
+hex 19 08 00 00 00 00 00 00 00 29 1c 01 01 39 48 02
+hex 00 45 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 93 22 70 38 00 41 08 00
+hex 00 01 8b ca bf 0c 00 5f 85 61 ce fe 0e 1b fc bd
+hex b5 ee 15 31 52 ac f9 8b 8b f9 52 a1 cb e1 03 9a
+hex d1 62 3b 65 8c dd ea
 expect message REGISTRY_OK correlation=3 status=OK
 field cursor 0000000000000029
+field has_more 01
+field registrations 020045011005616c696365120770686f6e652d311408000001932270380041080000018bcabf0c005f8561cefe0e1bfcbdb5ee153152acf98b8bf952a1cbe1039ad1623b658cddea
+end
+
+# nothing after the cursor, or a held request whose wait ended: the request's cursor comes back
+vector registry_ok_empty
+clause 4.16-3
+clause 4.16-8
+hex a7 01 25 00 00 00 00 04 00 00 00 00 00 00 00 0f
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 00
+expect message REGISTRY_OK correlation=4 status=OK
+field cursor 000000000000002a
 field has_more 00
 field registrations -
 end
@@ -838,6 +893,7 @@ end
 vector goaway_revoked
 clause 7.4-6
 clause 6-2
+clause 4.4-5
 hex a7 01 05 00 00 00 00 00 00 1e 00 00 00 00 00 1c
 hex 0a 14 72 65 67 69 73 74 72 61 74 69 6f 6e 20 72
 hex 65 76 6f 6b 65 64 0b 04 00 00 00 00
@@ -1637,6 +1693,180 @@ hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 1d 01 04 1e
 hex 04 00 00 00 00 1f 08 00 00 00 00 00 00 00 00 20
 hex 08 00 00 01 8b cf e5 7b 88
 expect rejected BAD_REQUEST
+end
+
+vector registry_ok_entry_state_0
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 64
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 55 00
+hex 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b 6e
+hex 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01 8b
+hex cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30 84
+hex 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c 73
+hex 87 c5 62 52
+expect rejected BAD_REQUEST
+end
+
+# a valid entry, then one in state 3: the whole reply is refused
+vector registry_ok_entry_state_3
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 ba
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 aa 01
+hex 01 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f
+hex 6e 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b
+hex 6e 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01
+hex 8b cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30
+hex 84 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c
+hex 73 87 c5 62 52 03 00 52 01 10 05 61 6c 69 63 65
+hex 12 07 70 68 6f 6e 65 2d 31 14 08 00 00 01 93 27
+hex 96 94 00 40 0b 6e 65 77 73 0a 6f 6e 63 61 6c 6c
+hex 41 08 00 00 01 8b cf e5 68 00 7d c2 67 82 fc 29
+hex 61 33 f1 9a 30 84 25 0e ae d6 ef 26 50 27 3c 6d
+hex 06 b3 9d b5 0c 73 87 c5 62 52
+expect rejected BAD_REQUEST
+end
+
+vector registry_ok_entry_length_0
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 12
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 03 02
+hex 00 00
+expect rejected BAD_REQUEST
+end
+
+# the entry announces 82 credential bytes, the value holds 81
+vector registry_ok_entry_cut_off
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 63
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 54 01
+hex 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b 6e
+hex 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01 8b
+hex cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30 84
+hex 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c 73
+hex 87 c5 62
+expect rejected BAD_REQUEST
+end
+
+# two stray bytes after a whole entry: too few for a state and a length
+vector registry_ok_entry_header_cut_off
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 66
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 57 01
+hex 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b 6e
+hex 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01 8b
+hex cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30 84
+hex 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c 73
+hex 87 c5 62 52 01 00
+expect rejected BAD_REQUEST
+end
+
+vector registry_ok_entry_over_1024
+clause 3.3-7
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 04 14
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 84 08
+hex 01 04 01 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00
+expect rejected BAD_REQUEST
+end
+
+vector registry_ok_missing_registrations
+clause 3.4-5
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 0d
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00
+expect rejected BAD_REQUEST
+end
+
+vector registry_ok_has_more_2
+clause 3.3-4
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 0f
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 02 39 00
+expect rejected BAD_REQUEST
+end
+
+vector registry_wait_ms_as_2_bytes
+clause 3.3-1
+hex a7 01 24 00 00 00 00 01 00 00 00 00 00 00 00 04
+hex 38 02 61 a8
+expect request_error BAD_REQUEST
 end
 
 """#),
