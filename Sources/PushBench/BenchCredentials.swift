@@ -19,9 +19,9 @@ struct BenchCredentials {
         tokenSigner = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.fetchTokenPurpose)
     }
 
-    /// Valid for 300 s either side of now: make it just before HELLO.
-    func provider() -> [UInt8] {
-        ProviderCredential.make(providerKey: providerKey, nowMs: Clocks.wallMilliseconds())
+    /// Valid for 300 s either side of now, once: make it just before HELLO.
+    func provider(for audience: CredentialAudience) -> [UInt8] {
+        HelloCredential.provider(providerKey).make(for: audience, nowMs: Clocks.wallMilliseconds())
     }
 
     func registration(device: String, user: String, tags: [String]) -> [UInt8] {

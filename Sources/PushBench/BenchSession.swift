@@ -1,5 +1,6 @@
 import PushEventLoop
 import PushWire
+import PushSecurity
 import PushSession
 
 /// One run's client side: the event loop on the calling thread, its driver and progress
@@ -40,8 +41,8 @@ final class BenchSession {
 
     /// A provider connection; `capacity` is how many requests it may keep outstanding
     /// (the server's max_inflight may lower it).
-    func providerLink(index: Int, capacity: Int, owner: LinkOwner) -> BenchLink {
-        let hello = Hello(role: .provider, credential: target.credentials.provider(), maxInflight: UInt32(capacity),
+    func providerLink(index: Int, capacity: Int, owner: LinkOwner, to audience: CredentialAudience) -> BenchLink {
+        let hello = Hello(role: .provider, credential: target.credentials.provider(for: audience), maxInflight: UInt32(capacity),
                           name: BenchSession.clientName)
         return track(BenchLink(index: index, hello: hello, owner: owner), capacity: capacity)
     }

@@ -34,9 +34,9 @@ enum EndToEndBenchmark {
         try session.connect(deviceGateways, to: gateway, phase: "connecting devices to the gateway")
 
         let capacity = shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding
-        let storeProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload) }
+        let storeProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .store) }
         try session.connect(storeProviders, to: store, phase: "connecting providers to the store")
-        let pushProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload) }
+        let pushProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .gateway) }
         try session.connect(pushProviders, to: gateway, phase: "connecting providers to the gateway")
 
         workload.use(storeProviders: storeProviders, pushProviders: pushProviders, deviceGateways: deviceGateways,

@@ -17,7 +17,7 @@ enum FanoutBenchmark {
         }
         try session.connect(devices, to: gateway, phase: "connecting devices")
         let providers = (0..<shape.connections).map {
-            session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload)
+            session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload, to: .gateway)
         }
         try session.connect(providers, to: gateway, phase: "connecting providers")
         workload.use(providers: providers, template: FrameTemplate(.push(Push(target: .tag(tag), id: Array(repeating: 0, count: 16),

@@ -36,7 +36,7 @@ enum FetchBenchmark {
         let runner = Runner(shape: loadShape)
         let workload = StoreWorkload(runner: runner)
         workload.storedIDs = []
-        let link = session.providerLink(index: 0, capacity: loadShape.inflight, owner: workload)
+        let link = session.providerLink(index: 0, capacity: loadShape.inflight, owner: workload, to: .store)
         try session.connect([link], to: store, phase: "connecting the preloading provider")
         workload.use([link], template: StoreBenchmark.template(user: session.target.user, payloadSize: shape.payloadSize))
         try session.prepare(runner, workload, phase: "storing \(preloadCount) payloads")

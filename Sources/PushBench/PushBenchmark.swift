@@ -16,7 +16,7 @@ enum PushBenchmark {
         }
         try session.connect(devices, to: gateway, phase: "connecting devices")
         let providers = (0..<shape.connections).map {
-            session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload)
+            session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload, to: .gateway)
         }
         try session.connect(providers, to: gateway, phase: "connecting providers")
         workload.use(providers: providers, devices: devices)

@@ -14,7 +14,7 @@ enum StoreBenchmark {
         let runner = Runner(shape: shape)
         let workload = StoreWorkload(runner: runner)
         let links = (0..<shape.connections).map {
-            session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload)
+            session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload, to: .store)
         }
         try session.connect(links, to: store, phase: "connecting providers")
         workload.use(links, template: template(user: session.target.user, payloadSize: shape.payloadSize))

@@ -43,10 +43,13 @@ public final class ProviderClient {
     }
 
     public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint, providerKey: SecretKey) {
-        let hello = { Hello(role: .provider, credential: ProviderCredential.make(providerKey: providerKey, nowMs: Clocks.wallMilliseconds()),
-                            name: "securepush-provider") }
-        self.store = ServerLink(loop: loop, endpoint: store, hello: hello)
-        self.gateway = ServerLink(loop: loop, endpoint: gateway, hello: hello)
+        let credentials = HelloCredential.provider(providerKey)
+        // A fresh credential (a new nonce) for every connection: a server accepts each once.
+        func hello(_ audience: CredentialAudience) -> () -> Hello {
+            { Hello(role: .provider, credential: credentials.make(for: audience, nowMs: Clocks.wallMilliseconds()), name: "securepush-provider") }
+        }
+        self.store = ServerLink(loop: loop, endpoint: store, hello: hello(.store))
+        self.gateway = ServerLink(loop: loop, endpoint: gateway, hello: hello(.gateway))
         self.store.start()
         self.gateway.start()
     }

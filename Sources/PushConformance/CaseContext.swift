@@ -122,14 +122,14 @@ public final class CaseContext {
     }
 
     func storeProvider(maxFrame: Int? = nil, maxInflight: UInt32? = nil) throws(CaseStop) -> WireSession {
-        let credential = try providerCredential()
+        let credential = try providerCredential(for: .store)
         let session = try connectStore()
         _ = try session.open(Self.hello(.provider, credential: credential, maxFrame: maxFrame, maxInflight: maxInflight))
         return session
     }
 
     func gatewayProvider(maxFrame: Int? = nil) throws(CaseStop) -> WireSession {
-        let credential = try providerCredential()
+        let credential = try providerCredential(for: .gateway)
         let session = try connectGateway()
         _ = try session.open(Self.hello(.provider, credential: credential, maxFrame: maxFrame))
         return session
@@ -145,10 +145,11 @@ public final class CaseContext {
 
     // MARK: credentials (SPEC.md section 7)
 
-    /// A provider credential whose timestamp is `offsetMs` away from now ([7.1-1]).
-    func providerCredential(offsetMs: Int64 = 0) throws(CaseStop) -> [UInt8] {
+    /// A fresh provider credential for `audience` whose timestamp is `offsetMs` away from
+    /// now ([7.1-1]).
+    func providerCredential(for audience: CredentialAudience, offsetMs: Int64 = 0) throws(CaseStop) -> [UInt8] {
         let now = Int64(Clocks.wallMilliseconds()) + offsetMs
-        return ProviderCredential.make(providerKey: try keys().providerKey, nowMs: UInt64(max(0, now)))
+        return HelloCredential.provider(try keys().providerKey).make(for: audience, nowMs: UInt64(max(0, now)))
     }
 
     func registration(device: String, user: String, tags: [String] = [], expiresInMs: Int64 = 3_600_000) throws(CaseStop) -> [UInt8] {

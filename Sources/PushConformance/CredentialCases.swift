@@ -55,7 +55,7 @@ enum CredentialCases {
         ConformanceCase("hello.provider-credential-window", clause: "7.1-3", "a provider credential is valid within 300 s of the server's clock") { ctx throws(CaseStop) in
             let service = ctx.options.store != nil ? "store" : "gateway"
             func attempt(_ offsetMs: Int64) throws(CaseStop) -> Message {
-                let credential = try ctx.providerCredential(offsetMs: offsetMs)
+                let credential = try ctx.providerCredential(for: service == "store" ? .store : .gateway, offsetMs: offsetMs)
                 let session: WireSession
                 if service == "store" { session = try ctx.connectStore() } else { session = try ctx.connectGateway() }
                 return try session.hello(CaseContext.hello(.provider, credential: credential))

@@ -53,17 +53,18 @@ vector hello_provider
 clause 4.2-2
 clause 7.1-1
 clause 7.1-3
-hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 44
-hex 01 01 02 02 01 01 03 01 01 04 28 00 00 01 8b cf
-hex e5 68 00 d3 41 29 f8 0c ef d0 87 51 d0 3d 6c 51
-hex c7 01 60 29 fb d8 63 76 ab 5b 51 23 86 66 55 a6
-hex 2e 68 29 09 0f 73 65 63 75 72 65 70 75 73 68 2d
+hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 54
+hex 01 01 02 02 01 01 03 01 01 04 38 00 00 01 8b cf
+hex e5 68 00 40 41 42 43 44 45 46 47 48 49 4a 4b 4c
+hex 4d 4e 4f 70 23 8f e8 65 38 03 96 a6 a6 13 c0 26
+hex 44 d1 85 ec 73 b9 70 58 10 ca d0 61 1e ef da ff
+hex 29 74 d9 09 0f 73 65 63 75 72 65 70 75 73 68 2d
 hex 73 65 6e 64
 expect message HELLO correlation=1 status=OK
 field role 02
 field version_min 01
 field version_max 01
-field credential 0000018bcfe56800d34129f80cefd08751d03d6c51c7016029fbd86376ab5b5123866655a62e6829
+field credential 0000018bcfe56800404142434445464748494a4b4c4d4e4f70238fe865380396a6a613c02644d185ec73b9705810cad0611eefdaff2974d9
 field name 736563757265707573682d73656e64
 end
 
@@ -102,16 +103,17 @@ end
 # a client speaking versions 1 to 3; the server picks 1
 vector hello_version_range
 clause 5.2-1
-hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 33
-hex 01 01 02 02 01 01 03 01 03 04 28 00 00 01 8b cf
-hex e5 68 00 d3 41 29 f8 0c ef d0 87 51 d0 3d 6c 51
-hex c7 01 60 29 fb d8 63 76 ab 5b 51 23 86 66 55 a6
-hex 2e 68 29
+hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 43
+hex 01 01 02 02 01 01 03 01 03 04 38 00 00 01 8b cf
+hex e5 68 00 40 41 42 43 44 45 46 47 48 49 4a 4b 4c
+hex 4d 4e 4f 70 23 8f e8 65 38 03 96 a6 a6 13 c0 26
+hex 44 d1 85 ec 73 b9 70 58 10 ca d0 61 1e ef da ff
+hex 29 74 d9
 expect message HELLO correlation=1 status=OK
 field role 02
 field version_min 01
 field version_max 03
-field credential 0000018bcfe56800d34129f80cefd08751d03d6c51c7016029fbd86376ab5b5123866655a62e6829
+field credential 0000018bcfe56800404142434445464748494a4b4c4d4e4f70238fe865380396a6a613c02644d185ec73b9705810cad0611eefdaff2974d9
 end
 
 vector hello_ok
@@ -763,6 +765,143 @@ expect message MISSED correlation=0 status=OK
 field missed_count 00000003
 end
 
+# a gateway opening a store connection with the gateway credential of credentials.txt
+vector hello_gateway
+clause 4.1-2
+clause 4.2-2
+clause 7.1-1
+clause 7.1-2
+hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 57
+hex 01 01 03 02 01 01 03 01 01 04 38 00 00 01 8b cf
+hex e5 68 00 50 51 52 53 54 55 56 57 58 59 5a 5b 5c
+hex 5d 5e 5f 10 58 39 6e 20 ed 7b 1a 4a f6 ee 29 b3
+hex 4d 35 63 10 ba 5b 6f b9 ef 16 c2 1d ba 79 93 8c
+hex 88 23 4b 09 12 73 65 63 75 72 65 70 75 73 68 2d
+hex 67 61 74 65 77 61 79
+expect message HELLO correlation=1 status=OK
+field role 03
+field version_min 01
+field version_max 01
+field credential 0000018bcfe56800505152535455565758595a5b5c5d5e5f1058396e20ed7b1a4af6ee29b34d356310ba5b6fb9ef16c21dba79938c88234b
+field name 736563757265707573682d67617465776179
+end
+
+# a provider opening a gateway connection: its credential is made for audience 2
+vector hello_provider_to_gateway
+clause 4.2-2
+clause 7.1-4
+hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 43
+hex 01 01 02 02 01 01 03 01 01 04 38 00 00 01 8b cf
+hex e5 68 00 60 61 62 63 64 65 66 67 68 69 6a 6b 6c
+hex 6d 6e 6f 6a 3c ca 9e ee 04 17 02 05 d4 a1 06 19
+hex 25 1c c8 5b 6a b7 8a 14 42 6d 7c a6 76 41 c1 ba
+hex 15 af 02
+expect message HELLO correlation=1 status=OK
+field role 02
+field version_min 01
+field version_max 01
+field credential 0000018bcfe56800606162636465666768696a6b6c6d6e6f6a3cca9eee04170205d4a10619251cc85b6ab78a14426d7ca67641c1ba15af02
+end
+
+# from the first change (cursor 0), held up to 25 s when there is none
+vector registry_from_start
+clause 4.16-1
+clause 4.16-8
+clause 4.16-10
+hex a7 01 24 00 00 00 00 02 00 00 00 00 00 00 00 06
+hex 38 04 00 00 61 a8
+expect message REGISTRY correlation=2 status=OK
+field wait_ms 000061a8
+end
+
+vector registry_after_cursor
+clause 4.16-1
+clause 4.16-4
+hex a7 01 24 00 00 00 00 03 00 00 00 00 00 00 00 10
+hex 19 08 00 00 00 00 00 00 00 29 1a 04 00 00 01 f4
+expect message REGISTRY correlation=3 status=OK
+field cursor 0000000000000029
+field limit 000001f4
+end
+
+# well-formed: the store treats the limit as 1000 and waits at most 30000 ms
+vector registry_limit_and_wait_over_max
+clause 4.16-4
+clause 4.16-8
+hex a7 01 24 00 00 00 00 04 00 00 00 00 00 00 00 16
+hex 19 08 00 00 00 00 00 00 00 2a 1a 04 ff ff ff ff
+hex 38 04 ff ff ff ff
+expect message REGISTRY correlation=4 status=OK
+field cursor 000000000000002a
+field limit ffffffff
+field wait_ms ffffffff
+end
+
+# phone-1 enrolled again: its earlier registration revoked (change 41), then the registration of credentials.txt enrolled (change 42)
+vector registry_ok_two
+clause 4.16-2
+clause 4.16-3
+clause 4.16-5
+clause 4.16-6
+hex a7 01 25 00 00 00 00 02 00 00 00 00 00 00 00 ad
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 9d 01
+hex 02 00 45 01 10 05 61 6c 69 63 65 12 07 70 68 6f
+hex 6e 65 2d 31 14 08 00 00 01 93 22 70 38 00 41 08
+hex 00 00 01 8b ca bf 0c 00 5f 85 61 ce fe 0e 1b fc
+hex bd b5 ee 15 31 52 ac f9 8b 8b f9 52 a1 cb e1 03
+hex 9a d1 62 3b 65 8c dd ea 01 00 52 01 10 05 61 6c
+hex 69 63 65 12 07 70 68 6f 6e 65 2d 31 14 08 00 00
+hex 01 93 27 96 94 00 40 0b 6e 65 77 73 0a 6f 6e 63
+hex 61 6c 6c 41 08 00 00 01 8b cf e5 68 00 7d c2 67
+hex 82 fc 29 61 33 f1 9a 30 84 25 0e ae d6 ef 26 50
+hex 27 3c 6d 06 b3 9d b5 0c 73 87 c5 62 52
+expect message REGISTRY_OK correlation=2 status=OK
+field cursor 000000000000002a
+field has_more 00
+field registrations 020045011005616c696365120770686f6e652d311408000001932270380041080000018bcabf0c005f8561cefe0e1bfcbdb5ee153152acf98b8bf952a1cbe1039ad1623b658cddea010052011005616c696365120770686f6e652d3114080000019327969400400b6e6577730a6f6e63616c6c41080000018bcfe568007dc26782fc296133f19a3084250eaed6ef2650273c6d06b39db50c7387c56252
+end
+
+# the first page of the same changes with limit 1: more follow cursor 41
+vector registry_ok_more
+clause 4.16-3
+clause 4.16-4
+hex a7 01 25 00 00 00 00 03 00 00 00 00 00 00 00 57
+hex 19 08 00 00 00 00 00 00 00 29 1c 01 01 39 48 02
+hex 00 45 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 93 22 70 38 00 41 08 00
+hex 00 01 8b ca bf 0c 00 5f 85 61 ce fe 0e 1b fc bd
+hex b5 ee 15 31 52 ac f9 8b 8b f9 52 a1 cb e1 03 9a
+hex d1 62 3b 65 8c dd ea
+expect message REGISTRY_OK correlation=3 status=OK
+field cursor 0000000000000029
+field has_more 01
+field registrations 020045011005616c696365120770686f6e652d311408000001932270380041080000018bcabf0c005f8561cefe0e1bfcbdb5ee153152acf98b8bf952a1cbe1039ad1623b658cddea
+end
+
+# nothing after the cursor, or a held request whose wait ended: the request's cursor comes back
+vector registry_ok_empty
+clause 4.16-3
+clause 4.16-8
+hex a7 01 25 00 00 00 00 04 00 00 00 00 00 00 00 0f
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 00
+expect message REGISTRY_OK correlation=4 status=OK
+field cursor 000000000000002a
+field has_more 00
+field registrations -
+end
+
+vector goaway_revoked
+clause 7.4-6
+clause 6-2
+clause 4.4-5
+hex a7 01 05 00 00 00 00 00 00 1e 00 00 00 00 00 1c
+hex 0a 14 72 65 67 69 73 74 72 61 74 69 6f 6e 20 72
+hex 65 76 6f 6b 65 64 0b 04 00 00 00 00
+expect message GOAWAY correlation=0 status=REVOKED
+field message 726567697374726174696f6e207265766f6b6564
+field last_correlation 00000000
+end
+
 """#),
         ("header.vec", #"""
 # securepush protocol v1 golden vectors: frame header: magic, version, flags, reserved, length, type, status
@@ -982,10 +1121,10 @@ hex a7 01 00 00 00 00 00 0c 00 00 00 00 00 00 00 00
 expect request_error UNKNOWN_TYPE
 end
 
-# the code after MISSED
-vector unknown_type_0x24
+# the code after REGISTRY_OK
+vector unknown_type_0x26
 clause 2-4
-hex a7 01 24 00 00 00 00 0d 00 00 00 00 00 00 00 06
+hex a7 01 26 00 00 00 00 0d 00 00 00 00 00 00 00 06
 hex 37 04 00 00 00 01
 expect request_error UNKNOWN_TYPE
 end
@@ -1486,10 +1625,10 @@ hex 01 01 00 02 01 01 03 01 01
 expect request_error BAD_REQUEST
 end
 
-vector role_3
+vector role_4
 clause 3.3-4
 hex a7 01 01 00 00 00 00 01 00 00 00 00 00 00 00 09
-hex 01 01 03 02 01 01 03 01 01
+hex 01 01 04 02 01 01 03 01 01
 expect request_error BAD_REQUEST
 end
 
@@ -1554,6 +1693,180 @@ hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 1d 01 04 1e
 hex 04 00 00 00 00 1f 08 00 00 00 00 00 00 00 00 20
 hex 08 00 00 01 8b cf e5 7b 88
 expect rejected BAD_REQUEST
+end
+
+vector registry_ok_entry_state_0
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 64
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 55 00
+hex 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b 6e
+hex 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01 8b
+hex cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30 84
+hex 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c 73
+hex 87 c5 62 52
+expect rejected BAD_REQUEST
+end
+
+# a valid entry, then one in state 3: the whole reply is refused
+vector registry_ok_entry_state_3
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 ba
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 aa 01
+hex 01 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f
+hex 6e 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b
+hex 6e 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01
+hex 8b cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30
+hex 84 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c
+hex 73 87 c5 62 52 03 00 52 01 10 05 61 6c 69 63 65
+hex 12 07 70 68 6f 6e 65 2d 31 14 08 00 00 01 93 27
+hex 96 94 00 40 0b 6e 65 77 73 0a 6f 6e 63 61 6c 6c
+hex 41 08 00 00 01 8b cf e5 68 00 7d c2 67 82 fc 29
+hex 61 33 f1 9a 30 84 25 0e ae d6 ef 26 50 27 3c 6d
+hex 06 b3 9d b5 0c 73 87 c5 62 52
+expect rejected BAD_REQUEST
+end
+
+vector registry_ok_entry_length_0
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 12
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 03 02
+hex 00 00
+expect rejected BAD_REQUEST
+end
+
+# the entry announces 82 credential bytes, the value holds 81
+vector registry_ok_entry_cut_off
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 63
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 54 01
+hex 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b 6e
+hex 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01 8b
+hex cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30 84
+hex 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c 73
+hex 87 c5 62
+expect rejected BAD_REQUEST
+end
+
+# two stray bytes after a whole entry: too few for a state and a length
+vector registry_ok_entry_header_cut_off
+clause 3.3-7
+clause 4.16-2
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 66
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 57 01
+hex 00 52 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 93 27 96 94 00 40 0b 6e
+hex 65 77 73 0a 6f 6e 63 61 6c 6c 41 08 00 00 01 8b
+hex cf e5 68 00 7d c2 67 82 fc 29 61 33 f1 9a 30 84
+hex 25 0e ae d6 ef 26 50 27 3c 6d 06 b3 9d b5 0c 73
+hex 87 c5 62 52 01 00
+expect rejected BAD_REQUEST
+end
+
+vector registry_ok_entry_over_1024
+clause 3.3-7
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 04 14
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00 39 84 08
+hex 01 04 01 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00
+hex 00 00 00 00
+expect rejected BAD_REQUEST
+end
+
+vector registry_ok_missing_registrations
+clause 3.4-5
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 0d
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 00
+expect rejected BAD_REQUEST
+end
+
+vector registry_ok_has_more_2
+clause 3.3-4
+clause 5.6-3
+hex a7 01 25 00 00 00 00 01 00 00 00 00 00 00 00 0f
+hex 19 08 00 00 00 00 00 00 00 2a 1c 01 02 39 00
+expect rejected BAD_REQUEST
+end
+
+vector registry_wait_ms_as_2_bytes
+clause 3.3-1
+hex a7 01 24 00 00 00 00 01 00 00 00 00 00 00 00 04
+hex 38 02 61 a8
+expect request_error BAD_REQUEST
 end
 
 """#),

@@ -27,7 +27,7 @@ enum ServiceProbe {
     /// failed login), else a device without a registration, which a gateway refuses with ERROR.
     static func gatewayHello(_ options: ConformanceOptions) -> Hello {
         guard let keys = options.keys else { return CaseContext.hello(.device) }
-        let credential = ProviderCredential.make(providerKey: keys.providerKey, nowMs: Clocks.wallMilliseconds())
+        let credential = HelloCredential.provider(keys.providerKey).make(for: .gateway, nowMs: Clocks.wallMilliseconds())
         return CaseContext.hello(.provider, credential: credential)
     }
 

@@ -42,7 +42,7 @@ extension StoreCases {
 
         ConformanceCase("store.role-fixed", clause: "4.1-2", "the role chosen in HELLO holds for the whole connection") { ctx throws(CaseStop) in
             let session = try ctx.storeDevice()
-            let credential = ctx.options.keys != nil ? try ctx.providerCredential() : nil
+            let credential = ctx.options.keys != nil ? try ctx.providerCredential(for: .store) : nil
             try Expect.refused(session, .hello(CaseContext.hello(.provider, credential: credential)), .badRequest, "a second HELLO as provider")
             try Expect.refused(session, .status(StatusRequest(id: PayloadID.random())), .forbidden, "STATUS after the provider HELLO was refused")
             try Expect.refused(session, .sync(Sync(token: nil)), .authRequired, "SYNC (a device request) without token")

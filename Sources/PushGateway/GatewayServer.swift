@@ -18,7 +18,9 @@ public final class GatewayServer: ServiceHandler {
     /// Set once in `init`; the server owns its host.
     public private(set) var host: ServiceHost<GatewayServer>!
     public let logic: GatewayLogic
-    private let providerKey: SecretKey
+    private let providerCredentials: HelloCredential
+    /// Provider credentials accepted within their window, each accepted once ([7.1-5]).
+    private let replays = CredentialReplayGuard()
     private let wallClock: () -> UInt64
 
     /// Requests the gateway serves ([4.1-4]).
@@ -27,7 +29,7 @@ public final class GatewayServer: ServiceHandler {
     public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: GatewayLogic, providerKey: SecretKey,
                 wallClock: @escaping () -> UInt64) {
         self.logic = logic
-        self.providerKey = providerKey
+        providerCredentials = HelloCredential.provider(providerKey)
         self.wallClock = wallClock
         host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
     }
@@ -35,10 +37,12 @@ public final class GatewayServer: ServiceHandler {
     public func admit(_ hello: Hello, peer: Peer) -> Admission<GatewayPeer> {
         switch hello.role {
         case .provider:
-            if let (status, text) = ProviderCredential.refusal(for: hello, providerKey: providerKey, nowMs: wallClock()) {
-                return .refuse(status, text)
+            switch providerCredentials.check(hello, for: .gateway, nowMs: wallClock(), replays: replays) {
+            case .admit: return .admit(.provider)
+            case .refuse(let status, let reply, let reason): return .refuse(status, reply, logDetail: reason)
             }
-            return .admit(.provider)
+        case .gateway:
+            return .refuse(.badRequest, "the gateway serves devices and providers, not gateways")
         case .device:
             guard hello.credential != nil else { return .refuse(.badRequest, "a device must send its registration") }
             switch logic.verifyRegistration(hello.credential) {

@@ -99,7 +99,10 @@ public final class StoreLogic {
     public let settings: StoreSettings
     private let reader: PayloadReader
     private let tokenSigner: CredentialSigner
-    private let providerKey: SecretKey
+    private let providerCredentials: HelloCredential
+    private let gatewayCredentials: HelloCredential
+    /// Provider and gateway credentials accepted within their window, each once ([7.1-5]).
+    private let replays = CredentialReplayGuard()
     private let clock: () -> UInt64
     /// FETCH statistics not yet handed to the writer ([4.8-3]: they may be written later,
     /// so a FETCH never waits for a write); STATUS adds them in, so it stays exact.
@@ -121,7 +124,8 @@ public final class StoreLogic {
         self.settings = settings
         self.reader = reader
         self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
-        self.providerKey = providerKey
+        providerCredentials = HelloCredential.provider(providerKey)
+        gatewayCredentials = HelloCredential.gateway(serverKey)
         self.clock = clock
         self.users = UserDirectory(reader: reader)
         self.loginThrottle = LoginThrottle(LoginThrottle.Settings(
@@ -134,10 +138,14 @@ public final class StoreLogic {
         for (id, sequence) in all { sequences[id] = sequence }
     }
 
-    /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4]); nil admits the peer.
-    public func admit(_ hello: Hello) -> (Status, String)? {
-        guard hello.role == .provider else { return nil }
-        return ProviderCredential.refusal(for: hello, providerKey: providerKey, nowMs: clock())
+    /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4], [7.1-5]): a device sends
+    /// none to the store; a provider its provider credential, a gateway its own.
+    public func admit(_ hello: Hello) -> HelloCredentialCheck {
+        switch hello.role {
+        case .device: .admit
+        case .provider: providerCredentials.check(hello, for: .store, nowMs: clock(), replays: replays)
+        case .gateway: gatewayCredentials.check(hello, for: .store, nowMs: clock(), replays: replays)
+        }
     }
 
     /// A request after the handshake, whose role and service the session has checked

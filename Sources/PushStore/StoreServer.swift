@@ -63,7 +63,7 @@ public final class StoreServer: ServiceHandler {
     }
 
     public func admit(_ hello: Hello, peer: Peer) -> Admission<StoreSession> {
-        if let (status, text) = logic.admit(hello) { return .refuse(status, text) }
+        if case .refuse(let status, let reply, let reason) = logic.admit(hello) { return .refuse(status, reply, logDetail: reason) }
         return .admit(StoreSession(peerAddress: peer.peerHost, role: hello.role))
     }
 

@@ -57,6 +57,8 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let written = FieldTag(rawValue: 0x35)
     public static let queued = FieldTag(rawValue: 0x36)
     public static let missedCount = FieldTag(rawValue: 0x37)
+    public static let waitMs = FieldTag(rawValue: 0x38)
+    public static let registrations = FieldTag(rawValue: 0x39)
     // Inside signed credentials only (SPEC.md section 7), never in a message.
     public static let tags = FieldTag(rawValue: 0x40)
     public static let issuedAt = FieldTag(rawValue: 0x41)
@@ -101,6 +103,8 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         define(.written, "written", .u32)
         define(.queued, "queued", .u32)
         define(.missedCount, "missed_count", .u32)
+        define(.waitMs, "wait_ms", .u32)
+        define(.registrations, "registrations", .bytes(max: nil))
         define(.tags, "tags", .bytes(max: 1024))
         define(.issuedAt, "issued_at", .u64)
         return table

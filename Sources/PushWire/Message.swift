@@ -24,6 +24,8 @@ public enum Message: Equatable, Sendable {
     case pushAck(PushAck)
     case deliveryAck(DeliveryAck)
     case missed(Missed)
+    case registry(RegistryRequest)
+    case registryOK(RegistryOK)
 
     public var type: MessageType {
         switch self {
@@ -51,6 +53,8 @@ public enum Message: Equatable, Sendable {
         case .pushAck: .pushAck
         case .deliveryAck: .deliveryAck
         case .missed: .missed
+        case .registry: .registry
+        case .registryOK: .registryOK
         }
     }
 
@@ -90,6 +94,8 @@ public enum Message: Equatable, Sendable {
         case .pushAck(let m): m
         case .deliveryAck(let m): m
         case .missed(let m): m
+        case .registry(let m): m
+        case .registryOK(let m): m
         }
     }
 
@@ -134,6 +140,8 @@ public enum Message: Equatable, Sendable {
         case .pushAck: return .pushAck(try PushAck(body: body))
         case .deliveryAck: return .deliveryAck(try DeliveryAck(body: body))
         case .missed: return .missed(try Missed(body: body))
+        case .registry: return .registry(try RegistryRequest(body: body))
+        case .registryOK: return .registryOK(try RegistryOK(body: body))
         case .goaway, .error: preconditionFailure("handled above")
         }
     }
@@ -190,6 +198,8 @@ public enum Message: Equatable, Sendable {
         case .pushAck(let m): m.writeFields(to: &writer)
         case .deliveryAck(let m): m.writeFields(to: &writer)
         case .missed(let m): m.writeFields(to: &writer)
+        case .registry(let m): m.writeFields(to: &writer)
+        case .registryOK(let m): m.writeFields(to: &writer)
         }
     }
 

@@ -27,6 +27,8 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
     case pushAck = 0x21
     case deliveryAck = 0x22
     case missed = 0x23
+    case registry = 0x24
+    case registryOK = 0x25
 
     /// The name the spec and the vector files use.
     public var specName: String {
@@ -55,6 +57,8 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
         case .pushAck: "PUSH_ACK"
         case .deliveryAck: "DELIVERY_ACK"
         case .missed: "MISSED"
+        case .registry: "REGISTRY"
+        case .registryOK: "REGISTRY_OK"
         }
     }
 
@@ -64,7 +68,7 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
     /// never are, not even when malformed ([4.1-1], [5.6-3]).
     public var isRequest: Bool {
         switch self {
-        case .hello, .ping, .login, .store, .fetch, .sync, .ack, .recall, .status, .push: true
+        case .hello, .ping, .login, .store, .fetch, .sync, .ack, .recall, .status, .push, .registry: true
         default: false
         }
     }

@@ -26,13 +26,15 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let shuttingDown = Status(rawValue: 0x001B)
     public static let replaced = Status(rawValue: 0x001C)
     public static let slowConsumer = Status(rawValue: 0x001D)
+    /// The device's registration was revoked ([7.4-6]).
+    public static let revoked = Status(rawValue: 0x001E)
     public static let internalError = Status(rawValue: 0x00FF)
 
     public static let all: [Status] = [
         .ok, .malformedFrame, .unsupportedVersion, .frameTooLarge, .helloRequired, .unknownType,
         .badRequest, .timeout, .authRequired, .tokenExpired, .badToken, .badCredentials, .forbidden,
         .notFound, .gone, .unknownUser, .tooLarge, .rateLimited, .busy, .shuttingDown, .replaced,
-        .slowConsumer, .internalError,
+        .slowConsumer, .revoked, .internalError,
     ]
 
     /// The name the spec and the vector files use.
@@ -60,6 +62,7 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .shuttingDown: "SHUTTING_DOWN"
         case .replaced: "REPLACED"
         case .slowConsumer: "SLOW_CONSUMER"
+        case .revoked: "REVOKED"
         case .internalError: "INTERNAL"
         default: "STATUS_0x" + String(rawValue, radix: 16)
         }
@@ -76,7 +79,7 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public var isFatal: Bool {
         switch self {
         case .malformedFrame, .unsupportedVersion, .frameTooLarge, .helloRequired, .timeout,
-             .shuttingDown, .replaced, .slowConsumer:
+             .shuttingDown, .replaced, .slowConsumer, .revoked:
             true
         default:
             false

@@ -132,7 +132,7 @@ struct DeviceRunProcessTests {
 
         // The backlog, STOREd in pipelined batches before the device starts.
         let provider = try store.connect(timeoutMs: 30_000)
-        guard case .helloOK = try provider.hello(Hello(role: .provider, credential: deployment.providerCredential())) else {
+        guard case .helloOK = try provider.hello(Hello(role: .provider, credential: deployment.providerCredential(for: .store))) else {
             Issue.record("the store refused the provider"); return
         }
         var expected: [String: String] = [:]
@@ -184,9 +184,12 @@ struct DeviceRunProcessTests {
         #expect(waitUntil(timeoutSeconds: 30) { device.gatewayConnections >= 1 })
 
         let loop = try EventLoop()
-        let hello = { Hello(role: .provider, credential: deployment.providerCredential(), name: "test-provider") }
-        let storeLink = ServerLink(loop: loop, endpoint: .init(host: store.host, port: store.port), hello: hello)
-        let gatewayLink = ServerLink(loop: loop, endpoint: .init(host: "127.0.0.1", port: port), hello: hello)
+        let storeLink = ServerLink(loop: loop, endpoint: .init(host: store.host, port: store.port)) {
+            Hello(role: .provider, credential: deployment.providerCredential(for: .store), name: "test-provider")
+        }
+        let gatewayLink = ServerLink(loop: loop, endpoint: .init(host: "127.0.0.1", port: port)) {
+            Hello(role: .provider, credential: deployment.providerCredential(for: .gateway), name: "test-provider")
+        }
         defer {
             storeLink.stop()
             gatewayLink.stop()

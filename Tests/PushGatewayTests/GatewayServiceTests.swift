@@ -22,7 +22,7 @@ extension GatewayUnderTest {
 
     func provider() throws -> BlockingWireClient {
         let client = try reachable.connect()
-        let reply = try client.hello(Hello(role: .provider, credential: deployment.providerCredential()))
+        let reply = try client.hello(Hello(role: .provider, credential: deployment.providerCredential(for: .gateway)))
         guard case .helloOK = reply else { throw ServiceError.failed("provider HELLO refused: \(reply)") }
         return client
     }
@@ -220,7 +220,7 @@ struct GatewayServiceTests {
     @Test("every malformed vector gets its documented outcome while the gateway keeps serving others")
     func malformedVectors() throws {
         let gateway = try RunningGateway()
-        let failures = malformedVectorFailures(service: gateway.service, hello: { Hello(role: .provider, credential: gateway.deployment.providerCredential(), maxFrame: UInt32($0)) },
+        let failures = malformedVectorFailures(service: gateway.service, hello: { Hello(role: .provider, credential: gateway.deployment.providerCredential(for: .gateway), maxFrame: UInt32($0)) },
                                                bystander: try gateway.device("bystander"))
         #expect(failures.isEmpty, "\(failures)")
     }

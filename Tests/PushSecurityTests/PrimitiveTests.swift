@@ -112,13 +112,60 @@ struct CredentialTests {
     @Test("[7.1-3] a provider credential is accepted within the window only, and only under its key")
     func provider() throws {
         let key = SecretKey(bytes: Array(repeating: 9, count: 32))!
-        let credential = ProviderCredential.make(providerKey: key, nowMs: 1_000_000)
-        try ProviderCredential.verify(credential, providerKey: key, nowMs: 1_000_000 + ProviderCredential.windowMs)
+        let provider = HelloCredential.provider(key)
+        let credential = provider.make(for: .store, nowMs: 1_000_000)
+        #expect(credential.count == 56)
+        _ = try provider.verify(credential, for: .store, nowMs: 1_000_000 + HelloCredential.windowMs)
+        _ = try provider.verify(credential, for: .store, nowMs: 1_000_000 - HelloCredential.windowMs)
         #expect(throws: CredentialError.expired) {
-            try ProviderCredential.verify(credential, providerKey: key, nowMs: 1_000_001 + ProviderCredential.windowMs)
+            try provider.verify(credential, for: .store, nowMs: 1_000_001 + HelloCredential.windowMs)
         }
-        #expect(throws: CredentialError.badSignature) { try ProviderCredential.verify(credential, providerKey: serverKey, nowMs: 1_000_000) }
-        #expect(throws: CredentialError.malformed) { try ProviderCredential.verify([1], providerKey: key, nowMs: 0) }
+        #expect(throws: CredentialError.badSignature) { try HelloCredential.provider(serverKey).verify(credential, for: .store, nowMs: 1_000_000) }
+        #expect(throws: CredentialError.malformed) { try provider.verify([1], for: .store, nowMs: 0) }
+        #expect(throws: CredentialError.malformed) { try provider.verify(Array(credential.dropLast()), for: .store, nowMs: 1_000_000) }
+    }
+
+    @Test("[7.1-4] the audience is bound into the MAC, and provider and gateway credentials never pass for each other")
+    func audience() throws {
+        let key = SecretKey(bytes: Array(repeating: 9, count: 32))!
+        let forStore = HelloCredential.provider(key).make(for: .store, nowMs: 1_000_000)
+        #expect(throws: CredentialError.badSignature) { try HelloCredential.provider(key).verify(forStore, for: .gateway, nowMs: 1_000_000) }
+        #expect(throws: CredentialError.badSignature) { try HelloCredential.gateway(key).verify(forStore, for: .store, nowMs: 1_000_000) }
+        let gateway = HelloCredential.gateway(key).make(for: .store, nowMs: 1_000_000)
+        _ = try HelloCredential.gateway(key).verify(gateway, for: .store, nowMs: 1_000_000)
+        #expect(throws: CredentialError.badSignature) { try HelloCredential.provider(key).verify(gateway, for: .store, nowMs: 1_000_000) }
+        #expect(HelloCredential.provider(key).make(for: .store, nowMs: 1_000_000) != forStore, "each credential has its own nonce")
+    }
+
+    @Test("[7.1-5] a server accepts each credential once within its window; the guard is bounded and forgets expired ones")
+    func replays() throws {
+        let key = SecretKey(bytes: Array(repeating: 9, count: 32))!
+        let provider = HelloCredential.provider(key)
+        let guardian = CredentialReplayGuard(capacity: 2)
+        let hello = { (credential: [UInt8]) in Hello(role: .provider, credential: credential) }
+        let first = provider.make(for: .store, nowMs: 1_000_000)
+        #expect(provider.check(hello(first), for: .store, nowMs: 1_000_000, replays: guardian) == .admit)
+        guard case .refuse(.badCredentials, _, let reason) = provider.check(hello(first), for: .store, nowMs: 1_000_500, replays: guardian) else {
+            Issue.record("a replayed credential was admitted"); return
+        }
+        #expect(reason.contains("replayed"))
+        let second = provider.make(for: .store, nowMs: 1_000_000)
+        #expect(provider.check(hello(second), for: .store, nowMs: 1_000_000, replays: guardian) == .admit)
+        let third = provider.make(for: .store, nowMs: 1_000_000)
+        guard case .refuse(.busy, _, _) = provider.check(hello(third), for: .store, nowMs: 1_000_000, replays: guardian) else {
+            Issue.record("a full guard admitted a credential it cannot remember"); return
+        }
+        // Once the first two are a window old they are forgotten, and expired anyway.
+        let later = 1_000_000 + HelloCredential.windowMs + 1
+        let fresh = provider.make(for: .store, nowMs: later)
+        #expect(provider.check(hello(fresh), for: .store, nowMs: later, replays: guardian) == .admit)
+        guard case .refuse(.badCredentials, _, let expired) = provider.check(hello(first), for: .store, nowMs: later, replays: guardian) else {
+            Issue.record("an expired credential was admitted"); return
+        }
+        #expect(expired.contains("expired"))
+        guard case .refuse(.badRequest, _, _) = provider.check(Hello(role: .provider), for: .store, nowMs: later, replays: guardian) else {
+            Issue.record("a HELLO without credential was not BAD_REQUEST"); return
+        }
     }
 
     @Test("key files hold 64 hex digits")

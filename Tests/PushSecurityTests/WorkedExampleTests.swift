@@ -63,7 +63,13 @@ struct WorkedExampleTests {
         let example = try WorkedExample()
         let key = try example.key("provider_key")
         let stamp = try example.number("provider_credential.timestamp")
-        #expect(ProviderCredential.make(providerKey: key, nowMs: stamp) == (try example.bytes("provider_credential")))
-        try ProviderCredential.verify(try example.bytes("provider_credential"), providerKey: key, nowMs: stamp + 1000)
+        let nonce = try example.bytes("provider_credential.nonce")
+        let provider = HelloCredential.provider(key)
+        #expect(provider.make(for: .store, nowMs: stamp, nonce: nonce) == (try example.bytes("provider_credential")))
+        _ = try provider.verify(try example.bytes("provider_credential"), for: .store, nowMs: stamp + 1000)
+
+        let gateway = HelloCredential.gateway(try example.key("server_key"))
+        let gatewayNonce = try example.bytes("gateway_credential.nonce")
+        #expect(gateway.make(for: .store, nowMs: stamp, nonce: gatewayNonce) == (try example.bytes("gateway_credential")))
     }
 }

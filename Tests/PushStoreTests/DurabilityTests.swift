@@ -56,7 +56,7 @@ struct DurabilityTests {
         let group = DispatchGroup()
         let port = store.service.port
         for sender in 0..<4 {
-            let credential = store.deployment.providerCredential()
+            let credential = store.deployment.providerCredential(for: .store)
             group.enter()
             Thread.detachNewThread {
                 Self.sendUntilKilled(port: port, credential: credential, sender: sender, ledger: ledger)

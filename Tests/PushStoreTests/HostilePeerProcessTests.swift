@@ -202,7 +202,7 @@ extension HostilePeerProcessTests {
         // A good client arriving now is told at once too, rather than left in the backlog.
         let client = try store.service.connect(timeoutMs: 10_000)
         let result = Result { () throws(BlockingWireClient.Failure) in
-            try client.hello(Hello(role: .provider, credential: store.deployment.providerCredential()))
+            try client.hello(Hello(role: .provider, credential: store.deployment.providerCredential(for: .store)))
         }
         switch result {
         case .success(let reply): Issue.record("a client was served at EMFILE: \(reply)")

@@ -183,17 +183,30 @@ struct StoreLogicTests {
         #expect(status(of: try store.send(.store(StoreRequest(user: "alice", payload: [1], ttlSeconds: 0)), on: provider)) == .badRequest)
     }
 
-    @Test("[4.2-2] a provider needs a credential; [4.2-4] a forged one is refused; [4.2-3] devices need none")
+    @Test("[4.2-2] a provider and a gateway need a credential; [4.2-4] a forged one is refused; [7.1-5] a replayed one too; [4.2-3] devices need none")
     func admission() throws {
         let store = try StoreFixture()
-        #expect(store.logic.admit(Hello(role: .provider))?.0 == .badRequest)
-        let forged = ProviderCredential.make(providerKey: store.serverKey, nowMs: store.now)
-        #expect(store.logic.admit(Hello(role: .provider, credential: forged))?.0 == .badCredentials)
-        let stale = ProviderCredential.make(providerKey: store.providerKey, nowMs: store.now - 301_000)
-        #expect(store.logic.admit(Hello(role: .provider, credential: stale))?.0 == .badCredentials, "[7.1-3]")
-        #expect(store.logic.admit(Hello(role: .provider, credential: ProviderCredential.make(providerKey: store.providerKey, nowMs: store.now))) == nil)
-        #expect(store.logic.admit(Hello(role: .device)) == nil)
-        #expect(store.logic.admit(Hello(role: .device, credential: [1, 2, 3])) == nil)
+        func status(_ hello: Hello) -> Status? {
+            if case .refuse(let status, _, _) = store.logic.admit(hello) { return status }
+            return nil
+        }
+        let providers = HelloCredential.provider(store.providerKey)
+        #expect(status(Hello(role: .provider)) == .badRequest)
+        #expect(status(Hello(role: .gateway)) == .badRequest)
+        let forged = HelloCredential.provider(store.serverKey).make(for: .store, nowMs: store.now)
+        #expect(status(Hello(role: .provider, credential: forged)) == .badCredentials)
+        let stale = providers.make(for: .store, nowMs: store.now - 301_000)
+        #expect(status(Hello(role: .provider, credential: stale)) == .badCredentials, "[7.1-3]")
+        let forTheGateway = providers.make(for: .gateway, nowMs: store.now)
+        #expect(status(Hello(role: .provider, credential: forTheGateway)) == .badCredentials, "[7.1-4]")
+        let good = providers.make(for: .store, nowMs: store.now)
+        #expect(store.logic.admit(Hello(role: .provider, credential: good)) == .admit)
+        #expect(status(Hello(role: .provider, credential: good)) == .badCredentials, "[7.1-5] the same credential again")
+        let gateway = HelloCredential.gateway(store.serverKey).make(for: .store, nowMs: store.now)
+        #expect(status(Hello(role: .provider, credential: gateway)) == .badCredentials, "a gateway's credential is no provider's")
+        #expect(store.logic.admit(Hello(role: .gateway, credential: gateway)) == .admit)
+        #expect(store.logic.admit(Hello(role: .device)) == .admit)
+        #expect(store.logic.admit(Hello(role: .device, credential: [1, 2, 3])) == .admit)
     }
 
     @Test("[4.6-2] unknown user and wrong password look alike; [4.6-3] repeated failures are rate limited")

@@ -15,7 +15,7 @@ protocol StoreUnderTest {
 extension StoreUnderTest {
     func provider() throws -> BlockingWireClient {
         let client = try reachable.connect()
-        let reply = try client.hello(Hello(role: .provider, credential: deployment.providerCredential()))
+        let reply = try client.hello(Hello(role: .provider, credential: deployment.providerCredential(for: .store)))
         guard case .helloOK = reply else { throw ServiceError.failed("provider HELLO refused: \(reply)") }
         return client
     }
@@ -149,7 +149,7 @@ struct StoreServiceTests {
         #expect(errorStatus(try early.receive().message) == .helloRequired)
         #expect(early.waitForClose())
         let forged = try store.service.connect()
-        let credential = ProviderCredential.make(providerKey: store.deployment.deployment.serverKey, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
+        let credential = HelloCredential.provider(store.deployment.deployment.serverKey).make(for: .store, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
         #expect(errorStatus(try forged.hello(Hello(role: .provider, credential: credential))) == .badCredentials)
         #expect(forged.waitForClose())
         let old = try store.service.connect()

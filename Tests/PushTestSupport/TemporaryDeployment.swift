@@ -45,8 +45,9 @@ public final class TemporaryDeployment {
         }
     }
 
-    public func providerCredential() -> [UInt8] {
-        ProviderCredential.make(providerKey: deployment.providerKey, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
+    /// A fresh provider credential for the store or the gateway (each accepts it once).
+    public func providerCredential(for audience: CredentialAudience) -> [UInt8] {
+        HelloCredential.provider(deployment.providerKey).make(for: audience, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
     }
 
     /// A device registration signed with this deployment's server key.

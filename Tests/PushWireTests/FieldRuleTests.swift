@@ -62,7 +62,8 @@ struct FieldRuleTests {
 
     @Test("[3.3-4] enumerated values outside their range are BAD_REQUEST")
     func enumRanges() {
-        #expect(throws: WireError.badFieldValue(.role)) { try decode(.hello, field(1, [3]) + field(2, [1]) + field(3, [1])) }
+        #expect(throws: WireError.badFieldValue(.role)) { try decode(.hello, field(1, [4]) + field(2, [1]) + field(3, [1])) }
+        #expect(throws: WireError.badFieldValue(.role)) { try decode(.hello, field(1, [0]) + field(2, [1]) + field(3, [1])) }
         #expect(throws: WireError.badFieldValue(.priority)) { try decode(.push, field(0x15, [1]) + field(0x33, [11])) }
         #expect(throws: WireError.badFieldValue(.alert)) { try decode(.push, field(0x15, [1]) + field(0x32, [2])) }
         #expect(throws: WireError.badFieldValue(.targetKind)) {

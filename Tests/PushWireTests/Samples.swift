@@ -45,5 +45,13 @@ enum Samples {
         .pushAck(PushAck(written: 3, queued: 1)),
         .deliveryAck(DeliveryAck(id: id.bytes)),
         .missed(Missed(missedCount: 17)),
+        .hello(Hello(role: .gateway, credential: Array(repeating: 7, count: 56), name: "securepush-gateway")),
+        .registry(RegistryRequest()),
+        .registry(RegistryRequest(cursor: 41, limit: 500, waitMs: 25_000)),
+        .registryOK(RegistryOK(entries: [], cursor: 41, hasMore: false)),
+        .registryOK(RegistryOK(entries: [RegistryEntry(state: .enrolled, credential: Array(repeating: 1, count: 300)),
+                                         RegistryEntry(state: .revoked, credential: [2, 3])],
+                               cursor: 42, hasMore: true)),
+        .goaway(Goaway(status: .revoked, lastCorrelation: 0, message: "registration revoked")),
     ]
 }

@@ -65,12 +65,14 @@ TAGS = {
     0x35: ("written", "u32", None),
     0x36: ("queued", "u32", None),
     0x37: ("missed_count", "u32", None),
+    0x38: ("wait_ms", "u32", None),
+    0x39: ("registrations", "bytes", None),
 }
 TAG = {name: tag for tag, (name, _, _) in TAGS.items()}
 WIDTH = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
 # Allowed values of enumerated fields (SPEC.md 3.3-4).
 ALLOWED = {
-    "role": range(1, 3),
+    "role": range(1, 4),
     "target_kind": range(1, 4),
     "alert": range(0, 2),
     "priority": range(0, 11),
@@ -110,11 +112,14 @@ MESSAGES = {
     0x21: ("PUSH_ACK", {"written": R, "queued": R}),
     0x22: ("DELIVERY_ACK", {"id": R}),
     0x23: ("MISSED", {"missed_count": R}),
+    0x24: ("REGISTRY", {"cursor": O, "limit": O, "wait_ms": O}),
+    0x25: ("REGISTRY_OK", {"cursor": R, "has_more": R, "registrations": R}),
 }
 TYPE = {name: code for code, (name, _) in MESSAGES.items()}
 # Requests are answered, with ERROR when refused; replies and one-way messages never are
 # (SPEC.md 4.1, 5.6-3), so a refused one is "rejected" rather than a "request_error".
-REQUESTS = {"HELLO", "PING", "LOGIN", "STORE", "FETCH", "SYNC", "ACK", "RECALL", "STATUS", "PUSH"}
+REQUESTS = {"HELLO", "PING", "LOGIN", "STORE", "FETCH", "SYNC", "ACK", "RECALL", "STATUS", "PUSH",
+            "REGISTRY"}
 STORE_ID_TYPES = {"FETCH", "ACK", "RECALL", "STATUS", "STORE_OK", "FETCH_OK", "ACK_OK",
                   "RECALL_OK", "STATUS_OK"}
 STATUS = {
@@ -124,7 +129,7 @@ STATUS = {
     "TOKEN_EXPIRED": 0x0011, "BAD_TOKEN": 0x0012, "BAD_CREDENTIALS": 0x0013,
     "FORBIDDEN": 0x0014, "NOT_FOUND": 0x0015, "GONE": 0x0016, "UNKNOWN_USER": 0x0017,
     "TOO_LARGE": 0x0018, "RATE_LIMITED": 0x0019, "BUSY": 0x001A, "SHUTTING_DOWN": 0x001B,
-    "REPLACED": 0x001C, "SLOW_CONSUMER": 0x001D, "INTERNAL": 0x00FF,
+    "REPLACED": 0x001C, "SLOW_CONSUMER": 0x001D, "REVOKED": 0x001E, "INTERNAL": 0x00FF,
 }
 STATUS_NAME = {code: name for name, code in STATUS.items()}
 
@@ -250,11 +255,36 @@ def check_body(type_name, table, data):
         raise Reject("store id not 16 bytes")
     if "ids" in seen and len(seen["ids"]) % 16:
         raise Reject("ids not a multiple of 16")
+    if "registrations" in seen:
+        split_registrations(seen["registrations"])
     if type_name == "PUSH":
         if ("target_kind" in seen) != ("target" in seen):
             raise Reject("target_kind and target must come together")
         if not seen["id"]:
             raise Reject("empty PUSH id")
+
+
+# Registry entries (SPEC.md 4.16-2, 3.3-7): state u8, length u16, credential.
+ENTRY_STATES = {1: "enrolled", 2: "revoked"}
+ENTRY_MAX_CREDENTIAL = 1024
+
+
+def split_registrations(value):
+    """[(state, credential)] from a registrations value; Reject unless it splits exactly."""
+    entries, i = [], 0
+    while i < len(value):
+        if len(value) - i < 3:
+            raise Reject("registrations: %d stray bytes" % (len(value) - i))
+        state, length = value[i], int.from_bytes(value[i + 1:i + 3], "big")
+        if state not in ENTRY_STATES:
+            raise Reject("registrations: state %d" % state)
+        if not 1 <= length <= ENTRY_MAX_CREDENTIAL:
+            raise Reject("registrations: credential length %d" % length)
+        if length > len(value) - i - 3:
+            raise Reject("registrations: entry runs past the value")
+        entries.append((state, value[i + 3:i + 3 + length]))
+        i += 3 + length
+    return entries
 
 
 def decode(data, max_frame):
@@ -310,9 +340,17 @@ def signed_credential(key, *fields):
     return signed + hmac.new(key, signed, hashlib.sha256).digest()
 
 
-def provider_credential(key, timestamp_ms):
-    ts = timestamp_ms.to_bytes(8, "big")
-    return ts + hmac.new(key, b"securepush-provider-v1" + ts, hashlib.sha256).digest()
+AUDIENCE_STORE, AUDIENCE_GATEWAY = 1, 2
+
+
+def hello_credential(key, context, audience, timestamp_ms, nonce):
+    stamp = timestamp_ms.to_bytes(8, "big") + nonce
+    assert len(nonce) == 16
+    return stamp + hmac.new(key, context + bytes([audience]) + stamp, hashlib.sha256).digest()
+
+
+def provider_credential(key, timestamp_ms, nonce, audience=AUDIENCE_STORE):
+    return hello_credential(key, b"securepush-provider-v2", audience, timestamp_ms, nonce)
 
 
 SERVER_KEY = bytes(range(0x00, 0x20))
@@ -330,7 +368,19 @@ REGISTRATION = signed_credential(
     REGISTRATION_KEY, ("user", "alice"), ("device_id", "phone-1"),
     ("expires_at", REGISTRATION_EXPIRES_AT), (0x40, REGISTRATION_TAGS),
     (0x41, ISSUED_AT.to_bytes(8, "big")))
-PROVIDER_CREDENTIAL = provider_credential(PROVIDER_KEY, ISSUED_AT)
+# The registration phone-1 had before it was enrolled again (REGISTRATION): a day older, no tags.
+EARLIER_ISSUED_AT = ISSUED_AT - 86400000
+EARLIER_REGISTRATION = signed_credential(
+    REGISTRATION_KEY, ("user", "alice"), ("device_id", "phone-1"),
+    ("expires_at", EARLIER_ISSUED_AT + 365 * 86400000), (0x41, EARLIER_ISSUED_AT.to_bytes(8, "big")))
+CREDENTIAL_NONCE = bytes(range(0x40, 0x50))
+PROVIDER_CREDENTIAL = provider_credential(PROVIDER_KEY, ISSUED_AT, CREDENTIAL_NONCE)
+GATEWAY_AUDIENCE_NONCE = bytes(range(0x60, 0x70))
+PROVIDER_CREDENTIAL_FOR_GATEWAY = provider_credential(PROVIDER_KEY, ISSUED_AT, GATEWAY_AUDIENCE_NONCE,
+                                                      audience=AUDIENCE_GATEWAY)
+GATEWAY_KEY = hkdf_sha256(SERVER_KEY, b"securepush gateway v1")
+GATEWAY_NONCE = bytes(range(0x50, 0x60))
+GATEWAY_CREDENTIAL = hello_credential(GATEWAY_KEY, b"securepush-gateway-v1", AUDIENCE_STORE, ISSUED_AT, GATEWAY_NONCE)
 
 # The longest registration an issuer may write (SPEC.md 7.4-3): tags of 64 bytes, and a
 # last shorter one, bring it to exactly 896 bytes.
@@ -364,7 +414,7 @@ def credentials_text():
     lines = [
         "# Worked example of SPEC.md section 7. Generated by protocol/tools/gen_vectors.py;",
         "# do not edit. Lines are NAME VALUE; hex values are lowercase, text values plain.",
-        "# The fetch token, registration and provider credential appear in the .vec files.",
+        "# The fetch token, registration and HELLO credentials appear in the .vec files.",
         "",
         "server_key " + SERVER_KEY.hex(),
         "fetch_key " + FETCH_KEY.hex(),
@@ -382,9 +432,26 @@ def credentials_text():
         "registration.tags " + REGISTRATION_TAGS.hex(),
         "registration " + REGISTRATION.hex(),
         "",
-        "# provider credential (7.1)",
+        "# the registration phone-1 had before it was enrolled again (7.4, 4.16-6): no tags",
+        "earlier_registration.issued_at %d" % EARLIER_ISSUED_AT,
+        "earlier_registration.expires_at %d" % (EARLIER_ISSUED_AT + 365 * 86400000),
+        "earlier_registration " + EARLIER_REGISTRATION.hex(),
+        "",
+        "# provider credential (7.1) for the store (audience 1)",
         "provider_credential.timestamp %d" % ISSUED_AT,
+        "provider_credential.nonce " + CREDENTIAL_NONCE.hex(),
         "provider_credential " + PROVIDER_CREDENTIAL.hex(),
+        "",
+        "# provider credential (7.1) for the gateway (audience 2)",
+        "provider_credential_gateway.timestamp %d" % ISSUED_AT,
+        "provider_credential_gateway.nonce " + GATEWAY_AUDIENCE_NONCE.hex(),
+        "provider_credential_gateway " + PROVIDER_CREDENTIAL_FOR_GATEWAY.hex(),
+        "",
+        "# gateway credential (7.1) for the store (audience 1), under the gateway key (7.4-5)",
+        "gateway_key " + GATEWAY_KEY.hex(),
+        "gateway_credential.timestamp %d" % ISSUED_AT,
+        "gateway_credential.nonce " + GATEWAY_NONCE.hex(),
+        "gateway_credential " + GATEWAY_CREDENTIAL.hex(),
     ]
     return "\n".join(lines) + "\n"
 
@@ -482,8 +549,8 @@ header_only("unknown_type_0x7f_with_body", "2-4 9-6",
             frame(0x7F, 11, bytes.fromhex("ff ff 00 01 02 03")), ("request_error", "UNKNOWN_TYPE"),
             note="skipped whole; the body is not parsed, so its garbage does not matter")
 header_only("unknown_type_0x00", "2-4", frame(0x00, 12), ("request_error", "UNKNOWN_TYPE"))
-header_only("unknown_type_0x24", "2-4", frame(0x24, 13, body(("missed_count", 1))),
-            ("request_error", "UNKNOWN_TYPE"), note="the code after MISSED")
+header_only("unknown_type_0x26", "2-4", frame(0x26, 13, body(("missed_count", 1))),
+            ("request_error", "UNKNOWN_TYPE"), note="the code after REGISTRY_OK")
 header_only("check_order_magic_first", "2-11", frame("PING", 7, magic=0x00, version=2),
             ("fatal", "MALFORMED_FRAME"), note="bad magic and bad version: magic wins")
 header_only("check_order_version_before_flags", "2-11", frame("PING", 7, version=2, flags=1),
@@ -649,6 +716,39 @@ msg("push_ack_window_full", "4.13-10 4.14-5", "PUSH_ACK", 24, ("written", 0), ("
 msg("delivery_ack", "4.14-2", "DELIVERY_ACK", 1, ("id", ID1))
 msg("missed", "4.15-1 4.15-2 2-9 4.15-3", "MISSED", 0, ("missed_count", 3))
 
+
+def registry_entries(*entries):
+    """REGISTRY_OK's registrations: per entry its state, the credential's length (u16) and it."""
+    return b"".join(bytes([state]) + len(c).to_bytes(2, "big") + c for state, c in entries)
+
+
+msg("hello_gateway", "4.1-2 4.2-2 7.1-1 7.1-2", "HELLO", 1,
+    ("role", 3), ("version_min", 1), ("version_max", 1), ("credential", GATEWAY_CREDENTIAL),
+    ("name", "securepush-gateway"),
+    note="a gateway opening a store connection with the gateway credential of credentials.txt")
+msg("hello_provider_to_gateway", "4.2-2 7.1-4", "HELLO", 1,
+    ("role", 2), ("version_min", 1), ("version_max", 1), ("credential", PROVIDER_CREDENTIAL_FOR_GATEWAY),
+    note="a provider opening a gateway connection: its credential is made for audience 2")
+msg("registry_from_start", "4.16-1 4.16-8 4.16-10", "REGISTRY", 2, ("wait_ms", 25000),
+    note="from the first change (cursor 0), held up to 25 s when there is none")
+msg("registry_after_cursor", "4.16-1 4.16-4", "REGISTRY", 3, ("cursor", 41), ("limit", 500))
+msg("registry_limit_and_wait_over_max", "4.16-4 4.16-8", "REGISTRY", 4,
+    ("cursor", 42), ("limit", 0xFFFFFFFF), ("wait_ms", 0xFFFFFFFF),
+    note="well-formed: the store treats the limit as 1000 and waits at most 30000 ms")
+msg("registry_ok_two", "4.16-2 4.16-3 4.16-5 4.16-6", "REGISTRY_OK", 2,
+    ("cursor", 42), ("has_more", 0),
+    ("registrations", registry_entries((2, EARLIER_REGISTRATION), (1, REGISTRATION))),
+    note="phone-1 enrolled again: its earlier registration revoked (change 41), then the "
+         "registration of credentials.txt enrolled (change 42)")
+msg("registry_ok_more", "4.16-3 4.16-4", "REGISTRY_OK", 3,
+    ("cursor", 41), ("has_more", 1), ("registrations", registry_entries((2, EARLIER_REGISTRATION))),
+    note="the first page of the same changes with limit 1: more follow cursor 41")
+msg("registry_ok_empty", "4.16-3 4.16-8", "REGISTRY_OK", 4, ("cursor", 42), ("has_more", 0),
+    ("registrations", b""),
+    note="nothing after the cursor, or a held request whose wait ended: the request's cursor comes back")
+msg("goaway_revoked", "7.4-6 6-2 4.4-5", "GOAWAY", 0, ("message", "registration revoked"),
+    ("last_correlation", 0), status="REVOKED")
+
 # --- fields.vec -------------------------------------------------------------------------
 section("fields.vec", "field handling that must be accepted")
 
@@ -752,7 +852,7 @@ bad("store_ok_id_8_bytes", "3.3-6", "STORE_OK", ("expires_at", EXPIRES_AT), ("id
 bad("status_id_empty", "3.3-6", "STATUS", ("id", b""))
 bad("recall_ok_id_32_bytes", "3.3-6", "RECALL_OK", ("id", ID1 + ID2))
 bad("role_0", "3.3-4", "HELLO", ("role", 0), ("version_min", 1), ("version_max", 1))
-bad("role_3", "3.3-4", "HELLO", ("role", 3), ("version_min", 1), ("version_max", 1))
+bad("role_4", "3.3-4", "HELLO", ("role", 4), ("version_min", 1), ("version_max", 1))
 bad("target_kind_0", "3.3-4", "PUSH", ("id", ID1), ("target_kind", 0), ("target", "alice"))
 bad("target_kind_4", "3.3-4", "PUSH", ("id", ID1), ("target_kind", 4), ("target", "alice"))
 bad("priority_11", "3.3-4", "PUSH",
@@ -765,6 +865,25 @@ bad("state_0", "3.3-4", "STATUS_OK",
 bad("state_4", "3.3-4", "STATUS_OK",
     ("expires_at", EXPIRES_AT), ("id", ID1), ("state", 4), ("fetch_count", 0),
     ("fetched_at", 0), ("created_at", CREATED_AT))
+bad("registry_ok_entry_state_0", "3.3-7 4.16-2", "REGISTRY_OK",
+    ("cursor", 42), ("has_more", 0), ("registrations", b"\x00" + registry_entries((1, REGISTRATION))[1:]))
+bad("registry_ok_entry_state_3", "3.3-7 4.16-2", "REGISTRY_OK",
+    ("cursor", 42), ("has_more", 0), ("registrations", registry_entries((1, REGISTRATION), (3, REGISTRATION))),
+    note="a valid entry, then one in state 3: the whole reply is refused")
+bad("registry_ok_entry_length_0", "3.3-7 4.16-2", "REGISTRY_OK",
+    ("cursor", 42), ("has_more", 0), ("registrations", b"\x02\x00\x00"))
+bad("registry_ok_entry_cut_off", "3.3-7 4.16-2", "REGISTRY_OK",
+    ("cursor", 42), ("has_more", 0), ("registrations", registry_entries((1, REGISTRATION))[:-1]),
+    note="the entry announces 82 credential bytes, the value holds 81")
+bad("registry_ok_entry_header_cut_off", "3.3-7 4.16-2", "REGISTRY_OK",
+    ("cursor", 42), ("has_more", 0), ("registrations", registry_entries((1, REGISTRATION)) + b"\x01\x00"),
+    note="two stray bytes after a whole entry: too few for a state and a length")
+bad("registry_ok_entry_over_1024", "3.3-7", "REGISTRY_OK",
+    ("cursor", 42), ("has_more", 0), ("registrations", b"\x01\x04\x01" + bytes(1025)))
+bad("registry_ok_missing_registrations", "3.4-5", "REGISTRY_OK", ("cursor", 42), ("has_more", 0))
+bad("registry_ok_has_more_2", "3.3-4", "REGISTRY_OK",
+    ("cursor", 42), ("has_more", 2), ("registrations", b""))
+bad("registry_wait_ms_as_2_bytes", "3.3-1", "REGISTRY", ("wait_ms", b"\x61\xa8"))
 
 # ---------------------------------------------------------------------------------------
 # Output

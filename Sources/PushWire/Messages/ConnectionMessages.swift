@@ -2,8 +2,16 @@
 public enum PeerRole: UInt8, Sendable, CustomStringConvertible {
     case device = 1
     case provider = 2
+    /// A gateway reading the store's device registry (REGISTRY, SPEC.md 4.16).
+    case gateway = 3
 
-    public var description: String { self == .device ? "device" : "provider" }
+    public var description: String {
+        switch self {
+        case .device: "device"
+        case .provider: "provider"
+        case .gateway: "gateway"
+        }
+    }
 }
 
 /// HELLO: the first frame of every connection.
@@ -33,7 +41,7 @@ public struct Hello: WireMessage {
     }
 
     public init(fields: FieldSet) throws(WireError) {
-        let rawRole = try fields.requiredUInt8(.role, in: 1...2)
+        let rawRole = try fields.requiredUInt8(.role, in: 1...3)
         role = PeerRole(rawValue: rawRole) ?? .device
         versionMin = try fields.required(.versionMin, FieldSet.uint8)
         versionMax = try fields.required(.versionMax, FieldSet.uint8)

@@ -1,0 +1,58 @@
+/// The HELLO credentials a server has accepted within their window, so that each is
+/// accepted once ([7.1-5]). A credential is remembered until its timestamp is a window
+/// behind the server's clock; past then it is refused as expired anyway.
+///
+/// Bounded: when `capacity` credentials are remembered and none has expired, a new one is
+/// refused (`.full`) rather than letting memory grow or forgetting one early.
+public final class CredentialReplayGuard {
+    public enum Outcome: Equatable, Sendable {
+        case fresh
+        case replayed
+        case full
+    }
+
+    public let capacity: Int
+    private let windowMs: UInt64
+    private var forgetAt: [CredentialStamp: UInt64] = [:]
+    /// In order of arrival, which is near enough the order of expiry for a lazy sweep:
+    /// timestamps differ from arrival by at most the window.
+    private var arrivals: [(stamp: CredentialStamp, forgetAt: UInt64)] = []
+    private var head = 0
+
+    public init(capacity: Int = 100_000, windowMs: UInt64 = HelloCredential.windowMs) {
+        self.capacity = capacity
+        self.windowMs = windowMs
+    }
+
+    public var count: Int { forgetAt.count }
+
+    public func record(_ stamp: CredentialStamp, nowMs: UInt64) -> Outcome {
+        if forgetAt[stamp] != nil { return .replayed }
+        if forgetAt.count >= capacity { sweep(nowMs: nowMs, all: true) }
+        else { sweep(nowMs: nowMs, all: false) }
+        guard forgetAt.count < capacity else { return .full }
+        let until = stamp.issuedAt + windowMs
+        forgetAt[stamp] = until
+        arrivals.append((stamp, until))
+        return .fresh
+    }
+
+    /// Drops what has expired from the front of the arrival order, or, when `all`, from
+    /// everywhere (only when the guard is full, so the cost is paid rarely).
+    private func sweep(nowMs: UInt64, all: Bool) {
+        if all {
+            forgetAt = forgetAt.filter { $0.value > nowMs }
+            arrivals = arrivals[head...].filter { $0.forgetAt > nowMs }
+            head = 0
+            return
+        }
+        while head < arrivals.count, arrivals[head].forgetAt <= nowMs {
+            forgetAt[arrivals[head].stamp] = nil
+            head += 1
+        }
+        if head > 1024, head * 2 > arrivals.count {
+            arrivals.removeFirst(head)
+            head = 0
+        }
+    }
+}
