@@ -31,7 +31,8 @@ public final class CredentialReplayGuard {
         if forgetAt.count >= capacity { sweep(nowMs: nowMs, all: true) }
         else { sweep(nowMs: nowMs, all: false) }
         guard forgetAt.count < capacity else { return .full }
-        let until = stamp.issuedAt + windowMs
+        // verify accepts up to issuedAt + window inclusive: remember one millisecond past it.
+        let until = stamp.issuedAt + windowMs + 1
         forgetAt[stamp] = until
         arrivals.append((stamp, until))
         return .fresh

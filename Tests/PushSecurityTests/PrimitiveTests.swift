@@ -155,8 +155,14 @@ struct CredentialTests {
         guard case .refuse(.busy, _, _) = provider.check(hello(third), for: .store, nowMs: 1_000_000, replays: guardian) else {
             Issue.record("a full guard admitted a credential it cannot remember"); return
         }
-        // Once the first two are a window old they are forgotten, and expired anyway.
-        let later = 1_000_000 + HelloCredential.windowMs + 1
+        // At the window's last millisecond the first is still valid and still remembered.
+        let edge = 1_000_000 + HelloCredential.windowMs
+        guard case .refuse(.badCredentials, _, let atEdge) = provider.check(hello(first), for: .store, nowMs: edge, replays: guardian) else {
+            Issue.record("a replay at the window's edge was admitted"); return
+        }
+        #expect(atEdge.contains("replayed"))
+        // Past it they are forgotten, and expired anyway.
+        let later = edge + 1
         let fresh = provider.make(for: .store, nowMs: later)
         #expect(provider.check(hello(fresh), for: .store, nowMs: later, replays: guardian) == .admit)
         guard case .refuse(.badCredentials, _, let expired) = provider.check(hello(first), for: .store, nowMs: later, replays: guardian) else {
