@@ -4,7 +4,8 @@ import PushWire
 /// What the gateway says to a device's HELLO.
 public enum DeviceAdmission: Equatable, Sendable {
     case admit(Registration)
-    /// ERROR with this status and reply text; `reason` is for the log only.
+    /// ERROR with this status and reply text; `reason` is for the log only ("registration
+    /// refused: " and bad, expired, not enrolled or revoked).
     case refuse(Status, reply: String, reason: String)
 }
 
@@ -17,7 +18,7 @@ extension GatewayLogic {
     public func admitDevice(_ credential: [UInt8]?) -> DeviceAdmission {
         guard let credential else {
             metrics.credentialRefused(.deviceMissing)
-            return .refuse(.badRequest, reply: "a device must send its registration", reason: "no registration")
+            return .refuse(.badRequest, reply: "a device must send its registration", reason: "registration refused: missing")
         }
         let now = wallClock()
         let registration: Registration
@@ -26,22 +27,23 @@ extension GatewayLogic {
         } catch {
             let expired = error == .expired
             metrics.credentialRefused(expired ? .deviceExpired : .deviceBad)
-            return .refuse(.badCredentials, reply: "registration refused", reason: expired ? "expired" : "bad")
+            return .refuse(.badCredentials, reply: "registration refused",
+                           reason: expired ? "registration refused: expired" : "registration refused: bad (\(error))")
         }
         guard let registry else { return .admit(registration) }
         guard registry.isLoaded else {
             registryMetrics?.hellosBeforeLoad.increment()
-            return .refuse(.busy, reply: "the gateway is loading its device registry; retry", reason: "registry not loaded yet")
+            return .refuse(.busy, reply: "the gateway is loading its device registry; retry", reason: "registration not checked: the device registry is not loaded yet")
         }
         switch registry.standing(of: credential, registration: registration, nowMs: now) {
         case .enrolled:
             return .admit(registration)
         case .revoked:
             metrics.credentialRefused(.deviceRevoked)
-            return .refuse(.badCredentials, reply: "registration revoked", reason: "revoked")
+            return .refuse(.badCredentials, reply: "registration revoked", reason: "registration refused: revoked")
         case .notEnrolled:
             metrics.credentialRefused(.deviceNotEnrolled)
-            return .refuse(.badCredentials, reply: "registration not enrolled", reason: "not enrolled")
+            return .refuse(.badCredentials, reply: "registration not enrolled", reason: "registration refused: not enrolled")
         }
     }
 

@@ -26,8 +26,10 @@ public final class RegistryFollower {
     public var waitMs = RegistryFollower.defaultWaitMs
     /// How often expired registrations are forgotten.
     public var expirySweepMs: Int64 = 10_000
-    /// After a reply that is an error (BUSY, say), how long to wait before asking again.
+    /// After a reply that is an error (BUSY, say), how long to wait before asking again;
+    /// doubled for each error in a row, up to `maxRetryDelayMs`.
     public var retryDelayMs: Int64 = 1_000
+    public var maxRetryDelayMs: Int64 = 30_000
 
     private let loop: EventLoop
     private let logic: GatewayLogic
@@ -41,6 +43,10 @@ public final class RegistryFollower {
     private var linkWasUp = false
     /// Failed attempts while the store stays unreachable: a line a minute at most.
     private var failureLog = LogThrottle(intervalMs: 60_000)
+    /// REGISTRY requests answered with an error: a line a minute at most.
+    private var errorLog = LogThrottle(intervalMs: 60_000)
+    /// Errors in a row, for the backoff.
+    private var errorsInARow = 0
 
     /// - Parameters:
     ///   - serverKey: the deployment's server key; the gateway's HELLO credential is derived
@@ -129,23 +135,29 @@ public final class RegistryFollower {
         guard !stopped else { return }
         switch result {
         case .success(.registryOK(let reply)):
+            errorsInARow = 0
             applied(logic.applyRegistry(reply), reply: reply)
             poll()
         case .success(let other):
-            logger.warning("the store answered REGISTRY with \(other.type); asking again shortly", metadata: ["store": "\(endpoint)"])
-            retryLater()
+            retryLater(after: "the store answered REGISTRY with \(other.type)")
         case .failure(.disconnected):
             // Asked again on the next connection, from the same cursor (`linkUp`).
             if link.isReady { poll() }
         case .failure(let error):
-            logger.warning("REGISTRY failed; asking again shortly", metadata: ["store": "\(endpoint)", "error": "\(error)"])
-            retryLater()
+            // A store that does not serve REGISTRY (an older version) answers BAD_REQUEST.
+            retryLater(after: "\(error)")
         }
     }
 
-    private func retryLater() {
+    private func retryLater(after failure: String) {
+        errorsInARow += 1
+        let delay = min(retryDelayMs << min(errorsInARow - 1, 16), maxRetryDelayMs)
+        if let count = errorLog.event(nowMs: Clocks.monotonicMilliseconds()) {
+            logger.warning("REGISTRY failed; asking again with backoff",
+                           metadata: ["store": "\(endpoint)", "error": "\(failure)", "failures": "\(count)", "retry_ms": "\(delay)"])
+        }
         retryTimer?.cancel()
-        retryTimer = loop.schedule(after: .milliseconds(retryDelayMs)) { [weak self] in
+        retryTimer = loop.schedule(after: .milliseconds(delay)) { [weak self] in
             self?.retryTimer = nil
             self?.poll()
         }

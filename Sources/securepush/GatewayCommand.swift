@@ -28,7 +28,8 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("TLS private key, PEM (default: none, plain TCP).", valueName: "file")) var tlsKey: String?
     @Option(help: ArgumentHelp("""
         Serve HTTP at this address: /metrics (Prometheus text format), /healthz (200 while the gateway runs) and \
-        /readyz (200 when serving; 503 with the reason while draining) (default: gateway.metrics in the config file; \
+        /readyz (200 when serving; 503 with the reason while draining, or until the device registry is loaded with \
+        --store) (default: gateway.metrics in the config file; \
         none without it).
         """, valueName: "host:port"))
     var metrics: HostPort?

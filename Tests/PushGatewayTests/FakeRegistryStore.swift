@@ -45,14 +45,15 @@ final class FakeRegistryStore: @unchecked Sendable {
     private var server: RegistryServer?
 
     /// - Parameter port: 0 for a free one; a port used before, for a restart.
-    init(serverKey: SecretKey, log: RegistryLog = RegistryLog(), port: Int = 0) throws {
+    /// - Parameter tls: serve TLS with this context.
+    init(serverKey: SecretKey, log: RegistryLog = RegistryLog(), port: Int = 0, tls: TLSContext? = nil) throws {
         self.log = log
         nonisolated(unsafe) var started: RegistryServer?
         nonisolated(unsafe) var failure: (any Error)?
         thread = try EventLoopThread(name: "fake-registry-store") { loop in
             let server = RegistryServer(loop: loop, serverKey: serverKey, log: log)
             do {
-                try server.host.listen(host: "127.0.0.1", port: port, tls: nil)
+                try server.host.listen(host: "127.0.0.1", port: port, tls: tls)
                 started = server
             } catch {
                 failure = error

@@ -194,8 +194,9 @@ struct GatewayLogicTests {
         #expect(registration.deviceID == "phone")
         let tokenSigner = CredentialSigner(serverKey: gateway.serverKey, purpose: CredentialSigner.fetchTokenPurpose)
         #expect(gateway.logic.admitDevice(gateway.registration("phone").signed(by: tokenSigner))
-                == .refuse(.badCredentials, reply: "registration refused", reason: "bad"), "a fetch-token key verified a registration")
-        #expect(gateway.logic.admitDevice(nil) == .refuse(.badRequest, reply: "a device must send its registration", reason: "no registration"))
+                == .refuse(.badCredentials, reply: "registration refused", reason: "registration refused: bad (credential signature does not verify)"),
+                "a fetch-token key verified a registration")
+        #expect(gateway.logic.admitDevice(nil) == .refuse(.badRequest, reply: "a device must send its registration", reason: "registration refused: missing"))
     }
 
     @Test("sequence order survives wrap-around")

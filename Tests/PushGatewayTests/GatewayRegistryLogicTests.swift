@@ -60,16 +60,16 @@ struct GatewayRegistryLogicTests {
         let stranger = gateway.maker.credential("stranger")
         gateway.apply([enrolled(phone)], hasMore: true)
         #expect(gateway.logic.admitDevice(phone) == .refuse(.busy, reply: "the gateway is loading its device registry; retry",
-                                                            reason: "registry not loaded yet"))
+                                                            reason: "registration not checked: the device registry is not loaded yet"))
         #expect(!gateway.logic.isRegistryReady)
         gateway.apply([])
         #expect(gateway.logic.isRegistryReady)
         #expect(gateway.connect(phone) != nil)
-        #expect(gateway.logic.admitDevice(stranger) == .refuse(.badCredentials, reply: "registration not enrolled", reason: "not enrolled"))
+        #expect(gateway.logic.admitDevice(stranger) == .refuse(.badCredentials, reply: "registration not enrolled", reason: "registration refused: not enrolled"))
         gateway.apply([revoked(phone)])
-        #expect(gateway.logic.admitDevice(phone) == .refuse(.badCredentials, reply: "registration revoked", reason: "revoked"))
+        #expect(gateway.logic.admitDevice(phone) == .refuse(.badCredentials, reply: "registration revoked", reason: "registration refused: revoked"))
         gateway.maker.nowMs += 86_400_000
-        #expect(gateway.logic.admitDevice(phone) == .refuse(.badCredentials, reply: "registration refused", reason: "expired"),
+        #expect(gateway.logic.admitDevice(phone) == .refuse(.badCredentials, reply: "registration refused", reason: "registration refused: expired"),
                 "the MAC and expiry are checked first")
         #expect(gateway.sample("securepush_gateway_credentials_refused_total{role=\"device\",reason=\"not_enrolled\"}") == 1)
         #expect(gateway.sample("securepush_gateway_credentials_refused_total{role=\"device\",reason=\"revoked\"}") == 1)
@@ -173,7 +173,7 @@ struct GatewayRegistryLogicTests {
         #expect(oldLink.wasRevoked)
         #expect(gateway.push(.tag("b"), id: 1) == PushAck(written: 0, queued: 1))
         #expect(gateway.push(.tag("a"), id: 2) == PushAck(written: 0, queued: 0))
-        #expect(gateway.logic.admitDevice(old) == .refuse(.badCredentials, reply: "registration revoked", reason: "revoked"))
+        #expect(gateway.logic.admitDevice(old) == .refuse(.badCredentials, reply: "registration revoked", reason: "registration refused: revoked"))
         let (_, newLink) = try #require(gateway.connect(new))
         #expect(newLink.pushes.map { $0.1.id } == [[1]])
     }
