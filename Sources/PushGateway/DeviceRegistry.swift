@@ -64,6 +64,9 @@ public struct DeviceRegistry {
     /// Revoked registrations until they expire (after that, HELLO refuses them anyway):
     /// kept so that a refusal can say "revoked" rather than "not enrolled".
     private var revoked: [[UInt8]: UInt64] = [:]
+    /// No registration held expires before this, so a sweep before it has nothing to do
+    /// (it may be earlier than the true first expiry after removals: a scan finds nothing).
+    private var earliestExpiryMs = UInt64.max
 
     public init(serverKey: SecretKey) {
         signer = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose)
@@ -109,6 +112,7 @@ public struct DeviceRegistry {
         switch entry.state {
         case .enrolled:
             revoked[entry.credential] = nil
+            earliestExpiryMs = min(earliestExpiryMs, registration.expiresAt)
             if let current = enrolled[deviceID] {
                 guard current.credential != entry.credential else { return }
                 // A newer enrolment of the device id: the one it replaces is as good as revoked.
@@ -123,6 +127,7 @@ public struct DeviceRegistry {
             update.changedDevices.insert(deviceID)
         case .revoked:
             revoked[entry.credential] = registration.expiresAt
+            earliestExpiryMs = min(earliestExpiryMs, registration.expiresAt)
             if enrolled[deviceID]?.credential == entry.credential {
                 remove(deviceID)
                 update.revokedDevices.insert(deviceID)
@@ -135,9 +140,11 @@ public struct DeviceRegistry {
     /// Forgets enrolled and revoked registrations that expired by `nowMs`; returns the
     /// device ids that lost their enrolled registration.
     public mutating func removeExpired(nowMs: UInt64) -> [String] {
+        guard nowMs >= earliestExpiryMs else { return [] }
         revoked = revoked.filter { $0.value > nowMs }
         let gone = enrolled.values.filter { $0.registration.expiresAt <= nowMs }.map(\.deviceID)
         for deviceID in gone { remove(deviceID) }
+        earliestExpiryMs = min(enrolled.values.lazy.map(\.registration.expiresAt).min() ?? .max, revoked.values.min() ?? .max)
         return gone
     }
 

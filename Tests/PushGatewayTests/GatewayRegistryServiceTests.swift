@@ -207,3 +207,24 @@ struct DeviceRevocationTests {
         #expect(!again.contains(.gatewayConnected))
     }
 }
+
+@Suite("Refused HELLO credentials are counted by role and reason")
+struct CredentialRefusalMetricsTests {
+    @Test("[7.1-5] a replayed provider credential, an expired one and a forged one each count under their reason")
+    func providerReasons() throws {
+        let gateway = try RunningGateway()
+        let credential = gateway.deployment.providerCredential(for: .gateway)
+        #expect(try gateway.reachable.connect().hello(Hello(role: .provider, credential: credential)).type == .helloOK)
+        #expect(errorStatus(try gateway.reachable.connect().hello(Hello(role: .provider, credential: credential))) == .badCredentials)
+        let old = HelloCredential.provider(gateway.deployment.deployment.providerKey)
+            .make(for: .gateway, nowMs: Clocks.wallMilliseconds() - HelloCredential.windowMs - 60_000)
+        #expect(errorStatus(try gateway.reachable.connect().hello(Hello(role: .provider, credential: old))) == .badCredentials)
+        let forStore = gateway.deployment.providerCredential(for: .store)
+        #expect(errorStatus(try gateway.reachable.connect().hello(Hello(role: .provider, credential: forStore))) == .badCredentials)
+        #expect(errorStatus(try gateway.reachable.connect().hello(Hello(role: .provider))) == .badRequest)
+        let text = gateway.metricsText
+        for (reason, count) in [("replayed", 1), ("expired", 1), ("bad", 1), ("missing", 1)] {
+            #expect(text.contains("securepush_gateway_credentials_refused_total{role=\"provider\",reason=\"\(reason)\"} \(count)"), "\(reason)")
+        }
+    }
+}
