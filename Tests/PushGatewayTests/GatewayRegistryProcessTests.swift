@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import PushClient
 import PushProcess
+import PushSecurity
 import PushTestSupport
 import PushWire
 
@@ -58,6 +59,13 @@ final class RegistryDeployment {
         let hex = try String(contentsOfFile: file, encoding: .utf8).filter { !$0.isWhitespace }
         guard let credential = [UInt8](hex: hex) else { throw ServiceError.failed("\(file) is not hex") }
         return (file, credential)
+    }
+
+    /// A registration signed with the server key that was never enrolled.
+    func signedOnly(_ device: String) -> [UInt8] {
+        let signer = CredentialSigner(serverKey: deployment.deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
+        let now = UInt64(Date().timeIntervalSince1970 * 1000)
+        return Registration(deviceID: device, user: "alice", tags: [], issuedAt: now, expiresAt: now + 86_400_000).signed(by: signer)
     }
 
     func revoke(_ device: String) throws {
@@ -122,7 +130,7 @@ struct GatewayRegistryProcessTests {
             (try? setup.hello(phone.credential).1) == .error(ErrorReply(status: .badCredentials, message: "registration revoked"))
         }
         #expect(refused)
-        let (_, stranger) = try setup.hello(setup.deployment.registration("never-enrolled"))
+        let (_, stranger) = try setup.hello(setup.signedOnly("never-enrolled"))
         #expect(stranger == .error(ErrorReply(status: .badCredentials, message: "registration not enrolled")),
                 "signed with the server key but never enrolled")
     }
