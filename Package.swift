@@ -59,7 +59,7 @@ let package = Package(
         .target(name: "PushClient", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
         // The push gateway: routing, offline queues, fan-out, metrics.
         .target(name: "PushGateway", dependencies: [
-            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity",
+            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Load generators behind `securepush bench`.

@@ -51,6 +51,7 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
         let detail = text.map { " (\($0))" } ?? ""
         return switch status {
         case .replaced: "replaced by another connection with the same device id"
+        case .revoked: "this device's registration was revoked; enroll it again with `securepush device enroll`"
         case .shuttingDown: "server shutting down"
         case .timeout: "timed out" + detail
         case .slowConsumer: "this client read too slowly and fell too far behind"
@@ -70,12 +71,13 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
 
     /// True for failures that retrying cannot cure: a credential or role the server
     /// refuses, a certificate that does not verify, TLS on one side only, a name that does
-    /// not exist, another connection that took over this device. Connection refused,
+    /// not exist, another connection that took over this device, a registration revoked
+    /// (GOAWAY REVOKED, or a HELLO refused with BAD_CREDENTIALS). Connection refused,
     /// lost, timed out, BUSY or a server shutting down may pass, and are not permanent.
     public var isPermanent: Bool {
         switch self {
         case .refused(let status, _): ServerLink.isPermanentRefusal(status)
-        case .goaway(let status, _): status == .replaced
+        case .goaway(let status, _): status == .replaced || status == .revoked
         case .serverSpeaksTLS, .notSecurePush: true
         case .connect(let error):
             switch error {

@@ -46,8 +46,9 @@ public enum DeviceEvent: Equatable, Sendable {
     /// device retries with backoff. Reported for every failed attempt.
     case disconnected(from: String, ClientError)
     /// A failure retrying cannot cure (`ClientError.isPermanent`): a registration the
-    /// gateway refuses, a certificate that does not verify, TLS on one side only. The
-    /// device has stopped; nothing else is reported after this.
+    /// gateway refuses (BAD_CREDENTIALS: bad, expired, not enrolled or revoked) or revokes
+    /// while connected (GOAWAY REVOKED), a certificate that does not verify, TLS on one
+    /// side only. The device has stopped; nothing else is reported after this.
     case stopped(PermanentFailure)
     /// The gateway dropped pushes; the device SYNCs with the store.
     case missed(UInt32)
@@ -71,9 +72,9 @@ public enum DeviceEvent: Equatable, Sendable {
 ///
 /// Connections that fail for a reason that may pass (refused, lost, a server shutting
 /// down) are retried with backoff and reported as `.disconnected`. A failure retrying
-/// cannot cure (`ClientError.isPermanent`: a registration the gateway refuses, a
-/// certificate that does not verify, TLS on one side only, another connection taking over
-/// this device id) stops the device and is reported once, as `.stopped`.
+/// cannot cure (`ClientError.isPermanent`: a registration the gateway refuses or revokes,
+/// a certificate that does not verify, TLS on one side only, another connection taking
+/// over this device id) stops the device and is reported once, as `.stopped`.
 public final class DeviceClient {
     public static let genericText = "New notification - log in to view"
     /// IDs remembered as shown, so a redelivered push or a SYNC that lists an ID again

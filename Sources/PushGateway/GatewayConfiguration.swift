@@ -1,8 +1,10 @@
 import Logging
+import PushClient
 import PushEventLoop
 import PushSecurity
 import PushService
 import PushSession
+import PushWire
 
 /// Everything a push gateway needs to start: where it listens, its keys, its queues and
 /// limits.
@@ -17,6 +19,13 @@ public struct GatewayConfiguration: Sendable {
     /// Checks provider credentials.
     public var providerKey: SecretKey
     public var settings: GatewaySettings
+    /// The store whose device registry the gateway follows (`--store`, `gateway.store`):
+    /// then only devices enrolled there connect, and pushes reach enrolled devices that are
+    /// offline. Nil: any registration signed with the server key is accepted and targets
+    /// match the devices seen since the start (SPEC 1.1; for tests and development).
+    public var store: ServerLink.Endpoint?
+    /// How long the store may hold a REGISTRY with nothing new to report.
+    public var registryWaitMs = RegistryFollower.defaultWaitMs
     public var limits: ServiceLimits
     /// Bytes of output a connection may leave unread before it is cut off ([5.5-4]). Pushes
     /// to a device are paced to stay under it (see `GatewaySettings.deliveryWindow`).
@@ -55,6 +64,9 @@ public struct GatewayConfiguration: Sendable {
             limits.keepaliveMs = ms
         }
         limits.apply(configSection: ConfigService.gateway.rawValue, deployment.integer)
+        if let address = deployment.config["gateway.store"].flatMap({ HostPort(parsing: $0) }) {
+            store = ServerLink.Endpoint(address)
+        }
     }
 
     /// Pushes queued per offline device ([4.13-5]).
@@ -75,5 +87,8 @@ public struct GatewayConfiguration: Sendable {
         guard settings.deliveryWindow >= 1 else { throw .invalidConfiguration("the delivery window must be at least 1") }
         guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
         if let problem = limits.problem { throw .invalidConfiguration(problem) }
+        guard (1...RegistryRequest.maxWaitMs).contains(registryWaitMs) else {
+            throw .invalidConfiguration("the registry wait must be 1 to \(RegistryRequest.maxWaitMs) ms")
+        }
     }
 }

@@ -23,6 +23,9 @@ public protocol DeviceLink: AnyObject {
     func send(_ message: Message) -> Bool
     /// GOAWAY REPLACED, then close ([5.5-3]).
     func replaced()
+    /// GOAWAY REVOKED, then close: the registration the connection was admitted with was
+    /// revoked, or replaced by a newer enrolment of its device id.
+    func revoked()
 }
 
 public struct GatewaySettings: Sendable {
@@ -42,16 +45,19 @@ public final class DeviceRecord {
     // Loop-confined like `GatewayLogic`, and touched for every push and DELIVERY_ACK: the
     // dynamic exclusivity checks cost a thread-local lookup each and cannot fire, since no
     // access is held across a call that could reach the same record again.
-    @exclusivity(unchecked) public fileprivate(set) var user: String
-    @exclusivity(unchecked) public fileprivate(set) var tags: [String]
-    @exclusivity(unchecked) public fileprivate(set) var link: DeviceLink?
+    @exclusivity(unchecked) public internal(set) var user: String
+    @exclusivity(unchecked) public internal(set) var tags: [String]
+    @exclusivity(unchecked) public internal(set) var link: DeviceLink?
     /// Waiting: the device is offline, or its window is full.
-    @exclusivity(unchecked) public fileprivate(set) var queue: DeviceQueue
+    @exclusivity(unchecked) public internal(set) var queue: DeviceQueue
     /// Written on the current link and awaiting DELIVERY_ACK, in the order written; at most
     /// `GatewaySettings.deliveryWindow`.
-    @exclusivity(unchecked) public fileprivate(set) var inFlight = InFlightPushes()
+    @exclusivity(unchecked) public internal(set) var inFlight = InFlightPushes()
     /// Pushes dropped since the device was last told with MISSED.
-    @exclusivity(unchecked) public fileprivate(set) var missed: UInt32 = 0
+    @exclusivity(unchecked) public internal(set) var missed: UInt32 = 0
+    /// When the registration of the current link was issued: with its device id it names
+    /// the registration ([7.4-4]), so a revocation can tell whether it is this one.
+    @exclusivity(unchecked) public internal(set) var linkIssuedAt: UInt64 = 0
 
     init(deviceID: String, user: String, tags: [String], queueCapacity: Int) {
         self.deviceID = deviceID
@@ -68,32 +74,35 @@ public final class DeviceRecord {
 public final class GatewayLogic {
     public let settings: GatewaySettings
     public let metrics: GatewayMetrics
-    private let registrationSigner: CredentialSigner
-    private let wallClock: () -> UInt64
+    let registrationSigner: CredentialSigner
+    let wallClock: () -> UInt64
     private let monotonicClock: () -> Int64
     // Read for every push; unchecked for the reason given at `DeviceRecord`.
-    @exclusivity(unchecked) public private(set) var devices: [String: DeviceRecord] = [:]
+    /// The devices the gateway holds a record for: every device that connected since the
+    /// start and, with a registry, every enrolled device a push was queued for.
+    @exclusivity(unchecked) public internal(set) var devices: [String: DeviceRecord] = [:]
+    /// The store's device registry, when the gateway follows one (`--store`): then a device
+    /// must be enrolled there to connect, and targets match enrolled devices, connected or
+    /// not ([4.13-7]). Without it, the registration alone admits a device and targets
+    /// match the devices that connected since the start (SPEC 1.1).
+    @exclusivity(unchecked) public internal(set) var registry: DeviceRegistry?
+    /// The registry's metrics, when there is a registry.
+    public let registryMetrics: RegistryMetrics?
     @exclusivity(unchecked) private var byUser: [String: Set<String>] = [:]
     @exclusivity(unchecked) private var byTag: [String: Set<String>] = [:]
     @exclusivity(unchecked) private var nextSequence: UInt32 = 1
 
-    public init(settings: GatewaySettings, serverKey: SecretKey, metrics: GatewayMetrics,
+    /// - Parameter followsRegistry: whether devices must be enrolled in the store's
+    ///   registry, which `applyRegistry` then feeds.
+    public init(settings: GatewaySettings, serverKey: SecretKey, metrics: GatewayMetrics, followsRegistry: Bool = false,
                 wallClock: @escaping () -> UInt64, monotonicClock: @escaping () -> Int64) {
         self.settings = settings
         self.metrics = metrics
         self.registrationSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose)
         self.wallClock = wallClock
         self.monotonicClock = monotonicClock
-    }
-
-    /// The registration a device presents in HELLO ([7.4-4]).
-    public func verifyRegistration(_ credential: [UInt8]?) -> Result<Registration, CredentialError> {
-        guard let credential else { return .failure(.malformed) }
-        do {
-            return .success(try Registration.open(credential, signer: registrationSigner, nowMs: wallClock()))
-        } catch {
-            return .failure(error)
-        }
+        registry = followsRegistry ? DeviceRegistry(serverKey: serverKey) : nil
+        registryMetrics = followsRegistry ? RegistryMetrics(registry: metrics.registry) : nil
     }
 
     // MARK: devices
@@ -104,7 +113,7 @@ public final class GatewayLogic {
         let record: DeviceRecord
         if let known = devices[registration.deviceID] {
             record = known
-            unindex(record)
+            if registry == nil { unindex(record) }
             record.user = registration.user
             record.tags = registration.tags
             if let old = record.link {
@@ -118,8 +127,9 @@ public final class GatewayLogic {
                                   queueCapacity: settings.queueCapacity)
             devices[registration.deviceID] = record
         }
-        index(record)
+        if registry == nil { index(record) }
         record.link = link
+        record.linkIssuedAt = registration.issuedAt
         metrics.devicesOnline.increment()
         return record
     }
@@ -139,6 +149,8 @@ public final class GatewayLogic {
         record.link = nil
         metrics.devicesOnline.decrement()
         takeBackInFlight(record)
+        // A device revoked while it was connected keeps no queue.
+        if registry != nil { settle(record.deviceID) }
     }
 
     /// DELIVERY_ACK: it must name the PUSH written with that correlation id and carry that
@@ -180,7 +192,7 @@ public final class GatewayLogic {
         let window = settings.deliveryWindow
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
-        forEachTarget(target) { record in
+        forEachTarget(target, connectedOnly: connectedOnly) { record in
             var linkClosed = false
             if let link = record.link {
                 // Straight out when nothing waits ahead of it and the window has room.
@@ -246,7 +258,7 @@ public final class GatewayLogic {
 
     /// The link is gone: connected-only pushes are dropped, the rest of what was in
     /// flight goes back to the front of the queue; all that is dropped counts into MISSED.
-    private func takeBackInFlight(_ record: DeviceRecord) {
+    func takeBackInFlight(_ record: DeviceRecord) {
         let connectedOnly = record.queue.dropConnectedOnly()
         if connectedOnly > 0 {
             record.missed &+= UInt32(truncatingIfNeeded: connectedOnly)
@@ -290,7 +302,24 @@ public final class GatewayLogic {
         }
     }
 
-    private func forEachTarget(_ target: PushTarget, _ body: (DeviceRecord) -> Void) {
+    /// The devices a target matches: with a registry, every enrolled device (a record is made
+    /// for one that has none yet, unless the push is for connected devices only, which an
+    /// offline device without a record cannot be); without, the devices seen since the start.
+    private func forEachTarget(_ target: PushTarget, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
+        if let registry {
+            registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
+                if let record = devices[enrolled.deviceID] {
+                    body(record)
+                } else if !connectedOnly {
+                    let registration = enrolled.registration
+                    let record = DeviceRecord(deviceID: registration.deviceID, user: registration.user, tags: registration.tags,
+                                              queueCapacity: settings.queueCapacity)
+                    devices[registration.deviceID] = record
+                    body(record)
+                }
+            }
+            return
+        }
         switch target {
         case .device(let id):
             if let record = devices[id] { body(record) }

@@ -37,21 +37,36 @@ public final class GatewayServer: ServiceHandler {
     public func admit(_ hello: Hello, peer: Peer) -> Admission<GatewayPeer> {
         switch hello.role {
         case .provider:
-            switch providerCredentials.check(hello, for: .gateway, nowMs: wallClock(), replays: replays) {
+            let now = wallClock()
+            switch providerCredentials.check(hello, for: .gateway, nowMs: now, replays: replays) {
             case .admit: return .admit(.provider)
-            case .refuse(let status, let reply, let reason): return .refuse(status, reply, logDetail: reason)
+            case .refuse(let status, let reply, let reason):
+                if let refusal = providerRefusal(hello.credential, status: status, nowMs: now) { logic.metrics.credentialRefused(refusal) }
+                return .refuse(status, reply, logDetail: reason)
             }
         case .gateway:
             return .refuse(.badRequest, "the gateway serves devices and providers, not gateways")
         case .device:
-            guard hello.credential != nil else { return .refuse(.badRequest, "a device must send its registration") }
-            switch logic.verifyRegistration(hello.credential) {
-            case .success(let registration):
+            switch logic.admitDevice(hello.credential) {
+            case .admit(let registration):
                 return .admit(.device(DeviceConnection(host: host, peer: peer, registration: registration)))
-            case .failure(let error):
-                // The host logs the refusal; the reason stays in the log, not in the reply.
-                return .refuse(.badCredentials, "registration refused", logDetail: "registration refused: \(error)")
+            case .refuse(let status, let reply, let reason):
+                // The host logs the refusal at info, with the reason.
+                return .refuse(status, reply, logDetail: reason)
             }
+        }
+    }
+
+    /// Why `check` refused a provider's credential, for the metrics: the MAC is checked
+    /// again (it is cheap) to tell a bad or expired one from a replay.
+    private func providerRefusal(_ credential: [UInt8]?, status: Status, nowMs: UInt64) -> CredentialRefusal? {
+        guard let credential else { return .providerMissing }
+        guard status == .badCredentials else { return nil }
+        do {
+            _ = try providerCredentials.verify(credential, for: .gateway, nowMs: nowMs)
+            return .providerReplayed
+        } catch {
+            return error == .expired ? .providerExpired : .providerBad
         }
     }
 
@@ -116,5 +131,11 @@ public final class DeviceConnection: DeviceLink {
 
     public func replaced() {
         host.goaway(peer, .replaced, "a newer connection for this device took over")
+    }
+
+    public func revoked() {
+        host.logger.info("closing a device connection: its registration was revoked",
+                         metadata: ["device": "\(registration.deviceID)", "peer": "\(peer.peerHost)"])
+        host.goaway(peer, .revoked, "the registration of this device was revoked")
     }
 }

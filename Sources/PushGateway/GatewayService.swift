@@ -28,19 +28,23 @@ public final class GatewayService {
     /// Every address it listens on, as HOST:PORT.
     public var listeningAddresses: [String] { host.listeningAddresses }
     private let server: GatewayServer
+    /// Reads the store's device registry, when the gateway follows one.
+    public let follower: RegistryFollower?
 
-    private init(configuration: GatewayConfiguration, port: Int, host: ServiceHost<GatewayServer>, server: GatewayServer) {
+    private init(configuration: GatewayConfiguration, port: Int, host: ServiceHost<GatewayServer>, server: GatewayServer,
+                 follower: RegistryFollower?) {
         self.configuration = configuration
         self.port = port
         self.host = host
         self.server = server
+        self.follower = follower
     }
 
     public static func start(_ configuration: GatewayConfiguration, on loop: EventLoop) throws(GatewayServiceError) -> GatewayService {
         try configuration.validate()
         let metrics = GatewayMetrics()
         let logic = GatewayLogic(settings: configuration.settings, serverKey: configuration.serverKey,
-                                 metrics: metrics,
+                                 metrics: metrics, followsRegistry: configuration.store != nil,
                                  wallClock: configuration.wallClock, monotonicClock: configuration.monotonicClock)
         let server = GatewayServer(loop: loop, limits: configuration.limits, logger: configuration.logger, logic: logic,
                                    providerKey: configuration.providerKey, wallClock: configuration.wallClock)
@@ -52,8 +56,25 @@ public final class GatewayService {
         } catch {
             throw .cannotListen(host: configuration.host, port: configuration.port, error)
         }
-        let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server)
+        let follower = configuration.store.map { store in
+            let follower = RegistryFollower(loop: loop, endpoint: store, serverKey: configuration.serverKey,
+                                            wallClock: configuration.wallClock, logic: logic, logger: configuration.logger)
+            follower.waitMs = configuration.registryWaitMs
+            return follower
+        }
+        let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server,
+                                     follower: follower)
         configuration.logger.info("gateway ready", metadata: ["listen": "\(configuration.host):\(service.port)"])
+        if let follower {
+            configuration.logger.info("following the device registry of the store; device HELLOs get BUSY until it is loaded",
+                                      metadata: ["store": "\(follower.endpoint)", "tls": "\(follower.endpoint.tls != nil)"])
+            follower.start()
+        } else {
+            configuration.logger.info("""
+                not following a device registry (no --store): any registration signed with the server key is accepted \
+                and pushes reach only devices that connected since the start; for tests and development
+                """)
+        }
         return service
     }
 
@@ -67,10 +88,12 @@ public final class GatewayService {
     /// The gateway's metrics; add process and build metrics to it before serving it.
     public var metrics: MetricsRegistry { server.logic.metrics.registry }
 
-    /// Ready while listening and not draining.
+    /// Ready while listening and not draining, and once the registry is loaded when it
+    /// follows one.
     public func readiness() -> Readiness {
         if host.isDraining { return .notReady("draining: the gateway is shutting down") }
         if !host.isListening { return .notReady("not listening") }
+        if !logic.isRegistryReady { return .notReady("loading the device registry from the store") }
         return .ready
     }
 
@@ -86,6 +109,7 @@ public final class GatewayService {
     /// then `drained` runs on the loop once they are closed. Every caller's `drained` runs.
     public func drain(then drained: @escaping () -> Void) {
         if !host.isDraining {
+            follower?.stop()
             configuration.logger.info("sending GOAWAY to every connection")
             host.drain { [configuration] in configuration.logger.info("gateway stopped") }
         }

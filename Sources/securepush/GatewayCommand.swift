@@ -1,4 +1,5 @@
 import ArgumentParser
+import PushClient
 import PushEventLoop
 import PushGateway
 import PushSecurity
@@ -27,10 +28,24 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("TLS private key, PEM (default: none, plain TCP).", valueName: "file")) var tlsKey: String?
     @Option(help: ArgumentHelp("""
         Serve HTTP at this address: /metrics (Prometheus text format), /healthz (200 while the gateway runs) and \
-        /readyz (200 when serving; 503 with the reason while draining) (default: gateway.metrics in the config file; \
+        /readyz (200 when serving; 503 with the reason while draining, or until the device registry is loaded with \
+        --store) (default: gateway.metrics in the config file; \
         none without it).
         """, valueName: "host:port"))
     var metrics: HostPort?
+    @Option(help: ArgumentHelp("""
+        The store whose device registry the gateway follows: only devices enrolled there (`securepush device enroll`) \
+        connect, a revoked one is closed within seconds, and pushes are queued for enrolled devices that are offline; \
+        device HELLOs get BUSY until the registry is loaded (default: gateway.store in the config file; without it, any \
+        registration signed with the server key is accepted, which is for tests and development).
+        """, valueName: "host:port"))
+    var store: HostPort?
+    @Option(help: ArgumentHelp("CA certificate (PEM) to verify the store's TLS certificate with; without it the connection to the store is plain TCP (default: none).",
+                               valueName: "file"))
+    var storeCaFile: String?
+    @Option(help: ArgumentHelp("The name to verify the store's certificate against (default: the host of --store).",
+                               valueName: "name"))
+    var storeServerName: String?
     @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default: \(GatewayCommand.defaults.limits.maxConnections)).",
                                valueName: "count"))
     var maxConnections: Int?
@@ -58,6 +73,7 @@ struct GatewayCommand: ParsableCommand {
         if let queueCapacity, queueCapacity < 1 { throw ValidationError("--queue-capacity must be at least 1") }
         if let maxOutputBytes, maxOutputBytes < 1024 { throw ValidationError("--max-output-bytes must be at least 1024") }
         if let deliveryWindow, deliveryWindow < 1 { throw ValidationError("--delivery-window must be at least 1") }
+        if let store, store.port == 0 { throw ValidationError("--store needs the store's port, not 0") }
     }
 
     func run() throws {
@@ -75,6 +91,20 @@ struct GatewayCommand: ParsableCommand {
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
         connection.apply(to: &configuration.limits)
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
+        if let store { configuration.store = ServerLink.Endpoint(store) }
+        if var followed = configuration.store {
+            if let storeCaFile {
+                do {
+                    followed.tls = try TLSContext.client(caFile: storeCaFile)
+                } catch {
+                    throw CommandFailure("cannot use --store-ca-file: \(error)")
+                }
+            }
+            followed.serverName = storeServerName
+            configuration.store = followed
+        } else if storeCaFile != nil || storeServerName != nil {
+            throw CommandFailure("--store-ca-file and --store-server-name need --store (or gateway.store in the config file)")
+        }
 
         let loop = try EventLoop()
         let service: GatewayService

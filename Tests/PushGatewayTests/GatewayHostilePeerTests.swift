@@ -42,6 +42,7 @@ extension GatewayHostilePeerTests {
     @Test("[7.4-3] device enroll takes the largest registration that fits, whose HELLO fits the 1,024 bytes read before HELLO_OK, and refuses a larger one")
     func enrollRefusesAnOversizedHello() throws {
         let deployment = try TemporaryDeployment(commandLine: true)
+        try deployment.addUser("alice", password: "alice-pw")  // enrolment is for known users (issue 12.2)
         let signer = CredentialSigner(serverKey: deployment.deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
         let tags = { (count: Int) in (0..<count).map { String(repeating: Character(String(UnicodeScalar(UInt8(97 + $0 % 26)))), count: 64) } }
         let fitting = (1...20).last { count in

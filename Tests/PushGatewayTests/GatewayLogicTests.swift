@@ -9,6 +9,7 @@ final class RecordingLink: DeviceLink {
     var messages: [Message] = []
     var open = true
     var wasReplaced = false
+    var wasRevoked = false
     /// Frames the link's output holds before it is full; nil for no limit. `read()` empties it.
     var outputFrames: Int?
     /// Frames in the output the device has not read.
@@ -43,6 +44,11 @@ final class RecordingLink: DeviceLink {
 
     func replaced() {
         wasReplaced = true
+        open = false
+    }
+
+    func revoked() {
+        wasRevoked = true
         open = false
     }
 
@@ -184,12 +190,13 @@ struct GatewayLogicTests {
         let gateway = GatewayFixture()
         let signer = CredentialSigner(serverKey: gateway.serverKey, purpose: CredentialSigner.registrationPurpose)
         let good = gateway.registration("phone").signed(by: signer)
-        #expect((try? gateway.logic.verifyRegistration(good).get())?.deviceID == "phone")
+        guard case .admit(let registration) = gateway.logic.admitDevice(good) else { Issue.record("refused"); return }
+        #expect(registration.deviceID == "phone")
         let tokenSigner = CredentialSigner(serverKey: gateway.serverKey, purpose: CredentialSigner.fetchTokenPurpose)
-        guard case .failure(.badSignature) = gateway.logic.verifyRegistration(gateway.registration("phone").signed(by: tokenSigner)) else {
-            Issue.record("a fetch-token key verified a registration"); return
-        }
-        guard case .failure = gateway.logic.verifyRegistration(nil) else { Issue.record("no credential accepted"); return }
+        #expect(gateway.logic.admitDevice(gateway.registration("phone").signed(by: tokenSigner))
+                == .refuse(.badCredentials, reply: "registration refused", reason: "registration refused: bad (credential signature does not verify)"),
+                "a fetch-token key verified a registration")
+        #expect(gateway.logic.admitDevice(nil) == .refuse(.badRequest, reply: "a device must send its registration", reason: "registration refused: missing"))
     }
 
     @Test("sequence order survives wrap-around")

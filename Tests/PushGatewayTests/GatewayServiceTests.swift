@@ -241,6 +241,7 @@ struct GatewayServiceTests {
     @Test("device enroll writes an owner-only credential the gateway accepts")
     func enrollCommand() throws {
         let gateway = try RunningGateway()
+        try gateway.deployment.addUser("alice", password: "alice-pw")  // enrolment is for known users (issue 12.2)
         let path = gateway.deployment.directory + "/phone.cred"
         let result = try SecurePushBinary.run(["device", "enroll", "--data-dir", gateway.deployment.directory, "--user", "alice",
                                                "--device", "phone", "--tag", "news", "--out", path])

@@ -44,6 +44,9 @@ struct ObserveGatewayMonitoringTests {
         #expect(parsed.value("securepush_gateway_devices_online") == 1)
         #expect(parsed.value("securepush_gateway_connections") == 2)
         #expect(parsed.value("securepush_gateway_hellos_refused_total", ["status": "bad_credentials"]) == 1)
+        #expect(parsed.value("securepush_gateway_credentials_refused_total", ["role": "device", "reason": "bad"]) == 1)
+        #expect(parsed.value("securepush_gateway_credentials_refused_total", ["role": "provider", "reason": "replayed"]) == 0)
+        #expect(!parsed.families.contains { $0.name.hasPrefix("securepush_gateway_registry") }, "no registry without --store")
         #expect(parsed.value("process_open_fds") ?? 0 > 0)
         let text = try HTTPGet.metrics(port: port)
         if PrometheusTools.promtool != nil { #expect(try PrometheusTools.promtoolProblems(text) == nil) }
