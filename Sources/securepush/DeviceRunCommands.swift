@@ -94,6 +94,9 @@ extension DeviceCommand {
                 && (status == .badCredentials || status == .forbidden || status == .authRequired):
                 "the gateway at \(failure.address) refused the registration in \(credential): \(status)"
                     + (text.map { " (\($0))" } ?? "") + "; enroll the device again with `securepush device enroll`"
+            case .goaway(.revoked, _):
+                "the registration in \(credential) was revoked (the gateway at \(failure.address) closed the connection); "
+                    + "enroll the device again with `securepush device enroll`"
             case .goaway(.replaced, _):
                 "the gateway at \(failure.address) closed the connection: replaced by another connection with the same device id "
                     + "(is another `device run` using \(credential)?)"
