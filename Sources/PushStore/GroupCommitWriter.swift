@@ -34,6 +34,12 @@ public final class GroupCommitWriter: @unchecked Sendable {
     private var stopping = false
     private var thread: pthread_t?
     private var lastSweepMs: UInt64 = 0
+    // Writer-thread only: whether the writer has background work left, and when it last
+    // did some. It runs whenever no write waits, and at least every `idleWorkSpacingMs`
+    // under a load that never leaves the queue empty.
+    private var idleWorkPending = true
+    private var lastIdleWorkMs: UInt64 = 0
+    static let idleWorkSpacingMs: UInt64 = 100
 
     public init(writer: PayloadWriter, sweepIntervalMs: UInt64, clock: @escaping @Sendable () -> UInt64 = Clocks.wallMilliseconds,
                 deliver: @escaping Delivery) {
@@ -90,11 +96,13 @@ public final class GroupCommitWriter: @unchecked Sendable {
         thread = nil
     }
 
+    /// Waits at most a second at a time, so that even an idle writer looks for background
+    /// work (a data key added by another process) about once a second.
     private func run() {
         var batch: [(WriteOperation, Ticket)] = []
         while true {
             pthread_mutex_lock(mutex)
-            while queue.isEmpty && !stopping && !sweepDue() {
+            if queue.isEmpty && !stopping && !sweepDue() && !idleWorkPending {
                 var deadline = timespec()
                 clock_gettime(CLOCK_REALTIME, &deadline)
                 deadline.tv_sec += 1
@@ -106,10 +114,17 @@ public final class GroupCommitWriter: @unchecked Sendable {
             if sweep { lastSweepMs = clock() }
             pthread_mutex_unlock(mutex)
 
-            if !batch.isEmpty { commit(batch) }
+            let wrote = !batch.isEmpty
+            if wrote { commit(batch) }
             batch.removeAll(keepingCapacity: true)
             if sweep { _ = try? writer.sweepExpired(nowMs: clock()) }
             if finished { return }
+            let now = clock()
+            if !wrote || now &- lastIdleWorkMs >= GroupCommitWriter.idleWorkSpacingMs {
+                lastIdleWorkMs = now
+                // A failed step (the database busy) is tried again on the next round.
+                idleWorkPending = (try? writer.idleStep(nowMs: now)) ?? false
+            }
         }
     }
 

@@ -12,7 +12,11 @@ public enum PayloadLife: Int64, Sendable {
 
 public struct NewPayload: Sendable, Equatable {
     public var id: PayloadID
+    /// The recipient's name. The writer binds the payload to the internal identity holding
+    /// that name when it commits, in the same transaction: a user removed (or a name given
+    /// to someone else) before then is never the recipient.
     public var user: String
+    /// In clear; the writer seals it before it reaches the disk.
     public var body: [UInt8]
     public var createdAt: UInt64
     public var expiresAt: UInt64
@@ -31,8 +35,8 @@ public struct NewPayload: Sendable, Equatable {
 public struct StoredPayload: Sendable, Equatable {
     public var id: PayloadID
     public var sequence: UInt64
-    public var user: String
-    /// Empty once the payload is gone.
+    public var userID: UInt64
+    /// In clear; empty once the payload is gone.
     public var body: [UInt8]
     public var createdAt: UInt64
     public var expiresAt: UInt64
@@ -55,8 +59,8 @@ public struct StoredPayload: Sendable, Equatable {
 /// A change the writer thread commits in a group.
 public enum WriteOperation: Sendable {
     case store(NewPayload)
-    /// A read receipt from one of `user`'s devices, for the payload stored as `sequence`.
-    case ack(sequence: UInt64, user: String, deviceID: String)
+    /// A read receipt from one of the user's devices, for the payload stored as `sequence`.
+    case ack(sequence: UInt64, userID: UInt64, deviceID: String)
     case recall(sequence: UInt64)
     /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
     /// reply never waits for them ([4.8-3]).
@@ -78,6 +82,23 @@ public enum WriteOutcome: Sendable, Equatable {
     case failed(Status)
 }
 
+/// A user as the users table holds it.
+public struct UserRecord: Sendable, Equatable {
+    /// Random, never reused: payloads and the validity of tokens bind to it.
+    public var id: UInt64
+    public var name: String
+    public var passwordHash: String
+    /// Unix ms; a fetch token issued before it was issued to an earlier holder of the name.
+    public var createdAt: UInt64
+
+    public init(id: UInt64, name: String, passwordHash: String, createdAt: UInt64) {
+        self.id = id
+        self.name = name
+        self.passwordHash = passwordHash
+        self.createdAt = createdAt
+    }
+}
+
 /// One page of SYNC.
 public struct UnreadPage: Sendable, Equatable {
     public var ids: [PayloadID]
@@ -93,15 +114,41 @@ public protocol PayloadWriter: AnyObject {
     func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome]
     /// Empties payloads past their TTL and forgets long-dead ones; returns how many were emptied.
     func sweepExpired(nowMs: UInt64) throws -> Int
+    /// One small step of background work, done while no write waits (re-sealing rows under
+    /// an older data key); true while more remains.
+    func idleStep(nowMs: UInt64) throws -> Bool
+}
+
+extension PayloadReader {
+    public func payload(sequence: UInt64) throws -> StoredPayload? { try payload(sequence: sequence, withBody: true) }
+}
+
+extension PayloadWriter {
+    public func idleStep(nowMs: UInt64) throws -> Bool { false }
 }
 
 public protocol PayloadReader: AnyObject {
     /// The payload stored as `sequence` (the store keeps the ID-to-sequence map in memory,
-    /// so random IDs never have to be indexed on disk).
-    func payload(sequence: UInt64) throws -> StoredPayload?
+    /// so random IDs never have to be indexed on disk); without `withBody` its body is left
+    /// empty, neither read nor opened.
+    func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload?
     /// Every stored ID and its sequence, to rebuild that map at start.
     func allIDs() throws -> [(PayloadID, UInt64)]
-    /// IDs for `user` that are live and that `deviceID` has not acknowledged, oldest first.
-    func unread(user: String, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage
-    func passwordHash(user: String) throws -> String?
+    /// IDs for the user that are live and that `deviceID` has not acknowledged, oldest first.
+    func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage
+    func user(named name: String) throws -> UserRecord?
+    /// A number that changes whenever a user is added or removed, by this process or any
+    /// other. Asked before every request that depends on users, so it must be cheap when
+    /// nothing changed.
+    func usersRevision() throws -> UInt64
+    /// Unix ms before which every token was issued that a removed user could still hold
+    /// (`UserTable.removalFenceMs` past the last removal); changes only with the revision.
+    func removalFence() throws -> UInt64
+    /// Runs `body` with every read it makes seeing one snapshot, so that a request pays for
+    /// one read transaction however many reads it makes.
+    func withSnapshot<T>(_ body: () throws -> T) throws -> T
+}
+
+extension PayloadReader {
+    public func withSnapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 }

@@ -1,9 +1,11 @@
 import CSQLite
 
 public struct SQLiteError: Error, CustomStringConvertible, Sendable {
+    /// SQLite's result code; 0 for a failure around the database rather than in it (its
+    /// files' modes, its data keys).
     public var code: Int32
     public var message: String
-    public var description: String { "sqlite error \(code): \(message)" }
+    public var description: String { code == 0 ? message : "sqlite error \(code): \(message)" }
 }
 
 /// One SQLite connection, used from one thread at a time.
@@ -39,9 +41,10 @@ final class SQLiteConnection {
         }
     }
 
-    func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+    /// - Parameter persistent: kept and reused (the default), rather than run once.
+    func prepare(_ sql: String, persistent: Bool = true) throws(SQLiteError) -> SQLiteStatement {
         var statement: OpaquePointer?
-        let code = sqlite3_prepare_v3(handle, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &statement, nil)
+        let code = sqlite3_prepare_v3(handle, sql, -1, persistent ? UInt32(SQLITE_PREPARE_PERSISTENT) : 0, &statement, nil)
         guard code == SQLITE_OK, let statement else { throw lastError(code) }
         return SQLiteStatement(statement, connection: self)
     }
@@ -111,9 +114,17 @@ final class SQLiteStatement {
 
     func int(_ column: Int32) -> Int64 { sqlite3_column_int64(statement, column) }
 
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
+
     func text(_ column: Int32) -> String {
         guard let pointer = sqlite3_column_text(statement, column) else { return "" }
         return String(cString: pointer)
+    }
+
+    /// The column's bytes in place, valid only inside `body` (no copy).
+    func withBlob<T>(_ column: Int32, _ body: (UnsafeRawBufferPointer) throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        let count = Int(sqlite3_column_bytes(statement, column))
+        return try body(UnsafeRawBufferPointer(start: count > 0 ? sqlite3_column_blob(statement, column) : nil, count: count))
     }
 
     func blob(_ column: Int32) -> [UInt8] {

@@ -10,10 +10,51 @@ public final class StoreSession {
     // The last token that verified, so a device's stream of FETCHes pays for one HMAC.
     var verifiedToken: [UInt8] = []
     var verifiedClaims: FetchToken?
+    /// LOGINs whose password is being checked off the loop, by their exact content.
+    private var pendingLogins: [PendingLoginKey: PendingLogin] = [:]
+
+    private struct PendingLoginKey: Hashable {
+        var user: String
+        var password: [UInt8]
+        var deviceID: String
+
+        init(_ login: Login) {
+            user = login.user
+            password = login.password
+            deviceID = login.deviceID
+        }
+    }
+
+    /// Which identity the password of a LOGIN was checked against. `finishLogin` is told
+    /// only whether a password matched, not which hash it was checked against; while every
+    /// identical LOGIN in flight was checked against the same identity, that is enough.
+    struct PendingLogin {
+        var userID: UInt64?
+        var count: Int
+        /// Identical LOGINs in flight were checked against different identities (the name
+        /// was removed and added again meanwhile): none of them may be trusted.
+        var mixed: Bool
+    }
 
     public init(peerAddress: String, role: PeerRole) {
         self.peerAddress = peerAddress
         self.role = role
+    }
+
+    func startLogin(_ login: Login, userID: UInt64?) {
+        let key = PendingLoginKey(login)
+        var pending = pendingLogins[key] ?? PendingLogin(userID: userID, count: 0, mixed: false)
+        pending.count += 1
+        if pending.userID != userID { pending.mixed = true }
+        pendingLogins[key] = pending
+    }
+
+    func finishLogin(_ login: Login) -> PendingLogin? {
+        let key = PendingLoginKey(login)
+        guard var pending = pendingLogins[key] else { return nil }
+        pending.count -= 1
+        pendingLogins[key] = pending.count > 0 ? pending : nil
+        return pending
     }
 }
 
@@ -69,15 +110,12 @@ public final class StoreLogic {
     /// Every stored payload's sequence by ID. In an on-disk index random IDs would scatter,
     /// each STORE dirtying a page of its own; in memory they cost a hash insert instead.
     private var sequences: [PayloadID: UInt64] = [:]
-    /// Users seen to exist, until the given wall-clock ms: a STORE need not read the users
-    /// table every time. A removed user is refused at most `knownUserTTLMs` later.
-    private var knownUsers: [String: UInt64] = [:]
-    static let knownUserTTLMs: UInt64 = 5_000
+    /// Users by name, forgotten as soon as any process changes the users table.
+    private let users: UserDirectory
     private var ids = PayloadIDSource()
-    private var userLimiter: LoginLimiter
-    private var addressLimiter: LoginLimiter
+    private var loginThrottle: LoginThrottle
     /// BAD_TOKEN answers per client address: forged tokens are tried in bulk otherwise.
-    private var badTokenLimiter: LoginLimiter
+    private var badTokenLimiter: FailureWindowLimiter
 
     /// Reads every stored ID into memory first, and throws the reader's error if it cannot:
     /// without that map every stored payload would look unknown.
@@ -89,9 +127,12 @@ public final class StoreLogic {
         providerCredentials = HelloCredential.provider(providerKey)
         gatewayCredentials = HelloCredential.gateway(serverKey)
         self.clock = clock
-        self.userLimiter = LoginLimiter(limit: settings.loginFailuresPerUser, windowMs: settings.loginFailureWindowMs)
-        self.addressLimiter = LoginLimiter(limit: settings.loginFailuresPerAddress, windowMs: settings.loginFailureWindowMs)
-        self.badTokenLimiter = LoginLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)
+        self.users = UserDirectory(reader: reader)
+        self.loginThrottle = LoginThrottle(LoginThrottle.Settings(
+            freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs, maxBackoffMs: settings.loginMaxBackoffMs,
+            failuresPerAddress: settings.loginFailuresPerAddress, refillMs: settings.loginFailureRefillMs,
+            trustedForMs: settings.loginTrustedForMs))
+        self.badTokenLimiter = FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)
         let all = try reader.allIDs()
         sequences.reserveCapacity(all.count)
         for (id, sequence) in all { sequences[id] = sequence }
@@ -111,22 +152,28 @@ public final class StoreLogic {
     /// ([4.1-5]): the message's own rules.
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
         do {
-            switch message {
-            case .login(let login): return try handleLogin(login, session: session)
-            case .store(let store): return try handleStore(store)
-            case .fetch(let fetch): return try handleFetch(fetch, session: session)
-            case .sync(let sync): return try handleSync(sync, session: session)
-            case .ack(let ack): return try handleAck(ack, session: session)
-            case .recall(let recall):
-                guard let sequence = try locate(recall.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-                return .commit(.recall(sequence: sequence), .recallOK(recall.id))
-            case .status(let request): return try handleStatus(request)
-            default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
-            }
+            // A STORE reads nothing, so it needs no snapshot.
+            if case .store(let store) = message { return try handleStore(store) }
+            return try reader.withSnapshot { try route(message, session: session) }
         } catch let refusal as Refusal {
             return .reply(.error(ErrorReply(status: refusal.status, message: refusal.message)))
         } catch {
             return .reply(.error(ErrorReply(status: .internalError, message: "storage error")))
+        }
+    }
+
+    private func route(_ message: Message, session: StoreSession) throws -> StoreAction {
+        switch message {
+        case .login(let login): return try handleLogin(login, session: session)
+        case .store(let store): return try handleStore(store)
+        case .fetch(let fetch): return try handleFetch(fetch, session: session)
+        case .sync(let sync): return try handleSync(sync, session: session)
+        case .ack(let ack): return try handleAck(ack, session: session)
+        case .recall(let recall):
+            guard let sequence = try locate(recall.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
+            return .commit(.recall(sequence: sequence), .recallOK(recall.id))
+        case .status(let request): return try handleStatus(request)
+        default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
         }
     }
 
@@ -139,22 +186,35 @@ public final class StoreLogic {
 
     private func handleLogin(_ login: Login, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        if userLimiter.isLimited(login.user, nowMs: now) || addressLimiter.isLimited(session.peerAddress, nowMs: now) {
-            throw Refusal(status: .rateLimited, message: "too many failed logins; try again later")
+        let record = try users.record(of: login.user)
+        switch loginThrottle.begin(user: login.user, address: session.peerAddress, nowMs: now) {
+        case .refuse(let waitMs):
+            throw Refusal(status: .rateLimited, message: "too many failed logins; try again in \((waitMs + 999) / 1000) s")
+        case .check:
+            session.startLogin(login, userID: record?.id)
+            return .verifyPassword(login, storedHash: record?.passwordHash)
         }
-        return .verifyPassword(login, storedHash: try reader.passwordHash(user: login.user))
     }
 
     /// Called back on the loop once the slow hash has been checked.
     public func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> Message {
         let now = clock()
-        guard passwordMatched else {
-            userLimiter.recordFailure(login.user, nowMs: now)
-            addressLimiter.recordFailure(session.peerAddress, nowMs: now)
-            return .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
+        let pending = session.finishLogin(login)
+        let refusal = Message.error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
+        func fail() -> Message {
+            loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: false, nowMs: now)
+            return refusal
         }
-        userLimiter.recordSuccess(login.user)
-        let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: now, expiresAt: now + settings.tokenLifetimeMs)
+        guard passwordMatched else { return fail() }
+        // The password matched the identity the name had when the LOGIN arrived; the token
+        // is only for that identity, so not if the name was removed (and perhaps given to
+        // someone else) while the hash was being checked.
+        guard let pending, !pending.mixed, let checked = pending.userID,
+              let user = try? users.identity(of: login.user), user.id == checked else { return fail() }
+        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true, nowMs: now)
+        // Never dated before the identity, whose clock may run ahead of this one's.
+        let issuedAt = max(now, user.createdAt)
+        let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
         return .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt))
     }
 
@@ -163,21 +223,33 @@ public final class StoreLogic {
             throw Refusal(status: .tooLarge, message: "payload over \(settings.maxPayloadBytes) bytes")
         }
         guard store.ttlSeconds > 0 else { throw Refusal(status: .badRequest, message: "ttl_s must be above 0") }
+        // Whether the user exists is decided by the writer, in the transaction that stores
+        // the payload (UNKNOWN_USER): the loop need not read anything for a STORE.
         let now = clock()
-        if (knownUsers[store.user] ?? 0) <= now {
-            guard try reader.passwordHash(user: store.user) != nil else {
-                throw Refusal(status: .unknownUser, message: "no such user")
-            }
-            if knownUsers.count > 100_000 { knownUsers = [:] }
-            knownUsers[store.user] = now + StoreLogic.knownUserTTLMs
-        }
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
         let payload = NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
                                  expiresAt: now + ttl * 1000, readLimit: store.readLimit)
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
 
-    /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2]).
+    /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2]), and the identity
+    /// the token speaks for: nil for a name no user holds, which owns nothing.
+    private func holder(of token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> (FetchToken, UserDirectory.Identity?) {
+        let claims = try claims(token, session: session, nowMs: nowMs)
+        // A token outlives neither its user nor the user's name: once the user is removed,
+        // or the name belongs to someone added after the token was issued, it is revoked.
+        // Not counted against the address like a forged token: it was genuinely issued.
+        let revoked = Refusal(status: .badToken, message: "fetch token revoked: its user was removed")
+        guard let user = try users.identity(of: claims.user) else {
+            // No user by that name: one removed since the token was issued, or never one (a
+            // token only the holder of the server key could make, and that reads nothing).
+            guard claims.issuedAt >= users.removalFence else { throw revoked }
+            return (claims, nil)
+        }
+        guard claims.issuedAt >= user.createdAt else { throw revoked }
+        return (claims, user)
+    }
+
     private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> FetchToken {
         guard let token else { throw Refusal(status: .authRequired, message: "log in to read this") }
         if badTokenLimiter.isLimited(session.peerAddress, nowMs: nowMs) {
@@ -200,9 +272,9 @@ public final class StoreLogic {
 
     private func handleFetch(_ fetch: Fetch, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let claims = try claims(fetch.token, session: session, nowMs: now)
-        guard let payload = try locate(fetch.id) else { throw Refusal(status: .notFound, message: "no such payload") }
-        guard payload.user == claims.user else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
+        let (_, user) = try holder(of: fetch.token, session: session, nowMs: now)
+        guard let payload = try locate(fetch.id, withBody: true) else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard payload.userID == user?.id else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
         let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
         countFetch(payload.sequence, atMs: now)
@@ -211,17 +283,19 @@ public final class StoreLogic {
 
     private func handleSync(_ sync: Sync, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let claims = try claims(sync.token, session: session, nowMs: now)
+        let (claims, holder) = try holder(of: sync.token, session: session, nowMs: now)
+        guard let user = holder else { return .reply(.syncOK(SyncOK(ids: [], cursor: sync.cursor, hasMore: false))) }
         let limit = Int(min(max(sync.limit, 1), Sync.maxLimit))
-        let page = try reader.unread(user: claims.user, deviceID: claims.deviceID, after: sync.cursor, limit: limit, nowMs: now)
+        let page = try reader.unread(userID: user.id, deviceID: claims.deviceID, after: sync.cursor, limit: limit, nowMs: now)
         return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
     }
 
     private func handleAck(_ ack: Ack, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let claims = try claims(ack.token, session: session, nowMs: now)
-        guard let sequence = try locate(ack.id)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-        return .commit(.ack(sequence: sequence, user: claims.user, deviceID: claims.deviceID), .ackOK(ack.id))
+        let (claims, holder) = try holder(of: ack.token, session: session, nowMs: now)
+        guard let sequence = try locate(ack.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard let user = holder else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
+        return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
     }
 
     private func countFetch(_ sequence: UInt64, atMs: UInt64) {
@@ -230,9 +304,10 @@ public final class StoreLogic {
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.
-    func locate(_ id: PayloadID) throws -> StoredPayload? {
+    /// Only FETCH needs the body: the others leave it unread and unopened.
+    func locate(_ id: PayloadID, withBody: Bool = true) throws -> StoredPayload? {
         guard let sequence = sequences[id] else { return nil }
-        guard let payload = try reader.payload(sequence: sequence) else {
+        guard let payload = try reader.payload(sequence: sequence, withBody: withBody) else {
             sequences[id] = nil
             return nil
         }
@@ -257,7 +332,7 @@ public final class StoreLogic {
     public var pendingFetchTallies: Int { fetchTallies.count }
 
     private func handleStatus(_ request: StatusRequest) throws -> StoreAction {
-        guard var payload = try locate(request.id) else { throw Refusal(status: .notFound, message: "no such payload") }
+        guard var payload = try locate(request.id, withBody: false) else { throw Refusal(status: .notFound, message: "no such payload") }
         if let tally = fetchTallies[payload.sequence] {
             payload.fetchCount += tally.count
             payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)
@@ -266,17 +341,16 @@ public final class StoreLogic {
                                          fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
     }
 
-    /// Forgets failed-login windows that have ended; the store calls it on a timer so the
-    /// tables hold only recent offenders.
+    /// Forgets what the login and token limits no longer need; the store calls it on a
+    /// timer so the tables hold only recent offenders.
     public func pruneLimiters() {
         let now = clock()
-        userLimiter.prune(nowMs: now)
-        addressLimiter.prune(nowMs: now)
+        loginThrottle.prune(nowMs: now)
         badTokenLimiter.prune(nowMs: now)
     }
 
-    /// User names and client addresses with a failed-login window still remembered.
-    var loginFailureKeysTracked: Int { userLimiter.trackedCount + addressLimiter.trackedCount }
+    /// (user, address) pairs and address budgets the login limits still remember.
+    var loginFailureKeysTracked: Int { loginThrottle.trackedCount }
 
     /// Client addresses with a BAD_TOKEN window still remembered.
     var badTokenAddressesTracked: Int { badTokenLimiter.trackedCount }

@@ -6,9 +6,19 @@ public struct StoreSettings: Sendable {
     public var maxPayloadBytes = 4096
     public var maxTTLSeconds: UInt32 = 30 * 24 * 3600
     public var tokenLifetimeMs: UInt64 = 3_600_000
-    /// Failed logins allowed per user, and per client address, within `loginFailureWindowMs`.
-    public var loginFailuresPerUser = 5
+    /// LOGIN limits ([8-5], `LoginThrottle`): a (user, client address) pair may fail
+    /// `loginFreeFailures` times in a row; then it waits `loginBackoffMs` before its next
+    /// attempt, twice that after each further failure, at most `loginMaxBackoffMs`.
+    public var loginFreeFailures = 3
+    public var loginBackoffMs: UInt64 = 1_000
+    public var loginMaxBackoffMs: UInt64 = 300_000
+    /// Failed LOGINs one client address (an IPv6 /64) may make in a burst; it gets one back
+    /// every `loginFailureRefillMs`.
     public var loginFailuresPerAddress = 20
+    public var loginFailureRefillMs: UInt64 = 3_000
+    /// How long a successful LOGIN exempts that user at that address from the address's budget.
+    public var loginTrustedForMs: UInt64 = 30 * 24 * 3_600_000
+    /// How often the login and token limiters forget what no longer limits anyone.
     public var loginFailureWindowMs: UInt64 = 60_000
     /// BAD_TOKEN answers allowed per client address within `badTokenWindowMs`; past them
     /// every request that carries a token is RATE_LIMITED until the window ends ([8-5]).

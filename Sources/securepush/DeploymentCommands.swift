@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import PushSecurity
 import PushStore
@@ -24,8 +27,13 @@ struct InitCommand: ParsableCommand {
 struct UserCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "user",
-        abstract: "Add or remove the users the store knows.",
-        subcommands: [Add.self, Remove.self])
+        abstract: "Add, remove or list the users the store knows.",
+        discussion: """
+        Each user has an internal identity that its payloads and tokens are bound to. Removing a user \
+        deletes its payloads and revokes its fetch tokens at once, also in a running store; a name \
+        added again is a new user that sees none of the old data.
+        """,
+        subcommands: [Add.self, Remove.self, List.self])
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a user; the password is read from stdin or a prompt.")
@@ -38,8 +46,8 @@ struct UserCommand: ParsableCommand {
             let password = try readPassword(prompt: "password for \(name): ")
             let iterations = deployment.integer("password.iterations") ?? PasswordHash.defaultIterations
             let hash = try PasswordHash.make(password: password, iterations: max(1, iterations))
-            let writer = try SQLitePayloadWriter(path: StoreFiles.databasePath(dataDir))
-            guard try writer.addUser(name, passwordHash: hash.encoded, nowMs: Clocks.wallMilliseconds()) else {
+            let users = try UserAdministration(databasePath: StoreFiles.databasePath(dataDir))
+            guard try users.add(name, passwordHash: hash.encoded, nowMs: Clocks.wallMilliseconds()) != nil else {
                 throw CommandFailure("user \(name) already exists")
             }
             announce("added user \(name)")
@@ -47,16 +55,58 @@ struct UserCommand: ParsableCommand {
     }
 
     struct Remove: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove a user.")
+        static let configuration = CommandConfiguration(
+            abstract: "Remove a user: its payloads are deleted and its fetch tokens refused from now on, also by a running store.")
         @Argument(help: "User name.") var name: String
         @Option(help: "The deployment directory.") var dataDir: String
 
         func run() throws {
             _ = try openDeployment(dataDir)
-            let writer = try SQLitePayloadWriter(path: StoreFiles.databasePath(dataDir))
-            guard try writer.removeUser(name) else { throw CommandFailure("no user \(name)") }
-            announce("removed user \(name)")
+            let users = try UserAdministration(databasePath: StoreFiles.databasePath(dataDir))
+            guard let removed = try users.remove(name) else {
+                throw CommandFailure("no user \(name)")
+            }
+            announce("removed user \(name): \(removed.payloads) payload\(removed.payloads == 1 ? "" : "s") deleted, its fetch tokens revoked")
         }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the users: name, when it was added (local time, ISO 8601) and its payloads still readable.")
+        @Option(help: "The deployment directory.") var dataDir: String
+
+        func run() throws {
+            _ = try openDeployment(dataDir)
+            let users = try UserAdministration(databasePath: StoreFiles.databasePath(dataDir))
+            let rows = try users.list(nowMs: Clocks.wallMilliseconds())
+            let width = max(4, rows.map(\.name.count).max() ?? 0)
+            print("NAME".padded(to: width) + "  CREATED                    PAYLOADS")
+            for user in rows {
+                print(user.name.padded(to: width) + "  " + localISO8601(milliseconds: user.createdAt).padded(to: 25) + "  \(user.livePayloads)")
+            }
+            fflush(nil)
+        }
+    }
+}
+
+/// `2025-01-31T14:05:09+01:00`: the local time of a unix-ms instant, with its UTC offset.
+func localISO8601(milliseconds: UInt64) -> String {
+    var seconds = time_t(milliseconds / 1000)
+    var parts = tm()
+    guard localtime_r(&seconds, &parts) != nil else { return "\(milliseconds)" }
+    func two(_ value: Int) -> String { value < 10 ? "0\(value)" : "\(value)" }
+    let offset = parts.tm_gmtoff
+    let sign = offset < 0 ? "-" : "+"
+    let minutes = abs(offset) / 60
+    return "\(parts.tm_year + 1900)-\(two(Int(parts.tm_mon) + 1))-\(two(Int(parts.tm_mday)))"
+        + "T\(two(Int(parts.tm_hour))):\(two(Int(parts.tm_min))):\(two(Int(parts.tm_sec)))"
+        + "\(sign)\(two(minutes / 60)):\(two(minutes % 60))"
+}
+
+extension String {
+    /// Left-aligned in a column of `width` characters.
+    func padded(to width: Int) -> String {
+        count >= width ? self : self + String(repeating: " ", count: width - count)
     }
 }
 

@@ -10,14 +10,14 @@ struct SecurePush: ParsableCommand {
 
         Start with `securepush demo`: the whole flow in a temporary deployment.
 
-        Deployment:   init, user add/remove
+        Deployment:   init, user add/remove/list, key rotate/status/prune
         Services:     store, gateway (each prints `listening on HOST:PORT` when ready)
         Devices:      device enroll, device run, device login, device logout
         Providers:    send, status, recall
         Tools:        bench (load tests), conformance (black-box protocol suite)
         """,
         version: SecurePush.version,
-        subcommands: [InitCommand.self, UserCommand.self, StoreCommand.self, GatewayCommand.self, DeviceCommand.self,
+        subcommands: [InitCommand.self, UserCommand.self, KeyCommand.self, StoreCommand.self, GatewayCommand.self, DeviceCommand.self,
                       SendCommand.self, StatusCommand.self, RecallCommand.self, DemoCommand.self, BenchCommand.self, ConformanceCommand.self]
     )
 

@@ -1,6 +1,6 @@
-/// Counts failed logins per key (a user name, a client address) in a fixed window, so
-/// password guessing is slowed whichever of the two an attacker varies ([4.6-3], [8-5]).
-struct LoginLimiter {
+/// Counts failures per key (a client address) in a fixed window: BAD_TOKEN answers, so
+/// forged tokens cannot be tried in bulk ([8-9]).
+struct FailureWindowLimiter {
     private struct Window {
         var startMs: UInt64
         var failures: Int

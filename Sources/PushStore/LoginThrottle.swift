@@ -1,0 +1,176 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The LOGIN limits of [8-5]: slow a password guesser down without locking the real
+/// user out.
+///
+/// - Per (user, address): the first `freeFailures` attempts are checked at once; after
+///   that each attempt waits `backoffMs`, doubling with every failure up to `maxBackoffMs`.
+///   A success clears the pair. Only the guessing address waits: the same user from any
+///   other address is unaffected.
+/// - Per address: a budget of `failuresPerAddress` failures, one given back every
+///   `refillMs`, so spraying many user names from one address is slowed too. Only
+///   failures spend it, so the users behind a shared address (NAT, a proxy) spend
+///   nothing; and a user who logged in from that address before (within `trustedForMs`)
+///   is not held to its budget at all, only to its own pair's backoff.
+/// - No limit per user alone: a correct password from an address that has not been
+///   failing is always checked.
+///
+/// Attempts count when their result is known. LOGINs sent together are all checked (the
+/// many devices of one user behind one address log in at once), so a burst of guesses
+/// can overshoot the limits; it then owes for every failure: the pair's wait grows with
+/// each one and the address's budget goes into debt, to be repaid at the refill rate. The
+/// slow password hash bounds how many guesses a burst can get checked. An attempt whose
+/// connection closes before its answer taught the client nothing and counts for nothing.
+/// IPv6 addresses count by their /64, which one host can hold whole.
+struct LoginThrottle {
+    struct Settings {
+        var freeFailures: Int
+        var backoffMs: UInt64
+        var maxBackoffMs: UInt64
+        var failuresPerAddress: Int
+        var refillMs: UInt64
+        var trustedForMs: UInt64
+    }
+
+    enum Decision: Equatable {
+        case check
+        case refuse(retryAfterMs: UInt64)
+    }
+
+    private struct PairKey: Hashable {
+        var user: String
+        var address: String
+    }
+
+    private struct Pair {
+        /// Failures since the last success.
+        var failures = 0
+        var blockedUntilMs: UInt64 = 0
+        var lastAttemptMs: UInt64 = 0
+    }
+
+    private struct Budget {
+        /// Milliseconds of refill banked: one failure costs `refillMs`; below 0 after a burst.
+        var creditMs: Int64
+        var updatedMs: UInt64
+    }
+
+    /// Entries kept at most per table; past that the table is pruned, then emptied.
+    static let capacity = 200_000
+    /// A pair with no attempt for this long starts afresh.
+    static let pairMemoryMs: UInt64 = 3_600_000
+
+    let settings: Settings
+    private var pairs: [PairKey: Pair] = [:]
+    private var budgets: [String: Budget] = [:]
+    private var trusted: [PairKey: UInt64] = [:]
+
+    init(_ settings: Settings) {
+        self.settings = settings
+    }
+
+    private var fullCreditMs: Int64 { Int64(max(0, settings.failuresPerAddress)) * Int64(settings.refillMs) }
+    private var failureCostMs: Int64 { Int64(settings.refillMs) }
+
+    /// Whether a LOGIN for `user` from `address` may be checked now.
+    mutating func begin(user: String, address: String, nowMs: UInt64) -> Decision {
+        let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
+        if let pair = pairs[key], pair.lastAttemptMs <= nowMs, pair.blockedUntilMs > nowMs {
+            return .refuse(retryAfterMs: pair.blockedUntilMs - nowMs)
+        }
+        guard !isTrusted(key, nowMs: nowMs) else { return .check }
+        let budget = currentBudget(key.address, nowMs: nowMs)
+        guard budget.creditMs >= failureCostMs else { return .refuse(retryAfterMs: UInt64(failureCostMs - budget.creditMs)) }
+        return .check
+    }
+
+    /// The outcome of an attempt `begin` allowed.
+    mutating func finish(user: String, address: String, succeeded: Bool, nowMs: UInt64) {
+        let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
+        guard !succeeded else {
+            pairs[key] = nil
+            if trusted.count >= LoginThrottle.capacity { prune(nowMs: nowMs) }
+            if trusted.count < LoginThrottle.capacity { trusted[key] = nowMs + settings.trustedForMs }
+            return
+        }
+        var pair = pairs[key] ?? Pair()
+        // A wall clock stepped back starts the pair afresh rather than stretching its wait.
+        if pair.lastAttemptMs > nowMs { pair = Pair() }
+        pair.failures += 1
+        pair.lastAttemptMs = nowMs
+        if pair.failures >= settings.freeFailures {
+            pair.blockedUntilMs = max(pair.blockedUntilMs, nowMs + backoff(after: pair.failures))
+        }
+        store(pair, for: key)
+        if !isTrusted(key, nowMs: nowMs) {
+            var budget = currentBudget(key.address, nowMs: nowMs)
+            budget.creditMs -= failureCostMs
+            store(budget, for: key.address)
+        }
+    }
+
+    private func isTrusted(_ key: PairKey, nowMs: UInt64) -> Bool { (trusted[key] ?? 0) > nowMs }
+
+    /// The wait after `failures` attempts, from the `freeFailures`th on.
+    private func backoff(after failures: Int) -> UInt64 {
+        let doublings = min(failures - settings.freeFailures, 40)
+        let wait = settings.backoffMs << UInt64(max(0, doublings))
+        return min(settings.maxBackoffMs, wait)
+    }
+
+    private func currentBudget(_ address: String, nowMs: UInt64) -> Budget {
+        guard var budget = budgets[address] else { return Budget(creditMs: fullCreditMs, updatedMs: nowMs) }
+        // A clock stepped back refills nothing for the step, and refilling goes on from now.
+        let elapsed = nowMs > budget.updatedMs ? Int64(min(nowMs - budget.updatedMs, UInt64(Int64.max / 2))) : 0
+        budget.creditMs = min(fullCreditMs, budget.creditMs + elapsed)
+        budget.updatedMs = nowMs
+        return budget
+    }
+
+    private mutating func store(_ budget: Budget, for address: String) {
+        if budgets[address] == nil && budgets.count >= LoginThrottle.capacity {
+            prune(nowMs: budget.updatedMs)
+            if budgets.count >= LoginThrottle.capacity { budgets.removeAll() }
+        }
+        budgets[address] = budget
+    }
+
+    private mutating func store(_ pair: Pair, for key: PairKey) {
+        if pairs[key] == nil && pairs.count >= LoginThrottle.capacity {
+            prune(nowMs: pair.lastAttemptMs)
+            if pairs.count >= LoginThrottle.capacity { pairs.removeAll() }
+        }
+        pairs[key] = pair
+    }
+
+    /// Forgets what no longer limits anyone: full budgets, idle pairs, lapsed trust.
+    mutating func prune(nowMs: UInt64) {
+        let full = fullCreditMs
+        budgets = budgets.filter {
+            nowMs >= $0.value.updatedMs && $0.value.creditMs + Int64(min(nowMs - $0.value.updatedMs, UInt64(Int64.max / 2))) < full
+        }
+        pairs = pairs.filter {
+            nowMs >= $0.value.lastAttemptMs && ($0.value.blockedUntilMs > nowMs || nowMs - $0.value.lastAttemptMs < LoginThrottle.pairMemoryMs)
+        }
+        trusted = trusted.filter { $0.value > nowMs }
+    }
+
+    var trackedCount: Int { pairs.count + budgets.count }
+    var trustedCount: Int { trusted.count }
+
+    /// The key an address is limited under: IPv4 as written, IPv6 by its /64 (an IPv4
+    /// address mapped into IPv6 counts as IPv4).
+    static func addressKey(_ address: String) -> String {
+        guard address.contains(":") else { return address }
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let host = address.split(separator: "%", maxSplits: 1).first.map(String.init) ?? address
+        guard inet_pton(AF_INET6, host, &bytes) == 1 else { return address }
+        if bytes[0..<10].allSatisfy({ $0 == 0 }) && bytes[10] == 0xFF && bytes[11] == 0xFF {
+            return bytes[12...].map(String.init).joined(separator: ".")
+        }
+        let words = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
+        return words.joined(separator: ":") + "::/64"
+    }
+}

@@ -1,0 +1,145 @@
+import CSQLite
+import PushWire
+
+/// The event loop's side: reads never wait for the writer (WAL readers see the last
+/// committed snapshot). Bodies are opened here, with the loop's own copy of the data keys.
+public final class SQLitePayloadReader: PayloadReader {
+    private let connection: SQLiteConnection
+    private let sealer: PayloadSealer
+    private let bySequence: SQLiteStatement
+    private let metadataBySequence: SQLiteStatement
+    private let everyID: SQLiteStatement
+    private let unreadPage: SQLiteStatement
+    private let userByName: SQLiteStatement
+    private let dataVersion: SQLiteStatement
+    private let revision: SQLiteStatement
+    private let fence: SQLiteStatement
+    private let beginSnapshot: SQLiteStatement
+    private let endSnapshot: SQLiteStatement
+    private var inSnapshot = false
+    private var lastDataVersion: Int64 = -1
+    private var lastRevision: UInt64 = 0
+
+    public init(path: String) throws(SQLiteError) {
+        connection = try SQLitePayloadDatabase.open(path: path)
+        sealer = try PayloadSealer(databasePath: path)
+        bySequence = try connection.prepare("""
+            SELECT id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life
+            FROM payloads WHERE seq = ?
+            """)
+        // The same columns, the body's place taken by a NULL.
+        metadataBySequence = try connection.prepare("""
+            SELECT id_high, id_low, user_id, key_id, NULL, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life
+            FROM payloads WHERE seq = ?
+            """)
+        everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads")
+        unreadPage = try connection.prepare("""
+            SELECT seq, id_high, id_low FROM payloads
+            WHERE user_id = ? AND seq > ? AND life = 1 AND expires_at > ?
+              AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipts.seq = payloads.seq AND receipts.device = ?)
+            ORDER BY seq LIMIT ?
+            """)
+        userByName = try connection.prepare("SELECT id, name, password_hash, created_at FROM users WHERE name = ?")
+        dataVersion = try connection.prepare("PRAGMA data_version")
+        revision = try connection.prepare("SELECT value FROM store_meta WHERE key = 'users_revision'")
+        fence = try connection.prepare("SELECT value FROM store_meta WHERE key = 'removal_fence_ms'")
+        beginSnapshot = try connection.prepare("BEGIN")
+        endSnapshot = try connection.prepare("COMMIT")
+    }
+
+    /// Outside a transaction every statement starts and ends a read transaction of its own,
+    /// which in WAL mode costs about as much as the read itself (the WAL index header, a
+    /// read lock on the shared memory); one explicit read transaction per request makes the
+    /// `usersRevision` check before it nearly free.
+    public func withSnapshot<T>(_ body: () throws -> T) throws -> T {
+        if inSnapshot { return try body() }
+        try beginSnapshot.run([])
+        inSnapshot = true
+        defer {
+            inSnapshot = false
+            // Ending a read-only transaction cannot fail for want of anything to write.
+            try? endSnapshot.run([])
+        }
+        return try body()
+    }
+
+    public func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload? {
+        let row = withBody ? bySequence : metadataBySequence
+        try row.bind([.uint(sequence)])
+        defer { row.reset() }
+        guard try row.step() else { return nil }
+        let id = PayloadID(high: UInt64(bitPattern: row.int(0)), low: UInt64(bitPattern: row.int(1)))
+        let userID = UInt64(bitPattern: row.int(2))
+        let body = row.isNull(4) || row.isNull(3) ? [] : try row.withBlob(4) { (sealed) throws(SQLiteError) in
+            try sealer.open(sealed, keyID: UInt32(truncatingIfNeeded: row.int(3)), id: id, userID: userID)
+        }
+        return StoredPayload(
+            id: id, sequence: sequence, userID: userID, body: body,
+            createdAt: UInt64(bitPattern: row.int(5)), expiresAt: UInt64(bitPattern: row.int(6)),
+            readLimit: UInt32(truncatingIfNeeded: row.int(7)), readCount: UInt32(truncatingIfNeeded: row.int(8)),
+            fetchCount: UInt32(truncatingIfNeeded: row.int(9)), fetchedAt: UInt64(bitPattern: row.int(10)),
+            life: PayloadLife(rawValue: row.int(11)) ?? .expired)
+    }
+
+    public func allIDs() throws -> [(PayloadID, UInt64)] {
+        try everyID.bind([])
+        defer { everyID.reset() }
+        var all: [(PayloadID, UInt64)] = []
+        while try everyID.step() {
+            all.append((PayloadID(high: UInt64(bitPattern: everyID.int(0)), low: UInt64(bitPattern: everyID.int(1))),
+                        UInt64(everyID.int(2))))
+        }
+        return all
+    }
+
+    public func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
+        // One row more than asked tells whether another page follows.
+        try unreadPage.bind([.uint(userID), .uint(cursor), .uint(nowMs), .text(deviceID), .int(Int64(limit + 1))])
+        defer { unreadPage.reset() }
+        var ids: [PayloadID] = []
+        var next = cursor
+        var hasMore = false
+        while try unreadPage.step() {
+            if ids.count == limit {
+                hasMore = true
+                break
+            }
+            next = UInt64(unreadPage.int(0))
+            ids.append(PayloadID(high: UInt64(bitPattern: unreadPage.int(1)), low: UInt64(bitPattern: unreadPage.int(2))))
+        }
+        return UnreadPage(ids: ids, cursor: next, hasMore: hasMore)
+    }
+
+    public func user(named name: String) throws -> UserRecord? {
+        try userByName.bind([.text(name)])
+        defer { userByName.reset() }
+        guard try userByName.step() else { return nil }
+        return UserRecord(id: UInt64(bitPattern: userByName.int(0)), name: userByName.text(1),
+                          passwordHash: userByName.text(2), createdAt: UInt64(bitPattern: userByName.int(3)))
+    }
+
+    /// `PRAGMA data_version` changes whenever another connection (this store's writer
+    /// thread, or `securepush user remove` in another process) commits; it reads a counter
+    /// in the WAL's shared memory, without touching a page. Only then is the users table's
+    /// revision read. Read in that order, a commit between the two reads is seen on the
+    /// next call, never missed.
+    public func removalFence() throws -> UInt64 {
+        try fence.bind([])
+        defer { fence.reset() }
+        return try fence.step() ? UInt64(bitPattern: fence.int(0)) : 0
+    }
+
+    public func usersRevision() throws -> UInt64 {
+        try dataVersion.bind([])
+        defer { dataVersion.reset() }
+        guard try dataVersion.step() else { return lastRevision }
+        let version = dataVersion.int(0)
+        if version == lastDataVersion { return lastRevision }
+        try revision.bind([])
+        defer { revision.reset() }
+        let current = try revision.step() ? UInt64(bitPattern: revision.int(0)) : 0
+        lastDataVersion = version
+        lastRevision = current
+        return current
+    }
+}

@@ -1,0 +1,163 @@
+import CSQLite
+import PushSession
+import PushWire
+
+/// The writer thread's side. Bodies are sealed here, on the writer thread, so the event
+/// loop never pays for encryption on a STORE.
+public final class SQLitePayloadWriter: PayloadWriter {
+    private let connection: SQLiteConnection
+    private let sealer: PayloadSealer
+    private let resealer: PayloadResealer
+    private let insert: SQLiteStatement
+    private let userByName: SQLiteStatement
+    /// Recipients looked up in the transaction being committed (a group often holds many
+    /// STOREs for few users); emptied with each transaction, so never stale.
+    private var recipients: [String: UInt64?] = [:]
+    private let lookup: SQLiteStatement
+    private let addReceipt: SQLiteStatement
+    private let markRead: SQLiteStatement
+    private let markRecalled: SQLiteStatement
+    private let markFetched: SQLiteStatement
+    private let emptyExpired: SQLiteStatement
+    private let forgetOld: SQLiteStatement
+    private let forgetReceipts: SQLiteStatement
+
+    /// How long an emptied row is kept so FETCH can still say GONE rather than NOT_FOUND.
+    public static let tombstoneRetentionMs: UInt64 = 7 * 24 * 3600 * 1000
+
+    /// Opens the database and the data keys beside it (creating either if missing).
+    public init(path: String) throws(SQLiteError) {
+        connection = try SQLitePayloadDatabase.open(path: path)
+        sealer = try PayloadSealer(databasePath: path)
+        resealer = try PayloadResealer(connection: connection, sealer: sealer)
+        insert = try connection.prepare("""
+            INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            """)
+        userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
+        lookup = try connection.prepare("SELECT user_id FROM payloads WHERE seq = ?")
+        addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
+        markRead = try connection.prepare("""
+            UPDATE payloads SET read_count = read_count + 1,
+                life = CASE WHEN life = 1 AND read_limit > 0 AND read_count + 1 >= read_limit THEN 3 ELSE life END,
+                body = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE body END,
+                key_id = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE key_id END
+            WHERE seq = ?
+            """)
+        markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = ?")
+        markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?")
+        emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL, key_id = NULL WHERE expires_at <= ? AND life = 1")
+        forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
+        forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
+    }
+
+    public func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome] {
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            // Asked while holding the write lock, which `key prune` holds while it removes
+            // keys: a key this thread has not seen replaced is never pruned under it. A
+            // file that cannot be read now keeps the keys already known.
+            _ = try? sealer.ring.refreshIfChanged()
+            recipients.removeAll(keepingCapacity: true)
+            var outcomes: [WriteOutcome] = []
+            outcomes.reserveCapacity(operations.count)
+            for operation in operations {
+                outcomes.append(try apply(operation))
+            }
+            try connection.execute("COMMIT")
+            return outcomes
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    private func apply(_ operation: WriteOperation) throws(SQLiteError) -> WriteOutcome {
+        switch operation {
+        case .store(let new):
+            // Resolved inside the transaction a removal would have to wait for: a STORE
+            // accepted just before its user was removed leaves no row behind.
+            guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
+            let (keyID, sealed) = try sealer.seal(new.body, id: new.id, userID: userID)
+            try insert.run(SQLitePayloadDatabase.idValues(new.id) + [
+                .uint(userID), .int(Int64(keyID)), .blob(sealed), .uint(new.createdAt), .uint(new.expiresAt),
+                .int(Int64(new.readLimit)),
+            ])
+            return .stored(sequence: connection.lastInsertedRow)
+        case .ack(let sequence, let userID, let deviceID):
+            // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
+            guard let owner = try owner(of: sequence) else { return .failed(.notFound) }
+            guard owner == userID else { return .failed(.forbidden) }
+            try addReceipt.run([.uint(sequence), .text(deviceID)])
+            if connection.changes == 1 { try markRead.run([.uint(sequence)]) }
+            return .ok
+        case .recall(let sequence):
+            // Recalling what is already gone succeeds ([4.11-2]).
+            guard try owner(of: sequence) != nil else { return .failed(.notFound) }
+            try markRecalled.run([.uint(sequence)])
+            return .ok
+        case .recordFetches(let tallies):
+            for tally in tallies {
+                try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
+            }
+            return .ok
+        }
+    }
+
+    private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {
+        if let known = recipients[name] { return known }
+        try userByName.bind([.text(name)])
+        defer { userByName.reset() }
+        let id = try userByName.step() ? UInt64(bitPattern: userByName.int(0)) : nil
+        if recipients.count < 10_000 { recipients[name] = .some(id) }
+        return id
+    }
+
+    /// Looked up inside the transaction, so two racing receipts for a read-once payload
+    /// are counted one after the other.
+    private func owner(of sequence: UInt64) throws(SQLiteError) -> UInt64? {
+        try lookup.bind([.uint(sequence)])
+        defer { lookup.reset() }
+        return try lookup.step() ? UInt64(bitPattern: lookup.int(0)) : nil
+    }
+
+    public func sweepExpired(nowMs: UInt64) throws -> Int {
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            try emptyExpired.run([.uint(nowMs)])
+            let emptied = connection.changes
+            let horizon = nowMs > SQLitePayloadWriter.tombstoneRetentionMs ? nowMs - SQLitePayloadWriter.tombstoneRetentionMs : 0
+            try forgetOld.run([.uint(horizon)])
+            if connection.changes > 0 { try forgetReceipts.run([]) }
+            try connection.execute("COMMIT")
+            if emptied > 0 { try connection.execute("PRAGMA incremental_vacuum") }
+            return emptied
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Notices a data key added by `securepush key rotate` (one stat when nothing changed)
+    /// and re-seals one batch of rows still under an older key.
+    public func idleStep(nowMs: UInt64) throws -> Bool {
+        _ = try? sealer.ring.refreshIfChanged()
+        return try resealer.step()
+    }
+
+    // MARK: users (administration, not the request path)
+
+    /// Adds a user with a fresh identity; false if the name is taken.
+    public func addUser(_ name: String, passwordHash: String, nowMs: UInt64) throws -> Bool {
+        try UserTable.add(name, passwordHash: passwordHash, nowMs: nowMs, on: connection) != nil
+    }
+
+    /// Removes a user with every payload addressed to it; false if there is no such user.
+    public func removeUser(_ name: String, clock: () -> UInt64 = Clocks.wallMilliseconds) throws -> Bool {
+        try UserTable.remove(name, clock: clock, on: connection) != nil
+    }
+
+    public func checkpoint() throws {
+        try connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    }
+}

@@ -1,0 +1,172 @@
+import CSQLite
+import PushSecurity
+
+/// The store database's tables, and the changes that bring a database written by an
+/// earlier build up to them. `PRAGMA user_version` records how far a file has come.
+enum SQLiteSchema {
+    static let currentVersion: Int64 = 2
+
+    /// Users have a random internal id that payloads bind to, so a name removed and added
+    /// again is another user. `created_at` also dates the tokens a user may present: one
+    /// issued earlier was issued to a previous holder of the name.
+    static func usersTable(_ name: String) -> String {
+        """
+        CREATE TABLE \(name) (
+            id INTEGER PRIMARY KEY,
+            name TEXT NOT NULL UNIQUE,
+            password_hash TEXT NOT NULL,
+            created_at INTEGER NOT NULL
+        )
+        """
+    }
+
+    /// `key_id` names the data key that sealed `body`: NULL once the body is erased, 0 for
+    /// a body written in clear by a build from before encryption (re-sealed in the background).
+    static func payloadsTable(_ name: String) -> String {
+        """
+        CREATE TABLE \(name) (
+            seq INTEGER PRIMARY KEY AUTOINCREMENT,
+            id_high INTEGER NOT NULL,
+            id_low INTEGER NOT NULL,
+            user_id INTEGER NOT NULL,
+            key_id INTEGER,
+            body BLOB,
+            created_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL,
+            read_limit INTEGER NOT NULL,
+            read_count INTEGER NOT NULL DEFAULT 0,
+            fetch_count INTEGER NOT NULL DEFAULT 0,
+            fetched_at INTEGER NOT NULL DEFAULT 0,
+            life INTEGER NOT NULL DEFAULT 1
+        )
+        """
+    }
+
+    static let receiptsTable = """
+        CREATE TABLE IF NOT EXISTS receipts (
+            seq INTEGER NOT NULL,
+            device TEXT NOT NULL,
+            PRIMARY KEY (seq, device)
+        ) WITHOUT ROWID
+        """
+
+    /// `users_revision` counts every change to the users table, whoever makes it: a running
+    /// store compares it (after the cheap `PRAGMA data_version` says something was
+    /// committed) to know when its cached users are stale. `removal_fence_ms` is one second
+    /// past the last removal's commit: no user is created before it, so a name added again
+    /// is dated after every token a store could still issue to the removed holder before it
+    /// saw the removal, even on a clock that stepped back a little in between.
+    static let metaAndTriggers = """
+        CREATE TABLE store_meta (
+            key TEXT PRIMARY KEY,
+            value INTEGER NOT NULL
+        ) WITHOUT ROWID;
+        INSERT INTO store_meta (key, value) VALUES ('users_revision', 1), ('removal_fence_ms', 0);
+        CREATE TRIGGER users_added AFTER INSERT ON users
+            BEGIN UPDATE store_meta SET value = value + 1 WHERE key = 'users_revision'; END;
+        CREATE TRIGGER users_removed AFTER DELETE ON users
+            BEGIN UPDATE store_meta SET value = value + 1 WHERE key = 'users_revision'; END;
+        CREATE TRIGGER users_changed AFTER UPDATE ON users
+            BEGIN UPDATE store_meta SET value = value + 1 WHERE key = 'users_revision'; END
+        """
+
+    /// `payloads_by_key` finds rows still sealed under an older key; new rows all carry the
+    /// newest key and a growing seq, so it only ever grows at its right edge.
+    static let indexes = """
+        CREATE INDEX IF NOT EXISTS live_by_user ON payloads(user_id, seq) WHERE life = 1;
+        CREATE INDEX IF NOT EXISTS payloads_by_expiry ON payloads(expires_at);
+        CREATE INDEX IF NOT EXISTS payloads_by_key ON payloads(key_id) WHERE key_id IS NOT NULL
+        """
+
+    static var fresh: String {
+        [usersTable("users"), payloadsTable("payloads"), receiptsTable, metaAndTriggers, indexes].joined(separator: ";\n")
+    }
+
+    /// Changes to databases written by earlier builds, by the `user_version` they lead to.
+    static let migrations: [(version: Int64, apply: @Sendable (SQLiteConnection) throws(SQLiteError) -> Void)] = [
+        // IDs are mapped to rows in memory now; the unique index on them only slowed STOREs.
+        (1, { connection throws(SQLiteError) in try connection.execute("DROP INDEX IF EXISTS payloads_by_id") }),
+        (2, addIdentities),
+    ]
+
+    /// Creates the tables of a new file, or brings an existing one up to date, in one
+    /// transaction so that two processes opening the file at once do it only once.
+    static func prepare(_ connection: SQLiteConnection) throws(SQLiteError) {
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            let version = try connection.integer("PRAGMA user_version") ?? 0
+            let hasTables = try connection.integer("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'payloads'") ?? 0
+            if hasTables == 0 {
+                try connection.execute(fresh)
+            } else {
+                for migration in migrations where migration.version > version {
+                    try migration.apply(connection)
+                }
+            }
+            if version != currentVersion { try connection.execute("PRAGMA user_version = \(currentVersion)") }
+            try connection.execute("COMMIT")
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+
+    /// Version 2: users get random ids and payloads bind to them instead of to names.
+    /// Payloads whose user no longer exists are deleted, not carried over: under the old
+    /// schema they would have gone to whoever was next given the name.
+    static func addIdentities(_ connection: SQLiteConnection) throws(SQLiteError) {
+        try connection.execute(usersTable("users_v2"))
+        do {
+            let old = try connection.prepare("SELECT name, password_hash, created_at FROM users")
+            let insert = try connection.prepare("INSERT INTO users_v2 (id, name, password_hash, created_at) VALUES (?, ?, ?, ?)")
+            try old.bind([])
+            var users: [(String, String, Int64)] = []
+            while try old.step() { users.append((old.text(0), old.text(1), old.int(2))) }
+            old.reset()
+            for (name, hash, created) in users {
+                try insert.run([.uint(try UserIdentity.newID()), .text(name), .text(hash), .int(created)])
+            }
+        }
+        try connection.execute("DROP TABLE users; ALTER TABLE users_v2 RENAME TO users")
+
+        let lastSequence = try connection.integer("SELECT seq FROM sqlite_sequence WHERE name = 'payloads'") ?? 0
+        try connection.execute(payloadsTable("payloads_v2"))
+        try connection.execute("""
+            INSERT INTO payloads_v2 (seq, id_high, id_low, user_id, key_id, body, created_at, expires_at,
+                                     read_limit, read_count, fetch_count, fetched_at, life)
+            SELECT p.seq, p.id_high, p.id_low, u.id, CASE WHEN p.body IS NULL THEN NULL ELSE 0 END, p.body,
+                   p.created_at, p.expires_at, p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life
+            FROM payloads p JOIN users u ON u.name = p.user;
+            DROP TABLE payloads;
+            ALTER TABLE payloads_v2 RENAME TO payloads;
+            DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads);
+            """)
+        // Sequences never go back, even past deleted rows: a device's SYNC cursor is one.
+        try connection.execute("""
+            DELETE FROM sqlite_sequence WHERE name = 'payloads';
+            INSERT INTO sqlite_sequence (name, seq) VALUES ('payloads', max(\(lastSequence), coalesce((SELECT max(seq) FROM payloads), 0)));
+            """)
+        try connection.execute(metaAndTriggers + ";\n" + indexes)
+    }
+}
+
+/// Internal user identities.
+enum UserIdentity {
+    /// A random positive 63-bit id; 0 is never used.
+    static func newID() throws(SQLiteError) -> UInt64 {
+        guard let bytes = try? SecureRandom.bytes(8) else {
+            throw SQLiteError(code: 0, message: "the system random generator failed")
+        }
+        let id = bytes.reduce(UInt64(0)) { $0 << 8 | UInt64($1) } & 0x7FFF_FFFF_FFFF_FFFF
+        return id == 0 ? 1 : id
+    }
+}
+
+extension SQLiteConnection {
+    /// The first column of the first row of `sql`, or nil without a row.
+    func integer(_ sql: String) throws(SQLiteError) -> Int64? {
+        let statement = try prepare(sql, persistent: false)
+        defer { statement.reset() }
+        return try statement.step() ? statement.int(0) : nil
+    }
+}

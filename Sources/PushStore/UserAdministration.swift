@@ -1,0 +1,135 @@
+import CSQLite
+import PushSession
+import PushWire
+
+/// What `securepush user remove` took away.
+public struct RemovedUser: Sendable, Equatable {
+    public var name: String
+    public var id: UInt64
+    /// Payload rows deleted with the user, gone ones included.
+    public var payloads: Int
+}
+
+/// One line of `securepush user list`.
+public struct UserSummary: Sendable, Equatable {
+    public var name: String
+    public var createdAt: UInt64
+    /// Payloads still readable: not expired, recalled or read out.
+    public var livePayloads: Int
+}
+
+/// The deployment commands' side of the users table, run in their own process next to a
+/// store that may be running: every change is one transaction, and a running store sees
+/// it through the users revision its triggers bump (`SQLitePayloadReader.usersRevision`).
+public final class UserAdministration {
+    private let connection: SQLiteConnection
+
+    public init(databasePath: String) throws(SQLiteError) {
+        connection = try SQLitePayloadDatabase.open(path: databasePath)
+    }
+
+    /// The new user, or nil if the name is taken.
+    public func add(_ name: String, passwordHash: String, nowMs: UInt64) throws(SQLiteError) -> UserRecord? {
+        try UserTable.add(name, passwordHash: passwordHash, nowMs: nowMs, on: connection)
+    }
+
+    /// What was removed, or nil if there is no such user.
+    public func remove(_ name: String, clock: () -> UInt64 = Clocks.wallMilliseconds) throws(SQLiteError) -> RemovedUser? {
+        try UserTable.remove(name, clock: clock, on: connection)
+    }
+
+    /// Every user, by name.
+    public func list(nowMs: UInt64) throws(SQLiteError) -> [UserSummary] {
+        let statement = try connection.prepare("""
+            SELECT u.name, u.created_at,
+                   (SELECT count(*) FROM payloads p WHERE p.user_id = u.id AND p.life = 1 AND p.expires_at > ?)
+            FROM users u ORDER BY u.name
+            """, persistent: false)
+        try statement.bind([.uint(nowMs)])
+        var users: [UserSummary] = []
+        while try statement.step() {
+            users.append(UserSummary(name: statement.text(0), createdAt: UInt64(bitPattern: statement.int(1)),
+                                     livePayloads: Int(statement.int(2))))
+        }
+        return users
+    }
+}
+
+/// The users table's changes, shared by `UserAdministration` and the writer's own
+/// `addUser`/`removeUser`.
+enum UserTable {
+    static func add(_ name: String, passwordHash: String, nowMs: UInt64, on connection: SQLiteConnection) throws(SQLiteError) -> UserRecord? {
+        try transaction(connection) { () throws(SQLiteError) -> UserRecord? in
+            if try connection.integer(bound: "SELECT 1 FROM users WHERE name = ?", [.text(name)]) != nil { return nil }
+            // Tokens a store issued to a removed holder of this name predate the fence.
+            let fence = UInt64(bitPattern: try connection.integer("SELECT value FROM store_meta WHERE key = 'removal_fence_ms'") ?? 0)
+            let createdAt = max(nowMs, fence)
+            let insert = try connection.prepare("INSERT INTO users (id, name, password_hash, created_at) VALUES (?, ?, ?, ?)", persistent: false)
+            // A clash of random 63-bit ids is not expected; a second draw settles one.
+            for _ in 0..<4 {
+                let id = try UserIdentity.newID()
+                if try connection.integer(bound: "SELECT 1 FROM users WHERE id = ?", [.uint(id)]) != nil { continue }
+                try insert.run([.uint(id), .text(name), .text(passwordHash), .uint(createdAt)])
+                return UserRecord(id: id, name: name, passwordHash: passwordHash, createdAt: createdAt)
+            }
+            throw SQLiteError(code: 0, message: "no free user id")
+        }
+    }
+
+    /// Deletes the user, its payloads and their receipts in one transaction (zeroed on disk
+    /// by secure_delete), then checkpoints so the freed pages reach the database file
+    /// zeroed and the WAL is emptied.
+    /// How long after a removal's commit a store could still issue a token to the removed
+    /// user: it read the clock before its check of the users, which missed the commit.
+    static let removalFenceMs: UInt64 = 1_000
+
+    static func remove(_ name: String, clock: () -> UInt64, on connection: SQLiteConnection) throws(SQLiteError) -> RemovedUser? {
+        let removed = try transaction(connection) { () throws(SQLiteError) -> RemovedUser? in
+            guard let raw = try connection.integer(bound: "SELECT id FROM users WHERE name = ?", [.text(name)]) else { return nil }
+            let id = UInt64(bitPattern: raw)
+            let user: [SQLiteStatement.Value] = [.uint(id)]
+            try connection.run("DELETE FROM receipts WHERE seq IN (SELECT seq FROM payloads WHERE user_id = ?)", user)
+            try connection.run("DELETE FROM payloads WHERE user_id = ?", user)
+            let payloads = connection.changes
+            try connection.run("DELETE FROM users WHERE id = ?", user)
+            // Read last, just before the commit, so the fence is past the commit too.
+            try connection.run("UPDATE store_meta SET value = max(value, ?) WHERE key = 'removal_fence_ms'",
+                               [.uint(clock() + removalFenceMs)])
+            return RemovedUser(name: name, id: id, payloads: payloads)
+        }
+        if removed != nil {
+            // Best effort: a reader of a running store can hold the checkpoint back; what
+            // stays in the WAL is sealed, and the store's own checkpoints copy it later.
+            try? connection.execute("PRAGMA incremental_vacuum")
+            try? connection.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        }
+        return removed
+    }
+
+    static func transaction<T>(_ connection: SQLiteConnection, _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
+        try connection.execute("BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try connection.execute("COMMIT")
+            return result
+        } catch {
+            try? connection.execute("ROLLBACK")
+            throw error
+        }
+    }
+}
+
+extension SQLiteConnection {
+    /// The first column of the first row of `sql` with `values` bound, or nil without a row.
+    func integer(bound sql: String, _ values: [SQLiteStatement.Value]) throws(SQLiteError) -> Int64? {
+        let statement = try prepare(sql, persistent: false)
+        try statement.bind(values)
+        defer { statement.reset() }
+        return try statement.step() ? statement.int(0) : nil
+    }
+
+    /// Runs `sql` once with `values` bound.
+    func run(_ sql: String, _ values: [SQLiteStatement.Value]) throws(SQLiteError) {
+        try prepare(sql, persistent: false).run(values)
+    }
+}

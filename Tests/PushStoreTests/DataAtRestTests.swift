@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+import PushSecurity
+import PushWire
+@testable import PushStore
+
+extension StoreFixture {
+    /// The stored row of a payload, as on disk.
+    func row(_ id: PayloadID) throws -> (keyID: Int64?, body: [UInt8]?, userID: Int64) {
+        let connection = try SQLiteConnection(path: databasePath)
+        let statement = try connection.prepare("SELECT key_id, body, user_id FROM payloads WHERE id_high = ? AND id_low = ?", persistent: false)
+        try statement.bind(SQLitePayloadDatabase.idValues(id))
+        guard try statement.step() else { throw StoreTestError.unexpected(nil) }
+        return (statement.isNull(0) ? nil : statement.int(0), statement.isNull(1) ? nil : statement.blob(1), statement.int(2))
+    }
+
+    func sequence(_ id: PayloadID) throws -> UInt64 {
+        try #require(try logic.locate(id)).sequence
+    }
+
+    func fileMode(_ path: String) throws -> Int {
+        try (FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+    }
+}
+
+@Suite("Payloads at rest")
+struct DataAtRestTests {
+    @Test("a body is stored sealed under the newest data key and read back in clear")
+    func sealedAtRest() throws {
+        let store = try StoreFixture()
+        let id = try store.store("attack at dawn")
+        let row = try store.row(id)
+        #expect(row.keyID == 1)
+        let body = try #require(row.body)
+        #expect(body.count == "attack at dawn".utf8.count + AES256GCM.overhead)
+        #expect(!String(decoding: body, as: UTF8.self).contains("attack"))
+        #expect(try store.logic.locate(id)?.body == Array("attack at dawn".utf8))
+    }
+
+    @Test("a sealed body moved to another payload or another user does not open")
+    func boundToIDAndUser() throws {
+        let store = try StoreFixture()
+        let first = try store.store("first")
+        let second = try store.store("second")
+        let connection = try SQLiteConnection(path: store.databasePath)
+        let (one, two) = (try store.sequence(first), try store.sequence(second))
+        try connection.execute("UPDATE payloads SET body = (SELECT body FROM payloads WHERE seq = \(one)) WHERE seq = \(two)")
+        #expect(throws: SQLiteError.self) { try store.reader.payload(sequence: two) }
+        let bob = try #require(try store.reader.user(named: "bob"))
+        try connection.execute("UPDATE payloads SET user_id = \(Int64(bitPattern: bob.id)) WHERE seq = \(one)")
+        #expect(throws: SQLiteError.self) { try store.reader.payload(sequence: one) }
+        // The store answers INTERNAL rather than hand out bytes it cannot vouch for.
+        let token = try store.token(user: "bob")
+        #expect(status(of: try store.send(.fetch(Fetch(id: first, token: token)), on: store.session(.device))) == .internalError)
+        // Only FETCH opens a body: STATUS and RECALL never touch it.
+        #expect(status(of: try store.send(.status(StatusRequest(id: second)), on: store.session(.provider))) == .ok)
+        #expect(try store.send(.recall(Recall(id: second)), on: store.session(.provider)) == .recallOK(RecallOK(id: second)))
+    }
+
+    @Test("recalled, read-out and expired payloads keep no body and no key")
+    func erasedBodies() throws {
+        let store = try StoreFixture()
+        let recalled = try store.store("recall me")
+        let readOnce = try store.store("read me once", readLimit: 1)
+        let expiring = try store.store("expire me", ttl: 1)
+        #expect(try store.send(.recall(Recall(id: recalled)), on: store.session(.provider)) == .recallOK(RecallOK(id: recalled)))
+        #expect(try store.send(.ack(Ack(id: readOnce, token: try store.token())), on: store.session(.device)) == .ackOK(AckOK(id: readOnce)))
+        store.now += 2_000
+        _ = try store.writer.sweepExpired(nowMs: store.now)
+        for id in [recalled, readOnce, expiring] {
+            let row = try store.row(id)
+            #expect(row.body == nil && row.keyID == nil)
+        }
+    }
+
+    @Test("after a rotation new bodies take the new key, old ones are re-sealed in the background, then the old key can go")
+    func rotation() throws {
+        let store = try StoreFixture()
+        let old = try (0..<300).map { try store.store("old \($0)") }
+        let keys = try DataKeyAdministration(databasePath: store.databasePath)
+        #expect(try keys.rotate() == 2)
+        #expect(try keys.prune() == [], "key 1 still seals 300 payloads")
+        let new = try store.store("new")
+        #expect(try store.row(new).keyID == 2, "the writer looks at the key file before it seals")
+        #expect(try store.writer.idleStep(nowMs: store.now), "300 rows take two batches")
+        #expect(try store.writer.idleStep(nowMs: store.now) == false)
+        #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 301]])
+        #expect(try keys.prune() == [1])
+        #expect(try DataKeyFile.read(keys.keysPath).map(\.id) == [2])
+        let token = try store.token()
+        for id in old + [new] {
+            guard case .fetchOK? = try store.send(.fetch(Fetch(id: id, token: token)), on: store.session(.device)) else {
+                Issue.record("FETCH of \(id) failed after the rotation"); return
+            }
+        }
+    }
+
+    @Test("an idle writer notices a key added by another process and re-seals without any write")
+    func idleWriterNoticesRotation() throws {
+        let store = try StoreFixture()
+        _ = try (0..<10).map { try store.store("old \($0)") }
+        #expect(try store.writer.idleStep(nowMs: store.now) == false)
+        _ = try DataKeyFile.add(StoreFiles.dataKeysPath(forDatabase: store.databasePath))
+        #expect(try store.writer.idleStep(nowMs: store.now) == false, "one short batch")
+        let keys = try DataKeyAdministration(databasePath: store.databasePath)
+        #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 10]])
+    }
+
+    @Test("each request's read snapshot ends with it: nothing holds back a full checkpoint")
+    func snapshotsEnd() throws {
+        let store = try StoreFixture()
+        let id = try store.store("x")
+        let token = try store.token()
+        _ = try store.send(.fetch(Fetch(id: id, token: token)), on: store.session(.device))
+        _ = try store.send(.fetch(Fetch(id: PayloadID.random(), token: token)), on: store.session(.device))
+        _ = try store.send(.sync(Sync(token: token)), on: store.session(.device))
+        try store.writer.checkpoint()
+        let wal = try FileManager.default.attributesOfItem(atPath: store.databasePath + "-wal")[.size] as? Int
+        #expect(wal == 0, "a read transaction left open would keep the WAL from being truncated")
+    }
+
+    @Test("key prune --reseal re-seals what no running store has, then prunes")
+    func resealInTheCommand() throws {
+        let store = try StoreFixture()
+        let id = try store.store("old")
+        let keys = try DataKeyAdministration(databasePath: store.databasePath)
+        _ = try keys.rotate()
+        #expect(try keys.resealAll() == 0)
+        #expect(try store.row(id).keyID == 2)
+        #expect(try keys.prune() == [1])
+    }
+
+    @Test("the database files are created owner-only, and earlier ones made owner-only at start")
+    func fileModes() throws {
+        let scratch = try ScratchDatabase("modes")
+        for path in StoreFiles.databaseFiles(scratch.path) {
+            FileManager.default.createFile(atPath: path, contents: nil, attributes: [.posixPermissions: 0o644])
+        }
+        try FileManager.default.removeItem(atPath: scratch.path)
+        let wal = scratch.path + "-wal"
+        // An existing, world-readable WAL, and a database SQLite has not created yet.
+        let writer = try SQLitePayloadWriter(path: scratch.path)
+        try withExtendedLifetime(writer) {
+            for path in [scratch.path, wal, scratch.path + "-shm", StoreFiles.dataKeysPath(forDatabase: scratch.path)] {
+                let mode = try (FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int) ?? -1
+                #expect(mode == 0o600, "\(path)")
+            }
+        }
+    }
+}
