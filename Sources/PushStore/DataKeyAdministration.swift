@@ -37,10 +37,7 @@ public final class DataKeyAdministration {
     /// Every key in the file and every key id a row names, with its row count.
     public func usage() throws(SQLiteError) -> [DataKeyUsage] {
         _ = try? sealer.ring.refreshIfChanged()
-        let statement = try connection.prepare("SELECT key_id, count(*) FROM payloads WHERE key_id IS NOT NULL GROUP BY key_id", persistent: false)
-        try statement.bind([])
-        var rows: [UInt32: Int] = [:]
-        while try statement.step() { rows[UInt32(truncatingIfNeeded: statement.int(0))] = Int(statement.int(1)) }
+        let rows = try rowsPerKey()
         let inFile = Set(sealer.ring.keyIDs)
         return inFile.union(rows.keys).sorted().map {
             DataKeyUsage(keyID: $0, rows: rows[$0] ?? 0, inFile: inFile.contains($0), isCurrent: $0 == sealer.ring.currentID)
@@ -54,20 +51,24 @@ public final class DataKeyAdministration {
     }
 
     /// Removes from the file every key but the newest that no row uses; returns their ids.
+    /// The rows are counted (one scan of the table) while holding the write lock, so no row
+    /// can take a key being removed.
     public func prune() throws -> [UInt32] {
         try UserTable.transaction(connection) { () throws(SQLiteError) -> [UInt32] in
-            let count = try connection.prepare("SELECT count(*) FROM payloads WHERE key_id = ?", persistent: false)
+            let used = try rowsPerKey()
             do {
-                return try DataKeyFile.remove(keysPath) { key in
-                    try count.bind([.int(Int64(key.id))])
-                    defer { count.reset() }
-                    return try count.step() && count.int(0) == 0
-                }
-            } catch let error as SQLiteError {
-                throw error
+                return try DataKeyFile.remove(keysPath) { used[$0.id, default: 0] == 0 }
             } catch {
                 throw SQLiteError(code: 0, message: "data keys: \(error)")
             }
         }
+    }
+
+    private func rowsPerKey() throws(SQLiteError) -> [UInt32: Int] {
+        let statement = try connection.prepare("SELECT key_id, count(*) FROM payloads WHERE key_id IS NOT NULL GROUP BY key_id", persistent: false)
+        try statement.bind([])
+        var rows: [UInt32: Int] = [:]
+        while try statement.step() { rows[UInt32(truncatingIfNeeded: statement.int(0))] = Int(statement.int(1)) }
+        return rows
     }
 }

@@ -82,8 +82,8 @@ struct DataAtRestTests {
         #expect(try keys.prune() == [], "key 1 still seals 300 payloads")
         let new = try store.store("new")
         #expect(try store.row(new).keyID == 2, "the writer looks at the key file before it seals")
-        #expect(try store.writer.idleStep(nowMs: store.now), "300 rows take two batches")
-        #expect(try store.writer.idleStep(nowMs: store.now) == false)
+        #expect(try store.writer.idleStep(nowMs: store.now), "one window of seqs holds all 300")
+        #expect(try store.writer.idleStep(nowMs: store.now) == false, "and the pass ends at the seq it began with")
         #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 301]])
         #expect(try keys.prune() == [1])
         #expect(try DataKeyFile.read(keys.keysPath).map(\.id) == [2])
@@ -99,9 +99,10 @@ struct DataAtRestTests {
     func idleWriterNoticesRotation() throws {
         let store = try StoreFixture()
         _ = try (0..<10).map { try store.store("old \($0)") }
-        #expect(try store.writer.idleStep(nowMs: store.now) == false)
+        while try store.writer.idleStep(nowMs: store.now) {}
         _ = try DataKeyFile.add(StoreFiles.dataKeysPath(forDatabase: store.databasePath))
-        #expect(try store.writer.idleStep(nowMs: store.now) == false, "one short batch")
+        #expect(try store.writer.idleStep(nowMs: store.now), "a new key starts a new pass")
+        #expect(try store.writer.idleStep(nowMs: store.now) == false)
         let keys = try DataKeyAdministration(databasePath: store.databasePath)
         #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 10]])
     }
@@ -117,6 +118,29 @@ struct DataAtRestTests {
         try store.writer.checkpoint()
         let wal = try FileManager.default.attributesOfItem(atPath: store.databasePath + "-wal")[.size] as? Int
         #expect(wal == 0, "a read transaction left open would keep the WAL from being truncated")
+    }
+
+    @Test("a pass skips the gaps deleted rows leave, and passes over a row it cannot open")
+    func resealAcrossGaps() throws {
+        let store = try StoreFixture()
+        let ids = try (0..<3).map { try store.store("payload \($0)") }
+        let connection = try SQLiteConnection(path: store.databasePath)
+        // A gap of a million seqs, and a row sealed under a key the file does not hold.
+        try connection.execute("UPDATE sqlite_sequence SET seq = 1000000 WHERE name = 'payloads'")
+        let far = try store.store("far")
+        try connection.execute("UPDATE payloads SET key_id = 0, body = x'636c656172' WHERE seq = \(try store.sequence(ids[1]))")
+        try connection.execute("UPDATE payloads SET key_id = 9 WHERE seq = \(try store.sequence(ids[2]))")
+        let keys = try DataKeyAdministration(databasePath: store.databasePath)
+        _ = try keys.rotate()
+        var steps = 0
+        while try store.writer.idleStep(nowMs: store.now) { steps += 1 }
+        #expect(steps == 2, "two windows: the first rows, then the far one")
+        #expect(try store.row(ids[0]).keyID == 2)
+        #expect(try store.row(far).keyID == 2)
+        #expect(try store.row(ids[1]).keyID == 2, "a clear body is sealed")
+        #expect(try store.logic.locate(ids[1])?.body == Array("clear".utf8))
+        #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 3], [9, 1]], "key 9's row is left as it was")
+        #expect(try keys.usage().last?.inFile == false)
     }
 
     @Test("key prune --reseal re-seals what no running store has, then prunes")
