@@ -16,9 +16,6 @@ final class UserDirectory {
     private let reader: PayloadReader
     private var revision: UInt64?
     private var entries: [String: Identity?] = [:]
-    /// Tokens issued before this (unix ms) for a name that has no user now may have been a
-    /// removed user's: they are refused. Read again with every change of the users.
-    private(set) var removalFence: UInt64 = 0
 
     init(reader: PayloadReader) {
         self.reader = reader
@@ -45,7 +42,6 @@ final class UserDirectory {
         let current = try reader.usersRevision()
         guard current != revision else { return }
         entries.removeAll(keepingCapacity: true)
-        removalFence = try reader.removalFence()
         revision = current
     }
 

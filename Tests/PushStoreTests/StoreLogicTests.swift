@@ -33,7 +33,8 @@ final class StoreFixture {
         StoreSession(peerAddress: "127.0.0.1", role: role)
     }
 
-    /// Carries an action out the way the server does, synchronously.
+    /// Carries an action out the way the server does, synchronously; nil for a REGISTRY
+    /// the server would hold.
     func perform(_ action: StoreAction, session: StoreSession) throws -> Message? {
         switch action {
         case .reply(let message): return message
@@ -42,15 +43,35 @@ final class StoreFixture {
             return logic.completed(reply, outcome: outcomes[0])
         case .verifyPassword(let login, let hash):
             let matched = hash.flatMap(PasswordHash.init(encoded:))?.verify(password: login.password) ?? false
-            return logic.finishLogin(login, passwordMatched: matched, session: session)
+            return logic.finishLogin(login, passwordMatched: matched, session: session).reply
+        case .hold:
+            return nil
         }
+    }
+
+    /// The registry as `securepush device` changes it: another connection, as from another process.
+    func registry() throws -> RegistryAdministration {
+        try RegistryAdministration(databasePath: directory.appendingPathComponent(SQLitePayloadDatabase.fileName).path)
+    }
+
+    /// Enrolls `device` for `user` (revoking its previous registration), issued now.
+    @discardableResult
+    func enroll(_ device: String, user: String = "alice", tags: [String] = [], lifetimeMs: UInt64 = 86_400_000 * 365) throws -> RegistrationRecord {
+        let signer = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose)
+        return try registry().enroll(user: user, deviceID: device, tags: tags, lifetimeMs: lifetimeMs, nowMs: now, signer: signer).registration
+    }
+
+    func revoke(_ device: String) throws {
+        #expect(try registry().revoke(deviceID: device, nowMs: now) != nil)
     }
 
     func send(_ message: Message, on session: StoreSession) throws -> Message? {
         try perform(logic.handle(message, session: session), session: session)
     }
 
+    /// A token from LOGIN, the device enrolled for the user first unless it is already.
     func token(user: String = "alice", password: String? = nil, device: String = "phone") throws -> [UInt8] {
+        if try registry().enrolled(deviceID: device)?.user != user { try enroll(device, user: user) }
         let reply = try send(.login(Login(user: user, password: Array((password ?? "pw-\(user)").utf8), deviceID: device)), on: session(.device))
         guard case .loginOK(let ok)? = reply else { throw StoreTestError.unexpected(reply) }
         return ok.token
@@ -75,7 +96,12 @@ final class UnreadableIDs: PayloadReader {
     }
     func user(named name: String) throws -> UserRecord? { nil }
     func usersRevision() throws -> UInt64 { 0 }
-    func removalFence() throws -> UInt64 { 0 }
+    func registrySequence() throws -> UInt64 { 0 }
+    func enrolledDevice(_ deviceID: String) throws -> EnrolledDevice? { nil }
+    func registryChanges(after cursor: UInt64, limit: Int, maxBytes: Int) throws -> RegistryPage {
+        RegistryPage(entries: [], cursor: cursor, hasMore: false)
+    }
+    func registryChangeCounts(after cursor: UInt64) throws -> RegistryChangeCounts { RegistryChangeCounts() }
 }
 
 func status(of message: Message?) -> Status? {
