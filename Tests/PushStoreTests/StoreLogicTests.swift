@@ -69,8 +69,10 @@ final class StoreFixture {
         try perform(logic.handle(message, session: session), session: session)
     }
 
-    /// A token from LOGIN, the device enrolled for the user first unless it is already.
-    func token(user: String = "alice", password: String? = nil, device: String = "phone") throws -> [UInt8] {
+    /// A token from LOGIN, the device enrolled for the user first unless it is already; by
+    /// default alice's "phone", or another user's "NAME-phone".
+    func token(user: String = "alice", password: String? = nil, device: String? = nil) throws -> [UInt8] {
+        let device = device ?? (user == "alice" ? "phone" : "\(user)-phone")
         if try registry().enrolled(deviceID: device)?.user != user { try enroll(device, user: user) }
         let reply = try send(.login(Login(user: user, password: Array((password ?? "pw-\(user)").utf8), deviceID: device)), on: session(.device))
         guard case .loginOK(let ok)? = reply else { throw StoreTestError.unexpected(reply) }
@@ -234,6 +236,7 @@ struct StoreLogicTests {
     @Test("[4.6-2] unknown user and wrong password look alike; [4.6-3] repeated failures are rate limited")
     func loginFailures() throws {
         let store = try StoreFixture()
+        try store.enroll("d")
         let device = store.session(.device)
         let unknown = try store.send(.login(Login(user: "mallory", password: Array("x".utf8), deviceID: "d")), on: device)
         let wrong = try store.send(.login(Login(user: "alice", password: Array("x".utf8), deviceID: "d")), on: device)
@@ -271,6 +274,7 @@ struct StoreLogicTests {
     @Test("[4.6-3] a wall clock stepped back ends a login wait instead of stretching it or trapping")
     func limiterClockStepsBack() throws {
         let store = try StoreFixture()
+        try store.enroll("d")
         let device = store.session(.device)
         for _ in 0..<8 { _ = try store.send(.login(Login(user: "alice", password: [], deviceID: "d")), on: device) }
         #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .rateLimited)
