@@ -4,6 +4,7 @@ import PushClient
 import PushProcess
 import PushSecurity
 import PushService
+import PushStore
 import PushTestSupport
 import PushWire
 import Testing

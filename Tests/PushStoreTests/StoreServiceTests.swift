@@ -20,6 +20,14 @@ extension StoreUnderTest {
         return client
     }
 
+    /// A connection with role gateway, as a gateway following the registry opens one.
+    func gateway() throws -> BlockingWireClient {
+        let client = try reachable.connect()
+        let reply = try client.hello(Hello(role: .gateway, credential: deployment.gatewayCredential()))
+        guard case .helloOK = reply else { throw ServiceError.failed("gateway HELLO refused: \(reply)") }
+        return client
+    }
+
     func device() throws -> BlockingWireClient {
         let client = try reachable.connect()
         let reply = try client.hello(Hello(role: .device))

@@ -50,6 +50,12 @@ public final class TemporaryDeployment {
         HelloCredential.provider(deployment.providerKey).make(for: audience, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
     }
 
+    /// A fresh gateway credential for the store (each is accepted once): what a gateway
+    /// following the registry sends in its HELLO with role 3.
+    public func gatewayCredential() -> [UInt8] {
+        HelloCredential.gateway(deployment.serverKey).make(for: .store, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
+    }
+
     /// A device registration signed with this deployment's server key, enrolled in the
     /// deployment's registry as `securepush device enroll` does (revoking the device id's
     /// previous registration) when the store knows `user`. For a user it does not know the
