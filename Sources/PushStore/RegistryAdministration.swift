@@ -26,6 +26,19 @@ public enum EnrolmentError: Error, CustomStringConvertible, Sendable {
     }
 }
 
+/// A device to enroll for a user.
+public struct EnrolmentRequest: Sendable, Equatable {
+    public var user: String
+    public var deviceID: String
+    public var tags: [String]
+
+    public init(user: String, deviceID: String, tags: [String] = []) {
+        self.user = user
+        self.deviceID = deviceID
+        self.tags = tags
+    }
+}
+
 /// A recorded enrolment, and the registration of the same device id it revoked.
 public struct Enrolment: Sendable, Equatable {
     public var registration: RegistrationRecord
@@ -52,10 +65,41 @@ public final class RegistryAdministration {
     ///   issued at or after it: then one millisecond after that one.
     public func enroll(user: String, deviceID: String, tags: [String], lifetimeMs: UInt64, nowMs: UInt64,
                        signer: CredentialSigner, deliver: ([UInt8]) throws -> Void = { _ in }) throws(EnrolmentError) -> Enrolment {
-        try RegistryAdministration.validate(user: user, deviceID: deviceID, tags: tags)
+        let request = EnrolmentRequest(user: user, deviceID: deviceID, tags: tags)
+        return try enrollAll([request], lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer) { _, credential in
+            try deliver(credential)
+        }[0]
+    }
+
+    /// Enrolls many devices in one transaction (one sync to disk for all: a load test's
+    /// thousand devices), each as `enroll` would; all or none.
+    public func enrollAll(_ requests: [EnrolmentRequest], lifetimeMs: UInt64, nowMs: UInt64, signer: CredentialSigner,
+                          deliver: (EnrolmentRequest, [UInt8]) throws -> Void = { _, _ in }) throws(EnrolmentError) -> [Enrolment] {
+        for request in requests {
+            try RegistryAdministration.validate(user: request.user, deviceID: request.deviceID, tags: request.tags)
+        }
         do {
-            return try recordEnrolment(user: user, deviceID: deviceID, tags: tags, lifetimeMs: lifetimeMs, nowMs: nowMs,
-                                       signer: signer, deliver: deliver)
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                var enrolments: [Enrolment] = []
+                var users: [String: UInt64] = [:]
+                for request in requests {
+                    let userID = try users[request.user] ?? userID(request.user)
+                    users[request.user] = userID
+                    let enrolment = try record(request, userID: userID, lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer)
+                    do {
+                        try deliver(request, enrolment.registration.credential)
+                    } catch {
+                        throw EnrolmentError.notDelivered("\(error)")
+                    }
+                    enrolments.append(enrolment)
+                }
+                try connection.execute("COMMIT")
+                return enrolments
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
         } catch let error as EnrolmentError {
             throw error
         } catch let error as SQLiteError {
@@ -65,33 +109,25 @@ public final class RegistryAdministration {
         }
     }
 
-    private func recordEnrolment(user: String, deviceID: String, tags: [String], lifetimeMs: UInt64, nowMs: UInt64,
-                                 signer: CredentialSigner, deliver: ([UInt8]) throws -> Void) throws -> Enrolment {
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
-            guard let rawID = try connection.integer(bound: "SELECT id FROM users WHERE name = ?", [.text(user)]) else {
-                throw EnrolmentError.unknownUser(user)
-            }
-            let issuedAt = try RegistryTable.issueTime(for: deviceID, nowMs: nowMs, on: connection)
-            let (expiresAt, overflow) = issuedAt.addingReportingOverflow(lifetimeMs)
-            let registration = Registration(deviceID: deviceID, user: user, tags: tags, issuedAt: issuedAt,
-                                            expiresAt: overflow ? .max : expiresAt)
-            let credential = registration.signed(by: signer)
-            guard credential.count <= Registration.maxSignedBytes else { throw EnrolmentError.tooLarge(bytes: credential.count) }
-            let replaced = try RegistryTable.revoke(deviceID, nowMs: nowMs, on: connection)
-            let record = try RegistryTable.insert(registration, userID: UInt64(bitPattern: rawID), credential: credential,
-                                                  on: connection)
-            do {
-                try deliver(credential)
-            } catch {
-                throw EnrolmentError.notDelivered("\(error)")
-            }
-            try connection.execute("COMMIT")
-            return Enrolment(registration: record, replaced: replaced)
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
+    private func userID(_ name: String) throws -> UInt64 {
+        guard let raw = try connection.integer(bound: "SELECT id FROM users WHERE name = ?", [.text(name)]) else {
+            throw EnrolmentError.unknownUser(name)
         }
+        return UInt64(bitPattern: raw)
+    }
+
+    /// One enrolment, inside the caller's transaction.
+    private func record(_ request: EnrolmentRequest, userID: UInt64, lifetimeMs: UInt64, nowMs: UInt64,
+                        signer: CredentialSigner) throws -> Enrolment {
+        let issuedAt = try RegistryTable.issueTime(for: request.deviceID, nowMs: nowMs, on: connection)
+        let (expiresAt, overflow) = issuedAt.addingReportingOverflow(lifetimeMs)
+        let registration = Registration(deviceID: request.deviceID, user: request.user, tags: request.tags, issuedAt: issuedAt,
+                                        expiresAt: overflow ? .max : expiresAt)
+        let credential = registration.signed(by: signer)
+        guard credential.count <= Registration.maxSignedBytes else { throw EnrolmentError.tooLarge(bytes: credential.count) }
+        let replaced = try RegistryTable.revoke(request.deviceID, nowMs: nowMs, on: connection)
+        let record = try RegistryTable.insert(registration, userID: userID, credential: credential, on: connection)
+        return Enrolment(registration: record, replaced: replaced)
     }
 
     /// Revokes the enrolled registration of `deviceID`: what it was, or nil if nothing
@@ -99,6 +135,16 @@ public final class RegistryAdministration {
     public func revoke(deviceID: String, nowMs: UInt64) throws(SQLiteError) -> RegistrationRecord? {
         try UserTable.transaction(connection) { () throws(SQLiteError) in
             try RegistryTable.revoke(deviceID, nowMs: nowMs, on: connection)
+        }
+    }
+
+    /// Revokes the enrolled registrations of every id in `deviceIDs` in one transaction;
+    /// how many there were.
+    public func revoke(deviceIDs: [String], nowMs: UInt64) throws(SQLiteError) -> Int {
+        try UserTable.transaction(connection) { () throws(SQLiteError) -> Int in
+            var count = 0
+            for device in deviceIDs where try RegistryTable.revoke(device, nowMs: nowMs, on: connection) != nil { count += 1 }
+            return count
         }
     }
 
