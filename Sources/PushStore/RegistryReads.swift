@@ -42,8 +42,9 @@ final class RegistryReads {
     /// At most `limit` entries after `cursor`, fewer when more would take a reply past
     /// `maxBytes` (the connection's frame size), but always one when one follows ([4.16-4]).
     func changes(after cursor: UInt64, limit: Int, maxBytes: Int) throws(SQLiteError) -> RegistryPage {
-        // One row more than asked tells whether another page follows.
-        try changesAfter.bind([.uint(cursor), .int(Int64(limit) + 1)])
+        // One row more than asked tells whether another page follows. SQLite integers are
+        // signed: a cursor past Int64.max is past every change, not before them.
+        try changesAfter.bind([.int(Int64(clamping: cursor)), .int(Int64(limit) + 1)])
         defer { changesAfter.reset() }
         var entries: [RegistryEntry] = []
         var next = cursor
@@ -65,7 +66,7 @@ final class RegistryReads {
     }
 
     func counts(after cursor: UInt64) throws(SQLiteError) -> RegistryChangeCounts {
-        try countsAfter.bind([.uint(cursor)])
+        try countsAfter.bind([.int(Int64(clamping: cursor))])
         defer { countsAfter.reset() }
         var counts = RegistryChangeCounts()
         while try countsAfter.step() {

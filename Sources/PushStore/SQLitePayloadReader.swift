@@ -97,8 +97,9 @@ public final class SQLitePayloadReader: PayloadReader {
     }
 
     public func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
-        // One row more than asked tells whether another page follows.
-        try unreadPage.bind([.uint(userID), .uint(cursor), .uint(nowMs), .text(deviceID), .int(Int64(limit + 1))])
+        // One row more than asked tells whether another page follows. SQLite integers are
+        // signed: a cursor past Int64.max is past every row, not before them.
+        try unreadPage.bind([.uint(userID), .int(Int64(clamping: cursor)), .uint(nowMs), .text(deviceID), .int(Int64(limit + 1))])
         defer { unreadPage.reset() }
         var ids: [PayloadID] = []
         var next = cursor

@@ -129,6 +129,19 @@ struct RegistryLogicTests {
         #expect(ahead.cursor == 99, "the cursor never goes back")
     }
 
+    @Test("[4.16-3] [4.9-2] cursors past Int64.max are past everything, not before it (SQLite integers are signed)")
+    func hugeCursors() throws {
+        let store = try StoreFixture()
+        try store.enroll("phone")
+        _ = try store.store("x")
+        for cursor in [UInt64(Int64.max), UInt64(Int64.max) + 1, UInt64.max] {
+            let page = try #require(registryOK(try store.registry(cursor: cursor)))
+            #expect(page.entries.isEmpty && page.cursor == cursor && !page.hasMore, "REGISTRY from \(cursor)")
+            #expect(try store.send(.sync(Sync(token: try store.token(), cursor: cursor)), on: store.session(.device))
+                    == .syncOK(SyncOK(ids: [], cursor: cursor, hasMore: false)), "SYNC from \(cursor)")
+        }
+    }
+
     @Test("[4.16-4] a limit of 0 is 1 and one above 1000 is 1000; a reply stays within the frame but lists at least one entry")
     func registryLimits() throws {
         let store = try StoreFixture()
