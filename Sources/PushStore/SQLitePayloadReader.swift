@@ -17,6 +17,8 @@ public final class SQLitePayloadReader: PayloadReader {
     private let beginSnapshot: SQLiteStatement
     private let endSnapshot: SQLiteStatement
     private var inSnapshot = false
+    /// The revisions were read inside the current snapshot, which cannot change under it.
+    private var revisionsReadInSnapshot = false
     private var lastDataVersion: Int64 = -1
     private var lastUsersRevision: UInt64 = 0
     private var lastRegistrySequence: UInt64 = 0
@@ -59,6 +61,7 @@ public final class SQLitePayloadReader: PayloadReader {
         if inSnapshot { return try body() }
         try beginSnapshot.run([])
         inSnapshot = true
+        revisionsReadInSnapshot = false
         defer {
             inSnapshot = false
             // Ending a read-only transaction cannot fail for want of anything to write.
@@ -139,6 +142,9 @@ public final class SQLitePayloadReader: PayloadReader {
     /// are the users revision and the registry's change counter read. Read in that order,
     /// a commit between the two reads is seen on the next call, never missed.
     private func refreshRevisions() throws {
+        // A request asks for both revisions; one look per snapshot is enough.
+        if inSnapshot && revisionsReadInSnapshot { return }
+        revisionsReadInSnapshot = inSnapshot
         try dataVersion.bind([])
         defer { dataVersion.reset() }
         guard try dataVersion.step() else { return }
