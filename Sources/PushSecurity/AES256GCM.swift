@@ -36,6 +36,10 @@ public final class AES256GCM {
 
     private let sealer: OpaquePointer
     private let opener: OpaquePointer
+    /// Random bytes for the next nonces, drawn 256 nonces at a time: one RAND_bytes call
+    /// costs more than sealing a small payload. Each nonce is taken once, in order.
+    private var nonces = [UInt8](repeating: 0, count: AES256GCM.nonceByteCount * 256)
+    private var nonceOffset = AES256GCM.nonceByteCount * 256
 
     public init(key: [UInt8]) throws(CipherError) {
         guard key.count == AES256GCM.keyByteCount else { throw .badKeyLength }
@@ -85,7 +89,7 @@ public final class AES256GCM {
             guard let base = out.baseAddress else { return failure = .cipherFailed }
             if let nonce {
                 nonce.withUnsafeBufferPointer { _ = UnsafeMutableBufferPointer(start: base, count: textStart).initialize(from: $0) }
-            } else if RAND_bytes(base, Int32(textStart)) != 1 {
+            } else if !takeNonce(into: base) {
                 return failure = .randomUnavailable
             }
             var length: Int32 = 0
@@ -103,6 +107,19 @@ public final class AES256GCM {
         }
         if let failure { throw failure }
         return sealed
+    }
+
+    private func takeNonce(into target: UnsafeMutablePointer<UInt8>) -> Bool {
+        if nonceOffset == nonces.count {
+            guard RAND_bytes(&nonces, Int32(nonces.count)) == 1 else { return false }
+            nonceOffset = 0
+        }
+        nonces.withUnsafeBufferPointer { pool in
+            guard let source = pool.baseAddress else { return }
+            target.initialize(from: source + nonceOffset, count: AES256GCM.nonceByteCount)
+        }
+        nonceOffset += AES256GCM.nonceByteCount
+        return true
     }
 
     /// The plaintext of a sealed message, if it and `associatedData` authenticate.

@@ -192,14 +192,28 @@ public final class StoreLogic {
     /// ([4.1-5]): the message's own rules.
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
         do {
-            // A STORE reads nothing, so it needs no snapshot.
+            // A STORE reads nothing: the writer checks its user.
             if case .store(let store) = message { return try handleStore(store) }
-            return try reader.withSnapshot { try route(message, session: session) }
+            let now = clock()
+            guard users.isRefreshDue(nowMs: now, intervalMs: settings.usersRecheckMs) else { return try route(message, session: session) }
+            // The revision check and the request's reads share one read transaction, so
+            // the check costs little more than the `PRAGMA data_version` it is.
+            return try reader.withSnapshot {
+                try refreshDirectories(nowMs: now)
+                return try route(message, session: session)
+            }
         } catch let refusal as Refusal {
             return .reply(.error(ErrorReply(status: refusal.status, message: refusal.message)))
         } catch {
             return .reply(.error(ErrorReply(status: .internalError, message: "storage error")))
         }
+    }
+
+    /// Forgets the users and enrolled devices another process changed (one
+    /// `PRAGMA data_version` when none did).
+    private func refreshDirectories(nowMs: UInt64) throws {
+        try users.refresh(nowMs: nowMs)
+        try devices.refresh()
     }
 
     private func route(_ message: Message, session: StoreSession) throws -> StoreAction {
@@ -230,11 +244,11 @@ public final class StoreLogic {
 
     private func handleLogin(_ login: Login, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let record = try users.record(of: login.user)
         switch loginThrottle.begin(user: login.user, address: session.peerAddress, nowMs: now) {
         case .refuse(let waitMs):
             throw Refusal(status: .rateLimited, message: "too many failed logins; try again in \((waitMs + 999) / 1000) s")
         case .check:
+            let record = try users.record(of: login.user)
             session.startLogin(login, userID: record?.id)
             return .verifyPassword(login, storedHash: record?.passwordHash)
         }
@@ -258,10 +272,12 @@ public final class StoreLogic {
         guard passwordMatched else { return fail(.wrongPassword) }
         // The password matched the identity the name had when the LOGIN arrived; the token
         // is only for that identity, so not if the name was removed (and perhaps given to
-        // someone else) while the hash was being checked.
+        // someone else) while the hash was being checked: asked afresh, however recently,
+        // as is the device's registration.
         guard let pending, !pending.mixed, let checked = pending.userID,
               let (user, device) = try? reader.withSnapshot({ () throws -> (UserDirectory.Identity?, EnrolledDevice?) in
-                  (try users.identity(of: login.user), try devices.enrolled(login.deviceID))
+                  try refreshDirectories(nowMs: now)
+                  return (try users.identity(of: login.user), try devices.enrolled(login.deviceID))
               }),
               let user, user.id == checked else { return fail(.userChanged) }
         guard let device, device.userID == user.id, device.expiresAt > now else { return fail(.deviceNotEnrolled) }

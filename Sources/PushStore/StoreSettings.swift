@@ -25,6 +25,10 @@ public struct StoreSettings: Sendable {
     public var badTokensPerAddress = 20
     public var badTokenWindowMs: UInt64 = 10_000
     public var sweepIntervalMs: UInt64 = 60_000
+    /// How often, at most, the store asks whether another process changed the users (a
+    /// removal, a re-added name): once per this many ms of its clock, and never more than
+    /// this late. 0 asks before every request.
+    public var usersRecheckMs: UInt64 = 1
 
     public init() {}
 }

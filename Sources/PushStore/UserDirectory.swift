@@ -1,7 +1,9 @@
 /// The users a running store has looked up, by name, kept only while the users table is
-/// unchanged: before each answer it asks the reader for the users revision (one
-/// `PRAGMA data_version` while nothing was committed), so a user removed or added by
-/// another process is seen by the very next request. Loop-confined.
+/// unchanged: `refresh` asks the reader for the users revision (one `PRAGMA data_version`
+/// while nothing was committed) and forgets everything when it moved. The store refreshes
+/// before a request when its clock has moved on by `StoreSettings.usersRecheckMs` since
+/// the last time, so a user removed or added by another process is seen within that.
+/// Loop-confined.
 final class UserDirectory {
     /// What a request needs of a user: its identity, and the date before which a token
     /// for its name was issued to someone else.
@@ -15,15 +17,21 @@ final class UserDirectory {
 
     private let reader: PayloadReader
     private var revision: UInt64?
+    private var refreshedAtMs: UInt64?
     private var entries: [String: Identity?] = [:]
 
     init(reader: PayloadReader) {
         self.reader = reader
     }
 
-    /// The current holder of `name`, or nil if there is none.
+    /// Whether `refresh` is due at `nowMs` (a clock stepped back makes it due).
+    func isRefreshDue(nowMs: UInt64, intervalMs: UInt64) -> Bool {
+        guard let last = refreshedAtMs else { return true }
+        return intervalMs == 0 || nowMs < last || nowMs - last >= intervalMs
+    }
+
+    /// The current holder of `name`, or nil if there is none, as of the last `refresh`.
     func identity(of name: String) throws -> Identity? {
-        try forgetIfChanged()
         if let known = entries[name] { return known }
         let found = try reader.user(named: name).map { Identity(id: $0.id, createdAt: $0.createdAt) }
         if entries.count >= UserDirectory.capacity { entries.removeAll(keepingCapacity: true) }
@@ -33,13 +41,13 @@ final class UserDirectory {
 
     /// The whole record, password hash included, read afresh (LOGIN only).
     func record(of name: String) throws -> UserRecord? {
-        try forgetIfChanged()
-        return try reader.user(named: name)
+        try reader.user(named: name)
     }
 
-    /// Made before every request that depends on users.
-    func forgetIfChanged() throws {
+    /// Forgets what it knows if any process changed the users since the last call.
+    func refresh(nowMs: UInt64) throws {
         let current = try reader.usersRevision()
+        refreshedAtMs = nowMs
         guard current != revision else { return }
         entries.removeAll(keepingCapacity: true)
         revision = current

@@ -40,6 +40,17 @@ struct AESGCMTests {
         #expect(throws: CipherError.badKeyLength) { try AES256GCM(key: Array(repeating: 1, count: 16)) }
     }
 
+    @Test("nonces drawn in batches never repeat, across refills of the batch")
+    func noncesAcrossRefills() throws {
+        let cipher = try AES256GCM(key: key)
+        var seen = Set<[UInt8]>()
+        for _ in 0..<1_000 {
+            let sealed = try cipher.seal([1], associatedData: [])
+            #expect(seen.insert(Array(sealed.prefix(AES256GCM.nonceByteCount))).inserted)
+            #expect(try cipher.open(sealed, associatedData: []) == [1])
+        }
+    }
+
     @Test("each seal takes a fresh nonce; an empty plaintext round-trips")
     func freshNonces() throws {
         let cipher = try AES256GCM(key: key)

@@ -75,6 +75,19 @@ struct RegistryLogicTests {
                 "the user's other devices are untouched")
     }
 
+    @Test("the registry is looked at with the users, at most once per usersRecheckMs: a revocation is seen once that much time has passed")
+    func recheckInterval() throws {
+        let store = try StoreFixture(usersRecheckMs: 1_000)
+        let token = try store.token()
+        let device = store.session(.device)
+        #expect(status(of: try store.send(.sync(Sync(token: token)), on: device)) == .ok)
+        try store.revoke("phone")
+        store.now += 999
+        #expect(status(of: try store.send(.sync(Sync(token: token)), on: device)) == .ok, "not looked for yet")
+        store.now += 1
+        #expect(status(of: try store.send(.sync(Sync(token: token)), on: device)) == .badToken)
+    }
+
     @Test("[8-9] revoked tokens are reported, and do not count towards the BAD_TOKEN limit")
     func revokedTokensAreNotForgeries() throws {
         let store = try StoreFixture()

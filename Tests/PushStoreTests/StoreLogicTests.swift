@@ -14,7 +14,11 @@ final class StoreFixture {
     let providerKey = SecretKey(bytes: Array(repeating: 2, count: 32))!
     var now: UInt64 = 1_700_000_000_000
 
-    init(settings: StoreSettings = StoreSettings()) throws {
+    /// The users are checked before every request unless told otherwise (`usersRecheckMs`
+    /// 0): the tests change them from another connection and expect the next request to see it.
+    init(settings: StoreSettings = StoreSettings(), usersRecheckMs: UInt64 = 0) throws {
+        var settings = settings
+        settings.usersRecheckMs = usersRecheckMs
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-logic-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let path = directory.appendingPathComponent(SQLitePayloadDatabase.fileName).path

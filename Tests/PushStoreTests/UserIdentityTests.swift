@@ -177,6 +177,24 @@ struct UserIdentityTests {
         }
     }
 
+    @Test("checked at most once per usersRecheckMs of the store's clock, a removal is seen once that much time has passed")
+    func recheckInterval() throws {
+        let store = try StoreFixture(usersRecheckMs: 1_000)
+        let id = try store.store("x")
+        let token = try store.token()
+        let device = store.session(.device)
+        guard case .fetchOK? = try store.send(.fetch(Fetch(id: id, token: token)), on: device) else {
+            Issue.record("FETCH failed"); return
+        }
+        try store.removeUser("alice")
+        store.now += 999
+        // Still within the interval: the removal has not been looked for yet (its payload
+        // row is gone, though, so the FETCH finds nothing).
+        #expect(status(of: try store.send(.sync(Sync(token: token)), on: device)) == .ok)
+        store.now += 1
+        #expect(status(of: try store.send(.sync(Sync(token: token)), on: device)) == .badToken)
+    }
+
     @Test("the users revision moves with the users table, not with payload writes")
     func usersRevision() throws {
         let store = try StoreFixture()
