@@ -4,7 +4,8 @@ import PushSession
 
 /// The store's registry over the wire (section 4.16): REGISTRY from a gateway connection
 /// and nothing else from it, pages, cursors, limits and the held request. The cases that
-/// change the registry enroll and revoke in the store's database (`SuiteRegistry`).
+/// change the registry enroll and revoke in the store's database (`SuiteRegistry`), and
+/// look only at their own entries: other clients may change the registry meanwhile.
 enum RegistryCases {
     /// A connection with role gateway and a fresh gateway credential ([7.1-2]).
     static func gateway(_ ctx: CaseContext, maxInflight: UInt32? = nil) throws(CaseStop) -> WireSession {
@@ -56,9 +57,10 @@ enum RegistryCases {
             let (_, end) = try readAll(session)
             let first = try ctx.enrolledDevice(), second = try ctx.enrolledDevice()
             let (entries, cursor) = try readAll(session, from: end)
-            try Expect.that(entries.map(\.credential) == [first.credential, second.credential],
-                            "after enrolling two devices, REGISTRY from the old cursor listed \(entries.count) entries, not the two in order")
-            try Expect.that(entries.allSatisfy { $0.state == .enrolled }, "a new enrolment was listed as revoked")
+            let mine = entries.filter { $0.credential == first.credential || $0.credential == second.credential }
+            try Expect.that(mine.map(\.credential) == [first.credential, second.credential],
+                            "after enrolling two devices, REGISTRY from the old cursor listed \(mine.count) of them, not both in order")
+            try Expect.that(mine.allSatisfy { $0.state == .enrolled }, "a new enrolment was listed as revoked")
             try Expect.that(cursor > end, "the cursor did not move past the new entries")
             return "two enrolments listed in order after cursor \(end), cursor now \(cursor)"
         },
@@ -90,7 +92,8 @@ enum RegistryCases {
             let (entries, end) = try readAll(session)
             guard !entries.isEmpty else { throw .skip("the registry is empty; " + CaseContext.noRegistry) }
             let again = try page(session, cursor: end, "REGISTRY from the cursor of the last page")
-            try Expect.that(again.entries.isEmpty && again.cursor == end, "asking again from the end listed \(again.entries.count) entries")
+            try Expect.that(again.entries.isEmpty ? again.cursor == end : again.cursor > end,
+                            "asking again from the end: \(again.entries.count) entries and cursor \(again.cursor)")
             return "past the end: no entries, the same cursor, has_more 0; \(entries.count) entries read to cursor \(end)"
         },
 
@@ -103,8 +106,8 @@ enum RegistryCases {
             try Expect.equal(one.entries.count, 1, "entries for limit 0 with two changes after the cursor")
             try Expect.that(one.hasMore, "has_more after one of two entries")
             let rest = try page(session, cursor: one.cursor, limit: 5_000, "REGISTRY with limit 5000")
-            try Expect.that(rest.entries.count == 1 && !rest.hasMore, "the second page held \(rest.entries.count) entries, has_more \(rest.hasMore)")
-            return "limit 0 → 1 entry and has_more; limit 5000 → the last one"
+            try Expect.that((1...1000).contains(rest.entries.count), "the page for limit 5000 held \(rest.entries.count) entries")
+            return "limit 0 → 1 entry and has_more; limit 5000 → \(rest.entries.count)"
         },
 
         ConformanceCase("store.registry-latest-state", clause: "4.16-5", "a revoked registration is listed once, with its latest state, after the changes before it") { ctx throws(CaseStop) in
@@ -114,43 +117,64 @@ enum RegistryCases {
             let (before, middle) = try readAll(session, from: end)
             try ctx.registry().revoke(device.deviceID)
             let (after, last) = try readAll(session, from: end)
-            try Expect.that(before.map(\.state) == [.enrolled], "the new enrolment was listed as \(before.map(\.state))")
-            try Expect.that(after == [RegistryEntry(state: .revoked, credential: device.credential)],
-                            "after revoking, REGISTRY from the same cursor listed \(after.map(\.state)), expected the one entry, revoked")
+            let listedBefore = before.filter { $0.credential == device.credential }, listedAfter = after.filter { $0.credential == device.credential }
+            try Expect.that(listedBefore.map(\.state) == [.enrolled], "the new enrolment was listed as \(listedBefore.map(\.state))")
+            try Expect.that(listedAfter.map(\.state) == [.revoked],
+                            "after revoking, REGISTRY from the same cursor listed it as \(listedAfter.map(\.state)), expected once, revoked")
             try Expect.that(last > middle, "the revocation did not take a greater change number: \(last) after \(middle)")
             return "enrolled at \(middle), then listed once as revoked at \(last)"
         },
 
         ConformanceCase("store.registry-wait", clause: "4.16-8", "a REGISTRY with wait_ms and nothing after its cursor is answered by a change, or empty when the time is up") { ctx throws(CaseStop) in
             let session = try gateway(ctx)
-            let (_, end) = try readAll(session)
-            let started = Clocks.monotonicMilliseconds()
-            let empty = try page(session, cursor: end, waitMs: 700, "REGISTRY with wait_ms 700 and nothing after its cursor")
-            let waited = Clocks.monotonicMilliseconds() - started
-            guard empty.entries.isEmpty else { throw .skip("the registry changed while the case waited (another client enrolls devices)") }
-            try Expect.that(empty.cursor == end && !empty.hasMore, "the empty reply had cursor \(empty.cursor), has_more \(empty.hasMore)")
+            var (_, cursor) = try readAll(session)
+            // Another client may change the registry meanwhile: then read on and wait again.
+            var empty: (RegistryOK, Int64)?
+            for _ in 0..<5 where empty == nil {
+                let started = Clocks.monotonicMilliseconds()
+                let ok = try page(session, cursor: cursor, waitMs: 700, "REGISTRY with wait_ms 700 and nothing after its cursor")
+                if ok.entries.isEmpty { empty = (ok, Clocks.monotonicMilliseconds() - started) } else { cursor = try readAll(session, from: ok.cursor).1 }
+            }
+            guard let (quiet, waited) = empty else { throw .skip("the registry changed during each of five waits (other clients enroll devices)") }
+            try Expect.that(quiet.cursor == cursor && !quiet.hasMore, "the empty reply had cursor \(quiet.cursor), has_more \(quiet.hasMore)")
             guard ctx.run.registry() != nil else {
                 return "no change: empty REGISTRY_OK after \(waited) ms (not checked: an answer on a change; " + CaseContext.noRegistry + ")"
             }
-            let held = try session.send(.registry(RegistryRequest(cursor: end, waitMs: 20_000)))
-            try session.expectSilence(ms: ctx.quietMs, "a REGISTRY with nothing after its cursor is held")
+            let held = try session.send(.registry(RegistryRequest(cursor: cursor, waitMs: 20_000)))
+            let sent = Clocks.monotonicMilliseconds()
             let device = try ctx.enrolledDevice()
             let answer = try session.reply(to: held, waitingFor: "the held REGISTRY after an enrolment")
             guard case .registryOK(let ok) = answer else { throw .fail("the held REGISTRY was answered \(describe(answer))") }
-            try Expect.that(ok.entries.map(\.credential) == [device.credential], "the held REGISTRY was answered with \(ok.entries.count) entries, not the new one")
-            let after = Clocks.monotonicMilliseconds() - started - waited
-            return "empty after \(waited) ms of 700; a held request answered with the enrolment \(after) ms after it was sent"
+            let took = Clocks.monotonicMilliseconds() - sent
+            guard !ok.entries.isEmpty else { return "empty after \(waited) ms of 700; the store answered the next one at once, empty: it does not hold (a MAY)" }
+            // Other clients' changes may come first; this case's enrolment follows them.
+            let later = ok.hasMore ? try readAll(session, from: ok.cursor).0 : []
+            try Expect.that((ok.entries + later).contains { $0.credential == device.credential && $0.state == .enrolled },
+                            "the held REGISTRY was answered with \(ok.entries.count) entries, none of them the new enrolment")
+            return "empty after \(waited) ms of 700; a held request answered with the enrolment \(took) ms after it was sent"
         },
 
         ConformanceCase("store.registry-held-inflight", clause: "4.16-9", "a held REGISTRY counts against max_inflight") { ctx throws(CaseStop) in
             let session = try gateway(ctx, maxInflight: 1)
-            let (_, end) = try readAll(session)
-            let held = try session.send(.registry(RegistryRequest(cursor: end, waitMs: 3_000)))
-            try Expect.refused(session, .registry(RegistryRequest(cursor: end)), .busy, "a second REGISTRY while the one allowed request is held")
-            let answer = try session.reply(to: held, waitingFor: "the held REGISTRY (wait_ms 3000)")
-            guard case .registryOK = answer else { throw .fail("the held REGISTRY was answered \(describe(answer))") }
-            _ = try page(session, cursor: end, "REGISTRY once the held one was answered")
-            return "max_inflight 1: a second REGISTRY during the hold → BUSY; once answered, REGISTRY_OK"
+            // A change by another client may answer the held request before the second
+            // arrives; then the case tries again.
+            for _ in 0..<3 {
+                let (_, end) = try readAll(session)
+                let held = try session.send(.registry(RegistryRequest(cursor: end, waitMs: 3_000)))
+                let second = try session.send(.registry(RegistryRequest(cursor: end)))
+                let answers = try session.answers(to: [held, second], "a held REGISTRY and a second one")
+                guard case .registryOK(let first)? = answers[held] else {
+                    throw .fail("the held REGISTRY was answered \(answers[held].map(describe) ?? "nothing")")
+                }
+                if case .error(let error)? = answers[second], error.status == .busy {
+                    _ = try page(session, cursor: end, "REGISTRY once the held one was answered")
+                    return "max_inflight 1: a second REGISTRY during the hold → BUSY; once answered, REGISTRY_OK"
+                }
+                guard !first.entries.isEmpty else {
+                    throw .fail("a second REGISTRY while one was held got \(answers[second].map(describe) ?? "nothing"), expected ERROR BUSY")
+                }
+            }
+            throw .skip("the registry changed during each of three holds (other clients enroll devices)")
         },
     ]
 }
