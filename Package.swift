@@ -64,11 +64,12 @@ let package = Package(
         ]),
         // Load generators behind `securepush bench`.
         .target(name: "PushBench", dependencies: [
-            "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess",
+            "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
-        .target(name: "PushConformance", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity"]),
+        // With --data-dir it enrolls and revokes the devices it uses in the store's registry.
+        .target(name: "PushConformance", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore"]),
         .executableTarget(
             name: "securepush",
             dependencies: [

@@ -2,16 +2,26 @@
 import Glibc
 #endif
 import PushSecurity
+import PushStore
 import PushWire
 import PushSession
 
 /// The credentials a deployment's keys let the bench make for itself: provider
 /// credentials, device registrations (what `securepush device enroll` issues) and fetch
 /// tokens (what LOGIN returns), all signed exactly as the services expect.
-struct BenchCredentials {
+///
+/// Devices that LOGIN or present fetch tokens must be enrolled in the store's registry
+/// ([4.6-4], [7.3-3]): `enroll` records them in the deployment's database, and from then
+/// on their registrations and tokens are the enrolled ones. Loop-confined.
+final class BenchCredentials {
     private let providerKey: SecretKey
     private let registrationSigner: CredentialSigner
     private let tokenSigner: CredentialSigner
+    /// Registrations recorded in the registry, by device id.
+    private(set) var enrolled: [String: RegistrationRecord] = [:]
+
+    /// How long the bench's registrations last: any run ends well before.
+    static let registrationLifetimeMs: UInt64 = 24 * 3_600_000
 
     init(_ deployment: Deployment) {
         providerKey = deployment.providerKey
@@ -24,15 +34,39 @@ struct BenchCredentials {
         HelloCredential.provider(providerKey).make(for: audience, nowMs: Clocks.wallMilliseconds())
     }
 
+    /// The device's enrolled registration, or one signed for the run alone (which a
+    /// gateway that follows no registry accepts) if it was not enrolled.
     func registration(device: String, user: String, tags: [String]) -> [UInt8] {
+        if let record = enrolled[device], record.user == user, record.tags == tags { return record.credential }
         let now = Clocks.wallMilliseconds()
-        return Registration(deviceID: device, user: user, tags: tags, issuedAt: now, expiresAt: now + 24 * 3_600_000)
+        return Registration(deviceID: device, user: user, tags: tags, issuedAt: now, expiresAt: now + BenchCredentials.registrationLifetimeMs)
             .signed(by: registrationSigner)
     }
 
+    /// A token as LOGIN would issue it, never dated before the device's registration.
     func fetchToken(device: String, user: String) -> [UInt8] {
-        let now = Clocks.wallMilliseconds()
+        let now = max(Clocks.wallMilliseconds(), enrolled[device]?.issuedAt ?? 0)
         return FetchToken(user: user, deviceID: device, issuedAt: now, expiresAt: now + 3_600_000).signed(by: tokenSigner)
     }
-}
 
+    /// Enrolls `devices` of `user` with `tags` in the registry of the store database at
+    /// `databasePath`, in one transaction.
+    func enroll(_ devices: [String], user: String, tags: [String], databasePath: String) throws(BenchError) {
+        let requests = devices.map { EnrolmentRequest(user: user, deviceID: $0, tags: tags) }
+        do {
+            let registry = try RegistryAdministration(databasePath: databasePath)
+            let enrolments = try registry.enrollAll(requests, lifetimeMs: BenchCredentials.registrationLifetimeMs,
+                                                    nowMs: Clocks.wallMilliseconds(), signer: registrationSigner)
+            for enrolment in enrolments { enrolled[enrolment.registration.deviceID] = enrolment.registration }
+        } catch {
+            throw .setup("cannot enroll the bench's devices in \(databasePath): \(error)")
+        }
+    }
+
+    /// Revokes what `enroll` enrolled (the run is over); best effort.
+    func revokeEnrolled(databasePath: String) {
+        guard !enrolled.isEmpty else { return }
+        _ = try? RegistryAdministration(databasePath: databasePath).revoke(deviceIDs: Array(enrolled.keys), nowMs: Clocks.wallMilliseconds())
+        enrolled = [:]
+    }
+}

@@ -20,7 +20,9 @@ enum EndToEndBenchmark {
         let workload = EndToEndWorkload(runner: runner, payloadSize: shape.payloadSize)
         let names = (0..<shape.devices).map { "bench-e2e-\($0)" }
 
-        // Devices: the store side first (LOGIN once each), then the gateway side.
+        // Devices: enrolled in the registry, then the store side (LOGIN once each), then
+        // the gateway side with the enrolled registrations.
+        try session.target.enrollDevices(names)
         let login = LoginCollector(count: shape.devices)
         let deviceStores = names.enumerated().map { index, name in
             session.deviceStoreLink(index: index, device: name, capacity: LoadShape.maxOutstanding, owner: login)

@@ -3,8 +3,9 @@ import PushEventLoop
 import PushSession
 
 /// `fetch`: payloads are stored first (`preloadCount`, by one pipelining provider), then
-/// device connections FETCH them round-robin, each with its own fetch token signed with
-/// the deployment's server key (exactly what LOGIN would have returned). An operation is
+/// device connections FETCH them round-robin, each enrolled in the registry and with its
+/// own fetch token signed with the deployment's server key (exactly what LOGIN would have
+/// returned). An operation is
 /// FETCH -> FETCH_OK carrying the whole payload.
 enum FetchBenchmark {
     static let preloadCount = 10_000
@@ -16,8 +17,9 @@ enum FetchBenchmark {
         let runner = Runner(shape: shape)
         let workload = FetchWorkload(runner: runner, ids: ids, payloadSize: shape.payloadSize)
         var templates: [FrameTemplate] = []
-        let links = (0..<shape.connections).map { index in
-            let device = "bench-fetch-\(index)"
+        let names = (0..<shape.connections).map { "bench-fetch-\($0)" }
+        try session.target.enrollDevices(names)
+        let links = names.enumerated().map { index, device in
             let token = session.target.credentials.fetchToken(device: device, user: session.target.user)
             templates.append(FrameTemplate(.fetch(Fetch(id: PayloadID(high: 0, low: 0), token: token))))
             return session.deviceStoreLink(index: index, device: device,

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import PushSecurity
 import PushEventLoop
+import PushStore
 
 /// Where the load goes: services started for the run (`embedded`, the default), or
 /// running ones named by `store`/`gateway` together with their deployment directory.
@@ -70,8 +71,20 @@ final class BenchTarget {
 
     deinit { close() }
 
-    /// Stops what the bench started and removes what it created. Idempotent.
+    /// The store database of the deployment: the bench's devices are enrolled there, so
+    /// `--data-dir` must be the directory the store itself uses.
+    var databasePath: String { StoreFiles.databasePath(dataDirectory) }
+
+    /// Enrolls the bench user's `devices` in the store's registry, so that they may LOGIN
+    /// and their fetch tokens are accepted ([4.6-4], [7.3-3]).
+    func enrollDevices(_ devices: [String], tags: [String] = []) throws(BenchError) {
+        try credentials.enroll(devices, user: user, tags: tags, databasePath: databasePath)
+    }
+
+    /// Stops what the bench started and removes what it created (the devices it enrolled
+    /// in a running deployment are revoked). Idempotent.
     func close() {
+        if embedded == nil { credentials.revokeEnrolled(databasePath: databasePath) }
         cleanup?()
         cleanup = nil
         embedded?.close()

@@ -7,14 +7,18 @@ import PushEventLoop
 public struct ConformanceKeys: Sendable {
     public var serverKey: SecretKey
     public var providerKey: SecretKey
+    /// The deployment directory, when the keys came from one: if the store under test
+    /// keeps its database there, the suite enrolls and revokes devices in its registry.
+    public var dataDirectory: String?
 
-    public init(serverKey: SecretKey, providerKey: SecretKey) {
+    public init(serverKey: SecretKey, providerKey: SecretKey, dataDirectory: String? = nil) {
         self.serverKey = serverKey
         self.providerKey = providerKey
+        self.dataDirectory = dataDirectory
     }
 
     public init(deployment: Deployment) {
-        self.init(serverKey: deployment.serverKey, providerKey: deployment.providerKey)
+        self.init(serverKey: deployment.serverKey, providerKey: deployment.providerKey, dataDirectory: deployment.directory)
     }
 }
 
@@ -27,6 +31,10 @@ public struct ConformanceOptions: Sendable {
     public var user: String?
     /// The user's password, for the LOGIN cases.
     public var password: [UInt8]?
+    /// A device enrolled for `user` in the store's registry: LOGIN and fetch tokens need
+    /// one ([4.6-4], [7.3-3]). Without it the suite enrolls its own when the store's
+    /// database is in the `--data-dir` it was given.
+    public var device: String?
     /// Where the golden vectors are; nil uses the ones built into the binary.
     public var vectorsDirectory: String?
     /// TLS to the services; nil for plain TCP.

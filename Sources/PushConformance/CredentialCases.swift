@@ -70,6 +70,37 @@ enum CredentialCases {
             return "\(service): ±400 s → BAD_CREDENTIALS, ±200 s → HELLO_OK (assumes the clocks agree)"
         },
 
+        ConformanceCase("hello.credential-audience", clause: "7.1-4", "a provider credential made for the other server is BAD_CREDENTIALS") { ctx throws(CaseStop) in
+            var checked: [String] = []
+            if ctx.options.store != nil {
+                try Expect.helloRefused(try ctx.connectStore(), CaseContext.hello(.provider, credential: try ctx.providerCredential(for: .gateway)),
+                                        .badCredentials, "a provider credential made for the gateway, at the store")
+                checked.append("the gateway's at the store")
+            }
+            if ctx.options.gateway != nil {
+                try Expect.helloRefused(try ctx.connectGateway(), CaseContext.hello(.provider, credential: try ctx.providerCredential(for: .store)),
+                                        .badCredentials, "a provider credential made for the store, at the gateway")
+                checked.append("the store's at the gateway")
+            }
+            guard !checked.isEmpty else { throw .skip("needs --store or --gateway") }
+            return checked.joined(separator: " and ") + " → BAD_CREDENTIALS"
+        },
+
+        ConformanceCase("hello.credential-replay", clause: "7.1-5", "a provider credential accepted once is BAD_CREDENTIALS the second time") { ctx throws(CaseStop) in
+            var checked: [String] = []
+            for (name, audience) in [("store", CredentialAudience.store), ("gateway", .gateway)] {
+                let connect = { () throws(CaseStop) -> WireSession in name == "store" ? try ctx.connectStore() : try ctx.connectGateway() }
+                guard name == "store" ? ctx.options.store != nil : ctx.options.gateway != nil else { continue }
+                let credential = try ctx.providerCredential(for: audience)
+                _ = try connect().open(CaseContext.hello(.provider, credential: credential))
+                try Expect.helloRefused(try connect(), CaseContext.hello(.provider, credential: credential), .badCredentials,
+                                        "the same provider credential again at the \(name)")
+                checked.append(name)
+            }
+            guard !checked.isEmpty else { throw .skip("needs --store or --gateway") }
+            return "HELLO_OK once, then BAD_CREDENTIALS for the replay, at the " + checked.joined(separator: " and the ")
+        },
+
         ConformanceCase("hello.registration", clause: "7.4-1", "a registration credential built as section 7.4 says is accepted") { ctx throws(CaseStop) in
             let device = ctx.unique("dev")
             let session = try ctx.gatewayDevice(device, user: ctx.unique("user"), tags: ["news"])
@@ -106,7 +137,7 @@ enum CredentialCases {
                 let session = try ctx.storeDevice()
                 let asToken = try ctx.registration(device: device, user: user)
                 try Expect.refused(session, .sync(Sync(token: asToken)), .badToken, "SYNC with a registration as token")
-                let answer = try session.request(.sync(Sync(token: try ctx.token(user: user, device: device))))
+                let answer = try session.request(.sync(Sync(token: try ctx.readerToken())))
                 guard case .syncOK = answer else { throw .fail("SYNC with a token under the fetch-token key was answered \(describe(answer))") }
                 checked.append("store: fetch-token key accepted, registration key refused")
             }

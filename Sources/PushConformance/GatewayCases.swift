@@ -1,9 +1,10 @@
 import PushWire
+import PushSession
 
 /// The gateway (sections 4.1, 4.13 to 4.15, 5.5, 7.4, 8-1): roles, routing, PUSH_ACK
 /// counts, offline queues, redelivery, MISSED and REPLACED.
 enum GatewayCases {
-    static let all: [ConformanceCase] = roles + routing + queues + delivery + lifecycle
+    static let all: [ConformanceCase] = roles + routing + queues + delivery + lifecycle + registry
 
     static let roles: [ConformanceCase] = [
         ConformanceCase("gateway.device-push-forbidden", clause: "4.1-3", "PUSH from a device is FORBIDDEN") { ctx throws(CaseStop) in
@@ -56,6 +57,58 @@ enum GatewayCases {
             return "BAD_REQUEST; nothing reached the device"
         },
     ]
+
+    /// A gateway that follows the store's registry ([7.4-4], [7.4-6]); a gateway that
+    /// follows none admits any validly signed registration, and these SKIP.
+    static let registry: [ConformanceCase] = [
+        ConformanceCase("gateway.refuses-gateway-role", clause: "4.2-5", "a HELLO with role 3 (gateway) is BAD_REQUEST at the gateway") { ctx throws(CaseStop) in
+            try Expect.helloRefused(try ctx.connectGateway(), CaseContext.hello(.gateway, credential: [UInt8](repeating: 0, count: 56)),
+                                    .badRequest, "HELLO role 3 to the gateway")
+            return "ERROR BAD_REQUEST, closed"
+        },
+
+        ConformanceCase("gateway.registry-unenrolled", clause: "7.4-4", "a gateway that follows a registry refuses a valid registration the registry does not hold") { ctx throws(CaseStop) in
+            guard try ctx.gatewayFollowsRegistry() else {
+                throw .skip("the gateway follows no registry: it admitted a validly signed registration no registry holds (HELLO_OK)")
+            }
+            return "a validly signed registration the registry does not hold → BAD_CREDENTIALS"
+        },
+
+        ConformanceCase("gateway.registration-revoked", clause: "7.4-6", "a revoked registration's connection gets GOAWAY REVOKED, and its HELLO is refused") { ctx throws(CaseStop) in
+            guard try ctx.gatewayFollowsRegistry() else {
+                throw .skip("the gateway follows no registry: it admitted a validly signed registration no registry holds (HELLO_OK)")
+            }
+            let registry = try ctx.registry()
+            let record = try ctx.enrolledDevice()
+            let hello = CaseContext.hello(.device, credential: record.credential)
+            // The gateway learns of the enrolment through its store, within a second or so.
+            let deadline = Clocks.monotonicMilliseconds() + 5_000
+            var session = try ctx.connectGateway()
+            var answer = try session.hello(hello)
+            while !isHelloOK(answer), Clocks.monotonicMilliseconds() < deadline {
+                Pause.sleep(ms: 250)
+                session = try ctx.connectGateway()
+                answer = try session.hello(hello)
+            }
+            guard isHelloOK(answer) else { throw .fail("the gateway did not admit the enrolled registration within 5 s: \(describe(answer))") }
+            let revokedAt = Clocks.monotonicMilliseconds()
+            try registry.revoke(record.deviceID)
+            let (header, message) = try session.next(timeoutMs: 7_000, waitingFor: "GOAWAY REVOKED within 5 s of the revocation")
+            guard case .goaway(let goaway) = message, goaway.status == .revoked, header.correlation == 0 else {
+                throw .fail("after the revocation the device got \(describe(message)), expected GOAWAY REVOKED")
+            }
+            let took = Clocks.monotonicMilliseconds() - revokedAt
+            try Expect.that(took <= 5_000 + ctx.options.timerSlackMs, "GOAWAY REVOKED came \(took) ms after the revocation")
+            _ = try session.expectClosed("GOAWAY REVOKED")
+            try Expect.helloRefused(try ctx.connectGateway(), hello, .badCredentials, "the revoked registration's HELLO")
+            return "GOAWAY REVOKED \(took) ms after the revocation, closed; HELLO with it again → BAD_CREDENTIALS"
+        },
+    ]
+
+    static func isHelloOK(_ message: Message) -> Bool {
+        if case .helloOK = message { return true }
+        return false
+    }
 
     static let lifecycle: [ConformanceCase] = [
         ConformanceCase("gateway.replaced", clause: "5.5-3", "a newer connection for a device id replaces the older with GOAWAY REPLACED") { ctx throws(CaseStop) in

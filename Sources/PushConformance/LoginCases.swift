@@ -6,7 +6,7 @@ import PushSession
 extension StoreCases {
     static let logins: [ConformanceCase] = [
         ConformanceCase("store.login", clause: "4.6-1", "LOGIN trades user and password for a fetch token") { ctx throws(CaseStop) in
-            let device = ctx.unique("dev")
+            let device = try ctx.readerDevice()
             let (ok, session) = try logIn(ctx, device: device)
             try Expect.that(!ok.token.isEmpty, "LOGIN_OK carried an empty token")
             try Expect.that(ok.expiresAt > Clocks.wallMilliseconds(), "LOGIN_OK expires_at \(ok.expiresAt) is not in the future")
@@ -18,7 +18,7 @@ extension StoreCases {
         ConformanceCase("store.login-token", clause: "7.3-1", "the token from LOGIN_OK is a signed credential for that user and device") { ctx throws(CaseStop) in
             let keys = try ctx.keys()
             let user = try ctx.user()
-            let device = ctx.unique("dev")
+            let device = try ctx.readerDevice()
             let (ok, _) = try logIn(ctx, device: device)
             let signer = CredentialSigner(serverKey: keys.serverKey, purpose: CredentialSigner.fetchTokenPurpose)
             let claims: FetchToken
@@ -48,6 +48,23 @@ extension StoreCases {
             try Expect.error(wrong, .badCredentials, "LOGIN with a wrong password")
             try Expect.that(unknown == wrong, "the two refusals differ: \(describe(unknown)) vs \(describe(wrong))")
             return "both ERROR BAD_CREDENTIALS with identical bodies"
+        },
+
+        ConformanceCase("store.login-unenrolled", clause: "4.6-4", "the right password with a device id not enrolled for the user is BAD_CREDENTIALS, as a wrong password") { ctx throws(CaseStop) in
+            let password = try ctx.password()
+            let user = try ctx.user()
+            let session = try ctx.storeDevice()
+            let device = ctx.unique("never-enrolled")
+            let unenrolled = try session.request(.login(Login(user: user, password: password, deviceID: device)))
+            let wrong = try session.request(.login(Login(user: user, password: Array("wrong \(ctx.unique("pw"))".utf8), deviceID: device)))
+            for answer in [unenrolled, wrong] {
+                if case .error(let error) = answer, error.status == .rateLimited {
+                    throw .skip("LOGIN was RATE_LIMITED by earlier failures; try again after the store's window")
+                }
+            }
+            try Expect.error(unenrolled, .badCredentials, "LOGIN with the right password for device \(device), never enrolled")
+            try Expect.that(unenrolled == wrong, "the refusal differs from a wrong password's: \(describe(unenrolled)) vs \(describe(wrong))")
+            return "ERROR BAD_CREDENTIALS, identical to a wrong password's"
         },
     ]
 

@@ -13,7 +13,7 @@ extension StoreCases {
             try ack(fixture.token, "the first device's ACK")
             try ack(fixture.token, "the first device's ACK again")
             guard case .fetchOK = try fixture.fetch(stored.id, token: fixture.token) else { throw .fail("one device of read_limit 2 made the payload unreadable") }
-            try ack(try ctx.token(user: fixture.user, device: ctx.unique("dev")), "a second device's ACK")
+            try ack(try fixture.secondDeviceToken(), "a second device's ACK")
             try fixture.fetchRefused(stored.id, token: fixture.token, .gone, "FETCH after two devices ACKed a payload with read_limit 2")
             try Expect.equal(try fixture.status(stored.id).state, .gone, "STATUS state")
             return "read_limit 2: one device (twice) → still readable; second device → GONE"

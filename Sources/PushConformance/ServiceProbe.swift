@@ -51,6 +51,7 @@ enum ServiceProbe {
         }
         channel.awaitBytes(FrameHeader.size, timeoutMs: options.timeoutMs)
         // The whole of a short answer, to read a refusal's text.
+        // Parsed only once a whole header is in: a peer may send fewer bytes and stop.
         if channel.firstBytes.count >= FrameHeader.size,
            let header = channel.firstBytes.prefix(FrameHeader.size).withUnsafeBytes({ try? FrameHeader.parse($0, maxFrame: FrameLimits.ceiling) }),
            header.frameLength <= LoopWireChannel.keptBytes {

@@ -8,22 +8,27 @@ struct StoreFixture {
     let provider: WireSession
     let device: WireSession
     let user: String
-    /// A valid fetch token of the run's user for a device of this case.
+    /// A valid fetch token of the run's user for its enrolled reader device.
     let token: [UInt8]
     let deviceID: String
 
     init(_ ctx: CaseContext) throws(CaseStop) {
         self.ctx = ctx
         user = try ctx.user()
+        deviceID = try ctx.readerDevice()
         provider = try ctx.storeProvider()
         device = try ctx.storeDevice()
-        deviceID = ctx.unique("dev")
         token = try ctx.token(user: user, device: deviceID)
     }
 
     /// A token of another user, who cannot read the run's user's payloads.
     func otherUserToken() throws(CaseStop) -> [UInt8] {
-        try ctx.token(user: ctx.unique("other"), device: ctx.unique("dev"))
+        try ctx.otherUserToken()
+    }
+
+    /// A token of the run's user for another of its devices, enrolled for the case.
+    func secondDeviceToken() throws(CaseStop) -> [UInt8] {
+        try ctx.token(user: user, device: try ctx.enrolledDevice().deviceID)
     }
 
     func expiredToken() throws(CaseStop) -> [UInt8] {
@@ -92,7 +97,7 @@ struct StoreFixture {
     }
 }
 
-/// LOGIN for the run's user. RATE_LIMITED is a legal answer the suite cannot work
+/// LOGIN for the run's user with `device`, which must be enrolled for it. RATE_LIMITED is a legal answer the suite cannot work
 /// around (earlier runs may have used up the store's allowance), so it SKIPs.
 func logIn(_ ctx: CaseContext, device: String) throws(CaseStop) -> (LoginOK, WireSession) {
     let password = try ctx.password()
@@ -105,6 +110,7 @@ func logIn(_ ctx: CaseContext, device: String) throws(CaseStop) -> (LoginOK, Wir
     case .error(let error) where error.status == .rateLimited:
         throw .skip("LOGIN was RATE_LIMITED (failed logins from this host or for this user within the store's window); try again later")
     default:
-        throw .fail("LOGIN with the user's password was answered \(describe(answer))")
+        throw .fail("LOGIN with the user's password and the enrolled device \(device) was answered \(describe(answer))"
+                    + " (the device must be enrolled for the user in the registry of the store under test)")
     }
 }

@@ -83,7 +83,7 @@ extension StoreCases {
             try Expect.that(!after.contains(a), "SYNC still lists a payload this device ACKed")
             try Expect.that(!after.contains(b), "SYNC still lists a recalled payload")
             try Expect.that(after.contains(c), "SYNC no longer lists an unread payload")
-            let otherDevice = try ctx.token(user: fixture.user, device: ctx.unique("dev"))
+            let otherDevice = try fixture.secondDeviceToken()
             let elsewhere = try fixture.syncAllOrSkip(token: otherDevice)
             try Expect.that(elsewhere.contains(a) && elsewhere.contains(c) && !elsewhere.contains(b), "another device's SYNC must list the ACKed and unread payloads and not the recalled one")
             let stranger = try fixture.syncAllOrSkip(token: try fixture.otherUserToken())

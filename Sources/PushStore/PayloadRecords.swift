@@ -112,7 +112,8 @@ public struct UnreadPage: Sendable, Equatable {
 public protocol PayloadWriter: AnyObject {
     /// Applies every operation in one durable transaction; outcomes match by index.
     func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome]
-    /// Empties payloads past their TTL and forgets long-dead ones; returns how many were emptied.
+    /// Empties payloads past their TTL and forgets long-dead ones (and revoked
+    /// registrations that have expired); returns how many payloads were emptied.
     func sweepExpired(nowMs: UInt64) throws -> Int
     /// One small step of background work, done while no write waits (re-sealing rows under
     /// an older data key); true while more remains.
@@ -141,9 +142,17 @@ public protocol PayloadReader: AnyObject {
     /// other. Asked before every request that depends on users, so it must be cheap when
     /// nothing changed.
     func usersRevision() throws -> UInt64
-    /// Unix ms before which every token was issued that a removed user could still hold
-    /// (`UserTable.removalFenceMs` past the last removal); changes only with the revision.
-    func removalFence() throws -> UInt64
+    /// The number of the registry's last change, by this process or any other; asked
+    /// before every request that depends on the registry, and on a short timer while a
+    /// REGISTRY is held, so it must be cheap when nothing changed.
+    func registrySequence() throws -> UInt64
+    /// The enrolled registration of `deviceID`, if the registry holds one.
+    func enrolledDevice(_ deviceID: String) throws -> EnrolledDevice?
+    /// Registry entries changed after `cursor`, oldest change first: at most `limit`, and
+    /// no more than fit a reply of `maxBytes` (at least one when one follows).
+    func registryChanges(after cursor: UInt64, limit: Int, maxBytes: Int) throws -> RegistryPage
+    /// How the changes after `cursor` left their registrations (for the log).
+    func registryChangeCounts(after cursor: UInt64) throws -> RegistryChangeCounts
     /// Runs `body` with every read it makes seeing one snapshot, so that a request pays for
     /// one read transaction however many reads it makes.
     func withSnapshot<T>(_ body: () throws -> T) throws -> T

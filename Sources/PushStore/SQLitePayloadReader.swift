@@ -12,13 +12,16 @@ public final class SQLitePayloadReader: PayloadReader {
     private let unreadPage: SQLiteStatement
     private let userByName: SQLiteStatement
     private let dataVersion: SQLiteStatement
-    private let revision: SQLiteStatement
-    private let fence: SQLiteStatement
+    private let revisions: SQLiteStatement
+    private let registry: RegistryReads
     private let beginSnapshot: SQLiteStatement
     private let endSnapshot: SQLiteStatement
     private var inSnapshot = false
+    /// The revisions were read inside the current snapshot, which cannot change under it.
+    private var revisionsReadInSnapshot = false
     private var lastDataVersion: Int64 = -1
-    private var lastRevision: UInt64 = 0
+    private var lastUsersRevision: UInt64 = 0
+    private var lastRegistrySequence: UInt64 = 0
 
     public init(path: String) throws(SQLiteError) {
         connection = try SQLitePayloadDatabase.open(path: path)
@@ -41,8 +44,11 @@ public final class SQLitePayloadReader: PayloadReader {
             """)
         userByName = try connection.prepare("SELECT id, name, password_hash, created_at FROM users WHERE name = ?")
         dataVersion = try connection.prepare("PRAGMA data_version")
-        revision = try connection.prepare("SELECT value FROM store_meta WHERE key = 'users_revision'")
-        fence = try connection.prepare("SELECT value FROM store_meta WHERE key = 'removal_fence_ms'")
+        revisions = try connection.prepare("""
+            SELECT (SELECT value FROM store_meta WHERE key = 'users_revision'),
+                   (SELECT value FROM store_meta WHERE key = 'registry_seq')
+            """)
+        registry = try RegistryReads(connection)
         beginSnapshot = try connection.prepare("BEGIN")
         endSnapshot = try connection.prepare("COMMIT")
     }
@@ -55,6 +61,7 @@ public final class SQLitePayloadReader: PayloadReader {
         if inSnapshot { return try body() }
         try beginSnapshot.run([])
         inSnapshot = true
+        revisionsReadInSnapshot = false
         defer {
             inSnapshot = false
             // Ending a read-only transaction cannot fail for want of anything to write.
@@ -93,8 +100,9 @@ public final class SQLitePayloadReader: PayloadReader {
     }
 
     public func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
-        // One row more than asked tells whether another page follows.
-        try unreadPage.bind([.uint(userID), .uint(cursor), .uint(nowMs), .text(deviceID), .int(Int64(limit + 1))])
+        // One row more than asked tells whether another page follows. SQLite integers are
+        // signed: a cursor past Int64.max is past every row, not before them.
+        try unreadPage.bind([.uint(userID), .int(Int64(clamping: cursor)), .uint(nowMs), .text(deviceID), .int(Int64(limit + 1))])
         defer { unreadPage.reset() }
         var ids: [PayloadID] = []
         var next = cursor
@@ -118,28 +126,47 @@ public final class SQLitePayloadReader: PayloadReader {
                           passwordHash: userByName.text(2), createdAt: UInt64(bitPattern: userByName.int(3)))
     }
 
-    /// `PRAGMA data_version` changes whenever another connection (this store's writer
-    /// thread, or `securepush user remove` in another process) commits; it reads a counter
-    /// in the WAL's shared memory, without touching a page. Only then is the users table's
-    /// revision read. Read in that order, a commit between the two reads is seen on the
-    /// next call, never missed.
-    public func removalFence() throws -> UInt64 {
-        try fence.bind([])
-        defer { fence.reset() }
-        return try fence.step() ? UInt64(bitPattern: fence.int(0)) : 0
+    public func usersRevision() throws -> UInt64 {
+        try refreshRevisions()
+        return lastUsersRevision
     }
 
-    public func usersRevision() throws -> UInt64 {
+    public func registrySequence() throws -> UInt64 {
+        try refreshRevisions()
+        return lastRegistrySequence
+    }
+
+    /// `PRAGMA data_version` changes whenever another connection (this store's writer
+    /// thread, or `securepush user remove` or `device revoke` in another process) commits;
+    /// it reads a counter in the WAL's shared memory, without touching a page. Only then
+    /// are the users revision and the registry's change counter read. Read in that order,
+    /// a commit between the two reads is seen on the next call, never missed.
+    private func refreshRevisions() throws {
+        // A request asks for both revisions; one look per snapshot is enough.
+        if inSnapshot && revisionsReadInSnapshot { return }
+        revisionsReadInSnapshot = inSnapshot
         try dataVersion.bind([])
         defer { dataVersion.reset() }
-        guard try dataVersion.step() else { return lastRevision }
+        guard try dataVersion.step() else { return }
         let version = dataVersion.int(0)
-        if version == lastDataVersion { return lastRevision }
-        try revision.bind([])
-        defer { revision.reset() }
-        let current = try revision.step() ? UInt64(bitPattern: revision.int(0)) : 0
+        if version == lastDataVersion { return }
+        try revisions.bind([])
+        defer { revisions.reset() }
+        guard try revisions.step() else { return }
+        lastUsersRevision = UInt64(bitPattern: revisions.int(0))
+        lastRegistrySequence = UInt64(bitPattern: revisions.int(1))
         lastDataVersion = version
-        lastRevision = current
-        return current
+    }
+
+    public func enrolledDevice(_ deviceID: String) throws -> EnrolledDevice? {
+        try registry.enrolledDevice(deviceID)
+    }
+
+    public func registryChanges(after cursor: UInt64, limit: Int, maxBytes: Int) throws -> RegistryPage {
+        try registry.changes(after: cursor, limit: limit, maxBytes: maxBytes)
+    }
+
+    public func registryChangeCounts(after cursor: UInt64) throws -> RegistryChangeCounts {
+        try registry.counts(after: cursor)
     }
 }

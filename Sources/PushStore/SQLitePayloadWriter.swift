@@ -129,6 +129,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             let horizon = nowMs > SQLitePayloadWriter.tombstoneRetentionMs ? nowMs - SQLitePayloadWriter.tombstoneRetentionMs : 0
             try forgetOld.run([.uint(horizon)])
             if connection.changes > 0 { try forgetReceipts.run([]) }
+            _ = try RegistryTable.pruneExpiredRevoked(nowMs: nowMs, on: connection)
             try connection.execute("COMMIT")
             if emptied > 0 { try connection.execute("PRAGMA incremental_vacuum") }
             return emptied

@@ -4,7 +4,7 @@ import PushSecurity
 /// The store database's tables, and the changes that bring a database written by an
 /// earlier build up to them. `PRAGMA user_version` records how far a file has come.
 enum SQLiteSchema {
-    static let currentVersion: Int64 = 2
+    static let currentVersion: Int64 = 3
 
     /// Users have a random internal id that payloads bind to, so a name removed and added
     /// again is another user. `created_at` also dates the tokens a user may present: one
@@ -78,7 +78,8 @@ enum SQLiteSchema {
         """
 
     static var fresh: String {
-        [usersTable("users"), payloadsTable("payloads"), receiptsTable, metaAndTriggers, indexes].joined(separator: ";\n")
+        [usersTable("users"), payloadsTable("payloads"), receiptsTable, metaAndTriggers, indexes, RegistryTable.schema]
+            .joined(separator: ";\n")
     }
 
     /// Changes to databases written by earlier builds, by the `user_version` they lead to.
@@ -86,6 +87,9 @@ enum SQLiteSchema {
         // IDs are mapped to rows in memory now; the unique index on them only slowed STOREs.
         (1, { connection throws(SQLiteError) in try connection.execute("DROP INDEX IF EXISTS payloads_by_id") }),
         (2, addIdentities),
+        // The device registry (SPEC.md 4.16): empty, since no earlier build recorded
+        // enrolments; devices enrolled before must be enrolled again.
+        (3, { connection throws(SQLiteError) in try connection.execute(RegistryTable.schema) }),
     ]
 
     /// Creates the tables of a new file, or brings an existing one up to date, in one

@@ -7,6 +7,8 @@ import PushSession
 public final class StoreSession {
     public let peerAddress: String
     public internal(set) var role: PeerRole
+    /// The connection's frame size once HELLO_OK settled it: a REGISTRY_OK must fit.
+    public internal(set) var maxFrame = FrameLimits.defaultMaxFrame
     // The last token that verified, so a device's stream of FETCHes pays for one HMAC.
     var verifiedToken: [UInt8] = []
     var verifiedClaims: FetchToken?
@@ -81,15 +83,44 @@ public enum StoreAction: Equatable {
     case commit(WriteOperation, CommittedReply)
     /// Check a password off the loop (a slow hash), then call `finishLogin`.
     case verifyPassword(Login, storedHash: String?)
+    /// Nothing follows the REGISTRY's cursor: hold it until `registryReply` has entries or
+    /// its wait is over ([4.16-8]).
+    case hold(RegistryRequest)
 
     public static func == (lhs: StoreAction, rhs: StoreAction) -> Bool {
         switch (lhs, rhs) {
         case let (.reply(a), .reply(b)): a == b
         case let (.commit(_, a), .commit(_, b)): a == b
         case let (.verifyPassword(a, _), .verifyPassword(b, _)): a == b
+        case let (.hold(a), .hold(b)): a == b
         default: false
         }
     }
+}
+
+/// What `StoreLogic.finishLogin` decided.
+public struct LoginResult: Equatable {
+    public var reply: Message
+    /// Why the LOGIN was refused, for the operator's log; nil when it succeeded.
+    public var refusal: LoginRefusal?
+}
+
+/// Why a LOGIN got BAD_CREDENTIALS; the peer is never told which ([4.6-2], [4.6-4]).
+public enum LoginRefusal: String, Sendable {
+    case wrongPassword = "unknown user or wrong password"
+    /// The name was removed, or given to someone else, while the password was checked.
+    case userChanged = "user removed during login"
+    /// The password was right, but the registry holds no enrolled, unexpired
+    /// registration of that device id for that user.
+    case deviceNotEnrolled = "device not enrolled"
+}
+
+/// Why a genuinely issued, unexpired token got BAD_TOKEN ([7.3-3]).
+public enum TokenRevocation: String, Sendable, CaseIterable {
+    /// Its user was removed, or the name now belongs to a user added after the token.
+    case userRemoved = "user removed"
+    /// Its device's registration was revoked, expired, or replaced by a later enrolment.
+    case deviceNotEnrolled = "device not enrolled"
 }
 
 /// The store's request logic (SPEC.md section 4): checks, reads and the decisions of
@@ -97,7 +128,7 @@ public enum StoreAction: Equatable {
 /// event loop's thread; reads go straight to the reader, writes become actions.
 public final class StoreLogic {
     public let settings: StoreSettings
-    private let reader: PayloadReader
+    let reader: PayloadReader
     private let tokenSigner: CredentialSigner
     private let providerCredentials: HelloCredential
     private let gatewayCredentials: HelloCredential
@@ -112,6 +143,13 @@ public final class StoreLogic {
     private var sequences: [PayloadID: UInt64] = [:]
     /// Users by name, forgotten as soon as any process changes the users table.
     private let users: UserDirectory
+    /// Enrolled registrations by device id, forgotten as soon as the registry changes.
+    private let devices: EnrolledDevices
+    /// The registry's last change this store has noticed and reported.
+    var noticedRegistrySequence: UInt64 = 0
+    /// Told of every token refused because its user or its device's registration went
+    /// away (the server logs and counts them).
+    public var onTokenRevoked: ((TokenRevocation, FetchToken, StoreSession) -> Void)?
     private var ids = PayloadIDSource()
     private var loginThrottle: LoginThrottle
     /// BAD_TOKEN answers per client address: forged tokens are tried in bulk otherwise.
@@ -128,6 +166,7 @@ public final class StoreLogic {
         gatewayCredentials = HelloCredential.gateway(serverKey)
         self.clock = clock
         self.users = UserDirectory(reader: reader)
+        self.devices = EnrolledDevices(reader: reader)
         self.loginThrottle = LoginThrottle(LoginThrottle.Settings(
             freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs, maxBackoffMs: settings.loginMaxBackoffMs,
             failuresPerAddress: settings.loginFailuresPerAddress, refillMs: settings.loginFailureRefillMs,
@@ -136,6 +175,7 @@ public final class StoreLogic {
         let all = try reader.allIDs()
         sequences.reserveCapacity(all.count)
         for (id, sequence) in all { sequences[id] = sequence }
+        noticedRegistrySequence = try reader.registrySequence()
     }
 
     /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4], [7.1-5]): a device sends
@@ -159,7 +199,7 @@ public final class StoreLogic {
             // The revision check and the request's reads share one read transaction, so
             // the check costs little more than the `PRAGMA data_version` it is.
             return try reader.withSnapshot {
-                try users.refresh(nowMs: now)
+                try refreshDirectories(nowMs: now)
                 return try route(message, session: session)
             }
         } catch let refusal as Refusal {
@@ -167,6 +207,13 @@ public final class StoreLogic {
         } catch {
             return .reply(.error(ErrorReply(status: .internalError, message: "storage error")))
         }
+    }
+
+    /// Forgets the users and enrolled devices another process changed (one
+    /// `PRAGMA data_version` when none did).
+    private func refreshDirectories(nowMs: UInt64) throws {
+        try users.refresh(nowMs: nowMs)
+        try devices.refresh()
     }
 
     private func route(_ message: Message, session: StoreSession) throws -> StoreAction {
@@ -180,6 +227,10 @@ public final class StoreLogic {
             guard let sequence = try locate(recall.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
             return .commit(.recall(sequence: sequence), .recallOK(recall.id))
         case .status(let request): return try handleStatus(request)
+        case .registry(let request):
+            let page = try registryPage(request, session: session)
+            if page.entries.isEmpty && request.waitMs > 0 { return .hold(request) }
+            return .reply(.registryOK(page))
         default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
         }
     }
@@ -203,26 +254,39 @@ public final class StoreLogic {
         }
     }
 
-    /// Called back on the loop once the slow hash has been checked.
-    public func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> Message {
+    /// Called back on the loop once the slow hash has been checked: the reply, and why it
+    /// is a refusal if it is one (for the log only; the peer sees one BAD_CREDENTIALS).
+    ///
+    /// A right password with a device id that is not enrolled for that user is refused
+    /// exactly like a wrong password and counts as a failure for the limits ([4.6-4]):
+    /// were it not charged, a guesser using a made-up device id would see its backoff stop
+    /// growing at the right password, and the limits would tell what the reply does not.
+    public func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> LoginResult {
         let now = clock()
         let pending = session.finishLogin(login)
-        let refusal = Message.error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
-        func fail() -> Message {
+        func fail(_ reason: LoginRefusal) -> LoginResult {
             loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: false, nowMs: now)
-            return refusal
+            return LoginResult(reply: .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password")),
+                               refusal: reason)
         }
-        guard passwordMatched else { return fail() }
+        guard passwordMatched else { return fail(.wrongPassword) }
         // The password matched the identity the name had when the LOGIN arrived; the token
         // is only for that identity, so not if the name was removed (and perhaps given to
-        // someone else) while the hash was being checked: asked afresh, however recently.
-        guard (try? users.refresh(nowMs: now)) != nil, let pending, !pending.mixed, let checked = pending.userID,
-              let user = try? users.identity(of: login.user), user.id == checked else { return fail() }
+        // someone else) while the hash was being checked: asked afresh, however recently,
+        // as is the device's registration.
+        guard let pending, !pending.mixed, let checked = pending.userID,
+              let (user, device) = try? reader.withSnapshot({ () throws -> (UserDirectory.Identity?, EnrolledDevice?) in
+                  try refreshDirectories(nowMs: now)
+                  return (try users.identity(of: login.user), try devices.enrolled(login.deviceID))
+              }),
+              let user, user.id == checked else { return fail(.userChanged) }
+        guard let device, device.userID == user.id, device.expiresAt > now else { return fail(.deviceNotEnrolled) }
         loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true, nowMs: now)
-        // Never dated before the identity, whose clock may run ahead of this one's.
-        let issuedAt = max(now, user.createdAt)
+        // Never dated before the identity or the registration, whose clocks may run ahead
+        // of this one's: the token must not look older than either ([7.3-3]).
+        let issuedAt = max(now, user.createdAt, device.issuedAt)
         let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
-        return .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt))
+        return LoginResult(reply: .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt)), refusal: nil)
     }
 
     private func handleStore(_ store: StoreRequest) throws -> StoreAction {
@@ -239,22 +303,28 @@ public final class StoreLogic {
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
 
-    /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2]), and the identity
-    /// the token speaks for: nil for a name no user holds, which owns nothing.
-    private func holder(of token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> (FetchToken, UserDirectory.Identity?) {
+    /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2], [7.3-3]), and the
+    /// identity the token speaks for.
+    private func holder(of token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> (FetchToken, UserDirectory.Identity) {
         let claims = try claims(token, session: session, nowMs: nowMs)
         // A token outlives neither its user nor the user's name: once the user is removed,
         // or the name belongs to someone added after the token was issued, it is revoked.
-        // Not counted against the address like a forged token: it was genuinely issued.
-        let revoked = Refusal(status: .badToken, message: "fetch token revoked: its user was removed")
-        guard let user = try users.identity(of: claims.user) else {
-            // No user by that name: one removed since the token was issued, or never one (a
-            // token only the holder of the server key could make, and that reads nothing).
-            guard claims.issuedAt >= users.removalFence else { throw revoked }
-            return (claims, nil)
+        // Not counted against the address like a forged token: it was genuinely issued ([8-9]).
+        guard let user = try users.identity(of: claims.user), claims.issuedAt >= user.createdAt else {
+            throw revoked(claims, .userRemoved, session: session)
         }
-        guard claims.issuedAt >= user.createdAt else { throw revoked }
+        // Nor its device's registration: revoked, expired, or replaced by an enrolment
+        // issued after the token.
+        guard let device = try devices.enrolled(claims.deviceID), device.userID == user.id,
+              device.issuedAt <= claims.issuedAt, device.expiresAt > nowMs else {
+            throw revoked(claims, .deviceNotEnrolled, session: session)
+        }
         return (claims, user)
+    }
+
+    private func revoked(_ claims: FetchToken, _ reason: TokenRevocation, session: StoreSession) -> Refusal {
+        onTokenRevoked?(reason, claims, session)
+        return Refusal(status: .badToken, message: "fetch token revoked: \(reason.rawValue)")
     }
 
     private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> FetchToken {
@@ -281,7 +351,7 @@ public final class StoreLogic {
         let now = clock()
         let (_, user) = try holder(of: fetch.token, session: session, nowMs: now)
         guard let payload = try locate(fetch.id, withBody: true) else { throw Refusal(status: .notFound, message: "no such payload") }
-        guard payload.userID == user?.id else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
+        guard payload.userID == user.id else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
         let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
         countFetch(payload.sequence, atMs: now)
@@ -290,8 +360,7 @@ public final class StoreLogic {
 
     private func handleSync(_ sync: Sync, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let (claims, holder) = try holder(of: sync.token, session: session, nowMs: now)
-        guard let user = holder else { return .reply(.syncOK(SyncOK(ids: [], cursor: sync.cursor, hasMore: false))) }
+        let (claims, user) = try holder(of: sync.token, session: session, nowMs: now)
         let limit = Int(min(max(sync.limit, 1), Sync.maxLimit))
         let page = try reader.unread(userID: user.id, deviceID: claims.deviceID, after: sync.cursor, limit: limit, nowMs: now)
         return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
@@ -299,9 +368,8 @@ public final class StoreLogic {
 
     private func handleAck(_ ack: Ack, session: StoreSession) throws -> StoreAction {
         let now = clock()
-        let (claims, holder) = try holder(of: ack.token, session: session, nowMs: now)
+        let (claims, user) = try holder(of: ack.token, session: session, nowMs: now)
         guard let sequence = try locate(ack.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-        guard let user = holder else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
         return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
     }
 

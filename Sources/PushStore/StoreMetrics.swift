@@ -9,6 +9,15 @@ public final class StoreMetrics {
     public let registry: MetricsRegistry
     public let payloadsStored: MetricCounter
     public let loginsFailed: MetricCounter
+    /// LOGINs with the right password refused because the device is not enrolled ([4.6-4]).
+    public let loginsDeviceNotEnrolled: MetricCounter
+    /// Tokens refused as revoked ([7.3-3]), by why.
+    public let tokensRevoked: [TokenRevocation: MetricCounter]
+    /// Registry changes the store noticed (made by `device enroll`/`revoke`, `user remove`).
+    public let registryEnrolments: MetricCounter
+    public let registryRevocations: MetricCounter
+    /// REGISTRY requests held until a change or the end of their wait.
+    public let registryHeld: MetricGauge
     /// Group commits that failed (every request in the group was answered INTERNAL).
     public let commitFailures: MetricCounter
     /// Per request type slot: from the request read to its reply written.
@@ -16,9 +25,10 @@ public final class StoreMetrics {
     /// [type slot * statusSlots + status slot]
     private var requestCounts: [UInt64]
 
-    // Request types are 0x10 to 0x1C; statuses 0x00 to 0x1D, then INTERNAL (0xFF), then any other.
+    // Request types are 0x10 to 0x1C and REGISTRY 0x24; statuses 0x00 to 0x1D, then
+    // INTERNAL (0xFF), then any other.
     private static let firstType: UInt8 = 0x10
-    private static let typeSlots = 0x1D - 0x10
+    private static let typeSlots = 0x25 - 0x10
     private static let statusSlots = 0x20
     private static let prefix = "securepush_store"
 
@@ -33,6 +43,21 @@ public final class StoreMetrics {
                                         help: "LOGINs refused for an unknown user or a wrong password.")
         commitFailures = registry.counter("\(prefix)_commit_failures_total",
                                           help: "Group commits that failed; their requests were answered INTERNAL.")
+        loginsDeviceNotEnrolled = registry.counter(
+            "\(prefix)_logins_device_not_enrolled_total",
+            help: "LOGINs with the right password refused because the registry holds no enrolled, unexpired registration of that device for that user (also counted in logins_failed_total).")
+        var revoked: [TokenRevocation: MetricCounter] = [:]
+        for reason in TokenRevocation.allCases {
+            revoked[reason] = registry.counter("\(prefix)_tokens_revoked_total",
+                                               help: "Valid, unexpired fetch tokens refused with BAD_TOKEN because their user was removed or their device is no longer enrolled, by reason.",
+                                               labels: [("reason", String(reason.rawValue.map { $0 == " " ? "_" : $0 }))])
+        }
+        tokensRevoked = revoked
+        let changesHelp = "Registry changes the store has seen (device enroll, device revoke, user remove), by the state they left."
+        registryEnrolments = registry.counter("\(prefix)_registry_changes_total", help: changesHelp, labels: [("state", "enrolled")])
+        registryRevocations = registry.counter("\(prefix)_registry_changes_total", help: changesHelp, labels: [("state", "revoked")])
+        registryHeld = registry.gauge("\(prefix)_registry_held_requests",
+                                      help: "REGISTRY requests from gateways held until the registry changes or their wait ends.")
 
         registry.family("\(prefix)_requests_total",
                         help: "Requests answered, by type (store, fetch, ...) and reply status (ok, not_found, ...).",
@@ -62,7 +87,7 @@ public final class StoreMetrics {
         for type in types {
             guard let slot = StoreMetrics.typeSlot(type) else { continue }
             durations[slot] = registry.histogram("\(prefix)_request_duration_seconds",
-                                                 help: "Time from a request read to its reply written, in seconds; for STORE, ACK and RECALL it includes the durable commit.",
+                                                 help: "Time from a request read to its reply written, in seconds; for STORE, ACK and RECALL it includes the durable commit, for REGISTRY the time it was held.",
                                                  labels: [("type", StoreMetrics.name(type))])
         }
     }

@@ -20,6 +20,9 @@ public final class StoreServer: ServiceHandler {
     private var logins = 0
     private var tallyTimer: LoopTimer?
     private var rateLimitLog = LogThrottle()
+    private var revokedTokenLog = LogThrottle()
+    /// REGISTRY requests waiting for a change after their cursor ([4.16-8]), oldest first.
+    private var heldRegistries: [HeldRegistry] = []
     /// When the last group commit failed (monotonic ms), if one has; readiness looks at it.
     public private(set) var lastCommitFailureMs: Int64?
 
@@ -31,9 +34,20 @@ public final class StoreServer: ServiceHandler {
         var type: MessageType
         var startNs: UInt64
     }
+    /// A REGISTRY held until the registry changes or `deadlineMs` (monotonic) passes.
+    private struct HeldRegistry {
+        var peer: Peer
+        var correlation: UInt32
+        var request: RegistryRequest
+        var deadlineMs: Int64
+        var startNs: UInt64
+    }
     static let maxTalliesPerBatch = 4096
+    /// How often the registry's change counter is looked at, so that a held REGISTRY is
+    /// answered well within a second of a change made by another process ([4.16-8]).
+    static let registryPollMs = 200
     /// Requests the store serves ([4.1-4]).
-    public static let served: Set<MessageType> = [.login, .store, .fetch, .sync, .ack, .recall, .status]
+    public static let served: Set<MessageType> = [.login, .store, .fetch, .sync, .ack, .recall, .status, .registry]
 
     public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 }
 
@@ -44,9 +58,13 @@ public final class StoreServer: ServiceHandler {
         self.committer = committer
         self.metrics = metrics
         host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
-        tallyTimer = loop.schedule(after: .milliseconds(200), repeating: true) { [weak self] in
+        tallyTimer = loop.schedule(after: .milliseconds(StoreServer.registryPollMs), repeating: true) { [weak self] in
             self?.flushFetchTallies()
             self?.logDueRateLimits()
+            self?.pollRegistry()
+        }
+        logic.onTokenRevoked = { [unowned self] reason, claims, session in
+            tokenRevoked(reason, claims: claims, session: session)
         }
     }
 
@@ -67,8 +85,16 @@ public final class StoreServer: ServiceHandler {
         return .admit(StoreSession(peerAddress: peer.peerHost, role: hello.role))
     }
 
+    public func admitted(_ peer: Peer) {
+        if let frame = peer.session.negotiated?.maxFrame { peer.state?.maxFrame = Int(frame) }
+    }
+
     public func closed(_ peer: Peer, reason: CloseReason) {
         host.logger.debug("connection closed", metadata: ["peer": "\(peer.peerHost)", "reason": "\(reason)"])
+        if heldRegistries.contains(where: { $0.peer === peer }) {
+            heldRegistries.removeAll { $0.peer === peer }
+            metrics.registryHeld.set(heldRegistries.count)
+        }
     }
 
     public func serve(_ message: Message, correlation: UInt32, peer: Peer) {
@@ -92,20 +118,93 @@ public final class StoreServer: ServiceHandler {
         case .verifyPassword(let login, let storedHash):
             logins += 1
             verifyPassword(login, storedHash: storedHash, peer: peer, correlation: correlation, startNs: startNs)
+        case .hold(let registry):
+            // A drain answers what is held at once, and what arrives during one too.
+            if host.isDraining {
+                perform(.reply(StoreLogic.emptyRegistryReply(registry)), for: request, peer: peer, correlation: correlation, startNs: startNs)
+                return
+            }
+            let waitMs = Int64(min(registry.waitMs, RegistryRequest.maxWaitMs))
+            heldRegistries.append(HeldRegistry(peer: peer, correlation: correlation, request: registry,
+                                               deadlineMs: Clocks.monotonicMilliseconds() + waitMs, startNs: startNs))
+            metrics.registryHeld.set(heldRegistries.count)
         }
     }
 
-    /// Counts a reply and logs what an operator watches for: failed logins (the user and
-    /// the address, never the password) and rate-limited requests.
-    private func answered(_ request: Message, with reply: Message, peer: Peer, startNs: UInt64) {
+    // MARK: the registry
+
+    /// Looks for registry changes (one `PRAGMA data_version` when there are none), logs
+    /// them, answers the held REGISTRYs they concern, and those whose wait is over.
+    func pollRegistry() {
+        var notice: RegistryNotice?
+        do {
+            notice = try logic.noticeRegistryChanges()
+        } catch {
+            host.logger.warning("cannot read the registry", metadata: ["error": "\(error)"])
+        }
+        if let notice {
+            metrics.registryEnrolments.increment(by: notice.counts.enrolled)
+            metrics.registryRevocations.increment(by: notice.counts.revoked)
+            host.logger.info("registry changed", metadata: [
+                "changes": "\(notice.to &- notice.from)", "enrolled": "\(notice.counts.enrolled)",
+                "revoked": "\(notice.counts.revoked)", "cursor": "\(notice.to)",
+            ])
+        }
+        guard !heldRegistries.isEmpty else { return }
+        let now = Clocks.monotonicMilliseconds()
+        var waiting: [HeldRegistry] = []
+        for held in heldRegistries {
+            guard let session = held.peer.state else { continue }
+            if notice != nil, let reply = logic.heldRegistryReply(held.request, session: session) {
+                answerHeld(held, with: reply)
+            } else if now >= held.deadlineMs {
+                answerHeld(held, with: StoreLogic.emptyRegistryReply(held.request))
+            } else {
+                waiting.append(held)
+            }
+        }
+        heldRegistries = waiting
+        metrics.registryHeld.set(waiting.count)
+    }
+
+    /// Answers every held REGISTRY with no entries: the store is draining ([4.16-9]).
+    public func releaseHeldRegistries() {
+        let held = heldRegistries
+        heldRegistries = []
+        metrics.registryHeld.set(0)
+        for request in held { answerHeld(request, with: StoreLogic.emptyRegistryReply(request.request)) }
+    }
+
+    private func answerHeld(_ held: HeldRegistry, with reply: Message) {
+        host.respond(reply, correlation: held.correlation, to: held.peer)
+        metrics.answered(.registry, with: reply, startNs: held.startNs)
+    }
+
+    /// Logs a refused revoked token at info, one line a second at most (a device can
+    /// retry as fast as it likes), and counts it.
+    private func tokenRevoked(_ reason: TokenRevocation, claims: FetchToken, session: StoreSession) {
+        metrics.tokensRevoked[reason]?.increment()
+        guard let count = revokedTokenLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
+        var metadata: Logger.Metadata = ["reason": "\(reason.rawValue)", "user": "\(claims.user)", "device": "\(claims.deviceID)",
+                                         "peer": "\(session.peerAddress)"]
+        if count > 1 { metadata["count"] = "\(count)" }
+        host.logger.info("token revoked", metadata: metadata)
+    }
+
+    /// Counts a reply and logs what an operator watches for: failed logins (the user, the
+    /// device, the address and why, never the password) and rate-limited requests.
+    private func answered(_ request: Message, with reply: Message, peer: Peer, startNs: UInt64,
+                          loginRefusal: LoginRefusal? = nil) {
         metrics.answered(request.type, with: reply, startNs: startNs)
         guard case .error(let error) = reply else { return }
         let login: Login? = if case .login(let login) = request { login } else { nil }
         switch error.status {
         case .badCredentials where login != nil:
             metrics.loginsFailed.increment()
+            if loginRefusal == .deviceNotEnrolled { metrics.loginsDeviceNotEnrolled.increment() }
             host.logger.info("login failed", metadata: ["user": "\(login?.user ?? "")", "peer": "\(peer.peerHost)",
-                                                        "device": "\(login?.deviceID ?? "")"])
+                                                        "device": "\(login?.deviceID ?? "")",
+                                                        "reason": "\((loginRefusal ?? .wrongPassword).rawValue)"])
         case .rateLimited:
             guard let count = rateLimitLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
             var metadata: Logger.Metadata = ["request": "\(request.type.specName)", "peer": "\(peer.peerHost)",
@@ -138,9 +237,9 @@ public final class StoreServer: ServiceHandler {
                 let peer = box.value, server = server.value
                 server.logins -= 1
                 if peer.connection.isOpen, let session = peer.state {
-                    let reply = server.logic.finishLogin(login, passwordMatched: matched, session: session)
-                    server.host.respond(reply, correlation: correlation, to: peer)
-                    server.answered(.login(login), with: reply, peer: peer, startNs: startNs)
+                    let result = server.logic.finishLogin(login, passwordMatched: matched, session: session)
+                    server.host.respond(result.reply, correlation: correlation, to: peer)
+                    server.answered(.login(login), with: result.reply, peer: peer, startNs: startNs, loginRefusal: result.refusal)
                 }
                 server.host.finishDrainIfDone()
             }

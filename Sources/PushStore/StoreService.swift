@@ -123,6 +123,7 @@ public final class StoreService {
     /// `drained` runs on the loop. Every caller's `drained` runs, however many ask.
     public func drain(then drained: @escaping () -> Void) {
         if !host.isDraining { configuration.logger.info("draining") }
+        server.releaseHeldRegistries()
         host.drain { [self] in
             stopWriter()
             drained()

@@ -8,6 +8,8 @@ public struct RemovedUser: Sendable, Equatable {
     public var id: UInt64
     /// Payload rows deleted with the user, gone ones included.
     public var payloads: Int
+    /// Its device registrations that were enrolled and are now revoked.
+    public var registrations: Int
 }
 
 /// One line of `securepush user list`.
@@ -76,13 +78,13 @@ enum UserTable {
         }
     }
 
-    /// Deletes the user, its payloads and their receipts in one transaction (zeroed on disk
-    /// by secure_delete), then checkpoints so the freed pages reach the database file
-    /// zeroed and the WAL is emptied.
     /// How long after a removal's commit a store could still issue a token to the removed
     /// user: it read the clock before its check of the users, which missed the commit.
     static let removalFenceMs: UInt64 = 1_000
 
+    /// Deletes the user, its payloads and their receipts and revokes its registrations in
+    /// one transaction (deleted bytes zeroed on disk by secure_delete), then checkpoints so
+    /// the freed pages reach the database file zeroed and the WAL is emptied.
     static func remove(_ name: String, clock: () -> UInt64, on connection: SQLiteConnection) throws(SQLiteError) -> RemovedUser? {
         let removed = try transaction(connection) { () throws(SQLiteError) -> RemovedUser? in
             guard let raw = try connection.integer(bound: "SELECT id FROM users WHERE name = ?", [.text(name)]) else { return nil }
@@ -92,10 +94,13 @@ enum UserTable {
             try connection.run("DELETE FROM payloads WHERE user_id = ?", user)
             let payloads = connection.changes
             try connection.run("DELETE FROM users WHERE id = ?", user)
+            // Its devices go with it, in the same transaction: a running store refuses
+            // their tokens and gateways drop them as soon as they see the change.
+            let registrations = try RegistryTable.revokeAll(userID: id, nowMs: clock(), on: connection)
             // Read last, just before the commit, so the fence is past the commit too.
             try connection.run("UPDATE store_meta SET value = max(value, ?) WHERE key = 'removal_fence_ms'",
                                [.uint(clock() + removalFenceMs)])
-            return RemovedUser(name: name, id: id, payloads: payloads)
+            return RemovedUser(name: name, id: id, payloads: payloads, registrations: registrations)
         }
         if removed != nil {
             // Best effort: a reader of a running store can hold the checkpoint back; what

@@ -19,9 +19,6 @@ final class UserDirectory {
     private var revision: UInt64?
     private var refreshedAtMs: UInt64?
     private var entries: [String: Identity?] = [:]
-    /// Tokens issued before this (unix ms) for a name that has no user now may have been a
-    /// removed user's: they are refused. Read again with every change of the users.
-    private(set) var removalFence: UInt64 = 0
 
     init(reader: PayloadReader) {
         self.reader = reader
@@ -53,7 +50,6 @@ final class UserDirectory {
         refreshedAtMs = nowMs
         guard current != revision else { return }
         entries.removeAll(keepingCapacity: true)
-        removalFence = try reader.removalFence()
         revision = current
     }
 

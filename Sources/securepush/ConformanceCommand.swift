@@ -33,6 +33,11 @@ struct ConformanceCommand: ParsableCommand {
                               fetch tokens exactly as the deployment's tools do
           --user              a user the store knows: the recipient of STOREs
           --password-file     that user's password, for the LOGIN cases
+          --device            a device enrolled for --user (`securepush device
+                              enroll`): LOGIN and fetch tokens need one. Without
+                              it the suite enrolls its own, and revokes them after,
+                              when --data-dir is where the store keeps its database;
+                              the registry cases that enroll or revoke need that too
           --slow              also the cases that wait 45 s or a long keepalive
           --ca-file           connect with TLS, verifying the services with this CA
 
@@ -68,6 +73,9 @@ struct ConformanceCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("A file whose first line is --user's password, for the LOGIN cases.", valueName: "file"))
     var passwordFile: String?
+
+    @Option(help: ArgumentHelp("A device enrolled for --user in the store's registry, for LOGIN and fetch tokens (default: the suite enrolls its own in --data-dir's store database).", valueName: "id"))
+    var device: String?
 
     @Option(help: ArgumentHelp("Run the .vec files of this directory instead of the golden vectors built in (protocol/vectors when this binary was built).", valueName: "dir"))
     var vectors: String?
@@ -106,6 +114,7 @@ struct ConformanceCommand: ParsableCommand {
         guard list || store != nil || gateway != nil else { throw ValidationError("give --store, --gateway or both") }
         guard (100...600_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 100 to 600000") }
         guard passwordFile == nil || user != nil else { throw ValidationError("--password-file needs --user") }
+        guard device == nil || user != nil else { throw ValidationError("--device needs --user, the user it is enrolled for") }
         guard serverName == nil || caFile != nil else { throw ValidationError("--server-name goes with --ca-file") }
         guard (100...600_000).contains(handshakeDeadlineMs), (100...600_000).contains(frameDeadlineMs) else {
             throw ValidationError("--handshake-deadline-ms and --frame-deadline-ms must be 100 to 600000")
@@ -164,6 +173,7 @@ struct ConformanceCommand: ParsableCommand {
             user: user,
             password: try passwordFile.map(readPasswordFile))
         options.vectorsDirectory = vectors
+        options.device = device
         if let caFile {
             do {
                 options.tls = ConformanceTLS(context: try TLSContext.client(caFile: caFile), serverName: serverName)

@@ -34,6 +34,8 @@ final class DemoScript {
     var gatewayAddress = HostPort(argument: "127.0.0.1:0")!
     let deployment: Deployment
     var devices: [String: DeviceClient] = [:]
+    /// Each device's registration, as `securepush device enroll` records and writes it.
+    var registrations: [String: [UInt8]] = [:]
     var shown: [String: [DeviceNotification]] = [:]
     var provider: ProviderClient?
     static let password = Array("correct horse battery staple".utf8)
@@ -54,7 +56,9 @@ final class DemoScript {
         let hash = try PasswordHash.make(password: DemoScript.password, iterations: 10_000)
         let users = try SQLitePayloadWriter(path: StoreFiles.databasePath(directory))
         _ = try users.addUser("alice", passwordHash: hash.encoded, nowMs: Clocks.wallMilliseconds())
-        say("   user alice; devices alice-phone and alice-tablet")
+        try enroll("alice-phone")
+        try enroll("alice-tablet")
+        say("   user alice; devices alice-phone and alice-tablet enrolled in the store's registry")
 
         storeAddress = try startService(["store", "--data-dir", directory, "--listen", "127.0.0.1:0", "--log-level", "warning"])
         gatewayAddress = try startService(["gateway", "--data-dir", directory, "--listen", "127.0.0.1:0", "--log-level", "warning"])
@@ -110,10 +114,17 @@ final class DemoScript {
     var connected: Set<String> = []
     var pushes: [(String, [UInt8], Int)] = []
 
-    func startDevice(_ name: String) {
+    /// Records the device in the registry (LOGIN accepts enrolled devices only) and keeps
+    /// its registration.
+    func enroll(_ name: String) throws {
         let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
-        let now = Clocks.wallMilliseconds()
-        let registration = Registration(deviceID: name, user: "alice", tags: [], issuedAt: now, expiresAt: now + 86_400_000).signed(by: signer)
+        let enrolment = try RegistryAdministration(databasePath: StoreFiles.databasePath(directory))
+            .enroll(user: "alice", deviceID: name, tags: [], lifetimeMs: 86_400_000, nowMs: Clocks.wallMilliseconds(), signer: signer)
+        registrations[name] = enrolment.registration.credential
+    }
+
+    func startDevice(_ name: String) {
+        let registration = registrations[name] ?? []
         let tokens = TokenStore(directory: directory + "/" + name)
         let device = DeviceClient(loop: loop, gateway: ServerLink.Endpoint(host: gatewayAddress.host, port: gatewayAddress.port),
                                   store: ServerLink.Endpoint(host: storeAddress.host, port: storeAddress.port),

@@ -30,7 +30,7 @@ struct UserCommand: ParsableCommand {
         abstract: "Add, remove or list the users the store knows.",
         discussion: """
         Each user has an internal identity that its payloads and tokens are bound to. Removing a user \
-        deletes its payloads and revokes its fetch tokens at once, also in a running store; a name \
+        deletes its payloads and revokes its devices and fetch tokens at once, also in a running store; a name \
         added again is a new user that sees none of the old data.
         """,
         subcommands: [Add.self, Remove.self, List.self])
@@ -56,7 +56,7 @@ struct UserCommand: ParsableCommand {
 
     struct Remove: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Remove a user: its payloads are deleted and its fetch tokens refused from now on, also by a running store.")
+            abstract: "Remove a user: its payloads are deleted, its devices revoked and its fetch tokens refused from now on, also by a running store.")
         @Argument(help: "User name.") var name: String
         @Option(help: "The deployment directory.") var dataDir: String
 
@@ -66,7 +66,8 @@ struct UserCommand: ParsableCommand {
             guard let removed = try users.remove(name) else {
                 throw CommandFailure("no user \(name)")
             }
-            announce("removed user \(name): \(removed.payloads) payload\(removed.payloads == 1 ? "" : "s") deleted, its fetch tokens revoked")
+            let devices = removed.registrations == 1 ? "1 device" : "\(removed.registrations) devices"
+            announce("removed user \(name): \(removed.payloads) payload\(removed.payloads == 1 ? "" : "s") deleted, \(devices) revoked, its fetch tokens revoked")
         }
     }
 

@@ -1,20 +1,30 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import PushSecurity
+import PushStore
 import PushWire
 import PushSession
 
 struct DeviceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "device",
-        abstract: "A device: its registration, a terminal device, login and logout.",
-        subcommands: [Enroll.self, Run.self, Login.self, Logout.self])
+        abstract: "A device: its enrolment in the registry, a terminal device, login and logout.",
+        discussion: """
+        The store's database holds the registry of enrolled devices. A device logs in to the store and \
+        connects to a gateway that follows the registry only while it is enrolled; revoking it ends its \
+        fetch tokens at once and closes its gateway connection within seconds.
+        """,
+        subcommands: [Enroll.self, List.self, Revoke.self, Run.self, Login.self, Logout.self])
 
     struct Enroll: ParsableCommand {
         static let configuration = CommandConfiguration(
-            abstract: "Issue a signed registration credential (device id, user, tags) into a file only its owner can read.")
+            abstract: "Enroll a device of an existing user in the registry and write its signed registration (device id, user, tags) into a file only its owner can read.",
+            discussion: "Enrolling a device id again revokes its previous registration.")
 
         @Option(help: "The deployment directory made by `securepush init`.") var dataDir: String
-        @Option(help: "The user the device belongs to.") var user: String
+        @Option(help: "The user the device belongs to; it must exist (`securepush user add`).") var user: String
         @Option(help: "The device id (1 to 64 bytes).") var device: String
         @Option(help: "A tag the device subscribes to; repeat for more.") var tag: [String] = []
         @Option(help: "Days until the registration expires.") var days = 365
@@ -31,23 +41,90 @@ struct DeviceCommand: ParsableCommand {
 
         func run() throws {
             let deployment = try openDeployment(dataDir)
-            let now = Clocks.wallMilliseconds()
-            let registration = Registration(deviceID: device, user: user, tags: tag, issuedAt: now,
-                                            expiresAt: now + UInt64(days) * 86_400_000)
             let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
-            let credential = registration.signed(by: signer)
-            // The limit keeps the whole HELLO within the 1,024 bytes a server reads before
-            // HELLO_OK ([7.4-3], [5.1-7]).
-            guard credential.count <= Registration.maxSignedBytes else {
-                throw CommandFailure("the registration is \(credential.count) bytes; at most \(Registration.maxSignedBytes) fit in the HELLO a server reads before HELLO_OK: use fewer tags")
-            }
+            let registry = try openRegistry(dataDir)
+            let enrolment: Enrolment
             do {
-                try Deployment.writePrivate(out, credential.hexString + "\n")
+                // The file is written inside the enrolment's transaction: if it cannot be,
+                // nothing is recorded.
+                enrolment = try registry.enroll(user: user, deviceID: device, tags: tag, lifetimeMs: UInt64(days) * 86_400_000,
+                                                nowMs: Clocks.wallMilliseconds(), signer: signer) { credential in
+                    do {
+                        try Deployment.writePrivate(out, credential.hexString + "\n")
+                    } catch {
+                        throw CommandFailure("cannot write \(out): \(error)")
+                    }
+                }
+            } catch .unknownUser(let name) {
+                throw CommandFailure("no user \(name) in \(dataDir): add it first with `securepush user add \(name) --data-dir \(dataDir)`")
             } catch {
-                throw CommandFailure("cannot write \(out): \(error)")
+                throw CommandFailure("\(error)")
             }
-            announce("enrolled device \(device) for user \(user) in \(out)")
+            let replaced = enrolment.replaced.map { " (its registration issued \(localISO8601(milliseconds: $0.issuedAt)) is revoked)" } ?? ""
+            announce("enrolled device \(device) for user \(user) in \(out), expires \(localISO8601(milliseconds: enrolment.registration.expiresAt))\(replaced)")
         }
+    }
+
+    struct List: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the registry: device id, user, tags, state (enrolled, expired, revoked), issued and expires (local time, ISO 8601).",
+            discussion: "Revoked registrations are listed until they expire.")
+
+        @Option(help: "The deployment directory.") var dataDir: String
+        @Option(help: "Only the devices of this user.") var user: String?
+
+        func run() throws {
+            _ = try openDeployment(dataDir)
+            let rows = try openRegistry(dataDir).list(user: user)
+            let now = Clocks.wallMilliseconds()
+            let table = rows.map { record -> [String] in
+                let state = switch record.state {
+                case .revoked: "revoked"
+                case .enrolled: record.isExpired(nowMs: now) ? "expired" : "enrolled"
+                }
+                return [record.deviceID, record.user, record.tags.isEmpty ? "-" : record.tags.joined(separator: ","), state,
+                        localISO8601(milliseconds: record.issuedAt), localISO8601(milliseconds: record.expiresAt)]
+            }
+            let header = ["DEVICE", "USER", "TAGS", "STATE", "ISSUED", "EXPIRES"]
+            let widths = header.indices.map { column in ([header] + table).map { $0[column].count }.max() ?? 0 }
+            for line in [header] + table {
+                print(zip(line, widths).map { $0.padded(to: $1) }.joined(separator: "  ").trimmingTrailingSpaces())
+            }
+            fflush(nil)
+        }
+    }
+
+    struct Revoke: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Revoke a device's enrolled registration: its fetch tokens stop working and gateways following the registry close its connection.")
+
+        @Argument(help: "The device id.") var deviceID: String
+        @Option(help: "The deployment directory.") var dataDir: String
+
+        func run() throws {
+            _ = try openDeployment(dataDir)
+            guard let revoked = try openRegistry(dataDir).revoke(deviceID: deviceID, nowMs: Clocks.wallMilliseconds()) else {
+                throw CommandFailure("no enrolled device \(deviceID) in \(dataDir) (see `securepush device list --data-dir \(dataDir)`)")
+            }
+            announce("revoked device \(deviceID) of user \(revoked.user) (registration issued \(localISO8601(milliseconds: revoked.issuedAt)))")
+        }
+    }
+}
+
+/// The registry in a deployment's store database (created if the store never ran).
+func openRegistry(_ dataDir: String) throws -> RegistryAdministration {
+    do {
+        return try RegistryAdministration(databasePath: StoreFiles.databasePath(dataDir))
+    } catch {
+        throw CommandFailure("cannot open the store database in \(dataDir): \(error)")
+    }
+}
+
+extension String {
+    func trimmingTrailingSpaces() -> String {
+        var text = self
+        while text.last == " " { text.removeLast() }
+        return text
     }
 }
 

@@ -102,6 +102,7 @@ struct CommandMessageTests {
         let parsed = try #require(ISO8601DateFormatter().date(from: String(expires)))
         #expect(abs(parsed.timeIntervalSinceNow - 7_200) < 120, "\(expires)")
 
+        try deployment.enroll("phone")
         let login = try Self.run(["device", "login", "--store", "localhost:\(store.port)", "--user", "alice", "--device", "phone",
                                   "--state-dir", deployment.directory + "/phone"], timeZone: zone, stdin: "alice-pw\n")
         #expect(login.status == 0, "\(login.stderr)")

@@ -60,11 +60,11 @@ final class FlowFixture {
         #expect(loop.run(until: { self.gateway.isOffline(name) }))
     }
 
+    /// Starts a device enrolled in the deployment's registry; one started again keeps its
+    /// registration, so the token it saved stays good.
     @discardableResult
-    func startDevice(_ name: String, user: String = "alice") -> DeviceClient {
-        let signer = CredentialSigner(serverKey: deployment.deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
-        let now = Clocks.wallMilliseconds()
-        let registration = Registration(deviceID: name, user: user, tags: [], issuedAt: now, expiresAt: now + 3_600_000).signed(by: signer)
+    func startDevice(_ name: String, user: String = "alice") throws -> DeviceClient {
+        let registration = try deployment.enrolledRegistration(name, user: user)
         let device = DeviceClient(loop: loop, gateway: endpoint(gateway), store: endpoint(store), registration: registration,
                                   deviceID: name, tokenStore: TokenStore(directory: deployment.directory + "/dev-" + name))
         device.onNotification = { [unowned self] in self.shown[name, default: []].append($0) }
@@ -104,8 +104,8 @@ struct SecurePushFlowTests {
     @Test("[4.14-4] two devices: the logged-in one shows the text, the other the generic prompt until it logs in")
     func twoDevices() throws {
         let flow = try FlowFixture()
-        flow.startDevice("phone")
-        flow.startDevice("tablet")
+        try flow.startDevice("phone")
+        try flow.startDevice("tablet")
         #expect(flow.loop.run(until: { flow.connected("phone") && flow.connected("tablet") }))
         try flow.login("phone")
         let receipt = try flow.send("the vault code is 1234")
@@ -120,7 +120,7 @@ struct SecurePushFlowTests {
     @Test("a token that expires mid-stream gives the generic notification, and the real one after login")
     func tokenExpiresMidStream() throws {
         let flow = try FlowFixture { $0.settings.tokenLifetimeMs = 1_000 }
-        flow.startDevice("phone")
+        try flow.startDevice("phone")
         #expect(flow.loop.run(until: { flow.connected("phone") }))
         try flow.login("phone")
         _ = try flow.send("before expiry")
@@ -135,7 +135,7 @@ struct SecurePushFlowTests {
     @Test("a gateway restart loses its queue, yet every message is shown after SYNC")
     func gatewayRestart() throws {
         let flow = try FlowFixture()
-        flow.startDevice("phone")
+        try flow.startDevice("phone")
         #expect(flow.loop.run(until: { flow.connected("phone") }))
         try flow.login("phone")
         flow.stopDevice("phone")
@@ -145,7 +145,7 @@ struct SecurePushFlowTests {
         flow.gateway = try InProcessGateway(flow.deployment)
         flow.makeProvider()
         flow.events["phone"] = []
-        flow.startDevice("phone")
+        try flow.startDevice("phone")
         #expect(flow.loop.run(until: { Set(flow.texts("phone")) == ["queued 1", "queued 2", "queued 3"] }))
     }
 
@@ -153,7 +153,7 @@ struct SecurePushFlowTests {
     func storeKilledDuringSends() throws {
         let flow = try FlowFixture(storeProcess: true)
         let storeProcess = try #require(flow.store as? ServiceProcess)
-        flow.startDevice("phone")
+        try flow.startDevice("phone")
         #expect(flow.loop.run(until: { flow.connected("phone") }))
         try flow.login("phone")
         var acknowledged: [PayloadID: String] = [:]
@@ -187,7 +187,7 @@ struct SecurePushFlowTests {
         flow.devices["phone"] = nil
         flow.events["phone"] = []
         flow.makeProvider()
-        flow.startDevice("phone")
+        try flow.startDevice("phone")
         let expected = Set(acknowledged.values)
         #expect(expected.count > 10, "the kill came while sends were being acknowledged")
         #expect(sent > expected.count, "some sends were cut off by the kill")
@@ -198,7 +198,7 @@ struct SecurePushFlowTests {
     @Test("[8-2] a payload for one user is never shown on another user's device")
     func otherUsersDevice() throws {
         let flow = try FlowFixture()
-        flow.startDevice("bobs-phone", user: "bob")
+        try flow.startDevice("bobs-phone", user: "bob")
         #expect(flow.loop.run(until: { flow.connected("bobs-phone") }))
         try flow.login("bobs-phone", user: "bob")
         // A provider mistake: alice's payload pushed to bob's device.

@@ -69,7 +69,7 @@ struct BadTokenLimitTests {
         #expect(status(of: try store.send(.fetch(Fetch(id: id, token: Self.forged(fresh))), on: device)) == .badToken, "the 20th is answered")
         #expect(status(of: try store.send(.fetch(Fetch(id: id, token: fresh)), on: device)) == .rateLimited)
         // LOGIN is not a token-bearing request; it has its own limits.
-        #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .ok)
+        #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "phone")), on: device)) == .ok)
     }
 
     @Test("[8-5] failed-token windows are forgotten once they end")

@@ -34,7 +34,7 @@ struct UserRemovalProcessTests {
         #expect(try store.fetched(ids[0], token: token, on: device) == "alice's secret 0")
 
         let output = try store.command(["user", "remove", "alice"])
-        #expect(output.contains("3 payloads deleted"))
+        #expect(output.contains("3 payloads deleted, 1 device revoked"), "\(output)")
         // The very next requests, with no pause: the store checks for changes before each.
         #expect(errorStatus(try device.request(.fetch(Fetch(id: ids[1], token: token)))) == .badToken)
         #expect(errorStatus(try device.request(.sync(Sync(token: token)))) == .badToken)

@@ -37,7 +37,8 @@ final class StoreFixture {
         StoreSession(peerAddress: "127.0.0.1", role: role)
     }
 
-    /// Carries an action out the way the server does, synchronously.
+    /// Carries an action out the way the server does, synchronously; nil for a REGISTRY
+    /// the server would hold.
     func perform(_ action: StoreAction, session: StoreSession) throws -> Message? {
         switch action {
         case .reply(let message): return message
@@ -46,15 +47,37 @@ final class StoreFixture {
             return logic.completed(reply, outcome: outcomes[0])
         case .verifyPassword(let login, let hash):
             let matched = hash.flatMap(PasswordHash.init(encoded:))?.verify(password: login.password) ?? false
-            return logic.finishLogin(login, passwordMatched: matched, session: session)
+            return logic.finishLogin(login, passwordMatched: matched, session: session).reply
+        case .hold:
+            return nil
         }
+    }
+
+    /// The registry as `securepush device` changes it: another connection, as from another process.
+    func registry() throws -> RegistryAdministration {
+        try RegistryAdministration(databasePath: directory.appendingPathComponent(SQLitePayloadDatabase.fileName).path)
+    }
+
+    /// Enrolls `device` for `user` (revoking its previous registration), issued now.
+    @discardableResult
+    func enroll(_ device: String, user: String = "alice", tags: [String] = [], lifetimeMs: UInt64 = 86_400_000 * 365) throws -> RegistrationRecord {
+        let signer = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose)
+        return try registry().enroll(user: user, deviceID: device, tags: tags, lifetimeMs: lifetimeMs, nowMs: now, signer: signer).registration
+    }
+
+    func revoke(_ device: String) throws {
+        #expect(try registry().revoke(deviceID: device, nowMs: now) != nil)
     }
 
     func send(_ message: Message, on session: StoreSession) throws -> Message? {
         try perform(logic.handle(message, session: session), session: session)
     }
 
-    func token(user: String = "alice", password: String? = nil, device: String = "phone") throws -> [UInt8] {
+    /// A token from LOGIN, the device enrolled for the user first unless it is already; by
+    /// default alice's "phone", or another user's "NAME-phone".
+    func token(user: String = "alice", password: String? = nil, device: String? = nil) throws -> [UInt8] {
+        let device = device ?? (user == "alice" ? "phone" : "\(user)-phone")
+        if try registry().enrolled(deviceID: device)?.user != user { try enroll(device, user: user) }
         let reply = try send(.login(Login(user: user, password: Array((password ?? "pw-\(user)").utf8), deviceID: device)), on: session(.device))
         guard case .loginOK(let ok)? = reply else { throw StoreTestError.unexpected(reply) }
         return ok.token
@@ -79,7 +102,12 @@ final class UnreadableIDs: PayloadReader {
     }
     func user(named name: String) throws -> UserRecord? { nil }
     func usersRevision() throws -> UInt64 { 0 }
-    func removalFence() throws -> UInt64 { 0 }
+    func registrySequence() throws -> UInt64 { 0 }
+    func enrolledDevice(_ deviceID: String) throws -> EnrolledDevice? { nil }
+    func registryChanges(after cursor: UInt64, limit: Int, maxBytes: Int) throws -> RegistryPage {
+        RegistryPage(entries: [], cursor: cursor, hasMore: false)
+    }
+    func registryChangeCounts(after cursor: UInt64) throws -> RegistryChangeCounts { RegistryChangeCounts() }
 }
 
 func status(of message: Message?) -> Status? {
@@ -212,6 +240,7 @@ struct StoreLogicTests {
     @Test("[4.6-2] unknown user and wrong password look alike; [4.6-3] repeated failures are rate limited")
     func loginFailures() throws {
         let store = try StoreFixture()
+        try store.enroll("d")
         let device = store.session(.device)
         let unknown = try store.send(.login(Login(user: "mallory", password: Array("x".utf8), deviceID: "d")), on: device)
         let wrong = try store.send(.login(Login(user: "alice", password: Array("x".utf8), deviceID: "d")), on: device)
@@ -249,6 +278,7 @@ struct StoreLogicTests {
     @Test("[4.6-3] a wall clock stepped back ends a login wait instead of stretching it or trapping")
     func limiterClockStepsBack() throws {
         let store = try StoreFixture()
+        try store.enroll("d")
         let device = store.session(.device)
         for _ in 0..<8 { _ = try store.send(.login(Login(user: "alice", password: [], deviceID: "d")), on: device) }
         #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .rateLimited)

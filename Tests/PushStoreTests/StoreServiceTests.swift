@@ -20,6 +20,14 @@ extension StoreUnderTest {
         return client
     }
 
+    /// A connection with role gateway, as a gateway following the registry opens one.
+    func gateway() throws -> BlockingWireClient {
+        let client = try reachable.connect()
+        let reply = try client.hello(Hello(role: .gateway, credential: deployment.gatewayCredential()))
+        guard case .helloOK = reply else { throw ServiceError.failed("gateway HELLO refused: \(reply)") }
+        return client
+    }
+
     func device() throws -> BlockingWireClient {
         let client = try reachable.connect()
         let reply = try client.hello(Hello(role: .device))
@@ -27,7 +35,11 @@ extension StoreUnderTest {
         return client
     }
 
-    func login(_ user: String, password: String? = nil, device: String = "phone") throws -> [UInt8] {
+    /// A token from LOGIN, the device enrolled for the user first unless it is already; by
+    /// default alice's "phone", or another user's "NAME-phone".
+    func login(_ user: String, password: String? = nil, device: String? = nil) throws -> [UInt8] {
+        let device = device ?? (user == "alice" ? "phone" : "\(user)-phone")
+        try deployment.enrolledRegistration(device, user: user)
         let reply = try self.device().request(.login(Login(user: user, password: Array((password ?? "\(user)-pw").utf8), deviceID: device)))
         guard case .loginOK(let ok) = reply else { throw ServiceError.failed("login refused: \(reply)") }
         return ok.token

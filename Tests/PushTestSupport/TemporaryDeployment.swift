@@ -50,10 +50,60 @@ public final class TemporaryDeployment {
         HelloCredential.provider(deployment.providerKey).make(for: audience, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
     }
 
-    /// A device registration signed with this deployment's server key.
+    /// A fresh gateway credential for the store (each is accepted once): what a gateway
+    /// following the registry sends in its HELLO with role 3.
+    public func gatewayCredential() -> [UInt8] {
+        HelloCredential.gateway(deployment.serverKey).make(for: .store, nowMs: UInt64(Date().timeIntervalSince1970 * 1000))
+    }
+
+    /// A device registration signed with this deployment's server key, enrolled in the
+    /// deployment's registry as `securepush device enroll` does (revoking the device id's
+    /// previous registration) when the store knows `user`. For a user it does not know the
+    /// registration is only signed: what a gateway that follows no registry accepts.
     public func registration(_ device: String, user: String = "alice", tags: [String] = [], lifetimeMs: UInt64 = 86_400_000) -> [UInt8] {
+        (try? enroll(device, user: user, tags: tags, lifetimeMs: lifetimeMs)) ?? unenrolledRegistration(device, user: user, tags: tags,
+                                                                                                      lifetimeMs: lifetimeMs)
+    }
+
+    /// Enrolls `device` for the existing user `user` in the deployment's registry (so it may
+    /// LOGIN and, through a gateway that follows the registry, connect); its registration.
+    @discardableResult
+    public func enroll(_ device: String, user: String = "alice", tags: [String] = [], lifetimeMs: UInt64 = 86_400_000) throws -> [UInt8] {
+        let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
+        let enrolment = try registry().enroll(user: user, deviceID: device, tags: tags, lifetimeMs: lifetimeMs,
+                                              nowMs: UInt64(Date().timeIntervalSince1970 * 1000), signer: signer)
+        return enrolment.registration.credential
+    }
+
+    /// The registration the registry holds as enrolled for `device` of `user`, enrolling
+    /// it first unless it already does: for a device about to LOGIN, without revoking the
+    /// tokens an earlier LOGIN of it got.
+    @discardableResult
+    public func enrolledRegistration(_ device: String, user: String = "alice") throws -> [UInt8] {
+        if let current = try registry().enrolled(deviceID: device), current.user == user,
+           current.expiresAt > UInt64(Date().timeIntervalSince1970 * 1000) {
+            return current.credential
+        }
+        return try enroll(device, user: user)
+    }
+
+    /// Revokes the enrolled registration of `device`, as `securepush device revoke` does.
+    public func revoke(_ device: String) throws {
+        guard try registry().revoke(deviceID: device, nowMs: UInt64(Date().timeIntervalSince1970 * 1000)) != nil else {
+            throw ServiceError.failed("no enrolled device \(device)")
+        }
+    }
+
+    /// A registration signed with the deployment's server key that the registry does not
+    /// hold: valid by its MAC and expiry alone.
+    public func unenrolledRegistration(_ device: String, user: String = "alice", tags: [String] = [], lifetimeMs: UInt64 = 86_400_000) -> [UInt8] {
         let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
         let now = UInt64(Date().timeIntervalSince1970 * 1000)
         return Registration(deviceID: device, user: user, tags: tags, issuedAt: now, expiresAt: now + lifetimeMs).signed(by: signer)
+    }
+
+    /// The registry in the deployment's store database, as the device commands open it.
+    public func registry() throws -> RegistryAdministration {
+        try RegistryAdministration(databasePath: StoreFiles.databasePath(directory))
     }
 }

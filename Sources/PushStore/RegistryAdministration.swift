@@ -1,0 +1,182 @@
+import PushSecurity
+import PushSession
+import PushWire
+
+/// Why an enrolment was not recorded.
+public enum EnrolmentError: Error, CustomStringConvertible, Sendable {
+    /// The store has no user by that name.
+    case unknownUser(String)
+    /// A device id, user name or tag outside what a registration may carry.
+    case invalid(String)
+    /// The signed registration would not fit in a HELLO read before HELLO_OK ([7.4-3]).
+    case tooLarge(bytes: Int)
+    /// The credential could not be handed over (its file not written): nothing was recorded.
+    case notDelivered(String)
+    case storage(SQLiteError)
+
+    public var description: String {
+        switch self {
+        case .unknownUser(let name): "no user \(name)"
+        case .invalid(let text): text
+        case .tooLarge(let bytes):
+            "the registration is \(bytes) bytes; at most \(Registration.maxSignedBytes) fit in the HELLO a server reads before HELLO_OK: use fewer tags"
+        case .notDelivered(let text): text
+        case .storage(let error): "\(error)"
+        }
+    }
+}
+
+/// A device to enroll for a user.
+public struct EnrolmentRequest: Sendable, Equatable {
+    public var user: String
+    public var deviceID: String
+    public var tags: [String]
+
+    public init(user: String, deviceID: String, tags: [String] = []) {
+        self.user = user
+        self.deviceID = deviceID
+        self.tags = tags
+    }
+}
+
+/// A recorded enrolment, and the registration of the same device id it revoked.
+public struct Enrolment: Sendable, Equatable {
+    public var registration: RegistrationRecord
+    public var replaced: RegistrationRecord?
+}
+
+/// The device commands' side of the registry (`securepush device enroll`, `list`,
+/// `revoke`), run in their own process next to a store that may be running: each change is
+/// one transaction, and the running store sees it through the registry's change counter
+/// (checked with `PRAGMA data_version`, see `SQLitePayloadReader.registrySequence`).
+public final class RegistryAdministration {
+    private let connection: SQLiteConnection
+
+    public init(databasePath: String) throws(SQLiteError) {
+        connection = try SQLitePayloadDatabase.open(path: databasePath)
+    }
+
+    /// Issues a registration for `deviceID` of the existing user `user`, hands it to
+    /// `deliver` (which writes the credential file) and records it as the device's
+    /// enrolled registration, revoking the previous one. All in one transaction: if
+    /// `deliver` throws, nothing is recorded.
+    ///
+    /// - Parameter nowMs: the issue time, unless an earlier enrolment of the same id was
+    ///   issued at or after it: then one millisecond after that one.
+    public func enroll(user: String, deviceID: String, tags: [String], lifetimeMs: UInt64, nowMs: UInt64,
+                       signer: CredentialSigner, deliver: ([UInt8]) throws -> Void = { _ in }) throws(EnrolmentError) -> Enrolment {
+        let request = EnrolmentRequest(user: user, deviceID: deviceID, tags: tags)
+        return try enrollAll([request], lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer) { _, credential in
+            try deliver(credential)
+        }[0]
+    }
+
+    /// Enrolls many devices in one transaction (one sync to disk for all: a load test's
+    /// thousand devices), each as `enroll` would; all or none.
+    public func enrollAll(_ requests: [EnrolmentRequest], lifetimeMs: UInt64, nowMs: UInt64, signer: CredentialSigner,
+                          deliver: (EnrolmentRequest, [UInt8]) throws -> Void = { _, _ in }) throws(EnrolmentError) -> [Enrolment] {
+        for request in requests {
+            try RegistryAdministration.validate(user: request.user, deviceID: request.deviceID, tags: request.tags)
+        }
+        do {
+            try connection.execute("BEGIN IMMEDIATE")
+            do {
+                var enrolments: [Enrolment] = []
+                var users: [String: UInt64] = [:]
+                for request in requests {
+                    let userID = try users[request.user] ?? userID(request.user)
+                    users[request.user] = userID
+                    let enrolment = try record(request, userID: userID, lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer)
+                    do {
+                        try deliver(request, enrolment.registration.credential)
+                    } catch {
+                        throw EnrolmentError.notDelivered("\(error)")
+                    }
+                    enrolments.append(enrolment)
+                }
+                try connection.execute("COMMIT")
+                return enrolments
+            } catch {
+                try? connection.execute("ROLLBACK")
+                throw error
+            }
+        } catch let error as EnrolmentError {
+            throw error
+        } catch let error as SQLiteError {
+            throw .storage(error)
+        } catch {
+            throw .storage(SQLiteError(code: 0, message: "\(error)"))
+        }
+    }
+
+    private func userID(_ name: String) throws -> UInt64 {
+        guard let raw = try connection.integer(bound: "SELECT id FROM users WHERE name = ?", [.text(name)]) else {
+            throw EnrolmentError.unknownUser(name)
+        }
+        return UInt64(bitPattern: raw)
+    }
+
+    /// One enrolment, inside the caller's transaction.
+    private func record(_ request: EnrolmentRequest, userID: UInt64, lifetimeMs: UInt64, nowMs: UInt64,
+                        signer: CredentialSigner) throws -> Enrolment {
+        let issuedAt = try RegistryTable.issueTime(for: request.deviceID, nowMs: nowMs, on: connection)
+        let (expiresAt, overflow) = issuedAt.addingReportingOverflow(lifetimeMs)
+        let registration = Registration(deviceID: request.deviceID, user: request.user, tags: request.tags, issuedAt: issuedAt,
+                                        expiresAt: overflow ? .max : expiresAt)
+        let credential = registration.signed(by: signer)
+        guard credential.count <= Registration.maxSignedBytes else { throw EnrolmentError.tooLarge(bytes: credential.count) }
+        let replaced = try RegistryTable.revoke(request.deviceID, nowMs: nowMs, on: connection)
+        let record = try RegistryTable.insert(registration, userID: userID, credential: credential, on: connection)
+        return Enrolment(registration: record, replaced: replaced)
+    }
+
+    /// Revokes the enrolled registration of `deviceID`: what it was, or nil if nothing
+    /// enrolled has that id.
+    public func revoke(deviceID: String, nowMs: UInt64) throws(SQLiteError) -> RegistrationRecord? {
+        try UserTable.transaction(connection) { () throws(SQLiteError) in
+            try RegistryTable.revoke(deviceID, nowMs: nowMs, on: connection)
+        }
+    }
+
+    /// Revokes the enrolled registrations of every id in `deviceIDs` in one transaction;
+    /// how many there were.
+    public func revoke(deviceIDs: [String], nowMs: UInt64) throws(SQLiteError) -> Int {
+        try UserTable.transaction(connection) { () throws(SQLiteError) -> Int in
+            var count = 0
+            for device in deviceIDs where try RegistryTable.revoke(device, nowMs: nowMs, on: connection) != nil { count += 1 }
+            return count
+        }
+    }
+
+    /// Every registration kept (enrolled, and revoked ones not pruned yet), of one user's
+    /// name or of all, by device id then issue time.
+    public func list(user: String? = nil) throws(SQLiteError) -> [RegistrationRecord] {
+        let filter = user == nil ? "" : "WHERE user_name = ?"
+        let statement = try connection.prepare("SELECT \(RegistryTable.columns) FROM registrations \(filter) ORDER BY device_id, issued_at",
+                                               persistent: false)
+        try statement.bind(user.map { [.text($0)] } ?? [])
+        var records: [RegistrationRecord] = []
+        while try statement.step() { records.append(RegistryTable.record(statement)) }
+        return records
+    }
+
+    /// The enrolled registration of `deviceID`, if any.
+    public func enrolled(deviceID: String) throws(SQLiteError) -> RegistrationRecord? {
+        try RegistryTable.enrolled(deviceID, on: connection)
+    }
+
+    /// The number of the last change to the registry (0 before the first).
+    public func lastChange() throws(SQLiteError) -> UInt64 {
+        try RegistryTable.lastChange(on: connection)
+    }
+
+    /// What a registration may carry ([7.4-1], field limits of 3.2): ids and names of 1 to
+    /// 64 bytes, tags of 1 to 64 bytes without the newline that separates them.
+    public static func validate(user: String, deviceID: String, tags: [String]) throws(EnrolmentError) {
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 64 else { throw .invalid("a device id is 1 to 64 bytes") }
+        guard !user.isEmpty, user.utf8.count <= 64 else { throw .invalid("a user name is 1 to 64 bytes") }
+        for tag in tags where tag.isEmpty || tag.utf8.count > 64 || tag.contains("\n") {
+            throw .invalid("a tag is 1 to 64 bytes without newlines: \(tag.debugDescription)")
+        }
+    }
+}
