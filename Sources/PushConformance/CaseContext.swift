@@ -31,6 +31,9 @@ final class RunState {
         return found
     }
 
+    /// The registry if a case already opened it (never opens one).
+    var registryIfOpen: SuiteRegistry? { suiteRegistry ?? nil }
+
     func loop() throws(ChannelOpenFailure) -> EventLoop {
         if let tlsLoop { return tlsLoop }
         do {
@@ -254,7 +257,7 @@ public final class CaseContext {
 
     /// A fetch token as LOGIN would issue it ([7.3-1]), made with the deployment's key.
     func token(user: String, device: String, expiresInMs: Int64 = 3_600_000) throws(CaseStop) -> [UInt8] {
-        let now = Clocks.wallMilliseconds()
+        let now = max(Clocks.wallMilliseconds(), run.registryIfOpen?.tokenNotBefore(user: user, device: device) ?? 0)
         let expiry = UInt64(max(1, Int64(now) + expiresInMs))
         return try forge { fields in
             fields += RawFrame.field(.user, string: user)

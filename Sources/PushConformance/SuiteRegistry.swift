@@ -19,6 +19,17 @@ final class SuiteRegistry {
     private let signer: CredentialSigner
     private var enrolled: Set<String> = []
     private var addedUsers: [String] = []
+    /// The earliest `issued_at` a store accepts in a token of a user or a device this run
+    /// made: a user added just after any removal is created up to a second ahead of the
+    /// clock (the store's removal fence), and a token must not predate its user ([7.3-3]).
+    private var tokensNotBefore: [String: UInt64] = [:]
+
+    /// The earliest `issued_at` a token for `user` on `device` may carry, as LOGIN would
+    /// issue it; nil when the run made neither.
+    func tokenNotBefore(user: String, device: String) -> UInt64? {
+        let bounds = [tokensNotBefore["user:" + user], tokensNotBefore["device:" + device]].compactMap { $0 }
+        return bounds.max()
+    }
 
     /// How long the run's registrations last: revoked at the end, they are pruned soon after.
     static let lifetimeMs: UInt64 = 3_600_000
@@ -43,6 +54,7 @@ final class SuiteRegistry {
             let enrolment = try registry.enroll(user: user, deviceID: device, tags: tags, lifetimeMs: SuiteRegistry.lifetimeMs,
                                                 nowMs: Clocks.wallMilliseconds(), signer: signer)
             enrolled.insert(device)
+            tokensNotBefore["device:" + device] = enrolment.registration.issuedAt
             return enrolment.registration
         } catch {
             throw .fail("cannot enroll \(device) for \(user) in the store's registry: \(error)")
@@ -65,10 +77,11 @@ final class SuiteRegistry {
     /// Adds a user nobody can log in as (its password hash is no hash); removed at the end.
     func addThrowawayUser(_ name: String) throws(CaseStop) {
         do {
-            guard try users.add(name, passwordHash: "none", nowMs: Clocks.wallMilliseconds()) != nil else {
+            guard let added = try users.add(name, passwordHash: "none", nowMs: Clocks.wallMilliseconds()) else {
                 throw CaseStop.fail("user \(name) already exists")
             }
             addedUsers.append(name)
+            tokensNotBefore["user:" + name] = added.createdAt
         } catch let stop as CaseStop {
             throw stop
         } catch {
