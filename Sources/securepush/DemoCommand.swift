@@ -61,8 +61,9 @@ final class DemoScript {
         say("   user alice; devices alice-phone and alice-tablet enrolled in the store's registry")
 
         storeAddress = try startService(["store", "--data-dir", directory, "--listen", "127.0.0.1:0", "--log-level", "warning"])
-        gatewayAddress = try startService(["gateway", "--data-dir", directory, "--listen", "127.0.0.1:0", "--log-level", "warning"])
-        say("   store on \(storeAddress), gateway on \(gatewayAddress)")
+        gatewayAddress = try startService(["gateway", "--data-dir", directory, "--listen", "127.0.0.1:0", "--store", storeAddress.description,
+                                           "--log-level", "warning"])
+        say("   store on \(storeAddress), gateway on \(gatewayAddress), following the store's device registry")
 
         say("")
         say("2. Both devices connect; only alice-phone logs in.")
