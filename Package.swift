@@ -64,12 +64,12 @@ let package = Package(
         ]),
         // Load generators behind `securepush bench`.
         .target(name: "PushBench", dependencies: [
-            "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore",
+            "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushService",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
         // With --data-dir it enrolls and revokes the devices it uses in the store's registry.
-        .target(name: "PushConformance", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore"]),
+        .target(name: "PushConformance", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushService"]),
         .executableTarget(
             name: "securepush",
             dependencies: [

@@ -1,3 +1,4 @@
+import PushService
 /// One parameter of a report: counts and settings are numbers in the JSON (scripts compare
 /// them), addresses and names are strings.
 public enum ReportValue: Sendable, Equatable {
@@ -39,18 +40,4 @@ func jsonNumber(_ value: Double) -> String {
 }
 
 /// A JSON string literal: error reasons can carry quotes or control characters.
-func jsonString(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case _ where scalar.value < 0x20:
-            let hex = String(scalar.value, radix: 16)
-            out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-        default: out.unicodeScalars.append(scalar)
-        }
-    }
-    return out + "\""
-}
+func jsonString(_ text: String) -> String { JSONText.quoted(text) }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushService
 
 /// Machine-readable forms of a report: JSON for scripts, JUnit XML for CI dashboards.
 extension ConformanceReport {
@@ -85,28 +86,7 @@ public func writeReportFile(_ path: String, _ text: String) throws(ReportWriteEr
 
 /// A JSON string literal; control characters and non-ASCII are escaped so the output is
 /// plain ASCII whatever a peer put in its error text.
-func jsonString(_ text: String) -> String {
-    var out = "\""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "\"": out += "\\\""
-        case "\\": out += "\\\\"
-        case "\n": out += "\\n"
-        case "\r": out += "\\r"
-        case "\t": out += "\\t"
-        default:
-            if scalar.value < 0x20 || scalar.value > 0x7E {
-                for unit in String(scalar).utf16 {
-                    let hex = String(unit, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                }
-            } else {
-                out.unicodeScalars.append(scalar)
-            }
-        }
-    }
-    return out + "\""
-}
+func jsonString(_ text: String) -> String { JSONText.quoted(text, asciiOnly: true) }
 
 /// Text for an XML attribute or element; characters XML 1.0 cannot carry become '?'.
 func xml(_ text: String) -> String {
