@@ -25,7 +25,7 @@ import Glibc
 /// connection closes before its answer taught the client nothing and counts for nothing.
 /// IPv6 addresses count by their /64, which one host can hold whole.
 struct LoginThrottle {
-    struct Settings {
+    struct Settings: Sendable, Equatable {
         var freeFailures: Int
         var backoffMs: UInt64
         var maxBackoffMs: UInt64
@@ -74,9 +74,12 @@ struct LoginThrottle {
     private var fullCreditMs: Int64 { Int64(max(0, settings.failuresPerAddress)) * Int64(settings.refillMs) }
     private var failureCostMs: Int64 { Int64(settings.refillMs) }
 
-    /// Whether a LOGIN for `user` from `address` may be checked now.
-    mutating func begin(user: String, address: String, nowMs: UInt64) -> Decision {
+    /// Whether a LOGIN for `user` from `address` may be checked now. `shared` is the
+    /// pair's and the address's state as the database holds it for every store; it
+    /// replaces what this store remembers of them.
+    mutating func begin(user: String, address: String, nowMs: UInt64, shared: LoginLimitState? = nil) -> Decision {
         let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
+        if let shared { load(shared, for: key) }
         if let pair = pairs[key], pair.lastAttemptMs <= nowMs, pair.blockedUntilMs > nowMs {
             return .refuse(retryAfterMs: pair.blockedUntilMs - nowMs)
         }
@@ -109,6 +112,13 @@ struct LoginThrottle {
             budget.creditMs -= failureCostMs
             store(budget, for: key.address)
         }
+    }
+
+    private mutating func load(_ shared: LoginLimitState, for key: PairKey) {
+        pairs[key] = shared.failures > 0 || shared.blockedUntilMs > 0
+            ? Pair(failures: shared.failures, blockedUntilMs: shared.blockedUntilMs, lastAttemptMs: shared.lastAttemptMs) : nil
+        budgets[key.address] = shared.creditMs.map { Budget(creditMs: $0, updatedMs: shared.creditUpdatedMs) }
+        trusted[key] = shared.trustedUntilMs > 0 ? shared.trustedUntilMs : nil
     }
 
     private func isTrusted(_ key: PairKey, nowMs: UInt64) -> Bool { (trusted[key] ?? 0) > nowMs }
@@ -173,4 +183,36 @@ struct LoginThrottle {
         let words = stride(from: 0, to: 8, by: 2).map { String(UInt16(bytes[$0]) << 8 | UInt16(bytes[$0 + 1]), radix: 16) }
         return words.joined(separator: ":") + "::/64"
     }
+}
+
+/// The login limits' state for one (user, address) pair as a database shared by several
+/// stores holds it, so that spreading guesses over the stores gains nothing. The backend
+/// applies each `LoginAttempt` to it atomically, by the rules of `LoginThrottle.finish`.
+public struct LoginLimitState: Sendable, Equatable {
+    /// The pair's failures since its last success, its wait, and its last attempt.
+    public var failures: Int
+    public var blockedUntilMs: UInt64
+    public var lastAttemptMs: UInt64
+    /// The address's budget in ms of refill (nil: untouched, so full) and when it was set.
+    public var creditMs: Int64?
+    public var creditUpdatedMs: UInt64
+    /// Until when the user is trusted from this address (0: not).
+    public var trustedUntilMs: UInt64
+
+    public init(failures: Int = 0, blockedUntilMs: UInt64 = 0, lastAttemptMs: UInt64 = 0, creditMs: Int64? = nil,
+                creditUpdatedMs: UInt64 = 0, trustedUntilMs: UInt64 = 0) {
+        self.failures = failures
+        self.blockedUntilMs = blockedUntilMs
+        self.lastAttemptMs = lastAttemptMs
+        self.creditMs = creditMs
+        self.creditUpdatedMs = creditUpdatedMs
+        self.trustedUntilMs = trustedUntilMs
+    }
+}
+
+/// A checked LOGIN's outcome, to be counted in the shared login limits.
+public struct LoginAttempt: Sendable, Equatable {
+    public var key: LoginLimitKey
+    public var succeeded: Bool
+    public var nowMs: UInt64
 }

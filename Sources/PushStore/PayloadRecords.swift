@@ -65,6 +65,8 @@ public enum WriteOperation: Sendable {
     /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
     /// reply never waits for them ([4.8-3]).
     case recordFetches([FetchTally])
+    /// A checked LOGIN, for login limits kept in the database (`StoreBackend.sharesLoginLimits`).
+    case loginAttempt(LoginAttempt)
 }
 
 /// Successful FETCHes of one payload since the last batch.

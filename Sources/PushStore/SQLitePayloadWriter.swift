@@ -101,6 +101,9 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
             }
             return .ok
+        case .loginAttempt:
+            // One SQLite store serves its database alone: its own memory holds the limits.
+            return .ok
         }
     }
 

@@ -14,18 +14,18 @@ public struct RegistryNotice: Sendable, Equatable {
 extension StoreLogic {
     /// The page REGISTRY asks for: `limit` clamped to 1...1000 ([4.16-4]), and no more
     /// than fits the connection's frame.
-    func registryPage(_ request: RegistryRequest, session: StoreSession) throws -> RegistryOK {
+    public func registryReads(_ request: RegistryRequest, session: StoreSession) -> StoreReads {
         let limit = Int(min(max(request.limit, 1), RegistryRequest.maxLimit))
-        let page = try reader.registryChanges(after: request.cursor, limit: limit, maxBytes: session.maxFrame)
-        return RegistryOK(entries: page.entries, cursor: page.cursor, hasMore: page.hasMore)
+        return StoreReads(registry: RegistryQuery(cursor: request.cursor, limit: limit, maxBytes: session.maxFrame))
     }
 
-    /// The reply to a held REGISTRY once changes follow its cursor; nil while none do.
-    public func heldRegistryReply(_ request: RegistryRequest, session: StoreSession) -> Message? {
-        do {
-            let page = try reader.withSnapshot { try registryPage(request, session: session) }
-            return page.entries.isEmpty ? nil : .registryOK(page)
-        } catch {
+    /// The reply to a held REGISTRY once changes may follow its cursor; nil while none do.
+    public func heldRegistryReply(_ read: Result<StoreReadResult, StoreBackendError>) -> Message? {
+        switch read {
+        case .success(let found):
+            guard let page = found.registry, !page.entries.isEmpty else { return nil }
+            return .registryOK(RegistryOK(entries: page.entries, cursor: page.cursor, hasMore: page.hasMore))
+        case .failure:
             return .error(ErrorReply(status: .internalError, message: "storage error"))
         }
     }
@@ -34,17 +34,5 @@ extension StoreLogic {
     /// ([4.16-8], [4.16-9]): no entries, the cursor it asked from.
     public static func emptyRegistryReply(_ request: RegistryRequest) -> Message {
         .registryOK(RegistryOK(entries: [], cursor: request.cursor, hasMore: false))
-    }
-
-    /// The registry changes made since the last call, by this process or another, or nil
-    /// if there were none. One `PRAGMA data_version` when nothing was committed.
-    public func noticeRegistryChanges() throws -> RegistryNotice? {
-        try reader.withSnapshot { () throws -> RegistryNotice? in
-            let current = try reader.registrySequence()
-            guard current != noticedRegistrySequence else { return nil }
-            let counts = try reader.registryChangeCounts(after: noticedRegistrySequence)
-            defer { noticedRegistrySequence = current }
-            return RegistryNotice(from: noticedRegistrySequence, to: current, counts: counts)
-        }
     }
 }

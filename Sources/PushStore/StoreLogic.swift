@@ -33,6 +33,8 @@ public final class StoreSession {
     struct PendingLogin {
         var userID: UInt64?
         var count: Int
+        /// The login limits were read from the database that every store shares.
+        var sharedLimits: Bool
         /// Identical LOGINs in flight were checked against different identities (the name
         /// was removed and added again meanwhile): none of them may be trusted.
         var mixed: Bool
@@ -43,9 +45,9 @@ public final class StoreSession {
         self.role = role
     }
 
-    func startLogin(_ login: Login, userID: UInt64?) {
+    func startLogin(_ login: Login, userID: UInt64?, sharedLimits: Bool) {
         let key = PendingLoginKey(login)
-        var pending = pendingLogins[key] ?? PendingLogin(userID: userID, count: 0, mixed: false)
+        var pending = pendingLogins[key] ?? PendingLogin(userID: userID, count: 0, sharedLimits: sharedLimits, mixed: false)
         pending.count += 1
         if pending.userID != userID { pending.mixed = true }
         pendingLogins[key] = pending
@@ -76,33 +78,44 @@ public enum CommittedReply: Sendable, Equatable {
     }
 }
 
-/// What the I/O layer is to do with a request: the store's logic never touches a socket.
-public enum StoreAction: Equatable {
+/// What the I/O layer is to do with a request: the store's logic never touches a socket
+/// or a database.
+public enum StoreAction {
     case reply(Message)
     /// Commit durably, then reply.
     case commit(WriteOperation, CommittedReply)
-    /// Check a password off the loop (a slow hash), then call `finishLogin`.
+    /// Read what the request needs, then hand the result to `StoreLogic.resume`.
+    case read(StoreReads, PendingRequest)
+    /// Check a password off the loop (a slow hash), then call `passwordChecked`.
     case verifyPassword(Login, storedHash: String?)
-    /// Nothing follows the REGISTRY's cursor: hold it until `registryReply` has entries or
-    /// its wait is over ([4.16-8]).
+    /// A LOGIN is decided.
+    case loginDecided(LoginResult)
+    /// Nothing follows the REGISTRY's cursor: hold it until the registry changes or its
+    /// wait is over ([4.16-8]).
     case hold(RegistryRequest)
+}
 
-    public static func == (lhs: StoreAction, rhs: StoreAction) -> Bool {
-        switch (lhs, rhs) {
-        case let (.reply(a), .reply(b)): a == b
-        case let (.commit(_, a), .commit(_, b)): a == b
-        case let (.verifyPassword(a, _), .verifyPassword(b, _)): a == b
-        case let (.hold(a), .hold(b)): a == b
-        default: false
-        }
-    }
+/// A request waiting for its reads, with what its checks have established so far.
+public enum PendingRequest: Sendable {
+    case login(Login)
+    /// The password matched; the identity and the registration are asked afresh.
+    case confirmLogin(Login)
+    case fetch(Fetch, FetchToken)
+    case sync(Sync, FetchToken)
+    case ack(Ack, FetchToken)
+    case recall(Recall)
+    case status(StatusRequest)
+    case registry(RegistryRequest)
 }
 
 /// What `StoreLogic.finishLogin` decided.
-public struct LoginResult: Equatable {
+public struct LoginResult: Sendable, Equatable {
     public var reply: Message
     /// Why the LOGIN was refused, for the operator's log; nil when it succeeded.
     public var refusal: LoginRefusal?
+    /// The outcome to count in login limits the database keeps for every store; nil when
+    /// the store keeps them in its own memory.
+    public var sharedAttempt: LoginAttempt?
 }
 
 /// Why a LOGIN got BAD_CREDENTIALS; the peer is never told which ([4.6-2], [4.6-4]).
@@ -123,12 +136,12 @@ public enum TokenRevocation: String, Sendable, CaseIterable {
     case deviceNotEnrolled = "device not enrolled"
 }
 
-/// The store's request logic (SPEC.md section 4): checks, reads and the decisions of
-/// every message, as a function from (session, message) to an action. Owned by the
-/// event loop's thread; reads go straight to the reader, writes become actions.
+/// The store's request logic (SPEC.md section 4): checks and decisions of every message,
+/// as functions from (session, message, what was read) to an action. It reads nothing
+/// itself: it names what a request needs (`StoreAction.read`) and decides once the
+/// backend has read it (`resume`). Owned by the event loop's thread.
 public final class StoreLogic {
     public let settings: StoreSettings
-    let reader: PayloadReader
     private let tokenSigner: CredentialSigner
     private let providerCredentials: HelloCredential
     private let gatewayCredentials: HelloCredential
@@ -138,15 +151,6 @@ public final class StoreLogic {
     /// FETCH statistics not yet handed to the writer ([4.8-3]: they may be written later,
     /// so a FETCH never waits for a write); STATUS adds them in, so it stays exact.
     private var fetchTallies: [UInt64: FetchTally] = [:]
-    /// Every stored payload's sequence by ID. In an on-disk index random IDs would scatter,
-    /// each STORE dirtying a page of its own; in memory they cost a hash insert instead.
-    private var sequences: [PayloadID: UInt64] = [:]
-    /// Users by name, forgotten as soon as any process changes the users table.
-    private let users: UserDirectory
-    /// Enrolled registrations by device id, forgotten as soon as the registry changes.
-    private let devices: EnrolledDevices
-    /// The registry's last change this store has noticed and reported.
-    var noticedRegistrySequence: UInt64 = 0
     /// Told of every token refused because its user or its device's registration went
     /// away (the server logs and counts them).
     public var onTokenRevoked: ((TokenRevocation, FetchToken, StoreSession) -> Void)?
@@ -155,27 +159,18 @@ public final class StoreLogic {
     /// BAD_TOKEN answers per client address: forged tokens are tried in bulk otherwise.
     private var badTokenLimiter: FailureWindowLimiter
 
-    /// Reads every stored ID into memory first, and throws the reader's error if it cannot:
-    /// without that map every stored payload would look unknown.
-    public init(settings: StoreSettings, reader: PayloadReader, serverKey: SecretKey, providerKey: SecretKey,
-                clock: @escaping () -> UInt64 = Clocks.wallMilliseconds) throws {
+    public init(settings: StoreSettings, serverKey: SecretKey, providerKey: SecretKey,
+                clock: @escaping () -> UInt64 = Clocks.wallMilliseconds) {
         self.settings = settings
-        self.reader = reader
         self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
         providerCredentials = HelloCredential.provider(providerKey)
         gatewayCredentials = HelloCredential.gateway(serverKey)
         self.clock = clock
-        self.users = UserDirectory(reader: reader)
-        self.devices = EnrolledDevices(reader: reader)
         self.loginThrottle = LoginThrottle(LoginThrottle.Settings(
             freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs, maxBackoffMs: settings.loginMaxBackoffMs,
             failuresPerAddress: settings.loginFailuresPerAddress, refillMs: settings.loginFailureRefillMs,
             trustedForMs: settings.loginTrustedForMs))
         self.badTokenLimiter = FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)
-        let all = try reader.allIDs()
-        sequences.reserveCapacity(all.count)
-        for (id, sequence) in all { sequences[id] = sequence }
-        noticedRegistrySequence = try reader.registrySequence()
     }
 
     /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4], [7.1-5]): a device sends
@@ -189,50 +184,82 @@ public final class StoreLogic {
     }
 
     /// A request after the handshake, whose role and service the session has checked
-    /// ([4.1-5]): the message's own rules.
+    /// ([4.1-5]): the checks that need no reads, then the reads it needs.
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
-        do {
-            // A STORE reads nothing: the writer checks its user.
-            if case .store(let store) = message { return try handleStore(store) }
-            let now = clock()
-            guard users.isRefreshDue(nowMs: now, intervalMs: settings.usersRecheckMs) else { return try route(message, session: session) }
-            // The revision check and the request's reads share one read transaction, so
-            // the check costs little more than the `PRAGMA data_version` it is.
-            return try reader.withSnapshot {
-                try refreshDirectories(nowMs: now)
-                return try route(message, session: session)
+        do throws(Refusal) {
+            switch message {
+            case .store(let store): return try handleStore(store)
+            case .login(let login):
+                let limits = LoginLimitKey(user: login.user, address: LoginThrottle.addressKey(session.peerAddress))
+                return .read(StoreReads(user: login.user, passwordHash: true, fresh: true, loginLimits: limits), .login(login))
+            case .fetch(let fetch):
+                let claims = try claims(fetch.token, session: session, nowMs: clock())
+                return .read(StoreReads(user: claims.user, device: claims.deviceID, payload: fetch.id, body: true), .fetch(fetch, claims))
+            case .sync(let sync):
+                let now = clock()
+                let claims = try claims(sync.token, session: session, nowMs: now)
+                let limit = Int(min(max(sync.limit, 1), Sync.maxLimit))
+                let unread = UnreadQuery(deviceID: claims.deviceID, cursor: sync.cursor, limit: limit, nowMs: now)
+                return .read(StoreReads(user: claims.user, device: claims.deviceID, unread: unread), .sync(sync, claims))
+            case .ack(let ack):
+                let claims = try claims(ack.token, session: session, nowMs: clock())
+                return .read(StoreReads(user: claims.user, device: claims.deviceID, payload: ack.id), .ack(ack, claims))
+            case .recall(let recall): return .read(StoreReads(payload: recall.id), .recall(recall))
+            case .status(let request): return .read(StoreReads(payload: request.id), .status(request))
+            case .registry(let request): return .read(registryReads(request, session: session), .registry(request))
+            default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
             }
-        } catch let refusal as Refusal {
-            return .reply(.error(ErrorReply(status: refusal.status, message: refusal.message)))
         } catch {
+            return .reply(.error(ErrorReply(status: error.status, message: error.message)))
+        }
+    }
+
+    /// The decision on a request once its reads are done.
+    public func resume(_ pending: PendingRequest, with read: Result<StoreReadResult, StoreBackendError>,
+                       session: StoreSession) -> StoreAction {
+        do throws(Refusal) {
+            return try decide(pending, with: read, session: session)
+        } catch {
+            return .reply(.error(ErrorReply(status: error.status, message: error.message)))
+        }
+    }
+
+    private func decide(_ pending: PendingRequest, with read: Result<StoreReadResult, StoreBackendError>,
+                        session: StoreSession) throws(Refusal) -> StoreAction {
+        guard case .success(let found) = read else {
+            if case .confirmLogin(let login) = pending {
+                return .loginDecided(failLogin(login, .userChanged, session: session, nowMs: clock()))
+            }
             return .reply(.error(ErrorReply(status: .internalError, message: "storage error")))
         }
-    }
-
-    /// Forgets the users and enrolled devices another process changed (one
-    /// `PRAGMA data_version` when none did).
-    private func refreshDirectories(nowMs: UInt64) throws {
-        try users.refresh(nowMs: nowMs)
-        try devices.refresh()
-    }
-
-    private func route(_ message: Message, session: StoreSession) throws -> StoreAction {
-        switch message {
-        case .login(let login): return try handleLogin(login, session: session)
-        case .store(let store): return try handleStore(store)
-        case .fetch(let fetch): return try handleFetch(fetch, session: session)
-        case .sync(let sync): return try handleSync(sync, session: session)
-        case .ack(let ack): return try handleAck(ack, session: session)
-        case .recall(let recall):
-            guard let sequence = try locate(recall.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-            return .commit(.recall(sequence: sequence), .recallOK(recall.id))
-        case .status(let request): return try handleStatus(request)
-        case .registry(let request):
-            let page = try registryPage(request, session: session)
-            if page.entries.isEmpty && request.waitMs > 0 { return .hold(request) }
-            return .reply(.registryOK(page))
-        default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
-        }
+        let now = clock()
+        switch pending {
+            case .login(let login): return beginLogin(login, found: found, session: session, nowMs: now)
+            case .confirmLogin(let login): return .loginDecided(confirmLogin(login, found: found, session: session, nowMs: now))
+            case .fetch(let fetch, let claims):
+                let user = try holder(claims, found: found, session: session, nowMs: now)
+                guard let payload = found.payload else { throw Refusal(.notFound, "no such payload") }
+                guard payload.userID == user.id else { throw Refusal(.forbidden, "not addressed to this user") }
+                guard payload.isReadable(nowMs: now) else { throw Refusal(.gone, "expired, recalled or read") }
+                countFetch(payload.sequence, atMs: now)
+                return .reply(.fetchOK(FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
+            case .sync(let sync, let claims):
+                _ = try holder(claims, found: found, session: session, nowMs: now)
+                let page = found.unread ?? UnreadPage(ids: [], cursor: sync.cursor, hasMore: false)
+                return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
+            case .ack(let ack, let claims):
+                let user = try holder(claims, found: found, session: session, nowMs: now)
+                guard let sequence = found.payload?.sequence else { throw Refusal(.notFound, "no such payload") }
+                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
+            case .recall(let recall):
+                guard let sequence = found.payload?.sequence else { throw Refusal(.notFound, "no such payload") }
+                return .commit(.recall(sequence: sequence), .recallOK(recall.id))
+            case .status(let request): return try status(request, found: found, nowMs: now)
+            case .registry(let request):
+                let page = found.registry ?? RegistryPage(entries: [], cursor: request.cursor, hasMore: false)
+                if page.entries.isEmpty && request.waitMs > 0 { return .hold(request) }
+                return .reply(.registryOK(RegistryOK(entries: page.entries, cursor: page.cursor, hasMore: page.hasMore)))
+            }
     }
 
     // MARK: requests
@@ -240,62 +267,77 @@ public final class StoreLogic {
     private struct Refusal: Error {
         var status: Status
         var message: String
-    }
 
-    private func handleLogin(_ login: Login, session: StoreSession) throws -> StoreAction {
-        let now = clock()
-        switch loginThrottle.begin(user: login.user, address: session.peerAddress, nowMs: now) {
-        case .refuse(let waitMs):
-            throw Refusal(status: .rateLimited, message: "too many failed logins; try again in \((waitMs + 999) / 1000) s")
-        case .check:
-            let record = try users.record(of: login.user)
-            session.startLogin(login, userID: record?.id)
-            return .verifyPassword(login, storedHash: record?.passwordHash)
+        init(_ status: Status, _ message: String) {
+            self.status = status
+            self.message = message
         }
     }
 
-    /// Called back on the loop once the slow hash has been checked: the reply, and why it
-    /// is a refusal if it is one (for the log only; the peer sees one BAD_CREDENTIALS).
+    /// The login limits first ([8-5]), from the database when it keeps them for every
+    /// store; then the password, off the loop.
+    private func beginLogin(_ login: Login, found: StoreReadResult, session: StoreSession, nowMs: UInt64) -> StoreAction {
+        switch loginThrottle.begin(user: login.user, address: session.peerAddress, nowMs: nowMs, shared: found.loginLimits) {
+        case .refuse(let waitMs):
+            return .reply(.error(ErrorReply(status: .rateLimited, message: "too many failed logins; try again in \((waitMs + 999) / 1000) s")))
+        case .check:
+            session.startLogin(login, userID: found.user?.id, sharedLimits: found.loginLimits != nil)
+            return .verifyPassword(login, storedHash: found.user?.passwordHash)
+        }
+    }
+
+    /// Called back on the loop once the slow hash has been checked.
     ///
     /// A right password with a device id that is not enrolled for that user is refused
     /// exactly like a wrong password and counts as a failure for the limits ([4.6-4]):
     /// were it not charged, a guesser using a made-up device id would see its backoff stop
     /// growing at the right password, and the limits would tell what the reply does not.
-    public func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> LoginResult {
-        let now = clock()
-        let pending = session.finishLogin(login)
-        func fail(_ reason: LoginRefusal) -> LoginResult {
-            loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: false, nowMs: now)
-            return LoginResult(reply: .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password")),
-                               refusal: reason)
+    public func passwordChecked(_ login: Login, matched: Bool, session: StoreSession) -> StoreAction {
+        guard matched else {
+            let pending = session.finishLogin(login)
+            return .loginDecided(failLogin(login, .wrongPassword, session: session, nowMs: clock(), shared: pending?.sharedLimits ?? false))
         }
-        guard passwordMatched else { return fail(.wrongPassword) }
         // The password matched the identity the name had when the LOGIN arrived; the token
         // is only for that identity, so not if the name was removed (and perhaps given to
-        // someone else) while the hash was being checked: asked afresh, however recently,
-        // as is the device's registration.
-        guard let pending, !pending.mixed, let checked = pending.userID,
-              let (user, device) = try? reader.withSnapshot({ () throws -> (UserDirectory.Identity?, EnrolledDevice?) in
-                  try refreshDirectories(nowMs: now)
-                  return (try users.identity(of: login.user), try devices.enrolled(login.deviceID))
-              }),
-              let user, user.id == checked else { return fail(.userChanged) }
-        guard let device, device.userID == user.id, device.expiresAt > now else { return fail(.deviceNotEnrolled) }
-        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true, nowMs: now)
-        // Never dated before the identity or the registration, whose clocks may run ahead
-        // of this one's: the token must not look older than either ([7.3-3]).
-        let issuedAt = max(now, user.createdAt, device.issuedAt)
-        let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
-        return LoginResult(reply: .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt)), refusal: nil)
+        // someone else) while the hash was being checked: asked afresh, as is the device's
+        // registration.
+        return .read(StoreReads(user: login.user, fresh: true, device: login.deviceID), .confirmLogin(login))
     }
 
-    private func handleStore(_ store: StoreRequest) throws -> StoreAction {
-        guard store.payload.count <= settings.maxPayloadBytes else {
-            throw Refusal(status: .tooLarge, message: "payload over \(settings.maxPayloadBytes) bytes")
+    private func confirmLogin(_ login: Login, found: StoreReadResult, session: StoreSession, nowMs: UInt64) -> LoginResult {
+        let pending = session.finishLogin(login)
+        let shared = pending?.sharedLimits ?? false
+        guard let pending, !pending.mixed, let checked = pending.userID, let user = found.user, user.id == checked else {
+            return failLogin(login, .userChanged, session: session, nowMs: nowMs, shared: shared)
         }
-        guard store.ttlSeconds > 0 else { throw Refusal(status: .badRequest, message: "ttl_s must be above 0") }
+        guard let device = found.device, device.userID == user.id, device.expiresAt > nowMs else {
+            return failLogin(login, .deviceNotEnrolled, session: session, nowMs: nowMs, shared: shared)
+        }
+        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true, nowMs: nowMs)
+        // Never dated before the identity or the registration, whose clocks may run ahead
+        // of this one's: the token must not look older than either ([7.3-3]).
+        let issuedAt = max(nowMs, user.createdAt, device.issuedAt)
+        let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
+        return LoginResult(reply: .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt)), refusal: nil,
+                           sharedAttempt: shared ? attempt(login, session: session, succeeded: true, nowMs: nowMs) : nil)
+    }
+
+    private func failLogin(_ login: Login, _ reason: LoginRefusal, session: StoreSession, nowMs: UInt64, shared: Bool = false) -> LoginResult {
+        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: false, nowMs: nowMs)
+        return LoginResult(reply: .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password")), refusal: reason,
+                           sharedAttempt: shared ? attempt(login, session: session, succeeded: false, nowMs: nowMs) : nil)
+    }
+
+    private func attempt(_ login: Login, session: StoreSession, succeeded: Bool, nowMs: UInt64) -> LoginAttempt {
+        LoginAttempt(key: LoginLimitKey(user: login.user, address: LoginThrottle.addressKey(session.peerAddress)),
+                     succeeded: succeeded, nowMs: nowMs)
+    }
+
+    private func handleStore(_ store: StoreRequest) throws(Refusal) -> StoreAction {
+        guard store.payload.count <= settings.maxPayloadBytes else { throw Refusal(.tooLarge, "payload over \(settings.maxPayloadBytes) bytes") }
+        guard store.ttlSeconds > 0 else { throw Refusal(.badRequest, "ttl_s must be above 0") }
         // Whether the user exists is decided by the writer, in the transaction that stores
-        // the payload (UNKNOWN_USER): the loop need not read anything for a STORE.
+        // the payload (UNKNOWN_USER): a STORE reads nothing.
         let now = clock()
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
         let payload = NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
@@ -303,37 +345,34 @@ public final class StoreLogic {
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
 
-    /// The token checks shared by FETCH, SYNC and ACK ([4.8-1], [4.8-2], [7.3-3]), and the
-    /// identity the token speaks for.
-    private func holder(of token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> (FetchToken, UserDirectory.Identity) {
-        let claims = try claims(token, session: session, nowMs: nowMs)
+    /// The identity a verified token speaks for ([7.3-3]), from what was read with the
+    /// request.
+    private func holder(_ claims: FetchToken, found: StoreReadResult, session: StoreSession, nowMs: UInt64) throws(Refusal) -> UserRecord {
         // A token outlives neither its user nor the user's name: once the user is removed,
         // or the name belongs to someone added after the token was issued, it is revoked.
         // Not counted against the address like a forged token: it was genuinely issued ([8-9]).
-        guard let user = try users.identity(of: claims.user), claims.issuedAt >= user.createdAt else {
-            throw revoked(claims, .userRemoved, session: session)
-        }
+        guard let user = found.user, claims.issuedAt >= user.createdAt else { throw revoked(claims, .userRemoved, session: session) }
         // Nor its device's registration: revoked, expired, or replaced by an enrolment
         // issued after the token.
-        guard let device = try devices.enrolled(claims.deviceID), device.userID == user.id,
-              device.issuedAt <= claims.issuedAt, device.expiresAt > nowMs else {
+        guard let device = found.device, device.userID == user.id, device.issuedAt <= claims.issuedAt, device.expiresAt > nowMs else {
             throw revoked(claims, .deviceNotEnrolled, session: session)
         }
-        return (claims, user)
+        return user
     }
 
     private func revoked(_ claims: FetchToken, _ reason: TokenRevocation, session: StoreSession) -> Refusal {
         onTokenRevoked?(reason, claims, session)
-        return Refusal(status: .badToken, message: "fetch token revoked: \(reason.rawValue)")
+        return Refusal(.badToken, "fetch token revoked: \(reason.rawValue)")
     }
 
-    private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws -> FetchToken {
-        guard let token else { throw Refusal(status: .authRequired, message: "log in to read this") }
+    /// The token checks shared by FETCH, SYNC and ACK that need no reads ([4.8-1], [4.8-2]).
+    private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws(Refusal) -> FetchToken {
+        guard let token else { throw Refusal(.authRequired, "log in to read this") }
         if badTokenLimiter.isLimited(session.peerAddress, nowMs: nowMs) {
-            throw Refusal(status: .rateLimited, message: "too many rejected tokens from this address; try again later")
+            throw Refusal(.rateLimited, "too many rejected tokens from this address; try again later")
         }
         if let cached = session.verifiedClaims, session.verifiedToken == token {
-            guard cached.expiresAt > nowMs else { throw Refusal(status: .tokenExpired, message: "fetch token expired") }
+            guard cached.expiresAt > nowMs else { throw Refusal(.tokenExpired, "fetch token expired") }
             return cached
         }
         do {
@@ -343,34 +382,8 @@ public final class StoreLogic {
             return claims
         } catch {
             if error.status == .badToken { badTokenLimiter.recordFailure(session.peerAddress, nowMs: nowMs) }
-            throw Refusal(status: error.status, message: error.description)
+            throw Refusal(error.status, error.description)
         }
-    }
-
-    private func handleFetch(_ fetch: Fetch, session: StoreSession) throws -> StoreAction {
-        let now = clock()
-        let (_, user) = try holder(of: fetch.token, session: session, nowMs: now)
-        guard let payload = try locate(fetch.id, withBody: true) else { throw Refusal(status: .notFound, message: "no such payload") }
-        guard payload.userID == user.id else { throw Refusal(status: .forbidden, message: "not addressed to this user") }
-        guard payload.isReadable(nowMs: now) else { throw Refusal(status: .gone, message: "expired, recalled or read") }
-        let reply = FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)
-        countFetch(payload.sequence, atMs: now)
-        return .reply(.fetchOK(reply))
-    }
-
-    private func handleSync(_ sync: Sync, session: StoreSession) throws -> StoreAction {
-        let now = clock()
-        let (claims, user) = try holder(of: sync.token, session: session, nowMs: now)
-        let limit = Int(min(max(sync.limit, 1), Sync.maxLimit))
-        let page = try reader.unread(userID: user.id, deviceID: claims.deviceID, after: sync.cursor, limit: limit, nowMs: now)
-        return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
-    }
-
-    private func handleAck(_ ack: Ack, session: StoreSession) throws -> StoreAction {
-        let now = clock()
-        let (claims, user) = try holder(of: ack.token, session: session, nowMs: now)
-        guard let sequence = try locate(ack.id, withBody: false)?.sequence else { throw Refusal(status: .notFound, message: "no such payload") }
-        return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
     }
 
     private func countFetch(_ sequence: UInt64, atMs: UInt64) {
@@ -378,24 +391,19 @@ public final class StoreLogic {
         fetchTallies[sequence]?.lastAtMs = atMs
     }
 
-    /// The stored payload with this ID; an entry whose row was swept is forgotten here.
-    /// Only FETCH needs the body: the others leave it unread and unopened.
-    func locate(_ id: PayloadID, withBody: Bool = true) throws -> StoredPayload? {
-        guard let sequence = sequences[id] else { return nil }
-        guard let payload = try reader.payload(sequence: sequence, withBody: withBody) else {
-            sequences[id] = nil
-            return nil
+    private func status(_ request: StatusRequest, found: StoreReadResult, nowMs: UInt64) throws(Refusal) -> StoreAction {
+        guard var payload = found.payload else { throw Refusal(.notFound, "no such payload") }
+        if let tally = fetchTallies[payload.sequence] {
+            payload.fetchCount += tally.count
+            payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)
         }
-        return payload
+        return .reply(.statusOK(StatusOK(id: request.id, state: payload.state(nowMs: nowMs), fetchCount: payload.fetchCount,
+                                         fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
     }
 
-    /// The reply to a request whose write is durable; a STORE's ID joins the map here, so
-    /// it is readable exactly when the provider can know it.
+    /// The reply to a request whose write is durable.
     public func completed(_ reply: CommittedReply, outcome: WriteOutcome) -> Message {
-        if case .stored(let sequence) = outcome, case .storeOK(let stored) = reply {
-            sequences[stored.id] = sequence
-        }
-        return reply.message(for: outcome)
+        reply.message(for: outcome)
     }
 
     /// The statistics gathered since the last call, for one writer operation.
@@ -405,16 +413,6 @@ public final class StoreLogic {
     }
 
     public var pendingFetchTallies: Int { fetchTallies.count }
-
-    private func handleStatus(_ request: StatusRequest) throws -> StoreAction {
-        guard var payload = try locate(request.id, withBody: false) else { throw Refusal(status: .notFound, message: "no such payload") }
-        if let tally = fetchTallies[payload.sequence] {
-            payload.fetchCount += tally.count
-            payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)
-        }
-        return .reply(.statusOK(StatusOK(id: request.id, state: payload.state(nowMs: clock()), fetchCount: payload.fetchCount,
-                                         fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
-    }
 
     /// Forgets what the login and token limits no longer need; the store calls it on a
     /// timer so the tables hold only recent offenders.

@@ -14,9 +14,14 @@ public final class StoreServer: ServiceHandler {
     public private(set) var host: ServiceHost<StoreServer>!
     let logic: StoreLogic
     public let metrics: StoreMetrics
-    private let committer: GroupCommitWriter
-    private var awaitingCommit: [GroupCommitWriter.Ticket: PendingCommit] = [:]
-    private var nextTicket: GroupCommitWriter.Ticket = 1
+    private let backend: StoreBackend
+    private var awaitingCommit: [UInt64: PendingCommit] = [:]
+    private var nextTicket: UInt64 = 1
+    /// Requests whose reads a backend has not answered yet (never for SQLite).
+    private var reading = 0
+    /// The registry's last change this store has noticed and reported.
+    private var noticedRegistrySequence: UInt64
+    private var registryPollInFlight = false
     private var logins = 0
     private var tallyTimer: LoopTimer?
     private var rateLimitLog = LogThrottle()
@@ -49,15 +54,17 @@ public final class StoreServer: ServiceHandler {
     /// Requests the store serves ([4.1-4]).
     public static let served: Set<MessageType> = [.login, .store, .fetch, .sync, .ack, .recall, .status, .registry]
 
-    public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 }
+    public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 || reading > 0 }
 
-    /// - Parameter committer: its deliveries must come back through `deliverCommitted` on this loop.
-    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: StoreLogic, committer: GroupCommitWriter,
+    /// Takes over the backend's commit deliveries.
+    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: StoreLogic, backend: StoreBackend,
                 metrics: StoreMetrics = StoreMetrics()) {
         self.logic = logic
-        self.committer = committer
+        self.backend = backend
         self.metrics = metrics
+        noticedRegistrySequence = backend.registrySequenceAtStart
         host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
+        backend.onCommitted = { [weak self] tickets, outcomes in self?.deliverCommitted(tickets: tickets, outcomes: outcomes) }
         tallyTimer = loop.schedule(after: .milliseconds(StoreServer.registryPollMs), repeating: true) { [weak self] in
             self?.flushFetchTallies()
             self?.logDueRateLimits()
@@ -77,7 +84,7 @@ public final class StoreServer: ServiceHandler {
     /// One writer operation for many FETCHes instead of one UPDATE each.
     public func flushFetchTallies() {
         let tallies = logic.takeFetchTallies()
-        if !tallies.isEmpty { committer.submit(.recordFetches(tallies), ticket: 0) }
+        if !tallies.isEmpty { backend.submit(.recordFetches(tallies), ticket: 0) }
     }
 
     public func admit(_ hello: Hello, peer: Peer) -> Admission<StoreSession> {
@@ -114,7 +121,22 @@ public final class StoreServer: ServiceHandler {
             let ticket = nextTicket
             nextTicket += 1
             awaitingCommit[ticket] = PendingCommit(peer: peer, correlation: correlation, reply: reply, type: request.type, startNs: startNs)
-            committer.submit(operation, ticket: ticket)
+            backend.submit(operation, ticket: ticket)
+        case .read(let reads, let pending):
+            reading += 1
+            backend.read(reads) { [weak self] result in
+                guard let self else { return }
+                reading -= 1
+                if peer.connection.isOpen, let session = peer.state {
+                    perform(logic.resume(pending, with: result, session: session), for: request, peer: peer, correlation: correlation,
+                            startNs: startNs)
+                }
+                host.finishDrainIfDone()
+            }
+        case .loginDecided(let result):
+            if let attempt = result.sharedAttempt { backend.submit(.loginAttempt(attempt), ticket: 0) }
+            host.respond(result.reply, correlation: correlation, to: peer)
+            answered(request, with: result.reply, peer: peer, startNs: startNs, loginRefusal: result.refusal)
         case .verifyPassword(let login, let storedHash):
             logins += 1
             verifyPassword(login, storedHash: storedHash, peer: peer, correlation: correlation, startNs: startNs)
@@ -133,38 +155,59 @@ public final class StoreServer: ServiceHandler {
 
     // MARK: the registry
 
-    /// Looks for registry changes (one `PRAGMA data_version` when there are none), logs
-    /// them, answers the held REGISTRYs they concern, and those whose wait is over.
+    /// Looks for registry changes (one `PRAGMA data_version` on SQLite when there are
+    /// none), logs them, answers the held REGISTRYs they concern, and those whose wait is over.
     func pollRegistry() {
-        var notice: RegistryNotice?
-        do {
-            notice = try logic.noticeRegistryChanges()
-        } catch {
-            host.logger.warning("cannot read the registry", metadata: ["error": "\(error)"])
+        guard !registryPollInFlight else { return }
+        registryPollInFlight = true
+        backend.registryNotice(after: noticedRegistrySequence) { [weak self] result in
+            guard let self else { return }
+            registryPollInFlight = false
+            var notice: RegistryNotice?
+            switch result {
+            case .success(let found): notice = found
+            case .failure(let error): host.logger.warning("cannot read the registry", metadata: ["error": "\(error)"])
+            }
+            if let notice {
+                noticedRegistrySequence = notice.to
+                metrics.registryEnrolments.increment(by: notice.counts.enrolled)
+                metrics.registryRevocations.increment(by: notice.counts.revoked)
+                host.logger.info("registry changed", metadata: [
+                    "changes": "\(notice.to &- notice.from)", "enrolled": "\(notice.counts.enrolled)",
+                    "revoked": "\(notice.counts.revoked)", "cursor": "\(notice.to)",
+                ])
+            }
+            answerHeldRegistries(changed: notice != nil)
         }
-        if let notice {
-            metrics.registryEnrolments.increment(by: notice.counts.enrolled)
-            metrics.registryRevocations.increment(by: notice.counts.revoked)
-            host.logger.info("registry changed", metadata: [
-                "changes": "\(notice.to &- notice.from)", "enrolled": "\(notice.counts.enrolled)",
-                "revoked": "\(notice.counts.revoked)", "cursor": "\(notice.to)",
-            ])
-        }
+    }
+
+    private func answerHeldRegistries(changed: Bool) {
         guard !heldRegistries.isEmpty else { return }
         let now = Clocks.monotonicMilliseconds()
-        var waiting: [HeldRegistry] = []
-        for held in heldRegistries {
+        let all = heldRegistries
+        heldRegistries = []
+        for held in all {
             guard let session = held.peer.state else { continue }
-            if notice != nil, let reply = logic.heldRegistryReply(held.request, session: session) {
-                answerHeld(held, with: reply)
-            } else if now >= held.deadlineMs {
+            if now >= held.deadlineMs {
                 answerHeld(held, with: StoreLogic.emptyRegistryReply(held.request))
+            } else if changed {
+                // Asked again; held anew if its page is still empty.
+                backend.read(logic.registryReads(held.request, session: session)) { [weak self] result in
+                    guard let self else { return }
+                    if let reply = logic.heldRegistryReply(result) {
+                        answerHeld(held, with: reply)
+                    } else if !host.isDraining, held.peer.connection.isOpen {
+                        heldRegistries.append(held)
+                        metrics.registryHeld.set(heldRegistries.count)
+                    } else {
+                        answerHeld(held, with: StoreLogic.emptyRegistryReply(held.request))
+                    }
+                }
             } else {
-                waiting.append(held)
+                heldRegistries.append(held)
             }
         }
-        heldRegistries = waiting
-        metrics.registryHeld.set(waiting.count)
+        metrics.registryHeld.set(heldRegistries.count)
     }
 
     /// Answers every held REGISTRY with no entries: the store is draining ([4.16-9]).
@@ -237,9 +280,8 @@ public final class StoreServer: ServiceHandler {
                 let peer = box.value, server = server.value
                 server.logins -= 1
                 if peer.connection.isOpen, let session = peer.state {
-                    let result = server.logic.finishLogin(login, passwordMatched: matched, session: session)
-                    server.host.respond(result.reply, correlation: correlation, to: peer)
-                    server.answered(.login(login), with: result.reply, peer: peer, startNs: startNs, loginRefusal: result.refusal)
+                    server.perform(server.logic.passwordChecked(login, matched: matched, session: session), for: .login(login), peer: peer,
+                                   correlation: correlation, startNs: startNs)
                 }
                 server.host.finishDrainIfDone()
             }
@@ -249,7 +291,7 @@ public final class StoreServer: ServiceHandler {
     private var loop: EventLoop { host.loop }
 
     /// Called on the loop with a group the writer committed (or failed to).
-    public func deliverCommitted(tickets: [GroupCommitWriter.Ticket], outcomes: [WriteOutcome]?) {
+    public func deliverCommitted(tickets: [UInt64], outcomes: [WriteOutcome]?) {
         if outcomes == nil {
             host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"])
             metrics.commitFailures.increment()
@@ -258,6 +300,7 @@ public final class StoreServer: ServiceHandler {
         for (index, ticket) in tickets.enumerated() where ticket != 0 {
             guard let pending = awaitingCommit.removeValue(forKey: ticket) else { continue }
             let outcome = outcomes?[index] ?? .failed(.internalError)
+            if case .stored(let sequence) = outcome, case .storeOK(let stored) = pending.reply { backend.stored(stored.id, sequence: sequence) }
             let reply = logic.completed(pending.reply, outcome: outcome)
             host.respond(reply, correlation: pending.correlation, to: pending.peer)
             metrics.answered(pending.type, with: reply, startNs: pending.startNs)

@@ -6,26 +6,20 @@ import PushSession
 /// Why a store did not start.
 public enum StoreServiceError: Error, CustomStringConvertible {
     case invalidConfiguration(String)
-    case cannotOpenDatabase(path: String, SQLiteError)
-    /// The stored IDs could not be read; serving without them would answer NOT_FOUND for
-    /// every payload already stored.
-    case cannotReadPayloadIDs(path: String, any Error)
-    case cannotStartWriter(GroupCommitWriter.StartFailure)
+    case cannotStartSQLite(SQLiteStoreBackend.StartFailure)
     case cannotListen(host: String, port: Int, EventLoopError)
 
     public var description: String {
         switch self {
         case .invalidConfiguration(let text): "invalid store configuration: \(text)"
-        case .cannotOpenDatabase(let path, let error): "cannot open \(path): \(error)"
-        case .cannotReadPayloadIDs(let path, let error): "cannot read the stored payload IDs from \(path): \(error)"
-        case .cannotStartWriter(let failure): failure.description
+        case .cannotStartSQLite(let failure): failure.description
         case .cannotListen(let host, let port, let error): "cannot listen on \(host):\(port): \(error)"
         }
     }
 }
 
-/// A running payload store: its SQLite reader on the loop, its group-commit writer
-/// thread, and its listener. Loop-confined; start, drain and stop it on its loop.
+/// A running payload store: its backend (SQLite by default), its request logic and its
+/// listener. Loop-confined; start, drain and stop it on its loop.
 ///
 /// Keep the service until its loop has shut down: the loop's timers and listener call
 /// into it for as long as the loop runs.
@@ -37,8 +31,7 @@ public final class StoreService {
     /// Every address it listens on, as HOST:PORT.
     public var listeningAddresses: [String] { host.listeningAddresses }
     private let server: StoreServer
-    private let writer: SQLitePayloadWriter
-    private let committer: GroupCommitWriter
+    private let backend: StoreBackend
     private var pruneTimer: LoopTimer?
     private var writerStopped = false
     private var diskProbe: WritableDirectoryProbe
@@ -48,13 +41,12 @@ public final class StoreService {
     static let commitFailureUnreadyMs: Int64 = 30_000
 
     private init(configuration: StoreConfiguration, port: Int, host: ServiceHost<StoreServer>, server: StoreServer,
-                 writer: SQLitePayloadWriter, committer: GroupCommitWriter) {
+                 backend: StoreBackend) {
         self.configuration = configuration
         self.port = port
         self.host = host
         self.server = server
-        self.writer = writer
-        self.committer = committer
+        self.backend = backend
         diskProbe = WritableDirectoryProbe(directory: StoreService.directory(of: configuration.databasePath))
     }
 
@@ -64,57 +56,37 @@ public final class StoreService {
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }
 
-    deinit { committer.stop() }
+    deinit { backend.stop() }
 
     /// Opens the database, reads the stored IDs, starts the writer thread and listens.
     /// Everything started is stopped again if a later step fails.
     public static func start(_ configuration: StoreConfiguration, on loop: EventLoop) throws(StoreServiceError) -> StoreService {
         let limits = try configuration.effectiveLimits()
         let path = configuration.databasePath
-        let writer: SQLitePayloadWriter
-        let reader: SQLitePayloadReader
-        do {
-            writer = try SQLitePayloadWriter(path: path)
-            reader = try SQLitePayloadReader(path: path)
-        } catch {
-            throw .cannotOpenDatabase(path: path, error)
-        }
         let clock = configuration.clock
-        let logic: StoreLogic
+        let backend: StoreBackend
         do {
-            logic = try StoreLogic(settings: configuration.settings, reader: reader, serverKey: configuration.serverKey,
-                                   providerKey: configuration.providerKey, clock: clock)
+            backend = try SQLiteStoreBackend.start(path: path, settings: configuration.settings, clock: clock, on: loop)
         } catch {
-            throw .cannotReadPayloadIDs(path: path, error)
+            throw .cannotStartSQLite(error)
         }
-
-        // Commit results come back on the writer thread and are handed to the loop.
-        let target = CommitTarget()
-        let handle = loop.handle
-        let committer = GroupCommitWriter(writer: writer, sweepIntervalMs: configuration.settings.sweepIntervalMs, clock: clock) { tickets, outcomes in
-            _ = handle.executeWithLoop { _ in target.server?.deliverCommitted(tickets: tickets, outcomes: outcomes) }
-        }
-        do {
-            try committer.start()
-        } catch {
-            throw .cannotStartWriter(error)
-        }
-        let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, committer: committer)
+        let logic = StoreLogic(settings: configuration.settings, serverKey: configuration.serverKey,
+                               providerKey: configuration.providerKey, clock: clock)
+        let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, backend: backend)
         let host = server.host!
         host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store")
         do {
             try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
         } catch {
             server.stopTimers()
-            committer.stop()
+            backend.stop()
             throw .cannotListen(host: configuration.host, port: configuration.port, error)
         }
-        target.server = server
         let service = StoreService(configuration: configuration, port: host.port ?? configuration.port, host: host,
-                                   server: server, writer: writer, committer: committer)
+                                   server: server, backend: backend)
         let pruneEvery = Duration.milliseconds(max(1_000, configuration.settings.loginFailureWindowMs))
         service.pruneTimer = loop.schedule(after: pruneEvery, repeating: true) { logic.pruneLimiters() }
-        configuration.logger.info("store ready", metadata: ["listen": "\(configuration.host):\(service.port)", "database": "\(path)"])
+        configuration.logger.info("store ready", metadata: ["listen": "\(configuration.host):\(service.port)", "database": "\(backend.location)"])
         return service
     }
 
@@ -173,18 +145,8 @@ public final class StoreService {
         pruneTimer?.cancel()
         server.flushFetchTallies()
         server.stopTimers()
-        committer.stop()
-        do {
-            try writer.checkpoint()
-        } catch {
-            configuration.logger.warning("WAL checkpoint failed", metadata: ["error": "\(error)"])
-        }
+        backend.stop()
+        if let problem = (backend as? SQLiteStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
         configuration.logger.info("store stopped")
     }
-}
-
-/// Lets the writer thread's deliveries find the server; `server` is read and written on
-/// the loop only.
-private final class CommitTarget: @unchecked Sendable {
-    weak var server: StoreServer?
 }

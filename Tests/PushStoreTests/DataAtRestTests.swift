@@ -15,7 +15,7 @@ extension StoreFixture {
     }
 
     func sequence(_ id: PayloadID) throws -> UInt64 {
-        try #require(try logic.locate(id)).sequence
+        try #require(try locate(id)).sequence
     }
 
     func fileMode(_ path: String) throws -> Int {
@@ -34,7 +34,7 @@ struct DataAtRestTests {
         let body = try #require(row.body)
         #expect(body.count == "attack at dawn".utf8.count + AES256GCM.overhead)
         #expect(!String(decoding: body, as: UTF8.self).contains("attack"))
-        #expect(try store.logic.locate(id)?.body == Array("attack at dawn".utf8))
+        #expect(try store.locate(id)?.body == Array("attack at dawn".utf8))
     }
 
     @Test("a sealed body moved to another payload or another user does not open")
@@ -138,7 +138,7 @@ struct DataAtRestTests {
         #expect(try store.row(ids[0]).keyID == 2)
         #expect(try store.row(far).keyID == 2)
         #expect(try store.row(ids[1]).keyID == 2, "a clear body is sealed")
-        #expect(try store.logic.locate(ids[1])?.body == Array("clear".utf8))
+        #expect(try store.locate(ids[1])?.body == Array("clear".utf8))
         #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 3], [9, 1]], "key 9's row is left as it was")
         #expect(try keys.usage().last?.inFile == false)
     }

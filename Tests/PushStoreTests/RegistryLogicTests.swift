@@ -45,8 +45,8 @@ struct RegistryLogicTests {
         let store = try StoreFixture()
         let result = { (login: Login) -> LoginResult in
             let session = store.session(.device)
-            _ = store.logic.handle(.login(login), session: session)
-            return store.logic.finishLogin(login, passwordMatched: true, session: session)
+            _ = store.begin(.login(login), session: session)
+            return store.finishLogin(login, passwordMatched: true, session: session)
         }
         #expect(result(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "made-up")).refusal == .deviceNotEnrolled)
         for _ in 0..<2 { _ = try store.login(device: "made-up") }
@@ -178,16 +178,17 @@ struct RegistryLogicTests {
         try store.enroll("phone")
         let gateway = store.session(.gateway)
         let request = RegistryRequest(cursor: 1, waitMs: 10_000)
-        #expect(store.logic.handle(.registry(request), session: gateway) == .hold(request))
-        #expect(try store.logic.noticeRegistryChanges() == RegistryNotice(from: 0, to: 1, counts: RegistryChangeCounts(enrolled: 1, revoked: 0)))
-        #expect(store.logic.heldRegistryReply(request, session: gateway) == nil)
+        guard case .hold(request) = store.begin(.registry(request), session: gateway) else { Issue.record("not held"); return }
+        #expect(try store.reads.registryNotice(after: 0) == RegistryNotice(from: 0, to: 1, counts: RegistryChangeCounts(enrolled: 1, revoked: 0)))
+        let heldReply = { store.logic.heldRegistryReply(store.read(store.logic.registryReads(request, session: gateway))) }
+        #expect(heldReply() == nil)
         try store.revoke("phone")
-        #expect(try store.logic.noticeRegistryChanges() == RegistryNotice(from: 1, to: 2, counts: RegistryChangeCounts(enrolled: 0, revoked: 1)))
-        #expect(try store.logic.noticeRegistryChanges() == nil)
-        guard case .registryOK(let ok)? = store.logic.heldRegistryReply(request, session: gateway) else { Issue.record("no reply"); return }
+        #expect(try store.reads.registryNotice(after: 1) == RegistryNotice(from: 1, to: 2, counts: RegistryChangeCounts(enrolled: 0, revoked: 1)))
+        #expect(try store.reads.registryNotice(after: 2) == nil)
+        guard case .registryOK(let ok)? = heldReply() else { Issue.record("no reply"); return }
         #expect(ok.entries.map(\.state) == [.revoked] && ok.cursor == 2)
         #expect(StoreLogic.emptyRegistryReply(request) == .registryOK(RegistryOK(entries: [], cursor: 1, hasMore: false)))
-        #expect(store.logic.handle(.registry(RegistryRequest(cursor: 1, waitMs: 10_000)), session: gateway).isReply, "a change follows: at once")
+        #expect(store.begin(.registry(RegistryRequest(cursor: 1, waitMs: 10_000)), session: gateway).isReply, "a change follows: at once")
     }
 }
 

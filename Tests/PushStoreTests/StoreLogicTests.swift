@@ -9,6 +9,7 @@ final class StoreFixture {
     let directory: URL
     let writer: SQLitePayloadWriter
     let reader: SQLitePayloadReader
+    let reads: SQLiteStoreReads
     let logic: StoreLogic
     let serverKey = SecretKey(bytes: Array(repeating: 1, count: 32))!
     let providerKey = SecretKey(bytes: Array(repeating: 2, count: 32))!
@@ -25,7 +26,8 @@ final class StoreFixture {
         writer = try SQLitePayloadWriter(path: path)
         reader = try SQLitePayloadReader(path: path)
         var clockNow: () -> UInt64 = { 0 }
-        logic = try StoreLogic(settings: settings, reader: reader, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() })
+        logic = StoreLogic(settings: settings, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() })
+        reads = try SQLiteStoreReads(reader: reader, recheckMs: settings.usersRecheckMs, clock: { clockNow() })
         clockNow = { [unowned self] in self.now }
         _ = try writer.addUser("alice", passwordHash: try PasswordHash.make(password: Array("pw-alice".utf8), iterations: 1000).encoded, nowMs: now)
         _ = try writer.addUser("bob", passwordHash: try PasswordHash.make(password: Array("pw-bob".utf8), iterations: 1000).encoded, nowMs: now)
@@ -44,13 +46,51 @@ final class StoreFixture {
         case .reply(let message): return message
         case .commit(let operation, let reply):
             let outcomes = try writer.commit([operation])
+            if case .stored(let sequence) = outcomes[0], case .storeOK(let stored) = reply { reads.stored(stored.id, sequence: sequence) }
             return logic.completed(reply, outcome: outcomes[0])
+        case .read(let wanted, let pending):
+            return try perform(logic.resume(pending, with: read(wanted), session: session), session: session)
         case .verifyPassword(let login, let hash):
             let matched = hash.flatMap(PasswordHash.init(encoded:))?.verify(password: login.password) ?? false
-            return logic.finishLogin(login, passwordMatched: matched, session: session).reply
+            return try perform(logic.passwordChecked(login, matched: matched, session: session), session: session)
+        case .loginDecided(let result):
+            return result.reply
         case .hold:
             return nil
         }
+    }
+
+    func read(_ wanted: StoreReads) -> Result<StoreReadResult, StoreBackendError> {
+        do {
+            return .success(try reads.read(wanted))
+        } catch {
+            return .failure(StoreBackendError(error))
+        }
+    }
+
+    /// What the logic decides for `message` once its reads are done, not yet carried out.
+    func begin(_ message: Message, session: StoreSession) -> StoreAction {
+        settle(logic.handle(message, session: session), session: session)
+    }
+
+    /// Does the reads an action asks for, until it asks for something else.
+    func settle(_ action: StoreAction, session: StoreSession) -> StoreAction {
+        guard case .read(let wanted, let pending) = action else { return action }
+        return settle(logic.resume(pending, with: read(wanted), session: session), session: session)
+    }
+
+    /// The end of a LOGIN whose password check (begun by `begin`) came out as `passwordMatched`.
+    func finishLogin(_ login: Login, passwordMatched: Bool, session: StoreSession) -> LoginResult {
+        let action = settle(logic.passwordChecked(login, matched: passwordMatched, session: session), session: session)
+        guard case .loginDecided(let result) = action else {
+            return LoginResult(reply: .error(ErrorReply(status: .internalError, message: "\(action)")), refusal: nil)
+        }
+        return result
+    }
+
+    /// The stored payload with this ID as the store reads it.
+    func locate(_ id: PayloadID, withBody: Bool = true) throws -> StoredPayload? {
+        try reads.payload(id, withBody: withBody)
     }
 
     /// The registry as `securepush device` changes it: another connection, as from another process.
@@ -129,7 +169,7 @@ struct StoreLogicTests {
         #expect(String(decoding: fetched.payload, as: UTF8.self) == "meet at noon")
         #expect(try store.send(.ack(Ack(id: id, token: token)), on: device) == .ackOK(AckOK(id: id)))
         #expect(status(of: try store.send(.fetch(Fetch(id: id, token: token)), on: device)) == .gone)
-        #expect(try store.logic.locate(id)?.body == [], "the bytes are erased")
+        #expect(try store.locate(id)?.body == [], "the bytes are erased")
     }
 
     @Test("[4.8-1] each FETCH failure has its own status")
@@ -252,11 +292,10 @@ struct StoreLogicTests {
         #expect(status(of: try store.send(.login(Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "d")), on: device)) == .ok)
     }
 
-    @Test("the logic refuses to start when the stored IDs cannot be read, rather than answer NOT_FOUND for each")
+    @Test("the store's reads refuse to start when the stored IDs cannot be read, rather than answer NOT_FOUND for each")
     func unreadableIDs() {
-        let key = SecretKey(bytes: Array(repeating: 1, count: 32))!
         #expect(throws: UnreadableIDs.Failure.self) {
-            try StoreLogic(settings: StoreSettings(), reader: UnreadableIDs(), serverKey: key, providerKey: key)
+            try SQLiteStoreReads(reader: UnreadableIDs(), recheckMs: 0, clock: { 0 })
         }
     }
 
@@ -305,10 +344,10 @@ struct StoreLogicTests {
         let store = try StoreFixture()
         let id = try store.store("short", ttl: 1)
         #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000) == 1)
-        #expect(try store.logic.locate(id)?.life == .expired)
-        #expect(try store.logic.locate(id)?.body == [])
+        #expect(try store.locate(id)?.life == .expired)
+        #expect(try store.locate(id)?.body == [])
         #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000 + SQLitePayloadWriter.tombstoneRetentionMs) == 0)
         #expect(status(of: try store.send(.recall(Recall(id: id)), on: store.session(.provider))) == .notFound, "forgotten after retention")
-        #expect(try store.logic.locate(id) == nil)
+        #expect(try store.locate(id) == nil)
     }
 }

@@ -23,7 +23,7 @@ struct StoreStartTests {
         let deployment = try TemporaryDeployment()
         var configuration = StoreConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
         configuration.databasePath = deployment.directory + "/no-such-directory/store.sqlite"
-        guard case .cannotOpenDatabase(let path, _)? = try startFailure(configuration) else {
+        guard case .cannotStartSQLite(.cannotOpen(let path, _))? = try startFailure(configuration) else {
             Issue.record("the store started without its database"); return
         }
         #expect(path == configuration.databasePath)

@@ -56,7 +56,7 @@ struct UserIdentityTests {
         #expect(removed.payloads == 2)
         #expect(try store.count("SELECT count(*) FROM payloads") == 1)
         #expect(try store.count("SELECT count(*) FROM receipts") == 0)
-        #expect(try store.logic.locate(id) == nil)
+        #expect(try store.locate(id) == nil)
     }
 
     @Test("a name added again is a new user: no old payloads, the old token refused, a new token works")
@@ -117,14 +117,14 @@ struct UserIdentityTests {
         let store = try StoreFixture()
         let session = store.session(.device)
         let login = Login(user: "alice", password: Array("pw-alice".utf8), deviceID: "phone")
-        guard case .verifyPassword(_, let hash) = store.logic.handle(.login(login), session: session) else {
+        guard case .verifyPassword(_, let hash) = store.begin(.login(login), session: session) else {
             Issue.record("LOGIN did not ask for a password check"); return
         }
         #expect(hash != nil)
         // The hash is being checked off the loop while the name changes hands.
         try store.removeUser("alice")
         try store.addUser("alice", password: "pw-alice")
-        #expect(status(of: store.logic.finishLogin(login, passwordMatched: true, session: session).reply) == .badCredentials)
+        #expect(status(of: store.finishLogin(login, passwordMatched: true, session: session).reply) == .badCredentials)
         #expect(try store.token() != [], "a LOGIN checked against the new user succeeds")
     }
 
@@ -133,13 +133,13 @@ struct UserIdentityTests {
         let store = try StoreFixture()
         let session = store.session(.device)
         let login = Login(user: "alice", password: Array("same".utf8), deviceID: "phone")
-        _ = store.logic.handle(.login(login), session: session)
+        _ = store.begin(.login(login), session: session)
         try store.removeUser("alice")
         try store.addUser("alice", password: "same")
-        _ = store.logic.handle(.login(login), session: session)
+        _ = store.begin(.login(login), session: session)
         // Which of the two checks matched is not known here: neither may yield a token.
-        #expect(status(of: store.logic.finishLogin(login, passwordMatched: false, session: session).reply) == .badCredentials)
-        #expect(status(of: store.logic.finishLogin(login, passwordMatched: true, session: session).reply) == .badCredentials)
+        #expect(status(of: store.finishLogin(login, passwordMatched: false, session: session).reply) == .badCredentials)
+        #expect(status(of: store.finishLogin(login, passwordMatched: true, session: session).reply) == .badCredentials)
         #expect(try store.token(password: "same") != [], "once they are done, LOGIN works again")
     }
 

@@ -1,0 +1,132 @@
+import PushWire
+
+/// What a request needs read before `StoreLogic` can decide it. The logic names the keys
+/// once the checks that need no reads have passed (a token's signature, the rate
+/// limits); the backend reads them all as of one moment: in one read transaction on
+/// SQLite, in one statement on PostgreSQL. Keeping the reads out of the logic is what
+/// lets a backend answer them later, from another process, without the logic knowing.
+public struct StoreReads: Sendable, Equatable {
+    /// The current holder of this name.
+    public var user: String?
+    /// Read the holder's password hash too (LOGIN only).
+    public var passwordHash = false
+    /// Read the user and the device as they are now, past any cache (LOGIN only).
+    public var fresh = false
+    /// The enrolled registration of this device id.
+    public var device: String?
+    /// The payload with this ID.
+    public var payload: PayloadID?
+    /// Read and open its body too (FETCH only).
+    public var body = false
+    /// SYNC's page of ids unread by a device, for the holder of `user`.
+    public var unread: UnreadQuery?
+    /// REGISTRY's page of changes.
+    public var registry: RegistryQuery?
+    /// The login limits shared by every store of the database, for (user, address).
+    /// A backend serving one store alone answers nil: the store's own memory is exact.
+    public var loginLimits: LoginLimitKey?
+
+    public init(user: String? = nil, passwordHash: Bool = false, fresh: Bool = false, device: String? = nil, payload: PayloadID? = nil,
+                body: Bool = false, unread: UnreadQuery? = nil, registry: RegistryQuery? = nil, loginLimits: LoginLimitKey? = nil) {
+        self.user = user
+        self.passwordHash = passwordHash
+        self.fresh = fresh
+        self.device = device
+        self.payload = payload
+        self.body = body
+        self.unread = unread
+        self.registry = registry
+        self.loginLimits = loginLimits
+    }
+}
+
+/// SYNC's listing: ids addressed to the user that `deviceID` has not acknowledged.
+public struct UnreadQuery: Sendable, Equatable {
+    public var deviceID: String
+    public var cursor: UInt64
+    public var limit: Int
+    public var nowMs: UInt64
+
+    public init(deviceID: String, cursor: UInt64, limit: Int, nowMs: UInt64) {
+        self.deviceID = deviceID
+        self.cursor = cursor
+        self.limit = limit
+        self.nowMs = nowMs
+    }
+}
+
+/// REGISTRY's listing: at most `limit` changes after `cursor`, fitting `maxBytes`.
+public struct RegistryQuery: Sendable, Equatable {
+    public var cursor: UInt64
+    public var limit: Int
+    public var maxBytes: Int
+
+    public init(cursor: UInt64, limit: Int, maxBytes: Int) {
+        self.cursor = cursor
+        self.limit = limit
+        self.maxBytes = maxBytes
+    }
+}
+
+/// The (user, address) pair the login limits count under; `address` already reduced to
+/// its limiting key (`LoginThrottle.addressKey`).
+public struct LoginLimitKey: Sendable, Hashable {
+    public var user: String
+    public var address: String
+}
+
+/// What `StoreReads` found: nil where nothing was asked or nothing exists.
+public struct StoreReadResult: Sendable, Equatable {
+    /// Its `passwordHash` is empty unless it was asked for.
+    public var user: UserRecord?
+    public var device: EnrolledDevice?
+    public var payload: StoredPayload?
+    /// Empty when the user does not exist.
+    public var unread: UnreadPage?
+    public var registry: RegistryPage?
+    public var loginLimits: LoginLimitState?
+
+    public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, unread: UnreadPage? = nil,
+                registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil) {
+        self.user = user
+        self.device = device
+        self.payload = payload
+        self.unread = unread
+        self.registry = registry
+        self.loginLimits = loginLimits
+    }
+}
+
+/// A persistence failure, for the log; the peer sees INTERNAL_ERROR.
+public struct StoreBackendError: Error, Sendable, CustomStringConvertible {
+    public var description: String
+
+    public init(_ description: String) { self.description = description }
+    public init(_ error: any Error) { description = "\(error)" }
+}
+
+/// The store's persistence as its event loop sees it. SQLite: a reader on the loop and a
+/// group-commit writer thread. PostgreSQL: connections on the loop. Everything it calls
+/// back, it calls on the loop; `StoreLogic` knows none of this.
+public protocol StoreBackend: AnyObject {
+    /// Reads what `reads` names as of one moment. A backend may call back before returning.
+    func read(_ reads: StoreReads, completion: @escaping (Result<StoreReadResult, StoreBackendError>) -> Void)
+    /// Queues a write to be made durable together with whatever else is queued (group
+    /// commit). Its outcome comes back through `onCommitted` with `ticket`; ticket 0
+    /// wants no outcome.
+    func submit(_ operation: WriteOperation, ticket: UInt64)
+    /// Called on the loop with every group committed (or, with nil outcomes, failed).
+    var onCommitted: ((_ tickets: [UInt64], _ outcomes: [WriteOutcome]?) -> Void)? { get set }
+    /// A STORE is durable as `sequence` and its ID about to be told to the provider.
+    func stored(_ id: PayloadID, sequence: UInt64)
+    /// The registry's changes after `cursor`, or nil if there are none.
+    func registryNotice(after cursor: UInt64, completion: @escaping (Result<RegistryNotice?, StoreBackendError>) -> Void)
+    /// The registry's last change number, at start.
+    var registrySequenceAtStart: UInt64 { get }
+    /// Whether the login limits live in the database, shared with other stores.
+    var sharesLoginLimits: Bool { get }
+    /// Commits what is queued and stops; nothing is delivered afterwards.
+    func stop()
+    /// The database, for the log (no password).
+    var location: String { get }
+}
