@@ -56,7 +56,7 @@ final class BenchCredentials {
         do {
             let registry = try RegistryAdministration(databasePath: databasePath)
             let enrolments = try registry.enrollAll(requests, lifetimeMs: BenchCredentials.registrationLifetimeMs,
-                                                    nowMs: Clocks.wallMilliseconds(), signer: registrationSigner)
+                                                    nowMs: Clocks.wallMilliseconds(), signer: registrationSigner) { _, _ in }
             for enrolment in enrolments { enrolled[enrolment.registration.deviceID] = enrolment.registration }
         } catch {
             throw .setup("cannot enroll the bench's devices in \(databasePath): \(error)")

@@ -12,7 +12,8 @@ public enum EnrolmentError: Error, CustomStringConvertible, Sendable {
     case tooLarge(bytes: Int)
     /// The credential could not be handed over (its file not written): nothing was recorded.
     case notDelivered(String)
-    case storage(SQLiteError)
+    /// The database failed (its own message).
+    case storage(any Error & Sendable)
 
     public var description: String {
         switch self {
@@ -49,32 +50,17 @@ public struct Enrolment: Sendable, Equatable {
 /// `revoke`), run in their own process next to a store that may be running: each change is
 /// one transaction, and the running store sees it through the registry's change counter
 /// (checked with `PRAGMA data_version`, see `SQLitePayloadReader.registrySequence`).
-public final class RegistryAdministration {
+public final class RegistryAdministration: RegistryAdministering {
     private let connection: SQLiteConnection
 
     public init(databasePath: String) throws(SQLiteError) {
         connection = try SQLitePayloadDatabase.open(path: databasePath)
     }
 
-    /// Issues a registration for `deviceID` of the existing user `user`, hands it to
-    /// `deliver` (which writes the credential file) and records it as the device's
-    /// enrolled registration, revoking the previous one. All in one transaction: if
-    /// `deliver` throws, nothing is recorded.
-    ///
-    /// - Parameter nowMs: the issue time, unless an earlier enrolment of the same id was
-    ///   issued at or after it: then one millisecond after that one.
-    public func enroll(user: String, deviceID: String, tags: [String], lifetimeMs: UInt64, nowMs: UInt64,
-                       signer: CredentialSigner, deliver: ([UInt8]) throws -> Void = { _ in }) throws(EnrolmentError) -> Enrolment {
-        let request = EnrolmentRequest(user: user, deviceID: deviceID, tags: tags)
-        return try enrollAll([request], lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer) { _, credential in
-            try deliver(credential)
-        }[0]
-    }
-
     /// Enrolls many devices in one transaction (one sync to disk for all: a load test's
     /// thousand devices), each as `enroll` would; all or none.
     public func enrollAll(_ requests: [EnrolmentRequest], lifetimeMs: UInt64, nowMs: UInt64, signer: CredentialSigner,
-                          deliver: (EnrolmentRequest, [UInt8]) throws -> Void = { _, _ in }) throws(EnrolmentError) -> [Enrolment] {
+                          deliver: (EnrolmentRequest, [UInt8]) throws -> Void) throws(EnrolmentError) -> [Enrolment] {
         for request in requests {
             try RegistryAdministration.validate(user: request.user, deviceID: request.deviceID, tags: request.tags)
         }
@@ -105,7 +91,7 @@ public final class RegistryAdministration {
         } catch let error as SQLiteError {
             throw .storage(error)
         } catch {
-            throw .storage(SQLiteError(code: 0, message: "\(error)"))
+            throw .storage(StoreBackendError(error))
         }
     }
 
@@ -130,27 +116,21 @@ public final class RegistryAdministration {
         return Enrolment(registration: record, replaced: replaced)
     }
 
-    /// Revokes the enrolled registration of `deviceID`: what it was, or nil if nothing
-    /// enrolled has that id.
-    public func revoke(deviceID: String, nowMs: UInt64) throws(SQLiteError) -> RegistrationRecord? {
-        try UserTable.transaction(connection) { () throws(SQLiteError) in
-            try RegistryTable.revoke(deviceID, nowMs: nowMs, on: connection)
-        }
-    }
-
-    /// Revokes the enrolled registrations of every id in `deviceIDs` in one transaction;
-    /// how many there were.
-    public func revoke(deviceIDs: [String], nowMs: UInt64) throws(SQLiteError) -> Int {
-        try UserTable.transaction(connection) { () throws(SQLiteError) -> Int in
-            var count = 0
-            for device in deviceIDs where try RegistryTable.revoke(device, nowMs: nowMs, on: connection) != nil { count += 1 }
-            return count
+    /// Revokes the enrolled registrations of every id in `deviceIDs` in one transaction:
+    /// what they were.
+    public func revoke(deviceIDs: [String], nowMs: UInt64) throws -> [RegistrationRecord] {
+        try UserTable.transaction(connection) { () throws(SQLiteError) -> [RegistrationRecord] in
+            var revoked: [RegistrationRecord] = []
+            for device in deviceIDs {
+                if let record = try RegistryTable.revoke(device, nowMs: nowMs, on: connection) { revoked.append(record) }
+            }
+            return revoked
         }
     }
 
     /// Every registration kept (enrolled, and revoked ones not pruned yet), of one user's
     /// name or of all, by device id then issue time.
-    public func list(user: String? = nil) throws(SQLiteError) -> [RegistrationRecord] {
+    public func list(user: String? = nil) throws -> [RegistrationRecord] {
         let filter = user == nil ? "" : "WHERE user_name = ?"
         let statement = try connection.prepare("SELECT \(RegistryTable.columns) FROM registrations \(filter) ORDER BY device_id, issued_at",
                                                persistent: false)
@@ -161,12 +141,12 @@ public final class RegistryAdministration {
     }
 
     /// The enrolled registration of `deviceID`, if any.
-    public func enrolled(deviceID: String) throws(SQLiteError) -> RegistrationRecord? {
+    public func enrolled(deviceID: String) throws -> RegistrationRecord? {
         try RegistryTable.enrolled(deviceID, on: connection)
     }
 
     /// The number of the last change to the registry (0 before the first).
-    public func lastChange() throws(SQLiteError) -> UInt64 {
+    public func lastChange() throws -> UInt64 {
         try RegistryTable.lastChange(on: connection)
     }
 

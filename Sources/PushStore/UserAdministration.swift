@@ -23,7 +23,7 @@ public struct UserSummary: Sendable, Equatable {
 /// The deployment commands' side of the users table, run in their own process next to a
 /// store that may be running: every change is one transaction, and a running store sees
 /// it through the users revision its triggers bump (`SQLitePayloadReader.usersRevision`).
-public final class UserAdministration {
+public final class UserAdministration: UserAdministering {
     private let connection: SQLiteConnection
 
     public init(databasePath: String) throws(SQLiteError) {
@@ -31,17 +31,17 @@ public final class UserAdministration {
     }
 
     /// The new user, or nil if the name is taken.
-    public func add(_ name: String, passwordHash: String, nowMs: UInt64) throws(SQLiteError) -> UserRecord? {
+    public func add(_ name: String, passwordHash: String, nowMs: UInt64) throws -> UserRecord? {
         try UserTable.add(name, passwordHash: passwordHash, nowMs: nowMs, on: connection)
     }
 
     /// What was removed, or nil if there is no such user.
-    public func remove(_ name: String, clock: () -> UInt64 = Clocks.wallMilliseconds) throws(SQLiteError) -> RemovedUser? {
+    public func remove(_ name: String, clock: () -> UInt64 = Clocks.wallMilliseconds) throws -> RemovedUser? {
         try UserTable.remove(name, clock: clock, on: connection)
     }
 
     /// Every user, by name.
-    public func list(nowMs: UInt64) throws(SQLiteError) -> [UserSummary] {
+    public func list(nowMs: UInt64) throws -> [UserSummary] {
         let statement = try connection.prepare("""
             SELECT u.name, u.created_at,
                    (SELECT count(*) FROM payloads p WHERE p.user_id = u.id AND p.life = 1 AND p.expires_at > ?)
