@@ -69,8 +69,15 @@ final class BenchSession {
     /// Opens `links` to `endpoint` and waits until all are ready (or throws).
     @discardableResult
     func connect(_ group: [BenchLink], to endpoint: HostPort, phase: String, tolerateFailures: Bool = false) throws(BenchError) -> Connector {
+        try connect(group, to: [endpoint], phase: phase, tolerateFailures: tolerateFailures)
+    }
+
+    /// Connects the links of `group` to `endpoints` in turn (the first link to the first).
+    @discardableResult
+    func connect(_ group: [BenchLink], to endpoints: [HostPort], phase: String, tolerateFailures: Bool = false) throws(BenchError) -> Connector {
+        guard !endpoints.isEmpty else { throw .setup("no address to connect to") }
         let connector = Connector(loop: loop, tls: target.tls, serverName: target.serverName)
-        for link in group { connector.add(link, to: endpoint) }
+        for (index, link) in group.enumerated() { connector.add(link, to: endpoints[index % endpoints.count]) }
         progress.status = { "\(phase): \(connector.ready)/\(connector.total) ready, \(connector.failed) failed" }
         try connector.run(phase: phase, driver: driver, tolerateFailures: tolerateFailures)
         return connector
@@ -84,7 +91,7 @@ final class BenchSession {
         runner.workload = workload
         defer { runner.finish() }
         progress.follow(runner)
-        var cpu = CPUUsage(store: target.storePID, gateway: target.gatewayPID)
+        var cpu = CPUUsage(stores: target.storePIDs, gateway: target.gatewayPID, countPostgres: target.database != nil)
         driver.onHeartbeat = { [unowned runner] in
             runner.heartbeat()
             if !cpu.hasBegun, Clocks.monotonicNanoseconds() >= runner.measureStart { cpu.begin() }

@@ -10,9 +10,9 @@ import PushEventLoop
 final class EmbeddedDeployment {
     let root: String
     let directory: String
-    private(set) var store: ChildProcess?
+    private(set) var stores: [ChildProcess] = []
     private(set) var gateway: ChildProcess?
-    private(set) var storeEndpoint: HostPort?
+    private(set) var storeEndpoints: [HostPort] = []
     private(set) var gatewayEndpoint: HostPort?
     /// The self-signed certificate the services serve with `tls` (clients trust it).
     private(set) var certificatePath: String?
@@ -22,18 +22,27 @@ final class EmbeddedDeployment {
     /// that a hundred device LOGINs take milliseconds (the tests do the same).
     static let passwordIterations = 1_000
 
-    init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int, tls: Bool = false) throws(BenchError) {
+    private let executable: String
+    /// The user added to a PostgreSQL database, removed again by `close()`.
+    private var addedUser: String?
+
+    init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int, tls: Bool = false,
+         database: String? = nil, storeCount: Int = 1) throws(BenchError) {
+        self.executable = executable
         root = try makeTemporaryDirectory(prefix: "securepush-bench")
         directory = root + "/deployment"
         do {
             if tls { try makeCertificate() }
             try Children.run(executable, ["init", directory])
-            try EmbeddedDeployment.tune(directory + "/securepush.conf", maxPayload: maxPayload)
+            try EmbeddedDeployment.tune(directory + "/securepush.conf", maxPayload: maxPayload, database: database)
             if scenario.needsStore {
                 try Children.run(executable, ["user", "add", user, "--data-dir", directory], stdinText: password + "\n")
-                let store = try spawn(executable, "store")
-                self.store = store
-                storeEndpoint = try EmbeddedDeployment.ready(store)
+                if database != nil { addedUser = user }
+                for index in 0..<storeCount {
+                    let store = try spawn(executable, "store", name: storeCount == 1 ? "store" : "store\(index + 1)")
+                    stores.append(store)
+                    storeEndpoints.append(try EmbeddedDeployment.ready(store))
+                }
             }
             if scenario.needsGateway {
                 let gateway = try spawn(executable, "gateway")
@@ -48,17 +57,22 @@ final class EmbeddedDeployment {
 
     deinit { close() }
 
-    /// SIGTERM to the services (they drain and exit), then the directory goes. Idempotent.
+    /// SIGTERM to the services (they drain and exit), the user added to a PostgreSQL
+    /// database removed with her payloads, then the directory goes. Idempotent.
     func close() {
         gateway?.terminate(graceSeconds: 10)
-        store?.terminate(graceSeconds: 10)
+        for store in stores { store.terminate(graceSeconds: 10) }
         gateway = nil
-        store = nil
+        stores = []
+        if let user = addedUser {
+            addedUser = nil
+            try? Children.run(executable, ["user", "remove", user, "--data-dir", directory])
+        }
         removeTree(root)
     }
 
-    private func spawn(_ executable: String, _ service: String) throws(BenchError) -> ChildProcess {
-        try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"] + tlsFlags, name: service)
+    private func spawn(_ executable: String, _ service: String, name: String? = nil) throws(BenchError) -> ChildProcess {
+        try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"] + tlsFlags, name: name ?? service)
     }
 
     /// A certificate for 127.0.0.1 (where the services listen) and localhost.
@@ -81,8 +95,9 @@ final class EmbeddedDeployment {
     }
 
     /// Fast password hashes, and a payload limit that fits `--payload-size`.
-    private static func tune(_ path: String, maxPayload: Int) throws(BenchError) {
-        let settings = ["password.iterations": "\(passwordIterations)", "store.max_payload_bytes": "\(max(4096, maxPayload))"]
+    private static func tune(_ path: String, maxPayload: Int, database: String?) throws(BenchError) {
+        var settings = ["password.iterations": "\(passwordIterations)", "store.max_payload_bytes": "\(max(4096, maxPayload))"]
+        if let database { settings["store.database"] = database }
         var lines = try readTextFile(path).split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
         for (key, value) in settings {
             if let index = lines.firstIndex(where: { $0.split(separator: "=").first?.trimmed == key }) {

@@ -27,7 +27,7 @@ enum EndToEndBenchmark {
         let deviceStores = names.enumerated().map { index, name in
             session.deviceStoreLink(index: index, device: name, capacity: LoadShape.maxOutstanding, owner: login)
         }
-        try session.connect(deviceStores, to: store, phase: "connecting devices to the store")
+        try session.connect(deviceStores, to: session.target.stores, phase: "connecting devices to the store")
         try login.run(deviceStores, user: session.target.user, password: session.target.password, session: session)
         for link in deviceStores { link.owner = workload }
         let deviceGateways = names.enumerated().map { index, name in
@@ -37,7 +37,7 @@ enum EndToEndBenchmark {
 
         let capacity = shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding
         let storeProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .store) }
-        try session.connect(storeProviders, to: store, phase: "connecting providers to the store")
+        try session.connect(storeProviders, to: session.target.stores, phase: "connecting providers to the store")
         let pushProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .gateway) }
         try session.connect(pushProviders, to: gateway, phase: "connecting providers to the gateway")
 
@@ -45,7 +45,7 @@ enum EndToEndBenchmark {
                      deviceStores: deviceStores, tokens: login.tokens,
                      store: StoreBenchmark.template(user: session.target.user, payloadSize: shape.payloadSize))
         try session.measure(runner, workload)
-        return runner.report(scenario: .e2e, parameters: [("store", .text(store.description)), ("gateway", .text(gateway.description))])
+        return runner.report(scenario: .e2e, parameters: [("store", .text(session.target.storesText)), ("gateway", .text(gateway.description))])
     }
 }
 

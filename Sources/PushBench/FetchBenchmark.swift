@@ -25,10 +25,10 @@ enum FetchBenchmark {
             return session.deviceStoreLink(index: index, device: device,
                                            capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload)
         }
-        try session.connect(links, to: store, phase: "connecting devices")
+        try session.connect(links, to: session.target.stores, phase: "connecting devices")
         workload.use(links, templates: templates)
         try session.measure(runner, workload)
-        return runner.report(scenario: .fetch, parameters: [("store", .text(store.description)), ("payloads", .integer(ids.count))])
+        return runner.report(scenario: .fetch, parameters: [("store", .text(session.target.storesText)), ("payloads", .integer(ids.count))])
     }
 
     /// Stores the payloads to fetch; returns their ids.

@@ -16,10 +16,10 @@ enum StoreBenchmark {
         let links = (0..<shape.connections).map {
             session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload, to: .store)
         }
-        try session.connect(links, to: store, phase: "connecting providers")
+        try session.connect(links, to: session.target.stores, phase: "connecting providers")
         workload.use(links, template: template(user: session.target.user, payloadSize: shape.payloadSize))
         try session.measure(runner, workload)
-        return runner.report(scenario: .store, parameters: [("store", .text(store.description))])
+        return runner.report(scenario: .store, parameters: [("store", .text(session.target.storesText))])
     }
 
     static func template(user: String, payloadSize: Int) -> FrameTemplate {

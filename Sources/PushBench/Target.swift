@@ -8,7 +8,8 @@ import PushStore
 /// Where the load goes: services started for the run (`embedded`, the default), or
 /// running ones named by `store`/`gateway` together with their deployment directory.
 public struct TargetOptions: Sendable {
-    public var store: HostPort?
+    /// Running stores; the bench's connections are spread over them in turn.
+    public var stores: [HostPort] = []
     public var gateway: HostPort?
     /// The deployment directory of running services (its keys sign the bench's credentials).
     public var dataDirectory: String?
@@ -27,23 +28,35 @@ public struct TargetOptions: Sendable {
     public var serverName: String?
     /// Embedded services serve TLS with a self-signed certificate made for the run.
     public var embeddedTLS = false
+    /// The embedded stores keep their data in this PostgreSQL database (`store.database`)
+    /// instead of a SQLite file.
+    public var database: String?
+    /// Embedded store processes, all on `database` (more than one needs it).
+    public var storeCount = 1
 
     public init() {}
 
-    public var isEmbedded: Bool { store == nil && gateway == nil }
+    public var isEmbedded: Bool { stores.isEmpty && gateway == nil }
 }
 
 /// A prepared target: addresses, the deployment's keys, and the user to store for.
 final class BenchTarget {
-    let store: HostPort?
+    /// Every store the bench talks to; connections are spread over them in turn.
+    let stores: [HostPort]
+    /// The first store, to name in the report.
+    var store: HostPort? { stores.first }
+    /// Every store, comma-separated, for the report.
+    var storesText: String { stores.map(\.description).joined(separator: ",") }
     let gateway: HostPort?
     let credentials: BenchCredentials
     let user: String
     let password: String
     /// The gateway process, when known (always for embedded).
     let gatewayPID: pid_t?
-    /// The store process, when known (for the CPU figures).
-    let storePID: pid_t?
+    /// The store processes known (for the CPU figures).
+    let storePIDs: [pid_t]
+    /// The store database when it is PostgreSQL (its server's CPU is reported too).
+    let database: String?
     /// The deployment directory (the store's data lives there when the store is local).
     let dataDirectory: String
     /// How the bench's connections verify TLS services; nil for plain TCP.
@@ -52,16 +65,17 @@ final class BenchTarget {
     private var embedded: EmbeddedDeployment?
     private var cleanup: (() -> Void)?
 
-    private init(store: HostPort?, gateway: HostPort?, credentials: BenchCredentials, user: String, password: String,
-                 gatewayPID: pid_t?, storePID: pid_t?, dataDirectory: String, tls: TLSContext?, serverName: String?,
+    private init(stores: [HostPort], gateway: HostPort?, credentials: BenchCredentials, user: String, password: String,
+                 gatewayPID: pid_t?, storePIDs: [pid_t], database: String?, dataDirectory: String, tls: TLSContext?, serverName: String?,
                  embedded: EmbeddedDeployment?, cleanup: (() -> Void)?) {
-        self.store = store
+        self.stores = stores
+        self.database = database
         self.gateway = gateway
         self.credentials = credentials
         self.user = user
         self.password = password
         self.gatewayPID = gatewayPID
-        self.storePID = storePID
+        self.storePIDs = storePIDs
         self.dataDirectory = dataDirectory
         self.tls = tls
         self.serverName = serverName
@@ -101,9 +115,16 @@ final class BenchTarget {
                 throw .invalid("--ca-file and --server-name go with --store/--gateway; --tls makes the embedded services serve TLS")
             }
             guard let executable else { throw .setup("cannot find the securepush executable (/proc/self/exe)") }
+            guard options.storeCount >= 1, options.storeCount <= 16 else { throw .invalid("--stores must be 1 to 16") }
+            guard options.storeCount == 1 || options.database != nil else {
+                throw .invalid("--stores above 1 needs --database: stores share only a PostgreSQL database")
+            }
             let password = try randomHex(bytes: 16)
-            let embedded = try EmbeddedDeployment(executable: executable, scenario: scenario, user: "bench", password: password,
-                                                  maxPayload: payloadSize, tls: options.embeddedTLS)
+            // A database outlives the run: a user of its own keeps runs apart.
+            let user = options.database == nil ? "bench" : "bench-" + (try randomHex(bytes: 6))
+            let embedded = try EmbeddedDeployment(executable: executable, scenario: scenario, user: user, password: password,
+                                                  maxPayload: payloadSize, tls: options.embeddedTLS, database: options.database,
+                                                  storeCount: options.storeCount)
             let deployment = try openDeployment(embedded.directory)
             var tls: TLSContext?
             if let certificate = embedded.certificatePath {
@@ -113,9 +134,10 @@ final class BenchTarget {
                     throw .setup("TLS: \(error)")
                 }
             }
-            return BenchTarget(store: embedded.storeEndpoint, gateway: embedded.gatewayEndpoint,
-                               credentials: BenchCredentials(deployment), user: "bench", password: password,
-                               gatewayPID: embedded.gateway?.pid, storePID: embedded.store?.pid, dataDirectory: embedded.directory,
+            return BenchTarget(stores: embedded.storeEndpoints, gateway: embedded.gatewayEndpoint,
+                               credentials: BenchCredentials(deployment), user: user, password: password,
+                               gatewayPID: embedded.gateway?.pid, storePIDs: embedded.stores.map(\.pid), database: options.database,
+                               dataDirectory: embedded.directory,
                                tls: tls, serverName: nil, embedded: embedded, cleanup: nil)
         }
         return try prepareRemote(options, scenario: scenario, executable: executable)
@@ -123,10 +145,13 @@ final class BenchTarget {
 
     private static func prepareRemote(_ options: TargetOptions, scenario: Scenario, executable: String?) throws(BenchError) -> BenchTarget {
         guard !options.embeddedTLS else { throw .invalid("--tls is for the embedded services; running ones take --ca-file") }
+        guard options.database == nil, options.storeCount == 1 else {
+            throw .invalid("--database and --stores are for the embedded stores; running ones are named by --store A,B")
+        }
         guard let directory = options.dataDirectory else {
             throw .invalid("--store/--gateway need --data-dir: the bench signs its credentials with the deployment's keys")
         }
-        if scenario.needsStore, options.store == nil { throw .invalid("\(scenario.rawValue) needs --store HOST:PORT") }
+        if scenario.needsStore, options.stores.isEmpty { throw .invalid("\(scenario.rawValue) needs --store HOST:PORT") }
         if scenario.needsGateway, options.gateway == nil { throw .invalid("\(scenario.rawValue) needs --gateway HOST:PORT") }
         let deployment = try openDeployment(directory)
         var user = options.user ?? "bench"
@@ -152,9 +177,9 @@ final class BenchTarget {
         }
         // Local services are found from their ports (for memory and CPU figures).
         let gatewayPID = options.gatewayPID.map { pid_t($0) } ?? options.gateway.flatMap { ProcessMemory.listeningProcess(port: $0.port) }
-        let storePID = options.store.flatMap { ProcessMemory.listeningProcess(port: $0.port) }
-        return BenchTarget(store: options.store, gateway: options.gateway, credentials: BenchCredentials(deployment), user: user,
-                           password: password, gatewayPID: gatewayPID, storePID: storePID, dataDirectory: directory,
+        let storePIDs = options.stores.compactMap { ProcessMemory.listeningProcess(port: $0.port) }
+        return BenchTarget(stores: options.stores, gateway: options.gateway, credentials: BenchCredentials(deployment), user: user,
+                           password: password, gatewayPID: gatewayPID, storePIDs: storePIDs, database: nil, dataDirectory: directory,
                            tls: options.tls, serverName: options.serverName, embedded: nil, cleanup: cleanup)
     }
 

@@ -13,6 +13,8 @@ public struct ConfigKey: Sendable {
         case address
         case integer(ClosedRange<Int>)
         case choice([String])
+        /// A PostgreSQL connection URI (`postgresql://` or `postgres://`).
+        case databaseURL
     }
 
     /// The name as written; for a shared key, the bare name (`handshake_timeout_ms`).
@@ -71,6 +73,7 @@ public struct ConfigKey: Sendable {
         case .integer(let range):
             return "\(range.lowerBound) to \(range.upperBound)" + (unit.map { " " + $0 } ?? "")
         case .choice(let choices): return ConfigSchema.list(choices, conjunction: "or")
+        case .databaseURL: return "postgresql://USER@HOST:PORT/DATABASE"
         }
     }
 }
@@ -91,6 +94,9 @@ public enum ConfigSchema {
         ConfigKey("gateway.store", .address, default: nil, example: "127.0.0.1:7070",
                   "Follow this store's device registry: only enrolled devices connect, and pushes are queued for enrolled devices that are offline.",
                   services: [.gateway], flag: "--store"),
+        ConfigKey("store.database", .databaseURL, default: nil, example: "postgresql://securepush@127.0.0.1:5432/securepush",
+                  "Keep the store's data in this PostgreSQL database, which any number of stores can share; unset, in the SQLite file store.sqlite in the deployment directory.",
+                  services: [.store], flag: "--database"),
         ConfigKey("store.metrics", .address, default: nil, example: "127.0.0.1:9101",
                   "Serve /metrics, /healthz and /readyz over HTTP at this address.", services: [.store], flag: "--metrics"),
         ConfigKey("gateway.metrics", .address, default: nil, example: "127.0.0.1:9100",

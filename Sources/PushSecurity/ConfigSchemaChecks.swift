@@ -25,7 +25,19 @@ extension ConfigSchema {
             return nil
         case .choice(let choices):
             return choices.contains(value) ? nil : list(choices, conjunction: "or")
+        case .databaseURL:
+            return databaseURLProblem(value).map { "a postgresql:// URL (\($0))" }
         }
+    }
+
+    /// Checks a PostgreSQL URL by its shape alone; libpq reads the rest when the store connects.
+    public static func databaseURLProblem(_ text: String) -> String? {
+        guard let scheme = ["postgresql://", "postgres://"].first(where: { text.hasPrefix($0) }) else {
+            return "it must start with postgresql:// or postgres://"
+        }
+        guard text.count > scheme.count else { return "no host or database after \(scheme)" }
+        guard !text.contains(where: { $0 == " " || $0 == "\n" || $0 == "\t" }) else { return "it must not contain spaces" }
+        return nil
     }
 
     /// Checks `HOST:PORT` by its syntax alone (no lookup, so a name that does not resolve

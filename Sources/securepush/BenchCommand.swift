@@ -1,6 +1,7 @@
 import ArgumentParser
 import PushBench
 import PushEventLoop
+import PushSecurity
 
 /// `securepush bench SCENARIO [flags]`: one subcommand per scenario, each listing only the
 /// flags it reads, with that scenario's defaults.
@@ -346,10 +347,23 @@ struct TLSClientFlags: ParsableArguments {
     }
 }
 
+/// Where the embedded stores keep their data, and how many there are.
+struct EmbeddedStoreFlags: ParsableArguments {
+    @Option(help: ArgumentHelp("""
+        The embedded stores keep their data in this PostgreSQL database (store.database), not in a SQLite file; \
+        the bench's user is its own and removed after the run (default: SQLite).
+        """, valueName: "postgresql://..."))
+    var database: String?
+    @Option(help: ArgumentHelp("Embedded store processes, sharing --database; connections are spread over them in turn.", valueName: "n"))
+    var stores = 1
+}
+
 struct StoreServiceFlags: ParsableArguments {
     @Flag(help: "Start a store for the run in a temporary deployment (the default).") var embedded = false
     @Flag(help: "The embedded store serves TLS, with a certificate made for the run.") var tls = false
-    @Option(help: ArgumentHelp("A running store to load instead (with --data-dir).", valueName: "host:port")) var store: HostPort?
+    @OptionGroup var embeddedStores: EmbeddedStoreFlags
+    @Option(help: ArgumentHelp("Running stores to load instead (with --data-dir), comma-separated; connections are spread over them.",
+                               valueName: "host:port,...")) var store: String?
     @Option(help: ArgumentHelp("The running store's deployment (from `securepush init`); its keys sign the bench's credentials.",
                                valueName: "dir"))
     var dataDir: String?
@@ -358,7 +372,8 @@ struct StoreServiceFlags: ParsableArguments {
     @OptionGroup var tlsClient: TLSClientFlags
 
     func target() throws -> TargetOptions {
-        try makeTarget(embedded: embedded, tls: tls, store: store, gateway: nil, dataDir: dataDir, user: user, passwordFile: nil, tlsClient)
+        try makeTarget(embedded: embedded, tls: tls, stores: store, embeddedStores, gateway: nil, dataDir: dataDir, user: user,
+                       passwordFile: nil, tlsClient)
     }
 }
 
@@ -372,15 +387,17 @@ struct GatewayServiceFlags: ParsableArguments {
     @OptionGroup var tlsClient: TLSClientFlags
 
     func target() throws -> TargetOptions {
-        try makeTarget(embedded: embedded, tls: tls, store: nil, gateway: gateway, dataDir: dataDir, user: nil, passwordFile: nil, tlsClient)
+        try makeTarget(embedded: embedded, tls: tls, stores: nil, nil, gateway: gateway, dataDir: dataDir, user: nil, passwordFile: nil, tlsClient)
     }
 }
 
 struct BothServicesFlags: ParsableArguments {
     @Flag(help: "Start a store and a gateway for the run in a temporary deployment (the default).") var embedded = false
     @Flag(help: "The embedded services serve TLS, with a certificate made for the run.") var tls = false
-    @Option(help: ArgumentHelp("A running store to load instead (with --gateway and --data-dir).", valueName: "host:port"))
-    var store: HostPort?
+    @OptionGroup var embeddedStores: EmbeddedStoreFlags
+    @Option(help: ArgumentHelp("Running stores to load instead (with --gateway and --data-dir), comma-separated; connections are spread over them.",
+                               valueName: "host:port,..."))
+    var store: String?
     @Option(help: ArgumentHelp("A running gateway to load instead (with --store and --data-dir).", valueName: "host:port"))
     var gateway: HostPort?
     @Option(help: ArgumentHelp("The running services' deployment (from `securepush init`); its keys sign the bench's credentials.",
@@ -394,19 +411,27 @@ struct BothServicesFlags: ParsableArguments {
     @OptionGroup var tlsClient: TLSClientFlags
 
     func target() throws -> TargetOptions {
-        try makeTarget(embedded: embedded, tls: tls, store: store, gateway: gateway, dataDir: dataDir, user: user,
+        try makeTarget(embedded: embedded, tls: tls, stores: store, embeddedStores, gateway: gateway, dataDir: dataDir, user: user,
                        passwordFile: passwordFile, tlsClient)
     }
 }
 
-private func makeTarget(embedded: Bool, tls: Bool, store: HostPort?, gateway: HostPort?, dataDir: String?, user: String?,
-                        passwordFile: String?, _ tlsClient: TLSClientFlags) throws -> TargetOptions {
-    if embedded, store != nil || gateway != nil { throw CommandFailure("--embedded excludes --store and --gateway") }
-    for (flag, address) in [("--store", store), ("--gateway", gateway)] {
+private func makeTarget(embedded: Bool, tls: Bool, stores storeList: String?, _ embeddedStores: EmbeddedStoreFlags?, gateway: HostPort?,
+                        dataDir: String?, user: String?, passwordFile: String?, _ tlsClient: TLSClientFlags) throws -> TargetOptions {
+    let stores = try storeList.map { try parseAddressList($0, flag: "--store") } ?? []
+    if embedded, !stores.isEmpty || gateway != nil { throw CommandFailure("--embedded excludes --store and --gateway") }
+    for (flag, address) in stores.map({ ("--store", $0) }) + [("--gateway", gateway)] {
         if let address, address.port == 0 { throw CommandFailure("\(flag) needs a port other than 0, not \(address)") }
     }
     var target = TargetOptions()
-    target.store = store
+    target.stores = stores
+    if let embeddedStores {
+        if let database = embeddedStores.database, let problem = ConfigSchema.databaseURLProblem(database) {
+            throw CommandFailure("--database: \(problem)")
+        }
+        target.database = embeddedStores.database
+        target.storeCount = embeddedStores.stores
+    }
     target.gateway = gateway
     target.dataDirectory = dataDir
     target.user = user
@@ -422,5 +447,15 @@ private func writeBenchFile(_ path: String, _ text: String) throws {
         try writeReport(text, to: path)
     } catch {
         throw CommandFailure("\(error)")
+    }
+}
+
+/// `HOST:PORT,HOST:PORT` as addresses; a bad element is named.
+private func parseAddressList(_ text: String, flag: String) throws -> [HostPort] {
+    try text.split(separator: ",", omittingEmptySubsequences: false).map { element in
+        guard let address = HostPort(argument: String(element)) else {
+            throw CommandFailure("\(flag): '\(element)' is not HOST:PORT (a list is HOST:PORT,HOST:PORT)")
+        }
+        return address
     }
 }
