@@ -27,18 +27,19 @@ public struct AddressList: Sendable, Hashable, CustomStringConvertible {
         for (index, raw) in elements.enumerated() {
             let element = raw.trimmingSpaces
             let position = index + 1
-            func bad(_ reason: String) -> AddressListError {
-                AddressListError(text: text, element: element, position: position, count: elements.count, reason: reason)
+            func bad(_ reason: String, portIsZero: Bool = false) -> AddressListError {
+                AddressListError(text: text, element: element, position: position, count: elements.count, reason: reason,
+                                 portIsZero: portIsZero)
             }
             guard !element.isEmpty else { throw bad("an empty address") }
             if let problem = ConfigSchema.addressProblem(element) { throw bad(problem) }
             guard let address = HostPort(parsing: element) else { throw bad("not HOST:PORT") }
-            guard address.port != 0 else { throw bad("port 0 is for listening; give the service's port") }
+            guard address.port != 0 else { throw bad("port 0 is for listening; give the service's port", portIsZero: true) }
             parsed.append(address)
         }
         // `split` yields at least one element, so `parsed` is not empty here.
         guard let list = AddressList(parsed) else {
-            throw AddressListError(text: text, element: "", position: 1, count: 1, reason: "no address")
+            throw AddressListError(text: text, element: "", position: 1, count: 1, reason: "no address", portIsZero: false)
         }
         self = list
     }
@@ -61,10 +62,12 @@ public struct AddressListError: Error, Equatable, Sendable, CustomStringConverti
     /// How many elements the list has.
     public var count: Int
     public var reason: String
+    /// The element is a well-formed address with port 0.
+    public var portIsZero: Bool
 
     public var description: String {
-        let which = count > 1 ? "address \(position) of \(count) in '\(text)'" : "address"
-        return element.isEmpty ? "\(which) is empty: expected HOST:PORT[,HOST:PORT...]"
+        let which = count > 1 ? "address \(position) of \(count)" : "the address"
+        return element.isEmpty ? "\(which) is empty: expected HOST:PORT, or several as HOST:PORT,HOST:PORT"
                                : "\(which), '\(element)', is not HOST:PORT: \(reason)"
     }
 }

@@ -54,8 +54,11 @@ public final class ProviderClient {
         }
     }
 
-    /// The store address connected to, or being tried.
+    /// The store address connected to, or being tried (the one that failed, in
+    /// `onConnectionError`).
     public var storeAddress: HostPort { store.currentAddress }
+    /// The gateway address connected to, or being tried.
+    public var gatewayAddress: HostPort { gateway.currentAddress }
 
     public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint, providerKey: SecretKey) {
         let credentials = HelloCredential.provider(providerKey)
