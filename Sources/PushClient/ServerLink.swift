@@ -22,10 +22,12 @@ import PushWire
 ///
 /// `onDown` says why the connection went down, in words a person can act on: a GOAWAY's
 /// reason, a TLS server that a plain client reached, a refusal. Failures that retrying
-/// cannot cure (`ClientError.isPermanent`) stop the link when `stopOnPermanentFailure`.
+/// cannot cure (`ClientError.isPermanent`) stop the link when `stopOnPermanentFailure`,
+/// whatever other addresses the endpoint lists: a credential one store refuses, its peers
+/// over the same database refuse too. Without it they move the link on like any failure.
 public final class ServerLink: ConnectionHandler {
-    /// Where a link connects: the address, and TLS when the server speaks it.
-    /// One service's addresses, tried in order, with TLS for all of them when it speaks it.
+    /// Where a link connects: one service's addresses, tried in order, and TLS for all of
+    /// them when the service speaks it.
     public struct Endpoint: Sendable, CustomStringConvertible {
         public var addresses: AddressList
         public var tls: TLSContext?
