@@ -56,7 +56,7 @@ func endpoint(_ addresses: AddressList, caFile: String?) throws -> ServerLink.En
 
 /// `--store`'s value: one address or several, comma-separated; a bad element is named in
 /// the error ArgumentParser prints (exit 64).
-func parseAddressList(_ text: String) throws -> AddressList {
+func parseStoreAddresses(_ text: String) throws -> AddressList {
     let parsed = Result { () throws(AddressListError) -> AddressList in try AddressList(parsing: text) }
     switch parsed {
     case .success(let list):

@@ -27,7 +27,7 @@ extension DeviceCommand {
                                    valueName: "host:port"))
         var gateway: HostPort
         @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port. \(addressListHelp) The device SYNCs with each store it reaches and shows every notification once.",
-                                   valueName: "host:port"), transform: parseAddressList)
+                                   valueName: "host:port"), transform: parseStoreAddresses)
         var store: AddressList
         @Option(help: ArgumentHelp("The registration file from `securepush device enroll`.", valueName: "file")) var credential: String
         @OptionGroup var state: StateDirectoryOption
@@ -114,7 +114,7 @@ extension DeviceCommand {
             abstract: "Log in: the password is read from stdin or a prompt; the fetch token goes to the state directory.")
 
         @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port. \(addressListHelp)",
-                                   valueName: "host:port"), transform: parseAddressList)
+                                   valueName: "host:port"), transform: parseStoreAddresses)
         var store: AddressList
         @Option(help: "The user name.") var user: String
         @Option(help: ArgumentHelp("The device id (default: the one `device run` recorded in the state directory).", valueName: "id"))

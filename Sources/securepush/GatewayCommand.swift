@@ -40,7 +40,7 @@ struct GatewayCommand: ParsableCommand {
         registration signed with the server key is accepted, which is for tests and development). Several stores over \
         one database may be given as HOST:PORT,HOST:PORT: the gateway follows the registry through one of them and moves \
         to the next, from where it was, when that one fails.
-        """, valueName: "host:port"), transform: parseAddressList)
+        """, valueName: "host:port"), transform: parseStoreAddresses)
     var store: AddressList?
     @Option(help: ArgumentHelp("CA certificate (PEM) to verify the store's TLS certificate with; without it the connection to the store is plain TCP (default: none).",
                                valueName: "file"))

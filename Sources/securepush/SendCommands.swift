@@ -10,7 +10,7 @@ import Glibc
 /// Options every provider command shares.
 struct ProviderOptions: ParsableArguments {
     @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7070). \(addressListHelp)",
-                               valueName: "host:port"), transform: parseAddressList)
+                               valueName: "host:port"), transform: parseStoreAddresses)
     var store: AddressList
     @Option(help: ArgumentHelp("The provider key file (DIR/provider.key from `securepush init`).", valueName: "file"))
     var providerKey: String
