@@ -70,6 +70,12 @@ public enum DeviceEvent: Equatable, Sendable {
 /// once for the life of the object, however often pushes and SYNC name it. A backlog is
 /// fetched `fetchWindow` FETCHes at a time. Loop-confined.
 ///
+/// The store endpoint may list several stores over one database: the store link moves to
+/// the next one when its store fails (`ServerLink`), and the HELLO_OK there brings a SYNC
+/// like any store connect. What was shown is remembered by this object, not by a
+/// connection, so a FETCH or a SYNC repeated on another store never shows an ID again,
+/// and a FETCH whose reply was lost with its store is asked again of the next one.
+///
 /// Connections that fail for a reason that may pass (refused, lost, a server shutting
 /// down) are retried with backoff and reported as `.disconnected`. A failure retrying
 /// cannot cure (`ClientError.isPermanent`: a registration the gateway refuses or revokes,
@@ -131,6 +137,10 @@ public final class DeviceClient {
     /// IDs received but not yet shown with their content.
     public var keptIDs: [PayloadID] { Array(waiting.ids) + Array(fetching) + deferred }
     public var hasToken: Bool { token != nil }
+    /// The store address connected to, or being tried: one of the store endpoint's addresses.
+    public var storeAddress: HostPort { store.currentAddress }
+    /// The gateway address connected to, or being tried.
+    public var gatewayAddress: HostPort { gateway.currentAddress }
 
     public func start() {
         gateway.onReady = { [weak self] in
@@ -162,7 +172,7 @@ public final class DeviceClient {
             onEvent?(.disconnected(from: service, error))
             return
         }
-        let address = service == "gateway" ? gateway.endpoint.address : store.endpoint.address
+        let address = service == "gateway" ? gateway.currentAddress : store.currentAddress
         stop()
         onEvent?(.stopped(PermanentFailure(service: service, address: address, error: error)))
     }

@@ -12,7 +12,11 @@ public struct SendReceipt: Equatable, Sendable {
 
 /// The app backend's sending side: STORE the payload, then PUSH only its ID.
 /// Requests are pipelined on one connection to each service, and the connections come
-/// back by themselves after a failure. Loop-confined.
+/// back by themselves after a failure, to the next of the endpoint's addresses when it
+/// lists several (`ServerLink`). A STORE whose reply was lost with its connection fails
+/// with `.disconnected` and is not sent again, to that store or another: it may have been
+/// committed, and sending it again would store a second copy the device shows too; the
+/// caller decides. Loop-confined.
 public final class ProviderClient {
     public struct SecureMessage: Sendable {
         public var recipient: String
@@ -41,6 +45,20 @@ public final class ProviderClient {
             gateway.onDown = { [weak self] error in self?.onConnectionError?("gateway", error) }
         }
     }
+    /// Every address of "store" or "gateway" failed in a row (with one address, each
+    /// failure): what a one-shot command gives up on. The client keeps retrying.
+    public var onUnreachable: ((String, [AddressFailure]) -> Void)? {
+        didSet {
+            store.onEveryAddressFailed = { [weak self] failures in self?.onUnreachable?("store", failures) }
+            gateway.onEveryAddressFailed = { [weak self] failures in self?.onUnreachable?("gateway", failures) }
+        }
+    }
+
+    /// The store address connected to, or being tried (the one that failed, in
+    /// `onConnectionError`).
+    public var storeAddress: HostPort { store.currentAddress }
+    /// The gateway address connected to, or being tried.
+    public var gatewayAddress: HostPort { gateway.currentAddress }
 
     public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint, providerKey: SecretKey) {
         let credentials = HelloCredential.provider(providerKey)

@@ -7,34 +7,54 @@ import PushWire
 /// (pipelined requests matched by correlation id), which reconnects with exponential
 /// backoff and jitter. Loop-confined.
 ///
-/// Each (re)connect resolves the endpoint's host: a numeric address at once, a name with
-/// a blocking lookup (once per connect, never per request). The addresses are tried in
-/// the resolver's order until one accepts the connection.
+/// Each (re)connect resolves the host of the address it tries: a numeric address at once, a
+/// name with a blocking lookup (once per connect, never per request). The resolved
+/// addresses are tried in the resolver's order until one accepts the connection.
+///
+/// An endpoint may list several addresses of one service (stores over one database): the
+/// link uses one at a time, and a failed connect or a dropped connection moves it to the
+/// next address in order, wrapping, at once (within `AddressRotation.dropJitterMs` after
+/// a drop); the backoff is paid once per round in which every address failed
+/// (`AddressRotation`). Requests outstanding on a connection that ends fail with
+/// `.disconnected` and are never sent again, to this address or another: a STORE whose
+/// reply was lost may have been committed. Requests still queued (never sent) go to the
+/// next connection, whichever address it is.
 ///
 /// `onDown` says why the connection went down, in words a person can act on: a GOAWAY's
 /// reason, a TLS server that a plain client reached, a refusal. Failures that retrying
-/// cannot cure (`ClientError.isPermanent`) stop the link when `stopOnPermanentFailure`.
+/// cannot cure (`ClientError.isPermanent`) stop the link when `stopOnPermanentFailure`,
+/// whatever other addresses the endpoint lists: a credential one store refuses, its peers
+/// over the same database refuse too. Without it they move the link on like any failure.
 public final class ServerLink: ConnectionHandler {
-    /// Where a link connects: the address, and TLS when the server speaks it.
+    /// Where a link connects: one service's addresses, tried in order, and TLS for all of
+    /// them when the service speaks it.
     public struct Endpoint: Sendable, CustomStringConvertible {
-        public var address: HostPort
+        public var addresses: AddressList
         public var tls: TLSContext?
-        /// The name to verify the certificate against, when it is not the address's host.
+        /// The name to verify the certificate against, when it is not the host of the address
+        /// connected to.
         public var serverName: String?
 
-        public init(_ address: HostPort, tls: TLSContext? = nil, serverName: String? = nil) {
-            self.address = address
+        public init(_ addresses: AddressList, tls: TLSContext? = nil, serverName: String? = nil) {
+            self.addresses = addresses
             self.tls = tls
             self.serverName = serverName
+        }
+
+        public init(_ address: HostPort, tls: TLSContext? = nil, serverName: String? = nil) {
+            self.init(AddressList(address), tls: tls, serverName: serverName)
         }
 
         public init(host: String, port: Int, tls: TLSContext? = nil, serverName: String? = nil) {
             self.init(HostPort(host: host, port: port), tls: tls, serverName: serverName)
         }
 
+        /// The first address: the one a link tries first.
+        public var address: HostPort { addresses.first }
         public var host: String { address.host }
         public var port: Int { address.port }
-        public var description: String { address.description }
+        /// The addresses as the command line takes them: `HOST:PORT,HOST:PORT`.
+        public var description: String { addresses.description }
     }
 
     public typealias Completion = (Result<Message, ClientError>) -> Void
@@ -52,6 +72,10 @@ public final class ServerLink: ConnectionHandler {
     /// The connection is down (it will retry unless the failure is permanent and
     /// `stopOnPermanentFailure` is set).
     public var onDown: ((ClientError) -> Void)?
+    /// Every address of the endpoint has failed in a row since the last HELLO_OK (with one
+    /// address: each failure), after their `onDown`s: a one-shot command gives up here. The
+    /// link itself goes on retrying after its backoff.
+    public var onEveryAddressFailed: (([AddressFailure]) -> Void)?
     /// Stop retrying after a failure that retrying cannot cure (a credential the server
     /// refuses, a certificate that does not verify): a bad credential will not get
     /// better; a busy server might. Queued requests then fail with that error.
@@ -63,7 +87,9 @@ public final class ServerLink: ConnectionHandler {
     private var stopped = false
     /// The failure that stopped the link, for requests made after it.
     private var permanentFailure: ClientError?
-    private var backoffMs: Int64 = 0
+    private var rotation: AddressRotation
+    /// The failures of the current round, for `onEveryAddressFailed`.
+    private var roundFailures: [AddressFailure] = []
     private var timer: LoopTimer?
     private var scratch: [UInt8] = []
     /// Why the current connection is ending, when the server said or showed it (a
@@ -77,7 +103,11 @@ public final class ServerLink: ConnectionHandler {
         self.loop = loop
         self.endpoint = endpoint
         self.makeHello = hello
+        self.rotation = AddressRotation(count: endpoint.addresses.count)
     }
+
+    /// The address connected to, or being tried (the one that failed, in `onDown`).
+    public var currentAddress: HostPort { endpoint.addresses.addresses[rotation.index] }
 
     public var isReady: Bool { connection != nil && session.acceptsRequests }
 
@@ -122,7 +152,7 @@ public final class ServerLink: ConnectionHandler {
     private func connect() {
         let addresses: [SocketAddress]
         do {
-            addresses = try endpoint.address.resolve()
+            addresses = try currentAddress.resolve()
         } catch {
             // Reported from the loop, as a failed connect is, so that an owner who sets
             // `onDown` right after `start()` still hears of it.
@@ -140,7 +170,7 @@ public final class ServerLink: ConnectionHandler {
     /// next, and the last one's failure is what is reported.
     private func attempt(_ addresses: ArraySlice<SocketAddress>) {
         guard let address = addresses.first else { return down(.connect(.refused), wasConnected: false) }
-        Connection.connect(loop: loop, to: address, tls: endpoint.tls, serverName: endpoint.serverName ?? endpoint.host) {
+        Connection.connect(loop: loop, to: address, tls: endpoint.tls, serverName: endpoint.serverName ?? currentAddress.host) {
             [weak self] result in
             guard let self, !self.stopped else {
                 if case .success(let connection) = result { connection.close() }
@@ -179,10 +209,17 @@ public final class ServerLink: ConnectionHandler {
             return
         }
         guard !stopped else { return }
-        // Exponential backoff with jitter, so a fleet of devices does not reconnect in step.
-        backoffMs = wasConnected ? 100 : min(max(backoffMs * 2, 100), 5_000)
-        let delay = backoffMs / 2 + Int64.random(in: 0...backoffMs)
-        loop.schedule(after: .milliseconds(delay)) { [weak self] in
+        roundFailures.append(AddressFailure(address: currentAddress, error: error))
+        // The next address; the backoff only once every address has failed in a row.
+        let shuttingDown = if case .goaway(.shuttingDown, _) = error { true } else { false }
+        let step = rotation.failed(wasConnected: wasConnected, shuttingDown: shuttingDown)
+        if step.everyAddressFailed {
+            let failures = roundFailures
+            roundFailures = []
+            onEveryAddressFailed?(failures)
+            guard !stopped else { return }
+        }
+        loop.schedule(after: .milliseconds(step.delayMs)) { [weak self] in
             guard let self, !self.stopped, self.connection == nil else { return }
             self.connect()
         }
@@ -249,7 +286,8 @@ public final class ServerLink: ConnectionHandler {
         case .close:
             drop(closeCause ?? .disconnected)
         case .ready(let accepted):
-            backoffMs = 0
+            rotation.connected()
+            roundFailures = []
             window.maxInflight = Int(max(1, accepted.maxInflight))
             connection?.maxFrame = Int(accepted.maxFrame)
             onReady?()

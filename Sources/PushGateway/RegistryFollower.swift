@@ -13,6 +13,11 @@ import PushWire
 ///
 /// When the link drops (a store restart), `ServerLink` reconnects with backoff; the cursor
 /// and everything read are kept, and the gateway serves from them meanwhile ([7.4-4]).
+/// The endpoint may list several stores over one database (`--store HOST:PORT,HOST:PORT`):
+/// the link then moves to the next store when one fails, refusals included (the gateway
+/// keeps trying whatever the failure), and the follower goes on there from the same
+/// cursor ([4.16-13]): sequence numbers belong to the database, so every store of the list
+/// must serve the same one.
 /// Loop-confined: it runs on the gateway's loop, so replies are applied between frames.
 public final class RegistryFollower {
     /// How long the store may hold a REGISTRY with nothing new: under its 30 s maximum and
@@ -95,14 +100,18 @@ public final class RegistryFollower {
         linkWasUp = true
         let loaded = logic.registry?.isLoaded ?? false
         logger.info(loaded ? "connected to the store again; following its device registry" : "connected to the store; loading its device registry",
-                    metadata: ["store": "\(endpoint)", "cursor": "\(logic.registry?.cursor ?? 0)"])
+                    metadata: ["store": "\(link.currentAddress)", "cursor": "\(logic.registry?.cursor ?? 0)"])
         poll()
     }
+
+    /// The store the link is on now (one of `endpoint`'s addresses).
+    public var currentStore: HostPort { link.currentAddress }
 
     private func linkDown(_ error: ClientError) {
         logic.registryMetrics?.linkUp.set(0)
         let loaded = logic.registry?.isLoaded ?? false
-        var metadata: Logger.Metadata = ["store": "\(endpoint)", "error": "\(error)"]
+        // The address that failed: the link moves on to the next one after this.
+        var metadata: Logger.Metadata = ["store": "\(link.currentAddress)", "error": "\(error)"]
         if linkWasUp {
             linkWasUp = false
             // Once a minute at most from here on, while the store stays away.
@@ -154,7 +163,7 @@ public final class RegistryFollower {
         let delay = min(retryDelayMs << min(errorsInARow - 1, 16), maxRetryDelayMs)
         if let count = errorLog.event(nowMs: Clocks.monotonicMilliseconds()) {
             logger.warning("REGISTRY failed; asking again with backoff",
-                           metadata: ["store": "\(endpoint)", "error": "\(failure)", "failures": "\(count)", "retry_ms": "\(delay)"])
+                           metadata: ["store": "\(link.currentAddress)", "error": "\(failure)", "failures": "\(count)", "retry_ms": "\(delay)"])
         }
         retryTimer?.cancel()
         retryTimer = loop.schedule(after: .milliseconds(delay)) { [weak self] in

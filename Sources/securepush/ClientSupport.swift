@@ -41,12 +41,45 @@ func seconds(_ value: Double) -> String {
 }
 
 func endpoint(_ address: HostPort, caFile: String?) throws -> ServerLink.Endpoint {
-    guard let caFile else { return ServerLink.Endpoint(address) }
+    try endpoint(AddressList(address), caFile: caFile)
+}
+
+/// Several addresses of one service, tried in order (`HOST:PORT,HOST:PORT`).
+func endpoint(_ addresses: AddressList, caFile: String?) throws -> ServerLink.Endpoint {
+    guard let caFile else { return ServerLink.Endpoint(addresses) }
     do {
-        return ServerLink.Endpoint(address, tls: try TLSContext.client(caFile: caFile))
+        return ServerLink.Endpoint(addresses, tls: try TLSContext.client(caFile: caFile))
     } catch {
         throw CommandFailure("cannot use --ca-file: \(error)")
     }
+}
+
+/// `--store`'s value: one address or several, comma-separated; a bad element is named in
+/// the error ArgumentParser prints (exit 64).
+func parseStoreAddresses(_ text: String) throws -> AddressList {
+    let parsed = Result { () throws(AddressListError) -> AddressList in try AddressList(parsing: text) }
+    switch parsed {
+    case .success(let list):
+        return list
+    case .failure(let error) where error.portIsZero:
+        throw CommandFailure("--store needs the store's port, not 0" + (error.count > 1 ? " (address \(error.position) of \(error.count))" : ""))
+    case .failure(let error):
+        throw error
+    }
+}
+
+/// What `--store` (and `gateway.store`) say in `--help` about taking several addresses.
+let addressListHelp = "Several stores over one database may be given as HOST:PORT,HOST:PORT: they are tried in order, and the client moves to the next when one fails."
+
+/// The failure of a one-shot command once every address of a service failed in a row:
+/// with one address, as `describe` says it; with several, each address and its failure.
+func describe(_ failures: [AddressFailure], talkingTo service: String, tls: Bool = false) -> CommandFailure {
+    guard failures.count > 1 else {
+        guard let failure = failures.first else { return CommandFailure("cannot reach the \(service)") }
+        return describe(failure.error, talkingTo: service, at: failure.address, tls: tls)
+    }
+    let each = failures.map { describe($0.error, talkingTo: service, at: $0.address, tls: tls).description }
+    return CommandFailure("none of the \(failures.count) \(service) addresses answered: " + each.joined(separator: "; "))
 }
 
 /// The failure a command reports for a client error, in one line that says what to do

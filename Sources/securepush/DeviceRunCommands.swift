@@ -26,8 +26,9 @@ extension DeviceCommand {
         @Option(help: ArgumentHelp("The gateway's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7071).",
                                    valueName: "host:port"))
         var gateway: HostPort
-        @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port.", valueName: "host:port"))
-        var store: HostPort
+        @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port. \(addressListHelp) The device SYNCs with each store it reaches and shows every notification once.",
+                                   valueName: "host:port"), transform: parseStoreAddresses)
+        var store: AddressList
         @Option(help: ArgumentHelp("The registration file from `securepush device enroll`.", valueName: "file")) var credential: String
         @OptionGroup var state: StateDirectoryOption
         @Option(help: ArgumentHelp("CA certificate (PEM) to verify TLS servers with; without it the connections are plain TCP.",
@@ -60,9 +61,11 @@ extension DeviceCommand {
                     states.report("gateway", "connected to the gateway as \(claims.deviceID)")
                 case .storeConnected:
                     // Said only when it comes back: the gateway's line says the device is up.
-                    states.report("store", "connected to the store at \(store)", quietly: !states.hasReported("store"))
+                    // With several stores, also said when the device moved to another one.
+                    states.report("store", "connected to the store at \(device.storeAddress)", quietly: !states.hasReported("store"))
                 case .disconnected(let service, let error):
-                    let address = service == "gateway" ? gateway : store
+                    // The address that failed; the device moves on to the next of a list.
+                    let address = service == "gateway" ? device.gatewayAddress : device.storeAddress
                     states.report(service, "\(describe(error, talkingTo: service, at: address, tls: caFile != nil)); retrying")
                 case .tokenRejected(let status):
                     writeStandardError("fetch token refused (\(status)): run `securepush device login`\n")
@@ -110,8 +113,9 @@ extension DeviceCommand {
         static let configuration = CommandConfiguration(
             abstract: "Log in: the password is read from stdin or a prompt; the fetch token goes to the state directory.")
 
-        @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port.", valueName: "host:port"))
-        var store: HostPort
+        @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port. \(addressListHelp)",
+                                   valueName: "host:port"), transform: parseStoreAddresses)
+        var store: AddressList
         @Option(help: "The user name.") var user: String
         @Option(help: ArgumentHelp("The device id (default: the one `device run` recorded in the state directory).", valueName: "id"))
         var device: String?
@@ -136,7 +140,13 @@ extension DeviceCommand {
             let login: LoginOK = try runUntilDone(timeoutSeconds: timeout.value, what: "the store") { loop, done in
                 let link = ServerLink(loop: loop, endpoint: storeEndpoint) { Hello(role: .device, name: "securepush-device") }
                 link.timeouts.handshakeMs = helloTimeoutMs(commandTimeoutSeconds: timeout.value)
-                link.onDown = { error in done(.failure(describe(error, talkingTo: "store", at: store, tls: caFile != nil))) }
+                // A store that cannot be reached is passed over for the next of the list; the
+                // command fails once every one has failed, or at once for a refusal for good.
+                link.onDown = { [weak link] error in
+                    guard let link, error.isPermanent else { return }
+                    done(.failure(describe(error, talkingTo: "store", at: link.currentAddress, tls: caFile != nil)))
+                }
+                link.onEveryAddressFailed = { failures in done(.failure(describe(failures, talkingTo: "store", tls: caFile != nil))) }
                 link.start()
                 link.request(.login(PushWire.Login(user: user, password: password, deviceID: deviceID))) { result in
                     link.stop()
@@ -144,7 +154,7 @@ extension DeviceCommand {
                     case .success(.loginOK(let ok)): done(.success(ok))
                     case .failure(.status(.badCredentials, _)): done(.failure(CommandFailure("wrong user name or password")))
                     case .failure(.status(.rateLimited, _)): done(.failure(CommandFailure("too many failed logins; wait a minute")))
-                    case .failure(let error): done(.failure(describe(error, talkingTo: "store", at: store, tls: caFile != nil)))
+                    case .failure(let error): done(.failure(describe(error, talkingTo: "store", at: link.currentAddress, tls: caFile != nil)))
                     case .success(let other): done(.failure(CommandFailure("unexpected reply \(other.type)")))
                     }
                 }

@@ -37,13 +37,15 @@ struct GatewayCommand: ParsableCommand {
         The store whose device registry the gateway follows: only devices enrolled there (`securepush device enroll`) \
         connect, a revoked one is closed within seconds, and pushes are queued for enrolled devices that are offline; \
         device HELLOs get BUSY until the registry is loaded (default: gateway.store in the config file; without it, any \
-        registration signed with the server key is accepted, which is for tests and development).
-        """, valueName: "host:port"))
-    var store: HostPort?
+        registration signed with the server key is accepted, which is for tests and development). Several stores over \
+        one database may be given as HOST:PORT,HOST:PORT: the gateway follows the registry through one of them and moves \
+        to the next, from where it was, when that one fails.
+        """, valueName: "host:port"), transform: parseStoreAddresses)
+    var store: AddressList?
     @Option(help: ArgumentHelp("CA certificate (PEM) to verify the store's TLS certificate with; without it the connection to the store is plain TCP (default: none).",
                                valueName: "file"))
     var storeCaFile: String?
-    @Option(help: ArgumentHelp("The name to verify the store's certificate against (default: the host of --store).",
+    @Option(help: ArgumentHelp("The name to verify the store's certificate against (default: the host of the --store address connected to).",
                                valueName: "name"))
     var storeServerName: String?
     @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default: \(GatewayCommand.defaults.limits.maxConnections)).",
@@ -73,7 +75,6 @@ struct GatewayCommand: ParsableCommand {
         if let queueCapacity, queueCapacity < 1 { throw ValidationError("--queue-capacity must be at least 1") }
         if let maxOutputBytes, maxOutputBytes < 1024 { throw ValidationError("--max-output-bytes must be at least 1024") }
         if let deliveryWindow, deliveryWindow < 1 { throw ValidationError("--delivery-window must be at least 1") }
-        if let store, store.port == 0 { throw ValidationError("--store needs the store's port, not 0") }
     }
 
     func run() throws {
@@ -91,7 +92,16 @@ struct GatewayCommand: ParsableCommand {
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
         connection.apply(to: &configuration.limits)
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
-        if let store { configuration.store = ServerLink.Endpoint(store) }
+        if let store {
+            configuration.store = ServerLink.Endpoint(store)
+        } else if let text = deployment.config["gateway.store"] {
+            // Read here as a list too (the library's configuration takes one address).
+            do {
+                configuration.store = ServerLink.Endpoint(try AddressList(parsing: text))
+            } catch {
+                throw CommandFailure("\(deployment.directory)/\(Deployment.configFile): gateway.store: \(error)")
+            }
+        }
         if var followed = configuration.store {
             if let storeCaFile {
                 do {

@@ -9,9 +9,9 @@ import Glibc
 
 /// Options every provider command shares.
 struct ProviderOptions: ParsableArguments {
-    @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7070).",
-                               valueName: "host:port"))
-    var store: HostPort
+    @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7070). \(addressListHelp)",
+                               valueName: "host:port"), transform: parseStoreAddresses)
+    var store: AddressList
     @Option(help: ArgumentHelp("The provider key file (DIR/provider.key from `securepush init`).", valueName: "file"))
     var providerKey: String
     @Option(help: ArgumentHelp("CA certificate (PEM) to verify TLS servers with; without it the connection is plain TCP.",
@@ -29,6 +29,21 @@ struct ProviderOptions: ParsableArguments {
 
     func describe(_ error: ClientError, talkingTo service: String, at address: HostPort) -> CommandFailure {
         securepush.describe(error, talkingTo: service, at: address, tls: caFile != nil)
+    }
+
+    /// Ends the command when a connection fails for good, or when every address of a
+    /// service failed in a row (`only`: the one service whose failures matter); a store
+    /// that fails while another of the list answers is passed over.
+    func failOnConnectionErrors<T>(_ client: ProviderClient, only: String? = nil, _ done: @escaping (Result<T, CommandFailure>) -> Void) {
+        client.onConnectionError = { [weak client] service, error in
+            guard let client, error.isPermanent, only == nil || only == service else { return }
+            let address = service == "store" ? client.storeAddress : client.gatewayAddress
+            done(.failure(describe(error, talkingTo: service, at: address)))
+        }
+        client.onUnreachable = { service, failures in
+            guard only == nil || only == service else { return }
+            done(.failure(securepush.describe(failures, talkingTo: service, tls: caFile != nil)))
+        }
     }
 
     func key() throws -> SecretKey {
@@ -91,9 +106,7 @@ struct SendCommand: ParsableCommand {
         let gatewayEndpoint = try endpoint(gateway, caFile: provider.caFile)
         let receipt: SendReceipt = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store and the gateway") { loop, done in
             let client = provider.client(loop: loop, store: storeEndpoint, gateway: gatewayEndpoint, key: key)
-            client.onConnectionError = { service, error in
-                done(.failure(provider.describe(error, talkingTo: service, at: service == "store" ? provider.store : gateway)))
-            }
+            provider.failOnConnectionErrors(client, done)
             client.send(message) { result in
                 client.stop()
                 done(result.mapError { error in
@@ -101,7 +114,7 @@ struct SendCommand: ParsableCommand {
                         return CommandFailure("the payload (\(payload.count) bytes) is too large: the store takes frames of at most \(limit) bytes and this request is \(size)")
                     }
                     if case .status = error { return CommandFailure("the payload was not sent: \(error)") }
-                    return provider.describe(error, talkingTo: "store", at: provider.store)
+                    return provider.describe(error, talkingTo: "store", at: client.storeAddress)
                 })
             }
         }
@@ -151,12 +164,10 @@ struct StatusCommand: ParsableCommand {
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
         let status: StatusOK = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
             let client = provider.client(loop: loop, store: storeEndpoint, gateway: storeEndpoint, key: key)
-            client.onConnectionError = { service, error in
-                if service == "store" { done(.failure(provider.describe(error, talkingTo: "store", at: provider.store))) }
-            }
+            provider.failOnConnectionErrors(client, only: "store", done)
             client.status(id) { result in
                 client.stop()
-                done(result.mapError { provider.describe($0, talkingTo: "store", at: provider.store) })
+                done(result.mapError { provider.describe($0, talkingTo: "store", at: client.storeAddress) })
             }
         }
         var line = "\(id.hex) \(status.state)"
@@ -176,12 +187,10 @@ struct RecallCommand: ParsableCommand {
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
         let _: Void = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
             let client = provider.client(loop: loop, store: storeEndpoint, gateway: storeEndpoint, key: key)
-            client.onConnectionError = { service, error in
-                if service == "store" { done(.failure(provider.describe(error, talkingTo: "store", at: provider.store))) }
-            }
+            provider.failOnConnectionErrors(client, only: "store", done)
             client.recall(id) { result in
                 client.stop()
-                done(result.mapError { provider.describe($0, talkingTo: "store", at: provider.store) })
+                done(result.mapError { provider.describe($0, talkingTo: "store", at: client.storeAddress) })
             }
         }
         announce("recalled \(id.hex)")
