@@ -64,8 +64,8 @@ public struct GatewayConfiguration: Sendable {
             limits.keepaliveMs = ms
         }
         limits.apply(configSection: ConfigService.gateway.rawValue, deployment.integer)
-        if let address = deployment.config["gateway.store"].flatMap({ HostPort(parsing: $0) }) {
-            store = ServerLink.Endpoint(address)
+        if let addresses = deployment.config["gateway.store"].flatMap({ try? AddressList(parsing: $0) }) {
+            store = ServerLink.Endpoint(addresses)
         }
     }
 

@@ -11,6 +11,8 @@ public struct ConfigKey: Sendable {
     public enum Kind: Sendable, Equatable {
         /// `HOST:PORT`, an IPv6 host in brackets; port 0 picks a free port.
         case address
+        /// One `HOST:PORT` or several, comma-separated, each checked as `address`.
+        case addressList
         case integer(ClosedRange<Int>)
         case choice([String])
         /// A PostgreSQL connection URI (`postgresql://` or `postgres://`).
@@ -70,6 +72,7 @@ public struct ConfigKey: Sendable {
     public var valueText: String {
         switch kind {
         case .address: return "HOST:PORT"
+        case .addressList: return "HOST:PORT[,HOST:PORT...]"
         case .integer(let range):
             return "\(range.lowerBound) to \(range.upperBound)" + (unit.map { " " + $0 } ?? "")
         case .choice(let choices): return ConfigSchema.list(choices, conjunction: "or")
@@ -91,8 +94,8 @@ public enum ConfigSchema {
                   "Address the store listens on.", services: [.store], flag: "--listen", inTemplate: true),
         ConfigKey("gateway.listen", .address, default: "127.0.0.1:7071",
                   "Address the gateway listens on.", services: [.gateway], flag: "--listen", inTemplate: true),
-        ConfigKey("gateway.store", .address, default: nil, example: "127.0.0.1:7070",
-                  "Follow this store's device registry: only enrolled devices connect, and pushes are queued for enrolled devices that are offline.",
+        ConfigKey("gateway.store", .addressList, default: nil, example: "127.0.0.1:7070",
+                  "Follow this store's device registry (several stores over one database, comma-separated, are tried in order): only enrolled devices connect, and pushes are queued for enrolled devices that are offline.",
                   services: [.gateway], flag: "--store"),
         ConfigKey("store.database", .databaseURL, default: nil, example: "postgresql://securepush@127.0.0.1:5432/securepush",
                   "Keep the store's data in this PostgreSQL database, which any number of stores can share; unset, in the SQLite file store.sqlite in the deployment directory.",

@@ -18,6 +18,16 @@ extension ConfigSchema {
         switch kind {
         case .address:
             return addressProblem(value).map { "HOST:PORT (\($0))" }
+        case .addressList:
+            let elements = value.split(separator: ",", omittingEmptySubsequences: false)
+            for (index, element) in elements.enumerated() {
+                let trimmed = String(element.drop(while: { $0 == " " }).reversed().drop(while: { $0 == " " }).reversed())
+                let which = elements.count > 1 ? "address \(index + 1) of \(elements.count): " : ""
+                if let problem = trimmed.isEmpty ? "empty" : addressProblem(trimmed) {
+                    return "HOST:PORT[,HOST:PORT...] (\(which)\(problem))"
+                }
+            }
+            return nil
         case .integer(let range):
             guard let number = Int(value), range.contains(number) else {
                 return "an integer from \(range.lowerBound) to \(range.upperBound)"

@@ -57,8 +57,14 @@ public struct Deployment: Sendable {
     /// What `securepush init` writes: made from `ConfigSchema`, so it names every key.
     public static var defaultConfig: String { ConfigSchema.defaultConfigText }
 
-    /// Creates `directory` with fresh keys and the default config. Refuses to overwrite.
-    public static func create(at directory: String) throws -> Deployment {
+    /// Creates `directory` with fresh keys and the default config, with `settings` set in
+    /// it (each checked like a line of the file). Refuses to overwrite.
+    public static func create(at directory: String, settings: [(key: String, value: String)] = []) throws -> Deployment {
+        for (number, setting) in settings.enumerated() {
+            if case .invalidValue(let expected)? = ConfigSchema.problem(name: setting.key, value: setting.value) {
+                throw Failure.invalidValue("the command line", line: number + 1, key: setting.key, value: setting.value, expected: expected)
+            }
+        }
         try makeDirectories(directory)
         for name in [serverKeyFile, providerKeyFile] {
             let path = directory + "/" + name
@@ -69,8 +75,23 @@ public struct Deployment: Sendable {
         try writePrivate(directory + "/" + serverKeyFile, server.fileText)
         try writePrivate(directory + "/" + providerKeyFile, provider.fileText)
         let configPath = directory + "/" + configFile
-        if access(configPath, F_OK) != 0 { try writePrivate(configPath, defaultConfig) }
+        if access(configPath, F_OK) != 0 { try writePrivate(configPath, config(setting: settings)) }
         return try open(directory)
+    }
+
+    /// The default config with each of `settings` made an active line: in place of the
+    /// key's line (commented out or not), or at the end.
+    static func config(setting settings: [(key: String, value: String)]) -> String {
+        var lines = defaultConfig.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        for (key, value) in settings {
+            let line = "\(key) = \(value)"
+            if let index = lines.firstIndex(where: { $0.hasPrefix("# \(key) = ") || $0.hasPrefix("\(key) = ") }) {
+                lines[index] = line
+            } else {
+                lines.insert(line, at: max(0, lines.count - 1))
+            }
+        }
+        return lines.joined(separator: "\n")
     }
 
     /// Opens a deployment made by `securepush init`, refusing a config file with unknown

@@ -352,9 +352,9 @@ struct EmbeddedStoreFlags: ParsableArguments {
     @Option(help: ArgumentHelp("""
         The embedded stores keep their data in this PostgreSQL database (store.database), not in a SQLite file; \
         the bench's user is its own and removed after the run (default: SQLite).
-        """, valueName: "postgresql://..."))
+        """, valueName: "url"))
     var database: String?
-    @Option(help: ArgumentHelp("Embedded store processes, sharing --database; connections are spread over them in turn.", valueName: "n"))
+    @Option(help: ArgumentHelp("Embedded store processes on --database; connections alternate.", valueName: "n"))
     var stores = 1
 }
 
@@ -418,7 +418,7 @@ struct BothServicesFlags: ParsableArguments {
 
 private func makeTarget(embedded: Bool, tls: Bool, stores storeList: String?, _ embeddedStores: EmbeddedStoreFlags?, gateway: HostPort?,
                         dataDir: String?, user: String?, passwordFile: String?, _ tlsClient: TLSClientFlags) throws -> TargetOptions {
-    let stores = try storeList.map { try parseAddressList($0, flag: "--store") } ?? []
+    let stores = try storeList.map { try parseStoreAddresses($0).addresses } ?? []
     if embedded, !stores.isEmpty || gateway != nil { throw CommandFailure("--embedded excludes --store and --gateway") }
     for (flag, address) in stores.map({ ("--store", $0) }) + [("--gateway", gateway)] {
         if let address, address.port == 0 { throw CommandFailure("\(flag) needs a port other than 0, not \(address)") }
@@ -450,12 +450,3 @@ private func writeBenchFile(_ path: String, _ text: String) throws {
     }
 }
 
-/// `HOST:PORT,HOST:PORT` as addresses; a bad element is named.
-private func parseAddressList(_ text: String, flag: String) throws -> [HostPort] {
-    try text.split(separator: ",", omittingEmptySubsequences: false).map { element in
-        guard let address = HostPort(argument: String(element)) else {
-            throw CommandFailure("\(flag): '\(element)' is not HOST:PORT (a list is HOST:PORT,HOST:PORT)")
-        }
-        return address
-    }
-}

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 import PushSecurity
 
@@ -14,6 +15,12 @@ struct ReadmeConfigTests {
             return
         }
         let table = String(readme[start.upperBound..<stop.lowerBound])
+        // SECUREPUSH_WRITE_README_TABLE=1 swift test --filter ReadmeConfigTests writes it in.
+        if ProcessInfo.processInfo.environment["SECUREPUSH_WRITE_README_TABLE"] == "1", table != ConfigSchema.markdownTable {
+            let updated = String(readme[..<start.upperBound]) + ConfigSchema.markdownTable + String(readme[stop.lowerBound...])
+            try updated.write(toFile: Readme.repositoryRoot + "/README.md", atomically: true, encoding: .utf8)
+            return
+        }
         #expect(table == ConfigSchema.markdownTable, "README.md's table is out of date; paste this between the markers:\n\(ConfigSchema.markdownTable)")
     }
 
