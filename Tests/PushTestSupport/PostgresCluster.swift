@@ -20,8 +20,8 @@ public struct PostgresClusterError: Error, CustomStringConvertible {
 /// they run as the current user. A watchdog shell stops the server and removes the directory
 /// if the test process dies without `stop()`.
 public final class PostgresCluster: @unchecked Sendable {
-    /// Where the server binaries are: the highest version under /usr/lib/postgresql (Debian),
-    /// else PATH.
+    /// Where the server binaries are: SECUREPUSH_POSTGRES_BINDIR if set (and only there), else
+    /// the highest version under /usr/lib/postgresql (Debian), else PATH.
     public static let binaries: (initdb: String, postgres: String)? = findBinaries()
 
     public static var isAvailable: Bool { binaries != nil }
@@ -250,7 +250,9 @@ public final class PostgresCluster: @unchecked Sendable {
 
     private static func findBinaries() -> (initdb: String, postgres: String)? {
         var candidates: [String] = []
-        if let directory = opendir("/usr/lib/postgresql") {
+        if let chosen = getenv("SECUREPUSH_POSTGRES_BINDIR") {
+            candidates = [String(cString: chosen)]
+        } else if let directory = opendir("/usr/lib/postgresql") {
             var versions: [Int] = []
             while let entry = readdir(directory) {
                 let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
@@ -261,7 +263,7 @@ public final class PostgresCluster: @unchecked Sendable {
             closedir(directory)
             candidates += versions.sorted(by: >).map { "/usr/lib/postgresql/\($0)/bin" }
         }
-        if let path = getenv("PATH") {
+        if getenv("SECUREPUSH_POSTGRES_BINDIR") == nil, let path = getenv("PATH") {
             candidates += String(cString: path).split(separator: ":").map(String.init)
         }
         for directory in candidates {
