@@ -34,6 +34,13 @@ let package = Package(
             pkgConfig: "sqlite3",
             providers: [.apt(["libsqlite3-dev"])]
         ),
+        // libpq from Debian's libpq-dev (14 or later, for pipeline mode): the PostgreSQL
+        // client library behind PushPostgres.
+        .systemLibrary(
+            name: "CPostgres",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"])]
+        ),
         // Starting, watching and stopping child processes (services for the demo, bench and tests).
         .target(name: "PushProcess", dependencies: ["PushSession"]),
         // The wire codec: frames, fields, messages, the incremental decoder. No I/O.
@@ -50,9 +57,12 @@ let package = Package(
             "PushWire", "PushSession", "PushEventLoop",
             .product(name: "Logging", package: "swift-log"),
         ]),
+        // The only importer of CPostgres: a pipelined, non-blocking PostgreSQL client whose
+        // socket the event loop watches (no threads), and a blocking one for CLI commands.
+        .target(name: "PushPostgres", dependencies: ["CPostgres", "PushEventLoop"]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
-            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "CSQLite",
+            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "CSQLite", "PushPostgres",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Device and provider clients.
@@ -85,6 +95,7 @@ let package = Package(
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [
             "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushStore", "PushGateway",
+            "PushPostgres",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
@@ -95,6 +106,8 @@ let package = Package(
         ]),
         .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),
+        // Against a real PostgreSQL server each test run starts itself (PostgresCluster).
+        .testTarget(name: "PushPostgresTests", dependencies: ["PushPostgres", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire", "PushSession", "PushProcess"]),
     ]
 )
