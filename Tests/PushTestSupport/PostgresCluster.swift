@@ -1,0 +1,359 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PushPostgres
+import PushProcess
+import Synchronization
+
+public struct PostgresClusterError: Error, CustomStringConvertible {
+    public var description: String
+    init(_ description: String) { self.description = description }
+}
+
+/// A throwaway PostgreSQL server a test run starts itself: initdb into a temporary
+/// directory, `postgres` on a free port of 127.0.0.1 with trust authentication for
+/// 127.0.0.1 only, its Unix socket in that directory, fsync on.
+///
+/// initdb and postgres refuse to run as root, so as root both run as the `postgres` system
+/// user (Debian's postgresql package creates it) through `setpriv`, which execs in place: the
+/// child's pid is the postmaster's, so `kill()` hits the server, not a wrapper. Not root,
+/// they run as the current user. A watchdog shell stops the server and removes the directory
+/// if the test process dies without `stop()`.
+public final class PostgresCluster: @unchecked Sendable {
+    /// Where the server binaries are: the highest version under /usr/lib/postgresql (Debian),
+    /// else PATH.
+    public static let binaries: (initdb: String, postgres: String)? = findBinaries()
+
+    public static var isAvailable: Bool { binaries != nil }
+
+    /// SECUREPUSH_REQUIRE_POSTGRES=1 (CI) turns missing binaries into failures, not skips.
+    public static var isRequired: Bool {
+        guard let value = getenv("SECUREPUSH_REQUIRE_POSTGRES") else { return false }
+        return String(cString: value) == "1"
+    }
+
+    /// For `.enabled(if:)`: run when the server can start, and also when it is required, so
+    /// its absence fails the tests with `missingMessage` instead of skipping them.
+    public static var testsEnabled: Bool { isAvailable || isRequired }
+
+    public static let missingMessage = """
+        PostgreSQL server binaries (initdb, postgres) not found in /usr/lib/postgresql/*/bin or PATH: \
+        install Debian's postgresql package (.ci/run does)
+        """
+
+    public let port: Int
+    /// The temporary directory: data/ inside it, and the Unix socket.
+    public let directory: String
+    /// The superuser the URLs connect as.
+    public let user: String
+    private let binaries: (initdb: String, postgres: String)
+    /// Prefix that runs a command as the server's user (empty when not root).
+    private let asServerUser: [String]
+    /// Guards the four fields below (tests share the cluster across threads).
+    private let lock = PlainLock()
+    private var server: ChildProcess?
+    private var watchdog: ChildProcess?
+    private var databases = 0
+    private var stopped = false
+
+    private var dataDirectory: String { directory + "/data" }
+
+    /// Its own cluster, for tests that kill or restart it.
+    public static func start() throws -> PostgresCluster {
+        guard let binaries else { throw PostgresClusterError(missingMessage) }
+        let cluster = try PostgresCluster(binaries: binaries)
+        do {
+            try cluster.initialize()
+            try cluster.launch()
+        } catch {
+            cluster.stop()
+            throw error
+        }
+        return cluster
+    }
+
+    private static let sharedCluster = Mutex<Result<PostgresCluster, PostgresClusterError>?>(nil)
+
+    /// One cluster for the whole test process, started on first use and stopped at exit.
+    /// A failed start is remembered: every test that asks gets the same error, quickly.
+    public static func shared() throws -> PostgresCluster {
+        let result = sharedCluster.withLock { slot -> Result<PostgresCluster, PostgresClusterError> in
+            if let slot { return slot }
+            let started: Result<PostgresCluster, PostgresClusterError>
+            do {
+                started = .success(try start())
+                atexit { PostgresCluster.stopShared() }
+            } catch let error as PostgresClusterError {
+                started = .failure(error)
+            } catch {
+                started = .failure(PostgresClusterError("\(error)"))
+            }
+            slot = started
+            return started
+        }
+        return try result.get()
+    }
+
+    private static func stopShared() {
+        if case .success(let cluster)? = sharedCluster.withLock({ $0 }) { cluster.stop() }
+    }
+
+    private init(binaries: (initdb: String, postgres: String)) throws {
+        self.binaries = binaries
+        port = try Self.freePort()
+        var template = Array("/tmp/securepush-pg-XXXXXX".utf8CString)
+        guard mkdtemp(&template) != nil else { throw PostgresClusterError("mkdtemp failed: \(String(cString: strerror(errno)))") }
+        directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if geteuid() == 0 {
+            guard let account = getpwnam("postgres") else {
+                throw PostgresClusterError("running as root needs a `postgres` user to run the server as (Debian's postgresql package creates it)")
+            }
+            guard access("/usr/bin/setpriv", X_OK) == 0 else { throw PostgresClusterError("running as root needs /usr/bin/setpriv (util-linux)") }
+            let uid = account.pointee.pw_uid
+            let gid = account.pointee.pw_gid
+            guard chown(directory, uid, gid) == 0 else { throw PostgresClusterError("chown \(directory) failed") }
+            user = "postgres"
+            asServerUser = ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(gid)", "--init-groups", "--"]
+        } else {
+            user = getpwuid(geteuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "postgres"
+            asServerUser = []
+        }
+    }
+
+    /// postgresql://USER@127.0.0.1:PORT/DATABASE
+    public func url(database: String = "postgres") -> String {
+        "postgresql://\(user)@127.0.0.1:\(port)/\(database)"
+    }
+
+    /// A new empty database; its URL.
+    public func createDatabase() throws -> String {
+        let name = lock.withLock { () -> String in
+            databases += 1
+            return "test_\(databases)"
+        }
+        let admin = try PostgresBlockingConnection(url())
+        try admin.execute("CREATE DATABASE \(name)")
+        return url(database: name)
+    }
+
+    /// SIGKILL for the postmaster and every server process, as a crash: clients see their
+    /// connections drop at once, and nothing is shut down cleanly.
+    public func kill() {
+        guard let server = lock.withLock({ self.server }) else { return }
+        // Stopped first so it forks no new backend while its children are listed.
+        server.signal(SIGSTOP)
+        let children = Self.children(of: server.pid)
+        server.killHard()
+        for child in children { Glibc.kill(child, SIGKILL) }
+        // Gone (or zombies) before returning, so a restart finds no one attached to the old
+        // shared memory.
+        let deadline = Self.now() + 10
+        while children.contains(where: Self.isRunning), Self.now() < deadline { usleep(5_000) }
+    }
+
+    /// Starts the server again on the same directory and port (after `kill()`: crash recovery).
+    public func restart() throws {
+        if let server = lock.withLock({ self.server }), !server.hasExited {
+            throw PostgresClusterError("the server is still running")
+        }
+        try launch()
+    }
+
+    /// Fast shutdown (SIGINT), SIGKILL if that takes over 10 s; removes the directory. Idempotent.
+    public func stop() {
+        let (running, watching, first) = lock.withLock { () -> (ChildProcess?, ChildProcess?, Bool) in
+            defer { stopped = true }
+            return (server, watchdog, !stopped)
+        }
+        guard first else { return }
+        if let running, !running.hasExited {
+            running.signal(SIGINT)
+            if running.wait(seconds: 10) == nil { kill() }
+        }
+        watching?.killHard()
+        _ = try? ChildProcess.run(executable: "/bin/rm", arguments: ["-rf", directory], seconds: 30)
+    }
+
+    /// What the server wrote to stderr (its log), for failure messages.
+    public var serverLog: String { lock.withLock { server?.standardError } ?? "" }
+
+    // MARK: starting
+
+    private func initialize() throws {
+        let arguments = asServerUser + [
+            binaries.initdb, "-D", dataDirectory, "-U", user, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync",
+        ]
+        let (status, _, errors) = try ChildProcess.run(executable: arguments[0], arguments: Array(arguments.dropFirst()), seconds: 120)
+        guard status == 0 else { throw PostgresClusterError("initdb failed (status \(status)): \(errors)") }
+        // Trust for TCP from 127.0.0.1 only; initdb's file is replaced, keeping its owner.
+        let hba = "# securepush tests: trust on loopback only\nhost all all 127.0.0.1/32 trust\n"
+        guard Self.writeFile(dataDirectory + "/pg_hba.conf", hba) else { throw PostgresClusterError("cannot write pg_hba.conf") }
+    }
+
+    private func launch() throws {
+        let arguments = asServerUser + [
+            binaries.postgres, "-D", dataDirectory, "-p", String(port),
+            "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=\(directory)",
+            "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "shared_buffers=16MB", "-c", "max_connections=60",
+        ]
+        let server: ChildProcess
+        do {
+            server = try ChildProcess(executable: arguments[0], arguments: Array(arguments.dropFirst()), name: "postgres")
+        } catch {
+            throw PostgresClusterError("cannot start postgres: \(error)")
+        }
+        lock.lock()
+        self.server = server
+        lock.unlock()
+        startWatchdog(serverPid: server.pid)
+        let deadline = Self.now() + 60
+        while true {
+            if (try? PostgresBlockingConnection(url() + "?connect_timeout=2")) != nil { return }
+            if server.hasExited {
+                throw PostgresClusterError("postgres exited (status \(server.exitStatus ?? -1)): \(server.standardErrorTail)")
+            }
+            guard Self.now() < deadline else {
+                server.killHard()
+                throw PostgresClusterError("postgres did not accept connections within 60 s: \(server.standardErrorTail)")
+            }
+            usleep(20_000)
+        }
+    }
+
+    /// Stops the server (whichever postmaster the lock file names, after restarts) and
+    /// removes the directory once this test process is gone without calling `stop()`.
+    private func startWatchdog(serverPid: pid_t) {
+        guard lock.withLock({ watchdog == nil }) else { return }
+        let script = """
+            while kill -0 \(getpid()) 2>/dev/null; do sleep 1; done
+            pid=$(head -n 1 '\(dataDirectory)/postmaster.pid' 2>/dev/null)
+            [ -n "$pid" ] && kill -INT "$pid" 2>/dev/null && sleep 5 && kill -KILL "$pid" 2>/dev/null
+            rm -rf '\(directory)'
+            """
+        let started = try? ChildProcess(executable: "/bin/sh", arguments: ["-c", script], name: "postgres-watchdog")
+        lock.lock()
+        watchdog = started
+        lock.unlock()
+    }
+
+    // MARK: helpers
+
+    private static func findBinaries() -> (initdb: String, postgres: String)? {
+        var candidates: [String] = []
+        if let directory = opendir("/usr/lib/postgresql") {
+            var versions: [Int] = []
+            while let entry = readdir(directory) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                    String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                if let version = Int(name) { versions.append(version) }
+            }
+            closedir(directory)
+            candidates += versions.sorted(by: >).map { "/usr/lib/postgresql/\($0)/bin" }
+        }
+        if let path = getenv("PATH") {
+            candidates += String(cString: path).split(separator: ":").map(String.init)
+        }
+        for directory in candidates {
+            let initdb = directory + "/initdb"
+            let postgres = directory + "/postgres"
+            if access(initdb, X_OK) == 0, access(postgres, X_OK) == 0 { return (initdb, postgres) }
+        }
+        return nil
+    }
+
+    private static func freePort() throws -> Int {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw PostgresClusterError("socket failed") }
+        defer { close(fd) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) { pointer in
+            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
+                bind(fd, sockaddr, length) == 0 && getsockname(fd, sockaddr, &length) == 0
+            }
+        }
+        guard bound else { throw PostgresClusterError("cannot find a free port") }
+        return Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Processes whose parent is `pid`, from /proc/N/stat ("N (comm) S PPID ...").
+    private static func children(of pid: pid_t) -> [pid_t] {
+        guard let proc = opendir("/proc") else { return [] }
+        defer { closedir(proc) }
+        var found: [pid_t] = []
+        while let entry = readdir(proc) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
+            }
+            guard let candidate = pid_t(name), let fields = statFields(candidate), fields.count > 1,
+                  pid_t(fields[1]) == pid else { continue }
+            found.append(candidate)
+        }
+        return found
+    }
+
+    /// The fields after the command name in /proc/PID/stat: state, ppid, ...
+    private static func statFields(_ pid: pid_t) -> [Substring]? {
+        guard let text = readFile("/proc/\(pid)/stat"), let close = text.lastIndex(of: ")") else { return nil }
+        return text[text.index(after: close)...].split(separator: " ")
+    }
+
+    private static func isRunning(_ pid: pid_t) -> Bool {
+        guard let fields = statFields(pid), let state = fields.first else { return false }
+        return state != "Z" && state != "X"
+    }
+
+    private static func readFile(_ path: String) -> String? {
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return nil }
+        defer { close(fd) }
+        var bytes: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let count = read(fd, &chunk, chunk.count)
+            guard count > 0 else { break }
+            bytes += chunk[..<count]
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    private static func writeFile(_ path: String, _ text: String) -> Bool {
+        let fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        let bytes = Array(text.utf8)
+        return bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count
+    }
+
+    private static func now() -> Double {
+        var spec = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &spec)
+        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
+    }
+}
+
+/// A pthread mutex: Synchronization's Mutex wants `sending` results, and ChildProcess is not
+/// Sendable.
+private final class PlainLock: @unchecked Sendable {
+    private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
+
+    init() { pthread_mutex_init(mutex, nil) }
+
+    deinit {
+        pthread_mutex_destroy(mutex)
+        mutex.deallocate()
+    }
+
+    func lock() { pthread_mutex_lock(mutex) }
+    func unlock() { pthread_mutex_unlock(mutex) }
+
+    func withLock<T>(_ body: () throws -> T) rethrows -> T {
+        lock()
+        defer { unlock() }
+        return try body()
+    }
+}
