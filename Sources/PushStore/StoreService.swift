@@ -151,12 +151,14 @@ public final class StoreService {
     /// Ready while listening, not draining, and able to make writes durable: no group
     /// commit failed in the last 30 seconds, and the data directory takes writes (its file
     /// system is writable and has room; checked at most once a second), or, on PostgreSQL,
-    /// every connection to the database is up.
+    /// every connection to the database is up (and a failed commit is over once a later
+    /// group commits or the write connection is back).
     public func readiness() -> Readiness {
         if host.isDraining { return .notReady("draining: the store is shutting down") }
         if !host.isListening { return .notReady("not listening") }
         let now = Clocks.monotonicMilliseconds()
-        if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs {
+        if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs,
+           ((backend as? PostgresStoreBackend)?.writesWorkSinceMs ?? 0) <= failed {
             return .notReady("a group commit failed \((now - failed) / 1000) s ago")
         }
         if let problem = (backend as? PostgresStoreBackend)?.problem { return .notReady(problem) }

@@ -13,7 +13,7 @@ import Testing
 final class PostgresDeployment: @unchecked Sendable {
     let deployment: TemporaryDeployment
     let url: String
-    let admin: PostgresAdministration
+    private(set) var admin: PostgresAdministration
 
     init(url: String? = nil, users: Bool = true) throws {
         deployment = try TemporaryDeployment()
@@ -23,6 +23,11 @@ final class PostgresDeployment: @unchecked Sendable {
             try addUser("alice", password: "alice-pw")
             try addUser("bob", password: "bob-pw")
         }
+    }
+
+    /// A new administration connection, after the server restarted under the old one.
+    func reopenAdministration() throws {
+        admin = try PostgresAdministration(url: url)
     }
 
     static var nowMs: UInt64 { UInt64(Date().timeIntervalSince1970 * 1000) }

@@ -23,7 +23,9 @@ final class PostgresLink {
     private var retryMs = PostgresLink.firstRetryMs
     /// Told of every loss of the connection (for the log) and every recovery.
     var onDown: ((PostgresError) -> Void)?
-    var onUp: (() -> Void)?
+    /// `again`: the link had been up before (a recovery, not the first connect).
+    var onUp: ((_ again: Bool) -> Void)?
+    private var wasUp = false
 
     static let firstRetryMs = 50
     static let maxRetryMs = 2_000
@@ -91,7 +93,8 @@ final class PostgresLink {
                 state = .up(connection)
                 connection.onClose = { [weak self] error in self?.lost(error) }
                 flushWaiting(connection, nil)
-                onUp?()
+                onUp?(wasUp)
+                wasUp = true
             case .failure(let error):
                 state = .down(error)
                 flushWaiting(nil, error)

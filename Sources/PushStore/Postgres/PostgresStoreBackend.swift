@@ -2,6 +2,7 @@ import Logging
 import PushEventLoop
 import PushPostgres
 import PushSecurity
+import PushSession
 import PushWire
 
 /// The shared backend: any number of stores over one PostgreSQL database, each with its
@@ -102,16 +103,25 @@ public final class PostgresStoreBackend: StoreBackend {
         readLinks = (0..<PostgresStoreBackend.readConnections).map { PostgresLink(name: "read \($0 + 1)", url: url, loop: loop) }
         writeLink = PostgresLink(name: "write", url: url, loop: loop)
         committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: PostgresStoreBackend.limits(settings)) {
-            [weak self] tickets, outcomes in self?.onCommitted?(tickets, outcomes)
+            [weak self] tickets, outcomes in
+            if outcomes != nil { self?.writesWorkSinceMs = Clocks.monotonicMilliseconds() }
+            self?.onCommitted?(tickets, outcomes)
         }
         committer.onIdle = { [weak self] in self?.finishIfIdle() }
         for link in readLinks + [writeLink] {
             link.onDown = { [weak self, unowned link] error in
                 self?.logger.error("database connection lost", metadata: ["connection": "\(link.name)", "error": "\(error)"])
             }
-            link.onUp = { [weak self, unowned link] in
+            link.onUp = { [weak self, unowned link] again in
+                guard again else { return }
                 self?.logger.info("database connection restored", metadata: ["connection": "\(link.name)"])
             }
+        }
+        // A group that failed because the connection was lost is over once it is back.
+        let previous = writeLink.onUp
+        writeLink.onUp = { [weak self] again in
+            self?.writesWorkSinceMs = Clocks.monotonicMilliseconds()
+            previous?(again)
         }
         sweepTimer = loop.schedule(after: .milliseconds(Int(clamping: settings.sweepIntervalMs)), repeating: true) { [weak self] in
             self?.sweep()
@@ -125,6 +135,10 @@ public final class PostgresStoreBackend: StoreBackend {
                                maxBackoffMs: settings.loginMaxBackoffMs, failuresPerAddress: settings.loginFailuresPerAddress,
                                refillMs: settings.loginFailureRefillMs, trustedForMs: settings.loginTrustedForMs)
     }
+
+    /// When writes were last seen to work (monotonic ms): a group committed, or the write
+    /// connection came back after a loss. A commit failure before it is over.
+    public private(set) var writesWorkSinceMs: Int64?
 
     /// Why the store cannot serve right now (a connection down or still connecting), for
     /// readiness; nil when every connection is up.
