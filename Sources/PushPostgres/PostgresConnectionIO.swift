@@ -97,6 +97,11 @@ extension PostgresConnection {
         // Ours until the completion returns; then the caller's (or nobody's).
         let connection = keepAliveWhileConnecting
         keepAliveWhileConnecting = nil
+        guard case .ready = state else {
+            // The watch could not be made (the loop is shutting down).
+            withExtendedLifetime(connection) { completion?(.failure(.connection("cannot watch the connection's socket"))) }
+            return
+        }
         withExtendedLifetime(connection) { completion?(.success(self)) }
     }
 

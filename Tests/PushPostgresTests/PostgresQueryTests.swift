@@ -141,6 +141,26 @@ struct PostgresQueryTests {
         #expect(closeCalls == 0)
         #expect(!connection.isOpen)
     }
+
+    @Test("a connection dropped with requests pending fails them on the loop; a loop shutdown fails them at once")
+    func releasedAndShutDown() async throws {
+        let url = try await freshDatabase()
+        let loop = try EventLoop()
+        var outcomes: [Result<PostgresResult, PostgresError>] = []
+        var dropped: PostgresConnection? = try connect(url, on: loop)
+        dropped?.query("SELECT pg_sleep(5)") { outcomes.append($0) }
+        dropped = nil
+        #expect(outcomes.isEmpty)
+        #expect(loop.run(until: { outcomes.count == 1 }))
+
+        let open = try connect(url, on: loop)
+        open.query("SELECT pg_sleep(5)") { outcomes.append($0) }
+        open.query("SELECT 1") { outcomes.append($0) }
+        loop.shutdown()
+        #expect(outcomes.count == 3)
+        #expect(outcomes.allSatisfy { failure($0)?.kind == .connection })
+        #expect(!open.isOpen)
+    }
 }
 
 extension PostgresValue {

@@ -20,8 +20,8 @@ public struct PostgresClusterError: Error, CustomStringConvertible {
 /// they run as the current user. A watchdog shell stops the server and removes the directory
 /// if the test process dies without `stop()`.
 public final class PostgresCluster: @unchecked Sendable {
-    /// Where the server binaries are: the highest version under /usr/lib/postgresql (Debian),
-    /// else PATH.
+    /// Where the server binaries are: SECUREPUSH_POSTGRES_BINDIR if set (and only there), else
+    /// the highest version under /usr/lib/postgresql (Debian), else PATH.
     public static let binaries: (initdb: String, postgres: String)? = findBinaries()
 
     public static var isAvailable: Bool { binaries != nil }
@@ -101,19 +101,24 @@ public final class PostgresCluster: @unchecked Sendable {
     private init(binaries: (initdb: String, postgres: String)) throws {
         self.binaries = binaries
         port = try Self.freePort()
-        var template = Array("/tmp/securepush-pg-XXXXXX".utf8CString)
-        guard mkdtemp(&template) != nil else { throw PostgresClusterError("mkdtemp failed: \(String(cString: strerror(errno)))") }
-        directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        var owner: (uid: uid_t, gid: gid_t)?
         if geteuid() == 0 {
             guard let account = getpwnam("postgres") else {
                 throw PostgresClusterError("running as root needs a `postgres` user to run the server as (Debian's postgresql package creates it)")
             }
             guard access("/usr/bin/setpriv", X_OK) == 0 else { throw PostgresClusterError("running as root needs /usr/bin/setpriv (util-linux)") }
-            let uid = account.pointee.pw_uid
-            let gid = account.pointee.pw_gid
-            guard chown(directory, uid, gid) == 0 else { throw PostgresClusterError("chown \(directory) failed") }
+            owner = (account.pointee.pw_uid, account.pointee.pw_gid)
+        }
+        var template = Array("/tmp/securepush-pg-XXXXXX".utf8CString)
+        guard mkdtemp(&template) != nil else { throw PostgresClusterError("mkdtemp failed: \(String(cString: strerror(errno)))") }
+        directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        if let owner {
+            guard chown(directory, owner.uid, owner.gid) == 0 else {
+                rmdir(directory)
+                throw PostgresClusterError("chown \(directory) failed: \(String(cString: strerror(errno)))")
+            }
             user = "postgres"
-            asServerUser = ["/usr/bin/setpriv", "--reuid=\(uid)", "--regid=\(gid)", "--init-groups", "--"]
+            asServerUser = ["/usr/bin/setpriv", "--reuid=\(owner.uid)", "--regid=\(owner.gid)", "--init-groups", "--"]
         } else {
             user = getpwuid(geteuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "postgres"
             asServerUser = []
@@ -172,6 +177,11 @@ public final class PostgresCluster: @unchecked Sendable {
         }
         watching?.killHard()
         _ = try? ChildProcess.run(executable: "/bin/rm", arguments: ["-rf", directory], seconds: 30)
+        // Released, so their deinit removes their output files (the server log).
+        lock.lock()
+        server = nil
+        watchdog = nil
+        lock.unlock()
     }
 
     /// What the server wrote to stderr (its log), for failure messages.
@@ -240,7 +250,9 @@ public final class PostgresCluster: @unchecked Sendable {
 
     private static func findBinaries() -> (initdb: String, postgres: String)? {
         var candidates: [String] = []
-        if let directory = opendir("/usr/lib/postgresql") {
+        if let chosen = getenv("SECUREPUSH_POSTGRES_BINDIR") {
+            candidates = [String(cString: chosen)]
+        } else if let directory = opendir("/usr/lib/postgresql") {
             var versions: [Int] = []
             while let entry = readdir(directory) {
                 let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
@@ -251,7 +263,7 @@ public final class PostgresCluster: @unchecked Sendable {
             closedir(directory)
             candidates += versions.sorted(by: >).map { "/usr/lib/postgresql/\($0)/bin" }
         }
-        if let path = getenv("PATH") {
+        if getenv("SECUREPUSH_POSTGRES_BINDIR") == nil, let path = getenv("PATH") {
             candidates += String(cString: path).split(separator: ":").map(String.init)
         }
         for directory in candidates {
