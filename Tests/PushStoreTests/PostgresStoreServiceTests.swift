@@ -193,6 +193,41 @@ struct PostgresStoreServiceTests {
         }
     }
 
+    @Test("[4.1-1] a STORE whose statement fails takes only itself down: the rest of its group commits and is acknowledged")
+    func failureStaysWithItsOperation() async throws {
+        try await onOwnThread {
+            let database = try PostgresDeployment()
+            // The database refuses two read limits, one as if the recipient had just been removed.
+            _ = try database.sql("""
+                CREATE FUNCTION refuse_for_test() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                    IF NEW.read_limit = 4242 THEN RAISE EXCEPTION 'refused for the test'; END IF;
+                    IF NEW.read_limit = 4343 THEN RAISE EXCEPTION USING ERRCODE = 'foreign_key_violation'; END IF;
+                    RETURN NEW;
+                END $$
+                """)
+            _ = try database.sql("CREATE TRIGGER refuse BEFORE INSERT ON payloads FOR EACH ROW EXECUTE FUNCTION refuse_for_test()")
+            let store = database.client(try database.startStore())
+            let provider = try store.provider()
+            let limits: [UInt32] = (0..<30).map { $0 == 7 ? 4343 : $0 % 10 == 3 ? 4242 : 0 }
+            let sent = try limits.map { try provider.send(.store(StoreRequest(user: "alice", payload: [1], readLimit: $0))) }
+            var replies: [UInt32: Message] = [:]
+            for _ in sent {
+                let frame = try provider.receive()
+                replies[frame.header.correlation] = frame.message
+            }
+            for (index, correlation) in sent.enumerated() {
+                let reply = replies[correlation]
+                switch limits[index] {
+                case 4242: #expect(reply.flatMap(errorStatus) == .internalError, "\(index)")
+                case 4343: #expect(reply.flatMap(errorStatus) == .unknownUser, "\(index)")
+                default: #expect(reply?.type == .storeOK, "\(index)")
+                }
+            }
+            #expect(try database.sql("SELECT count(*) FROM payloads").int64(0, 0) == 26)
+            #expect(store.service.onLoop { $0.readiness() } == .ready, "one operation's failure is not the database's")
+        }
+    }
+
     @Test("[4.7-4] expired payloads are swept: GONE, their bodies erased")
     func sweep() async throws {
         try await onOwnThread {

@@ -46,6 +46,7 @@ public final class PostgresStoreBackend: StoreBackend {
     private let readLinks: [PostgresLink]
     private let writeLink: PostgresLink
     private var committer: PostgresGroupCommit!
+    private let statements = PostgresPreparedStatements()
     private var sweepTimer: LoopTimer?
     private var sweeping = false
     private var stopped = false
@@ -164,8 +165,8 @@ public final class PostgresStoreBackend: StoreBackend {
         // REGISTRY's page is rows of its own; the rest of the reads (never asked together
         // with it by today's requests) follow it on the same connection.
         let page = PostgresReadStatement.registryPage(query)
-        onReadConnection(completion) { connection in
-            connection.query(page.sql, page.parameters) { [weak self] result in
+        onReadConnection(completion) { run in
+            run(page.sql, page.parameters) { [weak self] result in
                 guard let self else { return }
                 let decoded: Result<RegistryPage, StoreBackendError> = result.mapError { StoreBackendError($0) }.flatMap { rows in
                     Result { () throws(PostgresError) in try PostgresReadStatement.decodeRegistryPage(rows, query: query) }
@@ -186,8 +187,8 @@ public final class PostgresStoreBackend: StoreBackend {
 
     private func readRow(_ statement: PostgresReadStatement, reads: StoreReads,
                          completion: @escaping (Result<StoreReadResult, StoreBackendError>) -> Void) {
-        onReadConnection(completion) { [sealer] connection in
-            connection.query(statement.sql, statement.parameters) { result in
+        onReadConnection(completion) { [sealer] run in
+            run(statement.sql, statement.parameters) { result in
                 switch result {
                 case .failure(let error): completion(.failure(StoreBackendError(error)))
                 case .success(let rows):
@@ -203,23 +204,29 @@ public final class PostgresStoreBackend: StoreBackend {
         }
     }
 
+    typealias Completion = (Result<PostgresResult, PostgresError>) -> Void
+    /// Runs one read statement, prepared, on the connection `onReadConnection` chose.
+    typealias ReadRunner = (_ sql: String, _ parameters: [PostgresValue], _ completion: @escaping Completion) -> Void
+
     /// The read connection with the fewest requests outstanding, or the first if none is up.
     private func onReadConnection<T>(_ completion: @escaping (Result<T, StoreBackendError>) -> Void,
-                                     _ body: @escaping (PostgresConnection) -> Void) {
+                                     _ body: @escaping (ReadRunner) -> Void) {
         let link = readLinks.min { ($0.connection?.pendingCount ?? .max) < ($1.connection?.pendingCount ?? .max) } ?? writeLink
-        link.use { connection, error in
+        link.use { [statements] connection, error in
             guard let connection else {
                 completion(.failure(StoreBackendError(error.map { "\($0)" } ?? "no database connection")))
                 return
             }
-            body(connection)
+            body { sql, parameters, done in
+                statements.query(sql, parameters, on: connection, preparedThere: &link.prepared, completion: done)
+            }
         }
     }
 
     public func registryNotice(after cursor: UInt64, completion: @escaping (Result<RegistryNotice?, StoreBackendError>) -> Void) {
         let notice = PostgresReadStatement.registryNotice(after: cursor)
-        onReadConnection(completion) { connection in
-            connection.query(notice.sql, notice.parameters) { result in
+        onReadConnection(completion) { run in
+            run(notice.sql, notice.parameters) { result in
                 completion(result.mapError { StoreBackendError($0) }.flatMap { rows in
                     Result { () throws(PostgresError) -> RegistryNotice? in
                         let current = try rows.uint(0, 0)
