@@ -33,6 +33,7 @@ final class PostgresGroupCommit {
     private let sealer: PayloadSealer
     private let limits: LoginThrottle.Settings
     private let deliver: Delivery
+    private let prepared: PostgresPreparedStatements
     private var queue: [Pending] = []
     private(set) var inFlight = false
     private var startScheduled = false
@@ -43,8 +44,10 @@ final class PostgresGroupCommit {
     /// Called whenever the queue has drained and nothing is in flight.
     var onIdle: (() -> Void)?
 
-    init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, limits: LoginThrottle.Settings, deliver: @escaping Delivery) {
+    init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, limits: LoginThrottle.Settings, prepared: PostgresPreparedStatements,
+         deliver: @escaping Delivery) {
         self.link = link
+        self.prepared = prepared
         self.loop = loop
         self.sealer = sealer
         self.limits = limits
@@ -166,7 +169,9 @@ final class PostgresGroupCommit {
         var insertStatements: [Int] = []
     }
 
-    private func plan(_ batch: [Pending]) -> Plan {
+    /// `fixed` turns a statement of a fixed shape into what the transaction sends (an
+    /// EXECUTE of it prepared on the connection); by default, the statement itself.
+    private func plan(_ batch: [Pending], fixed: (PostgresStatement) -> PostgresStatement = { $0 }) -> Plan {
         var plan = Plan()
         var rows: [PostgresWriteStatements.SealedPayload] = []
         var tallies: [FetchTally] = []
@@ -207,12 +212,12 @@ final class PostgresGroupCommit {
             switch pending.operation {
             case .ack(let sequence, let userID, let deviceID):
                 plan.operations[index] = .ack(statement: plan.statements.count, userID: userID)
-                plan.statements.append(PostgresWriteStatements.ack(sequence: sequence, userID: userID, deviceID: deviceID))
+                plan.statements.append(fixed(PostgresWriteStatements.ack(sequence: sequence, userID: userID, deviceID: deviceID)))
             case .recall(let sequence):
                 plan.operations[index] = .recall(statement: plan.statements.count)
-                plan.statements.append(PostgresWriteStatements.recall(sequence: sequence))
+                plan.statements.append(fixed(PostgresWriteStatements.recall(sequence: sequence)))
             case .loginAttempt(let attempt):
-                plan.statements.append(PostgresWriteStatements.loginAttempt(attempt, settings: limits))
+                plan.statements.append(fixed(PostgresWriteStatements.loginAttempt(attempt, settings: limits)))
             case .store, .recordFetches:
                 break
             }
@@ -224,7 +229,7 @@ final class PostgresGroupCommit {
     private func commit(_ batch: [Pending], on connection: PostgresConnection) {
         // A key added by `securepush key rotate` seals from the next group on (one stat).
         _ = try? sealer.ring.refreshIfChanged()
-        let plan = plan(batch)
+        let plan = plan(batch, fixed: preparing(on: connection))
         guard !plan.statements.isEmpty else {
             finished(batch, outcomes: outcomes(plan, results: []), because: nil)
             return
@@ -253,7 +258,7 @@ final class PostgresGroupCommit {
         var remaining = batch.count
         var lostConnection: PostgresError?
         for (index, pending) in batch.enumerated() {
-            let plan = plan([pending])
+            let plan = plan([pending], fixed: preparing(on: connection))
             let decide: (Result<[PostgresResult], PostgresError>) -> Void = { [weak self] result in
                 guard let self else { return }
                 switch result {
@@ -273,6 +278,12 @@ final class PostgresGroupCommit {
             } else {
                 connection.transaction(plan.statements, completion: decide)
             }
+        }
+    }
+
+    private func preparing(on connection: PostgresConnection) -> (PostgresStatement) -> PostgresStatement {
+        { [prepared, link] statement in
+            prepared.statement(statement.sql, statement.parameters, on: connection, preparedThere: &link.prepared)
         }
     }
 

@@ -103,7 +103,8 @@ public final class PostgresStoreBackend: StoreBackend {
         self.loop = loop
         readLinks = (0..<PostgresStoreBackend.readConnections).map { PostgresLink(name: "read \($0 + 1)", url: url, loop: loop) }
         writeLink = PostgresLink(name: "write", url: url, loop: loop)
-        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: PostgresStoreBackend.limits(settings)) {
+        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: PostgresStoreBackend.limits(settings),
+                                        prepared: statements) {
             [weak self] tickets, outcomes in
             if outcomes != nil { self?.writesWorkSinceMs = Clocks.monotonicMilliseconds() }
             self?.onCommitted?(tickets, outcomes)
