@@ -117,6 +117,35 @@ struct PostgresSharedStoreTests {
         #expect(rows.rows.allSatisfy { $0 == [.int64(2), .int32(3), .bool(true), .int64(2)] }, "\(rows.rows)")
     }
 
+    @Test("[4.9-1] [4.9-2] a STORE committing at one store while a later one commits at the other is not skipped by SYNC's cursor")
+    func syncCursorOverSlowCommit() async throws {
+        try await onOwnThread {
+            let (database, a, b) = try twoStores()
+            // The database holds a STORE with read limit 7777 for half a second after it has
+            // taken its seq, as a slow commit would.
+            _ = try database.sql("""
+                CREATE FUNCTION slow_for_test() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
+                    IF NEW.read_limit = 7777 THEN PERFORM pg_sleep(0.5); END IF;
+                    RETURN NEW;
+                END $$
+                """)
+            _ = try database.sql("CREATE TRIGGER slow BEFORE INSERT ON payloads FOR EACH ROW EXECUTE FUNCTION slow_for_test()")
+            let token = try a.token()
+            let device = try b.device()
+            let slowProvider = try a.provider()
+            let slow = try slowProvider.send(.store(StoreRequest(user: "alice", payload: Array("slow".utf8), readLimit: 7777)))
+            Thread.sleep(forTimeInterval: 0.1)
+            let quick = try b.store("quick")
+            var seen: [PayloadID] = []
+            guard case .syncOK(let first) = try device.request(.sync(Sync(token: token))) else { Issue.record("SYNC"); return }
+            seen += first.ids
+            guard case .storeOK(let slowOK) = try slowProvider.reply(to: slow) else { Issue.record("slow STORE"); return }
+            guard case .syncOK(let second) = try device.request(.sync(Sync(token: token, cursor: first.cursor))) else { Issue.record("SYNC"); return }
+            seen += second.ids
+            #expect(Set(seen) == [slowOK.id, quick], "listed \(seen.count) of 2")
+        }
+    }
+
     @Test("[4.11-1] [4.8-1] RECALL at one store racing FETCH at the other: each FETCH gets the payload or GONE, and GONE after")
     func recallRacingFetch() async throws {
         let (_, a, b) = try await onOwnThread { try twoStores() }

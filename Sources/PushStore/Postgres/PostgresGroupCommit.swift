@@ -199,8 +199,10 @@ final class PostgresGroupCommit {
                 plan.operations.append(.done)
             }
         }
-        // The INSERTs first: a group that must wait for a user's row (a removal under way)
-        // then waits before it has locked any payload row.
+        // The recipients' locks and the INSERTs first: a group that must wait for another
+        // store's group of the same user, or for a removal, then waits before it has locked
+        // any payload row.
+        if let lock = PostgresWriteStatements.lockRecipients(Set(rows.map(\.userID))) { plan.statements.append(lock) }
         var start = 0
         while start < rows.count {
             let end = min(start + PostgresWriteStatements.rowsPerInsert, rows.count)

@@ -44,6 +44,25 @@ enum PostgresWriteStatements {
             """, parameters)
     }
 
+    /// `pg_advisory_xact_lock` class of the recipients' locks ("SP").
+    static let recipientLockClass: Int32 = 0x5350
+
+    /// Locks the recipients of a group's STOREs until it commits, before any of its rows
+    /// takes a seq. SYNC's cursor is a seq ([4.9-2]): were a STORE at one store to take seq
+    /// 100 and commit after one at another store took 101 and committed, a device could
+    /// list 101, move its cursor past 100, and never list 100. With the lock, seqs for one
+    /// user are taken in the order their transactions commit. Keys in ascending order, so
+    /// two stores' groups never wait on each other in a circle; a hash shared by two users
+    /// only makes them wait for each other.
+    static func lockRecipients(_ userIDs: Set<UInt64>) -> PostgresStatement? {
+        let keys = Set(userIDs.map { Int32(truncatingIfNeeded: $0 ^ ($0 >> 32)) }).sorted()
+        guard !keys.isEmpty else { return nil }
+        let values = keys.indices.map { "($\($0 + 2)::integer)" }.joined(separator: ", ")
+        return PostgresStatement("""
+            SELECT count(*) FROM (VALUES \(values)) AS v (k), LATERAL pg_advisory_xact_lock($1::integer, v.k) AS l
+            """, [.int32(recipientLockClass)] + keys.map { .int32($0) })
+    }
+
     /// A read receipt ([4.10-1], [4.10-2]): NOT_FOUND without the row, FORBIDDEN for another
     /// user's payload, else the receipt once per device; only a new receipt counts, and the
     /// one that reaches the read limit makes the payload gone and erases its body. Returns
