@@ -51,7 +51,7 @@ struct PostgresDurabilityTests {
         // Enough load to have groups in flight when the server dies.
         let loaded = try await onOwnThread {
             waitUntil(timeoutSeconds: 20) {
-                (try? PostgresBlockingConnection(database.url).query("SELECT count(*) FROM payloads").int64(0, 0)) ?? 0 >= 400
+                (try? database.sql("SELECT count(*) FROM payloads").int64(0, 0)) ?? 0 >= 400
             }
         }
         #expect(loaded)
@@ -77,7 +77,7 @@ struct PostgresDurabilityTests {
         #expect(acked.count >= 400)
         #expect(failed > 0, "requests made while the server was down failed rather than hanging")
         let stored = try await onOwnThread { () -> Set<PayloadID> in
-            let rows = try PostgresBlockingConnection(database.url).query("SELECT id FROM payloads")
+            let rows = try database.sql("SELECT id FROM payloads")
             return Set(try rows.rows.indices.map { try rows.payloadIDForTest($0) })
         }
         let missing = acked.filter { !stored.contains($0) }

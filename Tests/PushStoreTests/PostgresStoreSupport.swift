@@ -47,9 +47,25 @@ final class PostgresDeployment: @unchecked Sendable {
                                 signer: signer).registration.credential
     }
 
-    /// One statement on a connection of its own, as an operator's psql would run it.
+    private let sqlLock = NSLock()
+    private var sqlConnection: PostgresBlockingConnection?
+
+    /// One statement on a connection of the test's own, as an operator's psql would run it
+    /// (one connection for all: tests poll with it, and the cluster takes 60 at most). A
+    /// connection the server dropped (a test killed it) is replaced once.
     func sql(_ text: String, _ parameters: [PostgresValue] = []) throws -> PostgresResult {
-        try PostgresBlockingConnection(url).query(text, parameters)
+        try sqlLock.withLock {
+            if let connection = sqlConnection {
+                do {
+                    return try connection.query(text, parameters)
+                } catch let error as PostgresError where error.kind == .connection {
+                    sqlConnection = nil
+                }
+            }
+            let connection = try PostgresBlockingConnection(url)
+            sqlConnection = connection
+            return try connection.query(text, parameters)
+        }
     }
 
     /// A store on this database, in this process.
