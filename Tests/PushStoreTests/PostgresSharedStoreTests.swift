@@ -146,6 +146,25 @@ struct PostgresSharedStoreTests {
         }
     }
 
+    @Test("[4.7-4] two stores sweeping the same expired payloads at once empty each exactly once")
+    func sweepingTogether() async throws {
+        try await onOwnThread {
+            let database = try PostgresDeployment()
+            let clock = ManualClock()
+            let a = database.client(try database.startStore(clock: clock) { $0.settings.sweepIntervalMs = 50 })
+            let b = database.client(try database.startStore(clock: clock) { $0.settings.sweepIntervalMs = 50 })
+            let provider = try a.provider()
+            let sent = try (0..<600).map { try provider.send(.store(StoreRequest(user: $0 % 2 == 0 ? "alice" : "bob", payload: [1], ttlSeconds: 1))) }
+            for _ in sent { #expect(try provider.receive().message.type == .storeOK) }
+            clock.advance(byMs: 2_000)
+            #expect(waitUntil(timeoutSeconds: 10) {
+                (try? database.sql("SELECT count(*) FROM payloads WHERE life = 4 AND body IS NULL").int64(0, 0)) == 600
+            })
+            #expect(try database.sql("SELECT count(*) FROM payloads WHERE life <> 4 OR body IS NOT NULL OR key_id IS NOT NULL").int64(0, 0) == 0)
+            #expect(b.service.onLoop { $0.readiness() } == .ready)
+        }
+    }
+
     @Test("[4.11-1] [4.8-1] RECALL at one store racing FETCH at the other: each FETCH gets the payload or GONE, and GONE after")
     func recallRacingFetch() async throws {
         let (_, a, b) = try await onOwnThread { try twoStores() }

@@ -228,6 +228,30 @@ struct PostgresStoreServiceTests {
         }
     }
 
+    @Test("[5.5-1] [4.7-1] a drain answers every STORE it accepted, after its COMMIT, then closes")
+    func drain() async throws {
+        try await onOwnThread {
+            let database = try PostgresDeployment()
+            let store = database.client(try database.startStore())
+            let provider = try store.provider()
+            let sent = try (0..<200).map { try provider.send(.store(StoreRequest(user: "alice", payload: Array("drain \($0)".utf8)))) }
+            // Answered before the drain starts, so every STORE before it was accepted by then.
+            #expect(try provider.request(.ping) == .pong)
+            store.service.stop()
+            var acked: [PayloadID] = []
+            var sawGoaway = false
+            while let frame = try? provider.receive(timeoutMs: 5_000) {
+                switch frame.message {
+                case .storeOK(let ok): acked.append(ok.id)
+                case .goaway(let goaway): sawGoaway = goaway.status == .shuttingDown && goaway.lastCorrelation >= sent.last ?? 0
+                default: Issue.record("unexpected \(frame.message)")
+                }
+            }
+            #expect(sawGoaway && acked.count == sent.count)
+            #expect(try database.sql("SELECT count(*) FROM payloads").int64(0, 0) == Int64(sent.count))
+        }
+    }
+
     @Test("[4.7-4] expired payloads are swept: GONE, their bodies erased")
     func sweep() async throws {
         try await onOwnThread {

@@ -285,7 +285,7 @@ final class PostgresGroupCommit {
 
     private func preparing(on connection: PostgresConnection) -> (PostgresStatement) -> PostgresStatement {
         { [prepared, link] statement in
-            prepared.statement(statement.sql, statement.parameters, on: connection, preparedThere: &link.prepared)
+            prepared.statement(statement.sql, statement.parameters, on: connection, of: link)
         }
     }
 

@@ -18,23 +18,23 @@ final class PostgresPreparedStatements {
     /// Names by SQL text, shared by every connection.
     private var names: [String: String] = [:]
 
-    /// Runs `sql` with `parameters` on `connection` as a prepared statement.
-    func query(_ sql: String, _ parameters: [PostgresValue], on connection: PostgresConnection, preparedThere: inout Set<String>,
+    /// Runs `sql` with `parameters` on `link`'s connection as a prepared statement.
+    func query(_ sql: String, _ parameters: [PostgresValue], on connection: PostgresConnection, of link: PostgresLink,
                completion: @escaping (Result<PostgresResult, PostgresError>) -> Void) {
-        let execute = statement(sql, parameters, on: connection, preparedThere: &preparedThere)
+        let execute = statement(sql, parameters, on: connection, of: link)
         connection.query(execute.sql, [], completion: completion)
     }
 
-    /// The EXECUTE of `sql` with `parameters`, for a query or a transaction on `connection`,
-    /// preparing it there first (pipelined ahead) if it is not yet.
-    func statement(_ sql: String, _ parameters: [PostgresValue], on connection: PostgresConnection,
-                   preparedThere: inout Set<String>) -> PostgresStatement {
+    /// The EXECUTE of `sql` with `parameters`, for a query or a transaction on `link`'s
+    /// connection, preparing it there first (pipelined ahead) if it is not yet.
+    func statement(_ sql: String, _ parameters: [PostgresValue], on connection: PostgresConnection, of link: PostgresLink) -> PostgresStatement {
         let name = self.name(for: sql)
-        if !preparedThere.contains(name) {
-            preparedThere.insert(name)
+        if !link.prepared.contains(name) {
+            link.prepared.insert(name)
             let types = parameters.map(PostgresPreparedStatements.typeName).joined(separator: ", ")
-            connection.query("PREPARE \(name) (\(types)) AS \(sql)") { _ in
-                // A failure shows in the EXECUTE that follows; the next connection prepares afresh.
+            connection.query("PREPARE \(name) (\(types)) AS \(sql)") { [weak link] result in
+                // The EXECUTEs already sent fail with it; later ones prepare it again.
+                if case .failure = result, let link, link.connection === connection { link.prepared.remove(name) }
             }
         }
         let arguments = parameters.map(PostgresPreparedStatements.literal).joined(separator: ", ")

@@ -219,7 +219,7 @@ public final class PostgresStoreBackend: StoreBackend {
                 return
             }
             body { sql, parameters, done in
-                statements.query(sql, parameters, on: connection, preparedThere: &link.prepared, completion: done)
+                statements.query(sql, parameters, on: connection, of: link, completion: done)
             }
         }
     }
