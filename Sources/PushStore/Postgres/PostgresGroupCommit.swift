@@ -43,6 +43,11 @@ final class PostgresGroupCommit {
     static let recipientCapacity = 10_000
     /// Called whenever the queue has drained and nothing is in flight.
     var onIdle: (() -> Void)?
+    /// Told why a group, or an operation of one, failed (for the log).
+    var onError: ((_ error: PostgresError, _ operations: Int) -> Void)?
+    /// Operations per transaction at most: bounded statements, and a bounded wait for the
+    /// requests that come first.
+    static let maxGroup = 8192
 
     init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, limits: LoginThrottle.Settings, prepared: PostgresPreparedStatements,
          deliver: @escaping Delivery) {
@@ -86,8 +91,8 @@ final class PostgresGroupCommit {
             onIdle?()
             return
         }
-        let batch = queue
-        queue = []
+        let batch = Array(queue.prefix(PostgresGroupCommit.maxGroup))
+        queue.removeFirst(batch.count)
         inFlight = true
         link.use { [weak self] connection, error in
             guard let self else { return }
@@ -245,6 +250,7 @@ final class PostgresGroupCommit {
                 finished(batch, outcomes: nil, because: error)
             case .failure(let error):
                 if batch.count > 1 {
+                    onError?(error, batch.count)
                     commitEachAlone(batch, on: connection)
                 } else {
                     finished(batch, outcomes: [PostgresGroupCommit.outcome(of: error, for: batch[0].operation)], because: error)
@@ -266,7 +272,11 @@ final class PostgresGroupCommit {
                 switch result {
                 case .success(let results): outcomes[index] = self.outcomes(plan, results: results).first ?? .ok
                 case .failure(let error):
-                    if error.kind == .connection { lostConnection = error }
+                    if error.kind == .connection {
+                        lostConnection = error
+                    } else {
+                        onError?(error, 1)
+                    }
                     outcomes[index] = PostgresGroupCommit.outcome(of: error, for: pending.operation)
                 }
                 remaining -= 1
@@ -334,6 +344,7 @@ final class PostgresGroupCommit {
     /// afresh; then starts the next group.
     private func finished(_ batch: [Pending], outcomes: [WriteOutcome]?, because error: PostgresError?) {
         inFlight = false
+        if let error { onError?(error, batch.count) }
         var tickets: [UInt64] = []
         var delivered: [WriteOutcome] = []
         var again: [Pending] = []
