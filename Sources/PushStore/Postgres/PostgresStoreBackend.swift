@@ -229,10 +229,19 @@ public final class PostgresStoreBackend: StoreBackend {
         }
     }
 
+    /// Asked every 200 ms: while the database is unreachable it answers "no news" rather
+    /// than an error a line of the log each time (the lost connection is logged once, and
+    /// readiness says so).
     public func registryNotice(after cursor: UInt64, completion: @escaping (Result<RegistryNotice?, StoreBackendError>) -> Void) {
         let notice = PostgresReadStatement.registryNotice(after: cursor)
-        onReadConnection(completion) { run in
+        onReadConnection({ (result: Result<RegistryNotice?, StoreBackendError>) in
+            completion(result.flatMapError { _ in .success(nil) })
+        }) { run in
             run(notice.sql, notice.parameters) { result in
+                if case .failure(let error) = result, error.kind == .connection {
+                    completion(.success(nil))
+                    return
+                }
                 completion(result.mapError { StoreBackendError($0) }.flatMap { rows in
                     Result { () throws(PostgresError) -> RegistryNotice? in
                         let current = try rows.uint(0, 0)
