@@ -8,8 +8,12 @@ import PushWire
 /// Everything a payload store needs to start: where its database is, where it listens,
 /// its keys, limits and lifetimes.
 public struct StoreConfiguration: Sendable {
-    /// The SQLite file; created with its schema if missing.
+    /// The SQLite file; created with its schema if missing. With `database` set it is not
+    /// opened, but the data keys that seal payloads are still read from beside it.
     public var databasePath: String
+    /// A PostgreSQL database shared by any number of stores (`postgresql://` or
+    /// `postgres://` URL, or libpq's `key=value` form); nil keeps SQLite at `databasePath`.
+    public var database: String?
     public var host: String
     /// 0 picks a free port; `StoreService.port` tells which.
     public var port: Int
@@ -47,6 +51,7 @@ public struct StoreConfiguration: Sendable {
     public init(deployment: Deployment, host: String, port: Int) {
         self.init(databasePath: StoreFiles.databasePath(deployment.directory), serverKey: deployment.serverKey,
                   providerKey: deployment.providerKey, host: host, port: port)
+        database = deployment.value("database", for: .store)
         if let maxPayload = deployment.integer("max_payload_bytes", for: .store) { settings.maxPayloadBytes = maxPayload }
         if let lifetime = deployment.integer("token_lifetime_s", for: .store), lifetime > 0 {
             settings.tokenLifetimeMs = UInt64(lifetime) * 1000

@@ -7,19 +7,23 @@ import PushSession
 public enum StoreServiceError: Error, CustomStringConvertible {
     case invalidConfiguration(String)
     case cannotStartSQLite(SQLiteStoreBackend.StartFailure)
+    /// A bad URL, an unreachable server, a schema newer than this build: never the password.
+    case cannotStartPostgres(PostgresStoreBackend.StartFailure)
     case cannotListen(host: String, port: Int, EventLoopError)
 
     public var description: String {
         switch self {
         case .invalidConfiguration(let text): "invalid store configuration: \(text)"
         case .cannotStartSQLite(let failure): failure.description
+        case .cannotStartPostgres(let failure): failure.description
         case .cannotListen(let host, let port, let error): "cannot listen on \(host):\(port): \(error)"
         }
     }
 }
 
-/// A running payload store: its backend (SQLite by default), its request logic and its
-/// listener. Loop-confined; start, drain and stop it on its loop.
+/// A running payload store: its backend (SQLite by default, PostgreSQL when the
+/// configuration names a database URL), its request logic and its listener. Loop-confined;
+/// start, drain and stop it on its loop.
 ///
 /// Keep the service until its loop has shut down: the loop's timers and listener call
 /// into it for as long as the loop runs.
@@ -34,7 +38,8 @@ public final class StoreService {
     private let backend: StoreBackend
     private var pruneTimer: LoopTimer?
     private var writerStopped = false
-    private var diskProbe: WritableDirectoryProbe
+    /// The data directory must take writes on SQLite; on PostgreSQL the database is elsewhere.
+    private var diskProbe: WritableDirectoryProbe?
     /// A failed group commit keeps the store unready this long (unless it drains first):
     /// long enough for a probe to see it, short enough that a passing fault does not keep
     /// traffic away once commits succeed again.
@@ -47,7 +52,9 @@ public final class StoreService {
         self.host = host
         self.server = server
         self.backend = backend
-        diskProbe = WritableDirectoryProbe(directory: StoreService.directory(of: configuration.databasePath))
+        if configuration.database == nil {
+            diskProbe = WritableDirectoryProbe(directory: StoreService.directory(of: configuration.databasePath))
+        }
     }
 
     /// The directory holding the database file (and its WAL), which must take writes.
@@ -58,17 +65,28 @@ public final class StoreService {
 
     deinit { backend.stop() }
 
-    /// Opens the database, reads the stored IDs, starts the writer thread and listens.
+    /// Opens the database (SQLite: reads the stored IDs and starts the writer thread;
+    /// PostgreSQL: checks the schema and opens the loop's connections) and listens.
     /// Everything started is stopped again if a later step fails.
     public static func start(_ configuration: StoreConfiguration, on loop: EventLoop) throws(StoreServiceError) -> StoreService {
         let limits = try configuration.effectiveLimits()
         let path = configuration.databasePath
         let clock = configuration.clock
         let backend: StoreBackend
-        do {
-            backend = try SQLiteStoreBackend.start(path: path, settings: configuration.settings, clock: clock, on: loop)
-        } catch {
-            throw .cannotStartSQLite(error)
+        if let url = configuration.database {
+            do {
+                backend = try PostgresStoreBackend.start(url: url, settings: configuration.settings,
+                                                         dataKeysPath: StoreFiles.dataKeysPath(forDatabase: path), clock: clock,
+                                                         logger: configuration.logger, on: loop)
+            } catch {
+                throw .cannotStartPostgres(error)
+            }
+        } else {
+            do {
+                backend = try SQLiteStoreBackend.start(path: path, settings: configuration.settings, clock: clock, on: loop)
+            } catch {
+                throw .cannotStartSQLite(error)
+            }
         }
         let logic = StoreLogic(settings: configuration.settings, serverKey: configuration.serverKey,
                                providerKey: configuration.providerKey, clock: clock)
@@ -86,7 +104,11 @@ public final class StoreService {
                                    server: server, backend: backend)
         let pruneEvery = Duration.milliseconds(max(1_000, configuration.settings.loginFailureWindowMs))
         service.pruneTimer = loop.schedule(after: pruneEvery, repeating: true) { logic.pruneLimiters() }
-        configuration.logger.info("store ready", metadata: ["listen": "\(configuration.host):\(service.port)", "database": "\(backend.location)"])
+        // `location` never holds a password (PostgresURL.redacted).
+        configuration.logger.info("store ready", metadata: [
+            "listen": "\(configuration.host):\(service.port)", "database": "\(backend.location)",
+            "backend": "\(backend is PostgresStoreBackend ? "postgresql" : "sqlite")",
+        ])
         return service
     }
 
@@ -97,8 +119,17 @@ public final class StoreService {
         if !host.isDraining { configuration.logger.info("draining") }
         server.releaseHeldRegistries()
         host.drain { [self] in
-            stopWriter()
-            drained()
+            // PostgreSQL commits on the loop: wait for the last group before closing.
+            guard let postgres = backend as? PostgresStoreBackend, !writerStopped else {
+                stopWriter()
+                drained()
+                return
+            }
+            server.flushFetchTallies()
+            postgres.finish { [self] in
+                stopWriter()
+                drained()
+            }
         }
     }
 
@@ -119,15 +150,19 @@ public final class StoreService {
 
     /// Ready while listening, not draining, and able to make writes durable: no group
     /// commit failed in the last 30 seconds, and the data directory takes writes (its file
-    /// system is writable and has room; checked at most once a second).
+    /// system is writable and has room; checked at most once a second), or, on PostgreSQL,
+    /// every connection to the database is up (and a failed commit is over once a later
+    /// group commits or the write connection is back).
     public func readiness() -> Readiness {
         if host.isDraining { return .notReady("draining: the store is shutting down") }
         if !host.isListening { return .notReady("not listening") }
         let now = Clocks.monotonicMilliseconds()
-        if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs {
+        if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs,
+           ((backend as? PostgresStoreBackend)?.writesWorkSinceMs ?? 0) <= failed {
             return .notReady("a group commit failed \((now - failed) / 1000) s ago")
         }
-        if let problem = diskProbe.problem(nowMs: now) { return .notReady(problem) }
+        if let problem = (backend as? PostgresStoreBackend)?.problem { return .notReady(problem) }
+        if let problem = diskProbe?.problem(nowMs: now) { return .notReady(problem) }
         return .ready
     }
 
@@ -147,6 +182,7 @@ public final class StoreService {
         server.stopTimers()
         backend.stop()
         if let problem = (backend as? SQLiteStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
+        if let problem = (backend as? PostgresStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
         configuration.logger.info("store stopped")
     }
 }

@@ -1,0 +1,178 @@
+import PushPostgres
+import PushWire
+
+/// A request's reads (`StoreReads`) as one SELECT that returns exactly one row: the user,
+/// the device's enrolment, the payload, SYNC's page and the login limits, each a LEFT JOIN
+/// on a unique key (or a LATERAL subquery for the page), so one statement on one snapshot
+/// answers the request and it costs one pipelined query, no round trip of its own.
+/// REGISTRY's page is rows of its own (`registryPage`). Nothing is cached: every store of
+/// the database sees every change on its next request.
+struct PostgresReadStatement {
+    var sql: String
+    var parameters: [PostgresValue]
+    /// Where each part's columns start in the row, or nil when not asked.
+    var userColumn: Int?
+    var deviceColumn: Int?
+    var payloadColumn: Int?
+    var unreadColumn: Int?
+    var limitsColumn: Int?
+
+    /// The statement for `reads`, nil when it asks for nothing one row can hold (REGISTRY only).
+    init?(_ reads: StoreReads) {
+        var columns: [String] = []
+        var joins: [String] = []
+        var parameters: [PostgresValue] = []
+        func parameter(_ value: PostgresValue) -> String {
+            parameters.append(value)
+            return "$\(parameters.count)"
+        }
+        if let name = reads.user {
+            userColumn = columns.count
+            columns += ["u.id", "u.created_at", reads.passwordHash ? "u.password_hash" : "NULL::text"]
+            joins.append("LEFT JOIN users u ON u.name = \(parameter(.text(name)))")
+        }
+        if let device = reads.device {
+            deviceColumn = columns.count
+            columns += ["d.user_id", "d.issued_at", "d.expires_at"]
+            joins.append("LEFT JOIN registrations d ON d.device_id = \(parameter(.text(device))) AND d.state = 1")
+        }
+        if let id = reads.payload {
+            payloadColumn = columns.count
+            columns += ["p.seq", "p.user_id", "p.key_id", reads.body ? "p.body" : "NULL::bytea", "p.created_at", "p.expires_at",
+                        "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life"]
+            joins.append("LEFT JOIN payloads p ON p.id = \(parameter(.id(id)))")
+        }
+        if let unread = reads.unread, reads.user != nil {
+            unreadColumn = columns.count
+            columns += ["s.ids", "s.last_seq", "s.has_more"]
+            // One row past the page tells whether another follows. A cursor past
+            // Int64.max is past every row.
+            let limit = parameter(.int(unread.limit))
+            joins.append("""
+                LEFT JOIN LATERAL (
+                    SELECT string_agg(q.id, ''::bytea ORDER BY q.seq) FILTER (WHERE q.n <= \(limit)) AS ids,
+                           max(q.seq) FILTER (WHERE q.n <= \(limit)) AS last_seq,
+                           count(*) > \(limit) AS has_more
+                    FROM (SELECT x.seq, x.id, row_number() OVER (ORDER BY x.seq) AS n
+                          FROM payloads x
+                          WHERE x.user_id = u.id AND x.seq > \(parameter(.uint(unread.cursor))) AND x.life = 1
+                            AND x.expires_at > \(parameter(.uint(unread.nowMs)))
+                            AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = x.seq AND r.device = \(parameter(.text(unread.deviceID))))
+                          ORDER BY x.seq LIMIT \(limit) + 1) q
+                ) s ON true
+                """)
+        }
+        if let key = reads.loginLimits {
+            limitsColumn = columns.count
+            columns += ["lp.failures", "lp.blocked_until", "lp.last_attempt", "lp.trusted_until", "lb.credit_ms", "lb.updated_ms"]
+            let address = parameter(.text(key.address))
+            joins.append("LEFT JOIN login_pairs lp ON lp.user_name = \(parameter(.text(key.user))) AND lp.address = \(address)")
+            joins.append("LEFT JOIN login_budgets lb ON lb.address = \(address)")
+        }
+        guard !columns.isEmpty else { return nil }
+        sql = "SELECT " + columns.joined(separator: ", ") + " FROM (VALUES (1)) AS one (x) " + joins.joined(separator: " ")
+        self.parameters = parameters
+    }
+
+    /// What the row says; bodies are opened by `open` (the caller's data keys).
+    func decode(_ result: PostgresResult, reads: StoreReads,
+                open: (_ sealed: [UInt8], _ keyID: UInt32, _ id: PayloadID, _ userID: UInt64) throws -> [UInt8]) throws -> StoreReadResult {
+        guard result.rows.count == 1 else {
+            throw PostgresError(kind: .protocolViolation, message: "the read returned \(result.rows.count) rows, not 1")
+        }
+        var found = StoreReadResult()
+        if let column = userColumn, let name = reads.user, !result.isNull(0, column) {
+            found.user = UserRecord(id: try result.uint(0, column), name: name,
+                                    passwordHash: result.isNull(0, column + 2) ? "" : try result.text(0, column + 2),
+                                    createdAt: try result.uint(0, column + 1))
+        }
+        if let column = deviceColumn, !result.isNull(0, column) {
+            found.device = EnrolledDevice(userID: try result.uint(0, column), issuedAt: try result.uint(0, column + 1),
+                                          expiresAt: try result.uint(0, column + 2))
+        }
+        if let column = payloadColumn, let id = reads.payload, !result.isNull(0, column) {
+            let userID = try result.uint(0, column + 1)
+            var body: [UInt8] = []
+            if !result.isNull(0, column + 2), !result.isNull(0, column + 3) {
+                body = try open(try result.bytes(0, column + 3), UInt32(truncatingIfNeeded: try result.int64(0, column + 2)), id, userID)
+            }
+            found.payload = StoredPayload(
+                id: id, sequence: try result.uint(0, column), userID: userID, body: body,
+                createdAt: try result.uint(0, column + 4), expiresAt: try result.uint(0, column + 5),
+                readLimit: UInt32(clamping: try result.uint(0, column + 6)), readCount: UInt32(clamping: try result.uint(0, column + 7)),
+                fetchCount: UInt32(clamping: try result.uint(0, column + 8)), fetchedAt: try result.uint(0, column + 9),
+                life: PayloadLife(rawValue: try result.int64(0, column + 10)) ?? .expired)
+        }
+        if let column = unreadColumn, let unread = reads.unread, found.user != nil {
+            var ids: [PayloadID] = []
+            if !result.isNull(0, column) {
+                let packed = try result.bytes(0, column)
+                ids.reserveCapacity(packed.count / PayloadID.byteCount)
+                var offset = 0
+                while offset + PayloadID.byteCount <= packed.count {
+                    if let id = PayloadID(bytes: Array(packed[offset..<offset + PayloadID.byteCount])) { ids.append(id) }
+                    offset += PayloadID.byteCount
+                }
+            }
+            let cursor = result.isNull(0, column + 1) ? unread.cursor : try result.uint(0, column + 1)
+            let hasMore = result.isNull(0, column + 2) ? false : try result.bool(0, column + 2)
+            found.unread = UnreadPage(ids: ids, cursor: cursor, hasMore: hasMore)
+        }
+        if let column = limitsColumn {
+            var state = LoginLimitState()
+            if !result.isNull(0, column) {
+                state.failures = Int(clamping: try result.uint(0, column))
+                state.blockedUntilMs = try result.uint(0, column + 1)
+                state.lastAttemptMs = try result.uint(0, column + 2)
+                state.trustedUntilMs = try result.uint(0, column + 3)
+            }
+            if !result.isNull(0, column + 4) {
+                state.creditMs = try result.int64(0, column + 4)
+                state.creditUpdatedMs = try result.uint(0, column + 5)
+            }
+            found.loginLimits = state
+        }
+        return found
+    }
+
+    // MARK: the registry
+
+    /// At most `limit` + 1 changes after the cursor, oldest first: the extra one says
+    /// whether more follow.
+    static func registryPage(_ query: RegistryQuery) -> (sql: String, parameters: [PostgresValue]) {
+        ("SELECT change_seq, state, credential FROM registrations WHERE change_seq > $1 ORDER BY change_seq LIMIT $2",
+         [.uint(query.cursor), .int(query.limit + 1)])
+    }
+
+    /// The page, cut where another entry would take the reply past `maxBytes`, but always
+    /// holding one entry when one follows ([4.16-4]), as `RegistryReads.changes` does.
+    static func decodeRegistryPage(_ result: PostgresResult, query: RegistryQuery) throws(PostgresError) -> RegistryPage {
+        var entries: [RegistryEntry] = []
+        var next = query.cursor
+        var bytes = RegistryReads.replyOverheadBytes
+        var hasMore = false
+        for row in result.rows.indices {
+            let entry = RegistryEntry(state: RegistryEntry.State(rawValue: UInt8(truncatingIfNeeded: try result.int64(row, 1))) ?? .revoked,
+                                      credential: try result.bytes(row, 2))
+            if entries.count == query.limit || (!entries.isEmpty && bytes + entry.encodedCount > query.maxBytes) {
+                hasMore = true
+                break
+            }
+            bytes += entry.encodedCount
+            entries.append(entry)
+            next = try result.uint(row, 0)
+        }
+        return RegistryPage(entries: entries, cursor: next, hasMore: hasMore)
+    }
+
+    /// The registry's last change number and, after `cursor`, how many changes left an
+    /// entry enrolled and how many revoked: one statement, two index probes that find
+    /// nothing while the registry is unchanged.
+    static func registryNotice(after cursor: UInt64) -> (sql: String, parameters: [PostgresValue]) {
+        ("""
+         SELECT (SELECT value FROM store_meta WHERE key = 'registry_seq'),
+                (SELECT count(*) FROM registrations WHERE change_seq > $1 AND state = 1),
+                (SELECT count(*) FROM registrations WHERE change_seq > $1 AND state <> 1)
+         """, [.uint(cursor)])
+    }
+}

@@ -1,0 +1,156 @@
+import PushPostgres
+
+/// Why the store's tables could not be checked or brought up to date.
+public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
+    /// The database was migrated by a later build: this one does not know its tables.
+    case newer(found: Int64, known: Int64)
+    case database(PostgresError)
+
+    public var description: String {
+        switch self {
+        case .newer(let found, let known):
+            "the database's schema is version \(found), newer than this build knows (\(known)): run a build at least as recent"
+        case .database(let error): "\(error)"
+        }
+    }
+}
+
+/// The store's tables in PostgreSQL, and the numbered migrations that lead to them. Each
+/// migration applied is a row of `schema_version`; they are applied in one transaction
+/// under an advisory lock, so two stores (or a store and `securepush init`) starting at
+/// once migrate once, and a build refuses a database a later build migrated.
+///
+/// Every store of the database serves every payload, so a payload is found by its ID
+/// through the unique index (no in-memory map as on SQLite), and everything the stores
+/// must agree on lives here: users, payloads and their receipts, the registry, the
+/// removal fence and the login limits.
+public enum PostgresSchema {
+    /// The version this build writes and reads.
+    public static let currentVersion: Int64 = 1
+
+    /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
+    /// deployment's other users of the database do not take.
+    static let migrationLock: Int64 = 0x7365_6375_7265_7075
+
+    /// Migrations by the version they lead to, oldest first.
+    static let migrations: [(version: Int64, sql: String)] = [(1, version1)]
+
+    /// Users have a random 63-bit id that payloads and registrations bind to, so a name
+    /// removed and added again is another user; `created_at` dates the tokens a holder may
+    /// present. `store_meta` holds the registry's change counter (every registry change
+    /// takes its row lock, so changes commit in the order of their numbers and a REGISTRY
+    /// cursor never passes one still to commit) and the removal fence (one second past the
+    /// last removal: a user created later is dated after every token a store could still
+    /// issue the removed holder).
+    ///
+    /// Payloads reference their user and receipts their payload with ON DELETE CASCADE:
+    /// removing a user takes its payloads with it, and a STORE committing as the user is
+    /// removed either lands before the removal (and goes with it) or fails its foreign key.
+    /// `key_id` names the data key that sealed `body`, NULL once the body is erased. `life`
+    /// is `PayloadLife`. Sealed bodies do not compress, so they are stored uncompressed.
+    static let version1 = """
+        CREATE TABLE store_meta (
+            key text PRIMARY KEY,
+            value bigint NOT NULL
+        );
+        INSERT INTO store_meta (key, value) VALUES ('registry_seq', 0), ('removal_fence_ms', 0);
+        CREATE TABLE users (
+            id bigint PRIMARY KEY,
+            name text NOT NULL UNIQUE,
+            password_hash text NOT NULL,
+            created_at bigint NOT NULL
+        );
+        CREATE TABLE payloads (
+            seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            id bytea NOT NULL UNIQUE CHECK (octet_length(id) = 16),
+            user_id bigint NOT NULL REFERENCES users (id) ON DELETE CASCADE,
+            key_id bigint,
+            body bytea,
+            created_at bigint NOT NULL,
+            expires_at bigint NOT NULL,
+            read_limit bigint NOT NULL,
+            read_count bigint NOT NULL DEFAULT 0,
+            fetch_count bigint NOT NULL DEFAULT 0,
+            fetched_at bigint NOT NULL DEFAULT 0,
+            life integer NOT NULL DEFAULT 1
+        );
+        ALTER TABLE payloads ALTER COLUMN body SET STORAGE EXTERNAL;
+        CREATE INDEX payloads_by_user ON payloads (user_id, seq);
+        CREATE INDEX payloads_by_expiry ON payloads (expires_at);
+        CREATE TABLE receipts (
+            seq bigint NOT NULL REFERENCES payloads (seq) ON DELETE CASCADE,
+            device text NOT NULL,
+            PRIMARY KEY (seq, device)
+        );
+        CREATE TABLE registrations (
+            id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+            change_seq bigint NOT NULL UNIQUE,
+            state integer NOT NULL,
+            device_id text NOT NULL,
+            user_id bigint NOT NULL,
+            user_name text NOT NULL,
+            tags text NOT NULL,
+            issued_at bigint NOT NULL,
+            expires_at bigint NOT NULL,
+            revoked_at bigint,
+            credential bytea NOT NULL,
+            UNIQUE (device_id, issued_at)
+        );
+        CREATE UNIQUE INDEX registrations_enrolled ON registrations (device_id) WHERE state = 1;
+        CREATE INDEX registrations_by_user ON registrations (user_id) WHERE state = 1;
+        CREATE TABLE login_pairs (
+            user_name text NOT NULL,
+            address text NOT NULL,
+            failures bigint NOT NULL,
+            blocked_until bigint NOT NULL,
+            last_attempt bigint NOT NULL,
+            trusted_until bigint NOT NULL,
+            PRIMARY KEY (user_name, address)
+        );
+        CREATE TABLE login_budgets (
+            address text PRIMARY KEY,
+            credit_ms bigint NOT NULL,
+            updated_ms bigint NOT NULL
+        )
+        """
+
+    /// The version the database is at: 0 before the first migration.
+    public static func version(on connection: PostgresBlockingConnection) throws(PostgresError) -> Int64 {
+        let table = try connection.query("SELECT to_regclass('schema_version') IS NOT NULL")
+        guard try table.bool(0, 0) else { return 0 }
+        let found = try connection.query("SELECT coalesce(max(version), 0)::bigint FROM schema_version")
+        return try found.int64(0, 0)
+    }
+
+    /// Brings the database up to `currentVersion`, or throws `.newer` if a later build
+    /// migrated it. Costs one query when it is current already.
+    public static func prepare(_ connection: PostgresBlockingConnection) throws(PostgresSchemaError) {
+        do {
+            let found = try version(on: connection)
+            if found == currentVersion { return }
+            if found > currentVersion { throw PostgresSchemaError.newer(found: found, known: currentVersion) }
+            try connection.transaction {
+                _ = try connection.query("SELECT 1 FROM pg_advisory_xact_lock($1)", [.int64(migrationLock)])
+                _ = try connection.query("""
+                    CREATE TABLE IF NOT EXISTS schema_version (
+                        version bigint PRIMARY KEY,
+                        applied_at timestamptz NOT NULL DEFAULT now()
+                    )
+                    """)
+                // Asked again under the lock: another process may have migrated meanwhile.
+                let now = try connection.query("SELECT coalesce(max(version), 0)::bigint FROM schema_version").int64(0, 0)
+                if now > currentVersion { throw PostgresSchemaError.newer(found: now, known: currentVersion) }
+                for migration in migrations where migration.version > now {
+                    try connection.execute(migration.sql)
+                    _ = try connection.query("INSERT INTO schema_version (version) VALUES ($1)", [.int64(migration.version)])
+                }
+            }
+        } catch let error as PostgresSchemaError {
+            throw error
+        } catch let error as PostgresError {
+            throw .database(error)
+        } catch {
+            throw .database(PostgresError(kind: .protocolViolation, message: "\(error)"))
+        }
+    }
+}

@@ -1,0 +1,196 @@
+import PushPostgres
+import PushWire
+
+/// The store's writes as PostgreSQL statements. Every one is a single statement whose
+/// effect is decided by the row as it is when the statement gets to it, never by what the
+/// store read earlier: several stores write the same rows at once, and each conditional
+/// update re-reads the row it waited for (READ COMMITTED's re-check), so increments add
+/// up and a condition holds for exactly one of two racing writers.
+enum PostgresWriteStatements {
+    /// A STORE ready to insert: its recipient's id as the store last knew it, its body sealed
+    /// for that id.
+    struct SealedPayload {
+        var payload: NewPayload
+        var userID: UInt64
+        var keyID: UInt32
+        var sealed: [UInt8]
+    }
+
+    /// Rows per INSERT: 8 parameters each, under the protocol's 65535.
+    static let rowsPerInsert = 4096
+
+    /// The STOREs as one multi-row INSERT. Each row goes in only if its recipient's name
+    /// still belongs to the id its body was sealed for, in the committing transaction; the
+    /// foreign key holds that user until the commit, and `RETURNING` says which rows went
+    /// in and as which seq.
+    static func insert(_ rows: ArraySlice<SealedPayload>) -> PostgresStatement {
+        var values: [String] = []
+        var parameters: [PostgresValue] = []
+        values.reserveCapacity(rows.count)
+        parameters.reserveCapacity(rows.count * 8)
+        for row in rows {
+            let base = parameters.count
+            values.append("($\(base + 1)::bytea, $\(base + 2)::text, $\(base + 3)::bigint, $\(base + 4)::bigint, $\(base + 5)::bytea, "
+                + "$\(base + 6)::bigint, $\(base + 7)::bigint, $\(base + 8)::bigint)")
+            parameters += [.id(row.payload.id), .text(row.payload.user), .uint(row.userID), .int64(Int64(row.keyID)), .bytes(row.sealed),
+                           .uint(row.payload.createdAt), .uint(row.payload.expiresAt), .int64(Int64(row.payload.readLimit))]
+        }
+        return PostgresStatement("""
+            INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit)
+            SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit
+            FROM (VALUES \(values.joined(separator: ", "))) AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit)
+            JOIN users u ON u.name = v.name AND u.id = v.user_id
+            RETURNING id, seq
+            """, parameters)
+    }
+
+    /// `pg_advisory_xact_lock` class of the recipients' locks ("SP").
+    static let recipientLockClass: Int32 = 0x5350
+
+    /// Locks the recipients of a group's STOREs until it commits, before any of its rows
+    /// takes a seq. SYNC's cursor is a seq ([4.9-2]): were a STORE at one store to take seq
+    /// 100 and commit after one at another store took 101 and committed, a device could
+    /// list 101, move its cursor past 100, and never list 100. With the lock, seqs for one
+    /// user are taken in the order their transactions commit. Keys in ascending order, so
+    /// two stores' groups never wait on each other in a circle; a hash shared by two users
+    /// only makes them wait for each other.
+    static func lockRecipients(_ userIDs: Set<UInt64>) -> PostgresStatement? {
+        let keys = Set(userIDs.map { Int32(truncatingIfNeeded: $0 ^ ($0 >> 32)) }).sorted()
+        guard !keys.isEmpty else { return nil }
+        let values = keys.indices.map { "($\($0 + 2)::integer)" }.joined(separator: ", ")
+        return PostgresStatement("""
+            SELECT count(*) FROM (VALUES \(values)) AS v (k), LATERAL pg_advisory_xact_lock($1::integer, v.k) AS l
+            """, [.int32(recipientLockClass)] + keys.map { .int32($0) })
+    }
+
+    /// A read receipt ([4.10-1], [4.10-2]): NOT_FOUND without the row, FORBIDDEN for another
+    /// user's payload, else the receipt once per device; only a new receipt counts, and the
+    /// one that reaches the read limit makes the payload gone and erases its body. Returns
+    /// one row: the payload's owner (NULL if none).
+    static func ack(sequence: UInt64, userID: UInt64, deviceID: String) -> PostgresStatement {
+        PostgresStatement("""
+            WITH p AS (SELECT seq, user_id FROM payloads WHERE seq = $1),
+                 r AS (INSERT INTO receipts (seq, device) SELECT seq, $3 FROM p WHERE user_id = $2
+                       ON CONFLICT DO NOTHING RETURNING seq),
+                 c AS (UPDATE payloads SET read_count = read_count + 1,
+                           life = CASE WHEN life = 1 AND read_limit > 0 AND read_count + 1 >= read_limit THEN 3 ELSE life END,
+                           body = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE body END,
+                           key_id = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE key_id END
+                       WHERE seq IN (SELECT seq FROM r) RETURNING seq)
+            SELECT (SELECT user_id FROM p), (SELECT count(*) FROM c)
+            """, [.uint(sequence), .uint(userID), .text(deviceID)])
+    }
+
+    /// RECALL ([4.11-1], [4.11-2]): gone at once, body erased; no row is NOT_FOUND.
+    static func recall(sequence: UInt64) -> PostgresStatement {
+        PostgresStatement("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = $1", [.uint(sequence)])
+    }
+
+    /// Fetch statistics ([4.8-3]), added to what other stores counted. Rows in seq order,
+    /// so two stores' batches lock shared rows in the same order.
+    static func recordFetches(_ tallies: [FetchTally]) -> [PostgresStatement] {
+        let sorted = tallies.sorted { $0.sequence < $1.sequence }
+        return stride(from: 0, to: sorted.count, by: 1000).map { start in
+            let chunk = sorted[start..<min(start + 1000, sorted.count)]
+            var values: [String] = []
+            var parameters: [PostgresValue] = []
+            for tally in chunk {
+                let base = parameters.count
+                values.append("($\(base + 1)::bigint, $\(base + 2)::bigint, $\(base + 3)::bigint)")
+                parameters += [.uint(tally.sequence), .int64(Int64(tally.count)), .uint(tally.lastAtMs)]
+            }
+            return PostgresStatement("""
+                UPDATE payloads p SET fetch_count = p.fetch_count + v.n, fetched_at = greatest(p.fetched_at, v.t)
+                FROM (VALUES \(values.joined(separator: ", "))) AS v (seq, n, t) WHERE p.seq = v.seq
+                """, parameters)
+        }
+    }
+
+    /// A checked LOGIN counted in the limits every store shares, by the rules of
+    /// `LoginThrottle.finish`, as one atomic upsert of the pair (and, for a failure of a
+    /// pair that is not trusted, of the address's budget), so that concurrent attempts at
+    /// several stores all count.
+    static func loginAttempt(_ attempt: LoginAttempt, settings: LoginThrottle.Settings) -> PostgresStatement {
+        let now = PostgresValue.uint(attempt.nowMs)
+        if attempt.succeeded {
+            // Success clears the pair and trusts it from this address.
+            return PostgresStatement("""
+                INSERT INTO login_pairs AS lp (user_name, address, failures, blocked_until, last_attempt, trusted_until)
+                VALUES ($1, $2, 0, 0, $3, $4)
+                ON CONFLICT (user_name, address) DO UPDATE
+                SET failures = 0, blocked_until = 0, last_attempt = $3, trusted_until = greatest(lp.trusted_until, $4)
+                """, [.text(attempt.key.user), .text(attempt.key.address), now, .uint(attempt.nowMs &+ settings.trustedForMs)])
+        }
+        let fullCredit = Int64(max(0, settings.failuresPerAddress)) * Int64(clamping: settings.refillMs)
+        // $1 user, $2 address, $3 now, $4 free failures, $5 backoff, $6 max backoff, $7 the
+        // wait after a first failure, $8 full credit, $9 cost of a failure. A pair whose last
+        // attempt is later than now (a clock stepped back) starts afresh, as in `finish`.
+        let fresh = "lp.last_attempt > $3"
+        let failures = "(CASE WHEN \(fresh) THEN 1 ELSE lp.failures + 1 END)"
+        let blocked = "(CASE WHEN \(fresh) THEN 0 ELSE lp.blocked_until END)"
+        let backoff = "least($6::numeric, $5::numeric * power(2::numeric, least(greatest(\(failures) - $4, 0), 40)))::bigint"
+        return PostgresStatement("""
+            WITH pair AS (
+                INSERT INTO login_pairs AS lp (user_name, address, failures, blocked_until, last_attempt, trusted_until)
+                VALUES ($1, $2, 1, CASE WHEN 1 >= $4 THEN $3 + $7 ELSE 0 END, $3, 0)
+                ON CONFLICT (user_name, address) DO UPDATE
+                SET failures = \(failures),
+                    blocked_until = CASE WHEN \(failures) >= $4 THEN greatest(\(blocked), $3 + \(backoff)) ELSE \(blocked) END,
+                    last_attempt = $3
+                RETURNING trusted_until
+            )
+            INSERT INTO login_budgets AS b (address, credit_ms, updated_ms)
+            SELECT $2, $8 - $9, $3 FROM pair WHERE pair.trusted_until <= $3
+            ON CONFLICT (address) DO UPDATE
+            SET credit_ms = least($8, b.credit_ms + greatest($3 - b.updated_ms, 0)) - $9, updated_ms = $3
+            """, [.text(attempt.key.user), .text(attempt.key.address), now, .int(settings.freeFailures), .uint(settings.backoffMs),
+                  .uint(settings.maxBackoffMs), .uint(firstBackoff(settings)), .int64(fullCredit), .uint(settings.refillMs)])
+    }
+
+    /// The wait after a pair's first failure (when `freeFailures` is 1 or less).
+    static func firstBackoff(_ settings: LoginThrottle.Settings) -> UInt64 {
+        let doublings = min(max(0, 1 - settings.freeFailures), 40)
+        let (wait, overflow) = settings.backoffMs.multipliedReportingOverflow(by: UInt64(1) << UInt64(doublings))
+        return min(settings.maxBackoffMs, overflow ? .max : wait)
+    }
+
+    // MARK: the sweep
+
+    /// Rows per sweep statement, so that a sweep never holds many row locks for long.
+    static let sweepBatch = 5000
+
+    /// Payloads past their TTL become expired and lose their bodies. Rows another store is
+    /// sweeping (or writing) right now are skipped, not waited for: several stores sweep
+    /// the same table without queueing behind each other.
+    static func expire(nowMs: UInt64) -> PostgresStatement {
+        PostgresStatement("""
+            UPDATE payloads SET life = 4, body = NULL, key_id = NULL
+            WHERE seq IN (SELECT seq FROM payloads WHERE expires_at <= $1 AND life = 1 ORDER BY expires_at
+                          LIMIT \(sweepBatch) FOR UPDATE SKIP LOCKED)
+            """, [.uint(nowMs)])
+    }
+
+    /// Rows expired long enough ago that FETCH need no longer say GONE rather than
+    /// NOT_FOUND are deleted (their receipts with them).
+    static func forget(horizonMs: UInt64) -> PostgresStatement {
+        PostgresStatement("""
+            DELETE FROM payloads WHERE seq IN (SELECT seq FROM payloads WHERE expires_at <= $1 ORDER BY expires_at
+                                               LIMIT \(sweepBatch) FOR UPDATE SKIP LOCKED)
+            """, [.uint(horizonMs)])
+    }
+
+    /// Revoked registrations that have expired ([4.16-7]), and login limits that no longer
+    /// hold anyone back ([8-10]: a pair not held back and idle for an hour, an address whose
+    /// budget has refilled).
+    static func pruneOthers(nowMs: UInt64, settings: LoginThrottle.Settings) -> [PostgresStatement] {
+        let fullCredit = Int64(max(0, settings.failuresPerAddress)) * Int64(clamping: settings.refillMs)
+        return [
+            PostgresStatement("DELETE FROM registrations WHERE state = 2 AND expires_at <= $1", [.uint(nowMs)]),
+            PostgresStatement("""
+                DELETE FROM login_pairs WHERE blocked_until <= $1 AND trusted_until <= $1 AND last_attempt <= $1 - $2
+                """, [.uint(nowMs), .uint(LoginThrottle.pairMemoryMs)]),
+            PostgresStatement("DELETE FROM login_budgets WHERE updated_ms <= $1 AND credit_ms + ($1 - updated_ms) >= $2",
+                              [.uint(nowMs), .int64(fullCredit)]),
+        ]
+    }
+}
