@@ -49,24 +49,24 @@ final class BenchCredentials {
         return FetchToken(user: user, deviceID: device, issuedAt: now, expiresAt: now + 3_600_000).signed(by: tokenSigner)
     }
 
-    /// Enrolls `devices` of `user` with `tags` in the registry of the store database at
-    /// `databasePath`, in one transaction.
-    func enroll(_ devices: [String], user: String, tags: [String], databasePath: String) throws(BenchError) {
+    /// Enrolls `devices` of `user` with `tags` in the registry of the store's `database`,
+    /// in one transaction.
+    func enroll(_ devices: [String], user: String, tags: [String], database: StoreDatabase) throws(BenchError) {
         let requests = devices.map { EnrolmentRequest(user: user, deviceID: $0, tags: tags) }
         do {
-            let registry = try RegistryAdministration(databasePath: databasePath)
+            let registry = try database.registry()
             let enrolments = try registry.enrollAll(requests, lifetimeMs: BenchCredentials.registrationLifetimeMs,
                                                     nowMs: Clocks.wallMilliseconds(), signer: registrationSigner) { _, _ in }
             for enrolment in enrolments { enrolled[enrolment.registration.deviceID] = enrolment.registration }
         } catch {
-            throw .setup("cannot enroll the bench's devices in \(databasePath): \(error)")
+            throw .setup("cannot enroll the bench's devices in \(database): \(error)")
         }
     }
 
     /// Revokes what `enroll` enrolled (the run is over); best effort.
-    func revokeEnrolled(databasePath: String) {
+    func revokeEnrolled(database: StoreDatabase) {
         guard !enrolled.isEmpty else { return }
-        _ = try? RegistryAdministration(databasePath: databasePath).revoke(deviceIDs: Array(enrolled.keys), nowMs: Clocks.wallMilliseconds())
+        _ = try? database.registry().revoke(deviceIDs: Array(enrolled.keys), nowMs: Clocks.wallMilliseconds())
         enrolled = [:]
     }
 }

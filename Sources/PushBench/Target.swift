@@ -65,13 +65,14 @@ final class BenchTarget {
     private var embedded: EmbeddedDeployment?
     private var cleanup: (() -> Void)?
 
-    private init(stores: [HostPort], gateway: HostPort?, credentials: BenchCredentials, user: String, password: String,
+    private init(stores: [HostPort], gateway: HostPort?, deployment: Deployment, user: String, password: String,
                  gatewayPID: pid_t?, storePIDs: [pid_t], database: String?, dataDirectory: String, tls: TLSContext?, serverName: String?,
                  embedded: EmbeddedDeployment?, cleanup: (() -> Void)?) {
         self.stores = stores
         self.database = database
+        credentials = BenchCredentials(deployment)
+        storeDatabase = StoreDatabase(deployment)
         self.gateway = gateway
-        self.credentials = credentials
         self.user = user
         self.password = password
         self.gatewayPID = gatewayPID
@@ -86,19 +87,19 @@ final class BenchTarget {
     deinit { close() }
 
     /// The store database of the deployment: the bench's devices are enrolled there, so
-    /// `--data-dir` must be the directory the store itself uses.
-    var databasePath: String { StoreFiles.databasePath(dataDirectory) }
+    /// `--data-dir` must be the deployment the store itself uses.
+    let storeDatabase: StoreDatabase
 
     /// Enrolls the bench user's `devices` in the store's registry, so that they may LOGIN
     /// and their fetch tokens are accepted ([4.6-4], [7.3-3]).
     func enrollDevices(_ devices: [String], tags: [String] = []) throws(BenchError) {
-        try credentials.enroll(devices, user: user, tags: tags, databasePath: databasePath)
+        try credentials.enroll(devices, user: user, tags: tags, database: storeDatabase)
     }
 
     /// Stops what the bench started and removes what it created (the devices it enrolled
     /// in a running deployment are revoked). Idempotent.
     func close() {
-        if embedded == nil { credentials.revokeEnrolled(databasePath: databasePath) }
+        if embedded == nil { credentials.revokeEnrolled(database: storeDatabase) }
         cleanup?()
         cleanup = nil
         embedded?.close()
@@ -135,7 +136,7 @@ final class BenchTarget {
                 }
             }
             return BenchTarget(stores: embedded.storeEndpoints, gateway: embedded.gatewayEndpoint,
-                               credentials: BenchCredentials(deployment), user: user, password: password,
+                               deployment: deployment, user: user, password: password,
                                gatewayPID: embedded.gateway?.pid, storePIDs: embedded.stores.map(\.pid), database: options.database,
                                dataDirectory: embedded.directory,
                                tls: tls, serverName: nil, embedded: embedded, cleanup: nil)
@@ -178,7 +179,7 @@ final class BenchTarget {
         // Local services are found from their ports (for memory and CPU figures).
         let gatewayPID = options.gatewayPID.map { pid_t($0) } ?? options.gateway.flatMap { ProcessMemory.listeningProcess(port: $0.port) }
         let storePIDs = options.stores.compactMap { ProcessMemory.listeningProcess(port: $0.port) }
-        return BenchTarget(stores: options.stores, gateway: options.gateway, credentials: BenchCredentials(deployment), user: user,
+        return BenchTarget(stores: options.stores, gateway: options.gateway, deployment: deployment, user: user,
                            password: password, gatewayPID: gatewayPID, storePIDs: storePIDs, database: nil, dataDirectory: directory,
                            tls: options.tls, serverName: options.serverName, embedded: nil, cleanup: cleanup)
     }

@@ -14,8 +14,8 @@ import PushStore
 /// What a run enrolls it revokes at the end, and the throwaway users it adds (a second
 /// user for the FORBIDDEN checks) it removes, with their payloads. Used on the run's thread.
 final class SuiteRegistry {
-    private let registry: RegistryAdministration
-    private let users: UserAdministration
+    private let registry: RegistryAdministering
+    private let users: UserAdministering
     private let signer: CredentialSigner
     private var enrolled: Set<String> = []
     private var addedUsers: [String] = []
@@ -36,13 +36,12 @@ final class SuiteRegistry {
 
     /// Nil when `keys` name no directory or it holds no store database.
     init?(keys: ConformanceKeys) {
-        guard let directory = keys.dataDirectory else { return nil }
-        let path = StoreFiles.databasePath(directory)
-        // An existing file only: opening would create an empty database for a store that
-        // keeps its own elsewhere.
-        guard access(path, F_OK) == 0,
-              let registry = try? RegistryAdministration(databasePath: path),
-              let users = try? UserAdministration(databasePath: path) else { return nil }
+        guard let directory = keys.dataDirectory, let deployment = try? Deployment.open(directory) else { return nil }
+        let database = StoreDatabase(deployment)
+        // An existing SQLite file only: opening would create an empty database for a store
+        // that keeps its own elsewhere.
+        if case .sqlite(let path) = database, access(path, F_OK) != 0 { return nil }
+        guard let registry = try? database.registry(), let users = try? database.users() else { return nil }
         self.registry = registry
         self.users = users
         signer = CredentialSigner(serverKey: keys.serverKey, purpose: CredentialSigner.registrationPurpose)
@@ -93,7 +92,7 @@ final class SuiteRegistry {
     func close() {
         _ = try? registry.revoke(deviceIDs: Array(enrolled), nowMs: Clocks.wallMilliseconds())
         enrolled = []
-        for name in addedUsers { _ = try? users.remove(name) }
+        for name in addedUsers { _ = try? users.remove(name, clock: Clocks.wallMilliseconds) }
         addedUsers = []
     }
 }

@@ -13,11 +13,27 @@ struct InitCommand: ParsableCommand {
 
     @Argument(help: "The deployment directory to create.")
     var directory: String
+    @Option(help: ArgumentHelp("""
+        Keep the store's data in this PostgreSQL database (store.database in the config), which any number of \
+        stores can share; its tables are created now (default: a SQLite file in the directory).
+        """, valueName: "postgresql://..."))
+    var database: String?
 
     func run() throws {
+        if let database, let problem = ConfigSchema.databaseURLProblem(database) { throw CommandFailure("--database: \(problem)") }
         do {
-            let deployment = try Deployment.create(at: directory)
-            announce("created deployment in \(deployment.directory)")
+            let deployment = try Deployment.create(at: directory, settings: database.map { [("store.database", $0)] } ?? [])
+            if database != nil {
+                let store = StoreDatabase(deployment)
+                do {
+                    _ = try store.users()
+                } catch {
+                    throw CommandFailure("created deployment in \(deployment.directory), but cannot set up \(store): \(error)")
+                }
+                announce("created deployment in \(deployment.directory), its store data in \(store)")
+            } else {
+                announce("created deployment in \(deployment.directory)")
+            }
         } catch let failure as Deployment.Failure {
             throw CommandFailure(failure.description)
         }
@@ -46,7 +62,7 @@ struct UserCommand: ParsableCommand {
             let password = try readPassword(prompt: "password for \(name): ")
             let iterations = deployment.integer("password.iterations") ?? PasswordHash.defaultIterations
             let hash = try PasswordHash.make(password: password, iterations: max(1, iterations))
-            let users = try UserAdministration(databasePath: StoreFiles.databasePath(dataDir))
+            let users = try openUsers(deployment)
             guard try users.add(name, passwordHash: hash.encoded, nowMs: Clocks.wallMilliseconds()) != nil else {
                 throw CommandFailure("user \(name) already exists")
             }
@@ -61,9 +77,8 @@ struct UserCommand: ParsableCommand {
         @Option(help: "The deployment directory.") var dataDir: String
 
         func run() throws {
-            _ = try openDeployment(dataDir)
-            let users = try UserAdministration(databasePath: StoreFiles.databasePath(dataDir))
-            guard let removed = try users.remove(name) else {
+            let users = try openUsers(try openDeployment(dataDir))
+            guard let removed = try users.remove(name, clock: Clocks.wallMilliseconds) else {
                 throw CommandFailure("no user \(name)")
             }
             let devices = removed.registrations == 1 ? "1 device" : "\(removed.registrations) devices"
@@ -77,8 +92,7 @@ struct UserCommand: ParsableCommand {
         @Option(help: "The deployment directory.") var dataDir: String
 
         func run() throws {
-            _ = try openDeployment(dataDir)
-            let users = try UserAdministration(databasePath: StoreFiles.databasePath(dataDir))
+            let users = try openUsers(try openDeployment(dataDir))
             let rows = try users.list(nowMs: Clocks.wallMilliseconds())
             let width = max(4, rows.map(\.name.count).max() ?? 0)
             print("NAME".padded(to: width) + "  CREATED                    PAYLOADS")
@@ -108,6 +122,17 @@ extension String {
     /// Left-aligned in a column of `width` characters.
     func padded(to width: Int) -> String {
         count >= width ? self : self + String(repeating: " ", count: width - count)
+    }
+}
+
+/// The users in the deployment's store database, SQLite or PostgreSQL (created with its
+/// tables if the store never ran).
+func openUsers(_ deployment: Deployment) throws -> UserAdministering {
+    let database = StoreDatabase(deployment)
+    do {
+        return try database.users()
+    } catch {
+        throw CommandFailure("cannot open the store database \(database): \(error)")
     }
 }
 

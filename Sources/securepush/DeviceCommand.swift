@@ -111,12 +111,14 @@ struct DeviceCommand: ParsableCommand {
     }
 }
 
-/// The registry in a deployment's store database (created if the store never ran).
-func openRegistry(_ dataDir: String) throws -> RegistryAdministration {
+/// The registry in a deployment's store database, SQLite or PostgreSQL (created if the
+/// store never ran).
+func openRegistry(_ dataDir: String) throws -> RegistryAdministering {
+    let database = StoreDatabase(try openDeployment(dataDir))
     do {
-        return try RegistryAdministration(databasePath: StoreFiles.databasePath(dataDir))
+        return try database.registry()
     } catch {
-        throw CommandFailure("cannot open the store database in \(dataDir): \(error)")
+        throw CommandFailure("cannot open the store database \(database): \(error)")
     }
 }
 

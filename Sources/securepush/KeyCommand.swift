@@ -68,7 +68,15 @@ struct KeyCommand: ParsableCommand {
 }
 
 private func openKeys(_ dataDir: String) throws -> DataKeyAdministration {
-    _ = try openDeployment(dataDir)
+    let deployment = try openDeployment(dataDir)
+    if case .postgres = StoreDatabase(deployment) {
+        // Every store host holds its own copy of data-keys: a key added on one is unknown
+        // to the others until copied, so rotation there is a procedure, not one command.
+        throw CommandFailure("""
+            the key commands work on a SQLite store only; with store.database set, the data keys in \(dataDir)/data-keys \
+            are shared by copying the file to every store host
+            """)
+    }
     do {
         return try DataKeyAdministration(databasePath: StoreFiles.databasePath(dataDir))
     } catch {

@@ -20,6 +20,12 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Address to listen on; port 0 picks a free port (default: store.listen in the config file, which `securepush init` sets to 127.0.0.1:7070).",
                                valueName: "host:port"))
     var listen: HostPort?
+    @Option(help: ArgumentHelp("""
+        Keep the data in this PostgreSQL database, which any number of stores can share; its tables are created or \
+        brought up to date at start (default: store.database in the config file, else the SQLite file store.sqlite in \
+        the deployment directory).
+        """, valueName: "postgresql://..."))
+    var database: String?
     @Option(help: ArgumentHelp("TLS certificate, PEM (default: none, plain TCP).", valueName: "file")) var tlsCert: String?
     @Option(help: ArgumentHelp("TLS private key, PEM (default: none, plain TCP).", valueName: "file")) var tlsKey: String?
     @Option(help: ArgumentHelp("""
@@ -55,6 +61,10 @@ struct StoreCommand: ParsableCommand {
         }
         let monitoring = try monitoringAddress(metrics, service: .store, deployment: deployment)
         var configuration = StoreConfiguration(deployment: deployment, host: address.host, port: address.port)
+        if let database {
+            if let problem = ConfigSchema.databaseURLProblem(database) { throw CommandFailure("--database: \(problem)") }
+            configuration.database = database
+        }
         configuration.tls = try loadServerTLS(certificate: tlsCert, key: tlsKey)
         configuration.logger = serviceLogger(.store, deployment: deployment, level: logLevel, format: logFormat)
         if let maxPayload { configuration.settings.maxPayloadBytes = maxPayload }

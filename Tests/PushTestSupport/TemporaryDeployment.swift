@@ -12,15 +12,17 @@ public final class TemporaryDeployment {
     /// Fast hashes keep the tests quick; production keeps the default.
     static let passwordIterations = 1000
 
-    /// - Parameter commandLine: made by `securepush init`, users added by `securepush user add`.
-    public init(commandLine: Bool = false) throws {
+    /// - Parameters:
+    ///   - commandLine: made by `securepush init`, users added by `securepush user add`.
+    ///   - database: the store keeps its data in this PostgreSQL database (`store.database`).
+    public init(commandLine: Bool = false, database: String? = nil) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-test-\(UUID().uuidString)").path
         madeByCommandLine = commandLine
         if commandLine {
-            let result = try SecurePushBinary.run(["init", directory])
+            let result = try SecurePushBinary.run(["init", directory] + (database.map { ["--database", $0] } ?? []))
             guard result.status == 0 else { throw ServiceError.failed("init: \(result.stderr)") }
         } else {
-            _ = try Deployment.create(at: directory)
+            _ = try Deployment.create(at: directory, settings: database.map { [("store.database", $0)] } ?? [])
         }
         let config = directory + "/" + Deployment.configFile
         let text = try String(contentsOfFile: config, encoding: .utf8)
@@ -39,8 +41,7 @@ public final class TemporaryDeployment {
             return
         }
         let hash = try PasswordHash.make(password: Array(password.utf8), iterations: TemporaryDeployment.passwordIterations)
-        let writer = try SQLitePayloadWriter(path: StoreFiles.databasePath(directory))
-        guard try writer.addUser(name, passwordHash: hash.encoded, nowMs: UInt64(Date().timeIntervalSince1970 * 1000)) else {
+        guard try StoreDatabase(deployment).users().add(name, passwordHash: hash.encoded, nowMs: UInt64(Date().timeIntervalSince1970 * 1000)) != nil else {
             throw ServiceError.failed("user \(name) already exists")
         }
     }
@@ -103,7 +104,7 @@ public final class TemporaryDeployment {
     }
 
     /// The registry in the deployment's store database, as the device commands open it.
-    public func registry() throws -> RegistryAdministration {
-        try RegistryAdministration(databasePath: StoreFiles.databasePath(directory))
+    public func registry() throws -> RegistryAdministering {
+        try StoreDatabase(deployment).registry()
     }
 }

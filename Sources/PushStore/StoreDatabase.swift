@@ -1,0 +1,43 @@
+import PushPostgres
+import PushSecurity
+
+/// Where a deployment's store keeps its data: the PostgreSQL database its config names
+/// (`store.database`), or the SQLite file in its directory. The deployment commands open
+/// the users and the registry through it, so they work on whichever the store uses.
+public enum StoreDatabase: Sendable, Equatable, CustomStringConvertible {
+    case sqlite(path: String)
+    case postgres(url: String)
+
+    /// The database of `deployment`.
+    public init(_ deployment: Deployment) {
+        if let url = deployment.value("database", for: .store) {
+            self = .postgres(url: url)
+        } else {
+            self = .sqlite(path: StoreFiles.databasePath(deployment.directory))
+        }
+    }
+
+    /// For messages: the file, or the URL without its password.
+    public var description: String {
+        switch self {
+        case .sqlite(let path): path
+        case .postgres(let url): PostgresURL.redacted(url)
+        }
+    }
+
+    /// The users, created with the schema if the database is new.
+    public func users() throws -> UserAdministering {
+        switch self {
+        case .sqlite(let path): try UserAdministration(databasePath: path)
+        case .postgres(let url): try PostgresAdministration(url: url)
+        }
+    }
+
+    /// The device registry, created with the schema if the database is new.
+    public func registry() throws -> RegistryAdministering {
+        switch self {
+        case .sqlite(let path): try RegistryAdministration(databasePath: path)
+        case .postgres(let url): try PostgresAdministration(url: url)
+        }
+    }
+}
