@@ -26,6 +26,7 @@ public final class StoreServer: ServiceHandler {
     private var tallyTimer: LoopTimer?
     private var rateLimitLog = LogThrottle()
     private var revokedTokenLog = LogThrottle()
+    private var registryFailureLog = LogThrottle(intervalMs: 10_000)
     /// REGISTRY requests waiting for a change after their cursor ([4.16-8]), oldest first.
     private var heldRegistries: [HeldRegistry] = []
     /// When the last group commit failed (monotonic ms), if one has; readiness looks at it.
@@ -166,7 +167,13 @@ public final class StoreServer: ServiceHandler {
             var notice: RegistryNotice?
             switch result {
             case .success(let found): notice = found
-            case .failure(let error): host.logger.warning("cannot read the registry", metadata: ["error": "\(error)"])
+            case .failure(let error):
+                // Polled five times a second: a database that is down would flood the log.
+                if let count = registryFailureLog.event(nowMs: Clocks.monotonicMilliseconds()) {
+                    var metadata: Logger.Metadata = ["error": "\(error)"]
+                    if count > 1 { metadata["count"] = "\(count)" }
+                    host.logger.warning("cannot read the registry", metadata: metadata)
+                }
             }
             if let notice {
                 noticedRegistrySequence = notice.to
