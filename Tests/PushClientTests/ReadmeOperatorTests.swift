@@ -19,7 +19,9 @@ final class OperatorWalkthrough {
     let expectedText: String
     private(set) var shell: ChildProcess?
 
-    init(commands: [String]) throws {
+    /// - Parameter substitutions: text replaced in every command after the ports were
+    ///   (a database URL of the README by the test's own).
+    init(commands: [String], substitutions: [String: String] = [:]) throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-readme-\(UUID().uuidString)").path
         var ports: [String: Int] = [:]
         var lines = OperatorWalkthrough.prelude(root: root)
@@ -32,6 +34,7 @@ final class OperatorWalkthrough {
                 if ports[port] == nil { ports[port] = try readmeFreePort() }
                 command = command.replacingOccurrences(of: "127.0.0.1:\(port)", with: "127.0.0.1:\(ports[port] ?? 0)")
             }
+            for (written, replacement) in substitutions { command = command.replacingOccurrences(of: written, with: replacement) }
             if command == "scripts/install.sh" {
                 command = "SECUREPUSH_BINARY=\(quoted(SecurePushBinary.path)) \(quoted(Readme.repositoryRoot + "/scripts/install.sh")) \(quoted(root + "/prefix"))"
             } else {
@@ -187,6 +190,25 @@ struct ReadmeOperatorTests {
         #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
         let backgroundJobs = commands.filter { Readme.withoutComment($0).hasSuffix("&") }.count
         #expect(walkthrough.exits.count == backgroundJobs, "\(walkthrough.exits)")
+        for line in walkthrough.exits { #expect(line.hasSuffix(" exited 0"), "SIGTERM: \(line)\n\(walkthrough.diagnostics)") }
+    }
+
+    @Test("several stores on PostgreSQL: init --database, two stores, a gateway and clients given both, the device shows what was sent",
+          .enabled(if: PostgresCluster.testsEnabled), .timeLimit(.minutes(3)))
+    func postgresWalkthrough() throws {
+        let commands = Readme.commands(Readme.shellBlocks(in: try Readme.text(), heading: "### Several stores on PostgreSQL"))
+        let written = try #require(commands.first?.firstMatch(of: /--database (\S+)/)).output.1
+        // Run after the main walk-through's install, which puts securepush on PATH.
+        let walkthrough = try OperatorWalkthrough(commands: ["scripts/install.sh"] + commands, substitutions: [String(written): try PostgresCluster.shared().createDatabase()])
+        try walkthrough.start()
+        let shown = waitUntil(timeoutSeconds: 120) {
+            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
+                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
+        }
+        let status = walkthrough.stop()
+        #expect(shown && walkthrough.foregroundDone && walkthrough.deviceText.contains(walkthrough.expectedText),
+                "device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
+        #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
         for line in walkthrough.exits { #expect(line.hasSuffix(" exited 0"), "SIGTERM: \(line)\n\(walkthrough.diagnostics)") }
     }
 
