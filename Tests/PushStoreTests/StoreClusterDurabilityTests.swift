@@ -1,17 +1,9 @@
 import Foundation
-import Synchronization
 import Testing
 import PushClient
 import PushSecurity
 import PushTestSupport
 import PushWire
-
-/// Set once by the test, read by its sender threads.
-final class StopFlag: Sendable {
-    private let flag = Atomic(false)
-    var isSet: Bool { flag.load(ordering: .relaxed) }
-    func set() { flag.store(true, ordering: .relaxed) }
-}
 
 /// Two store processes over one PostgreSQL database (issue 14.6): one is killed while
 /// both are loaded with pipelined STOREs, and the other still serves every payload either
