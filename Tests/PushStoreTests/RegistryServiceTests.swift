@@ -15,9 +15,9 @@ func registryReply(_ message: Message) -> RegistryOK? {
 
 @Suite("REGISTRY served by a running store")
 struct RegistryServiceTests {
-    @Test("[4.1-3] REGISTRY only from a gateway, and a gateway only PING and REGISTRY; [4.16-1] a gateway reads the registry")
-    func roles() throws {
-        let store = try RunningStore()
+    @Test("[4.1-3] REGISTRY only from a gateway, and a gateway only PING and REGISTRY; [4.16-1] a gateway reads the registry", arguments: Backend.available)
+    func roles(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let phone = try store.deployment.enroll("phone", tags: ["news"])
         let registry = Message.registry(RegistryRequest())
         #expect(errorStatus(try store.device().request(registry)) == .forbidden)
@@ -32,10 +32,10 @@ struct RegistryServiceTests {
         #expect(ok.entries == [RegistryEntry(state: .enrolled, credential: phone)] && ok.cursor == 1 && !ok.hasMore)
     }
 
-    @Test("[4.16-8] a held REGISTRY is answered promptly with a revocation made by another connection, and empty when its wait ends")
-    func longPoll() throws {
+    @Test("[4.16-8] a held REGISTRY is answered promptly with a revocation made by another connection, and empty when its wait ends", arguments: Backend.available)
+    func longPoll(_ backend: Backend) throws {
         let log = CapturedLog()
-        let store = try RunningStore { $0.logger = log.logger(label: "securepush.store", level: .info) }
+        let store = try RunningStore(backend) { $0.logger = log.logger(label: "securepush.store", level: .info) }
         try store.deployment.enroll("phone")
         let gateway = try store.gateway()
         let loaded = try #require(registryReply(try gateway.request(.registry(RegistryRequest()))))
@@ -56,9 +56,9 @@ struct RegistryServiceTests {
         #expect(metrics.contains("securepush_store_registry_held_requests 0"))
     }
 
-    @Test("[4.16-9] a draining store answers a held REGISTRY at once with no entries")
-    func drainAnswersHeld() throws {
-        let store = try RunningStore()
+    @Test("[4.16-9] a draining store answers a held REGISTRY at once with no entries", arguments: Backend.available)
+    func drainAnswersHeld(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let gateway = try store.gateway()
         let held = try gateway.send(.registry(RegistryRequest(cursor: 0, waitMs: 30_000)))
         #expect(waitUntil { store.service.onLoop { $0.metrics.text.contains("securepush_store_registry_held_requests 1") } ?? false })
@@ -72,9 +72,9 @@ struct RegistryServiceTests {
         #expect(replies.contains { errorStatus($1) == .shuttingDown }, "\(replies)")
     }
 
-    @Test("[7.3-3] a token stops working at once when its device is revoked under a running store, on a connection already open")
-    func revocationReachesTokens() throws {
-        let store = try RunningStore()
+    @Test("[7.3-3] a token stops working at once when its device is revoked under a running store, on a connection already open", arguments: Backend.available)
+    func revocationReachesTokens(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let id = try store.store("for alice")
         let token = try store.login("alice")
         let device = try store.device()

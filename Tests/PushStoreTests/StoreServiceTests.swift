@@ -52,9 +52,28 @@ extension StoreUnderTest {
     }
 }
 
+/// Where a store under test keeps its data: the suites that take it as an argument run
+/// once per backend (PostgreSQL where its server binaries are installed).
+enum Backend: String, CustomStringConvertible, CaseIterable, Sendable {
+    case sqlite, postgres
+
+    /// SQLite, and PostgreSQL when its tests run here.
+    static var available: [Backend] { PostgresCluster.testsEnabled ? [.sqlite, .postgres] : [.sqlite] }
+
+    var description: String { rawValue }
+
+    /// A fresh database in the shared test cluster for PostgreSQL; nil for SQLite.
+    func database() throws -> String? {
+        switch self {
+        case .sqlite: nil
+        case .postgres: try PostgresCluster.shared().createDatabase()
+        }
+    }
+}
+
 /// A deployment with users alice and bob.
-func deploymentWithUsers(commandLine: Bool = false) throws -> TemporaryDeployment {
-    let deployment = try TemporaryDeployment(commandLine: commandLine)
+func deploymentWithUsers(commandLine: Bool = false, backend: Backend = .sqlite) throws -> TemporaryDeployment {
+    let deployment = try TemporaryDeployment(commandLine: commandLine, database: try backend.database())
     try deployment.addUser("alice", password: "alice-pw")
     try deployment.addUser("bob", password: "bob-pw")
     return deployment
@@ -67,8 +86,8 @@ final class RunningStore: StoreUnderTest {
     private(set) var service: InProcessStore
     private let configure: (inout StoreConfiguration) -> Void
 
-    init(configure: @escaping (inout StoreConfiguration) -> Void = { _ in }) throws {
-        deployment = try deploymentWithUsers()
+    init(_ backend: Backend = .sqlite, configure: @escaping (inout StoreConfiguration) -> Void = { _ in }) throws {
+        deployment = try deploymentWithUsers(backend: backend)
         self.configure = configure
         service = try RunningStore.start(deployment, clock: clock, configure: configure)
     }
@@ -100,9 +119,9 @@ func errorStatus(_ message: Message) -> Status? {
 
 @Suite("Store service over real sockets, in-process")
 struct StoreServiceTests {
-    @Test("[4.7-1] [4.8-1] [4.10-1] STORE, FETCH, ACK, then GONE, and a payload reaches only its own user")
-    func wholeFlow() throws {
-        let store = try RunningStore()
+    @Test("[4.7-1] [4.8-1] [4.10-1] STORE, FETCH, ACK, then GONE, and a payload reaches only its own user", arguments: Backend.available)
+    func wholeFlow(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let id = try store.store("the launch code is 0000", readLimit: 1)
         let device = try store.device()
         let alice = try store.login("alice")
@@ -129,9 +148,9 @@ struct StoreServiceTests {
         #expect(status.state == .gone && status.fetchCount == 1)
     }
 
-    @Test("[4.8-1] an expired token is TOKEN_EXPIRED; [4.7-4] an expired payload is GONE")
-    func expiry() throws {
-        let store = try RunningStore { $0.settings.tokenLifetimeMs = 1_000 }
+    @Test("[4.8-1] an expired token is TOKEN_EXPIRED; [4.7-4] an expired payload is GONE", arguments: Backend.available)
+    func expiry(_ backend: Backend) throws {
+        let store = try RunningStore(backend) { $0.settings.tokenLifetimeMs = 1_000 }
         let id = try store.store("short-lived", ttl: 1)
         let token = try store.login("alice")
         let device = try store.device()
@@ -141,9 +160,9 @@ struct StoreServiceTests {
         #expect(errorStatus(try device.request(.fetch(Fetch(id: id, token: try store.login("alice"))))) == .gone)
     }
 
-    @Test("a restart keeps users, payloads and tokens")
-    func restart() throws {
-        let store = try RunningStore()
+    @Test("a restart keeps users, payloads and tokens", arguments: Backend.available)
+    func restart(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let id = try store.store("survives restarts")
         let token = try store.login("alice")
         try store.restart()
@@ -153,9 +172,9 @@ struct StoreServiceTests {
         #expect(fetched.payload == Array("survives restarts".utf8))
     }
 
-    @Test("[5.1-2] frames before HELLO get GOAWAY HELLO_REQUIRED; [4.2-4] a forged provider key is refused")
-    func handshake() throws {
-        let store = try RunningStore()
+    @Test("[5.1-2] frames before HELLO get GOAWAY HELLO_REQUIRED; [4.2-4] a forged provider key is refused", arguments: Backend.available)
+    func handshake(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let early = try store.service.connect()
         try early.send(.ping)
         #expect(errorStatus(try early.receive().message) == .helloRequired)
@@ -169,17 +188,17 @@ struct StoreServiceTests {
         #expect(old.waitForClose())
     }
 
-    @Test("every malformed vector gets its documented outcome while another connection keeps being served")
-    func malformedVectors() throws {
-        let store = try RunningStore()
+    @Test("every malformed vector gets its documented outcome while another connection keeps being served", arguments: Backend.available)
+    func malformedVectors(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let failures = malformedVectorFailures(service: store.service, hello: { Hello(role: .device, maxFrame: UInt32($0)) },
                                                bystander: try store.device())
         #expect(failures.isEmpty, "\(failures)")
     }
 
-    @Test("[5.3-2] a pipelined burst gets every reply back by correlation id")
-    func pipelining() throws {
-        let store = try RunningStore()
+    @Test("[5.3-2] a pipelined burst gets every reply back by correlation id", arguments: Backend.available)
+    func pipelining(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let provider = try store.provider()
         var sent: [UInt32] = []
         for index in 0..<500 {
@@ -194,9 +213,9 @@ struct StoreServiceTests {
         #expect(received == Set(sent))
     }
 
-    @Test("[5.4-2] a silent connection is closed with GOAWAY TIMEOUT")
-    func keepalive() throws {
-        let store = try RunningStore { $0.limits.keepaliveMs = 400 }
+    @Test("[5.4-2] a silent connection is closed with GOAWAY TIMEOUT", arguments: Backend.available)
+    func keepalive(_ backend: Backend) throws {
+        let store = try RunningStore(backend) { $0.limits.keepaliveMs = 400 }
         let client = try store.device()
         var sawTimeout = false
         for _ in 0..<20 {
@@ -208,9 +227,9 @@ struct StoreServiceTests {
         #expect(client.waitForClose())
     }
 
-    @Test("[5.5-1] a drain sends GOAWAY SHUTTING_DOWN and still answers what was accepted")
-    func drain() throws {
-        let store = try RunningStore()
+    @Test("[5.5-1] a drain sends GOAWAY SHUTTING_DOWN and still answers what was accepted", arguments: Backend.available)
+    func drain(_ backend: Backend) throws {
+        let store = try RunningStore(backend)
         let provider = try store.provider()
         let last = try provider.send(.store(StoreRequest(user: "alice", payload: [1, 2, 3])))
         // Answered before the drain starts, so the STORE was accepted by then.
@@ -223,10 +242,10 @@ struct StoreServiceTests {
         #expect(provider.waitForClose())
     }
 
-    @Test("logs carry no payloads, passwords or tokens")
-    func logsAreClean() throws {
+    @Test("logs carry no payloads, passwords or tokens", arguments: Backend.available)
+    func logsAreClean(_ backend: Backend) throws {
         let log = CapturedLog()
-        let store = try RunningStore { $0.logger = log.logger(label: "securepush.store") }
+        let store = try RunningStore(backend) { $0.logger = log.logger(label: "securepush.store") }
         let id = try store.store("TOPSECRETPAYLOAD")
         let token = try store.login("alice")
         _ = try store.device().request(.fetch(Fetch(id: id, token: token)))

@@ -204,7 +204,7 @@ public final class PostgresCluster: @unchecked Sendable {
         let arguments = asServerUser + [
             binaries.postgres, "-D", dataDirectory, "-p", String(port),
             "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=\(directory)",
-            "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "shared_buffers=16MB", "-c", "max_connections=60",
+            "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "shared_buffers=16MB", "-c", "max_connections=200",
         ]
         let server: ChildProcess
         do {
