@@ -31,10 +31,13 @@ final class BenchLink: ConnectionHandler {
     let device: String
     /// A device's link (as opposed to a provider's): owners with both kinds branch on it.
     let isDevice: Bool
-    private(set) var state = State.idle
-    private(set) var connection: Connection?
+    // The properties read for every frame skip the runtime exclusivity check (a call into
+    // the Swift runtime per access): the link is loop-confined and never hands out inout
+    // access to them.
+    @exclusivity(unchecked) private(set) var state = State.idle
+    @exclusivity(unchecked) private(set) var connection: Connection?
     /// Frames after the handshake go here; `detach()` resets it to `DetachedOwner`.
-    var owner: LinkOwner
+    @exclusivity(unchecked) var owner: LinkOwner
     /// Called once when the handshake succeeds or the link fails before it (setup only).
     weak var setup: Connector?
     /// The server's max_inflight from HELLO_OK.
@@ -49,7 +52,7 @@ final class BenchLink: ConnectionHandler {
     private(set) var failure: String?
 
     private let hello: Hello
-    private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: 0)
+    @exclusivity(unchecked) private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: 0)
     private var openedAt: UInt64 = 0
     private var closingOnPurpose = false
     private var isTLS = false
@@ -142,14 +145,10 @@ final class BenchLink: ConnectionHandler {
     }
 
     /// DELIVERY_ACK for a PUSH received by a device ([4.14-2]): same correlation, same id.
+    /// Built on the stack and written from there (see `DeliveryAckFrame`).
     func sendDeliveryAck(correlation: UInt32, id: UnsafeRawBufferPointer) {
         guard let connection else { return }
-        reply.removeAll(keepingCapacity: true)
-        FrameHeader(type: .deliveryAck, correlation: correlation, bodyLength: UInt32(2 + id.count)).write(into: &reply)
-        reply.append(FieldTag.id.rawValue)
-        reply.append(UInt8(id.count))  // ids are at most 64 bytes: a one-byte varint
-        reply.append(contentsOf: id)
-        connection.write(reply)
+        DeliveryAckFrame.withFrame(correlation: correlation, id: id) { connection.write($0) }
     }
 
     // MARK: ConnectionHandler

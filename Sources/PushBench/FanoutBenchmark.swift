@@ -34,29 +34,28 @@ enum FanoutBenchmark {
 }
 
 final class FanoutWorkload: Workload, LinkOwner {
-    private unowned let runner: Runner
+    /// Strong: the runner drops its workload in `finish()`, which breaks the cycle, and
+    /// a strong `let` costs nothing per frame where `unowned` checks the object each time.
+    private let runner: Runner
     private let deviceCount: Int
     private let ids = PushIDs()
     private var providers: [BenchLink] = []
     private var templates: [FrameTemplate] = []
     private var rotation = LinkRotation()
-    /// Per op slot: devices still to receive it, PUSH_ACK still due, first and last receipt.
-    private var remaining: [Int]
-    private var awaitingAck: [Bool]
-    private var firstAt: [UInt64]
-    private var lastAt: [UInt64]
+    /// Per op slot, in one buffer allocated up front: read and written for every delivery
+    /// without copy-on-write checks or exclusivity bookkeeping.
+    private let slots: UnsafeMutableBufferPointer<FanoutSlot>
     /// Time until the first device has the push, for measured fan-outs.
     private(set) var firstDelivery = makeLatencyHistogram()
 
     init(runner: Runner, deviceCount: Int) {
         self.runner = runner
         self.deviceCount = deviceCount
-        let capacity = runner.ops.capacity
-        remaining = Array(repeating: 0, count: capacity)
-        awaitingAck = Array(repeating: false, count: capacity)
-        firstAt = Array(repeating: 0, count: capacity)
-        lastAt = Array(repeating: 0, count: capacity)
+        slots = .allocate(capacity: runner.ops.capacity)
+        slots.initialize(repeating: FanoutSlot())
     }
+
+    deinit { slots.deallocate() }
 
     func use(providers: [BenchLink], template: FrameTemplate) {
         self.providers = providers
@@ -65,9 +64,7 @@ final class FanoutWorkload: Workload, LinkOwner {
 
     func issue(token: UInt32, slot: Int) -> Bool {
         guard let index = rotation.pick(providers), let connection = providers[index].connection else { return false }
-        remaining[slot] = deviceCount
-        awaitingAck[slot] = true
-        firstAt[slot] = 0
+        slots[slot] = FanoutSlot(remaining: deviceCount, awaitingAck: true)
         templates[index].send(on: connection, correlation: token, id: ids.id(for: token))
         providers[index].outstanding += 1
         return true
@@ -89,9 +86,9 @@ final class FanoutWorkload: Workload, LinkOwner {
             if written < deviceCount {
                 // Devices the gateway did not write to will never report; stop waiting for them.
                 runner.count("NOT_WRITTEN", by: UInt64(deviceCount - written))
-                remaining[slot] -= deviceCount - written
+                slots[slot].remaining -= deviceCount - written
             }
-            awaitingAck[slot] = false
+            slots[slot].awaitingAck = false
             settle(slot)
         case MessageType.error.rawValue:
             runner.fail(slot: slot, reason: header.status.name)
@@ -104,31 +101,57 @@ final class FanoutWorkload: Workload, LinkOwner {
         switch header.rawType {
         case MessageType.push.rawValue:
             guard let id = link.acknowledgePush(header: header, body: body) else { return runner.count("MALFORMED_PUSH") }
-            guard let token = ids.token(in: id), let slot = runner.ops.slot(of: token), remaining[slot] > 0 else { return }
-            let now = Clocks.monotonicNanoseconds()
-            if firstAt[slot] == 0 { firstAt[slot] = now }
-            lastAt[slot] = now
-            remaining[slot] -= 1
-            settle(slot)
+            guard let token = ids.token(in: id), let slot = runner.ops.slot(of: token) else { return }
+            if slots[slot].delivered() { settle(slot) }
         case MessageType.missed.rawValue:
             runner.count("MISSED")
         default:
-            break
+            runner.count("unexpected \(header.type?.specName ?? "frame") on a device")
         }
     }
 
     private func settle(_ slot: Int) {
-        guard remaining[slot] <= 0, !awaitingAck[slot] else { return }
-        if runner.isMeasured(slot: slot), firstAt[slot] > 0 {
-            let micros = (firstAt[slot] &- runner.startTime(slot: slot)) / 1_000
+        guard slots[slot].isComplete else { return }
+        if runner.isMeasured(slot: slot), slots[slot].firstAt > 0 {
+            let micros = (slots[slot].firstAt &- runner.startTime(slot: slot)) / 1_000
             _ = firstDelivery.record(min(max(micros, 1), firstDelivery.highestTrackableValue))
         }
-        if lastAt[slot] == 0 { lastAt[slot] = Clocks.monotonicNanoseconds() }
-        runner.complete(slot: slot, end: lastAt[slot])
-        lastAt[slot] = 0
+        let end = slots[slot].lastAt == 0 ? Clocks.monotonicNanoseconds() : slots[slot].lastAt
+        slots[slot] = FanoutSlot()
+        runner.complete(slot: slot, end: end)
     }
 
     func linkLost(_ link: BenchLink) {
         runner.abort(reason: "\(link.isDevice ? "device" : "provider") connection lost: \(link.failure ?? "closed")")
+    }
+}
+
+/// One fan-out in flight: devices still to receive it, PUSH_ACK still due, first and last
+/// receipt (monotonic nanoseconds, 0 for none yet).
+struct FanoutSlot {
+    var remaining = 0
+    var awaitingAck = false
+    var firstAt: UInt64 = 0
+    var lastAt: UInt64 = 0
+
+    var isComplete: Bool { remaining <= 0 && !awaitingAck }
+
+    /// A device has the push; true when that may have completed the fan-out.
+    ///
+    /// The clock is read only for the receipts whose time can end up in the report: the
+    /// first, the one that brings `remaining` to 0, and those that arrive while the
+    /// PUSH_ACK is still due (a PUSH_ACK that reports devices not written to lowers
+    /// `remaining` and can make the latest receipt so far the last one). After the
+    /// PUSH_ACK, the receipts in between are only counted.
+    @inline(__always)
+    mutating func delivered(now: () -> UInt64 = Clocks.monotonicNanoseconds) -> Bool {
+        guard remaining > 0 else { return false }
+        remaining -= 1
+        if firstAt == 0 || remaining == 0 || awaitingAck {
+            let time = now()
+            if firstAt == 0 { firstAt = time }
+            lastAt = time
+        }
+        return remaining == 0
     }
 }

@@ -26,7 +26,8 @@ enum PushBenchmark {
 }
 
 final class PushWorkload: Workload, LinkOwner {
-    private unowned let runner: Runner
+    /// Strong: the runner drops its workload in `finish()`, which breaks the cycle.
+    private let runner: Runner
     private let ids = PushIDs()
     private var providers: [BenchLink] = []
     private var devices: [BenchLink] = []
@@ -35,8 +36,8 @@ final class PushWorkload: Workload, LinkOwner {
     private var rotation = LinkRotation()
     private var nextDevice = 0
     /// Per op slot: bit 0 waits for PUSH_ACK, bit 1 for the device's receipt.
-    private var pending: [UInt8]
-    private var deliveredAt: [UInt64]
+    @exclusivity(unchecked) private var pending: [UInt8]
+    @exclusivity(unchecked) private var deliveredAt: [UInt64]
 
     private static let awaitingAck: UInt8 = 1
     private static let awaitingDelivery: UInt8 = 2
@@ -98,7 +99,7 @@ final class PushWorkload: Workload, LinkOwner {
         case MessageType.missed.rawValue:
             runner.count("MISSED")
         default:
-            break
+            runner.count("unexpected \(header.type?.specName ?? "frame") on a device")
         }
     }
 

@@ -15,7 +15,9 @@ protocol Workload: AnyObject {
 /// coordinated omission does not hide a stall). Loop-confined.
 final class Runner {
     let shape: LoadShape
-    private(set) var ops: OpTable
+    /// Read for every reply (`ops.slot(of:)`): no runtime exclusivity check, the runner
+    /// is loop-confined.
+    @exclusivity(unchecked) private(set) var ops: OpTable
     var workload: Workload?
     private(set) var histogram = makeLatencyHistogram()
     private(set) var errors: [String: UInt64] = [:]
