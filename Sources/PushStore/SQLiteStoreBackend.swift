@@ -74,10 +74,18 @@ public final class SQLiteStoreBackend: StoreBackend {
     deinit { committer.stop() }
 
     public func read(_ reads: StoreReads, completion: @escaping (Result<StoreReadResult, StoreBackendError>) -> Void) {
+        completion(readSynchronously(reads))
+    }
+
+    public func readNow(_ reads: StoreReads) -> Result<StoreReadResult, StoreBackendError>? {
+        readSynchronously(reads)
+    }
+
+    private func readSynchronously(_ reads: StoreReads) -> Result<StoreReadResult, StoreBackendError> {
         do {
-            completion(.success(try self.reads.read(reads)))
+            return .success(try self.reads.read(reads))
         } catch {
-            completion(.failure(StoreBackendError(error)))
+            return .failure(StoreBackendError(error))
         }
     }
 

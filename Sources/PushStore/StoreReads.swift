@@ -111,6 +111,9 @@ public struct StoreBackendError: Error, Sendable, CustomStringConvertible {
 public protocol StoreBackend: AnyObject {
     /// Reads what `reads` names as of one moment. A backend may call back before returning.
     func read(_ reads: StoreReads, completion: @escaping (Result<StoreReadResult, StoreBackendError>) -> Void)
+    /// The same read answered at once, or nil from a backend that answers later: the
+    /// server takes this path first, sparing a request the closure `read` needs.
+    func readNow(_ reads: StoreReads) -> Result<StoreReadResult, StoreBackendError>?
     /// Queues a write to be made durable together with whatever else is queued (group
     /// commit). Its outcome comes back through `onCommitted` with `ticket`; ticket 0
     /// wants no outcome.
@@ -129,4 +132,8 @@ public protocol StoreBackend: AnyObject {
     func stop()
     /// The database, for the log (no password).
     var location: String { get }
+}
+
+extension StoreBackend {
+    public func readNow(_ reads: StoreReads) -> Result<StoreReadResult, StoreBackendError>? { nil }
 }

@@ -124,6 +124,11 @@ public final class StoreServer: ServiceHandler {
             awaitingCommit[ticket] = PendingCommit(peer: peer, correlation: correlation, reply: reply, type: request.type, startNs: startNs)
             backend.submit(operation, ticket: ticket)
         case .read(let reads, let pending):
+            if let result = backend.readNow(reads) {
+                guard let session = peer.state else { return }
+                perform(logic.resume(pending, with: result, session: session), for: request, peer: peer, correlation: correlation, startNs: startNs)
+                return
+            }
             reading += 1
             backend.read(reads) { [weak self] result in
                 guard let self else { return }
