@@ -39,11 +39,38 @@ public final class Connection: LoopResource {
     @exclusivity(unchecked) var decoder = FrameDecoder()
     @exclusivity(unchecked) var phase: Phase
     @exclusivity(unchecked) var flags: Flags = []
-    /// Only while connecting.
-    private var pendingConnect: ((Result<Connection, ConnectError>) -> Void)?
-    /// Only while closing after a flush.
-    var pendingCloseReason: CloseReason?
-    var closeTimeout: Duration?
+    /// What only a connecting or closing connection needs; nil otherwise.
+    private var steps: PendingSteps?
+
+    /// Kept out of line: a server holds thousands of open connections that need none of
+    /// it, and inline it would cost each of them about 60 bytes.
+    private final class PendingSteps {
+        /// Only while connecting.
+        var connect: ((Result<Connection, ConnectError>) -> Void)?
+        /// Only while closing after a flush.
+        var closeReason: CloseReason?
+        var closeTimeout: Duration?
+    }
+
+    private var pendingConnect: ((Result<Connection, ConnectError>) -> Void)? {
+        get { steps?.connect }
+        set { pendingSteps(creating: newValue != nil)?.connect = newValue }
+    }
+
+    var pendingCloseReason: CloseReason? {
+        get { steps?.closeReason }
+        set { pendingSteps(creating: newValue != nil)?.closeReason = newValue }
+    }
+
+    var closeTimeout: Duration? {
+        get { steps?.closeTimeout }
+        set { pendingSteps(creating: newValue != nil)?.closeTimeout = newValue }
+    }
+
+    private func pendingSteps(creating: Bool) -> PendingSteps? {
+        if steps == nil, creating { steps = PendingSteps() }
+        return steps
+    }
 
     public static let defaultMaxOutputBytes = 256 * 1024
 
@@ -135,9 +162,8 @@ public final class Connection: LoopResource {
         transport.close(clean: clean)
         loop.unregister(self)
         loop.openConnectionCount -= 1
-        pendingCloseReason = nil
         let connectCallback = pendingConnect
-        pendingConnect = nil
+        steps = nil
         let handler = self.handler
         self.handler = nil
         // The caller (or the C callback trampoline) still holds a reference, so self
@@ -184,7 +210,7 @@ public final class Connection: LoopResource {
         guard phase == .connecting else { return }
         phase = .starting
         let callback = pendingConnect
-        pendingConnect = nil
+        steps = nil  // nothing but the callback is pending while connecting
         callback?(.success(self))
         startIO()
     }
