@@ -35,7 +35,6 @@ public struct PeerSession<State> {
     /// The owner's per-peer state; a server's is set by `admit`.
     public var state: State?
 
-    let timeouts: SessionTimeouts
     let openedAt: Int64
     var lastSentAt: Int64
     /// Server: requests served and not yet answered ([5.3-4]).
@@ -51,9 +50,13 @@ public struct PeerSession<State> {
         self.state = state
         self.openedAt = now
         self.lastSentAt = now
+    }
+
+    /// Read from `side` rather than kept: a server holds one session per peer.
+    var timeouts: SessionTimeouts {
         switch side {
-        case .server(let limits, _): timeouts = limits.timeouts
-        case .client(let timeouts): self.timeouts = timeouts
+        case .server(let limits, _): limits.timeouts
+        case .client(let timeouts): timeouts
         }
     }
 
