@@ -342,7 +342,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
 /// One client connection of a service: its socket and its session. Kept small, since a
 /// gateway holds thousands.
 public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
-    unowned let host: ServiceHost<Handler>
+    public unowned let host: ServiceHost<Handler>
     public let connection: Connection
     /// Loop-confined and used for every frame; see `ServiceHost`'s state.
     @exclusivity(unchecked) public var session: PeerSession<Handler.PeerState>
