@@ -33,6 +33,9 @@ final class PlainTCPTransport: Transport {
     var isTLS: Bool { false }
     var readsAhead: Bool { false }
     var inputBufferedBytes: Int { 0 }
+    /// Whether the output buffer and the write event exist right now (for tests).
+    var holdsOutputBuffer: Bool { output != nil }
+    var holdsWriteEvent: Bool { writeEvent != nil }
     var outputBufferedBytes: Int {
         guard let output else { return 0 }
         return evbuffer_get_length(output)

@@ -26,10 +26,17 @@ public struct PeerSession<State> {
         case closed
     }
 
+    // A gateway keeps one session per device: the fields are ordered so that the small
+    // ones share words (Swift lays a struct out in declaration order).
     public let side: Side
     public internal(set) var phase = Phase.handshaking
     /// The peer's role once known: the server learns it from HELLO, a client states it.
     public internal(set) var role: PeerRole?
+    /// Server: the highest request correlation id received, for GOAWAY's last_correlation.
+    public internal(set) var lastRequestCorrelation: UInt32 = 0
+    /// Client: the correlation id of HELLO.
+    var helloCorrelation: UInt32 = 0
+    var pingCorrelation: UInt32 = 0
     /// The values agreed in HELLO_OK, once it has been sent (server) or received (client).
     public internal(set) var negotiated: HelloOK?
     /// The owner's per-peer state; a server's is set by `admit`.
@@ -37,13 +44,14 @@ public struct PeerSession<State> {
 
     let openedAt: Int64
     var lastSentAt: Int64
+    /// At most max_inflight, a UInt32.
+    private var inflightCount: UInt32 = 0
+
     /// Server: requests served and not yet answered ([5.3-4]).
-    public internal(set) var inflight = 0
-    /// Server: the highest request correlation id received, for GOAWAY's last_correlation.
-    public internal(set) var lastRequestCorrelation: UInt32 = 0
-    /// Client: the correlation id of HELLO.
-    var helloCorrelation: UInt32 = 0
-    var pingCorrelation: UInt32 = 0
+    public internal(set) var inflight: Int {
+        get { Int(inflightCount) }
+        set { inflightCount = UInt32(newValue) }
+    }
 
     public init(side: Side, now: Int64, state: State? = nil) {
         self.side = side
