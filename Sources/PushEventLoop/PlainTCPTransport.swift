@@ -17,18 +17,19 @@ import Glibc
 final class PlainTCPTransport: Transport {
     unowned(unsafe) var owner: Connection?
     let loop: EventLoop
-    private(set) var fd: Int32
     private var readEvent: OpaquePointer?
     /// Only while armed (see the type's comment).
     private var writeEvent: OpaquePointer?
     /// Only while output is queued (see the type's comment).
     private var output: OpaquePointer?
+    /// Close-after-flush's patience: restarted by every write that makes progress.
+    private var writeTimeout: timeval?
+    // The 4- and 1-byte fields last, sharing a word (one transport per connection).
+    private(set) var fd: Int32
     /// Queued for the loop's end-of-iteration flush.
     var flushQueued = false
     private var connecting: Bool
     private var readArmed = false
-    /// Close-after-flush's patience: restarted by every write that makes progress.
-    private var writeTimeout: timeval?
 
     var isTLS: Bool { false }
     var readsAhead: Bool { false }

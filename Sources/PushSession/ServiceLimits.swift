@@ -7,13 +7,25 @@ public struct SessionTimeouts: Sendable, Equatable {
     /// From the connection's start to HELLO_OK: a server closes a peer that has not
     /// completed HELLO by then, however it trickles bytes; a client gives up waiting for
     /// HELLO_OK. The client default is the 45 s that [5.4-3] allows a silent client.
-    public var handshakeMs: Int64 = 45_000
+    public var handshakeMs: Int64 {
+        get { Int64(handshake) }
+        set { handshake = Int32(clamping: newValue) }
+    }
     /// From the first byte of a frame to its last: a frame that has started must finish.
-    public var frameMs: Int64 = 30_000
+    public var frameMs: Int64 {
+        get { Int64(frame) }
+        set { frame = Int32(clamping: newValue) }
+    }
+
+    // Kept as 32-bit milliseconds (up to 24 days; longer is clamped to that): a client
+    // session holds these inline, and so the session of every peer a server holds is
+    // 8 bytes smaller.
+    private var handshake: Int32
+    private var frame: Int32
 
     public init(handshakeMs: Int64 = 45_000, frameMs: Int64 = 30_000) {
-        self.handshakeMs = handshakeMs
-        self.frameMs = frameMs
+        handshake = Int32(clamping: handshakeMs)
+        frame = Int32(clamping: frameMs)
     }
 
     /// A server's defaults: HELLO completed within 5 s of the accept, a started frame
