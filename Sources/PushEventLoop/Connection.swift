@@ -18,32 +18,84 @@ public final class Connection: LoopResource {
     // Loop-confined state touched for every frame: dynamic exclusivity checks would cost
     // a thread-local lookup per access and can never fire, since nothing here is
     // accessed across threads or held across a call.
+    //
+    // A gateway holds one connection per device, so the stored fields are kept compact
+    // (32-bit limits, a sentinel instead of an optional, the small fields together):
+    // the object stays within a 160-byte heap chunk, list links included.
     /// Receives frames and lifecycle events; released after `onClose`.
     @exclusivity(unchecked) public var handler: (any ConnectionHandler)?
-    /// Frames whose total size (header + body) exceeds this are a framing error.
-    /// Changing it takes effect from the next header (e.g. after HELLO).
-    @exclusivity(unchecked) public var maxFrame: Int = FrameLimits.defaultMaxFrame
-    /// False: no framing; each read goes to the handler's `onBytes` as it arrived. Set it
-    /// before reading starts (in `onAccept` or `onConnected`).
-    @exclusivity(unchecked) public var isFramed = true
-    /// The cap on queued output; see `ConnectionHandler.onBackpressure`.
-    @exclusivity(unchecked) public var maxOutputBytes: Int = Connection.defaultMaxOutputBytes
     /// `Clocks.monotonicMilliseconds()` at the last read (or at open): what a
     /// keepalive sweep compares against.
     @exclusivity(unchecked) public internal(set) var lastReadMillis: Int64
+    @exclusivity(unchecked) private var partialFrameSince = Connection.noPartialFrame
+    @exclusivity(unchecked) private var maxFrameLimit = UInt32(FrameLimits.defaultMaxFrame)
+    @exclusivity(unchecked) private var maxOutputLimit = UInt32(Connection.defaultMaxOutputBytes)
+    /// Cuts the input into frames; holds only bytes not yet delivered.
+    @exclusivity(unchecked) var decoder = FrameDecoder()
+    /// False: no framing; each read goes to the handler's `onBytes` as it arrived. Set it
+    /// before reading starts (in `onAccept` or `onConnected`).
+    @exclusivity(unchecked) public var isFramed = true
+    @exclusivity(unchecked) var phase: Phase
+    @exclusivity(unchecked) var flags: Flags = []
+    /// The loop's list of open connections (see `EventLoop.linkConnection`).
+    @exclusivity(unchecked) unowned(unsafe) var previousOnLoop: Connection?
+    @exclusivity(unchecked) unowned(unsafe) var nextOnLoop: Connection?
+
+    private static let noPartialFrame = Int64.min
+
+    /// Frames whose total size (header + body) exceeds this are a framing error.
+    /// Changing it takes effect from the next header (e.g. after HELLO).
+    public var maxFrame: Int {
+        get { Int(maxFrameLimit) }
+        set { maxFrameLimit = UInt32(clamping: newValue) }
+    }
+
+    /// The cap on queued output; see `ConnectionHandler.onBackpressure`. At most 4 GiB.
+    public var maxOutputBytes: Int {
+        get { Int(maxOutputLimit) }
+        set { maxOutputLimit = UInt32(clamping: newValue) }
+    }
+
     /// `Clocks.monotonicMilliseconds()` when the input began holding an incomplete
     /// frame; nil while none is buffered. What a deadline on a started frame compares
     /// against (a peer that sends a frame byte by byte, never finishing it).
-    @exclusivity(unchecked) public internal(set) var partialFrameSinceMillis: Int64?
-    /// Cuts the input into frames; holds only bytes not yet delivered.
-    @exclusivity(unchecked) var decoder = FrameDecoder()
-    @exclusivity(unchecked) var phase: Phase
-    @exclusivity(unchecked) var flags: Flags = []
-    /// Only while connecting.
-    private var pendingConnect: ((Result<Connection, ConnectError>) -> Void)?
-    /// Only while closing after a flush.
-    var pendingCloseReason: CloseReason?
-    var closeTimeout: Duration?
+    public internal(set) var partialFrameSinceMillis: Int64? {
+        get { partialFrameSince == Connection.noPartialFrame ? nil : partialFrameSince }
+        set { partialFrameSince = newValue ?? Connection.noPartialFrame }
+    }
+
+    /// What only a connecting or closing connection needs; nil otherwise.
+    private var steps: PendingSteps?
+
+    /// Kept out of line: a server holds thousands of open connections that need none of
+    /// it, and inline it would cost each of them about 60 bytes.
+    private final class PendingSteps {
+        /// Only while connecting.
+        var connect: ((Result<Connection, ConnectError>) -> Void)?
+        /// Only while closing after a flush.
+        var closeReason: CloseReason?
+        var closeTimeout: Duration?
+    }
+
+    private var pendingConnect: ((Result<Connection, ConnectError>) -> Void)? {
+        get { steps?.connect }
+        set { pendingSteps(creating: newValue != nil)?.connect = newValue }
+    }
+
+    var pendingCloseReason: CloseReason? {
+        get { steps?.closeReason }
+        set { pendingSteps(creating: newValue != nil)?.closeReason = newValue }
+    }
+
+    var closeTimeout: Duration? {
+        get { steps?.closeTimeout }
+        set { pendingSteps(creating: newValue != nil)?.closeTimeout = newValue }
+    }
+
+    private func pendingSteps(creating: Bool) -> PendingSteps? {
+        if steps == nil, creating { steps = PendingSteps() }
+        return steps
+    }
 
     public static let defaultMaxOutputBytes = 256 * 1024
 
@@ -77,8 +129,7 @@ public final class Connection: LoopResource {
         self.lastReadMillis = Clocks.monotonicMilliseconds()
         self.phase = connecting ? .connecting : .starting
         loop.handle.connectionObjects.add(1, ordering: .relaxed)
-        loop.register(self)
-        loop.openConnectionCount += 1
+        loop.linkConnection(self)
         // The retain the C callbacks live on; close() gives it back.
         _ = Unmanaged.passRetained(self)
         transport.owner = self
@@ -133,11 +184,9 @@ public final class Connection: LoopResource {
         default: true
         }
         transport.close(clean: clean)
-        loop.unregister(self)
-        loop.openConnectionCount -= 1
-        pendingCloseReason = nil
+        loop.unlinkConnection(self)
         let connectCallback = pendingConnect
-        pendingConnect = nil
+        steps = nil
         let handler = self.handler
         self.handler = nil
         // The caller (or the C callback trampoline) still holds a reference, so self
@@ -184,7 +233,7 @@ public final class Connection: LoopResource {
         guard phase == .connecting else { return }
         phase = .starting
         let callback = pendingConnect
-        pendingConnect = nil
+        steps = nil  // nothing but the callback is pending while connecting
         callback?(.success(self))
         startIO()
     }

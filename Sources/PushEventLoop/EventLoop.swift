@@ -27,6 +27,9 @@ public final class EventLoop {
     private var spareWork: [LoopWork] = []
     /// Everything shutdown() must close. Entries are removed before their object dies.
     private var resources: [ObjectIdentifier: ResourceRef] = [:]
+    /// The first open connection (see `linkConnection`); the list holds no references:
+    /// a connection unlinks itself when it closes, before it can be freed.
+    @exclusivity(unchecked) private unowned(unsafe) var firstConnection: Connection?
     public private(set) var isShutDown = false
     private var isShuttingDown = false
     private var isRunning = false
@@ -125,9 +128,14 @@ public final class EventLoop {
         // Every closeForShutdown unregisters its resource, and nothing new can register
         // while isShuttingDown is set, so one pass empties the table.
         // Strong references first: closing one resource may close and free another.
-        let batch: [any LoopResource] = resources.values.map { $0.object }
+        var batch: [any LoopResource] = resources.values.map { $0.object }
+        var connection = firstConnection
+        while let current = connection {
+            batch.append(current)
+            connection = current.nextOnLoop
+        }
         for resource in batch { resource.closeForShutdown() }
-        assert(resources.isEmpty, "a loop resource did not unregister on shutdown")
+        assert(resources.isEmpty && firstConnection == nil, "a loop resource did not unregister on shutdown")
         isShutDown = true
         releaseBase()
     }
@@ -158,6 +166,30 @@ public final class EventLoop {
 
     func unregister(_ resource: some LoopResource) {
         resources.removeValue(forKey: ObjectIdentifier(resource))
+    }
+
+    /// Open connections are kept apart from the other resources, in a doubly linked list
+    /// through the connections themselves: a server holds thousands, and an entry in
+    /// `resources` would cost each about 40 bytes (a connection's two links cost 16).
+    func linkConnection(_ connection: Connection) {
+        connection.previousOnLoop = nil
+        connection.nextOnLoop = firstConnection
+        firstConnection?.previousOnLoop = connection
+        firstConnection = connection
+        openConnectionCount += 1
+    }
+
+    /// Idempotent only through the caller: a connection unlinks once, when it closes.
+    func unlinkConnection(_ connection: Connection) {
+        if let previous = connection.previousOnLoop {
+            previous.nextOnLoop = connection.nextOnLoop
+        } else {
+            firstConnection = connection.nextOnLoop
+        }
+        connection.nextOnLoop?.previousOnLoop = connection.previousOnLoop
+        connection.previousOnLoop = nil
+        connection.nextOnLoop = nil
+        openConnectionCount -= 1
     }
 
     /// Called by a plain-TCP connection's first write of an iteration. An event made

@@ -17,21 +17,26 @@ import Glibc
 final class PlainTCPTransport: Transport {
     unowned(unsafe) var owner: Connection?
     let loop: EventLoop
-    private(set) var fd: Int32
     private var readEvent: OpaquePointer?
+    /// Only while armed (see the type's comment).
     private var writeEvent: OpaquePointer?
+    /// Only while output is queued (see the type's comment).
     private var output: OpaquePointer?
+    /// Close-after-flush's patience: restarted by every write that makes progress.
+    private var writeTimeout: timeval?
+    // The 4- and 1-byte fields last, sharing a word (one transport per connection).
+    private(set) var fd: Int32
     /// Queued for the loop's end-of-iteration flush.
     var flushQueued = false
     private var connecting: Bool
     private var readArmed = false
-    private var writeArmed = false
-    /// Close-after-flush's patience: restarted by every write that makes progress.
-    private var writeTimeout: timeval?
 
     var isTLS: Bool { false }
     var readsAhead: Bool { false }
     var inputBufferedBytes: Int { 0 }
+    /// Whether the output buffer and the write event exist right now (for tests).
+    var holdsOutputBuffer: Bool { output != nil }
+    var holdsWriteEvent: Bool { writeEvent != nil }
     var outputBufferedBytes: Int {
         guard let output else { return 0 }
         return evbuffer_get_length(output)
@@ -41,10 +46,8 @@ final class PlainTCPTransport: Transport {
     static func make(loop: EventLoop, fd: Int32, connecting: Bool) -> PlainTCPTransport? {
         let transport = PlainTCPTransport(loop: loop, fd: fd, connecting: connecting)
         let context = Unmanaged.passUnretained(transport).toOpaque()
-        transport.output = evbuffer_new()
         transport.readEvent = event_new(loop.base, fd, sp_EV_READ | sp_EV_PERSIST, plainReadCallback, context)
-        transport.writeEvent = event_new(loop.base, fd, sp_EV_WRITE | sp_EV_PERSIST, plainWriteCallback, context)
-        guard transport.output != nil, transport.readEvent != nil, transport.writeEvent != nil else {
+        guard transport.readEvent != nil else {
             transport.close(clean: false)
             return nil
         }
@@ -64,8 +67,7 @@ final class PlainTCPTransport: Transport {
         let code = errno
         guard result == 0 || code == EINPROGRESS else { return code == 0 ? EIO : code }
         // Even an immediate success is reported from the write event, on a later pass.
-        updateWriteEvent()
-        return 0
+        return updateWriteEvent() ? 0 : ENOMEM
     }
 
     func startIO() {
@@ -92,6 +94,11 @@ final class PlainTCPTransport: Transport {
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Int {
+        guard fd >= 0 else { return -1 }
+        if output == nil {
+            guard !bytes.isEmpty else { return 0 }
+            output = evbuffer_new()
+        }
         guard let output else { return -1 }
         if let base = bytes.baseAddress, bytes.count > 0, evbuffer_add(output, base, bytes.count) != 0 { return -1 }
         if !flushQueued && !connecting { queueFlush() }
@@ -106,43 +113,65 @@ final class PlainTCPTransport: Transport {
     /// The loop's end-of-iteration flush.
     func flush() {
         flushQueued = false
-        guard output != nil, !connecting else { return }
+        // Closed since it was queued (the owner may be gone), or not connected yet.
+        guard fd >= 0, !connecting else { return }
         writeOut()
     }
 
     /// One `writev` of as much as is queued, then the write event as the rest requires.
     private func writeOut() {
-        guard let output, let owner else { return }
-        if evbuffer_get_length(output) > 0 {
+        guard let owner else { return }
+        if let output {
             let written = evbuffer_write(output, fd)
             let code = errno
             if written < 0 && code != EAGAIN && code != EWOULDBLOCK && code != EINTR {
                 owner.transportFailed(.error(errno: code))
                 return
             }
+            // Drained: an idle connection keeps no output buffer (the chains are gone
+            // already; this is the evbuffer itself). The next write makes a new one.
+            if evbuffer_get_length(output) == 0 {
+                evbuffer_free(output)
+                self.output = nil
+            }
         }
-        updateWriteEvent()
+        guard updateWriteEvent() else {
+            owner.transportFailed(.error(errno: ENOMEM))
+            return
+        }
         if owner.isWatchingOutput { owner.outputWritten() }
     }
 
     func watchOutput(lowWater: Int?, timeout: Duration?) {
         // The owner checks its low-water mark itself after each write.
         writeTimeout = timeout.map { timeval($0) }
-        updateWriteEvent()
+        if !updateWriteEvent() { owner?.transportFailed(.error(errno: ENOMEM)) }
     }
 
-    private func updateWriteEvent() {
-        guard let writeEvent else { return }
+    /// Arms the write event while it is wanted (making it first) and frees it when it is
+    /// not. False if it could not be made.
+    private func updateWriteEvent() -> Bool {
+        guard fd >= 0 else { return true }
         let wanted = connecting || outputBufferedBytes > 0
-        if wanted, var timeout = writeTimeout {
+        guard wanted else {
+            // Safe inside the event's own callback, as in `close`.
+            if let writeEvent { event_free(writeEvent) }
+            writeEvent = nil
+            return true
+        }
+        let armed = writeEvent != nil
+        if writeEvent == nil {
+            let context = Unmanaged.passUnretained(self).toOpaque()
+            writeEvent = event_new(loop.base, fd, sp_EV_WRITE | sp_EV_PERSIST, plainWriteCallback, context)
+        }
+        guard let writeEvent else { return false }
+        if var timeout = writeTimeout {
             // Re-adding restarts the countdown: the peer made progress.
             event_add(writeEvent, &timeout)
-        } else if wanted, !writeArmed {
+        } else if !armed {
             event_add(writeEvent, nil)
-        } else if !wanted, writeArmed {
-            event_del(writeEvent)
         }
-        writeArmed = wanted
+        return true
     }
 
     fileprivate func writable(_ what: Int16) {
@@ -165,7 +194,10 @@ final class PlainTCPTransport: Transport {
             return
         }
         connecting = false
-        updateWriteEvent()
+        guard updateWriteEvent() else {
+            owner.connectFailed(.system(errno: ENOMEM))
+            return
+        }
         if outputBufferedBytes > 0 && !flushQueued { queueFlush() }
         owner.transportConnected()
     }

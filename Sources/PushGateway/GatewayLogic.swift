@@ -88,8 +88,11 @@ public final class GatewayLogic {
     @exclusivity(unchecked) public internal(set) var registry: DeviceRegistry?
     /// The registry's metrics, when there is a registry.
     public let registryMetrics: RegistryMetrics?
-    @exclusivity(unchecked) private var byUser: [String: Set<String>] = [:]
-    @exclusivity(unchecked) private var byTag: [String: Set<String>] = [:]
+    /// Without a registry: the records of each user and each tag. Records by identity
+    /// (8 bytes an entry, not a 16-byte device id), which also spares a lookup in
+    /// `devices` per target; a record stays in `devices` for good without a registry.
+    @exclusivity(unchecked) private var byUser: [String: Set<RecordKey>] = [:]
+    @exclusivity(unchecked) private var byTag: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var nextSequence: UInt32 = 1
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
@@ -324,25 +327,36 @@ public final class GatewayLogic {
         case .device(let id):
             if let record = devices[id] { body(record) }
         case .user(let user):
-            for id in byUser[user] ?? [] { if let record = devices[id] { body(record) } }
+            for key in byUser[user] ?? [] { body(key.record) }
         case .tag(let tag):
-            for id in byTag[tag] ?? [] { if let record = devices[id] { body(record) } }
+            for key in byTag[tag] ?? [] { body(key.record) }
         }
     }
 
     private func index(_ record: DeviceRecord) {
-        byUser[record.user, default: []].insert(record.deviceID)
-        for tag in record.tags { byTag[tag, default: []].insert(record.deviceID) }
+        byUser[record.user, default: []].insert(RecordKey(record))
+        for tag in record.tags { byTag[tag, default: []].insert(RecordKey(record)) }
     }
 
     private func unindex(_ record: DeviceRecord) {
-        byUser[record.user]?.remove(record.deviceID)
+        byUser[record.user]?.remove(RecordKey(record))
         if byUser[record.user]?.isEmpty == true { byUser[record.user] = nil }
         for tag in record.tags {
-            byTag[tag]?.remove(record.deviceID)
+            byTag[tag]?.remove(RecordKey(record))
             if byTag[tag]?.isEmpty == true { byTag[tag] = nil }
         }
     }
+}
+
+/// A device record as a set element, by identity.
+struct RecordKey: Hashable {
+    let record: DeviceRecord
+
+    init(_ record: DeviceRecord) { self.record = record }
+
+    static func == (lhs: RecordKey, rhs: RecordKey) -> Bool { lhs.record === rhs.record }
+
+    func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(record)) }
 }
 
 /// Sequence numbers wrap; the older of two is the one further behind modulo 2^32.

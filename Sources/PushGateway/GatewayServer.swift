@@ -8,7 +8,9 @@ import PushWire
 /// What the gateway keeps per admitted peer.
 public enum GatewayPeer {
     case provider
-    case device(DeviceConnection)
+    /// A device; its record is set once it is connected to the routing, right after
+    /// HELLO_OK. The peer itself is the device's `DeviceLink` (see the extension below).
+    case device(DeviceRecord?)
 }
 
 /// The gateway as a network service: `ServiceHost` runs the connection rules, this
@@ -22,6 +24,9 @@ public final class GatewayServer: ServiceHandler {
     /// Provider credentials accepted within their window, each accepted once ([7.1-5]).
     private let replays = CredentialReplayGuard()
     private let wallClock: () -> UInt64
+    /// The registration of the device `admit` just admitted, for `admitted`, which the
+    /// host calls right after it: kept here rather than in every device's peer state.
+    private var admittedRegistration: Registration?
 
     /// Requests the gateway serves ([4.1-4]).
     public static let served: Set<MessageType> = [.push]
@@ -49,7 +54,8 @@ public final class GatewayServer: ServiceHandler {
         case .device:
             switch logic.admitDevice(hello.credential) {
             case .admit(let registration):
-                return .admit(.device(DeviceConnection(host: host, peer: peer, registration: registration)))
+                admittedRegistration = registration
+                return .admit(.device(nil))
             case .refuse(let status, let reply, let reason):
                 // The host logs the refusal at info, with the reason.
                 return .refuse(status, reply, logDetail: reason)
@@ -71,9 +77,12 @@ public final class GatewayServer: ServiceHandler {
     }
 
     public func admitted(_ peer: Peer) {
-        guard case .device(let device)? = peer.state else { return }
-        let record = logic.connect(device.registration, link: device)
-        device.record = record
+        let registration = admittedRegistration
+        admittedRegistration = nil
+        // Closed already if HELLO_OK could not be written: nothing to route to.
+        guard case .device? = peer.state, let registration, peer.connection.isOpen else { return }
+        let record = logic.connect(registration, link: peer)
+        peer.session.state = .device(record)
         logic.deliverBacklog(record)
     }
 
@@ -90,52 +99,41 @@ public final class GatewayServer: ServiceHandler {
     }
 
     public func received(_ message: Message, correlation: UInt32, peer: Peer) {
-        guard case .deliveryAck(let ack) = message, case .device(let device)? = peer.state, let record = device.record else { return }
+        guard case .deliveryAck(let ack) = message, case .device(let record?)? = peer.state else { return }
         logic.deliveryAcknowledged(record, correlation: correlation, id: ack.id)
     }
 
     public func closed(_ peer: Peer, reason: CloseReason) {
         if reason == .slowConsumer { logic.metrics.slowConsumersCut.increment() }
-        guard case .device(let device)? = peer.state, let record = device.record else { return }
-        logic.disconnect(record, link: device)
+        guard case .device(let record?)? = peer.state else { return }
+        logic.disconnect(record, link: peer)
         host.logger.debug("device disconnected", metadata: ["reason": "\(reason)"])
     }
 }
 
-/// A connected device: the socket side of `DeviceLink`.
-public final class DeviceConnection: DeviceLink {
-    unowned let host: ServiceHost<GatewayServer>
-    unowned let peer: ServicePeer<GatewayServer>
-    let registration: Registration
-    /// Loop-confined and read for every DELIVERY_ACK, so not dynamically checked.
-    @exclusivity(unchecked) var record: DeviceRecord?
-
-    init(host: ServiceHost<GatewayServer>, peer: ServicePeer<GatewayServer>, registration: Registration) {
-        self.host = host
-        self.peer = peer
-        self.registration = registration
-    }
-
+/// A connected device: the socket side of `DeviceLink` is the device's peer itself, so a
+/// device connection costs no object of its own (a gateway holds one per device).
+extension ServicePeer: DeviceLink where Handler == GatewayServer {
     public func write(_ frame: [UInt8], mayWait: Bool) -> LinkWrite {
-        let connection = peer.connection
         guard connection.isOpen else { return .closed }
         // Pushes are paced so that the gateway's own output never passes the cap: a push
         // that would waits for an acknowledgement (and only a device that reads sends one).
         if mayWait, connection.outputBufferedBytes + frame.count > connection.maxOutputBytes { return .full }
-        return host.sendEncoded(frame, to: peer) ? .written : .closed
+        return host.sendEncoded(frame, to: self) ? .written : .closed
     }
 
     public func send(_ message: Message) -> Bool {
-        peer.connection.isOpen && host.send(message, correlation: 0, to: peer)
+        connection.isOpen && host.send(message, correlation: 0, to: self)
     }
 
     public func replaced() {
-        host.goaway(peer, .replaced, "a newer connection for this device took over")
+        host.goaway(self, .replaced, "a newer connection for this device took over")
     }
 
     public func revoked() {
-        host.logger.info("closing a device connection: its registration was revoked",
-                         metadata: ["device": "\(registration.deviceID)", "peer": "\(peer.peerHost)"])
-        host.goaway(peer, .revoked, "the registration of this device was revoked")
+        var metadata: Logger.Metadata = ["peer": "\(peerHost)"]
+        if case .device(let record?)? = state { metadata["device"] = "\(record.deviceID)" }
+        host.logger.info("closing a device connection: its registration was revoked", metadata: metadata)
+        host.goaway(self, .revoked, "the registration of this device was revoked")
     }
 }

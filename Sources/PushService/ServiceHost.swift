@@ -342,15 +342,23 @@ public final class ServiceHost<Handler: ServiceHandler> {
 /// One client connection of a service: its socket and its session. Kept small, since a
 /// gateway holds thousands.
 public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
-    unowned let host: ServiceHost<Handler>
+    public unowned let host: ServiceHost<Handler>
     public let connection: Connection
+    private var readingResumedAt: Int64 = 0
+    /// Reading is paused until unread replies drain; since when (`notHeld`: it is not).
+    private var heldSince = ServicePeer.notHeld
     /// Loop-confined and used for every frame; see `ServiceHost`'s state.
     @exclusivity(unchecked) public var session: PeerSession<Handler.PeerState>
-    /// Set while the host writes a frame it starts itself, not a reply.
+    /// Set while the host writes a frame it starts itself, not a reply. Last: it fits in
+    /// the session's tail padding (a gateway holds one peer per device).
     var writingOwnFrame = false
-    /// Reading is paused until unread replies drain; since when.
-    private var readingHeldSince: Int64?
-    private var readingResumedAt: Int64 = 0
+
+    private static var notHeld: Int64 { .min }
+
+    private var readingHeldSince: Int64? {
+        get { heldSince == ServicePeer.notHeld ? nil : heldSince }
+        set { heldSince = newValue ?? ServicePeer.notHeld }
+    }
 
     init(host: ServiceHost<Handler>, connection: Connection, session: PeerSession<Handler.PeerState>) {
         self.host = host

@@ -26,34 +26,45 @@ public struct PeerSession<State> {
         case closed
     }
 
+    // A gateway keeps one session per device: the fields are ordered so that the small
+    // ones share words (Swift lays a struct out in declaration order).
     public let side: Side
     public internal(set) var phase = Phase.handshaking
     /// The peer's role once known: the server learns it from HELLO, a client states it.
     public internal(set) var role: PeerRole?
-    /// The values agreed in HELLO_OK, once it has been sent (server) or received (client).
-    public internal(set) var negotiated: HelloOK?
-    /// The owner's per-peer state; a server's is set by `admit`.
-    public var state: State?
-
-    let timeouts: SessionTimeouts
-    let openedAt: Int64
-    var lastSentAt: Int64
-    /// Server: requests served and not yet answered ([5.3-4]).
-    public internal(set) var inflight = 0
     /// Server: the highest request correlation id received, for GOAWAY's last_correlation.
     public internal(set) var lastRequestCorrelation: UInt32 = 0
     /// Client: the correlation id of HELLO.
     var helloCorrelation: UInt32 = 0
     var pingCorrelation: UInt32 = 0
+    /// The values agreed in HELLO_OK, once it has been sent (server) or received (client).
+    public internal(set) var negotiated: HelloOK?
+    /// The owner's per-peer state; a server's is set by `admit`.
+    public var state: State?
+
+    let openedAt: Int64
+    var lastSentAt: Int64
+    /// At most max_inflight, a UInt32.
+    private var inflightCount: UInt32 = 0
+
+    /// Server: requests served and not yet answered ([5.3-4]).
+    public internal(set) var inflight: Int {
+        get { Int(inflightCount) }
+        set { inflightCount = UInt32(newValue) }
+    }
 
     public init(side: Side, now: Int64, state: State? = nil) {
         self.side = side
         self.state = state
         self.openedAt = now
         self.lastSentAt = now
+    }
+
+    /// Read from `side` rather than kept: a server holds one session per peer.
+    var timeouts: SessionTimeouts {
         switch side {
-        case .server(let limits, _): timeouts = limits.timeouts
-        case .client(let timeouts): self.timeouts = timeouts
+        case .server(let limits, _): limits.timeouts
+        case .client(let timeouts): timeouts
         }
     }
 

@@ -7,13 +7,25 @@ public struct SessionTimeouts: Sendable, Equatable {
     /// From the connection's start to HELLO_OK: a server closes a peer that has not
     /// completed HELLO by then, however it trickles bytes; a client gives up waiting for
     /// HELLO_OK. The client default is the 45 s that [5.4-3] allows a silent client.
-    public var handshakeMs: Int64 = 45_000
+    public var handshakeMs: Int64 {
+        get { Int64(handshake) }
+        set { handshake = Int32(clamping: newValue) }
+    }
     /// From the first byte of a frame to its last: a frame that has started must finish.
-    public var frameMs: Int64 = 30_000
+    public var frameMs: Int64 {
+        get { Int64(frame) }
+        set { frame = Int32(clamping: newValue) }
+    }
+
+    // Kept as 32-bit milliseconds (up to 24 days; longer is clamped to that): a client
+    // session holds these inline, and so the session of every peer a server holds is
+    // 8 bytes smaller.
+    private var handshake: Int32
+    private var frame: Int32
 
     public init(handshakeMs: Int64 = 45_000, frameMs: Int64 = 30_000) {
-        self.handshakeMs = handshakeMs
-        self.frameMs = frameMs
+        handshake = Int32(clamping: handshakeMs)
+        frame = Int32(clamping: frameMs)
     }
 
     /// A server's defaults: HELLO completed within 5 s of the accept, a started frame
@@ -30,26 +42,80 @@ public struct SessionTimeouts: Sendable, Equatable {
 /// bytes of an incomplete frame. So the bytes buffered for unauthenticated peers in one
 /// process are at most `maxPendingHandshakes * maxFrameBeforeHello` (1 MiB by default).
 public struct ServiceLimits: Sendable {
-    public var maxFrame = FrameLimits.defaultMaxFrame
-    public var keepaliveMs: UInt32 = 30_000
-    public var maxInflight: UInt32 = 4096
+    public var maxFrame: Int {
+        get { storage.values.maxFrame }
+        set { update { $0.maxFrame = newValue } }
+    }
+    public var keepaliveMs: UInt32 {
+        get { storage.values.keepaliveMs }
+        set { update { $0.keepaliveMs = newValue } }
+    }
+    public var maxInflight: UInt32 {
+        get { storage.values.maxInflight }
+        set { update { $0.maxInflight = newValue } }
+    }
     /// Admitted peers (past HELLO_OK) at once; a HELLO beyond it is refused with BUSY.
     /// Connections still in the handshake do not count: they have caps of their own.
-    public var maxConnections = 10_000
+    public var maxConnections: Int {
+        get { storage.values.maxConnections }
+        set { update { $0.maxConnections = newValue } }
+    }
     /// Connections accepted and not yet past HELLO_OK, at once; one more is closed at
     /// once, with no reply.
-    public var maxPendingHandshakes = 1_024
+    public var maxPendingHandshakes: Int {
+        get { storage.values.maxPendingHandshakes }
+        set { update { $0.maxPendingHandshakes = newValue } }
+    }
     /// Connections from one source address not yet past HELLO_OK, at once.
-    public var maxPendingPerAddress = ServiceLimits.defaultMaxPendingPerAddress
-    public var timeouts = SessionTimeouts.server
+    public var maxPendingPerAddress: Int {
+        get { storage.values.maxPendingPerAddress }
+        set { update { $0.maxPendingPerAddress = newValue } }
+    }
+    public var timeouts: SessionTimeouts {
+        get { storage.values.timeouts }
+        set { update { $0.timeouts = newValue } }
+    }
     /// The requests this service serves; any other request is BAD_REQUEST once the role
     /// check has passed.
-    public var served: Set<MessageType>
-    public var name: String
+    public var served: Set<MessageType> {
+        get { storage.values.served }
+        set { update { $0.served = newValue } }
+    }
+    public var name: String {
+        get { storage.values.name }
+        set { update { $0.name = newValue } }
+    }
+
+    /// Every server session keeps its service's limits, and a gateway holds one session
+    /// per device: the values live in one copy-on-write box, so a session's copy is one
+    /// reference (8 bytes) instead of about 80.
+    private var storage: Storage
+
+    private struct Values {
+        var maxFrame = FrameLimits.defaultMaxFrame
+        var keepaliveMs: UInt32 = 30_000
+        var maxInflight: UInt32 = 4096
+        var maxConnections = 10_000
+        var maxPendingHandshakes = 1_024
+        var maxPendingPerAddress = ServiceLimits.defaultMaxPendingPerAddress
+        var timeouts = SessionTimeouts.server
+        var served: Set<MessageType>
+        var name: String
+    }
+
+    // Mutated only while uniquely referenced (see `update`), like an array's buffer.
+    private final class Storage: @unchecked Sendable {
+        var values: Values
+        init(_ values: Values) { self.values = values }
+    }
+
+    private mutating func update(_ change: (inout Values) -> Void) {
+        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.values) }
+        change(&storage.values)
+    }
 
     public init(name: String, served: Set<MessageType>) {
-        self.name = name
-        self.served = served
+        storage = Storage(Values(served: served, name: name))
     }
 
     /// A client opening many connections to one server keeps at most this many
