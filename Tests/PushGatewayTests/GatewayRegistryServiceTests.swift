@@ -1,4 +1,7 @@
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 import PushClient
 import PushEventLoop
 import PushGateway
@@ -57,9 +60,17 @@ final class FollowingGateway: GatewayUnderTest {
     }
 
     func connected(_ credential: [UInt8]) throws -> BlockingWireClient {
-        let (client, reply) = try hello(credential)
-        guard case .helloOK = reply else { throw ServiceError.failed("device HELLO refused: \(reply)") }
-        return client
+        // The gateway learns an enrolment on its next REGISTRY reply, which may come just
+        // after the test's HELLO: a device refused as not enrolled tries again, a while.
+        var last: Message?
+        for _ in 0..<50 {
+            let (client, reply) = try hello(credential)
+            if case .helloOK = reply { return client }
+            last = reply
+            guard reply == .error(ErrorReply(status: .badCredentials, message: "registration not enrolled")) else { break }
+            usleep(100_000)
+        }
+        throw ServiceError.failed("device HELLO refused: \(String(describing: last))")
     }
 
     var isReady: Bool { service.onLoop { $0.readiness() == .ready } ?? false }
