@@ -82,21 +82,7 @@ enum Readme {
 }
 
 /// A free TCP port on 127.0.0.1 (bound once, then released for the command to take).
-func readmeFreePort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { throw ReadmeFailure("socket: errno \(errno)") }
-    defer { close(fd) }
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    address.sin_port = 0
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0 }
-    }
-    guard bound else { throw ReadmeFailure("bind: errno \(errno)") }
-    return Int(UInt16(bigEndian: address.sin_port))
-}
+func readmeFreePort() throws -> Int { try freeLoopbackPort() }
 
 struct ReadmeFailure: Error, CustomStringConvertible {
     var description: String

@@ -274,23 +274,7 @@ public final class PostgresCluster: @unchecked Sendable {
         return nil
     }
 
-    private static func freePort() throws -> Int {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw PostgresClusterError("socket failed") }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { sockaddr in
-                bind(fd, sockaddr, length) == 0 && getsockname(fd, sockaddr, &length) == 0
-            }
-        }
-        guard bound else { throw PostgresClusterError("cannot find a free port") }
-        return Int(UInt16(bigEndian: address.sin_port))
-    }
+    private static func freePort() throws -> Int { try freeLoopbackPort() }
 
     /// Processes whose parent is `pid`, from /proc/N/stat ("N (comm) S PPID ...").
     private static func children(of pid: pid_t) -> [pid_t] {
