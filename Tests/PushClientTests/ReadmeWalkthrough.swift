@@ -1,4 +1,5 @@
 import Foundation
+import PushTestSupport
 #if canImport(Glibc)
 import Glibc
 #endif
