@@ -225,7 +225,7 @@ public final class EventLoop {
     func queueFlush(_ transport: PlainTCPTransport) {
         let entry = Unmanaged.passRetained(transport)
         if let flushTail {
-            flushTail.takeUnretainedValue().nextToFlush = entry
+            flushTail._withUnsafeGuaranteedRef { $0.nextToFlush = entry }
         } else {
             flushHead = entry
             if let flushEvent { event_active(flushEvent, Int32(sp_EV_TIMEOUT), 0) }
@@ -240,10 +240,12 @@ public final class EventLoop {
         flushHead = nil
         flushTail = nil
         while let current = queued {
-            let transport = current.takeUnretainedValue()
-            queued = transport.nextToFlush
-            transport.nextToFlush = nil
-            transport.flush()
+            // The list's own retain keeps it alive until the release below.
+            current._withUnsafeGuaranteedRef { transport in
+                queued = transport.nextToFlush
+                transport.nextToFlush = nil
+                transport.flush()
+            }
             current.release()
         }
     }

@@ -323,10 +323,13 @@ final class PlainTCPTransport: Transport {
 
 private func plainReadCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
-    let transport = Unmanaged<PlainTCPTransport>.fromOpaque(context).takeUnretainedValue()
-    // The owner keeps the transport alive; hold the owner for the whole callback.
-    guard let owner = transport.owner else { return }
-    withExtendedLifetime(owner) { transport.readable() }
+    // The owner keeps the transport alive, so holding the owner for the whole callback
+    // is enough: the transport itself is not retained (one retain/release pair less per
+    // read).
+    Unmanaged<PlainTCPTransport>.fromOpaque(context)._withUnsafeGuaranteedRef { transport in
+        guard let owner = transport.owner else { return }
+        withExtendedLifetime(owner) { transport.readable() }
+    }
 }
 
 private func plainWriteCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
