@@ -18,11 +18,26 @@ public final class EventLoop {
     private var wakeupEvent: OpaquePointer?
     /// Runs after the I/O callbacks of an iteration in which connections wrote.
     private var flushEvent: OpaquePointer?
-    private var transportsToFlush: [PlainTCPTransport] = []
+    /// Transports queued for that flush: a list through the transports themselves
+    /// (`nextToFlush`), each holding one retain while queued, so queueing appends nothing
+    /// to an array.
+    private var flushHead: Unmanaged<PlainTCPTransport>?
+    private var flushTail: Unmanaged<PlainTCPTransport>?
+    /// Small writes on plain TCP wait here for the flush instead of in an evbuffer of
+    /// their own (see `PlainTCPTransport.write`): `stagingSlotCount` slots of
+    /// `stagingSlotSize` bytes, handed out in order and all reused once none is in use.
+    let stagingArena = UnsafeMutableRawPointer.allocate(
+        byteCount: EventLoop.stagingSlotCount * EventLoop.stagingSlotSize, alignment: 16)
+    /// Which transport holds each slot (nil: free), so a full arena can be sent early.
+    private let stagingOwners = UnsafeMutablePointer<Unmanaged<PlainTCPTransport>?>.allocate(
+        capacity: EventLoop.stagingSlotCount)
+    private var nextStagingSlot = 0
+    private var stagingSlotsInUse = 0
+    static let stagingSlotSize = 512
+    static let stagingSlotCount = 128
     /// Where connections read into (see ConnectionReading): one read takes at
     /// most this much, and level-triggered epoll brings the connection back for the rest.
     let readScratch = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
-    private var spareFlushList: [PlainTCPTransport] = []
     /// Swapped with the wakeup queue's pending list so a drain allocates nothing.
     private var spareWork: [LoopWork] = []
     /// Everything shutdown() must close. Entries are removed before their object dies.
@@ -75,6 +90,7 @@ public final class EventLoop {
         // Never added, only made active: no fd, no timeout.
         flushEvent = event_new(base, -1, 0, flushCallback, context)
         guard flushEvent != nil else { throw .libevent("cannot create the flush event") }
+        stagingOwners.initialize(repeating: nil, count: EventLoop.stagingSlotCount)
     }
 
     deinit {
@@ -150,9 +166,20 @@ public final class EventLoop {
             event_free(flushEvent)
             self.flushEvent = nil
         }
-        transportsToFlush = []
+        var queued = flushHead
+        flushHead = nil
+        flushTail = nil
+        while let current = queued {
+            let transport = current.takeUnretainedValue()
+            queued = transport.nextToFlush
+            transport.nextToFlush = nil
+            transport.flushQueued = false
+            current.release()
+        }
         event_base_free(base)
         readScratch.deallocate()
+        stagingArena.deallocate()
+        stagingOwners.deallocate()
     }
 
     // MARK: - Internals for the loop's resources
@@ -196,16 +223,68 @@ public final class EventLoop {
     /// active now runs once the callbacks already active this iteration have run, so
     /// every write they make lands in the same flush.
     func queueFlush(_ transport: PlainTCPTransport) {
-        if transportsToFlush.isEmpty, let flushEvent { event_active(flushEvent, Int32(sp_EV_TIMEOUT), 0) }
-        transportsToFlush.append(transport)
+        let entry = Unmanaged.passRetained(transport)
+        if let flushTail {
+            flushTail._withUnsafeGuaranteedRef { $0.nextToFlush = entry }
+        } else {
+            flushHead = entry
+            if let flushEvent { event_active(flushEvent, Int32(sp_EV_TIMEOUT), 0) }
+        }
+        flushTail = entry
     }
 
     fileprivate func flushConnections() {
         // A flush may close a connection whose handler writes elsewhere: those writes
         // queue on the (now empty) list and re-activate the event.
-        swap(&transportsToFlush, &spareFlushList)
-        for transport in spareFlushList { transport.flush() }
-        spareFlushList.removeAll(keepingCapacity: true)
+        var queued = flushHead
+        flushHead = nil
+        flushTail = nil
+        while let current = queued {
+            // The list's own retain keeps it alive until the release below.
+            current._withUnsafeGuaranteedRef { transport in
+                queued = transport.nextToFlush
+                transport.nextToFlush = nil
+                transport.flush()
+            }
+            current.release()
+        }
+    }
+
+    // MARK: - Staging small writes
+
+    /// A free slot's index, or nil if every slot is taken even after sending what the
+    /// slots hold now (the caller then buffers in an evbuffer).
+    func takeStagingSlot(for transport: PlainTCPTransport) -> Int? {
+        if nextStagingSlot == EventLoop.stagingSlotCount {
+            // The turn's staging is full: send it now, which frees the slots.
+            sendStagedEarly()
+            guard stagingSlotsInUse == 0 else { return nil }
+        }
+        let slot = nextStagingSlot
+        nextStagingSlot += 1
+        stagingSlotsInUse += 1
+        stagingOwners[slot] = Unmanaged.passUnretained(transport)
+        return slot
+    }
+
+    func releaseStagingSlot(_ slot: Int) {
+        stagingOwners[slot] = nil
+        stagingSlotsInUse -= 1
+        if stagingSlotsInUse == 0 { nextStagingSlot = 0 }
+    }
+
+    @inline(__always)
+    func stagingSlot(_ slot: Int) -> UnsafeMutableRawPointer {
+        stagingArena + slot &* EventLoop.stagingSlotSize
+    }
+
+    /// Every slot's bytes to its socket now (nothing is reported to an owner from here:
+    /// a handler may be mid-call); what the kernel refuses moves to the transport's
+    /// evbuffer, which the end-of-turn flush handles.
+    private func sendStagedEarly() {
+        for slot in 0..<nextStagingSlot {
+            stagingOwners[slot]?.takeUnretainedValue().sendStaged(early: true)
+        }
     }
 
     fileprivate func drainWakeups() {

@@ -11,7 +11,11 @@ import Glibc
 ///
 /// Writes: the first write of an iteration queues the transport on the loop, whose
 /// flush event runs after the iteration's I/O callbacks and hands the whole buffer to the
-/// socket at once. Left to a bufferevent, every write would arm EPOLLOUT, wait a whole
+/// socket at once. Small writes with nothing else queued (a 34-byte ack, a push) are
+/// staged in one of the loop's slots (see `EventLoop.takeStagingSlot`) and sent with one
+/// `send`: an evbuffer would allocate a chunk per write and free it again. Only bytes
+/// the kernel refuses, writes that outgrow the slot, and writes while connecting go to
+/// an evbuffer (staged bytes first, so the order holds). Left to a bufferevent, every write would arm EPOLLOUT, wait a whole
 /// iteration for it and disarm it again: two `epoll_ctl` and a loop pass per write. The
 /// write event is armed only while connecting and while the kernel refuses bytes.
 final class PlainTCPTransport: Transport {
@@ -22,10 +26,17 @@ final class PlainTCPTransport: Transport {
     private var writeEvent: OpaquePointer?
     /// Only while output is queued (see the type's comment).
     private var output: OpaquePointer?
-    /// Close-after-flush's patience: restarted by every write that makes progress.
-    private var writeTimeout: timeval?
-    // The 4- and 1-byte fields last, sharing a word (one transport per connection).
+    /// The next transport on the loop's flush list (see `EventLoop.queueFlush`).
+    var nextToFlush: Unmanaged<PlainTCPTransport>?
+    /// Close-after-flush's patience in microseconds (-1: none): restarted by every
+    /// write that makes progress.
+    private var writeTimeoutMicros: Int64 = -1
+    // The 4-, 2- and 1-byte fields last, sharing a word (one transport per connection).
     private(set) var fd: Int32
+    /// The loop's staging slot holding this transport's small writes (-1: none), and
+    /// how many bytes it holds. Only while `output` is nil: staged bytes come first.
+    private var stagedSlot: Int16 = -1
+    private var stagedCount: UInt16 = 0
     /// Queued for the loop's end-of-iteration flush.
     var flushQueued = false
     private var connecting: Bool
@@ -37,8 +48,9 @@ final class PlainTCPTransport: Transport {
     /// Whether the output buffer and the write event exist right now (for tests).
     var holdsOutputBuffer: Bool { output != nil }
     var holdsWriteEvent: Bool { writeEvent != nil }
+    var holdsStagedBytes: Bool { stagedSlot >= 0 }
     var outputBufferedBytes: Int {
-        guard let output else { return 0 }
+        guard let output else { return Int(stagedCount) }
         return evbuffer_get_length(output)
     }
 
@@ -71,7 +83,7 @@ final class PlainTCPTransport: Transport {
     }
 
     func startIO() {
-        if outputBufferedBytes > 0 { queueFlush() }
+        if outputBufferedBytes > 0 && !flushQueued { queueFlush() }
     }
 
     func setReading(_ enabled: Bool) {
@@ -95,14 +107,88 @@ final class PlainTCPTransport: Transport {
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Int {
         guard fd >= 0 else { return -1 }
+        let count = bytes.count
+        if output == nil && !connecting {
+            guard let base = bytes.baseAddress, count > 0 else { return Int(stagedCount) }
+            if stagedSlot >= 0 {
+                let staged = Int(stagedCount)
+                if staged + count <= EventLoop.stagingSlotSize {
+                    (loop.stagingSlot(Int(stagedSlot)) + staged).copyMemory(from: base, byteCount: count)
+                    stagedCount = UInt16(staged + count)
+                    return staged + count
+                }
+                // Outgrows the slot: on to an evbuffer, the staged bytes first.
+            } else if count <= EventLoop.stagingSlotSize, let slot = loop.takeStagingSlot(for: self) {
+                loop.stagingSlot(slot).copyMemory(from: base, byteCount: count)
+                stagedSlot = Int16(slot)
+                stagedCount = UInt16(count)
+                if !flushQueued { queueFlush() }
+                return count
+            }
+        }
         if output == nil {
-            guard !bytes.isEmpty else { return 0 }
+            guard !bytes.isEmpty || stagedSlot >= 0 else { return 0 }
             output = evbuffer_new()
+            guard output != nil else { return -1 }
+            if !moveStagedToOutput() { return -1 }
         }
         guard let output else { return -1 }
         if let base = bytes.baseAddress, bytes.count > 0, evbuffer_add(output, base, bytes.count) != 0 { return -1 }
         if !flushQueued && !connecting { queueFlush() }
         return evbuffer_get_length(output)
+    }
+
+    /// Appends the staged bytes to `output` and gives the slot back; false if `output`
+    /// does not exist or cannot grow.
+    private func moveStagedToOutput() -> Bool {
+        guard stagedSlot >= 0 else { return true }
+        guard let output else { return false }
+        if evbuffer_add(output, loop.stagingSlot(Int(stagedSlot)), Int(stagedCount)) != 0 { return false }
+        releaseStagedSlot()
+        return true
+    }
+
+    private func releaseStagedSlot() {
+        loop.releaseStagingSlot(Int(stagedSlot))
+        stagedSlot = -1
+        stagedCount = 0
+    }
+
+    /// One `send` of the staged bytes. What the kernel refuses moves to `output`, for the
+    /// write event (or, when `early`, for the end-of-turn flush). Returns the errno of a
+    /// failure that ends the connection (never when `early`: no owner may be called then;
+    /// the flush meets the error again), else 0.
+    @discardableResult
+    func sendStaged(early: Bool) -> Int32 {
+        guard stagedSlot >= 0, fd >= 0 else { return 0 }
+        let start = loop.stagingSlot(Int(stagedSlot))
+        let count = Int(stagedCount)
+        let sent = Glibc.send(fd, start, count, Int32(MSG_NOSIGNAL) | Int32(MSG_DONTWAIT))
+        if sent == count {
+            releaseStagedSlot()
+            return 0
+        }
+        if sent < 0 {
+            let code = errno
+            if code != EAGAIN && code != EWOULDBLOCK && code != EINTR && !early {
+                releaseStagedSlot()
+                return code
+            }
+        }
+        let done = max(sent, 0)
+        if done > 0 {
+            start.copyMemory(from: start + done, byteCount: count - done)
+            stagedCount = UInt16(count - done)
+        }
+        // The rest waits in an evbuffer; if none can be made, it stays staged (the slot
+        // stays taken) and the flush fails the connection.
+        output = output ?? evbuffer_new()
+        if moveStagedToOutput() { return 0 }
+        if let output, evbuffer_get_length(output) == 0 {
+            evbuffer_free(output)
+            self.output = nil
+        }
+        return early ? 0 : ENOMEM
     }
 
     private func queueFlush() {
@@ -118,10 +204,18 @@ final class PlainTCPTransport: Transport {
         writeOut()
     }
 
-    /// One `writev` of as much as is queued, then the write event as the rest requires.
+    /// One `send` of the staged bytes or one `writev` of as much as is queued, then the
+    /// write event as the rest requires.
     private func writeOut() {
         guard let owner else { return }
-        if let output {
+        if stagedSlot >= 0 {
+            // `output` is nil while bytes are staged (they would be in it otherwise).
+            let code = sendStaged(early: false)
+            if code != 0 {
+                owner.transportFailed(.error(errno: code))
+                return
+            }
+        } else if let output {
             let written = evbuffer_write(output, fd)
             let code = errno
             if written < 0 && code != EAGAIN && code != EWOULDBLOCK && code != EINTR {
@@ -144,7 +238,12 @@ final class PlainTCPTransport: Transport {
 
     func watchOutput(lowWater: Int?, timeout: Duration?) {
         // The owner checks its low-water mark itself after each write.
-        writeTimeout = timeout.map { timeval($0) }
+        if let timeout {
+            let value = timeval(timeout)
+            writeTimeoutMicros = Int64(value.tv_sec) * 1_000_000 + Int64(value.tv_usec)
+        } else {
+            writeTimeoutMicros = -1
+        }
         if !updateWriteEvent() { owner?.transportFailed(.error(errno: ENOMEM)) }
     }
 
@@ -165,7 +264,8 @@ final class PlainTCPTransport: Transport {
             writeEvent = event_new(loop.base, fd, sp_EV_WRITE | sp_EV_PERSIST, plainWriteCallback, context)
         }
         guard let writeEvent else { return false }
-        if var timeout = writeTimeout {
+        if writeTimeoutMicros >= 0 {
+            var timeout = timeval(tv_sec: Int(writeTimeoutMicros / 1_000_000), tv_usec: Int(writeTimeoutMicros % 1_000_000))
             // Re-adding restarts the countdown: the peer made progress.
             event_add(writeEvent, &timeout)
         } else if !armed {
@@ -212,6 +312,7 @@ final class PlainTCPTransport: Transport {
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
         if let output { evbuffer_free(output) }
+        if stagedSlot >= 0 { releaseStagedSlot() }
         readEvent = nil
         writeEvent = nil
         output = nil
@@ -222,10 +323,13 @@ final class PlainTCPTransport: Transport {
 
 private func plainReadCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
-    let transport = Unmanaged<PlainTCPTransport>.fromOpaque(context).takeUnretainedValue()
-    // The owner keeps the transport alive; hold the owner for the whole callback.
-    guard let owner = transport.owner else { return }
-    withExtendedLifetime(owner) { transport.readable() }
+    // The owner keeps the transport alive, so holding the owner for the whole callback
+    // is enough: the transport itself is not retained (one retain/release pair less per
+    // read).
+    Unmanaged<PlainTCPTransport>.fromOpaque(context)._withUnsafeGuaranteedRef { transport in
+        guard let owner = transport.owner else { return }
+        withExtendedLifetime(owner) { transport.readable() }
+    }
 }
 
 private func plainWriteCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
