@@ -35,6 +35,19 @@ public final class PostgresConnection {
     /// Nobody else holds the connection until its connect completion hands it over.
     var keepAliveWhileConnecting: PostgresConnection?
 
+    /// Names of the statements prepared on this connection, by their parameter types and
+    /// SQL text (`PostgresStatement.prepared`).
+    var preparedNames: [PreparedKey: String] = [:]
+    /// Numbers the prepared statements' names, never reused on the connection.
+    var preparedSerial = 0
+    /// Statements prepared at most: past it, a new shape runs unprepared.
+    public static let maximumPrepared = 1000
+
+    struct PreparedKey: Hashable {
+        var sql: String
+        var types: [UInt32]
+    }
+
     /// Called once, after the connection was lost (server gone, socket error, protocol
     /// failure) and every pending completion has failed with `.connection`. Not called for
     /// `close()`, nor when the loop shuts down.
@@ -82,6 +95,17 @@ public final class PostgresConnection {
         submit(request, statements: [PostgresStatement(sql, parameters)])
     }
 
+    /// Sends one statement as its own pipeline segment, prepared if it says so: the first
+    /// time a prepared statement is used on this connection, its Parse goes down the
+    /// pipeline in the same segment just ahead of it (no round trip of its own).
+    public func query(_ statement: PostgresStatement, completion: @escaping (Result<PostgresResult, PostgresError>) -> Void) {
+        let request = PostgresRequest(.query(completion))
+        submit(request, statements: [statement])
+    }
+
+    /// How many statements are prepared on this connection.
+    public var preparedCount: Int { preparedNames.count }
+
     /// The statements as one atomic pipeline segment, in one round trip: every result (one
     /// per statement), or the first error with all of them rolled back. Its success means
     /// committed and, with `synchronous_commit=on`, on disk.
@@ -121,6 +145,7 @@ public final class PostgresConnection {
     }
 
     private func submit(_ request: PostgresRequest, statements: [PostgresStatement]) {
+        var request = request
         guard case .ready = state, let conn else {
             deferred { request.fail(.connection("the connection is closed")) }
             return
@@ -132,10 +157,50 @@ public final class PostgresConnection {
             return
         }
         var sent = true
-        for statement in statements where sent {
-            let parameters = PostgresParameters(statement.parameters)
+        let encoded = statements.map { PostgresParameters($0.parameters) }
+        // A statement to prepare is parsed in the same segment, just ahead of the
+        // statements: its failure is the request's, and costs no round trip.
+        var names: [String?] = []
+        var parsed: [PreparedKey] = []
+        for (statement, parameters) in zip(statements, encoded) where sent {
+            guard statement.prepared else {
+                names.append(nil)
+                continue
+            }
+            let key = PreparedKey(sql: statement.sql, types: parameters.types)
+            if let name = preparedNames[key] {
+                names.append(name)
+                continue
+            }
+            guard preparedNames.count < PostgresConnection.maximumPrepared else {
+                names.append(nil)
+                continue
+            }
+            preparedSerial += 1
+            let name = "sp\(preparedSerial)"
+            preparedNames[key] = name
+            parsed.append(key)
+            names.append(name)
+            sent = parameters.withArrays { types, _, _, _ in
+                PQsendPrepare(conn, name, statement.sql, parameters.count, types) == 1
+            }
+        }
+        request.parses = parsed.count
+        if !parsed.isEmpty {
+            // A failed request may have failed before its Parse took: forgotten, so that the
+            // next use parses again (under a new name).
+            request.onFailure = { [weak self] in
+                guard let self else { return }
+                for key in parsed { preparedNames[key] = nil }
+            }
+        }
+        for ((statement, parameters), name) in zip(zip(statements, encoded), names) where sent {
             sent = parameters.withArrays { types, values, lengths, formats in
-                PQsendQueryParams(conn, statement.sql, parameters.count, types, values, lengths, formats, 1) == 1
+                if let name {
+                    PQsendQueryPrepared(conn, name, parameters.count, values, lengths, formats, 1) == 1
+                } else {
+                    PQsendQueryParams(conn, statement.sql, parameters.count, types, values, lengths, formats, 1) == 1
+                }
             }
         }
         // PQpipelineSync also pushes what is buffered to the socket (libpq 14 to 16).

@@ -26,16 +26,55 @@ struct PostgresParameters {
         case .null:
             add(type: 0, bytes: nil)
         case .int64(let number):
-            add(type: PostgresType.int8, bytes: bigEndianBytes(UInt64(bitPattern: number), count: 8))
+            add(type: PostgresType.int8, bytes: PostgresParameters.bigEndianBytes(UInt64(bitPattern: number), count: 8))
         case .int32(let number):
-            add(type: PostgresType.int4, bytes: bigEndianBytes(UInt64(UInt32(bitPattern: number)), count: 4))
+            add(type: PostgresType.int4, bytes: PostgresParameters.bigEndianBytes(UInt64(UInt32(bitPattern: number)), count: 4))
         case .text(let text):
             add(type: PostgresType.text, bytes: Array(text.utf8))
         case .bytes(let bytes):
             add(type: PostgresType.bytea, bytes: bytes)
         case .bool(let flag):
             add(type: PostgresType.bool, bytes: [flag ? 1 : 0])
+        case .int64Array(let numbers):
+            add(type: PostgresType.int8Array,
+                bytes: PostgresParameters.array(PostgresType.int8, numbers.map { $0.map { PostgresParameters.bigEndianBytes(UInt64(bitPattern: $0), count: 8) } }))
+        case .int32Array(let numbers):
+            add(type: PostgresType.int4Array, bytes: PostgresParameters.array(
+                PostgresType.int4, numbers.map { $0.map { PostgresParameters.bigEndianBytes(UInt64(UInt32(bitPattern: $0)), count: 4) } }))
+        case .textArray(let texts):
+            add(type: PostgresType.textArray, bytes: PostgresParameters.array(PostgresType.text, texts.map { $0.map { Array($0.utf8) } }))
+        case .bytesArray(let values):
+            add(type: PostgresType.byteaArray, bytes: PostgresParameters.array(PostgresType.bytea, values))
+        case .boolArray(let flags):
+            add(type: PostgresType.boolArray, bytes: PostgresParameters.array(PostgresType.bool, flags.map { $0.map { [$0 ? 1 : 0] } }))
         }
+    }
+
+    /// A one-dimensional array in the binary format (`array_send`): dimensions, whether
+    /// any element is NULL, the element type, then each element's length (-1: NULL) and bytes.
+    static func array(_ elementType: UInt32, _ elements: [[UInt8]?]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(20 + elements.reduce(0) { $0 + 4 + ($1?.count ?? 0) })
+        func int32(_ value: Int32) {
+            let bits = UInt32(bitPattern: value)
+            out += [UInt8(truncatingIfNeeded: bits >> 24), UInt8(truncatingIfNeeded: bits >> 16),
+                    UInt8(truncatingIfNeeded: bits >> 8), UInt8(truncatingIfNeeded: bits)]
+        }
+        int32(elements.isEmpty ? 0 : 1)
+        int32(elements.contains { $0 == nil } ? 1 : 0)
+        int32(Int32(bitPattern: elementType))
+        guard !elements.isEmpty else { return out }
+        int32(Int32(clamping: elements.count))
+        int32(1)
+        for element in elements {
+            guard let element else {
+                int32(-1)
+                continue
+            }
+            int32(Int32(clamping: element.count))
+            out += element
+        }
+        return out
     }
 
     private mutating func add(type: UInt32, bytes: [UInt8]?) {
@@ -51,7 +90,7 @@ struct PostgresParameters {
         }
     }
 
-    private func bigEndianBytes(_ value: UInt64, count: Int) -> [UInt8] {
+    private static func bigEndianBytes(_ value: UInt64, count: Int) -> [UInt8] {
         (0..<count).map { UInt8(truncatingIfNeeded: value >> (8 * UInt64(count - 1 - $0))) }
     }
 
@@ -91,6 +130,23 @@ struct PostgresParameters {
             if case .text(let text) = parameter, text.utf8.count > Int(Int32.max) {
                 throw .violation("a text parameter of \(text.utf8.count) bytes is over the protocol's limit")
             }
+            if parameter.arrayByteCount > Int(Int32.max) {
+                throw .violation("an array parameter of \(parameter.arrayByteCount) bytes is over the protocol's limit")
+            }
+        }
+    }
+}
+
+extension PostgresValue {
+    /// About the encoded size of an array parameter (0 for a scalar), for the protocol's limit.
+    var arrayByteCount: Int {
+        switch self {
+        case .int64Array(let values): 20 + values.count * 12
+        case .int32Array(let values): 20 + values.count * 8
+        case .boolArray(let values): 20 + values.count * 5
+        case .textArray(let values): values.reduce(20) { $0 + 4 + ($1?.utf8.count ?? 0) }
+        case .bytesArray(let values): values.reduce(20) { $0 + 4 + ($1?.count ?? 0) }
+        case .null, .int64, .int32, .text, .bytes, .bool: 0
         }
     }
 }

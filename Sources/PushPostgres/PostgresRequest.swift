@@ -11,6 +11,11 @@ struct PostgresRequest {
     }
 
     let completion: Completion
+    /// Parses of statements to prepare that lead the segment: their results are not the
+    /// statements'.
+    var parses = 0
+    /// Runs when the request fails, before its completion (forgets what it prepared).
+    var onFailure: (() -> Void)?
     private var results: [PostgresResult] = []
     private var firstError: PostgresError?
     private var skipped = 0
@@ -21,7 +26,12 @@ struct PostgresRequest {
 
     mutating func record(_ outcome: StatementOutcome) {
         switch outcome {
-        case .result(let result): results.append(result)
+        case .result(let result):
+            if parses > 0 {
+                parses -= 1
+            } else {
+                results.append(result)
+            }
         case .failure(let error): if firstError == nil { firstError = error }
         case .aborted: skipped += 1
         case .sync: break
@@ -30,6 +40,7 @@ struct PostgresRequest {
 
     /// Runs the completion with what was recorded.
     func complete() {
+        if firstError != nil || skipped > 0 { onFailure?() }
         switch completion {
         case .query(let body):
             if let firstError { return body(.failure(firstError)) }
@@ -45,6 +56,7 @@ struct PostgresRequest {
     }
 
     func fail(_ error: PostgresError) {
+        onFailure?()
         switch completion {
         case .query(let body): body(.failure(error))
         case .transaction(_, let body): body(.failure(error))

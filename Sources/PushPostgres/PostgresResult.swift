@@ -78,6 +78,11 @@ extension PostgresValue {
         case .text: "text"
         case .bytes: "bytea"
         case .bool: "a bool"
+        case .int64Array: "an int8 array"
+        case .int32Array: "an int4 array"
+        case .textArray: "a text array"
+        case .bytesArray: "a bytea array"
+        case .boolArray: "a bool array"
         }
     }
 }

@@ -33,7 +33,6 @@ final class PostgresGroupCommit {
     private let sealer: PayloadSealer
     private let limits: LoginThrottle.Settings
     private let deliver: Delivery
-    private let prepared: PostgresPreparedStatements
     private var queue: [Pending] = []
     private(set) var inFlight = false
     private var startScheduled = false
@@ -49,10 +48,9 @@ final class PostgresGroupCommit {
     /// requests that come first.
     static let maxGroup = 8192
 
-    init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, limits: LoginThrottle.Settings, prepared: PostgresPreparedStatements,
+    init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, limits: LoginThrottle.Settings,
          deliver: @escaping Delivery) {
         self.link = link
-        self.prepared = prepared
         self.loop = loop
         self.sealer = sealer
         self.limits = limits
@@ -174,8 +172,8 @@ final class PostgresGroupCommit {
         var insertStatements: [Int] = []
     }
 
-    /// `fixed` turns a statement of a fixed shape into what the transaction sends (an
-    /// EXECUTE of it prepared on the connection); by default, the statement itself.
+    /// `fixed` turns a statement of a fixed shape into what the transaction sends (marked
+    /// to be prepared on the connection); by default, the statement itself.
     private func plan(_ batch: [Pending], fixed: (PostgresStatement) -> PostgresStatement = { $0 }) -> Plan {
         var plan = Plan()
         var rows: [PostgresWriteStatements.SealedPayload] = []
@@ -294,9 +292,7 @@ final class PostgresGroupCommit {
     }
 
     private func preparing(on connection: PostgresConnection) -> (PostgresStatement) -> PostgresStatement {
-        { [prepared, link] statement in
-            prepared.statement(statement.sql, statement.parameters, on: connection, of: link)
-        }
+        { statement in PostgresStatement(statement.sql, statement.parameters, prepared: true) }
     }
 
     /// What an operation's own failure means for its request. A STORE whose recipient was

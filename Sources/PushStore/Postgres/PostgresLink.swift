@@ -26,8 +26,6 @@ final class PostgresLink {
     /// `again`: the link had been up before (a recovery, not the first connect).
     var onUp: ((_ again: Bool) -> Void)?
     private var wasUp = false
-    /// Statements prepared on the current connection (`PostgresPreparedStatements`).
-    var prepared = Set<String>()
 
     static let firstRetryMs = 50
     static let maxRetryMs = 2_000
@@ -92,7 +90,6 @@ final class PostgresLink {
             switch result {
             case .success(let connection):
                 retryMs = PostgresLink.firstRetryMs
-                prepared = []
                 state = .up(connection)
                 connection.onClose = { [weak self] error in self?.lost(error) }
                 flushWaiting(connection, nil)

@@ -17,6 +17,44 @@ struct PostgresReadStatement {
     var unreadColumn: Int?
     var limitsColumn: Int?
 
+    private init(sql: String, parameters: [PostgresValue], userColumn: Int?, deviceColumn: Int?, payloadColumn: Int?) {
+        self.sql = sql
+        self.parameters = parameters
+        self.userColumn = userColumn
+        self.deviceColumn = deviceColumn
+        self.payloadColumn = payloadColumn
+    }
+
+    /// Whether `batch` can read these with others: a payload, and at most its user and the
+    /// device (FETCH, ACK, STATUS, RECALL). SYNC, LOGIN and REGISTRY are read alone.
+    static func batches(_ reads: StoreReads) -> Bool {
+        reads.payload != nil && reads.unread == nil && reads.registry == nil && reads.loginLimits == nil && !reads.passwordHash
+            && !reads.fresh
+    }
+
+    /// The reads of many requests (each `batches`) as one statement of a fixed shape, over
+    /// arrays: one row per request, the same LEFT JOINs on unique keys as the single read
+    /// (a NULL key finds nothing), numbered by `WITH ORDINALITY` in column 0 (from 1).
+    /// One statement is one snapshot, so each request is still read as of one moment; the
+    /// server's cost per statement (executor start-up, a round of the protocol, a lock
+    /// of each table and index) is paid once for the batch.
+    static func batch(_ batch: [StoreReads]) -> PostgresReadStatement {
+        let sql = """
+            SELECT r.n, u.id, u.created_at, NULL::text, d.user_id, d.issued_at, d.expires_at,
+                   p.seq, p.user_id, p.key_id, CASE WHEN r.body THEN p.body END, p.created_at, p.expires_at,
+                   p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life
+            FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[]) WITH ORDINALITY AS r (name, device, id, body, n)
+            LEFT JOIN users u ON u.name = r.name
+            LEFT JOIN registrations d ON d.device_id = r.device AND d.state = 1
+            LEFT JOIN payloads p ON p.id = r.id
+            """
+        let parameters: [PostgresValue] = [
+            .textArray(batch.map(\.user)), .textArray(batch.map(\.device)), .bytesArray(batch.map { $0.payload?.bytes }),
+            .boolArray(batch.map { $0.body }),
+        ]
+        return PostgresReadStatement(sql: sql, parameters: parameters, userColumn: 1, deviceColumn: 4, payloadColumn: 7)
+    }
+
     /// The statement for `reads`, nil when it asks for nothing one row can hold (REGISTRY only).
     init?(_ reads: StoreReads) {
         var columns: [String] = []
@@ -74,39 +112,45 @@ struct PostgresReadStatement {
         self.parameters = parameters
     }
 
+    typealias Opener = (_ sealed: [UInt8], _ keyID: UInt32, _ id: PayloadID, _ userID: UInt64) throws -> [UInt8]
+
     /// What the row says; bodies are opened by `open` (the caller's data keys).
-    func decode(_ result: PostgresResult, reads: StoreReads,
-                open: (_ sealed: [UInt8], _ keyID: UInt32, _ id: PayloadID, _ userID: UInt64) throws -> [UInt8]) throws -> StoreReadResult {
+    func decode(_ result: PostgresResult, reads: StoreReads, open: Opener) throws -> StoreReadResult {
         guard result.rows.count == 1 else {
             throw PostgresError(kind: .protocolViolation, message: "the read returned \(result.rows.count) rows, not 1")
         }
+        return try decode(result, row: 0, reads: reads, open: open)
+    }
+
+    /// What row `row` says of `reads`.
+    func decode(_ result: PostgresResult, row: Int, reads: StoreReads, open: Opener) throws -> StoreReadResult {
         var found = StoreReadResult()
-        if let column = userColumn, let name = reads.user, !result.isNull(0, column) {
-            found.user = UserRecord(id: try result.uint(0, column), name: name,
-                                    passwordHash: result.isNull(0, column + 2) ? "" : try result.text(0, column + 2),
-                                    createdAt: try result.uint(0, column + 1))
+        if let column = userColumn, let name = reads.user, !result.isNull(row, column) {
+            found.user = UserRecord(id: try result.uint(row, column), name: name,
+                                    passwordHash: result.isNull(row, column + 2) ? "" : try result.text(row, column + 2),
+                                    createdAt: try result.uint(row, column + 1))
         }
-        if let column = deviceColumn, !result.isNull(0, column) {
-            found.device = EnrolledDevice(userID: try result.uint(0, column), issuedAt: try result.uint(0, column + 1),
-                                          expiresAt: try result.uint(0, column + 2))
+        if let column = deviceColumn, !result.isNull(row, column) {
+            found.device = EnrolledDevice(userID: try result.uint(row, column), issuedAt: try result.uint(row, column + 1),
+                                          expiresAt: try result.uint(row, column + 2))
         }
-        if let column = payloadColumn, let id = reads.payload, !result.isNull(0, column) {
-            let userID = try result.uint(0, column + 1)
+        if let column = payloadColumn, let id = reads.payload, !result.isNull(row, column) {
+            let userID = try result.uint(row, column + 1)
             var body: [UInt8] = []
-            if !result.isNull(0, column + 2), !result.isNull(0, column + 3) {
-                body = try open(try result.bytes(0, column + 3), UInt32(truncatingIfNeeded: try result.int64(0, column + 2)), id, userID)
+            if !result.isNull(row, column + 2), !result.isNull(row, column + 3) {
+                body = try open(try result.bytes(row, column + 3), UInt32(truncatingIfNeeded: try result.int64(row, column + 2)), id, userID)
             }
             found.payload = StoredPayload(
-                id: id, sequence: try result.uint(0, column), userID: userID, body: body,
-                createdAt: try result.uint(0, column + 4), expiresAt: try result.uint(0, column + 5),
-                readLimit: UInt32(clamping: try result.uint(0, column + 6)), readCount: UInt32(clamping: try result.uint(0, column + 7)),
-                fetchCount: UInt32(clamping: try result.uint(0, column + 8)), fetchedAt: try result.uint(0, column + 9),
-                life: PayloadLife(rawValue: try result.int64(0, column + 10)) ?? .expired)
+                id: id, sequence: try result.uint(row, column), userID: userID, body: body,
+                createdAt: try result.uint(row, column + 4), expiresAt: try result.uint(row, column + 5),
+                readLimit: UInt32(clamping: try result.uint(row, column + 6)), readCount: UInt32(clamping: try result.uint(row, column + 7)),
+                fetchCount: UInt32(clamping: try result.uint(row, column + 8)), fetchedAt: try result.uint(row, column + 9),
+                life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired)
         }
         if let column = unreadColumn, let unread = reads.unread, found.user != nil {
             var ids: [PayloadID] = []
-            if !result.isNull(0, column) {
-                let packed = try result.bytes(0, column)
+            if !result.isNull(row, column) {
+                let packed = try result.bytes(row, column)
                 ids.reserveCapacity(packed.count / PayloadID.byteCount)
                 var offset = 0
                 while offset + PayloadID.byteCount <= packed.count {
@@ -114,21 +158,21 @@ struct PostgresReadStatement {
                     offset += PayloadID.byteCount
                 }
             }
-            let cursor = result.isNull(0, column + 1) ? unread.cursor : try result.uint(0, column + 1)
-            let hasMore = result.isNull(0, column + 2) ? false : try result.bool(0, column + 2)
+            let cursor = result.isNull(row, column + 1) ? unread.cursor : try result.uint(row, column + 1)
+            let hasMore = result.isNull(row, column + 2) ? false : try result.bool(row, column + 2)
             found.unread = UnreadPage(ids: ids, cursor: cursor, hasMore: hasMore)
         }
         if let column = limitsColumn {
             var state = LoginLimitState()
-            if !result.isNull(0, column) {
-                state.failures = Int(clamping: try result.uint(0, column))
-                state.blockedUntilMs = try result.uint(0, column + 1)
-                state.lastAttemptMs = try result.uint(0, column + 2)
-                state.trustedUntilMs = try result.uint(0, column + 3)
+            if !result.isNull(row, column) {
+                state.failures = Int(clamping: try result.uint(row, column))
+                state.blockedUntilMs = try result.uint(row, column + 1)
+                state.lastAttemptMs = try result.uint(row, column + 2)
+                state.trustedUntilMs = try result.uint(row, column + 3)
             }
-            if !result.isNull(0, column + 4) {
-                state.creditMs = try result.int64(0, column + 4)
-                state.creditUpdatedMs = try result.uint(0, column + 5)
+            if !result.isNull(row, column + 4) {
+                state.creditMs = try result.int64(row, column + 4)
+                state.creditUpdatedMs = try result.uint(row, column + 5)
             }
             found.loginLimits = state
         }

@@ -48,7 +48,7 @@ public final class PostgresStoreBackend: StoreBackend {
     private let readLinks: [PostgresLink]
     private let writeLink: PostgresLink
     private var committer: PostgresGroupCommit!
-    private let statements = PostgresPreparedStatements()
+    private var reads: PostgresReadBatch!
     private var sweepTimer: LoopTimer?
     private var sweeping = false
     private var stopped = false
@@ -105,12 +105,26 @@ public final class PostgresStoreBackend: StoreBackend {
         self.loop = loop
         readLinks = (0..<PostgresStoreBackend.readConnections).map { PostgresLink(name: "read \($0 + 1)", url: url, loop: loop) }
         writeLink = PostgresLink(name: "write", url: url, loop: loop)
-        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: PostgresStoreBackend.limits(settings),
-                                        prepared: statements) {
+        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: PostgresStoreBackend.limits(settings)) {
             [weak self] tickets, outcomes in
             if outcomes != nil { self?.writesWorkSinceMs = Clocks.monotonicMilliseconds() }
             self?.onCommitted?(tickets, outcomes)
         }
+        reads = PostgresReadBatch(loop: loop, open: { sealed, keyID, id, userID in
+            try sealer.open(sealed, keyID: keyID, id: id, userID: userID)
+        }, send: { [weak self] statement, done in
+            guard let self else {
+                done(.failure(PostgresError(kind: .connection, message: "the store is stopping")))
+                return
+            }
+            readLink().use { connection, error in
+                guard let connection else {
+                    done(.failure(error ?? PostgresError(kind: .connection, message: "no database connection")))
+                    return
+                }
+                connection.query(statement, completion: done)
+            }
+        })
         committer.onIdle = { [weak self] in self?.finishIfIdle() }
         committer.onError = { [weak self] error, operations in
             self?.logger.warning("database write failed", metadata: ["operations": "\(operations)", "error": "\(error)"])
@@ -159,6 +173,10 @@ public final class PostgresStoreBackend: StoreBackend {
     // MARK: reads
 
     public func read(_ reads: StoreReads, completion: @escaping (Result<StoreReadResult, StoreBackendError>) -> Void) {
+        if PostgresReadStatement.batches(reads) {
+            self.reads.read(reads, completion: completion)
+            return
+        }
         let statement = PostgresReadStatement(reads)
         guard let query = reads.registry else {
             guard let statement else {
@@ -215,16 +233,20 @@ public final class PostgresStoreBackend: StoreBackend {
     typealias ReadRunner = (_ sql: String, _ parameters: [PostgresValue], _ completion: @escaping Completion) -> Void
 
     /// The read connection with the fewest requests outstanding, or the first if none is up.
+    private func readLink() -> PostgresLink {
+        readLinks.min { ($0.connection?.pendingCount ?? .max) < ($1.connection?.pendingCount ?? .max) } ?? writeLink
+    }
+
+    /// Runs `body` with a runner of read statements on the connection `readLink` chose.
     private func onReadConnection<T>(_ completion: @escaping (Result<T, StoreBackendError>) -> Void,
                                      _ body: @escaping (ReadRunner) -> Void) {
-        let link = readLinks.min { ($0.connection?.pendingCount ?? .max) < ($1.connection?.pendingCount ?? .max) } ?? writeLink
-        link.use { [statements] connection, error in
+        readLink().use { connection, error in
             guard let connection else {
                 completion(.failure(StoreBackendError(error.map { "\($0)" } ?? "no database connection")))
                 return
             }
             body { sql, parameters, done in
-                statements.query(sql, parameters, on: connection, of: link, completion: done)
+                connection.query(PostgresStatement(sql, parameters, prepared: true), completion: done)
             }
         }
     }

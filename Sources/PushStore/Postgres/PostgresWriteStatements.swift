@@ -16,32 +16,28 @@ enum PostgresWriteStatements {
         var sealed: [UInt8]
     }
 
-    /// Rows per INSERT: 8 parameters each, under the protocol's 65535.
+    /// Rows per INSERT: bounded messages, and a bounded wait for the rows that come first.
     static let rowsPerInsert = 4096
 
-    /// The STOREs as one multi-row INSERT. Each row goes in only if its recipient's name
-    /// still belongs to the id its body was sealed for, in the committing transaction; the
-    /// foreign key holds that user until the commit, and `RETURNING` says which rows went
-    /// in and as which seq.
+    /// The STOREs as one INSERT over arrays (one element per row), a statement of a fixed
+    /// shape however many rows it carries, so it is prepared once per connection. Each row
+    /// goes in only if its recipient's name still belongs to the id its body was sealed for,
+    /// in the committing transaction; the foreign key holds that user until the commit, and
+    /// `RETURNING` says which rows went in and as which seq.
     static func insert(_ rows: ArraySlice<SealedPayload>) -> PostgresStatement {
-        var values: [String] = []
-        var parameters: [PostgresValue] = []
-        values.reserveCapacity(rows.count)
-        parameters.reserveCapacity(rows.count * 8)
-        for row in rows {
-            let base = parameters.count
-            values.append("($\(base + 1)::bytea, $\(base + 2)::text, $\(base + 3)::bigint, $\(base + 4)::bigint, $\(base + 5)::bytea, "
-                + "$\(base + 6)::bigint, $\(base + 7)::bigint, $\(base + 8)::bigint)")
-            parameters += [.id(row.payload.id), .text(row.payload.user), .uint(row.userID), .int64(Int64(row.keyID)), .bytes(row.sealed),
-                           .uint(row.payload.createdAt), .uint(row.payload.expiresAt), .int64(Int64(row.payload.readLimit))]
-        }
-        return PostgresStatement("""
+        PostgresStatement("""
             INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit)
             SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit
-            FROM (VALUES \(values.joined(separator: ", "))) AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit)
+            FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[])
+                 AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit)
             JOIN users u ON u.name = v.name AND u.id = v.user_id
             RETURNING id, seq
-            """, parameters)
+            """, [
+            .bytesArray(rows.map { $0.payload.id.bytes }), .textArray(rows.map { $0.payload.user }),
+            .int64Array(rows.map { Int64(clamping: $0.userID) }), .int64Array(rows.map { Int64($0.keyID) }),
+            .bytesArray(rows.map(\.sealed)), .int64Array(rows.map { Int64(clamping: $0.payload.createdAt) }),
+            .int64Array(rows.map { Int64(clamping: $0.payload.expiresAt) }), .int64Array(rows.map { Int64($0.payload.readLimit) }),
+        ], prepared: true)
     }
 
     /// `pg_advisory_xact_lock` class of the recipients' locks ("SP").
@@ -51,16 +47,15 @@ enum PostgresWriteStatements {
     /// takes a seq. SYNC's cursor is a seq ([4.9-2]): were a STORE at one store to take seq
     /// 100 and commit after one at another store took 101 and committed, a device could
     /// list 101, move its cursor past 100, and never list 100. With the lock, seqs for one
-    /// user are taken in the order their transactions commit. Keys in ascending order, so
-    /// two stores' groups never wait on each other in a circle; a hash shared by two users
-    /// only makes them wait for each other.
+    /// user are taken in the order their transactions commit. Keys in ascending order (the
+    /// array's, kept by `WITH ORDINALITY`), so two stores' groups never wait on each other
+    /// in a circle; a hash shared by two users only makes them wait for each other.
     static func lockRecipients(_ userIDs: Set<UInt64>) -> PostgresStatement? {
         let keys = Set(userIDs.map { Int32(truncatingIfNeeded: $0 ^ ($0 >> 32)) }).sorted()
         guard !keys.isEmpty else { return nil }
-        let values = keys.indices.map { "($\($0 + 2)::integer)" }.joined(separator: ", ")
         return PostgresStatement("""
-            SELECT count(*) FROM (VALUES \(values)) AS v (k), LATERAL pg_advisory_xact_lock($1::integer, v.k) AS l
-            """, [.int32(recipientLockClass)] + keys.map { .int32($0) })
+            SELECT count(*) FROM unnest($2::integer[]) WITH ORDINALITY AS v (k, n), LATERAL pg_advisory_xact_lock($1::integer, v.k) AS l
+            """, [.int32(recipientLockClass), .int32Array(keys)], prepared: true)
     }
 
     /// A read receipt ([4.10-1], [4.10-2]): NOT_FOUND without the row, FORBIDDEN for another
@@ -86,23 +81,18 @@ enum PostgresWriteStatements {
         PostgresStatement("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = $1", [.uint(sequence)])
     }
 
-    /// Fetch statistics ([4.8-3]), added to what other stores counted. Rows in seq order,
-    /// so two stores' batches lock shared rows in the same order.
+    /// Fetch statistics ([4.8-3]), added to what other stores counted, over arrays (one
+    /// prepared statement). Rows in seq order, so two stores' batches lock shared rows in
+    /// the same order.
     static func recordFetches(_ tallies: [FetchTally]) -> [PostgresStatement] {
         let sorted = tallies.sorted { $0.sequence < $1.sequence }
         return stride(from: 0, to: sorted.count, by: 1000).map { start in
             let chunk = sorted[start..<min(start + 1000, sorted.count)]
-            var values: [String] = []
-            var parameters: [PostgresValue] = []
-            for tally in chunk {
-                let base = parameters.count
-                values.append("($\(base + 1)::bigint, $\(base + 2)::bigint, $\(base + 3)::bigint)")
-                parameters += [.uint(tally.sequence), .int64(Int64(tally.count)), .uint(tally.lastAtMs)]
-            }
             return PostgresStatement("""
                 UPDATE payloads p SET fetch_count = p.fetch_count + v.n, fetched_at = greatest(p.fetched_at, v.t)
-                FROM (VALUES \(values.joined(separator: ", "))) AS v (seq, n, t) WHERE p.seq = v.seq
-                """, parameters)
+                FROM unnest($1::bigint[], $2::bigint[], $3::bigint[]) AS v (seq, n, t) WHERE p.seq = v.seq
+                """, [.int64Array(chunk.map { Int64(clamping: $0.sequence) }), .int64Array(chunk.map { Int64($0.count) }),
+                      .int64Array(chunk.map { Int64(clamping: $0.lastAtMs) })], prepared: true)
         }
     }
 
