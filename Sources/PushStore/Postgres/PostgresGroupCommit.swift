@@ -161,8 +161,9 @@ final class PostgresGroupCommit {
     private enum Planned {
         case decided(WriteOutcome)
         case stored(PayloadID)
-        case ack(statement: Int, userID: UInt64)
-        case recall(statement: Int)
+        /// The ACK's row in the group's ACK statement, by ordinal (from 1).
+        case ack(ordinal: Int, userID: UInt64)
+        case recall(ordinal: Int)
         case done
     }
 
@@ -170,6 +171,9 @@ final class PostgresGroupCommit {
         var statements: [PostgresStatement] = []
         var operations: [Planned] = []
         var insertStatements: [Int] = []
+        /// The statements of all the group's ACKs and of all its RECALLs, over arrays.
+        var ackStatement: Int?
+        var recallStatement: Int?
     }
 
     /// `fixed` turns a statement of a fixed shape into what the transaction sends (marked
@@ -213,19 +217,31 @@ final class PostgresGroupCommit {
             plan.statements.append(PostgresWriteStatements.insert(rows[start..<end]))
             start = end
         }
+        // All the ACKs as one statement, then all the RECALLs as one: operations of one
+        // group were in flight together, so any order among them is one they could have had.
+        var acks: [PostgresWriteStatements.Ack] = []
+        var recalls: [UInt64] = []
         for (index, pending) in batch.enumerated() {
             switch pending.operation {
             case .ack(let sequence, let userID, let deviceID):
-                plan.operations[index] = .ack(statement: plan.statements.count, userID: userID)
-                plan.statements.append(fixed(PostgresWriteStatements.ack(sequence: sequence, userID: userID, deviceID: deviceID)))
+                acks.append(.init(sequence: sequence, userID: userID, deviceID: deviceID))
+                plan.operations[index] = .ack(ordinal: acks.count, userID: userID)
             case .recall(let sequence):
-                plan.operations[index] = .recall(statement: plan.statements.count)
-                plan.statements.append(fixed(PostgresWriteStatements.recall(sequence: sequence)))
+                recalls.append(sequence)
+                plan.operations[index] = .recall(ordinal: recalls.count)
             case .loginAttempt(let attempt):
                 plan.statements.append(fixed(PostgresWriteStatements.loginAttempt(attempt, settings: limits)))
             case .store, .recordFetches:
                 break
             }
+        }
+        if !acks.isEmpty {
+            plan.ackStatement = plan.statements.count
+            plan.statements.append(PostgresWriteStatements.acks(acks))
+        }
+        if !recalls.isEmpty {
+            plan.recallStatement = plan.statements.count
+            plan.statements.append(PostgresWriteStatements.recalls(recalls))
         }
         if !tallies.isEmpty { plan.statements += PostgresWriteStatements.recordFetches(tallies) }
         return plan
@@ -311,6 +327,21 @@ final class PostgresGroupCommit {
                 if let id = try? rows.payloadID(row, 0), let seq = try? rows.uint(row, 1) { stored[id] = seq }
             }
         }
+        // The ACKs' rows and the RECALLs found, by ordinal.
+        let ackResult = plan.ackStatement.flatMap { results.indices.contains($0) ? results[$0] : nil }
+        var ackRows: [Int: Int] = [:]
+        if let rows = ackResult {
+            for row in rows.rows.indices {
+                if let ordinal = try? rows.int64(row, 0) { ackRows[Int(ordinal)] = row }
+            }
+        }
+        var recalled = Set<Int>()
+        if let index = plan.recallStatement, results.indices.contains(index) {
+            let rows = results[index]
+            for row in rows.rows.indices {
+                if let ordinal = try? rows.int64(row, 0) { recalled.insert(Int(ordinal)) }
+            }
+        }
         return plan.operations.map { planned in
             switch planned {
             case .decided(let outcome): return outcome
@@ -318,15 +349,14 @@ final class PostgresGroupCommit {
                 // No row: the recipient's name no longer has the id looked up.
                 guard let seq = stored[id] else { return .failed(.unknownUser) }
                 return .stored(sequence: seq)
-            case .ack(let statement, let userID):
-                guard results.indices.contains(statement) else { return .failed(.internalError) }
-                let row = results[statement]
-                guard !row.isNull(0, 0) else { return .failed(.notFound) }
-                guard (try? row.uint(0, 0)) == userID else { return .failed(.forbidden) }
+            case .ack(let ordinal, let userID):
+                guard let row = ackRows[ordinal] else { return .failed(.internalError) }
+                guard let rows = ackResult, !rows.isNull(row, 1) else { return .failed(.notFound) }
+                guard (try? rows.uint(row, 1)) == userID else { return .failed(.forbidden) }
                 return .ok
-            case .recall(let statement):
-                guard results.indices.contains(statement) else { return .failed(.internalError) }
-                return results[statement].affectedRows > 0 ? .ok : .failed(.notFound)
+            case .recall(let ordinal):
+                guard plan.recallStatement.map(results.indices.contains) == true else { return .failed(.internalError) }
+                return recalled.contains(ordinal) ? .ok : .failed(.notFound)
             case .done:
                 return .ok
             }

@@ -58,27 +58,51 @@ enum PostgresWriteStatements {
             """, [.int32(recipientLockClass), .int32Array(keys)], prepared: true)
     }
 
-    /// A read receipt ([4.10-1], [4.10-2]): NOT_FOUND without the row, FORBIDDEN for another
-    /// user's payload, else the receipt once per device; only a new receipt counts, and the
-    /// one that reaches the read limit makes the payload gone and erases its body. Returns
-    /// one row: the payload's owner (NULL if none).
-    static func ack(sequence: UInt64, userID: UInt64, deviceID: String) -> PostgresStatement {
-        PostgresStatement("""
-            WITH p AS (SELECT seq, user_id FROM payloads WHERE seq = $1),
-                 r AS (INSERT INTO receipts (seq, device) SELECT seq, $3 FROM p WHERE user_id = $2
-                       ON CONFLICT DO NOTHING RETURNING seq),
-                 c AS (UPDATE payloads SET read_count = read_count + 1,
-                           life = CASE WHEN life = 1 AND read_limit > 0 AND read_count + 1 >= read_limit THEN 3 ELSE life END,
-                           body = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE body END,
-                           key_id = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE key_id END
-                       WHERE seq IN (SELECT seq FROM r) RETURNING seq)
-            SELECT (SELECT user_id FROM p), (SELECT count(*) FROM c)
-            """, [.uint(sequence), .uint(userID), .text(deviceID)])
+    /// One ACK of a group: the payload's seq, the acknowledging user and device.
+    struct Ack {
+        var sequence: UInt64
+        var userID: UInt64
+        var deviceID: String
     }
 
-    /// RECALL ([4.11-1], [4.11-2]): gone at once, body erased; no row is NOT_FOUND.
-    static func recall(sequence: UInt64) -> PostgresStatement {
-        PostgresStatement("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = $1", [.uint(sequence)])
+    /// A group's read receipts ([4.10-1], [4.10-2]) as one prepared statement over arrays,
+    /// one element per ACK: NOT_FOUND without the row, FORBIDDEN for another user's
+    /// payload, else the receipt once per device (the same (seq, device) twice in the arrays,
+    /// or already there, adds nothing); each payload's read count grows by its new receipts,
+    /// and the update that reaches the read limit makes it gone and erases its body. The
+    /// receipts go in, and the payloads are updated, in seq order, so two stores' groups
+    /// lock shared rows in the same order; the UPDATE re-reads a row another store changed
+    /// as it waited (READ COMMITTED's re-check), so racing counts add up. Returns one row
+    /// per ACK: its ordinal (from 1) and the payload's owner (NULL if none).
+    static func acks(_ acks: [Ack]) -> PostgresStatement {
+        PostgresStatement("""
+            WITH a AS (SELECT v.n, v.user_id, v.device, p.seq, p.user_id AS owner
+                       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS v (seq, user_id, device, n)
+                       LEFT JOIN payloads p ON p.seq = v.seq),
+                 r AS (INSERT INTO receipts (seq, device)
+                       SELECT DISTINCT seq, device FROM a WHERE owner = user_id ORDER BY seq, device
+                       ON CONFLICT DO NOTHING RETURNING seq),
+                 k AS (SELECT seq, count(*) AS added FROM r GROUP BY seq ORDER BY seq),
+                 c AS (UPDATE payloads SET read_count = payloads.read_count + k.added,
+                           life = CASE WHEN life = 1 AND read_limit > 0 AND payloads.read_count + k.added >= read_limit
+                                       THEN 3 ELSE life END,
+                           body = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE body END,
+                           key_id = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE key_id END
+                       FROM k WHERE payloads.seq = k.seq RETURNING payloads.seq)
+            SELECT a.n, a.owner, (SELECT count(*) FROM c) FROM a
+            """, [.int64Array(acks.map { Int64(clamping: $0.sequence) }), .int64Array(acks.map { Int64(clamping: $0.userID) }),
+                  .textArray(acks.map(\.deviceID))], prepared: true)
+    }
+
+    /// A group's RECALLs ([4.11-1], [4.11-2]) as one prepared statement over an array: each
+    /// payload gone at once, body erased. Returns the ordinals (from 1) of the RECALLs whose
+    /// payload exists (a seq twice in the array: both); one not returned is NOT_FOUND.
+    static func recalls(_ sequences: [UInt64]) -> PostgresStatement {
+        PostgresStatement("""
+            WITH u AS (UPDATE payloads SET life = 2, body = NULL, key_id = NULL
+                       WHERE seq IN (SELECT unnest($1::bigint[])) RETURNING seq)
+            SELECT v.n FROM unnest($1::bigint[]) WITH ORDINALITY AS v (seq, n) WHERE v.seq IN (SELECT seq FROM u)
+            """, [.int64Array(sequences.map { Int64(clamping: $0) })], prepared: true)
     }
 
     /// Fetch statistics ([4.8-3]), added to what other stores counted, over arrays (one
