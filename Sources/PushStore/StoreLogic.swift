@@ -401,11 +401,6 @@ public final class StoreLogic {
                                          fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
     }
 
-    /// The reply to a request whose write is durable.
-    public func completed(_ reply: CommittedReply, outcome: WriteOutcome) -> Message {
-        reply.message(for: outcome)
-    }
-
     /// The statistics gathered since the last call, for one writer operation.
     public func takeFetchTallies() -> [FetchTally] {
         defer { fetchTallies = [:] }

@@ -124,19 +124,15 @@ public final class StoreServer: ServiceHandler {
             awaitingCommit[ticket] = PendingCommit(peer: peer, correlation: correlation, reply: reply, type: request.type, startNs: startNs)
             backend.submit(operation, ticket: ticket)
         case .read(let reads, let pending):
+            // A backend that answers at once spares the request the closure below.
             if let result = backend.readNow(reads) {
-                guard let session = peer.state else { return }
-                perform(logic.resume(pending, with: result, session: session), for: request, peer: peer, correlation: correlation, startNs: startNs)
-                return
+                return resume(pending, with: result, for: request, peer: peer, correlation: correlation, startNs: startNs)
             }
             reading += 1
             backend.read(reads) { [weak self] result in
                 guard let self else { return }
                 reading -= 1
-                if peer.connection.isOpen, let session = peer.state {
-                    perform(logic.resume(pending, with: result, session: session), for: request, peer: peer, correlation: correlation,
-                            startNs: startNs)
-                }
+                resume(pending, with: result, for: request, peer: peer, correlation: correlation, startNs: startNs)
                 host.finishDrainIfDone()
             }
         case .loginDecided(let result):
@@ -157,6 +153,13 @@ public final class StoreServer: ServiceHandler {
                                                deadlineMs: Clocks.monotonicMilliseconds() + waitMs, startNs: startNs))
             metrics.registryHeld.set(heldRegistries.count)
         }
+    }
+
+    /// Carries on with a request whose reads are done, if its connection still is.
+    private func resume(_ pending: PendingRequest, with result: Result<StoreReadResult, StoreBackendError>, for request: Message,
+                        peer: Peer, correlation: UInt32, startNs: UInt64) {
+        guard peer.connection.isOpen, let session = peer.state else { return }
+        perform(logic.resume(pending, with: result, session: session), for: request, peer: peer, correlation: correlation, startNs: startNs)
     }
 
     // MARK: the registry
@@ -313,7 +316,7 @@ public final class StoreServer: ServiceHandler {
             guard let pending = awaitingCommit.removeValue(forKey: ticket) else { continue }
             let outcome = outcomes?[index] ?? .failed(.internalError)
             if case .stored(let sequence) = outcome, case .storeOK(let stored) = pending.reply { backend.stored(stored.id, sequence: sequence) }
-            let reply = logic.completed(pending.reply, outcome: outcome)
+            let reply = pending.reply.message(for: outcome)
             host.respond(reply, correlation: pending.correlation, to: pending.peer)
             metrics.answered(pending.type, with: reply, startNs: pending.startNs)
             if case .stored = outcome { metrics.payloadsStored.increment() }

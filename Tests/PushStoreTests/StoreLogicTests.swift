@@ -47,7 +47,7 @@ final class StoreFixture {
         case .commit(let operation, let reply):
             let outcomes = try writer.commit([operation])
             if case .stored(let sequence) = outcomes[0], case .storeOK(let stored) = reply { reads.stored(stored.id, sequence: sequence) }
-            return logic.completed(reply, outcome: outcomes[0])
+            return reply.message(for: outcomes[0])
         case .read(let wanted, let pending):
             return try perform(logic.resume(pending, with: read(wanted), session: session), session: session)
         case .verifyPassword(let login, let hash):

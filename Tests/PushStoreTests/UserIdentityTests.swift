@@ -151,7 +151,7 @@ struct UserIdentityTests {
         try store.removeUser("alice")
         let outcomes = try store.writer.commit([operation])
         #expect(outcomes == [.failed(.unknownUser)])
-        #expect(status(of: store.logic.completed(reply, outcome: outcomes[0])) == .unknownUser)
+        #expect(status(of: reply.message(for: outcomes[0])) == .unknownUser)
         #expect(try store.count("SELECT count(*) FROM payloads") == 0)
     }
 
