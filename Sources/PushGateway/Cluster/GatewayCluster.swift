@@ -1,0 +1,383 @@
+import Logging
+import PushEventLoop
+import PushNATS
+import PushSession
+import PushWire
+
+/// A gateway as a node of a cluster over NATS: it tells the other nodes which devices
+/// connect and leave here, forwards pushes only to the nodes holding a target, serves
+/// the pushes they forward, and keeps offline devices' queues in JetStream, where they
+/// outlive a node and follow the device to the node it connects to next.
+///
+/// One NATS connection, driven on the gateway's own loop; every handler runs there.
+/// Loop-confined.
+final class GatewayCluster {
+    let configuration: ClusterConfiguration
+    let metrics: ClusterMetrics
+    private let logic: GatewayLogic
+    private let logger: Logger
+    private let loop: EventLoop
+    private let connection: NATSConnection
+    private let jetStream: JetStream
+    private let directory: ClusterDirectory
+    private let queues: ClusterQueues
+    private let boot = UInt64.random(in: 1...UInt64.max)
+    private var subscriptions: [NATSSubscription] = []
+    private var heartbeatTimer: LoopTimer?
+    private var streamReady = false
+    private var ensuringStream = false
+    /// Set after (re)connecting: the next heartbeat asks every node for its presence.
+    private var wantsPresence = true
+    private var pendingPresence: [PresenceChange] = []
+    private var presenceFlush: LoopTimer?
+    private var stopped = false
+    private var finishWaiters: [() -> Void] = []
+
+    private var subjects: ClusterSubjects { configuration.subjects }
+    private var localNode: String { configuration.node }
+
+    init(configuration: ClusterConfiguration, logic: GatewayLogic, loop: EventLoop, logger: Logger) throws(NATSError) {
+        self.configuration = configuration
+        self.logic = logic
+        self.loop = loop
+        self.logger = logger
+        metrics = ClusterMetrics(registry: logic.metrics.registry)
+        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.node)")
+        jetStream = JetStream(connection: connection)
+        directory = ClusterDirectory(localNode: configuration.node)
+        queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
+                               wallClock: logic.wallClock, metrics: metrics)
+        logic.isClusterNode = true
+    }
+
+    /// Connected to NATS with the queue stream in place.
+    var isReady: Bool { connection.isConnected && streamReady }
+
+    func start() throws(NATSError) {
+        connection.onEvent = { [weak self] event in self?.connectionChanged(event) }
+        subscriptions.append(try connection.subscribe(subjects.heartbeats) { [weak self] in self?.heartbeatArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.presence) { [weak self] in self?.presenceArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.pushes(for: localNode)) { [weak self] in self?.forwardArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.takes(for: localNode)) { [weak self] in self?.takeNoticeArrived($0) })
+        heartbeatTimer = loop.schedule(after: configuration.heartbeatInterval, repeating: true) { [weak self] in self?.beat() }
+        if connection.isConnected { connectionChanged(.connected) }
+    }
+
+    private func connectionChanged(_ event: NATSConnectionEvent) {
+        switch event {
+        case .connected, .reconnected:
+            metrics.natsConnected.set(1)
+            logger.info("connected to NATS", metadata: ["node": "\(localNode)", "event": "\(event)"])
+            ensureStream()
+            // Changes may have been lost while away: ask for everyone's presence, and tell ours.
+            wantsPresence = true
+            beat()
+            announceAll()
+        case .disconnected:
+            metrics.natsConnected.set(0)
+            logger.warning("lost the connection to NATS; reconnecting", metadata: ["node": "\(localNode)"])
+        case .closed:
+            metrics.natsConnected.set(0)
+        }
+    }
+
+    private func ensureStream() {
+        guard !streamReady, !ensuringStream else { return }
+        ensuringStream = true
+        jetStream.ensureStream(ClusterQueues.stream(subjects)) { [weak self] result in
+            guard let self else { return }
+            self.ensuringStream = false
+            switch result {
+            case .success:
+                self.streamReady = true
+            case .failure(let error):
+                self.logger.error("cannot set up the JetStream stream for offline queues (is JetStream enabled: nats-server -js?)",
+                                  metadata: ["error": "\(error)", "stream": "\(self.subjects.streamName)"])
+                _ = self.loop.schedule(after: .seconds(1)) { [weak self] in self?.ensureStream() }
+            }
+        }
+    }
+
+    // MARK: nodes
+
+    private func beat() {
+        guard !stopped else { return }
+        let nowMs = logic.monotonicNow()
+        let heartbeat = NodeHeartbeat(node: localNode, boot: boot, devices: Int(logic.metrics.devicesOnline.value), wantsPresence: wantsPresence)
+        if connection.isConnected, (try? connection.publish(subjects.heartbeats, heartbeat.encoded())) != nil {
+            wantsPresence = false
+        }
+        let deadline = nowMs - Int64(configuration.nodeTimeout / .milliseconds(1))
+        for node in directory.removeNodes(silentSince: deadline) {
+            logger.warning("a cluster node went silent; its devices count as offline until they connect again", metadata: ["node": "\(node)"])
+        }
+        metrics.nodesAlive.set(directory.nodes.count + 1)
+    }
+
+    private func heartbeatArrived(_ message: NATSMessage) {
+        guard let heartbeat = try? NodeHeartbeat(decoding: message.data) else { return metrics.malformed.increment() }
+        if heartbeat.node == localNode {
+            if heartbeat.boot != boot {
+                logger.error("another gateway uses this node name; give each node its own --node", metadata: ["node": "\(localNode)"])
+            }
+            return
+        }
+        let arrival = directory.heard(from: heartbeat.node, boot: heartbeat.boot, nowMs: logic.monotonicNow())
+        if arrival == .new { logger.info("a cluster node joined", metadata: ["node": "\(heartbeat.node)"]) }
+        metrics.nodesAlive.set(directory.nodes.count + 1)
+        if arrival == .new || heartbeat.wantsPresence { announceAll() }
+    }
+
+    // MARK: presence
+
+    private func presenceArrived(_ message: NATSMessage) {
+        guard let batch = try? PresenceBatch(decoding: message.data) else { return metrics.malformed.increment() }
+        guard batch.node != localNode else { return }
+        if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new { announceAll() }
+        for change in batch.changes {
+            if case .replaceLocal(let deviceID) = directory.apply(change, from: batch.node) { replaceElsewhere(deviceID) }
+        }
+    }
+
+    private func announce(_ change: PresenceChange) {
+        pendingPresence.append(change)
+        // Changes of one loop turn (a burst of connects) go in one message.
+        guard presenceFlush == nil else { return }
+        presenceFlush = loop.schedule(after: .zero) { [weak self] in
+            guard let self else { return }
+            self.presenceFlush = nil
+            let changes = self.pendingPresence
+            self.pendingPresence = []
+            self.publishPresence(changes)
+        }
+    }
+
+    private func announceAll() {
+        publishPresence(directory.localPresence())
+    }
+
+    private func publishPresence(_ changes: [PresenceChange]) {
+        var start = 0
+        while start < changes.count {
+            let end = min(changes.count, start + 1_000)
+            let batch = PresenceBatch(node: localNode, boot: boot, changes: Array(changes[start..<end]))
+            do {
+                try connection.publish(subjects.presence, batch.encoded())
+            } catch {
+                logger.warning("cannot publish presence; it is sent again after reconnecting", metadata: ["error": "\(error)"])
+                return
+            }
+            start = end
+        }
+    }
+
+    // MARK: devices
+
+    /// A device was admitted here: every node learns it, and its queue comes from JetStream.
+    func deviceArrived(_ record: DeviceRecord) {
+        let stamp = directory.stampForNewConnection(of: record.deviceID, wallMs: logic.wallClock())
+        let change = PresenceChange(deviceID: record.deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags)
+        directory.apply(change, from: localNode)
+        announce(change)
+        take(record.deviceID)
+    }
+
+    /// The current connection of a device here ended: what it held goes to its queue in
+    /// JetStream, and every node learns it is offline.
+    func deviceLeft(_ record: DeviceRecord) {
+        let deviceID = record.deviceID
+        if let released = logic.release(record) { hand(released, of: deviceID) }
+        guard let location = directory.devices[deviceID]?.location, location.node == localNode else { return }
+        let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags)
+        directory.apply(change, from: localNode)
+        announce(change)
+    }
+
+    private func replaceElsewhere(_ deviceID: String) {
+        guard let record = logic.replacedElsewhere(deviceID) else { return }
+        metrics.replacedElsewhere.increment()
+        logger.debug("device connected to another node; closed here with REPLACED", metadata: ["device": "\(deviceID)"])
+        if let released = logic.release(record) { hand(released, of: deviceID) }
+    }
+
+    /// Merges what this node held for a device into its queue, then tells the node that
+    /// holds the device now, if any, to take it.
+    private func hand(_ released: QueueRecord, of deviceID: String) {
+        queues.submit(.merge(released) { [weak self] written in
+            guard let self else { return }
+            if written {
+                self.notifyHolder(of: deviceID)
+            } else {
+                self.logger.warning("could not hand a device's queue to JetStream; the device finds its payloads with SYNC",
+                                    metadata: ["device": "\(deviceID)", "pushes": "\(released.entries.count)"])
+            }
+        }, for: deviceID)
+    }
+
+    private func take(_ deviceID: String) {
+        queues.submit(.take { [weak self] taken in
+            guard let self, let taken else { return }
+            if let record = self.logic.devices[deviceID], record.link != nil {
+                self.metrics.queuesTaken.increment()
+                self.logic.absorb(taken, into: record)
+            } else {
+                // Gone again while the queue was read: it goes back for the next connection.
+                self.hand(taken, of: deviceID)
+            }
+        }, for: deviceID)
+    }
+
+    /// After a queue was written: the device may have connected somewhere meanwhile.
+    private func notifyHolder(of deviceID: String) {
+        guard let node = directory.node(of: deviceID) else { return }
+        if node == localNode {
+            if logic.devices[deviceID]?.link != nil { take(deviceID) }
+            return
+        }
+        try? connection.publish(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
+    }
+
+    private func takeNoticeArrived(_ message: NATSMessage) {
+        guard let notice = try? TakeNotice(decoding: message.data) else { return metrics.malformed.increment() }
+        for deviceID in notice.deviceIDs where logic.devices[deviceID]?.link != nil { take(deviceID) }
+    }
+
+    // MARK: pushes
+
+    /// A provider's PUSH: delivered to targets connected here at once, forwarded to the
+    /// nodes holding the others, queued in JetStream for offline ones; `reply` gets the
+    /// counts once every part is done ([4.13-3] across the cluster).
+    func push(_ push: Push, target: PushTarget, reply: @escaping (PushAck) -> Void) {
+        logic.metrics.pushesAccepted.increment()
+        let nowWall = logic.wallClock()
+        let connectedOnly = push.ttlSeconds == 0
+        let sequence = logic.takeSequence()
+        let frame = push.deviceFrame(correlation: sequence)
+        let local = QueuedPush(sequence: sequence, frame: frame, priority: push.priority, collapseKey: push.collapseKey,
+                               expiresAtMs: connectedOnly ? .max : logic.monotonicNow() + Int64(push.ttlSeconds) * 1000,
+                               connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
+        let tally = PushTally { written, queued in reply(PushAck(written: written, queued: queued)) }
+        var remote: [String: [(deviceID: String, user: String)]] = [:]
+        var offline: [(deviceID: String, user: String)] = []
+        let window = logic.settings.deliveryWindow
+        func visit(_ deviceID: String, user: String) {
+            if let record = logic.devices[deviceID], record.link != nil {
+                switch logic.deliver(local, to: record, window: window) {
+                case .written: tally.add(written: 1)
+                case .queued: tally.add(queued: 1)
+                case .dropped: break
+                }
+            } else if let node = directory.node(of: deviceID), node != localNode {
+                remote[node, default: []].append((deviceID, user))
+            } else if !connectedOnly {
+                offline.append((deviceID, user))
+            }
+        }
+        if let registry = logic.registry {
+            registry.forEachDevice(matching: target, nowMs: nowWall) { visit($0.deviceID, user: $0.registration.user) }
+        } else {
+            directory.forEachDevice(matching: target) { visit($0, user: directory.devices[$0]?.user ?? "") }
+        }
+        if !remote.isEmpty || !offline.isEmpty {
+            let clusterPush = ClusterPush(deviceFrame: frame, priority: push.priority, collapseKey: push.collapseKey,
+                                          expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000)
+            for (node, targets) in remote { forward(clusterPush, to: targets, at: node, tally: tally) }
+            for target in offline { queue(clusterPush, for: target.deviceID, user: target.user, tally: tally) }
+        }
+        tally.seal()
+    }
+
+    private func forward(_ push: ClusterPush, to targets: [(deviceID: String, user: String)], at node: String, tally: PushTally) {
+        var start = 0
+        while start < targets.count {
+            let part = targets[start..<min(targets.count, start + configuration.maxDevicesPerForward)]
+            start = part.endIndex
+            tally.begin()
+            metrics.pushesForwarded.increment()
+            let message = ForwardedPush(push: push, deviceIDs: part.map(\.deviceID)).encoded()
+            connection.request(subjects.pushes(for: node), message, timeout: configuration.forwardTimeout) { [weak self] result in
+                guard let self else { return tally.end() }
+                if case .success(let answer) = result, let counts = try? ForwardReply(decoding: answer.data) {
+                    tally.add(written: counts.written, queued: counts.queued)
+                } else {
+                    // No answer in time (the node died, or NATS is away): its devices' pushes
+                    // wait in JetStream. Should the node just have been slow, a device may be
+                    // told twice; it shows each payload once all the same.
+                    self.metrics.forwardsFailed.increment()
+                    self.logger.warning("a cluster node did not answer a forwarded push; queueing it in JetStream",
+                                        metadata: ["node": "\(node)", "devices": "\(part.count)"])
+                    if !push.connectedOnly {
+                        for target in part { self.queue(push, for: target.deviceID, user: target.user, tally: tally) }
+                    }
+                }
+                tally.end()
+            }
+        }
+    }
+
+    private func queue(_ push: ClusterPush, for deviceID: String, user: String, tally: PushTally) {
+        tally.begin()
+        queues.submit(.append(push, user: user) { [weak self] written in
+            if written {
+                tally.add(queued: 1)
+                self?.notifyHolder(of: deviceID)
+            }
+            tally.end()
+        }, for: deviceID)
+    }
+
+    private func forwardArrived(_ message: NATSMessage) {
+        guard let replySubject = message.reply, let forwarded = try? ForwardedPush(decoding: message.data) else {
+            return metrics.malformed.increment()
+        }
+        metrics.forwardsReceived.increment()
+        let delivered = logic.deliverForwarded(forwarded)
+        let tally = PushTally { [weak self] written, queued in
+            try? self?.connection.publish(replySubject, ForwardReply(written: written, queued: queued).encoded())
+        }
+        tally.add(written: delivered.written, queued: delivered.queued)
+        if !forwarded.push.connectedOnly {
+            // Left or moved on since the sender looked: their pushes wait in JetStream.
+            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, user: user(of: deviceID), tally: tally) }
+        }
+        tally.seal()
+    }
+
+    private func user(of deviceID: String) -> String {
+        if let enrolled = logic.registry?.enrolledRegistration(of: deviceID, nowMs: logic.wallClock()) {
+            return enrolled.registration.user
+        }
+        return directory.devices[deviceID]?.user ?? ""
+    }
+
+    // MARK: stopping
+
+    /// After the gateway's connections closed (their queues handed to JetStream): waits
+    /// for the queue writes under way, at most `timeout`, then leaves NATS.
+    func finish(timeout: Duration = .seconds(3), then done: @escaping () -> Void) {
+        if stopped { return done() }
+        finishWaiters.append(done)
+        guard finishWaiters.count == 1 else { return }
+        let complete = { [weak self] in
+            guard let self, !self.stopped else { return }
+            self.stop()
+            let waiters = self.finishWaiters
+            self.finishWaiters = []
+            for waiter in waiters { waiter() }
+        }
+        if queues.isIdle { return complete() }
+        queues.onIdle = complete
+        _ = loop.schedule(after: timeout) { complete() }
+    }
+
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        heartbeatTimer?.cancel()
+        presenceFlush?.cancel()
+        if !pendingPresence.isEmpty { publishPresence(pendingPresence) }
+        for subscription in subscriptions { subscription.cancel() }
+        subscriptions = []
+        connection.close()
+    }
+}
