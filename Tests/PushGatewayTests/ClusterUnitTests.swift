@@ -27,9 +27,11 @@ struct ClusterUnitTests {
             PresenceChange(deviceID: "tablet", online: false, stamp: 3, user: "bob", tags: []),
         ])
         #expect(try PresenceBatch(decoding: batch.encoded()) == batch)
-        let forwarded = ForwardedPush(push: Self.push(1, collapse: "score"), deviceIDs: ["a", "b", "ü"])
-        #expect(try ForwardedPush(decoding: forwarded.encoded()) == forwarded)
-        #expect(try ForwardReply(decoding: ForwardReply(written: 3, queued: UInt32.max).encoded()) == ForwardReply(written: 3, queued: .max))
+        let batch2 = ForwardBatch(pushes: [ForwardedPush(push: Self.push(1, collapse: "score"), deviceIDs: ["a", "b", "ü"]),
+                                           ForwardedPush(push: Self.push(2), deviceIDs: ["c"])])
+        #expect(try ForwardBatch(decoding: batch2.encoded()) == batch2)
+        let replies = ForwardReplies(counts: [.init(written: 3, queued: .max), .init(written: 0, queued: 1)])
+        #expect(try ForwardReplies(decoding: replies.encoded()) == replies)
         #expect(try TakeNotice(decoding: TakeNotice(deviceIDs: ["x"]).encoded()) == TakeNotice(deviceIDs: ["x"]))
         let record = QueueRecord(user: "alice", missed: 2, entries: [
             QueueRecord.Entry(push: Self.push(1), returned: true, rank: 4),
@@ -41,16 +43,16 @@ struct ClusterUnitTests {
 
     @Test("a truncated, over-long or foreign message is refused, never read in part")
     func malformedMessages() {
-        let bytes = ForwardedPush(push: Self.push(1), deviceIDs: ["a", "b"]).encoded()
+        let bytes = ForwardBatch(pushes: [ForwardedPush(push: Self.push(1), deviceIDs: ["a", "b"])]).encoded()
         for length in 0..<bytes.count {
-            #expect(throws: ClusterDecodeError.self) { try ForwardedPush(decoding: Array(bytes.prefix(length))) }
+            #expect(throws: ClusterDecodeError.self) { try ForwardBatch(decoding: Array(bytes.prefix(length))) }
         }
         var foreign = bytes
         foreign[0] = 99
-        #expect(throws: ClusterDecodeError.unknownVersion(99)) { try ForwardedPush(decoding: foreign) }
+        #expect(throws: ClusterDecodeError.unknownVersion(99)) { try ForwardBatch(decoding: foreign) }
         // A count far beyond the bytes that follow fails at once instead of reserving memory.
         #expect(throws: ClusterDecodeError.truncated) { try TakeNotice(decoding: [1, 0xFF, 0xFF, 0xFF, 0x7F]) }
-        #expect(throws: ClusterDecodeError.self) { try ForwardReply(decoding: [1, 0x80, 0x80, 0x80, 0x80, 0x10, 0]) }
+        #expect(throws: ClusterDecodeError.self) { try ForwardReplies(decoding: [1, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0]) }
     }
 
     @Test("device ids become distinct subject tokens with no dot, wildcard or space")

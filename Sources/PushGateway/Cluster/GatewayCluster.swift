@@ -30,6 +30,8 @@ final class GatewayCluster {
     private var wantsPresence = true
     private var pendingPresence: [PresenceChange] = []
     private var presenceFlush: LoopTimer?
+    private var outgoing: [String: [OutgoingForward]] = [:]
+    private var forwardFlush: LoopTimer?
     private var stopped = false
     private var finishWaiters: [() -> Void] = []
 
@@ -287,6 +289,14 @@ final class GatewayCluster {
         tally.seal()
     }
 
+    /// A push for devices at another node, waiting for the end of the loop turn: the
+    /// turn's pushes for one node leave together.
+    private struct OutgoingForward {
+        var push: ClusterPush
+        var targets: ArraySlice<(deviceID: String, user: String)>
+        var tally: PushTally
+    }
+
     private func forward(_ push: ClusterPush, to targets: [(deviceID: String, user: String)], at node: String, tally: PushTally) {
         var start = 0
         while start < targets.count {
@@ -294,23 +304,55 @@ final class GatewayCluster {
             start = part.endIndex
             tally.begin()
             metrics.pushesForwarded.increment()
-            let message = ForwardedPush(push: push, deviceIDs: part.map(\.deviceID)).encoded()
-            connection.request(subjects.pushes(for: node), message, timeout: configuration.forwardTimeout) { [weak self] result in
-                guard let self else { return tally.end() }
-                if case .success(let answer) = result, let counts = try? ForwardReply(decoding: answer.data) {
-                    tally.add(written: counts.written, queued: counts.queued)
-                } else {
-                    // No answer in time (the node died, or NATS is away): its devices' pushes
-                    // wait in JetStream. Should the node just have been slow, a device may be
-                    // told twice; it shows each payload once all the same.
-                    self.metrics.forwardsFailed.increment()
-                    self.logger.warning("a cluster node did not answer a forwarded push; queueing it in JetStream",
-                                        metadata: ["node": "\(node)", "devices": "\(part.count)"])
-                    if !push.connectedOnly {
-                        for target in part { self.queue(push, for: target.deviceID, user: target.user, tally: tally) }
+            outgoing[node, default: []].append(OutgoingForward(push: push, targets: part, tally: tally))
+        }
+        guard forwardFlush == nil else { return }
+        forwardFlush = loop.schedule(after: .zero) { [weak self] in
+            guard let self else { return }
+            self.forwardFlush = nil
+            let outgoing = self.outgoing
+            self.outgoing = [:]
+            for (node, forwards) in outgoing { self.send(forwards, to: node) }
+        }
+    }
+
+    private func send(_ forwards: [OutgoingForward], to node: String) {
+        var start = 0
+        while start < forwards.count {
+            // Bounded by devices named, so a message stays well under NATS' size limit.
+            var end = start
+            var devices = 0
+            while end < forwards.count, end == start || devices + forwards[end].targets.count <= configuration.maxDevicesPerForward {
+                devices += forwards[end].targets.count
+                end += 1
+            }
+            let part = Array(forwards[start..<end])
+            start = end
+            let batch = ForwardBatch(pushes: part.map { ForwardedPush(push: $0.push, deviceIDs: $0.targets.map(\.deviceID)) })
+            connection.request(subjects.pushes(for: node), batch.encoded(), timeout: configuration.forwardTimeout) { [weak self] result in
+                guard let self else { return part.forEach { $0.tally.end() } }
+                if case .success(let answer) = result, let replies = try? ForwardReplies(decoding: answer.data),
+                   replies.counts.count == part.count {
+                    for (forward, counts) in zip(part, replies.counts) {
+                        forward.tally.add(written: counts.written, queued: counts.queued)
+                        forward.tally.end()
                     }
+                    return
                 }
-                tally.end()
+                // No answer in time (the node died, or NATS is away): its devices' pushes
+                // wait in JetStream. Should the node just have been slow, a device may be
+                // told twice; it shows each payload once all the same.
+                self.metrics.forwardsFailed.increment()
+                self.logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
+                                    metadata: ["node": "\(node)", "pushes": "\(part.count)"])
+                for forward in part {
+                    if !forward.push.connectedOnly {
+                        for target in forward.targets {
+                            self.queue(forward.push, for: target.deviceID, user: target.user, tally: forward.tally)
+                        }
+                    }
+                    forward.tally.end()
+                }
             }
         }
     }
@@ -327,20 +369,28 @@ final class GatewayCluster {
     }
 
     private func forwardArrived(_ message: NATSMessage) {
-        guard let replySubject = message.reply, let forwarded = try? ForwardedPush(decoding: message.data) else {
+        guard let replySubject = message.reply, let batch = try? ForwardBatch(decoding: message.data) else {
             return metrics.malformed.increment()
         }
-        metrics.forwardsReceived.increment()
-        let delivered = logic.deliverForwarded(forwarded)
-        let tally = PushTally { [weak self] written, queued in
-            try? self?.connection.publish(replySubject, ForwardReply(written: written, queued: queued).encoded())
+        metrics.forwardsReceived.increment(by: Int64(batch.pushes.count))
+        var counts = [ForwardReplies.Counts](repeating: ForwardReplies.Counts(written: 0, queued: 0), count: batch.pushes.count)
+        let all = PushTally { [weak self] _, _ in
+            try? self?.connection.publish(replySubject, ForwardReplies(counts: counts).encoded())
         }
-        tally.add(written: delivered.written, queued: delivered.queued)
-        if !forwarded.push.connectedOnly {
+        for (index, forwarded) in batch.pushes.enumerated() {
+            let delivered = logic.deliverForwarded(forwarded)
+            counts[index] = ForwardReplies.Counts(written: delivered.written, queued: delivered.queued)
+            guard !forwarded.push.connectedOnly, !delivered.away.isEmpty else { continue }
             // Left or moved on since the sender looked: their pushes wait in JetStream.
-            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, user: user(of: deviceID), tally: tally) }
+            all.begin()
+            let part = PushTally { _, queued in
+                counts[index].queued &+= queued
+                all.end()
+            }
+            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, user: user(of: deviceID), tally: part) }
+            part.seal()
         }
-        tally.seal()
+        all.seal()
     }
 
     private func user(of deviceID: String) -> String {
@@ -375,6 +425,7 @@ final class GatewayCluster {
         stopped = true
         heartbeatTimer?.cancel()
         presenceFlush?.cancel()
+        forwardFlush?.cancel()
         if !pendingPresence.isEmpty { publishPresence(pendingPresence) }
         for subscription in subscriptions { subscription.cancel() }
         subscriptions = []
