@@ -56,8 +56,7 @@ final class EmbeddedDeployment {
             if scenario.needsGateway {
                 // Started one after another: each announces its port before the next starts.
                 for index in 0..<gatewayCount {
-                    let arguments = EmbeddedDeployment.clusterArguments(natsURL: nats?.clientURL, node: index + 1,
-                                                                        stores: storeEndpoints)
+                    let arguments = EmbeddedDeployment.clusterArguments(natsURL: nats?.clientURL, node: index + 1)
                     let gateway = try spawn(executable, "gateway", name: gatewayCount == 1 ? "gateway" : "gateway\(index + 1)",
                                             extra: arguments)
                     gateways.append(gateway)
@@ -92,13 +91,12 @@ final class EmbeddedDeployment {
         try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"] + tlsFlags + extra, name: name ?? service)
     }
 
-    /// A cluster gateway's flags: the broker, its node name, and the stores whose registry
-    /// every node follows. None for the single gateway without a broker (as before clusters).
-    static func clusterArguments(natsURL: String?, node: Int, stores: [HostPort]) -> [String] {
+    /// A cluster gateway's flags: the broker and its node name. None for the single
+    /// gateway without a broker. Like the single gateway, the nodes follow no registry:
+    /// the bench's devices are not enrolled, and a side-by-side run compares like with like.
+    static func clusterArguments(natsURL: String?, node: Int) -> [String] {
         guard let natsURL else { return [] }
-        var arguments = ["--cluster", natsURL, "--node", "gateway-\(node)"]
-        if !stores.isEmpty { arguments += ["--store", stores.map(\.description).joined(separator: ",")] }
-        return arguments
+        return ["--cluster", natsURL, "--node", "gateway-\(node)"]
     }
 
     /// A certificate for 127.0.0.1 (where the services listen) and localhost.
