@@ -27,10 +27,10 @@ struct ClusterUnitTests {
             PresenceChange(deviceID: "tablet", online: false, stamp: 3, user: "bob", tags: []),
         ])
         #expect(try PresenceBatch(decoding: batch.encoded()) == batch)
-        let batch2 = ForwardBatch(pushes: [ForwardedPush(push: Self.push(1, collapse: "score"), deviceIDs: ["a", "b", "ü"]),
+        let batch2 = ForwardBatch(id: 77, pushes: [ForwardedPush(push: Self.push(1, collapse: "score"), deviceIDs: ["a", "b", "ü"]),
                                            ForwardedPush(push: Self.push(2), deviceIDs: ["c"])])
         #expect(try ForwardBatch(decoding: batch2.encoded()) == batch2)
-        let replies = ForwardReplies(counts: [.init(written: 3, queued: .max), .init(written: 0, queued: 1)])
+        let replies = ForwardReplies(id: .max, counts: [.init(written: 3, queued: .max), .init(written: 0, queued: 1)])
         #expect(try ForwardReplies(decoding: replies.encoded()) == replies)
         #expect(try TakeNotice(decoding: TakeNotice(deviceIDs: ["x"]).encoded()) == TakeNotice(deviceIDs: ["x"]))
         let record = QueueRecord(user: "alice", missed: 2, entries: [
@@ -43,7 +43,7 @@ struct ClusterUnitTests {
 
     @Test("a truncated, over-long or foreign message is refused, never read in part")
     func malformedMessages() {
-        let bytes = ForwardBatch(pushes: [ForwardedPush(push: Self.push(1), deviceIDs: ["a", "b"])]).encoded()
+        let bytes = ForwardBatch(id: 77, pushes: [ForwardedPush(push: Self.push(1), deviceIDs: ["a", "b"])]).encoded()
         for length in 0..<bytes.count {
             #expect(throws: ClusterDecodeError.self) { try ForwardBatch(decoding: Array(bytes.prefix(length))) }
         }
@@ -52,7 +52,7 @@ struct ClusterUnitTests {
         #expect(throws: ClusterDecodeError.unknownVersion(99)) { try ForwardBatch(decoding: foreign) }
         // A count far beyond the bytes that follow fails at once instead of reserving memory.
         #expect(throws: ClusterDecodeError.truncated) { try TakeNotice(decoding: [1, 0xFF, 0xFF, 0xFF, 0x7F]) }
-        #expect(throws: ClusterDecodeError.self) { try ForwardReplies(decoding: [1, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0]) }
+        #expect(throws: ClusterDecodeError.self) { try ForwardReplies(decoding: [1, 5, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0]) }
     }
 
     @Test("device ids become distinct subject tokens with no dot, wildcard or space")

@@ -156,11 +156,14 @@ struct ForwardedPush: Equatable {
 /// burst of unicast pushes costs one message per node, not one per push);
 /// `ForwardReplies` answers it.
 struct ForwardBatch: Equatable {
+    /// Names the batch in the sender's pending list; the reply carries it back.
+    var id: UInt64
     var pushes: [ForwardedPush]
 
     func encoded() -> [UInt8] {
-        let size = pushes.reduce(16) { $0 + $1.push.frameBody.count + 24 + $1.deviceIDs.count * 24 }
+        let size = pushes.reduce(24) { $0 + $1.push.frameBody.count + 24 + $1.deviceIDs.count * 24 }
         var writer = ClusterWriter(version: ClusterMessages.version, reserving: size)
+        writer.integer(id)
         writer.integer(pushes.count)
         for forwarded in pushes {
             forwarded.push.write(to: &writer)
@@ -169,10 +172,14 @@ struct ForwardBatch: Equatable {
         return writer.bytes
     }
 
-    init(pushes: [ForwardedPush]) { self.pushes = pushes }
+    init(id: UInt64, pushes: [ForwardedPush]) {
+        self.id = id
+        self.pushes = pushes
+    }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
         var reader = try ClusterReader(bytes, version: ClusterMessages.version)
+        id = try reader.integer()
         let count = try reader.count()
         pushes = []
         pushes.reserveCapacity(count)
@@ -190,10 +197,13 @@ struct ForwardReplies: Equatable {
         var queued: UInt32
     }
 
+    /// The `ForwardBatch.id` answered.
+    var id: UInt64
     var counts: [Counts]
 
     func encoded() -> [UInt8] {
-        var writer = ClusterWriter(version: ClusterMessages.version, reserving: 4 + counts.count * 4)
+        var writer = ClusterWriter(version: ClusterMessages.version, reserving: 12 + counts.count * 4)
+        writer.integer(id)
         writer.integer(counts.count)
         for count in counts {
             writer.integer(count.written)
@@ -202,10 +212,14 @@ struct ForwardReplies: Equatable {
         return writer.bytes
     }
 
-    init(counts: [Counts]) { self.counts = counts }
+    init(id: UInt64, counts: [Counts]) {
+        self.id = id
+        self.counts = counts
+    }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
         var reader = try ClusterReader(bytes, version: ClusterMessages.version)
+        id = try reader.integer()
         let count = try reader.count()
         counts = []
         counts.reserveCapacity(count)

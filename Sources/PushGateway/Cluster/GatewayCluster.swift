@@ -32,6 +32,9 @@ final class GatewayCluster {
     private var presenceFlush: LoopTimer?
     private var outgoing: [String: [OutgoingForward]] = [:]
     private var forwardFlush: LoopTimer?
+    /// Forwarded batches waiting for their node's reply, by batch id.
+    private var awaitingReplies: [UInt64: AwaitedBatch] = [:]
+    private var nextBatchID: UInt64 = 0
     private var stopped = false
     private var finishWaiters: [() -> Void] = []
 
@@ -61,6 +64,7 @@ final class GatewayCluster {
         subscriptions.append(try connection.subscribe(subjects.presence) { [weak self] in self?.presenceArrived($0) })
         subscriptions.append(try connection.subscribe(subjects.pushes(for: localNode)) { [weak self] in self?.forwardArrived($0) })
         subscriptions.append(try connection.subscribe(subjects.takes(for: localNode)) { [weak self] in self?.takeNoticeArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.replies(for: localNode)) { [weak self] in self?.repliesArrived($0) })
         heartbeatTimer = loop.schedule(after: configuration.heartbeatInterval, repeating: true) { [weak self] in self?.beat() }
         if connection.isConnected { connectionChanged(.connected) }
     }
@@ -297,6 +301,12 @@ final class GatewayCluster {
         var tally: PushTally
     }
 
+    private struct AwaitedBatch {
+        var node: String
+        var forwards: [OutgoingForward]
+        var timer: LoopTimer
+    }
+
     private func forward(_ push: ClusterPush, to targets: [(deviceID: String, user: String)], at node: String, tally: PushTally) {
         var start = 0
         while start < targets.count {
@@ -328,32 +338,52 @@ final class GatewayCluster {
             }
             let part = Array(forwards[start..<end])
             start = end
-            let batch = ForwardBatch(pushes: part.map { ForwardedPush(push: $0.push, deviceIDs: $0.targets.map(\.deviceID)) })
-            connection.request(subjects.pushes(for: node), batch.encoded(), timeout: configuration.forwardTimeout) { [weak self] result in
-                guard let self else { return part.forEach { $0.tally.end() } }
-                if case .success(let answer) = result, let replies = try? ForwardReplies(decoding: answer.data),
-                   replies.counts.count == part.count {
-                    for (forward, counts) in zip(part, replies.counts) {
-                        forward.tally.add(written: counts.written, queued: counts.queued)
-                        forward.tally.end()
-                    }
-                    return
-                }
-                // No answer in time (the node died, or NATS is away): its devices' pushes
-                // wait in JetStream. Should the node just have been slow, a device may be
-                // told twice; it shows each payload once all the same.
-                self.metrics.forwardsFailed.increment()
-                self.logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
-                                    metadata: ["node": "\(node)", "pushes": "\(part.count)"])
-                for forward in part {
-                    if !forward.push.connectedOnly {
-                        for target in forward.targets {
-                            self.queue(forward.push, for: target.deviceID, user: target.user, tally: forward.tally)
-                        }
-                    }
-                    forward.tally.end()
-                }
+            nextBatchID &+= 1
+            let id = nextBatchID
+            let batch = ForwardBatch(id: id, pushes: part.map { ForwardedPush(push: $0.push, deviceIDs: $0.targets.map(\.deviceID)) })
+            let timer = loop.schedule(after: configuration.forwardTimeout) { [weak self] in self?.forwardTimedOut(id) }
+            awaitingReplies[id] = AwaitedBatch(node: node, forwards: part, timer: timer)
+            do {
+                try connection.publish(subjects.pushes(for: node), batch.encoded(), reply: subjects.replies(for: localNode))
+            } catch {
+                forwardTimedOut(id)
             }
+        }
+    }
+
+    private func repliesArrived(_ message: NATSMessage) {
+        guard let replies = try? ForwardReplies(decoding: message.data) else { return metrics.malformed.increment() }
+        // A reply after its timeout finds nothing: those pushes were queued in JetStream.
+        guard let awaited = awaitingReplies.removeValue(forKey: replies.id) else { return }
+        awaited.timer.cancel()
+        guard replies.counts.count == awaited.forwards.count else {
+            metrics.malformed.increment()
+            return queueInstead(awaited)
+        }
+        for (forward, counts) in zip(awaited.forwards, replies.counts) {
+            forward.tally.add(written: counts.written, queued: counts.queued)
+            forward.tally.end()
+        }
+    }
+
+    private func forwardTimedOut(_ id: UInt64) {
+        guard let awaited = awaitingReplies.removeValue(forKey: id) else { return }
+        awaited.timer.cancel()
+        queueInstead(awaited)
+    }
+
+    /// No answer in time (the node died, or NATS is away): the batch's pushes wait in
+    /// JetStream. Should the node just have been slow, a device may be told twice; it
+    /// shows each payload once all the same.
+    private func queueInstead(_ awaited: AwaitedBatch) {
+        metrics.forwardsFailed.increment()
+        logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
+                       metadata: ["node": "\(awaited.node)", "pushes": "\(awaited.forwards.count)"])
+        for forward in awaited.forwards {
+            if !forward.push.connectedOnly {
+                for target in forward.targets { queue(forward.push, for: target.deviceID, user: target.user, tally: forward.tally) }
+            }
+            forward.tally.end()
         }
     }
 
@@ -375,7 +405,7 @@ final class GatewayCluster {
         metrics.forwardsReceived.increment(by: Int64(batch.pushes.count))
         var counts = [ForwardReplies.Counts](repeating: ForwardReplies.Counts(written: 0, queued: 0), count: batch.pushes.count)
         let all = PushTally { [weak self] _, _ in
-            try? self?.connection.publish(replySubject, ForwardReplies(counts: counts).encoded())
+            try? self?.connection.publish(replySubject, ForwardReplies(id: batch.id, counts: counts).encoded())
         }
         for (index, forwarded) in batch.pushes.enumerated() {
             let delivered = logic.deliverForwarded(forwarded)
@@ -426,6 +456,8 @@ final class GatewayCluster {
         heartbeatTimer?.cancel()
         presenceFlush?.cancel()
         forwardFlush?.cancel()
+        for awaited in awaitingReplies.values { awaited.timer.cancel() }
+        awaitingReplies = [:]
         if !pendingPresence.isEmpty { publishPresence(pendingPresence) }
         for subscription in subscriptions { subscription.cancel() }
         subscriptions = []
