@@ -23,13 +23,15 @@ enum DeviceFrame: Equatable, CustomStringConvertible {
 let probePrefix = "probe-"
 
 extension BlockingWireClient {
-    /// The next PUSH (acknowledged), MISSED or GOAWAY; PINGs answered, probes skipped.
-    func nextFrame(timeoutMs: Int32 = 5_000) throws -> DeviceFrame {
+    /// The next PUSH (acknowledged unless told otherwise), MISSED or GOAWAY; PINGs
+    /// answered, probes skipped.
+    func nextFrame(timeoutMs: Int32 = 5_000, acknowledge: Bool = true) throws -> DeviceFrame {
         while true {
             let frame = try receive(timeoutMs: timeoutMs)
             switch frame.message {
             case .push(let push):
-                try send(.deliveryAck(DeliveryAck(id: push.id)), correlation: frame.header.correlation)
+                // A connection the gateway has closed (REPLACED) may still hold frames to read.
+                if acknowledge { _ = try? send(.deliveryAck(DeliveryAck(id: push.id)), correlation: frame.header.correlation) }
                 let id = String(decoding: push.id, as: UTF8.self)
                 if !id.hasPrefix(probePrefix) { return .push(id) }
             case .missed(let missed):
@@ -37,7 +39,7 @@ extension BlockingWireClient {
             case .goaway(let goaway):
                 return .goaway(goaway.status)
             case .ping:
-                try send(.pong, correlation: frame.header.correlation)
+                _ = try? send(.pong, correlation: frame.header.correlation)
             default:
                 continue
             }
@@ -45,9 +47,9 @@ extension BlockingWireClient {
     }
 
     /// The frames that come within `quietMs` of each other, probes left out.
-    func drain(quietMs: Int32 = 400) -> [DeviceFrame] {
+    func drain(quietMs: Int32 = 400, acknowledge: Bool = true) -> [DeviceFrame] {
         var frames: [DeviceFrame] = []
-        while let frame = try? nextFrame(timeoutMs: quietMs) { frames.append(frame) }
+        while let frame = try? nextFrame(timeoutMs: quietMs, acknowledge: acknowledge) { frames.append(frame) }
         return frames
     }
 
