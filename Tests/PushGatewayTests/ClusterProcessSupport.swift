@@ -5,7 +5,7 @@ import PushTestSupport
 import PushWire
 
 /// A device's view of what a gateway sent it: pushes by id, MISSED, GOAWAY.
-enum DeviceFrame: Equatable, CustomStringConvertible {
+enum DeviceFrame: Hashable, CustomStringConvertible {
     case push(String)
     case missed(UInt32)
     case goaway(Status)
