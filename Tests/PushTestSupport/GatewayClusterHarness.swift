@@ -68,6 +68,12 @@ public final class GatewayClusterHarness {
         return made
     }
 
+    /// Enrolls a device again (revoking its current registration), as `securepush device
+    /// enroll` does; the new registration is the one `connectDevice` presents from now on.
+    public func enroll(_ device: ClusterDevice) throws {
+        registrations[device.id] = try deployment.enroll(device.id, user: device.user, tags: device.tags)
+    }
+
     public func node(_ index: Int) throws -> ServiceProcess {
         guard nodes.indices.contains(index), let node = nodes[index] else { throw ServiceError.failed("node \(index) is not running") }
         return node
