@@ -147,52 +147,84 @@ struct ClusterPush: Equatable {
     }
 }
 
-/// A push for devices connected to the node it is sent to (a request; `ForwardReply`
-/// answers it).
+/// A push for devices connected to the node it is sent to.
 struct ForwardedPush: Equatable {
     var push: ClusterPush
     var deviceIDs: [String]
+}
+
+/// The pushes one node forwards to another in one loop turn, as one NATS request (a
+/// burst of unicast pushes costs one message per node, not one per push);
+/// `ForwardReplies` answers it.
+struct ForwardBatch: Equatable {
+    /// Names the batch in the sender's pending list; the reply carries it back.
+    var id: UInt64
+    var pushes: [ForwardedPush]
 
     func encoded() -> [UInt8] {
-        var writer = ClusterWriter(version: ClusterMessages.version, reserving: push.frameBody.count + 32 + deviceIDs.count * 24)
-        push.write(to: &writer)
-        writer.strings(deviceIDs)
+        let size = pushes.reduce(24) { $0 + $1.push.frameBody.count + 24 + $1.deviceIDs.count * 24 }
+        var writer = ClusterWriter(version: ClusterMessages.version, reserving: size)
+        writer.integer(id)
+        writer.integer(pushes.count)
+        for forwarded in pushes {
+            forwarded.push.write(to: &writer)
+            writer.strings(forwarded.deviceIDs)
+        }
         return writer.bytes
     }
 
-    init(push: ClusterPush, deviceIDs: [String]) {
-        self.push = push
-        self.deviceIDs = deviceIDs
+    init(id: UInt64, pushes: [ForwardedPush]) {
+        self.id = id
+        self.pushes = pushes
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
         var reader = try ClusterReader(bytes, version: ClusterMessages.version)
-        push = try ClusterPush(reading: &reader)
-        deviceIDs = try reader.strings()
+        id = try reader.integer()
+        let count = try reader.count()
+        pushes = []
+        pushes.reserveCapacity(count)
+        for _ in 0..<count {
+            let push = try ClusterPush(reading: &reader)
+            pushes.append(ForwardedPush(push: push, deviceIDs: try reader.strings()))
+        }
     }
 }
 
-/// What a node did with a `ForwardedPush`: as PUSH_ACK counts ([4.13-3]).
-struct ForwardReply: Equatable {
-    var written: UInt32
-    var queued: UInt32
+/// What a node did with each push of a `ForwardBatch`, in its order: as PUSH_ACK counts ([4.13-3]).
+struct ForwardReplies: Equatable {
+    struct Counts: Equatable {
+        var written: UInt32
+        var queued: UInt32
+    }
+
+    /// The `ForwardBatch.id` answered.
+    var id: UInt64
+    var counts: [Counts]
 
     func encoded() -> [UInt8] {
-        var writer = ClusterWriter(version: ClusterMessages.version, reserving: 12)
-        writer.integer(written)
-        writer.integer(queued)
+        var writer = ClusterWriter(version: ClusterMessages.version, reserving: 12 + counts.count * 4)
+        writer.integer(id)
+        writer.integer(counts.count)
+        for count in counts {
+            writer.integer(count.written)
+            writer.integer(count.queued)
+        }
         return writer.bytes
     }
 
-    init(written: UInt32, queued: UInt32) {
-        self.written = written
-        self.queued = queued
+    init(id: UInt64, counts: [Counts]) {
+        self.id = id
+        self.counts = counts
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
         var reader = try ClusterReader(bytes, version: ClusterMessages.version)
-        written = try reader.uint32()
-        queued = try reader.uint32()
+        id = try reader.integer()
+        let count = try reader.count()
+        counts = []
+        counts.reserveCapacity(count)
+        for _ in 0..<count { counts.append(Counts(written: try reader.uint32(), queued: try reader.uint32())) }
     }
 }
 

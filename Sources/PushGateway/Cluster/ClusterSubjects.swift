@@ -6,6 +6,8 @@
 ///   than a push by far, and every node must know where a device is to route to it).
 /// - `PREFIX.node.NAME.push`: pushes for devices connected to node NAME, as requests; the
 ///   reply carries what that node wrote and queued. Only nodes holding a target get one.
+/// - `PREFIX.node.NAME.reply`: the answers to the pushes NAME forwarded (a subject per
+///   node rather than per request, so a request costs no subscription of its own).
 /// - `PREFIX.node.NAME.take`: "a queue of a device you hold was written": NAME takes it.
 /// - `PREFIX.queue.DEVICE`: a device's offline queue, one message (the whole queue) kept
 ///   per subject in the JetStream stream `streamName`.
@@ -20,6 +22,7 @@ public struct ClusterSubjects: Sendable, Equatable {
     var presence: String { "\(prefix).presence" }
     func pushes(for node: String) -> String { "\(prefix).node.\(node).push" }
     func takes(for node: String) -> String { "\(prefix).node.\(node).take" }
+    func replies(for node: String) -> String { "\(prefix).node.\(node).reply" }
     func queue(of deviceID: String) -> String { "\(prefix).queue.\(ClusterSubjects.token(deviceID))" }
     var queueWildcard: String { "\(prefix).queue.>" }
     /// JetStream names allow no dots; the prefix's dots become underscores.

@@ -30,6 +30,11 @@ final class GatewayCluster {
     private var wantsPresence = true
     private var pendingPresence: [PresenceChange] = []
     private var presenceFlush: LoopTimer?
+    private var outgoing: [String: [OutgoingForward]] = [:]
+    private var forwardFlush: LoopTimer?
+    /// Forwarded batches waiting for their node's reply, by batch id.
+    private var awaitingReplies: [UInt64: AwaitedBatch] = [:]
+    private var nextBatchID: UInt64 = 0
     private var stopped = false
     private var finishWaiters: [() -> Void] = []
 
@@ -59,6 +64,7 @@ final class GatewayCluster {
         subscriptions.append(try connection.subscribe(subjects.presence) { [weak self] in self?.presenceArrived($0) })
         subscriptions.append(try connection.subscribe(subjects.pushes(for: localNode)) { [weak self] in self?.forwardArrived($0) })
         subscriptions.append(try connection.subscribe(subjects.takes(for: localNode)) { [weak self] in self?.takeNoticeArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.replies(for: localNode)) { [weak self] in self?.repliesArrived($0) })
         heartbeatTimer = loop.schedule(after: configuration.heartbeatInterval, repeating: true) { [weak self] in self?.beat() }
         if connection.isConnected { connectionChanged(.connected) }
     }
@@ -289,6 +295,20 @@ final class GatewayCluster {
         tally.seal()
     }
 
+    /// A push for devices at another node, waiting for the end of the loop turn: the
+    /// turn's pushes for one node leave together.
+    private struct OutgoingForward {
+        var push: ClusterPush
+        var targets: ArraySlice<(deviceID: String, owner: QueueOwner)>
+        var tally: PushTally
+    }
+
+    private struct AwaitedBatch {
+        var node: String
+        var forwards: [OutgoingForward]
+        var timer: LoopTimer
+    }
+
     private func forward(_ push: ClusterPush, to targets: [(deviceID: String, owner: QueueOwner)], at node: String, tally: PushTally) {
         var start = 0
         while start < targets.count {
@@ -296,24 +316,76 @@ final class GatewayCluster {
             start = part.endIndex
             tally.begin()
             metrics.pushesForwarded.increment()
-            let message = ForwardedPush(push: push, deviceIDs: part.map(\.deviceID)).encoded()
-            connection.request(subjects.pushes(for: node), message, timeout: configuration.forwardTimeout) { [weak self] result in
-                guard let self else { return tally.end() }
-                if case .success(let answer) = result, let counts = try? ForwardReply(decoding: answer.data) {
-                    tally.add(written: counts.written, queued: counts.queued)
-                } else {
-                    // No answer in time (the node died, or NATS is away): its devices' pushes
-                    // wait in JetStream. Should the node just have been slow, a device may be
-                    // told twice; it shows each payload once all the same.
-                    self.metrics.forwardsFailed.increment()
-                    self.logger.warning("a cluster node did not answer a forwarded push; queueing it in JetStream",
-                                        metadata: ["node": "\(node)", "devices": "\(part.count)"])
-                    if !push.connectedOnly {
-                        for target in part { self.queue(push, for: target.deviceID, owner: target.owner, tally: tally) }
-                    }
-                }
-                tally.end()
+            outgoing[node, default: []].append(OutgoingForward(push: push, targets: part, tally: tally))
+        }
+        guard forwardFlush == nil else { return }
+        forwardFlush = loop.schedule(after: .zero) { [weak self] in
+            guard let self else { return }
+            self.forwardFlush = nil
+            let outgoing = self.outgoing
+            self.outgoing = [:]
+            for (node, forwards) in outgoing { self.send(forwards, to: node) }
+        }
+    }
+
+    private func send(_ forwards: [OutgoingForward], to node: String) {
+        var start = 0
+        while start < forwards.count {
+            // Bounded by devices named, so a message stays well under NATS' size limit.
+            var end = start
+            var devices = 0
+            while end < forwards.count, end == start || devices + forwards[end].targets.count <= configuration.maxDevicesPerForward {
+                devices += forwards[end].targets.count
+                end += 1
             }
+            let part = Array(forwards[start..<end])
+            start = end
+            nextBatchID &+= 1
+            let id = nextBatchID
+            let batch = ForwardBatch(id: id, pushes: part.map { ForwardedPush(push: $0.push, deviceIDs: $0.targets.map(\.deviceID)) })
+            let timer = loop.schedule(after: configuration.forwardTimeout) { [weak self] in self?.forwardTimedOut(id) }
+            awaitingReplies[id] = AwaitedBatch(node: node, forwards: part, timer: timer)
+            do {
+                try connection.publish(subjects.pushes(for: node), batch.encoded(), reply: subjects.replies(for: localNode))
+            } catch {
+                forwardTimedOut(id)
+            }
+        }
+    }
+
+    private func repliesArrived(_ message: NATSMessage) {
+        guard let replies = try? ForwardReplies(decoding: message.data) else { return metrics.malformed.increment() }
+        // A reply after its timeout finds nothing: those pushes were queued in JetStream.
+        guard let awaited = awaitingReplies.removeValue(forKey: replies.id) else { return }
+        awaited.timer.cancel()
+        guard replies.counts.count == awaited.forwards.count else {
+            metrics.malformed.increment()
+            return queueInstead(awaited)
+        }
+        for (forward, counts) in zip(awaited.forwards, replies.counts) {
+            forward.tally.add(written: counts.written, queued: counts.queued)
+            forward.tally.end()
+        }
+    }
+
+    private func forwardTimedOut(_ id: UInt64) {
+        guard let awaited = awaitingReplies.removeValue(forKey: id) else { return }
+        awaited.timer.cancel()
+        queueInstead(awaited)
+    }
+
+    /// No answer in time (the node died, or NATS is away): the batch's pushes wait in
+    /// JetStream. Should the node just have been slow, a device may be told twice; it
+    /// shows each payload once all the same.
+    private func queueInstead(_ awaited: AwaitedBatch) {
+        metrics.forwardsFailed.increment()
+        logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
+                       metadata: ["node": "\(awaited.node)", "pushes": "\(awaited.forwards.count)"])
+        for forward in awaited.forwards {
+            if !forward.push.connectedOnly {
+                for target in forward.targets { queue(forward.push, for: target.deviceID, owner: target.owner, tally: forward.tally) }
+            }
+            forward.tally.end()
         }
     }
 
@@ -329,20 +401,28 @@ final class GatewayCluster {
     }
 
     private func forwardArrived(_ message: NATSMessage) {
-        guard let replySubject = message.reply, let forwarded = try? ForwardedPush(decoding: message.data) else {
+        guard let replySubject = message.reply, let batch = try? ForwardBatch(decoding: message.data) else {
             return metrics.malformed.increment()
         }
-        metrics.forwardsReceived.increment()
-        let delivered = logic.deliverForwarded(forwarded)
-        let tally = PushTally { [weak self] written, queued in
-            try? self?.connection.publish(replySubject, ForwardReply(written: written, queued: queued).encoded())
+        metrics.forwardsReceived.increment(by: Int64(batch.pushes.count))
+        var counts = [ForwardReplies.Counts](repeating: ForwardReplies.Counts(written: 0, queued: 0), count: batch.pushes.count)
+        let all = PushTally { [weak self] _, _ in
+            try? self?.connection.publish(replySubject, ForwardReplies(id: batch.id, counts: counts).encoded())
         }
-        tally.add(written: delivered.written, queued: delivered.queued)
-        if !forwarded.push.connectedOnly {
+        for (index, forwarded) in batch.pushes.enumerated() {
+            let delivered = logic.deliverForwarded(forwarded)
+            counts[index] = ForwardReplies.Counts(written: delivered.written, queued: delivered.queued)
+            guard !forwarded.push.connectedOnly, !delivered.away.isEmpty else { continue }
             // Left or moved on since the sender looked: their pushes wait in JetStream.
-            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, owner: owner(of: deviceID), tally: tally) }
+            all.begin()
+            let part = PushTally { _, queued in
+                counts[index].queued &+= queued
+                all.end()
+            }
+            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, owner: owner(of: deviceID), tally: part) }
+            part.seal()
         }
-        tally.seal()
+        all.seal()
     }
 
     private func owner(of deviceID: String) -> QueueOwner {
@@ -377,6 +457,9 @@ final class GatewayCluster {
         stopped = true
         heartbeatTimer?.cancel()
         presenceFlush?.cancel()
+        forwardFlush?.cancel()
+        for awaited in awaitingReplies.values { awaited.timer.cancel() }
+        awaitingReplies = [:]
         if !pendingPresence.isEmpty { publishPresence(pendingPresence) }
         for subscription in subscriptions { subscription.cancel() }
         subscriptions = []
