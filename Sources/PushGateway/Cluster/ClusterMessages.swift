@@ -3,8 +3,7 @@ import PushWire
 /// What one node tells the others, in the layout of `ClusterWriter`. Every message starts
 /// with `ClusterMessages.version`.
 enum ClusterMessages {
-    /// 2: a queue record names the enrolment its pushes were for.
-    static let version: UInt8 = 2
+    static let version: UInt8 = 1
 }
 
 /// Sent by every node each `ClusterSettings.heartbeatInterval`: it is alive, under which
