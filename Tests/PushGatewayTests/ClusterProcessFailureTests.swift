@@ -62,11 +62,31 @@ struct ClusterProcessFailureTests {
             #expect(texts.count == Set(texts).count, "\(device.id) showed a payload twice")
         }
         if !complete { Issue.record("not every payload was shown:\n\(cluster.diagnostics())") }
+        try cluster.waitUntilFormed(nodes: 2, timeoutSeconds: 10)
         for id in victimDevices {
             #expect(fleet.gatewayAddress(of: id) != fleet.gatewayAddresses[victim], "\(id) moved to a live node")
             #expect(fleet.connects(of: id) >= 2, "\(id) reconnected")
         }
         #expect(fleet.stoppedDevices.isEmpty, "no device stopped: \(fleet.stoppedDevices)")
+    }
+
+    @Test("a node SIGKILLed leaves the cluster within the node timeout, and started again under its name it rejoins")
+    func killedNodeRejoins() throws {
+        let cluster = try startCluster(devices: [ClusterDevice("phone")])
+        let phone = try cluster.connectDevice("phone", to: 2)
+        try cluster.waitUntilEveryNodeRoutes(to: "phone")
+        #expect(phone.drain() == [])
+        cluster.kill(2)
+        try cluster.waitUntilFormed(nodes: 2, timeoutSeconds: 10)
+        // The dead node's devices count as offline now: their pushes wait in JetStream.
+        #expect(try cluster.provider(via: 0).push(.device("phone"), id: "while-away") == PushAck(written: 0, queued: 1))
+        try cluster.restart(2)
+        try cluster.waitUntilFormed(nodes: 3)
+        let again = try cluster.connectDevice("phone", to: 2)
+        #expect(again.drain(quietMs: 1_500) == [.push("while-away")], "\(cluster.diagnostics())")
+        try cluster.waitUntilRoutes(to: "phone", via: 0)
+        #expect(try cluster.provider(via: 0).push(.device("phone"), id: "after") == PushAck(written: 1, queued: 0))
+        #expect(again.drain() == [.push("after")])
     }
 
     @Test("nats-server restarted under load: the gateways recover without a restart, queued pushes survive in JetStream")

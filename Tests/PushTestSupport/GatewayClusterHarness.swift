@@ -141,6 +141,12 @@ public final class GatewayClusterHarness {
         nodes[index] = nil
     }
 
+    /// Starts a killed or stopped node again under its name (a new boot to the others).
+    public func restart(_ index: Int) throws {
+        guard nodes[index] == nil else { throw ServiceError.failed("\(names[index]) is still running") }
+        nodes[index] = try startNode(names[index])
+    }
+
     /// SIGTERM every node, then the store; the nats-server stops with its object.
     public func stopAll() {
         // Signalled together: each node's drain waits for its queue writes, in parallel.
