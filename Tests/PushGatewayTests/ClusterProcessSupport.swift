@@ -86,8 +86,8 @@ extension GatewayClusterHarness {
     }
 }
 
-/// Starts a harness for a test, or nil when nats-server is missing and not required
-/// (the suite is disabled then anyway; a required but missing one throws).
+/// Starts a harness for a test and waits until the cluster has formed. The suites are
+/// disabled without nats-server unless SECUREPUSH_REQUIRE_NATS=1, which makes this throw.
 func startCluster(users: [String] = ["alice"], devices: [ClusterDevice], gatewayArguments: [String] = []) throws -> GatewayClusterHarness {
     let cluster = try GatewayClusterHarness(users: users, devices: devices, gatewayArguments: gatewayArguments)
     try cluster.waitUntilFormed()
