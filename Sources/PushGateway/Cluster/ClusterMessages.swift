@@ -248,6 +248,12 @@ struct TakeNotice: Equatable {
 /// A device's offline queue as JetStream keeps it: one message per device, replaced as a
 /// whole under an expected-sequence check, so writers on different nodes never lose each
 /// other's pushes.
+/// Whose pushes a queue record holds: a user's, for one enrolment of the device.
+struct QueueOwner: Equatable {
+    var user: String
+    var enrolment: UInt64
+}
+
 struct QueueRecord: Equatable {
     struct Entry: Equatable {
         var push: ClusterPush
@@ -259,16 +265,27 @@ struct QueueRecord: Equatable {
 
     /// The user the pushes were for: a device re-enrolled for another user gets none of them.
     var user: String
+    /// The `issuedAt` of the registration the pushes were for, when the gateway follows a
+    /// registry (0 otherwise): a device revoked and enrolled again gets none of them ([4.14-9]).
+    var enrolment: UInt64
     /// Pushes dropped while the device was away, for MISSED ([4.15-3]).
     var missed: UInt32
     /// In delivery order.
     var entries: [Entry]
 
     var isEmpty: Bool { entries.isEmpty && missed == 0 }
+    var owner: QueueOwner { QueueOwner(user: user, enrolment: enrolment) }
+    /// A record no push was written to yet (or an empty message).
+    var isUnowned: Bool { user.isEmpty }
+
+    init(owner: QueueOwner, missed: UInt32 = 0, entries: [Entry] = []) {
+        self.init(user: owner.user, enrolment: owner.enrolment, missed: missed, entries: entries)
+    }
 
     func encoded() -> [UInt8] {
         var writer = ClusterWriter(version: ClusterMessages.version, reserving: 16 + entries.count * 40)
         writer.string(user)
+        writer.integer(enrolment)
         writer.integer(missed)
         writer.integer(entries.count)
         for entry in entries {
@@ -279,8 +296,9 @@ struct QueueRecord: Equatable {
         return writer.bytes
     }
 
-    init(user: String, missed: UInt32 = 0, entries: [Entry] = []) {
+    init(user: String, enrolment: UInt64 = 0, missed: UInt32 = 0, entries: [Entry] = []) {
         self.user = user
+        self.enrolment = enrolment
         self.missed = missed
         self.entries = entries
     }
@@ -293,6 +311,7 @@ struct QueueRecord: Equatable {
         }
         var reader = try ClusterReader(bytes, version: ClusterMessages.version)
         let user = try reader.string()
+        let enrolment: UInt64 = try reader.integer()
         let missed = try reader.uint32()
         let count = try reader.count()
         var entries: [Entry] = []
@@ -303,6 +322,6 @@ struct QueueRecord: Equatable {
             let rank = try reader.uint32()
             entries.append(Entry(push: push, returned: returned, rank: rank))
         }
-        self.init(user: user, missed: missed, entries: entries)
+        self.init(user: user, enrolment: enrolment, missed: missed, entries: entries)
     }
 }

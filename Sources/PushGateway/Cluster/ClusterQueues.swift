@@ -10,7 +10,7 @@ import PushNATS
 final class ClusterQueues {
     enum Operation {
         /// A push for an offline device; `done(true)` once it is in JetStream.
-        case append(ClusterPush, user: String, done: (Bool) -> Void)
+        case append(ClusterPush, owner: QueueOwner, done: (Bool) -> Void)
         /// What a node held for a device whose connection there ended, merged ahead of
         /// what the queue holds.
         case merge(QueueRecord, done: (Bool) -> Void)
@@ -84,15 +84,15 @@ final class ClusterQueues {
         var taken: QueueRecord?
         for operation in operations {
             switch operation {
-            case .append(let push, let user, _):
-                record = record.appending(push, for: user, capacity: capacity, nowWallMs: now).0
+            case .append(let push, let owner, _):
+                record = record.appending(push, for: owner, capacity: capacity, nowWallMs: now).0
             case .merge(let older, _):
                 record = record.merging(older: older, capacity: capacity, nowWallMs: now)
             case .take:
                 if !record.isEmpty {
                     taken = taken.map { record.merging(older: $0, capacity: capacity, nowWallMs: now) } ?? record
                 }
-                record = QueueRecord(user: record.user)
+                record = QueueRecord(owner: record.owner)
             }
         }
         if record == current {

@@ -263,10 +263,10 @@ final class GatewayCluster {
                                expiresAtMs: connectedOnly ? .max : logic.monotonicNow() + Int64(push.ttlSeconds) * 1000,
                                connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
         let tally = PushTally { written, queued in reply(PushAck(written: written, queued: queued)) }
-        var remote: [String: [(deviceID: String, user: String)]] = [:]
-        var offline: [(deviceID: String, user: String)] = []
+        var remote: [String: [(deviceID: String, owner: QueueOwner)]] = [:]
+        var offline: [(deviceID: String, owner: QueueOwner)] = []
         let window = logic.settings.deliveryWindow
-        func visit(_ deviceID: String, user: String) {
+        func visit(_ deviceID: String, owner: QueueOwner) {
             if let record = logic.devices[deviceID], record.link != nil {
                 switch logic.deliver(local, to: record, window: window) {
                 case .written: tally.add(written: 1)
@@ -274,21 +274,23 @@ final class GatewayCluster {
                 case .dropped: break
                 }
             } else if let node = directory.node(of: deviceID), node != localNode {
-                remote[node, default: []].append((deviceID, user))
+                remote[node, default: []].append((deviceID, owner))
             } else if !connectedOnly {
-                offline.append((deviceID, user))
+                offline.append((deviceID, owner))
             }
         }
         if let registry = logic.registry {
-            registry.forEachDevice(matching: target, nowMs: nowWall) { visit($0.deviceID, user: $0.registration.user) }
+            registry.forEachDevice(matching: target, nowMs: nowWall) {
+                visit($0.deviceID, owner: QueueOwner(user: $0.registration.user, enrolment: $0.registration.issuedAt))
+            }
         } else {
-            directory.forEachDevice(matching: target) { visit($0, user: directory.devices[$0]?.user ?? "") }
+            directory.forEachDevice(matching: target) { visit($0, owner: QueueOwner(user: directory.devices[$0]?.user ?? "", enrolment: 0)) }
         }
         if !remote.isEmpty || !offline.isEmpty {
             let clusterPush = ClusterPush(deviceFrame: frame, priority: push.priority, collapseKey: push.collapseKey,
                                           expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000)
             for (node, targets) in remote { forward(clusterPush, to: targets, at: node, tally: tally) }
-            for target in offline { queue(clusterPush, for: target.deviceID, user: target.user, tally: tally) }
+            for target in offline { queue(clusterPush, for: target.deviceID, owner: target.owner, tally: tally) }
         }
         tally.seal()
     }
@@ -297,7 +299,7 @@ final class GatewayCluster {
     /// turn's pushes for one node leave together.
     private struct OutgoingForward {
         var push: ClusterPush
-        var targets: ArraySlice<(deviceID: String, user: String)>
+        var targets: ArraySlice<(deviceID: String, owner: QueueOwner)>
         var tally: PushTally
     }
 
@@ -307,7 +309,7 @@ final class GatewayCluster {
         var timer: LoopTimer
     }
 
-    private func forward(_ push: ClusterPush, to targets: [(deviceID: String, user: String)], at node: String, tally: PushTally) {
+    private func forward(_ push: ClusterPush, to targets: [(deviceID: String, owner: QueueOwner)], at node: String, tally: PushTally) {
         var start = 0
         while start < targets.count {
             let part = targets[start..<min(targets.count, start + configuration.maxDevicesPerForward)]
@@ -381,15 +383,15 @@ final class GatewayCluster {
                        metadata: ["node": "\(awaited.node)", "pushes": "\(awaited.forwards.count)"])
         for forward in awaited.forwards {
             if !forward.push.connectedOnly {
-                for target in forward.targets { queue(forward.push, for: target.deviceID, user: target.user, tally: forward.tally) }
+                for target in forward.targets { queue(forward.push, for: target.deviceID, owner: target.owner, tally: forward.tally) }
             }
             forward.tally.end()
         }
     }
 
-    private func queue(_ push: ClusterPush, for deviceID: String, user: String, tally: PushTally) {
+    private func queue(_ push: ClusterPush, for deviceID: String, owner: QueueOwner, tally: PushTally) {
         tally.begin()
-        queues.submit(.append(push, user: user) { [weak self] written in
+        queues.submit(.append(push, owner: owner) { [weak self] written in
             if written {
                 tally.add(queued: 1)
                 self?.notifyHolder(of: deviceID)
@@ -417,17 +419,17 @@ final class GatewayCluster {
                 counts[index].queued &+= queued
                 all.end()
             }
-            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, user: user(of: deviceID), tally: part) }
+            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, owner: owner(of: deviceID), tally: part) }
             part.seal()
         }
         all.seal()
     }
 
-    private func user(of deviceID: String) -> String {
+    private func owner(of deviceID: String) -> QueueOwner {
         if let enrolled = logic.registry?.enrolledRegistration(of: deviceID, nowMs: logic.wallClock()) {
-            return enrolled.registration.user
+            return QueueOwner(user: enrolled.registration.user, enrolment: enrolled.registration.issuedAt)
         }
-        return directory.devices[deviceID]?.user ?? ""
+        return QueueOwner(user: directory.devices[deviceID]?.user ?? "", enrolment: 0)
     }
 
     // MARK: stopping

@@ -59,7 +59,13 @@ extension GatewayLogic {
                                           expiresAtWallMs: UInt64(max(1, wallExpiry)))
             entries.append(QueueRecord.Entry(push: clusterPush, returned: index < returnedCount, rank: rankOf[push.sequence] ?? 0))
         }
-        return QueueRecord(user: record.user, missed: record.missed, entries: entries)
+        return QueueRecord(owner: queueOwner(of: record), missed: record.missed, entries: entries)
+    }
+
+    /// Whose pushes a device's queue holds: its user's, for the registration it connected
+    /// with when the gateway follows a registry (only the enrolled one is admitted).
+    func queueOwner(of record: DeviceRecord) -> QueueOwner {
+        QueueOwner(user: record.user, enrolment: registry == nil ? 0 : record.linkIssuedAt)
     }
 
     /// A queue taken from JetStream for a device connected here: its returned pushes go
@@ -67,8 +73,9 @@ extension GatewayLogic {
     /// joins the device's. Then as much as the window allows is written.
     func absorb(_ taken: QueueRecord, into record: DeviceRecord) {
         guard record.link != nil else { return }
-        // Pushes for another user are not this enrolment's (the device was enrolled again).
-        guard taken.user.isEmpty || taken.user == record.user else { return }
+        // Pushes for another enrolment are not this one's: the device was revoked or
+        // enrolled again since, and they went with it ([4.14-9]).
+        guard taken.isUnowned || taken.owner == queueOwner(of: record) else { return }
         let nowWall = wallClock()
         let nowMonotonic = monotonicNow()
         let returned = taken.returnedEntries.map { localPush($0.push, nowWallMs: nowWall, nowMonotonicMs: nowMonotonic) }

@@ -4,22 +4,27 @@
 extension QueueRecord {
     /// The record with `push` added: expired pushes dropped and counted as missed, a push
     /// with the same collapse key replaced, the oldest dropped (and counted) when full.
-    /// A record of another user is emptied first: its device was enrolled again.
-    func appending(_ push: ClusterPush, for user: String, capacity: Int, nowWallMs: UInt64) -> (QueueRecord, DeviceQueue.Outcome) {
-        let base = self.user == user || self.user.isEmpty ? self : QueueRecord(user: user)
+    /// A record of another owner is emptied first: its device was enrolled again.
+    func appending(_ push: ClusterPush, for owner: QueueOwner, capacity: Int, nowWallMs: UInt64) -> (QueueRecord, DeviceQueue.Outcome) {
+        let base = self.owner == owner || isUnowned ? self : QueueRecord(owner: owner)
         var outcome = DeviceQueue.Outcome.queued
-        let record = QueueRecord.build(user: user, missed: base.missed, returned: base.returnedEntries,
+        let record = QueueRecord.build(owner: owner, missed: base.missed, returned: base.returnedEntries,
                                        arrived: base.arrivedEntries + [Entry(push: push, returned: false, rank: 0)],
                                        capacity: capacity, nowWallMs: nowWallMs) { outcome = $0 }
         return (record, outcome)
+    }
+
+    /// `appending(_:for:capacity:nowWallMs:)` for a gateway that follows no registry.
+    func appending(_ push: ClusterPush, for user: String, capacity: Int, nowWallMs: UInt64) -> (QueueRecord, DeviceQueue.Outcome) {
+        appending(push, for: QueueOwner(user: user, enrolment: 0), capacity: capacity, nowWallMs: nowWallMs)
     }
 
     /// `older` (what a node hands over when its connection of the device ends) merged
     /// ahead of this record's entries: its returned pushes first, then everything by
     /// arrival, older's before this record's.
     func merging(older: QueueRecord, capacity: Int, nowWallMs: UInt64) -> QueueRecord {
-        let base = user == older.user || user.isEmpty ? self : QueueRecord(user: older.user)
-        return QueueRecord.build(user: older.user, missed: base.missed &+ older.missed,
+        let base = owner == older.owner || isUnowned ? self : QueueRecord(owner: older.owner)
+        return QueueRecord.build(owner: older.owner, missed: base.missed &+ older.missed,
                                  returned: older.returnedEntries + base.returnedEntries,
                                  arrived: older.arrivedEntries + base.arrivedEntries,
                                  capacity: capacity, nowWallMs: nowWallMs) { _ in }
@@ -27,7 +32,7 @@ extension QueueRecord {
 
     /// The record with expired pushes dropped (counted as missed).
     func expiring(nowWallMs: UInt64, capacity: Int) -> QueueRecord {
-        QueueRecord.build(user: user, missed: missed, returned: returnedEntries, arrived: arrivedEntries,
+        QueueRecord.build(owner: owner, missed: missed, returned: returnedEntries, arrived: arrivedEntries,
                           capacity: capacity, nowWallMs: nowWallMs) { _ in }
     }
 
@@ -36,7 +41,7 @@ extension QueueRecord {
     /// The other entries in arrival order.
     var arrivedEntries: [Entry] { entries.filter { !$0.returned }.sorted { $0.rank < $1.rank } }
 
-    private static func build(user: String, missed: UInt32, returned: [Entry], arrived: [Entry], capacity: Int,
+    private static func build(owner: QueueOwner, missed: UInt32, returned: [Entry], arrived: [Entry], capacity: Int,
                               nowWallMs: UInt64, lastOutcome: (DeviceQueue.Outcome) -> Void) -> QueueRecord {
         var queue = DeviceQueue(capacity: capacity)
         var missed = missed
@@ -64,6 +69,6 @@ extension QueueRecord {
             guard let original = pushes[push.sequence] else { continue }
             entries.append(Entry(push: original, returned: index < returnedCount, rank: push.sequence))
         }
-        return QueueRecord(user: user, missed: missed, entries: entries)
+        return QueueRecord(owner: owner, missed: missed, entries: entries)
     }
 }
