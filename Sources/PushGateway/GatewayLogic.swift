@@ -55,6 +55,10 @@ public final class DeviceRecord {
     @exclusivity(unchecked) public internal(set) var inFlight = InFlightPushes()
     /// Pushes dropped since the device was last told with MISSED.
     @exclusivity(unchecked) public internal(set) var missed: UInt32 = 0
+    /// In a cluster, from HELLO_OK until the queue the device left on other nodes has
+    /// arrived: pushes wait behind it, so the device gets MISSED and its put-back pushes
+    /// first ([4.14-8]). (Placed here, it fits in padding: no memory per device.)
+    @exclusivity(unchecked) public internal(set) var holdsForQueue = false
     /// When the registration of the current link was issued: with its device id it names
     /// the registration ([7.4-4]), so a revocation can tell whether it is this one.
     @exclusivity(unchecked) public internal(set) var linkIssuedAt: UInt64 = 0
@@ -232,7 +236,7 @@ public final class GatewayLogic {
     func deliver(_ queued: QueuedPush, to record: DeviceRecord, window: Int) -> Delivery {
         var linkClosed = false
         if let link = record.link {
-            if record.queue.isEmpty, record.inFlight.count < window {
+            if record.queue.isEmpty, record.inFlight.count < window, !record.holdsForQueue {
                 switch link.write(queued.frame, mayWait: !record.inFlight.isEmpty) {
                 case .written:
                     record.inFlight.append(queued)
@@ -259,7 +263,7 @@ public final class GatewayLogic {
     /// MISSED if anything was dropped, then queued pushes while the window and the link's
     /// output have room.
     func pump(_ record: DeviceRecord) {
-        guard let link = record.link else { return }
+        guard let link = record.link, !record.holdsForQueue else { return }
         if record.queue.mayExpire {
             let expired = record.queue.dropExpired(nowMs: monotonicClock())
             if expired > 0 {

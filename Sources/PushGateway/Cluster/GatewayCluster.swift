@@ -36,6 +36,7 @@ final class GatewayCluster {
     private var awaitingReplies: [UInt64: AwaitedBatch] = [:]
     private var nextBatchID: UInt64 = 0
     private var stopped = false
+    private var holds: [String: Hold] = [:]
     private var finishWaiters: [() -> Void] = []
 
     private var subjects: ClusterSubjects { configuration.subjects }
@@ -181,17 +182,50 @@ final class GatewayCluster {
 
     /// A device was admitted here: every node learns it, and its queue comes from JetStream.
     func deviceArrived(_ record: DeviceRecord) {
-        let stamp = directory.stampForNewConnection(of: record.deviceID, wallMs: logic.wallClock())
-        let change = PresenceChange(deviceID: record.deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags)
+        let deviceID = record.deviceID
+        let previous = directory.node(of: deviceID)
+        let stamp = directory.stampForNewConnection(of: deviceID, wallMs: logic.wallClock())
+        let change = PresenceChange(deviceID: deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags)
         directory.apply(change, from: localNode)
         announce(change)
-        take(record.deviceID)
+        // New pushes wait until the queue in JetStream is here and, when another node
+        // still held the device, until that node has handed over (or not, in time).
+        holds[deviceID]?.handover?.cancel()
+        var hold = Hold(takePending: true, handover: nil)
+        if let previous, previous != localNode {
+            hold.handover = loop.schedule(after: configuration.forwardTimeout) { [weak self] in self?.handoverDone(deviceID) }
+        }
+        holds[deviceID] = hold
+        record.holdsForQueue = true
+        take(deviceID)
+    }
+
+    /// Why a device's new pushes wait (see `DeviceRecord.holdsForQueue`).
+    private struct Hold {
+        var takePending: Bool
+        /// Until the node that held the device hands over; fires if it never does.
+        var handover: LoopTimer?
+    }
+
+    private func handoverDone(_ deviceID: String) {
+        holds[deviceID]?.handover?.cancel()
+        holds[deviceID]?.handover = nil
+        releaseHold(deviceID)
+    }
+
+    private func releaseHold(_ deviceID: String) {
+        guard let hold = holds[deviceID], !hold.takePending, hold.handover == nil else { return }
+        holds[deviceID] = nil
+        guard let record = logic.devices[deviceID], record.link != nil else { return }
+        record.holdsForQueue = false
+        logic.pump(record)
     }
 
     /// The current connection of a device here ended: what it held goes to its queue in
     /// JetStream, and every node learns it is offline.
     func deviceLeft(_ record: DeviceRecord) {
         let deviceID = record.deviceID
+        holds.removeValue(forKey: deviceID)?.handover?.cancel()
         if let released = logic.release(record) { hand(released, of: deviceID) }
         guard let location = directory.devices[deviceID]?.location, location.node == localNode else { return }
         let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags)
@@ -203,7 +237,12 @@ final class GatewayCluster {
         guard let record = logic.replacedElsewhere(deviceID) else { return }
         metrics.replacedElsewhere.increment()
         logger.debug("device connected to another node; closed here with REPLACED", metadata: ["device": "\(deviceID)"])
-        if let released = logic.release(record) { hand(released, of: deviceID) }
+        if let released = logic.release(record) {
+            hand(released, of: deviceID)
+        } else if let node = directory.node(of: deviceID), node != localNode {
+            // Nothing to hand over: the new node need not wait for it.
+            try? connection.publish(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
+        }
     }
 
     /// Merges what this node held for a device into its queue, then tells the node that
@@ -221,15 +260,20 @@ final class GatewayCluster {
     }
 
     private func take(_ deviceID: String) {
+        holds[deviceID]?.takePending = true
         queues.submit(.take { [weak self] taken in
-            guard let self, let taken else { return }
-            if let record = self.logic.devices[deviceID], record.link != nil {
-                self.metrics.queuesTaken.increment()
-                self.logic.absorb(taken, into: record)
-            } else {
-                // Gone again while the queue was read: it goes back for the next connection.
-                self.hand(taken, of: deviceID)
+            guard let self else { return }
+            if let taken {
+                if let record = self.logic.devices[deviceID], record.link != nil {
+                    self.metrics.queuesTaken.increment()
+                    self.logic.absorb(taken, into: record)
+                } else {
+                    // Gone again while the queue was read: it goes back for the next connection.
+                    self.hand(taken, of: deviceID)
+                }
             }
+            self.holds[deviceID]?.takePending = false
+            self.releaseHold(deviceID)
         }, for: deviceID)
     }
 
@@ -245,7 +289,12 @@ final class GatewayCluster {
 
     private func takeNoticeArrived(_ message: NATSMessage) {
         guard let notice = try? TakeNotice(decoding: message.data) else { return metrics.malformed.increment() }
-        for deviceID in notice.deviceIDs where logic.devices[deviceID]?.link != nil { take(deviceID) }
+        for deviceID in notice.deviceIDs where logic.devices[deviceID]?.link != nil {
+            // The old node's handover, if this device waited for it: the take ends the wait.
+            holds[deviceID]?.handover?.cancel()
+            holds[deviceID]?.handover = nil
+            take(deviceID)
+        }
     }
 
     // MARK: pushes

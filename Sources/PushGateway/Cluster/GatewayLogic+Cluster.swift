@@ -78,13 +78,33 @@ extension GatewayLogic {
         guard taken.isUnowned || taken.owner == queueOwner(of: record) else { return }
         let nowWall = wallClock()
         let nowMonotonic = monotonicNow()
-        let returned = taken.returnedEntries.map { localPush($0.push, nowWallMs: nowWall, nowMonotonicMs: nowMonotonic) }
+        // What waits here arrived after what the record holds, so it goes behind it, and
+        // a full queue drops the record's oldest first, as on one node.
+        let waiting = Array(record.queue.entries)
+        let waitingReturned = record.queue.returnedAtFront
+        record.queue = DeviceQueue(capacity: settings.queueCapacity)
+        let returned = Array(waiting.prefix(waitingReturned))
+            + taken.returnedEntries.map { localPush($0.push, nowWallMs: nowWall, nowMonotonicMs: nowMonotonic) }
         let dropped = record.queue.returnToFront(returned)
         record.missed &+= taken.missed &+ UInt32(truncatingIfNeeded: dropped)
         for entry in taken.arrivedEntries {
             enqueue(localPush(entry.push, nowWallMs: nowWall, nowMonotonicMs: nowMonotonic), for: record)
         }
+        for push in waiting.dropFirst(waitingReturned) { enqueue(resequenced(push), for: record) }
         pump(record)
+    }
+
+    /// The push under a new sequence number, so that it counts as arriving now.
+    private func resequenced(_ push: QueuedPush) -> QueuedPush {
+        var copy = push
+        copy.sequence = takeSequence()
+        // The frame's correlation id is the sequence (bytes 4 to 7 of the header, big-endian).
+        let sequence = copy.sequence
+        copy.frame.withUnsafeMutableBytes { bytes in
+            guard bytes.count >= FrameHeader.size else { return }
+            bytes.storeBytes(of: sequence.bigEndian, toByteOffset: 4, as: UInt32.self)
+        }
+        return copy
     }
 
     /// A later connection of this device exists on another node ([5.5-3]): this one ends
