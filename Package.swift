@@ -41,6 +41,12 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"])]
         ),
+        // The NATS C client from Debian's libnats-dev (3.4 or later), behind PushNATS.
+        .systemLibrary(
+            name: "CNats",
+            pkgConfig: "libnats",
+            providers: [.apt(["libnats-dev"])]
+        ),
         // Starting, watching and stopping child processes (services for the demo, bench and tests).
         .target(name: "PushProcess", dependencies: ["PushSession"]),
         // The wire codec: frames, fields, messages, the incremental decoder. No I/O.
@@ -60,6 +66,9 @@ let package = Package(
         // The only importer of CPostgres: a pipelined, non-blocking PostgreSQL client whose
         // socket the event loop watches (no threads), and a blocking one for CLI commands.
         .target(name: "PushPostgres", dependencies: ["CPostgres", "PushEventLoop"]),
+        // The only importer of CNats: a NATS client whose socket the event loop watches
+        // (libnats in its external-event-loop mode), and JetStream's JSON API over it.
+        .target(name: "PushNATS", dependencies: ["CNats", "PushEventLoop"]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
             "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "CSQLite", "PushPostgres",
@@ -69,7 +78,7 @@ let package = Package(
         .target(name: "PushClient", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
         // The push gateway: routing, offline queues, fan-out, metrics.
         .target(name: "PushGateway", dependencies: [
-            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient",
+            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "PushNATS",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Load generators behind `securepush bench`.
@@ -95,7 +104,7 @@ let package = Package(
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [
             "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushStore", "PushGateway",
-            "PushPostgres",
+            "PushPostgres", "PushNATS",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
@@ -108,6 +117,8 @@ let package = Package(
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),
         // Against a real PostgreSQL server each test run starts itself (PostgresCluster).
         .testTarget(name: "PushPostgresTests", dependencies: ["PushPostgres", "PushEventLoop", "PushTestSupport"]),
+        // Against a real nats-server each test starts itself (NATSServer).
+        .testTarget(name: "PushNATSTests", dependencies: ["PushNATS", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire", "PushSession", "PushProcess"]),
     ]
 )

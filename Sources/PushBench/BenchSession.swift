@@ -37,6 +37,14 @@ final class BenchSession {
         loop.shutdown()
     }
 
+    /// The report's gateway parameters: the addresses, how many, and whether the embedded
+    /// gateways ran as a cluster over nats-server.
+    var gatewayParameters: [(String, ReportValue)] {
+        var parameters: [(String, ReportValue)] = [("gateway", .text(target.gatewaysText)), ("gateways", .integer(target.gateways.count))]
+        if target.isEmbedded { parameters.append(("nats", .boolean(target.nats != nil))) }
+        return parameters
+    }
+
     // MARK: links
 
     /// A provider connection; `capacity` is how many requests it may keep outstanding
@@ -77,31 +85,61 @@ final class BenchSession {
     func connect(_ group: [BenchLink], to endpoints: [HostPort], phase: String, tolerateFailures: Bool = false) throws(BenchError) -> Connector {
         guard !endpoints.isEmpty else { throw .setup("no address to connect to") }
         let connector = Connector(loop: loop, tls: target.tls, serverName: target.serverName)
-        for (index, link) in group.enumerated() { connector.add(link, to: endpoints[index % endpoints.count]) }
+        for (link, endpoint) in zip(group, BenchSession.spread(group.count, over: endpoints)) { connector.add(link, to: endpoint) }
         progress.status = { "\(phase): \(connector.ready)/\(connector.total) ready, \(connector.failed) failed" }
         try connector.run(phase: phase, driver: driver, tolerateFailures: tolerateFailures)
         return connector
     }
 
+    /// Where each of `count` links goes: the endpoints in turn, the first link to the
+    /// first, so that every node of a cluster gets its share of devices and providers.
+    static func spread(_ count: Int, over endpoints: [HostPort]) -> [HostPort] {
+        guard !endpoints.isEmpty else { return [] }
+        return (0..<max(0, count)).map { endpoints[$0 % endpoints.count] }
+    }
+
     // MARK: measuring
 
     /// Runs `workload` at the runner's pace until the run is over; the CPU each process
-    /// used while measured goes into the runner's report.
+    /// used while measured goes into the runner's report, with the push path's CPU per
+    /// delivery and, in a cluster run, the NATS messages per push.
     func measure(_ runner: Runner, _ workload: Workload) throws(BenchError) {
         runner.workload = workload
         defer { runner.finish() }
         progress.follow(runner)
-        var cpu = CPUUsage(stores: target.storePIDs, gateway: target.gatewayPID, countPostgres: target.database != nil)
+        var cpu = CPUUsage(stores: target.storePIDs, gateways: target.gatewayPIDs, nats: target.nats?.pid,
+                           countPostgres: target.database != nil)
+        let nats = target.nats
+        var natsBefore: NATSCounters?
         driver.onHeartbeat = { [unowned runner] in
             runner.heartbeat()
-            if !cpu.hasBegun, Clocks.monotonicNanoseconds() >= runner.measureStart { cpu.begin() }
+            if !cpu.hasBegun, Clocks.monotonicNanoseconds() >= runner.measureStart {
+                cpu.begin()
+                natsBefore = nats?.counters()
+            }
         }
         defer { driver.onHeartbeat = nil }
         try runner.start(loop: loop)
-        if runner.shape.warmupSeconds == 0 { cpu.begin() }
+        if runner.shape.warmupSeconds == 0 {
+            cpu.begin()
+            natsBefore = nats?.counters()
+        }
         try driver.drive(phase: "\(scenario.rawValue) run", timeoutSeconds: runner.timeoutSeconds) { runner.isFinished }
         cpu.end()
+        let natsAfter = nats?.counters()
         runner.extras += cpu.extras
+        // Each measured operation sends one PUSH and reaches `deliveriesPerOperation` devices.
+        let deliveries = Double(runner.completedMeasured) * Double(runner.deliveriesPerOperation)
+        if scenario.needsGateway, deliveries > 0, let seconds = cpu.pushPathSeconds {
+            runner.extras.append(("cpu_us_per_delivery", (seconds * 1e6 / deliveries * 100).rounded() / 100))
+        }
+        if nats != nil, natsBefore == nil || natsAfter == nil {
+            // Not a failed operation, but a figure the run was asked for: say so in the report.
+            runner.count("nats-server /varz unreadable")
+        } else if let natsBefore, let natsAfter, let perPush = natsAfter.perPush(since: natsBefore, pushes: runner.completedMeasured) {
+            runner.extras.append(("nats_in_msgs_per_push", (perPush.inbound * 100).rounded() / 100))
+            runner.extras.append(("nats_out_msgs_per_push", (perPush.outbound * 100).rounded() / 100))
+        }
         progress.status = nil
     }
 

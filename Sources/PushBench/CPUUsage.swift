@@ -5,7 +5,8 @@ import PushSession
 
 /// CPU time of the bench and of the services over the measured window, from
 /// /proc/PID/stat: on a shared 2-core machine it tells which process a scenario is
-/// limited by (a process near 100 % of a core is the bottleneck).
+/// limited by (a process near 100 % of a core is the bottleneck). Several gateways are
+/// reported each (`gateway1`, ...) and summed (`gateways`); a cluster's nats-server as `nats`.
 struct CPUUsage {
     struct Sample {
         var nanos: UInt64
@@ -18,13 +19,23 @@ struct CPUUsage {
 
     /// With `countPostgres`, every process of this machine named `postgres` (the server
     /// a PostgreSQL store talks to, its backends and its WAL writer) is added up as one.
-    init(stores: [pid_t], gateway: pid_t?, countPostgres: Bool = false) {
+    init(stores: [pid_t], gateways: [pid_t], nats: pid_t? = nil, countPostgres: Bool = false) {
         var list: [(String, pid_t)] = [("bench", getpid())]
         for (index, store) in stores.enumerated() { list.append((stores.count == 1 ? "store" : "store\(index + 1)", store)) }
-        if let gateway { list.append(("gateway", gateway)) }
+        let gatewayNames = CPUUsage.gatewayNames(count: gateways.count)
+        list += zip(gatewayNames, gateways).map { ($0, $1) }
+        if let nats { list.append(("nats", nats)) }
         processes = list
+        self.gatewayNames = gatewayNames
         self.countPostgres = countPostgres
     }
+
+    /// `gateway` alone, else `gateway1` ... `gatewayN`.
+    static func gatewayNames(count: Int) -> [String] {
+        count == 1 ? ["gateway"] : (0..<count).map { "gateway\($0 + 1)" }
+    }
+
+    private let gatewayNames: [String]
 
     private let countPostgres: Bool
 
@@ -32,15 +43,35 @@ struct CPUUsage {
     mutating func end() { last = sample() }
     var hasBegun: Bool { first != nil }
 
-    /// `cpu_NAME_pct`: percent of one core each process used between begin and end.
+    /// `cpu_NAME_pct`: percent of one core each process used between begin and end, and
+    /// with several gateways `cpu_gateways_pct`, their sum.
     var extras: [(String, Double)] {
         guard let first, let last, last.nanos > first.nanos else { return [] }
-        let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
         let seconds = Double(last.nanos - first.nanos) / 1e9
-        return (processes.map(\.0) + (countPostgres ? ["postgres"] : [])).compactMap { name in
-            guard let start = first.ticks[name], let stop = last.ticks[name] else { return nil }
-            return ("cpu_\(name)_pct", (Double(stop - start) / ticksPerSecond / seconds * 1000).rounded() / 10)
+        func percent(_ cpuSeconds: Double) -> Double { (cpuSeconds / seconds * 1000).rounded() / 10 }
+        var figures: [(String, Double)] = (processes.map(\.0) + (countPostgres ? ["postgres"] : [])).compactMap { name in
+            cpuSeconds(of: [name]).map { ("cpu_\(name)_pct", percent($0)) }
         }
+        if gatewayNames.count > 1, let sum = cpuSeconds(of: gatewayNames) { figures.append(("cpu_gateways_pct", percent(sum))) }
+        return figures
+    }
+
+    /// CPU seconds of the push path between begin and end: every gateway and nats-server.
+    var pushPathSeconds: Double? { cpuSeconds(of: gatewayNames + ["nats"]) }
+
+    /// CPU seconds the named processes used between begin and end, summed over those sampled
+    /// both times; nil when none was.
+    func cpuSeconds(of names: [String]) -> Double? {
+        guard let first, let last else { return nil }
+        let ticksPerSecond = Double(sysconf(Int32(_SC_CLK_TCK)))
+        var ticks = 0
+        var any = false
+        for name in names {
+            guard let start = first.ticks[name], let stop = last.ticks[name] else { continue }
+            ticks += stop - start
+            any = true
+        }
+        return any ? Double(ticks) / ticksPerSecond : nil
     }
 
     private func sample() -> Sample {

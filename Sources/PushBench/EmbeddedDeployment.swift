@@ -7,13 +7,19 @@ import PushEventLoop
 /// `--embedded`: a temporary deployment with its own store and gateway as child processes
 /// of the same `securepush` executable, so one command measures everything. Everything
 /// it creates lives in one temporary directory, removed by `close()`.
+///
+/// A cluster (`--gateways N` above 1, or `--nats`) starts `nats-server` first (JetStream in
+/// the temporary directory), then the stores, then N gateways joined to it as
+/// `gateway-1` ... `gateway-N`, each following the same stores.
 final class EmbeddedDeployment {
     let root: String
     let directory: String
     private(set) var stores: [ChildProcess] = []
-    private(set) var gateway: ChildProcess?
+    private(set) var gateways: [ChildProcess] = []
     private(set) var storeEndpoints: [HostPort] = []
-    private(set) var gatewayEndpoint: HostPort?
+    private(set) var gatewayEndpoints: [HostPort] = []
+    /// The broker of a cluster run.
+    private(set) var nats: NATSServerProcess?
     /// The self-signed certificate the services serve with `tls` (clients trust it).
     private(set) var certificatePath: String?
     private var tlsFlags: [String] = []
@@ -27,7 +33,7 @@ final class EmbeddedDeployment {
     private var addedUser: String?
 
     init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int, tls: Bool = false,
-         database: String? = nil, storeCount: Int = 1) throws(BenchError) {
+         database: String? = nil, storeCount: Int = 1, gatewayCount: Int = 1, cluster: Bool = false) throws(BenchError) {
         self.executable = executable
         root = try makeTemporaryDirectory(prefix: "securepush-bench")
         directory = root + "/deployment"
@@ -35,6 +41,9 @@ final class EmbeddedDeployment {
             if tls { try makeCertificate() }
             try Children.run(executable, ["init", directory])
             try EmbeddedDeployment.tune(directory + "/securepush.conf", maxPayload: maxPayload, database: database)
+            if cluster, scenario.needsGateway {
+                nats = try NATSServerProcess(storeDirectory: root + "/jetstream")
+            }
             if scenario.needsStore {
                 try Children.run(executable, ["user", "add", user, "--data-dir", directory], stdinText: password + "\n")
                 if database != nil { addedUser = user }
@@ -45,9 +54,14 @@ final class EmbeddedDeployment {
                 }
             }
             if scenario.needsGateway {
-                let gateway = try spawn(executable, "gateway")
-                self.gateway = gateway
-                gatewayEndpoint = try EmbeddedDeployment.ready(gateway)
+                // Started one after another: each announces its port before the next starts.
+                for index in 0..<gatewayCount {
+                    let arguments = EmbeddedDeployment.clusterArguments(natsURL: nats?.clientURL, node: index + 1)
+                    let gateway = try spawn(executable, "gateway", name: gatewayCount == 1 ? "gateway" : "gateway\(index + 1)",
+                                            extra: arguments)
+                    gateways.append(gateway)
+                    gatewayEndpoints.append(try EmbeddedDeployment.ready(gateway))
+                }
             }
         } catch {
             close()
@@ -60,10 +74,12 @@ final class EmbeddedDeployment {
     /// SIGTERM to the services (they drain and exit), the user added to a PostgreSQL
     /// database removed with her payloads, then the directory goes. Idempotent.
     func close() {
-        gateway?.terminate(graceSeconds: 10)
+        for gateway in gateways { gateway.terminate(graceSeconds: 10) }
         for store in stores { store.terminate(graceSeconds: 10) }
-        gateway = nil
+        gateways = []
         stores = []
+        nats?.stop()
+        nats = nil
         if let user = addedUser {
             addedUser = nil
             try? Children.run(executable, ["user", "remove", user, "--data-dir", directory])
@@ -71,8 +87,16 @@ final class EmbeddedDeployment {
         removeTree(root)
     }
 
-    private func spawn(_ executable: String, _ service: String, name: String? = nil) throws(BenchError) -> ChildProcess {
-        try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"] + tlsFlags, name: name ?? service)
+    private func spawn(_ executable: String, _ service: String, name: String? = nil, extra: [String] = []) throws(BenchError) -> ChildProcess {
+        try Children.spawn(executable, [service, "--data-dir", directory, "--listen", "127.0.0.1:0"] + tlsFlags + extra, name: name ?? service)
+    }
+
+    /// A cluster gateway's flags: the broker and its node name. None for the single
+    /// gateway without a broker. Like the single gateway, the nodes follow no registry:
+    /// the bench's devices are not enrolled, and a side-by-side run compares like with like.
+    static func clusterArguments(natsURL: String?, node: Int) -> [String] {
+        guard let natsURL else { return [] }
+        return ["--cluster", natsURL, "--node", "gateway-\(node)"]
     }
 
     /// A certificate for 127.0.0.1 (where the services listen) and localhost.

@@ -13,7 +13,8 @@ enum EndToEndBenchmark {
     static let pushTTLSeconds: UInt32 = 60
 
     static func run(_ session: BenchSession, _ shape: LoadShape) throws(BenchError) -> BenchReport {
-        guard let store = session.target.store, let gateway = session.target.gateway else {
+        let gateways = session.target.gateways
+        guard session.target.store != nil, !gateways.isEmpty else {
             throw .setup("e2e needs a store and a gateway")
         }
         let runner = Runner(shape: shape)
@@ -33,19 +34,19 @@ enum EndToEndBenchmark {
         let deviceGateways = names.enumerated().map { index, name in
             session.deviceGatewayLink(index: index, device: name, tags: [], owner: workload)
         }
-        try session.connect(deviceGateways, to: gateway, phase: "connecting devices to the gateway")
+        try session.connect(deviceGateways, to: gateways, phase: "connecting devices to the gateway")
 
         let capacity = shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding
         let storeProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .store) }
         try session.connect(storeProviders, to: session.target.stores, phase: "connecting providers to the store")
         let pushProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .gateway) }
-        try session.connect(pushProviders, to: gateway, phase: "connecting providers to the gateway")
+        try session.connect(pushProviders, to: gateways, phase: "connecting providers to the gateway")
 
         workload.use(storeProviders: storeProviders, pushProviders: pushProviders, deviceGateways: deviceGateways,
                      deviceStores: deviceStores, tokens: login.tokens,
                      store: StoreBenchmark.template(user: session.target.user, payloadSize: shape.payloadSize))
         try session.measure(runner, workload)
-        return runner.report(scenario: .e2e, parameters: [("store", .text(session.target.storesText)), ("gateway", .text(gateway.description))])
+        return runner.report(scenario: .e2e, parameters: [("store", .text(session.target.storesText))] + session.gatewayParameters)
     }
 }
 

@@ -8,22 +8,24 @@ import PushSession
 /// the last device has it. With the default `--inflight 1` one fan-out runs at a time.
 enum FanoutBenchmark {
     static func run(_ session: BenchSession, _ shape: LoadShape) throws(BenchError) -> BenchReport {
-        guard let gateway = session.target.gateway else { throw .setup("no gateway to benchmark") }
+        let gateways = session.target.gateways
+        guard !gateways.isEmpty else { throw .setup("no gateway to benchmark") }
         let tag = "bench-fanout-" + String(PayloadID.random().low, radix: 16)
         let runner = Runner(shape: shape)
+        runner.deliveriesPerOperation = shape.devices
         let workload = FanoutWorkload(runner: runner, deviceCount: shape.devices)
         let devices = (0..<shape.devices).map {
             session.deviceGatewayLink(index: $0, device: "bench-fanout-\($0)", tags: [tag], owner: workload)
         }
-        try session.connect(devices, to: gateway, phase: "connecting devices")
+        try session.connect(devices, to: gateways, phase: "connecting devices")
         let providers = (0..<shape.connections).map {
             session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload, to: .gateway)
         }
-        try session.connect(providers, to: gateway, phase: "connecting providers")
+        try session.connect(providers, to: gateways, phase: "connecting providers")
         workload.use(providers: providers, template: FrameTemplate(.push(Push(target: .tag(tag), id: Array(repeating: 0, count: 16),
                                                                                 ttlSeconds: 0))))
         try session.measure(runner, workload)
-        var report = runner.report(scenario: .fanout, parameters: [("gateway", .text(gateway.description))])
+        var report = runner.report(scenario: .fanout, parameters: session.gatewayParameters)
         let deliveries = Double(runner.completedMeasured) * Double(shape.devices)
         report.extra.append(("deliveries_per_s", report.seconds > 0 ? deliveries / report.seconds : 0))
         if workload.firstDelivery.totalCount > 0 {

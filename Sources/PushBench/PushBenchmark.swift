@@ -8,20 +8,21 @@ import PushSession
 /// answer each PUSH with DELIVERY_ACK, as real ones must.
 enum PushBenchmark {
     static func run(_ session: BenchSession, _ shape: LoadShape) throws(BenchError) -> BenchReport {
-        guard let gateway = session.target.gateway else { throw .setup("no gateway to benchmark") }
+        let gateways = session.target.gateways
+        guard !gateways.isEmpty else { throw .setup("no gateway to benchmark") }
         let runner = Runner(shape: shape)
         let workload = PushWorkload(runner: runner)
         let devices = (0..<shape.devices).map {
             session.deviceGatewayLink(index: $0, device: "bench-push-\($0)", tags: [], owner: workload)
         }
-        try session.connect(devices, to: gateway, phase: "connecting devices")
+        try session.connect(devices, to: gateways, phase: "connecting devices")
         let providers = (0..<shape.connections).map {
             session.providerLink(index: $0, capacity: shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding, owner: workload, to: .gateway)
         }
-        try session.connect(providers, to: gateway, phase: "connecting providers")
+        try session.connect(providers, to: gateways, phase: "connecting providers")
         workload.use(providers: providers, devices: devices)
         try session.measure(runner, workload)
-        return runner.report(scenario: .push, parameters: [("gateway", .text(gateway.description))])
+        return runner.report(scenario: .push, parameters: session.gatewayParameters)
     }
 }
 

@@ -23,6 +23,8 @@ final class Runner {
     private(set) var errors: [String: UInt64] = [:]
     /// Extra figures for the report (CPU use while measured).
     var extras: [(String, Double)] = []
+    /// Devices one operation delivers to (a fan-out's tag size), for the CPU per delivery.
+    var deliveriesPerOperation = 1
     /// Operations completed (any phase) and measured operations completed.
     private(set) var completedAll: UInt64 = 0
     private(set) var completedMeasured: UInt64 = 0

@@ -10,7 +10,9 @@ import PushStore
 public struct TargetOptions: Sendable {
     /// Running stores; the bench's connections are spread over them in turn.
     public var stores: [HostPort] = []
-    public var gateway: HostPort?
+    /// Running gateways (the nodes of a cluster): devices and provider connections are
+    /// spread over them in turn.
+    public var gateways: [HostPort] = []
     /// The deployment directory of running services (its keys sign the bench's credentials).
     public var dataDirectory: String?
     /// An existing store user (with `passwordFile` when devices must LOGIN). Without it,
@@ -33,10 +35,38 @@ public struct TargetOptions: Sendable {
     public var database: String?
     /// Embedded store processes, all on `database` (more than one needs it).
     public var storeCount = 1
+    /// Embedded gateway processes; above 1 they form a cluster over a nats-server the
+    /// bench starts.
+    public var gatewayCount = 1
+    /// Run the embedded gateways as a cluster over nats-server even when there is one.
+    public var cluster = false
 
     public init() {}
 
-    public var isEmbedded: Bool { stores.isEmpty && gateway == nil }
+    public var isEmbedded: Bool { stores.isEmpty && gateways.isEmpty }
+    /// Whether the embedded gateways join a cluster over nats-server.
+    public var embeddedCluster: Bool { gatewayCount > 1 || cluster }
+
+    /// The most embedded gateways: each is a process with its own loop on a 2-core machine.
+    public static let maxGateways = 16
+
+    /// Refuses settings that do not go together, before anything starts.
+    public func validate(for scenario: Scenario) throws(BenchError) {
+        guard (1...TargetOptions.maxGateways).contains(gatewayCount) else {
+            throw .invalid("--gateways must be 1 to \(TargetOptions.maxGateways)")
+        }
+        if gatewayCount > 1 || cluster {
+            guard isEmbedded else {
+                throw .invalid("--gateways and --nats are for the embedded gateways; running ones are named by --gateway A,B,C")
+            }
+            guard scenario.needsGateway, scenario != .connections else {
+                throw .invalid("--gateways and --nats go with push, fanout and e2e")
+            }
+        }
+        if scenario == .connections, gateways.count > 1 {
+            throw .invalid("connections measures one gateway's memory: give one --gateway")
+        }
+    }
 }
 
 /// A prepared target: addresses, the deployment's keys, and the user to store for.
@@ -47,12 +77,23 @@ final class BenchTarget {
     var store: HostPort? { stores.first }
     /// Every store, comma-separated, for the report.
     var storesText: String { stores.map(\.description).joined(separator: ",") }
-    let gateway: HostPort?
+    /// Every gateway the bench talks to; devices and providers are spread over them in turn.
+    let gateways: [HostPort]
+    /// The first gateway.
+    var gateway: HostPort? { gateways.first }
+    /// Every gateway, comma-separated, for the report.
+    var gatewaysText: String { gateways.map(\.description).joined(separator: ",") }
     let credentials: BenchCredentials
     let user: String
     let password: String
-    /// The gateway process, when known (always for embedded).
-    let gatewayPID: pid_t?
+    /// The gateway processes known (always for embedded), in the order of `gateways`.
+    let gatewayPIDs: [pid_t]
+    /// The first gateway's process, for the memory of `connections`.
+    var gatewayPID: pid_t? { gatewayPIDs.first }
+    /// The nats-server of an embedded cluster: its CPU and message counters are reported.
+    var nats: NATSServerProcess? { embedded?.nats }
+    /// The services were started for the run.
+    var isEmbedded: Bool { embedded != nil }
     /// The store processes known (for the CPU figures).
     let storePIDs: [pid_t]
     /// The store database when it is PostgreSQL (its server's CPU is reported too).
@@ -65,17 +106,17 @@ final class BenchTarget {
     private var embedded: EmbeddedDeployment?
     private var cleanup: (() -> Void)?
 
-    private init(stores: [HostPort], gateway: HostPort?, deployment: Deployment, user: String, password: String,
-                 gatewayPID: pid_t?, storePIDs: [pid_t], database: String?, dataDirectory: String, tls: TLSContext?, serverName: String?,
+    private init(stores: [HostPort], gateways: [HostPort], deployment: Deployment, user: String, password: String,
+                 gatewayPIDs: [pid_t], storePIDs: [pid_t], database: String?, dataDirectory: String, tls: TLSContext?, serverName: String?,
                  embedded: EmbeddedDeployment?, cleanup: (() -> Void)?) {
         self.stores = stores
         self.database = database
         credentials = BenchCredentials(deployment)
         storeDatabase = StoreDatabase(deployment)
-        self.gateway = gateway
+        self.gateways = gateways
         self.user = user
         self.password = password
-        self.gatewayPID = gatewayPID
+        self.gatewayPIDs = gatewayPIDs
         self.storePIDs = storePIDs
         self.dataDirectory = dataDirectory
         self.tls = tls
@@ -108,6 +149,7 @@ final class BenchTarget {
 
     static func prepare(_ options: TargetOptions, scenario: Scenario, payloadSize: Int) throws(BenchError) -> BenchTarget {
         let executable = options.executable ?? currentExecutablePath()
+        try options.validate(for: scenario)
         if options.isEmbedded {
             guard options.dataDirectory == nil, options.user == nil else {
                 throw .invalid("--data-dir and --user go with --store/--gateway; --embedded makes its own deployment")
@@ -125,7 +167,8 @@ final class BenchTarget {
             let user = options.database == nil ? "bench" : "bench-" + (try randomHex(bytes: 6))
             let embedded = try EmbeddedDeployment(executable: executable, scenario: scenario, user: user, password: password,
                                                   maxPayload: payloadSize, tls: options.embeddedTLS, database: options.database,
-                                                  storeCount: options.storeCount)
+                                                  storeCount: options.storeCount, gatewayCount: options.gatewayCount,
+                                                  cluster: options.embeddedCluster)
             let deployment = try openDeployment(embedded.directory)
             var tls: TLSContext?
             if let certificate = embedded.certificatePath {
@@ -135,9 +178,9 @@ final class BenchTarget {
                     throw .setup("TLS: \(error)")
                 }
             }
-            return BenchTarget(stores: embedded.storeEndpoints, gateway: embedded.gatewayEndpoint,
+            return BenchTarget(stores: embedded.storeEndpoints, gateways: embedded.gatewayEndpoints,
                                deployment: deployment, user: user, password: password,
-                               gatewayPID: embedded.gateway?.pid, storePIDs: embedded.stores.map(\.pid), database: options.database,
+                               gatewayPIDs: embedded.gateways.map(\.pid), storePIDs: embedded.stores.map(\.pid), database: options.database,
                                dataDirectory: embedded.directory,
                                tls: tls, serverName: nil, embedded: embedded, cleanup: nil)
         }
@@ -153,7 +196,7 @@ final class BenchTarget {
             throw .invalid("--store/--gateway need --data-dir: the bench signs its credentials with the deployment's keys")
         }
         if scenario.needsStore, options.stores.isEmpty { throw .invalid("\(scenario.rawValue) needs --store HOST:PORT") }
-        if scenario.needsGateway, options.gateway == nil { throw .invalid("\(scenario.rawValue) needs --gateway HOST:PORT") }
+        if scenario.needsGateway, options.gateways.isEmpty { throw .invalid("\(scenario.rawValue) needs --gateway HOST:PORT") }
         let deployment = try openDeployment(directory)
         var user = options.user ?? "bench"
         var password = ""
@@ -177,10 +220,10 @@ final class BenchTarget {
             }
         }
         // Local services are found from their ports (for memory and CPU figures).
-        let gatewayPID = options.gatewayPID.map { pid_t($0) } ?? options.gateway.flatMap { ProcessMemory.listeningProcess(port: $0.port) }
+        let gatewayPIDs = options.gatewayPID.map { [pid_t($0)] } ?? options.gateways.compactMap { ProcessMemory.listeningProcess(port: $0.port) }
         let storePIDs = options.stores.compactMap { ProcessMemory.listeningProcess(port: $0.port) }
-        return BenchTarget(stores: options.stores, gateway: options.gateway, deployment: deployment, user: user,
-                           password: password, gatewayPID: gatewayPID, storePIDs: storePIDs, database: nil, dataDirectory: directory,
+        return BenchTarget(stores: options.stores, gateways: options.gateways, deployment: deployment, user: user,
+                           password: password, gatewayPIDs: gatewayPIDs, storePIDs: storePIDs, database: nil, dataDirectory: directory,
                            tls: options.tls, serverName: options.serverName, embedded: nil, cleanup: cleanup)
     }
 

@@ -76,6 +76,12 @@ public enum DeviceEvent: Equatable, Sendable {
 /// connection, so a FETCH or a SYNC repeated on another store never shows an ID again,
 /// and a FETCH whose reply was lost with its store is asked again of the next one.
 ///
+/// The gateway endpoint may list several gateways (the nodes of a cluster): the gateway
+/// link moves to the next when its gateway is refused, drops, or drains (GOAWAY
+/// SHUTTING_DOWN), and the HELLO_OK there brings a SYNC, which finds what the lost node
+/// held. GOAWAY REPLACED does not move it: another connection with this device id is the
+/// newer one, and moving would only replace that one in turn.
+///
 /// Connections that fail for a reason that may pass (refused, lost, a server shutting
 /// down) are retried with backoff and reported as `.disconnected`. A failure retrying
 /// cannot cure (`ClientError.isPermanent`: a registration the gateway refuses or revokes,

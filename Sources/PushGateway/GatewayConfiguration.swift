@@ -24,6 +24,9 @@ public struct GatewayConfiguration: Sendable {
     /// offline. Nil: any registration signed with the server key is accepted and targets
     /// match the devices seen since the start (SPEC 1.1; for tests and development).
     public var store: ServerLink.Endpoint?
+    /// The cluster to join (`--cluster`, `--node`); nil runs the gateway on its own, with
+    /// its queues in memory.
+    public var cluster: ClusterConfiguration?
     /// How long the store may hold a REGISTRY with nothing new to report.
     public var registryWaitMs = RegistryFollower.defaultWaitMs
     public var limits: ServiceLimits
@@ -87,6 +90,7 @@ public struct GatewayConfiguration: Sendable {
         guard settings.deliveryWindow >= 1 else { throw .invalidConfiguration("the delivery window must be at least 1") }
         guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
         if let problem = limits.problem { throw .invalidConfiguration(problem) }
+        if let problem = cluster?.problem { throw .invalidConfiguration(problem) }
         guard (1...RegistryRequest.maxWaitMs).contains(registryWaitMs) else {
             throw .invalidConfiguration("the registry wait must be 1 to \(RegistryRequest.maxWaitMs) ms")
         }

@@ -55,6 +55,10 @@ public final class DeviceRecord {
     @exclusivity(unchecked) public internal(set) var inFlight = InFlightPushes()
     /// Pushes dropped since the device was last told with MISSED.
     @exclusivity(unchecked) public internal(set) var missed: UInt32 = 0
+    /// In a cluster, from HELLO_OK until the queue the device left on other nodes has
+    /// arrived: pushes wait behind it, so the device gets MISSED and its put-back pushes
+    /// first ([4.14-8]). (Placed here, it fits in padding: no memory per device.)
+    @exclusivity(unchecked) public internal(set) var holdsForQueue = false
     /// When the registration of the current link was issued: with its device id it names
     /// the registration ([7.4-4]), so a revocation can tell whether it is this one.
     @exclusivity(unchecked) public internal(set) var linkIssuedAt: UInt64 = 0
@@ -77,6 +81,7 @@ public final class GatewayLogic {
     let registrationSigner: CredentialSigner
     let wallClock: () -> UInt64
     private let monotonicClock: () -> Int64
+    func monotonicNow() -> Int64 { monotonicClock() }
     // Read for every push; unchecked for the reason given at `DeviceRecord`.
     /// The devices the gateway holds a record for: every device that connected since the
     /// start and, with a registry, every enrolled device a push was queued for.
@@ -94,6 +99,9 @@ public final class GatewayLogic {
     @exclusivity(unchecked) private var byUser: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var byTag: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var nextSequence: UInt32 = 1
+    /// Set when the gateway is a node of a cluster: then offline devices' queues live in
+    /// JetStream, not here, and records are kept only for devices connected here.
+    public internal(set) var isClusterNode = false
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.
@@ -183,8 +191,7 @@ public final class GatewayLogic {
     public func push(_ push: Push) -> PushAck {
         metrics.pushesAccepted.increment()
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
-        let sequence = nextSequence
-        nextSequence = nextSequence == UInt32.max ? 1 : nextSequence + 1
+        let sequence = takeSequence()
         let connectedOnly = push.ttlSeconds == 0
         // One clock reading for the whole fan-out: the writes below follow at once. A push
         // queued instead gets its own time when `pump` writes it.
@@ -196,44 +203,67 @@ public final class GatewayLogic {
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
         forEachTarget(target, connectedOnly: connectedOnly) { record in
-            var linkClosed = false
-            if let link = record.link {
-                // Straight out when nothing waits ahead of it and the window has room.
-                if record.queue.isEmpty, record.inFlight.count < window {
-                    switch link.write(queued.frame, mayWait: !record.inFlight.isEmpty) {
-                    case .written:
-                        record.inFlight.append(queued)
-                        metrics.pushesWritten.increment()
-                        written += 1
-                        return
-                    case .full:
-                        break
-                    case .closed:
-                        linkClosed = true
-                    }
-                }
-                if !linkClosed, record.link === link {
-                    // Behind the window, or behind pushes already waiting: it goes out as
-                    // acknowledgements come in.
-                    enqueue(queued, for: record)
-                    queuedCount += 1
-                    return
-                }
-            }
-            // Offline (or its connection just went away): kept for the next connection,
-            // unless it was for connected devices only.
-            if !connectedOnly {
-                enqueue(queued, for: record)
-                queuedCount += 1
+            switch deliver(queued, to: record, window: window) {
+            case .written: written += 1
+            case .queued: queuedCount += 1
+            case .dropped: break
             }
         }
         return PushAck(written: written, queued: queuedCount)
     }
 
+    /// The next push sequence number, which is also the correlation id of its frames.
+    @inline(__always)
+    func takeSequence() -> UInt32 {
+        let sequence = nextSequence
+        nextSequence = nextSequence == UInt32.max ? 1 : nextSequence + 1
+        return sequence
+    }
+
+    /// What became of a push for one device.
+    enum Delivery {
+        case written
+        case queued
+        /// For connected devices only, and the device is not.
+        case dropped
+    }
+
+    /// Writes a push to a device, or queues it: straight out when nothing waits ahead of
+    /// it and the window has room; behind the window or the pushes already waiting when
+    /// the device is connected; kept for its next connection when it is not, unless the
+    /// push is for connected devices only.
+    @inline(__always)
+    func deliver(_ queued: QueuedPush, to record: DeviceRecord, window: Int) -> Delivery {
+        var linkClosed = false
+        if let link = record.link {
+            if record.queue.isEmpty, record.inFlight.count < window, !record.holdsForQueue {
+                switch link.write(queued.frame, mayWait: !record.inFlight.isEmpty) {
+                case .written:
+                    record.inFlight.append(queued)
+                    metrics.pushesWritten.increment()
+                    return .written
+                case .full:
+                    break
+                case .closed:
+                    linkClosed = true
+                }
+            }
+            if !linkClosed, record.link === link {
+                // It goes out as acknowledgements come in.
+                enqueue(queued, for: record)
+                return .queued
+            }
+        }
+        // Offline (or its connection just went away).
+        guard !queued.connectedOnly else { return .dropped }
+        enqueue(queued, for: record)
+        return .queued
+    }
+
     /// MISSED if anything was dropped, then queued pushes while the window and the link's
     /// output have room.
-    private func pump(_ record: DeviceRecord) {
-        guard let link = record.link else { return }
+    func pump(_ record: DeviceRecord) {
+        guard let link = record.link, !record.holdsForQueue else { return }
         if record.queue.mayExpire {
             let expired = record.queue.dropExpired(nowMs: monotonicClock())
             if expired > 0 {
@@ -283,7 +313,7 @@ public final class GatewayLogic {
         }
     }
 
-    private func enqueue(_ push: QueuedPush, for record: DeviceRecord) {
+    func enqueue(_ push: QueuedPush, for record: DeviceRecord) {
         // Nothing queued can expire (connected-only pushes waiting behind the window, say):
         // no need to read the clock, since the time is used only to drop expired pushes.
         let now = record.queue.mayExpire ? monotonicClock() : 0

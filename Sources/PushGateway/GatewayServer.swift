@@ -20,6 +20,8 @@ public final class GatewayServer: ServiceHandler {
     /// Set once in `init`; the server owns its host.
     public private(set) var host: ServiceHost<GatewayServer>!
     public let logic: GatewayLogic
+    /// The cluster this gateway is a node of, if any (`--cluster`).
+    var cluster: GatewayCluster?
     private let providerCredentials: HelloCredential
     /// Provider credentials accepted within their window, each accepted once ([7.1-5]).
     private let replays = CredentialReplayGuard()
@@ -84,6 +86,7 @@ public final class GatewayServer: ServiceHandler {
         let record = logic.connect(registration, link: peer)
         peer.session.state = .device(record)
         logic.deliverBacklog(record)
+        cluster?.deviceArrived(record)
     }
 
     public func serve(_ message: Message, correlation: UInt32, peer: Peer) {
@@ -92,6 +95,14 @@ public final class GatewayServer: ServiceHandler {
         let startNs = Clocks.monotonicNanoseconds()
         guard push.target != nil else {
             host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
+            return
+        }
+        if let cluster, let target = push.target {
+            cluster.push(push, target: target) { [weak self] ack in
+                guard let self else { return }
+                self.host.respond(.pushAck(ack), correlation: correlation, to: peer)
+                self.logic.metrics.pushDuration.observe(since: startNs)
+            }
             return
         }
         host.respond(.pushAck(logic.push(push)), correlation: correlation, to: peer)
@@ -106,7 +117,9 @@ public final class GatewayServer: ServiceHandler {
     public func closed(_ peer: Peer, reason: CloseReason) {
         if reason == .slowConsumer { logic.metrics.slowConsumersCut.increment() }
         guard case .device(let record?)? = peer.state else { return }
+        let wasCurrent = record.link === peer
         logic.disconnect(record, link: peer)
+        if wasCurrent { cluster?.deviceLeft(record) }
         host.logger.debug("device disconnected", metadata: ["reason": "\(reason)"])
     }
 }

@@ -6,11 +6,13 @@ import PushSession
 public enum GatewayServiceError: Error, CustomStringConvertible {
     case invalidConfiguration(String)
     case cannotListen(host: String, port: Int, EventLoopError)
+    case cannotJoinCluster(String)
 
     public var description: String {
         switch self {
         case .invalidConfiguration(let text): "invalid gateway configuration: \(text)"
         case .cannotListen(let host, let port, let error): "cannot listen on \(host):\(port): \(error)"
+        case .cannotJoinCluster(let text): "cannot join the cluster: \(text)"
         }
     }
 }
@@ -30,14 +32,17 @@ public final class GatewayService {
     private let server: GatewayServer
     /// Reads the store's device registry, when the gateway follows one.
     public let follower: RegistryFollower?
+    /// The gateway's part in a cluster, when it is a node of one.
+    let cluster: GatewayCluster?
 
     private init(configuration: GatewayConfiguration, port: Int, host: ServiceHost<GatewayServer>, server: GatewayServer,
-                 follower: RegistryFollower?) {
+                 follower: RegistryFollower?, cluster: GatewayCluster?) {
         self.configuration = configuration
         self.port = port
         self.host = host
         self.server = server
         self.follower = follower
+        self.cluster = cluster
     }
 
     public static func start(_ configuration: GatewayConfiguration, on loop: EventLoop) throws(GatewayServiceError) -> GatewayService {
@@ -49,6 +54,16 @@ public final class GatewayService {
         let server = GatewayServer(loop: loop, limits: configuration.limits, logger: configuration.logger, logic: logic,
                                    providerKey: configuration.providerKey, wallClock: configuration.wallClock)
         let host = server.host!
+        var cluster: GatewayCluster?
+        if let clusterConfiguration = configuration.cluster {
+            do {
+                cluster = try GatewayCluster(configuration: clusterConfiguration, logic: logic, loop: loop, logger: configuration.logger)
+                try cluster?.start()
+            } catch {
+                throw .cannotJoinCluster("\(error)")
+            }
+            server.cluster = cluster
+        }
         host.maxOutputBytes = configuration.maxOutputBytes
         host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway")
         do {
@@ -63,8 +78,12 @@ public final class GatewayService {
             return follower
         }
         let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server,
-                                     follower: follower)
+                                     follower: follower, cluster: cluster)
         configuration.logger.info("gateway ready", metadata: ["listen": "\(configuration.host):\(service.port)"])
+        if let clusterConfiguration = configuration.cluster {
+            configuration.logger.info("node of a cluster: devices may connect to any node, queues are kept in JetStream",
+                                      metadata: ["node": "\(clusterConfiguration.node)", "nats": "\(clusterConfiguration.servers.joined(separator: ","))"])
+        }
         if let follower {
             configuration.logger.info("following the device registry of the store; device HELLOs get BUSY until it is loaded",
                                       metadata: ["store": "\(follower.endpoint)", "tls": "\(follower.endpoint.tls != nil)"])
@@ -94,6 +113,7 @@ public final class GatewayService {
         if host.isDraining { return .notReady("draining: the gateway is shutting down") }
         if !host.isListening { return .notReady("not listening") }
         if !logic.isRegistryReady { return .notReady("loading the device registry from the store") }
+        if let cluster, !cluster.isReady { return .notReady("connecting to the cluster's NATS server and JetStream") }
         return .ready
     }
 
@@ -113,7 +133,12 @@ public final class GatewayService {
             configuration.logger.info("sending GOAWAY to every connection")
             host.drain { [configuration] in configuration.logger.info("gateway stopped") }
         }
-        host.drain(then: drained)
+        // A cluster node's closed connections handed their queues to JetStream: the
+        // gateway has stopped once those writes are done.
+        host.drain { [cluster] in
+            guard let cluster else { return drained() }
+            cluster.finish(then: drained)
+        }
     }
 
     /// Stops at once: no new connections and GOAWAY to every peer; connections close once

@@ -90,6 +90,8 @@ public struct DeviceQueue: Sendable {
     public var count: Int { storage.count - head }
     /// The queued pushes in the order they will be delivered.
     public var entries: ArraySlice<QueuedPush> { storage[head...] }
+    /// How many of the first entries are pushes returned by a connection that closed.
+    public var returnedAtFront: Int { redeliveries }
     /// The push delivered next.
     public var first: QueuedPush? { head < storage.count ? storage[head] : nil }
 

@@ -17,6 +17,10 @@ public struct ConfigKey: Sendable {
         case choice([String])
         /// A PostgreSQL connection URI (`postgresql://` or `postgres://`).
         case databaseURL
+        /// One `nats://HOST:PORT` or several, comma-separated.
+        case natsURLList
+        /// A cluster node's name: 1 to 64 letters, digits, `-` or `_`.
+        case nodeName
     }
 
     /// The name as written; for a shared key, the bare name (`handshake_timeout_ms`).
@@ -77,6 +81,8 @@ public struct ConfigKey: Sendable {
             return "\(range.lowerBound) to \(range.upperBound)" + (unit.map { " " + $0 } ?? "")
         case .choice(let choices): return ConfigSchema.list(choices, conjunction: "or")
         case .databaseURL: return "postgresql://USER@HOST:PORT/DATABASE"
+        case .natsURLList: return "nats://HOST:PORT[,nats://HOST:PORT...]"
+        case .nodeName: return "NAME"
         }
     }
 }
@@ -97,6 +103,12 @@ public enum ConfigSchema {
         ConfigKey("gateway.store", .addressList, default: nil, example: "127.0.0.1:7070",
                   "Follow this store's device registry (several stores over one database, comma-separated, are tried in order): only enrolled devices connect, and pushes are queued for enrolled devices that are offline.",
                   services: [.gateway], flag: "--store"),
+        ConfigKey("gateway.cluster", .natsURLList, default: nil, example: "nats://127.0.0.1:4222",
+                  "Join a gateway cluster through these NATS servers (JetStream on): devices may connect to any node, pushes reach them wherever they are, and offline queues are kept in JetStream; unset, the gateway runs alone with its queues in memory.",
+                  services: [.gateway], flag: "--cluster"),
+        ConfigKey("gateway.node", .nodeName, default: nil, example: "gateway-1",
+                  "This gateway's name in its cluster, unique there (default: the host name and the listen port).",
+                  services: [.gateway], flag: "--node"),
         ConfigKey("store.database", .databaseURL, default: nil, example: "postgresql://securepush@127.0.0.1:5432/securepush",
                   "Keep the store's data in this PostgreSQL database, which any number of stores can share; unset, in the SQLite file store.sqlite in the deployment directory.",
                   services: [.store], flag: "--database"),

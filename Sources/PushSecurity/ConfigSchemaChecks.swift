@@ -37,7 +37,32 @@ extension ConfigSchema {
             return choices.contains(value) ? nil : list(choices, conjunction: "or")
         case .databaseURL:
             return databaseURLProblem(value).map { "a postgresql:// URL (\($0))" }
+        case .natsURLList:
+            return natsURLListProblem(value).map { "nats://HOST:PORT[,nats://HOST:PORT...] (\($0))" }
+        case .nodeName:
+            return nodeNameProblem(value).map { "a node name (\($0))" }
         }
+    }
+
+    /// Checks NATS server URLs by their shape: `nats://HOST:PORT`, comma-separated.
+    public static func natsURLListProblem(_ text: String) -> String? {
+        let elements = text.split(separator: ",", omittingEmptySubsequences: false)
+        for (index, element) in elements.enumerated() {
+            let which = elements.count > 1 ? "URL \(index + 1) of \(elements.count): " : ""
+            guard element.hasPrefix("nats://") else { return which + "it must start with nats://" }
+            if let problem = addressProblem(String(element.dropFirst("nats://".count))) { return which + problem }
+        }
+        return nil
+    }
+
+    /// A node name becomes a NATS subject token: 1 to 64 letters, digits, `-` or `_`.
+    public static func nodeNameProblem(_ text: String) -> String? {
+        guard !text.isEmpty, text.utf8.count <= 64 else { return "1 to 64 characters" }
+        let allowed = text.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == UInt8(ascii: "-") || byte == UInt8(ascii: "_")
+        }
+        return allowed ? nil : "only letters, digits, '-' and '_'"
     }
 
     /// Checks a PostgreSQL URL by its shape alone; libpq reads the rest when the store connects.

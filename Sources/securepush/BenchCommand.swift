@@ -21,6 +21,13 @@ struct BenchCommand: ParsableCommand {
         timeout, a lost or refused connection): the report is still printed and \
         written, and one line on stderr names the failures.
 
+        push, fanout and e2e load a gateway cluster too: running nodes as --gateway \
+        A,B,C, or --gateways N embedded ones joined over a nats-server the bench starts \
+        (Debian's nats-server package); devices and provider connections are spread \
+        over the gateways in turn. Their reports give cpu_us_per_delivery, the CPU of \
+        every gateway and of nats-server per device reached, and in a cluster run \
+        nats_in_msgs_per_push and nats_out_msgs_per_push from nats-server's /varz.
+
         `securepush bench SCENARIO --help` lists a scenario's flags and defaults.
         """,
         subcommands: [BenchEcho.self, BenchStore.self, BenchFetch.self, BenchPush.self, BenchFanout.self, BenchE2E.self,
@@ -111,6 +118,7 @@ struct BenchPush: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
+    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
@@ -125,7 +133,11 @@ struct BenchPush: LoadScenarioCommand {
         return shape
     }
 
-    func target() throws -> TargetOptions { try services.target() }
+    func target() throws -> TargetOptions {
+        var target = try services.target()
+        cluster.apply(to: &target)
+        return target
+    }
 }
 
 struct BenchFanout: LoadScenarioCommand {
@@ -134,6 +146,7 @@ struct BenchFanout: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
+    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
@@ -150,7 +163,11 @@ struct BenchFanout: LoadScenarioCommand {
         return shape
     }
 
-    func target() throws -> TargetOptions { try services.target() }
+    func target() throws -> TargetOptions {
+        var target = try services.target()
+        cluster.apply(to: &target)
+        return target
+    }
 }
 
 struct BenchE2E: LoadScenarioCommand {
@@ -159,6 +176,7 @@ struct BenchE2E: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: BothServicesFlags
+    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
@@ -177,7 +195,11 @@ struct BenchE2E: LoadScenarioCommand {
         return shape
     }
 
-    func target() throws -> TargetOptions { try services.target() }
+    func target() throws -> TargetOptions {
+        var target = try services.target()
+        cluster.apply(to: &target)
+        return target
+    }
 }
 
 struct BenchConnections: LoadScenarioCommand {
@@ -324,121 +346,6 @@ struct ReportFlags: ParsableArguments {
 struct LoadOutputFlags: ParsableArguments {
     @OptionGroup var report: ReportFlags
     @Flag(help: "No live progress line on stderr (it is drawn only on a terminal anyway).") var noProgress = false
-}
-
-// MARK: - Services
-
-/// TLS to running services.
-struct TLSClientFlags: ParsableArguments {
-    @Option(help: ArgumentHelp("Connect with TLS, verifying the running services' certificates against this CA (PEM).", valueName: "file"))
-    var caFile: String?
-    @Option(help: ArgumentHelp("The name their certificates must carry (default: the host of each address).", valueName: "name"))
-    var serverName: String?
-
-    func apply(to target: inout TargetOptions) throws {
-        if serverName != nil, caFile == nil { throw CommandFailure("--server-name goes with --ca-file") }
-        guard let caFile else { return }
-        do {
-            target.tls = try TLSContext.client(caFile: caFile)
-        } catch {
-            throw CommandFailure("TLS: \(error)")
-        }
-        target.serverName = serverName
-    }
-}
-
-/// Where the embedded stores keep their data, and how many there are.
-struct EmbeddedStoreFlags: ParsableArguments {
-    @Option(help: ArgumentHelp("""
-        The embedded stores keep their data in this PostgreSQL database (store.database), not in a SQLite file; \
-        the bench's user is its own and removed after the run (default: SQLite).
-        """, valueName: "url"))
-    var database: String?
-    @Option(help: ArgumentHelp("Embedded store processes on --database; connections alternate.", valueName: "n"))
-    var stores = 1
-}
-
-struct StoreServiceFlags: ParsableArguments {
-    @Flag(help: "Start a store for the run in a temporary deployment (the default).") var embedded = false
-    @Flag(help: "The embedded store serves TLS, with a certificate made for the run.") var tls = false
-    @OptionGroup var embeddedStores: EmbeddedStoreFlags
-    @Option(help: ArgumentHelp("Running stores to load instead (with --data-dir), comma-separated; connections are spread over them.",
-                               valueName: "host:port,...")) var store: String?
-    @Option(help: ArgumentHelp("The running store's deployment (from `securepush init`); its keys sign the bench's credentials.",
-                               valueName: "dir"))
-    var dataDir: String?
-    @Option(help: ArgumentHelp("An existing user to store for (default: a throwaway user the bench adds and removes).", valueName: "name"))
-    var user: String?
-    @OptionGroup var tlsClient: TLSClientFlags
-
-    func target() throws -> TargetOptions {
-        try makeTarget(embedded: embedded, tls: tls, stores: store, embeddedStores, gateway: nil, dataDir: dataDir, user: user,
-                       passwordFile: nil, tlsClient)
-    }
-}
-
-struct GatewayServiceFlags: ParsableArguments {
-    @Flag(help: "Start a gateway for the run in a temporary deployment (the default).") var embedded = false
-    @Flag(help: "The embedded gateway serves TLS, with a certificate made for the run.") var tls = false
-    @Option(help: ArgumentHelp("A running gateway to load instead (with --data-dir).", valueName: "host:port")) var gateway: HostPort?
-    @Option(help: ArgumentHelp("The running gateway's deployment (from `securepush init`); its keys sign the bench's credentials.",
-                               valueName: "dir"))
-    var dataDir: String?
-    @OptionGroup var tlsClient: TLSClientFlags
-
-    func target() throws -> TargetOptions {
-        try makeTarget(embedded: embedded, tls: tls, stores: nil, nil, gateway: gateway, dataDir: dataDir, user: nil, passwordFile: nil, tlsClient)
-    }
-}
-
-struct BothServicesFlags: ParsableArguments {
-    @Flag(help: "Start a store and a gateway for the run in a temporary deployment (the default).") var embedded = false
-    @Flag(help: "The embedded services serve TLS, with a certificate made for the run.") var tls = false
-    @OptionGroup var embeddedStores: EmbeddedStoreFlags
-    @Option(help: ArgumentHelp("Running stores to load instead (with --gateway and --data-dir), comma-separated; connections are spread over them.",
-                               valueName: "host:port,..."))
-    var store: String?
-    @Option(help: ArgumentHelp("A running gateway to load instead (with --store and --data-dir).", valueName: "host:port"))
-    var gateway: HostPort?
-    @Option(help: ArgumentHelp("The running services' deployment (from `securepush init`); its keys sign the bench's credentials.",
-                               valueName: "dir"))
-    var dataDir: String?
-    @Option(help: ArgumentHelp("An existing user to store for and log the devices in as (default: a throwaway user the bench adds and removes).",
-                               valueName: "name"))
-    var user: String?
-    @Option(help: ArgumentHelp("The password of --user, the first line of this file: the devices LOGIN with it.", valueName: "file"))
-    var passwordFile: String?
-    @OptionGroup var tlsClient: TLSClientFlags
-
-    func target() throws -> TargetOptions {
-        try makeTarget(embedded: embedded, tls: tls, stores: store, embeddedStores, gateway: gateway, dataDir: dataDir, user: user,
-                       passwordFile: passwordFile, tlsClient)
-    }
-}
-
-private func makeTarget(embedded: Bool, tls: Bool, stores storeList: String?, _ embeddedStores: EmbeddedStoreFlags?, gateway: HostPort?,
-                        dataDir: String?, user: String?, passwordFile: String?, _ tlsClient: TLSClientFlags) throws -> TargetOptions {
-    let stores = try storeList.map { try parseStoreAddresses($0).addresses } ?? []
-    if embedded, !stores.isEmpty || gateway != nil { throw CommandFailure("--embedded excludes --store and --gateway") }
-    for (flag, address) in stores.map({ ("--store", $0) }) + [("--gateway", gateway)] {
-        if let address, address.port == 0 { throw CommandFailure("\(flag) needs a port other than 0, not \(address)") }
-    }
-    var target = TargetOptions()
-    target.stores = stores
-    if let embeddedStores {
-        if let database = embeddedStores.database, let problem = ConfigSchema.databaseURLProblem(database) {
-            throw CommandFailure("--database: \(problem)")
-        }
-        target.database = embeddedStores.database
-        target.storeCount = embeddedStores.stores
-    }
-    target.gateway = gateway
-    target.dataDirectory = dataDir
-    target.user = user
-    target.passwordFile = passwordFile
-    target.embeddedTLS = tls
-    try tlsClient.apply(to: &target)
-    return target
 }
 
 /// Writes one report file whole (a failure names the file and the reason).

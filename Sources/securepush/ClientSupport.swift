@@ -57,19 +57,31 @@ func endpoint(_ addresses: AddressList, caFile: String?) throws -> ServerLink.En
 /// `--store`'s value: one address or several, comma-separated; a bad element is named in
 /// the error ArgumentParser prints (exit 64).
 func parseStoreAddresses(_ text: String) throws -> AddressList {
+    try parseAddresses(text, flag: "--store", service: "store")
+}
+
+/// `--gateway`'s value for clients: one gateway or several nodes of a cluster, comma-separated.
+func parseGatewayAddresses(_ text: String) throws -> AddressList {
+    try parseAddresses(text, flag: "--gateway", service: "gateway")
+}
+
+private func parseAddresses(_ text: String, flag: String, service: String) throws -> AddressList {
     let parsed = Result { () throws(AddressListError) -> AddressList in try AddressList(parsing: text) }
     switch parsed {
     case .success(let list):
         return list
     case .failure(let error) where error.portIsZero:
-        throw CommandFailure("--store needs the store's port, not 0" + (error.count > 1 ? " (address \(error.position) of \(error.count))" : ""))
+        throw CommandFailure("\(flag) needs the \(service)'s port, not 0" + (error.count > 1 ? " (address \(error.position) of \(error.count))" : ""))
     case .failure(let error):
         throw error
     }
 }
 
 /// What `--store` (and `gateway.store`) say in `--help` about taking several addresses.
-let addressListHelp = "Several stores over one database may be given as HOST:PORT,HOST:PORT: they are tried in order, and the client moves to the next when one fails."
+let addressListHelp = "Several stores over one database may be given comma-separated, as HOST:PORT,HOST:PORT: they are tried in order, and the client moves to the next when one fails."
+
+/// What a client's `--gateway` says in `--help` about the nodes of a cluster.
+let gatewayListHelp = "The nodes of a gateway cluster may be given comma-separated, as HOST:PORT,HOST:PORT: they are tried in order, and the client moves to the next when one fails."
 
 /// The failure of a one-shot command once every address of a service failed in a row:
 /// with one address, as `describe` says it; with several, each address and its failure.

@@ -23,9 +23,9 @@ extension DeviceCommand {
         static let configuration = CommandConfiguration(
             abstract: "A device in a terminal: prints each notification as it is shown, until interrupted.")
 
-        @Option(help: ArgumentHelp("The gateway's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7071).",
-                                   valueName: "host:port"))
-        var gateway: HostPort
+        @Option(help: ArgumentHelp("The gateway's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7071). \(gatewayListHelp) The device SYNCs with the store after each gateway it reaches, so a move loses nothing.",
+                                   valueName: "host:port"), transform: parseGatewayAddresses)
+        var gateway: AddressList
         @Option(help: ArgumentHelp("The store's address: a host name or an IP address, and the port. \(addressListHelp) The device SYNCs with each store it reaches and shows every notification once.",
                                    valueName: "host:port"), transform: parseStoreAddresses)
         var store: AddressList
@@ -58,7 +58,9 @@ extension DeviceCommand {
             device.onEvent = { event in
                 switch event {
                 case .gatewayConnected:
-                    states.report("gateway", "connected to the gateway as \(claims.deviceID)")
+                    // With several gateways, which one: the line also says the device moved.
+                    let which = gateway.count > 1 ? " at \(device.gatewayAddress)" : ""
+                    states.report("gateway", "connected to the gateway\(which) as \(claims.deviceID)")
                 case .storeConnected:
                     // Said only when it comes back: the gateway's line says the device is up.
                     // With several stores, also said when the device moved to another one.

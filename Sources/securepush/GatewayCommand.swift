@@ -1,4 +1,5 @@
 import ArgumentParser
+import Glibc
 import PushClient
 import PushEventLoop
 import PushGateway
@@ -48,6 +49,16 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The name to verify the store's certificate against (default: the host of the --store address connected to).",
                                valueName: "name"))
     var storeServerName: String?
+    @Option(help: ArgumentHelp("""
+        Join a gateway cluster through this NATS server (JetStream on: nats-server -js), or several, comma-separated: \
+        devices may connect to any node, a PUSH to any node reaches every target wherever it is connected, and offline \
+        devices' queues are kept in JetStream (default: gateway.cluster in the config file; without it, the gateway runs \
+        alone with its queues in memory).
+        """, valueName: "nats://host:port"))
+    var cluster: String?
+    @Option(help: ArgumentHelp("This gateway's name in its cluster, unique there: letters, digits, '-' and '_' (default: gateway.node in the config file, else the host name and the listen port).",
+                               valueName: "name"))
+    var node: String?
     @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default: \(GatewayCommand.defaults.limits.maxConnections)).",
                                valueName: "count"))
     var maxConnections: Int?
@@ -75,6 +86,29 @@ struct GatewayCommand: ParsableCommand {
         if let queueCapacity, queueCapacity < 1 { throw ValidationError("--queue-capacity must be at least 1") }
         if let maxOutputBytes, maxOutputBytes < 1024 { throw ValidationError("--max-output-bytes must be at least 1024") }
         if let deliveryWindow, deliveryWindow < 1 { throw ValidationError("--delivery-window must be at least 1") }
+        if let cluster, let problem = ConfigSchema.natsURLListProblem(cluster) { throw ValidationError("--cluster: \(problem)") }
+        if let node, let problem = ConfigSchema.nodeNameProblem(node) { throw ValidationError("--node: \(problem)") }
+    }
+
+    /// The cluster to join, from the flags or the config file; nil to run alone.
+    private func clusterConfiguration(_ deployment: Deployment, port: Int) throws -> ClusterConfiguration? {
+        guard let servers = cluster ?? deployment.config["gateway.cluster"] else {
+            if node != nil { throw CommandFailure("--node needs --cluster (or gateway.cluster in the config file)") }
+            return nil
+        }
+        let name = node ?? deployment.config["gateway.node"] ?? GatewayCommand.defaultNodeName(port: port)
+        let configuration = ClusterConfiguration(servers: servers.split(separator: ",").map(String.init), node: name)
+        if let problem = configuration.problem { throw CommandFailure(problem) }
+        return configuration
+    }
+
+    /// The host name and the listen port, made a valid node name.
+    private static func defaultNodeName(port: Int) -> String {
+        var buffer = [UInt8](repeating: 0, count: 256)
+        let host = gethostname(&buffer, buffer.count - 1) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }, as: UTF8.self) : "gateway"
+        let cleaned = String(host.map { $0.isLetter || $0.isNumber || $0 == "-" ? $0 : "_" }.prefix(50))
+        return "\(cleaned.isEmpty ? "gateway" : cleaned)-\(port)"
     }
 
     func run() throws {
@@ -115,6 +149,9 @@ struct GatewayCommand: ParsableCommand {
         } else if storeCaFile != nil || storeServerName != nil {
             throw CommandFailure("--store-ca-file and --store-server-name need --store (or gateway.store in the config file)")
         }
+
+        // Port 0 picks a port at listen time; the default node name then uses a random one.
+        configuration.cluster = try clusterConfiguration(deployment, port: address.port == 0 ? Int.random(in: 1...65535) : address.port)
 
         let loop = try EventLoop()
         let service: GatewayService

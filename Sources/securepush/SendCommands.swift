@@ -69,8 +69,9 @@ struct SendCommand: ParsableCommand {
         abstract: "Store a payload and push only its ID: prints the ID and the delivery summary.")
 
     @OptionGroup var provider: ProviderOptions
-    @Option(help: ArgumentHelp("The gateway's address: a host name or an IP address, and the port.", valueName: "host:port"))
-    var gateway: HostPort
+    @Option(help: ArgumentHelp("The gateway's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7071). \(gatewayListHelp)",
+                               valueName: "host:port"), transform: parseGatewayAddresses)
+    var gateway: AddressList
     @Option(help: ArgumentHelp("Who gets the push: user:NAME, device:ID or tag:T.", valueName: "target")) var to: PushTarget
     @Option(help: "The payload's recipient when --to is a device or a tag (a payload belongs to one user).") var user: String?
     @Option(help: "The payload text.") var text: String?

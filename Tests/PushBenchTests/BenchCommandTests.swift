@@ -36,13 +36,14 @@ struct BenchCommandTests {
         let tls: Set = ["--ca-file", "--server-name", "--tls", "--embedded", "--data-dir"]
         let common: Set = ["--help", "--version"]
         let stores: Set = ["--database", "--stores"]
+        let cluster: Set = ["--gateways", "--nats"]
         let expected: [String: Set<String>] = [
             "echo": common.union(output).union(["--inflight", "--payload-size", "--duration", "--warmup"]),
             "store": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--payload-size", "--store", "--user"]),
             "fetch": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--payload-size", "--store", "--user"]),
-            "push": common.union(output).union(pace).union(tls).union(["--no-progress", "--connections", "--devices", "--gateway"]),
-            "fanout": common.union(output).union(pace).union(tls).union(["--no-progress", "--connections", "--devices", "--gateway"]),
-            "e2e": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--devices", "--payload-size",
+            "push": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
+            "fanout": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
+            "e2e": common.union(output).union(pace).union(tls).union(stores).union(cluster).union(["--no-progress", "--connections", "--devices", "--payload-size",
                                                                      "--store", "--gateway", "--user", "--password-file"]),
             "connections": common.union(output).union(tls).union(["--no-progress", "--connections", "--duration", "--gateway", "--gateway-pid"]),
         ]

@@ -63,7 +63,7 @@ final class DeviceRunProcess {
 
     /// How often stderr says the device connected to the gateway.
     var gatewayConnections: Int {
-        child.standardError.components(separatedBy: "connected to the gateway as").count - 1
+        child.standardError.components(separatedBy: "connected to the gateway").count - 1
     }
 
     /// SIGTERM, then every notification it printed: the ID (hex) and the text, in order.

@@ -34,13 +34,19 @@ final class OperatorWalkthrough {
                 if ports[port] == nil { ports[port] = try readmeFreePort() }
                 command = command.replacingOccurrences(of: "127.0.0.1:\(port)", with: "127.0.0.1:\(ports[port] ?? 0)")
             }
+            // nats-server takes its port as -p PORT: the same free port as its nats:// URLs.
+            if command.contains("nats-server "), let match = command.firstMatch(of: /-p (\d+)/) {
+                let port = String(match.output.1)
+                if ports[port] == nil { ports[port] = try readmeFreePort() }
+                command = command.replacingOccurrences(of: "-p \(port)", with: "-p \(ports[port] ?? 0)")
+            }
             for (written, replacement) in substitutions { command = command.replacingOccurrences(of: written, with: replacement) }
             if command == "scripts/install.sh" {
                 command = "SECUREPUSH_BINARY=\(quoted(SecurePushBinary.path)) \(quoted(Readme.repositoryRoot + "/scripts/install.sh")) \(quoted(root + "/prefix"))"
             } else {
                 let program = command.hasPrefix("printf ") ? command.split(separator: "|", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" : command
-                guard program.hasPrefix("securepush ") || program.hasPrefix("curl ") else {
-                    throw ReadmeFailure("the walk-through runs `\(written)`: only securepush and curl commands (with a printf for a password) and scripts/install.sh are run here")
+                guard program.hasPrefix("securepush ") || program.hasPrefix("curl ") || program.hasPrefix("nats-server ") else {
+                    throw ReadmeFailure("the walk-through runs `\(written)`: only securepush, curl and nats-server commands (with a printf for a password) and scripts/install.sh are run here")
                 }
             }
             if let match = command.firstMatch(of: /--text "([^"]*)"/) { text = String(match.output.1) }
@@ -210,6 +216,29 @@ struct ReadmeOperatorTests {
                 "device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
         #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
         for line in walkthrough.exits { #expect(line.hasSuffix(" exited 0"), "SIGTERM: \(line)\n\(walkthrough.diagnostics)") }
+    }
+
+    @Test("a gateway cluster over NATS: nats-server, a store, three gateway nodes; the device on node 3 shows what was sent through node 1",
+          .enabled(if: NATSServer.available), .timeLimit(.minutes(3)))
+    func clusterWalkthrough() throws {
+        let commands = Readme.commands(Readme.shellBlocks(in: try Readme.text(), heading: "### A gateway cluster over NATS"))
+        #expect(commands.filter { $0.contains("--cluster nats://") }.count == 3)
+        let walkthrough = try OperatorWalkthrough(commands: ["scripts/install.sh"] + commands)
+        try walkthrough.start()
+        let shown = waitUntil(timeoutSeconds: 120) {
+            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
+                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
+        }
+        let status = walkthrough.stop()
+        #expect(shown && walkthrough.foregroundDone && walkthrough.deviceText.contains(walkthrough.expectedText),
+                "device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
+        #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
+        // nats-server exits 1 on SIGTERM by design; the securepush services must exit 0.
+        let background = commands.filter { Readme.withoutComment($0).hasSuffix("&") }
+        let natsJob = try #require(background.firstIndex { $0.hasPrefix("nats-server ") })
+        for line in walkthrough.exits where !line.hasPrefix("job \(natsJob) ") {
+            #expect(line.hasSuffix(" exited 0"), "SIGTERM: \(line)\n\(walkthrough.diagnostics)")
+        }
     }
 
     @Test("the section's blocks are found by its heading, not past the next one, and lines are joined")

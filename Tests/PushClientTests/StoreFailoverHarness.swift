@@ -18,12 +18,18 @@ final class FailoverClients {
     private(set) var providerErrors: [(service: String, error: ClientError)] = []
 
     /// - Parameter tokens: where the device's fetch token is (a saved LOGIN), or nil for none.
-    init(_ deployment: TemporaryDeployment, stores: [Int], gateway: Int, device deviceID: String = "phone",
+    convenience init(_ deployment: TemporaryDeployment, stores: [Int], gateway: Int, device deviceID: String = "phone",
+                     tokens: TokenStore? = nil) throws {
+        try self.init(deployment, stores: stores, gateways: [gateway], device: deviceID, tokens: tokens)
+    }
+
+    /// Both clients take the gateways on 127.0.0.1 at `gateways`, in that order.
+    init(_ deployment: TemporaryDeployment, stores: [Int], gateways: [Int], device deviceID: String = "phone",
          tokens: TokenStore? = nil) throws {
         self.deployment = deployment
         loop = try EventLoop()
         let storeList = FailoverClients.endpoint(stores)
-        let gatewayEndpoint = ServerLink.Endpoint(host: "127.0.0.1", port: gateway)
+        let gatewayEndpoint = FailoverClients.endpoint(gateways)
         device = DeviceClient(loop: loop, gateway: gatewayEndpoint, store: storeList,
                               registration: try deployment.enrolledRegistration(deviceID), deviceID: deviceID, tokenStore: tokens)
         provider = ProviderClient(loop: loop, store: storeList, gateway: gatewayEndpoint, providerKey: deployment.deployment.providerKey)
@@ -39,13 +45,19 @@ final class FailoverClients {
         loop.shutdown()
     }
 
-    /// The stores on 127.0.0.1 at `ports`, in that order.
+    /// The services on 127.0.0.1 at `ports`, in that order.
     static func endpoint(_ ports: [Int]) -> ServerLink.Endpoint {
         let addresses = ports.map { HostPort(host: "127.0.0.1", port: $0) }
         return ServerLink.Endpoint(AddressList(addresses) ?? AddressList(HostPort(host: "127.0.0.1", port: 1)))
     }
 
     var storeConnects: Int { events.filter { $0 == .storeConnected }.count }
+    var gatewayConnects: Int { events.filter { $0 == .gatewayConnected }.count }
+
+    /// The device's failed gateway attempts so far.
+    var gatewayFailures: [ClientError] {
+        events.compactMap { if case .disconnected(from: "gateway", let error) = $0 { error } else { nil } }
+    }
 
     /// The device's failed store attempts so far.
     var storeFailures: [ClientError] {

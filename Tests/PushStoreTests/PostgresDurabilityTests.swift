@@ -48,9 +48,10 @@ struct PostgresDurabilityTests {
             let result = try PostgresDurabilityTests.storeUntilStopped(store, user: index % 2 == 0 ? "alice" : "bob", stop: stop)
             return result
         }
-        // Enough load to have groups in flight when the server dies.
+        // Enough load to have groups in flight when the server dies. Generous: the whole
+        // suite, cluster tests and their processes included, shares two cores with it.
         let loaded = try await onOwnThread {
-            waitUntil(timeoutSeconds: 20) {
+            waitUntil(timeoutSeconds: 60) {
                 (try? database.sql("SELECT count(*) FROM payloads").int64(0, 0)) ?? 0 >= 400
             }
         }

@@ -1,0 +1,169 @@
+import PushWire
+
+/// Where every device of the cluster is connected, as the nodes' presence messages tell
+/// it, and which nodes are alive. Each node keeps its own copy; no I/O. Loop-confined.
+///
+/// It also indexes the user and tags of every device seen, for targets when the gateway
+/// follows no registry: then, as on one node (SPEC 1.1), a target matches the devices
+/// that connected to any node since that node started.
+final class ClusterDirectory {
+    struct Location: Equatable {
+        var node: String
+        var stamp: UInt64
+    }
+
+    struct Device {
+        var user: String
+        var tags: [String]
+        var location: Location?
+    }
+
+    struct Node {
+        var boot: UInt64
+        var lastHeardMs: Int64
+    }
+
+    /// What a presence change means for this node.
+    enum Effect: Equatable {
+        case none
+        /// A later connection of a device this node holds exists elsewhere: this node
+        /// closes its own with GOAWAY REPLACED.
+        case replaceLocal(String)
+    }
+
+    let localNode: String
+    private(set) var devices: [String: Device] = [:]
+    private(set) var nodes: [String: Node] = [:]
+    private var byUser: [String: Set<String>] = [:]
+    private var byTag: [String: Set<String>] = [:]
+
+    init(localNode: String) {
+        self.localNode = localNode
+    }
+
+    /// The node a device is connected to, if any node that is alive holds it.
+    func node(of deviceID: String) -> String? {
+        devices[deviceID]?.location?.node
+    }
+
+    /// A stamp for a new local connection of `deviceID`: the wall clock, but always after
+    /// any connection of it this node knows of, so a skewed clock elsewhere cannot make
+    /// the newest connection the one replaced.
+    func stampForNewConnection(of deviceID: String, wallMs: UInt64) -> UInt64 {
+        max(wallMs, (devices[deviceID]?.location?.stamp ?? 0) + 1)
+    }
+
+    // MARK: presence
+
+    /// A device connected to or left `node` (this one included).
+    @discardableResult
+    func apply(_ change: PresenceChange, from node: String) -> Effect {
+        record(change.deviceID, user: change.user, tags: change.tags)
+        guard var device = devices[change.deviceID] else { return .none }
+        if change.online {
+            let incoming = Location(node: node, stamp: change.stamp)
+            if let current = device.location, !ClusterDirectory.isLater(incoming, than: current) { return .none }
+            let previous = device.location
+            device.location = incoming
+            devices[change.deviceID] = device
+            if let previous, previous.node == localNode, node != localNode { return .replaceLocal(change.deviceID) }
+            return .none
+        }
+        // Leaving: only the connection it names. A device that moved on stays where it is.
+        if let current = device.location, current.node == node, current.stamp == change.stamp {
+            device.location = nil
+            devices[change.deviceID] = device
+        }
+        return .none
+    }
+
+    /// Connections ordered by stamp, then by node name (so every node orders them alike).
+    static func isLater(_ lhs: Location, than rhs: Location) -> Bool {
+        lhs.stamp != rhs.stamp ? lhs.stamp > rhs.stamp : lhs.node > rhs.node
+    }
+
+    private func record(_ deviceID: String, user: String, tags: [String]) {
+        if let known = devices[deviceID] {
+            guard known.user != user || known.tags != tags else { return }
+            unindex(deviceID, known)
+            devices[deviceID] = Device(user: user, tags: tags, location: known.location)
+        } else {
+            devices[deviceID] = Device(user: user, tags: tags, location: nil)
+        }
+        byUser[user, default: []].insert(deviceID)
+        for tag in tags { byTag[tag, default: []].insert(deviceID) }
+    }
+
+    private func unindex(_ deviceID: String, _ device: Device) {
+        byUser[device.user]?.remove(deviceID)
+        if byUser[device.user]?.isEmpty == true { byUser[device.user] = nil }
+        for tag in device.tags {
+            byTag[tag]?.remove(deviceID)
+            if byTag[tag]?.isEmpty == true { byTag[tag] = nil }
+        }
+    }
+
+    // MARK: nodes
+
+    /// What a heartbeat means for this node.
+    enum Arrival: Equatable {
+        /// A node already known, same boot.
+        case known
+        /// A node not heard from before, or back under a new boot: it needs this node's
+        /// presence, and what its earlier boot held is gone.
+        case new
+    }
+
+    @discardableResult
+    func heard(from node: String, boot: UInt64, nowMs: Int64) -> Arrival {
+        guard node != localNode else { return .known }
+        if let known = nodes[node], known.boot == boot {
+            nodes[node]?.lastHeardMs = nowMs
+            return .known
+        }
+        if nodes[node] != nil { forgetDevices(of: node) }
+        nodes[node] = Node(boot: boot, lastHeardMs: nowMs)
+        return .new
+    }
+
+    /// Nodes silent since `deadlineMs` are taken as dead: their devices are offline (they
+    /// will reconnect to a live node, which announces them again). Returns their names.
+    func removeNodes(silentSince deadlineMs: Int64) -> [String] {
+        let dead = nodes.filter { $0.value.lastHeardMs < deadlineMs }.map(\.key)
+        for node in dead {
+            nodes[node] = nil
+            forgetDevices(of: node)
+        }
+        return dead
+    }
+
+    func isAlive(_ node: String) -> Bool { node == localNode || nodes[node] != nil }
+
+    private func forgetDevices(of node: String) {
+        for (deviceID, device) in devices where device.location?.node == node {
+            devices[deviceID]?.location = nil
+        }
+    }
+
+    /// The devices this node holds, as presence changes to announce again.
+    func localPresence() -> [PresenceChange] {
+        devices.compactMap { deviceID, device in
+            guard let location = device.location, location.node == localNode else { return nil }
+            return PresenceChange(deviceID: deviceID, online: true, stamp: location.stamp, user: device.user, tags: device.tags)
+        }
+    }
+
+    // MARK: targets
+
+    /// Every device seen with this target (for a gateway without a registry).
+    func forEachDevice(matching target: PushTarget, _ body: (String) -> Void) {
+        switch target {
+        case .device(let id):
+            if devices[id] != nil { body(id) }
+        case .user(let user):
+            for id in byUser[user] ?? [] { body(id) }
+        case .tag(let tag):
+            for id in byTag[tag] ?? [] { body(id) }
+        }
+    }
+}

@@ -1,0 +1,36 @@
+import PushService
+
+/// The metrics of a gateway that is a node of a cluster (`--cluster`). Loop-confined.
+final class ClusterMetrics {
+    let natsConnected: MetricGauge
+    let nodesAlive: MetricGauge
+    let pushesForwarded: MetricCounter
+    let forwardsReceived: MetricCounter
+    let forwardsFailed: MetricCounter
+    let queueWrites: MetricCounter
+    let queueConflicts: MetricCounter
+    let queueFailures: MetricCounter
+    let queuesTaken: MetricCounter
+    let replacedElsewhere: MetricCounter
+    let malformed: MetricCounter
+
+    init(registry: MetricsRegistry) {
+        let prefix = "securepush_gateway_cluster"
+        natsConnected = registry.gauge("\(prefix)_nats_connected", help: "1 while the node is connected to NATS.")
+        nodesAlive = registry.gauge("\(prefix)_nodes", help: "Nodes of the cluster heard from recently, this one included.")
+        pushesForwarded = registry.counter("\(prefix)_forwards_sent_total",
+                                           help: "Pushes sent to another node for devices connected there (one per node a push went to).")
+        forwardsReceived = registry.counter("\(prefix)_forwards_received_total", help: "Pushes other nodes sent here.")
+        forwardsFailed = registry.counter("\(prefix)_forwards_failed_total",
+                                          help: "Pushes to another node that got no answer in time; their devices' pushes were queued in JetStream instead.")
+        queueWrites = registry.counter("\(prefix)_queue_writes_total", help: "Device queues written to JetStream.")
+        queueConflicts = registry.counter("\(prefix)_queue_conflicts_total",
+                                          help: "Queue writes retried because another node wrote the same queue first.")
+        queueFailures = registry.counter("\(prefix)_queue_failures_total",
+                                         help: "Queue reads or writes that failed (NATS or JetStream unavailable); the pushes they carried were not queued.")
+        queuesTaken = registry.counter("\(prefix)_queues_taken_total", help: "Queues taken from JetStream for devices connected here.")
+        replacedElsewhere = registry.counter("\(prefix)_replaced_elsewhere_total",
+                                             help: "Device connections closed with GOAWAY REPLACED for a newer connection on another node.")
+        malformed = registry.counter("\(prefix)_messages_malformed_total", help: "Cluster messages dropped because they did not parse.")
+    }
+}

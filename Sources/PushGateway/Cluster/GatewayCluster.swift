@@ -1,0 +1,517 @@
+import Logging
+import PushEventLoop
+import PushNATS
+import PushSession
+import PushWire
+
+/// A gateway as a node of a cluster over NATS: it tells the other nodes which devices
+/// connect and leave here, forwards pushes only to the nodes holding a target, serves
+/// the pushes they forward, and keeps offline devices' queues in JetStream, where they
+/// outlive a node and follow the device to the node it connects to next.
+///
+/// One NATS connection, driven on the gateway's own loop; every handler runs there.
+/// Loop-confined.
+final class GatewayCluster {
+    let configuration: ClusterConfiguration
+    let metrics: ClusterMetrics
+    private let logic: GatewayLogic
+    private let logger: Logger
+    private let loop: EventLoop
+    private let connection: NATSConnection
+    private let jetStream: JetStream
+    private let directory: ClusterDirectory
+    private let queues: ClusterQueues
+    private let boot = UInt64.random(in: 1...UInt64.max)
+    private var subscriptions: [NATSSubscription] = []
+    private var heartbeatTimer: LoopTimer?
+    private var streamReady = false
+    private var ensuringStream = false
+    /// Set after (re)connecting: the next heartbeat asks every node for its presence.
+    private var wantsPresence = true
+    private var pendingPresence: [PresenceChange] = []
+    private var presenceFlush: LoopTimer?
+    private var outgoing: [String: [OutgoingForward]] = [:]
+    private var forwardFlush: LoopTimer?
+    /// Forwarded batches waiting for their node's reply, by batch id.
+    private var awaitingReplies: [UInt64: AwaitedBatch] = [:]
+    private var nextBatchID: UInt64 = 0
+    private var stopped = false
+    private var holds: [String: Hold] = [:]
+    private var finishWaiters: [() -> Void] = []
+
+    private var subjects: ClusterSubjects { configuration.subjects }
+    private var localNode: String { configuration.node }
+
+    init(configuration: ClusterConfiguration, logic: GatewayLogic, loop: EventLoop, logger: Logger) throws(NATSError) {
+        self.configuration = configuration
+        self.logic = logic
+        self.loop = loop
+        self.logger = logger
+        metrics = ClusterMetrics(registry: logic.metrics.registry)
+        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.node)")
+        jetStream = JetStream(connection: connection)
+        directory = ClusterDirectory(localNode: configuration.node)
+        queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
+                               wallClock: logic.wallClock, metrics: metrics)
+        logic.isClusterNode = true
+    }
+
+    /// Connected to NATS with the queue stream in place.
+    var isReady: Bool { connection.isConnected && streamReady }
+
+    func start() throws(NATSError) {
+        connection.onEvent = { [weak self] event in self?.connectionChanged(event) }
+        subscriptions.append(try connection.subscribe(subjects.heartbeats) { [weak self] in self?.heartbeatArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.presence) { [weak self] in self?.presenceArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.pushes(for: localNode)) { [weak self] in self?.forwardArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.takes(for: localNode)) { [weak self] in self?.takeNoticeArrived($0) })
+        subscriptions.append(try connection.subscribe(subjects.replies(for: localNode)) { [weak self] in self?.repliesArrived($0) })
+        heartbeatTimer = loop.schedule(after: configuration.heartbeatInterval, repeating: true) { [weak self] in self?.beat() }
+        if connection.isConnected { connectionChanged(.connected) }
+    }
+
+    private func connectionChanged(_ event: NATSConnectionEvent) {
+        switch event {
+        case .connected, .reconnected:
+            metrics.natsConnected.set(1)
+            logger.info("connected to NATS", metadata: ["node": "\(localNode)", "event": "\(event)"])
+            ensureStream()
+            // Changes may have been lost while away: ask for everyone's presence, and tell ours.
+            wantsPresence = true
+            beat()
+            announceAll()
+        case .disconnected:
+            metrics.natsConnected.set(0)
+            logger.warning("lost the connection to NATS; reconnecting", metadata: ["node": "\(localNode)"])
+        case .closed:
+            metrics.natsConnected.set(0)
+        }
+    }
+
+    private func ensureStream() {
+        guard !streamReady, !ensuringStream else { return }
+        ensuringStream = true
+        jetStream.ensureStream(ClusterQueues.stream(subjects)) { [weak self] result in
+            guard let self else { return }
+            self.ensuringStream = false
+            switch result {
+            case .success:
+                self.streamReady = true
+            case .failure(let error):
+                self.logger.error("cannot set up the JetStream stream for offline queues (is JetStream enabled: nats-server -js?)",
+                                  metadata: ["error": "\(error)", "stream": "\(self.subjects.streamName)"])
+                _ = self.loop.schedule(after: .seconds(1)) { [weak self] in self?.ensureStream() }
+            }
+        }
+    }
+
+    // MARK: nodes
+
+    private func beat() {
+        guard !stopped else { return }
+        let nowMs = logic.monotonicNow()
+        let heartbeat = NodeHeartbeat(node: localNode, boot: boot, devices: Int(logic.metrics.devicesOnline.value), wantsPresence: wantsPresence)
+        if connection.isConnected, (try? connection.publish(subjects.heartbeats, heartbeat.encoded())) != nil {
+            wantsPresence = false
+        }
+        let deadline = nowMs - Int64(configuration.nodeTimeout / .milliseconds(1))
+        for node in directory.removeNodes(silentSince: deadline) {
+            logger.warning("a cluster node went silent; its devices count as offline until they connect again", metadata: ["node": "\(node)"])
+        }
+        metrics.nodesAlive.set(directory.nodes.count + 1)
+    }
+
+    private func heartbeatArrived(_ message: NATSMessage) {
+        guard let heartbeat = try? NodeHeartbeat(decoding: message.data) else { return metrics.malformed.increment() }
+        if heartbeat.node == localNode {
+            if heartbeat.boot != boot {
+                logger.error("another gateway uses this node name; give each node its own --node", metadata: ["node": "\(localNode)"])
+            }
+            return
+        }
+        let arrival = directory.heard(from: heartbeat.node, boot: heartbeat.boot, nowMs: logic.monotonicNow())
+        if arrival == .new { logger.info("a cluster node joined", metadata: ["node": "\(heartbeat.node)"]) }
+        metrics.nodesAlive.set(directory.nodes.count + 1)
+        if arrival == .new || heartbeat.wantsPresence { announceAll() }
+    }
+
+    // MARK: presence
+
+    private func presenceArrived(_ message: NATSMessage) {
+        guard let batch = try? PresenceBatch(decoding: message.data) else { return metrics.malformed.increment() }
+        guard batch.node != localNode else { return }
+        if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new { announceAll() }
+        for change in batch.changes {
+            if case .replaceLocal(let deviceID) = directory.apply(change, from: batch.node) { replaceElsewhere(deviceID) }
+        }
+    }
+
+    private func announce(_ change: PresenceChange) {
+        pendingPresence.append(change)
+        // Changes of one loop turn (a burst of connects) go in one message.
+        guard presenceFlush == nil else { return }
+        presenceFlush = loop.schedule(after: .zero) { [weak self] in
+            guard let self else { return }
+            self.presenceFlush = nil
+            let changes = self.pendingPresence
+            self.pendingPresence = []
+            self.publishPresence(changes)
+        }
+    }
+
+    private func announceAll() {
+        publishPresence(directory.localPresence())
+    }
+
+    private func publishPresence(_ changes: [PresenceChange]) {
+        var start = 0
+        while start < changes.count {
+            let end = min(changes.count, start + 1_000)
+            let batch = PresenceBatch(node: localNode, boot: boot, changes: Array(changes[start..<end]))
+            do {
+                try connection.publish(subjects.presence, batch.encoded())
+            } catch {
+                logger.warning("cannot publish presence; it is sent again after reconnecting", metadata: ["error": "\(error)"])
+                return
+            }
+            start = end
+        }
+    }
+
+    // MARK: devices
+
+    /// A device was admitted here: every node learns it, and its queue comes from JetStream.
+    func deviceArrived(_ record: DeviceRecord) {
+        let deviceID = record.deviceID
+        let previous = directory.node(of: deviceID)
+        let stamp = directory.stampForNewConnection(of: deviceID, wallMs: logic.wallClock())
+        let change = PresenceChange(deviceID: deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags)
+        directory.apply(change, from: localNode)
+        announce(change)
+        // New pushes wait until the queue in JetStream is here and, when another node
+        // still held the device, until that node has handed over (or not, in time).
+        holds[deviceID]?.handover?.cancel()
+        var hold = Hold(takePending: true, handover: nil)
+        if let previous, previous != localNode {
+            hold.handover = loop.schedule(after: configuration.forwardTimeout) { [weak self] in self?.handoverDone(deviceID) }
+        }
+        holds[deviceID] = hold
+        record.holdsForQueue = true
+        take(deviceID)
+    }
+
+    /// Why a device's new pushes wait (see `DeviceRecord.holdsForQueue`).
+    private struct Hold {
+        var takePending: Bool
+        /// Until the node that held the device hands over; fires if it never does.
+        var handover: LoopTimer?
+    }
+
+    private func handoverDone(_ deviceID: String) {
+        holds[deviceID]?.handover?.cancel()
+        holds[deviceID]?.handover = nil
+        releaseHold(deviceID)
+    }
+
+    private func releaseHold(_ deviceID: String) {
+        guard let hold = holds[deviceID], !hold.takePending, hold.handover == nil else { return }
+        holds[deviceID] = nil
+        guard let record = logic.devices[deviceID], record.link != nil else { return }
+        record.holdsForQueue = false
+        logic.pump(record)
+    }
+
+    /// The current connection of a device here ended: what it held goes to its queue in
+    /// JetStream, and every node learns it is offline.
+    func deviceLeft(_ record: DeviceRecord) {
+        let deviceID = record.deviceID
+        holds.removeValue(forKey: deviceID)?.handover?.cancel()
+        if let released = logic.release(record) { hand(released, of: deviceID) }
+        guard let location = directory.devices[deviceID]?.location, location.node == localNode else { return }
+        let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags)
+        directory.apply(change, from: localNode)
+        announce(change)
+    }
+
+    private func replaceElsewhere(_ deviceID: String) {
+        guard let record = logic.replacedElsewhere(deviceID) else { return }
+        metrics.replacedElsewhere.increment()
+        logger.debug("device connected to another node; closed here with REPLACED", metadata: ["device": "\(deviceID)"])
+        if let released = logic.release(record) {
+            hand(released, of: deviceID)
+        } else if let node = directory.node(of: deviceID), node != localNode {
+            // Nothing to hand over: the new node need not wait for it.
+            try? connection.publish(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
+        }
+    }
+
+    /// Merges what this node held for a device into its queue, then tells the node that
+    /// holds the device now, if any, to take it.
+    private func hand(_ released: QueueRecord, of deviceID: String) {
+        queues.submit(.merge(released) { [weak self] written in
+            guard let self else { return }
+            if written {
+                self.notifyHolder(of: deviceID)
+            } else {
+                self.logger.warning("could not hand a device's queue to JetStream; the device finds its payloads with SYNC",
+                                    metadata: ["device": "\(deviceID)", "pushes": "\(released.entries.count)"])
+            }
+        }, for: deviceID)
+    }
+
+    private func take(_ deviceID: String) {
+        holds[deviceID]?.takePending = true
+        queues.submit(.take { [weak self] taken in
+            guard let self else { return }
+            if let taken {
+                if let record = self.logic.devices[deviceID], record.link != nil {
+                    self.metrics.queuesTaken.increment()
+                    self.logic.absorb(taken, into: record)
+                } else {
+                    // Gone again while the queue was read: it goes back for the next connection.
+                    self.hand(taken, of: deviceID)
+                }
+            }
+            self.holds[deviceID]?.takePending = false
+            self.releaseHold(deviceID)
+        }, for: deviceID)
+    }
+
+    /// After a queue was written: the device may have connected somewhere meanwhile.
+    private func notifyHolder(of deviceID: String) {
+        guard let node = directory.node(of: deviceID) else { return }
+        if node == localNode {
+            if logic.devices[deviceID]?.link != nil { take(deviceID) }
+            return
+        }
+        try? connection.publish(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
+    }
+
+    private func takeNoticeArrived(_ message: NATSMessage) {
+        guard let notice = try? TakeNotice(decoding: message.data) else { return metrics.malformed.increment() }
+        for deviceID in notice.deviceIDs where logic.devices[deviceID]?.link != nil {
+            // The old node's handover, if this device waited for it: the take ends the wait.
+            holds[deviceID]?.handover?.cancel()
+            holds[deviceID]?.handover = nil
+            take(deviceID)
+        }
+    }
+
+    // MARK: pushes
+
+    /// A provider's PUSH: delivered to targets connected here at once, forwarded to the
+    /// nodes holding the others, queued in JetStream for offline ones; `reply` gets the
+    /// counts once every part is done ([4.13-3] across the cluster).
+    func push(_ push: Push, target: PushTarget, reply: @escaping (PushAck) -> Void) {
+        logic.metrics.pushesAccepted.increment()
+        let nowWall = logic.wallClock()
+        let connectedOnly = push.ttlSeconds == 0
+        let sequence = logic.takeSequence()
+        let frame = push.deviceFrame(correlation: sequence)
+        let local = QueuedPush(sequence: sequence, frame: frame, priority: push.priority, collapseKey: push.collapseKey,
+                               expiresAtMs: connectedOnly ? .max : logic.monotonicNow() + Int64(push.ttlSeconds) * 1000,
+                               connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
+        let tally = PushTally { written, queued in reply(PushAck(written: written, queued: queued)) }
+        var remote: [String: [(deviceID: String, owner: QueueOwner)]] = [:]
+        var offline: [(deviceID: String, owner: QueueOwner)] = []
+        let window = logic.settings.deliveryWindow
+        func visit(_ deviceID: String, owner: QueueOwner) {
+            if let record = logic.devices[deviceID], record.link != nil {
+                switch logic.deliver(local, to: record, window: window) {
+                case .written: tally.add(written: 1)
+                case .queued: tally.add(queued: 1)
+                case .dropped: break
+                }
+            } else if let node = directory.node(of: deviceID), node != localNode {
+                remote[node, default: []].append((deviceID, owner))
+            } else if !connectedOnly {
+                offline.append((deviceID, owner))
+            }
+        }
+        if let registry = logic.registry {
+            registry.forEachDevice(matching: target, nowMs: nowWall) {
+                visit($0.deviceID, owner: QueueOwner(user: $0.registration.user, enrolment: $0.registration.issuedAt))
+            }
+        } else {
+            directory.forEachDevice(matching: target) { visit($0, owner: QueueOwner(user: directory.devices[$0]?.user ?? "", enrolment: 0)) }
+        }
+        if !remote.isEmpty || !offline.isEmpty {
+            let clusterPush = ClusterPush(deviceFrame: frame, priority: push.priority, collapseKey: push.collapseKey,
+                                          expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000)
+            for (node, targets) in remote { forward(clusterPush, to: targets, at: node, tally: tally) }
+            for target in offline { queue(clusterPush, for: target.deviceID, owner: target.owner, tally: tally) }
+        }
+        tally.seal()
+    }
+
+    /// A push for devices at another node, waiting for the end of the loop turn: the
+    /// turn's pushes for one node leave together.
+    private struct OutgoingForward {
+        var push: ClusterPush
+        var targets: ArraySlice<(deviceID: String, owner: QueueOwner)>
+        var tally: PushTally
+    }
+
+    private struct AwaitedBatch {
+        var node: String
+        var forwards: [OutgoingForward]
+        var timer: LoopTimer
+    }
+
+    private func forward(_ push: ClusterPush, to targets: [(deviceID: String, owner: QueueOwner)], at node: String, tally: PushTally) {
+        var start = 0
+        while start < targets.count {
+            let part = targets[start..<min(targets.count, start + configuration.maxDevicesPerForward)]
+            start = part.endIndex
+            tally.begin()
+            metrics.pushesForwarded.increment()
+            outgoing[node, default: []].append(OutgoingForward(push: push, targets: part, tally: tally))
+        }
+        guard forwardFlush == nil else { return }
+        forwardFlush = loop.schedule(after: .zero) { [weak self] in
+            guard let self else { return }
+            self.forwardFlush = nil
+            let outgoing = self.outgoing
+            self.outgoing = [:]
+            for (node, forwards) in outgoing { self.send(forwards, to: node) }
+        }
+    }
+
+    private func send(_ forwards: [OutgoingForward], to node: String) {
+        var start = 0
+        while start < forwards.count {
+            // Bounded by devices named, so a message stays well under NATS' size limit.
+            var end = start
+            var devices = 0
+            while end < forwards.count, end == start || devices + forwards[end].targets.count <= configuration.maxDevicesPerForward {
+                devices += forwards[end].targets.count
+                end += 1
+            }
+            let part = Array(forwards[start..<end])
+            start = end
+            nextBatchID &+= 1
+            let id = nextBatchID
+            let batch = ForwardBatch(id: id, pushes: part.map { ForwardedPush(push: $0.push, deviceIDs: $0.targets.map(\.deviceID)) })
+            let timer = loop.schedule(after: configuration.forwardTimeout) { [weak self] in self?.forwardTimedOut(id) }
+            awaitingReplies[id] = AwaitedBatch(node: node, forwards: part, timer: timer)
+            do {
+                try connection.publish(subjects.pushes(for: node), batch.encoded(), reply: subjects.replies(for: localNode))
+            } catch {
+                forwardTimedOut(id)
+            }
+        }
+    }
+
+    private func repliesArrived(_ message: NATSMessage) {
+        guard let replies = try? ForwardReplies(decoding: message.data) else { return metrics.malformed.increment() }
+        // A reply after its timeout finds nothing: those pushes were queued in JetStream.
+        guard let awaited = awaitingReplies.removeValue(forKey: replies.id) else { return }
+        awaited.timer.cancel()
+        guard replies.counts.count == awaited.forwards.count else {
+            metrics.malformed.increment()
+            return queueInstead(awaited)
+        }
+        for (forward, counts) in zip(awaited.forwards, replies.counts) {
+            forward.tally.add(written: counts.written, queued: counts.queued)
+            forward.tally.end()
+        }
+    }
+
+    private func forwardTimedOut(_ id: UInt64) {
+        guard let awaited = awaitingReplies.removeValue(forKey: id) else { return }
+        awaited.timer.cancel()
+        queueInstead(awaited)
+    }
+
+    /// No answer in time (the node died, or NATS is away): the batch's pushes wait in
+    /// JetStream. Should the node just have been slow, a device may be told twice; it
+    /// shows each payload once all the same.
+    private func queueInstead(_ awaited: AwaitedBatch) {
+        metrics.forwardsFailed.increment()
+        logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
+                       metadata: ["node": "\(awaited.node)", "pushes": "\(awaited.forwards.count)"])
+        for forward in awaited.forwards {
+            if !forward.push.connectedOnly {
+                for target in forward.targets { queue(forward.push, for: target.deviceID, owner: target.owner, tally: forward.tally) }
+            }
+            forward.tally.end()
+        }
+    }
+
+    private func queue(_ push: ClusterPush, for deviceID: String, owner: QueueOwner, tally: PushTally) {
+        tally.begin()
+        queues.submit(.append(push, owner: owner) { [weak self] written in
+            if written {
+                tally.add(queued: 1)
+                self?.notifyHolder(of: deviceID)
+            }
+            tally.end()
+        }, for: deviceID)
+    }
+
+    private func forwardArrived(_ message: NATSMessage) {
+        guard let replySubject = message.reply, let batch = try? ForwardBatch(decoding: message.data) else {
+            return metrics.malformed.increment()
+        }
+        metrics.forwardsReceived.increment(by: Int64(batch.pushes.count))
+        var counts = [ForwardReplies.Counts](repeating: ForwardReplies.Counts(written: 0, queued: 0), count: batch.pushes.count)
+        let all = PushTally { [weak self] _, _ in
+            try? self?.connection.publish(replySubject, ForwardReplies(id: batch.id, counts: counts).encoded())
+        }
+        for (index, forwarded) in batch.pushes.enumerated() {
+            let delivered = logic.deliverForwarded(forwarded)
+            counts[index] = ForwardReplies.Counts(written: delivered.written, queued: delivered.queued)
+            guard !forwarded.push.connectedOnly, !delivered.away.isEmpty else { continue }
+            // Left or moved on since the sender looked: their pushes wait in JetStream.
+            all.begin()
+            let part = PushTally { _, queued in
+                counts[index].queued &+= queued
+                all.end()
+            }
+            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, owner: owner(of: deviceID), tally: part) }
+            part.seal()
+        }
+        all.seal()
+    }
+
+    private func owner(of deviceID: String) -> QueueOwner {
+        if let enrolled = logic.registry?.enrolledRegistration(of: deviceID, nowMs: logic.wallClock()) {
+            return QueueOwner(user: enrolled.registration.user, enrolment: enrolled.registration.issuedAt)
+        }
+        return QueueOwner(user: directory.devices[deviceID]?.user ?? "", enrolment: 0)
+    }
+
+    // MARK: stopping
+
+    /// After the gateway's connections closed (their queues handed to JetStream): waits
+    /// for the queue writes under way, at most `timeout`, then leaves NATS.
+    func finish(timeout: Duration = .seconds(3), then done: @escaping () -> Void) {
+        if stopped { return done() }
+        finishWaiters.append(done)
+        guard finishWaiters.count == 1 else { return }
+        let complete = { [weak self] in
+            guard let self, !self.stopped else { return }
+            self.stop()
+            let waiters = self.finishWaiters
+            self.finishWaiters = []
+            for waiter in waiters { waiter() }
+        }
+        if queues.isIdle { return complete() }
+        queues.onIdle = complete
+        _ = loop.schedule(after: timeout) { complete() }
+    }
+
+    func stop() {
+        guard !stopped else { return }
+        stopped = true
+        heartbeatTimer?.cancel()
+        presenceFlush?.cancel()
+        forwardFlush?.cancel()
+        for awaited in awaitingReplies.values { awaited.timer.cancel() }
+        awaitingReplies = [:]
+        if !pendingPresence.isEmpty { publishPresence(pendingPresence) }
+        for subscription in subscriptions { subscription.cancel() }
+        subscriptions = []
+        connection.close()
+    }
+}

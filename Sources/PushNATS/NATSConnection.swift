@@ -1,0 +1,252 @@
+import CNats
+import Glibc
+import PushEventLoop
+
+/// A NATS client connection on an `EventLoop`: libnats in its external-event-loop mode,
+/// its socket watched by the loop (see `NATSSocketDriver`). Loop-confined.
+///
+/// Connects in the background and retries for ever, so a server started later is found;
+/// reconnects by itself and resubscribes; publishes made while disconnected wait in
+/// libnats' reconnect buffer (8 MiB). Every callback runs on the loop thread.
+///
+/// The first connection attempt happens inside `init` (libnats' design): a refused
+/// connection returns at once, an unreachable host can hold the loop for up to
+/// `connectTimeout`.
+public final class NATSConnection {
+    let loop: EventLoop
+    var connection: OpaquePointer?
+    let driver: NATSSocketDriver
+    private let relay: NATSEventRelay
+    /// Live subscriptions, in subscribe order: the connection keeps them (a caller may
+    /// drop its NATSSubscription and still get messages until `cancel()`).
+    var subscriptions: [NATSSubscription] = []
+    var requests = NATSRequests()
+
+    /// Connection events, on the loop: `.connected` once the first connection is made,
+    /// then `.disconnected` / `.reconnected` as the link comes and goes, `.closed` after
+    /// `close()`.
+    public var onEvent: ((NATSConnectionEvent) -> Void)?
+
+    /// The reconnect buffer: what publishes made while disconnected can hold.
+    public static let reconnectBufferBytes: Int32 = 8 * 1024 * 1024
+
+    /// - Parameters:
+    ///   - servers: `nats://HOST:PORT` URLs, tried in order (libnats randomizes none here).
+    ///   - name: the client name the server shows for this connection.
+    ///   - connectTimeout: each attempt's TCP connect and handshake.
+    public init(loop: EventLoop, servers: [String], name: String, connectTimeout: Duration = .seconds(1)) throws(NATSError) {
+        guard !servers.isEmpty else { throw .invalidURL("no servers") }
+        for server in servers { try NATSNames.checkServer(server) }
+        self.loop = loop
+        driver = NATSSocketDriver(loop: loop)
+        relay = NATSEventRelay(handle: loop.handle)
+        var options: OpaquePointer?
+        try NATSConnection.check(natsOptions_Create(&options))
+        guard let options else { throw .library(status: -1, text: "natsOptions_Create returned nothing") }
+        defer { natsOptions_Destroy(options) }
+        // Released by the closed callback, the last one libnats makes (on its thread).
+        let relayContext = Unmanaged.passRetained(relay).toOpaque()
+        var relayHandedOver = false
+        defer { if !relayHandedOver { Unmanaged<NATSEventRelay>.fromOpaque(relayContext).release() } }
+        try NATSConnection.configure(options, servers: servers, name: name, connectTimeout: connectTimeout,
+                                     driver: driver.context, relay: relayContext)
+        var made: OpaquePointer?
+        let status = natsConnection_Connect(&made, options)
+        guard status == NATS_OK || status == NATS_NOT_YET_CONNECTED, let made else {
+            let error = NATSError.library(status)
+            driver.stop()
+            throw error
+        }
+        relayHandedOver = true
+        connection = made
+        relay.connection = self
+        driver.afterRead = { [weak self] in self?.deliverMessages() }
+        driver.onLoopShutdown = { [weak self] in self?.loopShutDown() }
+        if status == NATS_OK {
+            // libnats calls the connected callback only for a connection made in the background.
+            loop.schedule(after: .zero) { [weak self] in self?.deliver(.connected) }
+        }
+    }
+
+    deinit {
+        close(failingWith: .notConnected, deferred: false)
+    }
+
+    private static func configure(
+        _ options: OpaquePointer, servers: [String], name: String, connectTimeout: Duration,
+        driver: UnsafeMutableRawPointer, relay: UnsafeMutableRawPointer
+    ) throws(NATSError) {
+        let milliseconds = max(1, connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let copies = servers.map { strdup($0) }
+        defer { for copy in copies { free(copy) } }
+        var pointers = copies.map { $0.map { UnsafePointer($0) } }
+        try check(natsOptions_SetServers(options, &pointers, Int32(pointers.count)))
+        try check(natsOptions_SetName(options, name))
+        try check(natsOptions_SetNoRandomize(options, true))
+        // A node never wants the messages it published itself.
+        try check(natsOptions_SetNoEcho(options, true))
+        try check(natsOptions_SetTimeout(options, milliseconds))
+        try check(natsOptions_SetMaxReconnect(options, -1))
+        try check(natsOptions_SetReconnectWait(options, 250))
+        try check(natsOptions_SetReconnectBufSize(options, reconnectBufferBytes))
+        // A dead peer is noticed in about 30 s instead of libnats' default 4 minutes.
+        try check(natsOptions_SetPingInterval(options, 10_000))
+        try check(natsOptions_SetMaxPingsOut(options, 3))
+        // Without it libnats starts a flusher thread that signals writes from its own
+        // thread; with it, a publish asks the loop for writability right away and the loop
+        // writes everything buffered in that iteration at once.
+        try check(natsOptions_SetSendAsap(options, true))
+        try check(natsOptions_SetEventLoop(options, driver, natsDriverAttach, natsDriverRead, natsDriverWrite, natsDriverDetach))
+        // With a connected callback, a failed first connect returns NATS_NOT_YET_CONNECTED
+        // and retries in the background (without one, natsConnection_Connect retries inline).
+        try check(natsOptions_SetRetryOnFailedConnect(options, true, natsRelayConnected, relay))
+        try check(natsOptions_SetDisconnectedCB(options, natsRelayDisconnected, relay))
+        try check(natsOptions_SetReconnectedCB(options, natsRelayReconnected, relay))
+        try check(natsOptions_SetClosedCB(options, natsRelayClosed, relay))
+        // Asynchronous errors (a slow consumer) would otherwise be printed to stderr.
+        try check(natsOptions_SetErrorHandler(options, natsRelayError, nil))
+    }
+
+    static func check(_ status: natsStatus) throws(NATSError) {
+        guard status == NATS_OK else { throw NATSError.library(status) }
+    }
+
+    /// True while a server link is up (libnats' own status, so true as soon as a reconnect
+    /// completed, even before `.reconnected` has been delivered).
+    public var isConnected: Bool {
+        guard let connection else { return false }
+        return natsConnection_Status(connection) == NATS_CONN_STATUS_CONNECTED
+    }
+
+    /// libnats' counters for this connection.
+    public var statistics: NATSStatistics {
+        guard let connection else { return NATSStatistics() }
+        var stats: OpaquePointer?
+        guard natsStatistics_Create(&stats) == NATS_OK, let stats else { return NATSStatistics() }
+        defer { natsStatistics_Destroy(stats) }
+        guard natsConnection_GetStats(connection, stats) == NATS_OK else { return NATSStatistics() }
+        var result = NATSStatistics()
+        natsStatistics_GetCounts(stats, &result.inMsgs, &result.inBytes, &result.outMsgs, &result.outBytes, &result.reconnects)
+        return result
+    }
+
+    /// Publishes `data` (with `headers`, if any). While disconnected it waits in the
+    /// reconnect buffer; a full buffer fails with `.library(NATS_INSUFFICIENT_BUFFER)`.
+    public func publish(_ subject: String, _ data: [UInt8], reply: String? = nil, headers: [(String, String)] = []) throws(NATSError) {
+        try NATSNames.checkSubject(subject)
+        if let reply { try NATSNames.checkSubject(reply) }
+        for (name, value) in headers { try NATSNames.checkHeader(name, value) }
+        guard let connection else { throw .notConnected }
+        let status: natsStatus
+        if headers.isEmpty {
+            status = data.withUnsafeBytes { bytes in
+                if let reply {
+                    natsConnection_PublishRequest(connection, subject, reply, bytes.baseAddress, Int32(bytes.count))
+                } else {
+                    natsConnection_Publish(connection, subject, bytes.baseAddress, Int32(bytes.count))
+                }
+            }
+        } else {
+            status = NATSConnection.publishWithHeaders(connection, subject, reply, data, headers)
+        }
+        try NATSConnection.check(status)
+    }
+
+    private static func publishWithHeaders(
+        _ connection: OpaquePointer, _ subject: String, _ reply: String?, _ data: [UInt8], _ headers: [(String, String)]
+    ) -> natsStatus {
+        var message: OpaquePointer?
+        var status = data.withUnsafeBytes { bytes in
+            natsMsg_Create(&message, subject, reply, bytes.baseAddress?.assumingMemoryBound(to: CChar.self), Int32(bytes.count))
+        }
+        guard status == NATS_OK, let message else { return status }
+        defer { natsMsg_Destroy(message) }
+        for (name, value) in headers where status == NATS_OK {
+            status = natsMsgHeader_Add(message, name, value)
+        }
+        guard status == NATS_OK else { return status }
+        return natsConnection_PublishMsg(connection, message)
+    }
+
+    /// Messages on `subject` (wildcards allowed) go to `handler` on the loop thread until
+    /// the subscription is cancelled or the connection closed. Kept across reconnects.
+    @discardableResult
+    public func subscribe(_ subject: String, _ handler: @escaping (NATSMessage) -> Void) throws(NATSError) -> NATSSubscription {
+        try NATSNames.checkSubject(subject, wildcards: true)
+        guard let connection else { throw .notConnected }
+        var made: OpaquePointer?
+        try NATSConnection.check(natsConnection_SubscribeSync(&made, connection, subject))
+        guard let made else { throw .library(status: -1, text: "natsConnection_SubscribeSync returned nothing") }
+        // Messages wait in the subscription only until the end of the read event that
+        // brought them, so a limit would only drop bursts.
+        _ = natsSubscription_SetPendingLimits(made, -1, -1)
+        let subscription = NATSSubscription(connection: self, subscription: made, subject: subject, handler: handler)
+        subscriptions.append(subscription)
+        return subscription
+    }
+
+    /// A unique subject under libnats' inbox prefix (`_INBOX.`), for replies.
+    public func newInbox() -> String {
+        var inbox: UnsafeMutablePointer<natsInbox>?
+        guard natsInbox_Create(&inbox) == NATS_OK, let inbox else {
+            // Only an allocation failure gets here; a serial under a fixed prefix is still unique.
+            requests.serial &+= 1
+            return "_INBOX.SP\(requests.serial)"
+        }
+        defer { natsInbox_Destroy(inbox) }
+        return String(cString: inbox)
+    }
+
+    /// Closes and destroys the libnats connection (its reconnect thread is joined), stops
+    /// watching its socket and fails pending requests with `.notConnected`, in a later loop
+    /// iteration. Idempotent.
+    public func close() {
+        close(failingWith: .notConnected, deferred: true)
+    }
+
+    func close(failingWith error: NATSError, deferred: Bool) {
+        guard let closing = connection else { return }
+        connection = nil
+        // Sent without waiting: natsConnection_Close would ask the loop to write what is
+        // buffered, and the loop is busy here.
+        if driver.wantsWrite { natsConnection_ProcessWriteEvent(closing) }
+        natsConnection_Close(closing)
+        // Freed after the close, which marked them closed: no UNSUB for each goes out.
+        let dropped = subscriptions
+        subscriptions = []
+        for subscription in dropped { subscription.release() }
+        let orphans = requests.removeAll()
+        natsConnection_Destroy(closing)
+        driver.stop()
+        guard !orphans.isEmpty else { return }
+        if deferred {
+            loop.schedule(after: .zero) { for completion in orphans { completion(.failure(error)) } }
+        } else {
+            for completion in orphans { completion(.failure(error)) }
+        }
+    }
+
+    /// The loop is shutting down and will run nothing later: close now, fail now.
+    private func loopShutDown() {
+        close(failingWith: .notConnected, deferred: false)
+    }
+
+    func deliver(_ event: NATSConnectionEvent) {
+        if event == .closed, connection != nil {
+            // libnats gave up by itself (it does not, with reconnects unlimited).
+            close(failingWith: .notConnected, deferred: false)
+        }
+        onEvent?(event)
+    }
+
+    /// Hands every message the last read event queued to its handler (request replies
+    /// first), subscription by subscription. A handler may subscribe, cancel or close: the list is a snapshot and
+    /// each subscription checks it is still live.
+    func deliverMessages() {
+        deliverReplies()
+        for subscription in subscriptions {
+            guard connection != nil else { return }
+            subscription.drain()
+        }
+    }
+}
