@@ -20,7 +20,8 @@ struct ScenarioSmokeTests {
         let json = try expectClean("push", ["--count", "200", "--devices", "20", "--inflight", "8"])
         #expect(json["gateways"] as? Int == 1)
         #expect(json["nats"] as? Bool == false, "one plain gateway, no cluster")
-        #expect(((json["cpu_us_per_delivery"] as? Double) ?? 0) > 0, "the gateway's CPU per delivery: \(json)")
+        // Present, not positive: /proc counts CPU in 10 ms ticks, and 200 pushes may take fewer.
+        #expect(json["cpu_us_per_delivery"] is Double, "the gateway's CPU per delivery: \(json)")
         #expect(json["nats_in_msgs_per_push"] == nil)
     }
 
