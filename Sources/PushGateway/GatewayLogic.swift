@@ -99,9 +99,6 @@ public final class GatewayLogic {
     @exclusivity(unchecked) private var byUser: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var byTag: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var nextSequence: UInt32 = 1
-    /// Set when the gateway is a node of a cluster: then offline devices' queues live in
-    /// JetStream, not here, and records are kept only for devices connected here.
-    public internal(set) var isClusterNode = false
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.

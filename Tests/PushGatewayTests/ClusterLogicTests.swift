@@ -14,7 +14,6 @@ struct ClusterLogicTests {
     @Test("[4.14-3] a closed connection's unacknowledged and waiting pushes leave as a record, returned ones first")
     func releaseAfterDisconnect() throws {
         let gateway = GatewayFixture(window: 1)
-        gateway.logic.isClusterNode = true
         let (record, link) = gateway.connect("phone")
         _ = gateway.logic.deliverForwarded(ForwardedPush(push: Self.push(1), deviceIDs: ["phone"]))
         _ = gateway.logic.deliverForwarded(ForwardedPush(push: Self.push(2, priority: 9), deviceIDs: ["phone"]))
@@ -31,7 +30,6 @@ struct ClusterLogicTests {
     @Test("a taken record is delivered on the device's new connection: MISSED first, then returned pushes, then by priority")
     func absorbOnArrival() {
         let gateway = GatewayFixture()
-        gateway.logic.isClusterNode = true
         let (record, link) = gateway.connect("phone")
         let taken = QueueRecord(user: "alice", missed: 2, entries: [
             QueueRecord.Entry(push: Self.push(1), returned: true, rank: 1),

@@ -8,6 +8,7 @@ import PushWire
 @Suite("Gateway cluster: messages, directory and queue records")
 struct ClusterUnitTests {
     static let wallNow: UInt64 = 1_700_000_000_000
+    static let alice = QueueOwner(user: "alice", enrolment: 0)
 
     static func push(_ id: UInt8, priority: UInt8 = 5, collapse: String? = nil, expiresIn ms: UInt64 = 60_000) -> ClusterPush {
         let frame = Push(target: nil, id: [id], priority: priority, collapseKey: collapse).deviceFrame(correlation: 0)
@@ -110,29 +111,29 @@ struct ClusterUnitTests {
     func recordRules() {
         let now = Self.wallNow
         var record = QueueRecord(user: "alice")
-        record = record.appending(Self.push(1, expiresIn: 1_000), for: "alice", capacity: 3, nowWallMs: now).0
-        record = record.appending(Self.push(2, collapse: "score"), for: "alice", capacity: 3, nowWallMs: now).0
-        let (collapsed, outcome) = record.appending(Self.push(3, collapse: "score"), for: "alice", capacity: 3, nowWallMs: now)
+        record = record.appending(Self.push(1, expiresIn: 1_000), for: Self.alice, capacity: 3, nowWallMs: now).0
+        record = record.appending(Self.push(2, collapse: "score"), for: Self.alice, capacity: 3, nowWallMs: now).0
+        let (collapsed, outcome) = record.appending(Self.push(3, collapse: "score"), for: Self.alice, capacity: 3, nowWallMs: now)
         #expect(outcome == .collapsed)
         record = collapsed
         #expect(Self.ids(record) == [1, 3])
-        record = record.appending(Self.push(4, priority: 9), for: "alice", capacity: 3, nowWallMs: now).0
+        record = record.appending(Self.push(4, priority: 9), for: Self.alice, capacity: 3, nowWallMs: now).0
         #expect(Self.ids(record) == [4, 1, 3], "higher priority first")
-        let (full, overflow) = record.appending(Self.push(5), for: "alice", capacity: 3, nowWallMs: now)
+        let (full, overflow) = record.appending(Self.push(5), for: Self.alice, capacity: 3, nowWallMs: now)
         #expect(overflow == .queuedDroppingOldest)
         #expect(Self.ids(full) == [4, 3, 5] && full.missed == 1, "the oldest (push 1) dropped and counted")
-        let later = full.appending(Self.push(6), for: "alice", capacity: 3, nowWallMs: now + 2_000).0
+        let later = full.appending(Self.push(6), for: Self.alice, capacity: 3, nowWallMs: now + 2_000).0
         #expect(Self.ids(later) == [4, 5, 6] && later.missed == 2, "push 3 arrived before 4 and 5: it is the oldest")
         let expired = record.expiring(nowWallMs: now + 1_500, capacity: 3)
         #expect(Self.ids(expired) == [4, 3] && expired.missed == 1, "push 1 outlived its TTL")
-        let otherUser = record.appending(Self.push(7), for: "bob", capacity: 3, nowWallMs: now)
+        let otherUser = record.appending(Self.push(7), for: QueueOwner(user: "bob", enrolment: 0), capacity: 3, nowWallMs: now)
         #expect(Self.ids(otherUser.0) == [7] && otherUser.0.user == "bob", "a device enrolled again keeps none of the old user's pushes")
     }
 
     @Test("[4.14-3] a handed-over queue goes first: its unacknowledged pushes ahead of everything, in their order")
     func recordMerge() {
         let now = Self.wallNow
-        let queued = QueueRecord(user: "alice").appending(Self.push(9, priority: 9), for: "alice", capacity: 10, nowWallMs: now).0
+        let queued = QueueRecord(user: "alice").appending(Self.push(9, priority: 9), for: Self.alice, capacity: 10, nowWallMs: now).0
         let handed = QueueRecord(user: "alice", missed: 1, entries: [
             QueueRecord.Entry(push: Self.push(1), returned: true, rank: 1),
             QueueRecord.Entry(push: Self.push(2), returned: true, rank: 2),

@@ -137,7 +137,6 @@ final class ClusterDirectory {
         return dead
     }
 
-    func isAlive(_ node: String) -> Bool { node == localNode || nodes[node] != nil }
 
     private func forgetDevices(of node: String) {
         for (deviceID, device) in devices where device.location?.node == node {

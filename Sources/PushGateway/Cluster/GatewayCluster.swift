@@ -53,7 +53,6 @@ final class GatewayCluster {
         directory = ClusterDirectory(localNode: configuration.node)
         queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
                                wallClock: logic.wallClock, metrics: metrics)
-        logic.isClusterNode = true
     }
 
     /// Connected to NATS with the queue stream in place.

@@ -14,11 +14,6 @@ extension QueueRecord {
         return (record, outcome)
     }
 
-    /// `appending(_:for:capacity:nowWallMs:)` for a gateway that follows no registry.
-    func appending(_ push: ClusterPush, for user: String, capacity: Int, nowWallMs: UInt64) -> (QueueRecord, DeviceQueue.Outcome) {
-        appending(push, for: QueueOwner(user: user, enrolment: 0), capacity: capacity, nowWallMs: nowWallMs)
-    }
-
     /// `older` (what a node hands over when its connection of the device ends) merged
     /// ahead of this record's entries: its returned pushes first, then everything by
     /// arrival, older's before this record's.
