@@ -99,6 +99,13 @@ public final class GatewayLogic {
     @exclusivity(unchecked) private var byUser: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var byTag: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var nextSequence: UInt32 = 1
+    /// Which loop of the gateway this logic serves, when it has several: its registry keeps
+    /// only the devices whose home this loop is.
+    public var placement: LoopPlacement? {
+        didSet { registry?.placement = placement }
+    }
+    /// Called once, when the registry is first loaded.
+    var registryLoaded: (() -> Void)?
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.
@@ -187,6 +194,12 @@ public final class GatewayLogic {
     /// for later (offline, or behind their window). `push.target` must be set.
     public func push(_ push: Push) -> PushAck {
         metrics.pushesAccepted.increment()
+        return route(push)
+    }
+
+    /// `push` without counting it as accepted: the part of a PUSH for the devices whose
+    /// home is this loop, when another loop accepted it (see `LoopForwarding`).
+    func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
         let sequence = takeSequence()
         let connectedOnly = push.ttlSeconds == 0

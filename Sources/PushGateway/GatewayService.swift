@@ -66,8 +66,15 @@ public final class GatewayService {
         }
         host.maxOutputBytes = configuration.maxOutputBytes
         host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway")
+        if let shard = configuration.shard {
+            shard.join(server, loop: loop, followsRegistry: configuration.store != nil)
+        }
         do {
-            try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+            if let shared = configuration.shard?.listening {
+                try host.listen(sharing: shared)
+            } else {
+                try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+            }
         } catch {
             throw .cannotListen(host: configuration.host, port: configuration.port, error)
         }
@@ -79,6 +86,11 @@ public final class GatewayService {
         }
         let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server,
                                      follower: follower, cluster: cluster)
+        // The other loops of a gateway of several start quietly: the first speaks for them.
+        guard (configuration.shard?.placement.index ?? 0) == 0 else {
+            follower?.start()
+            return service
+        }
         configuration.logger.info("gateway ready", metadata: ["listen": "\(configuration.host):\(service.port)"])
         if let clusterConfiguration = configuration.cluster {
             configuration.logger.info("node of a cluster: devices may connect to any node, queues are kept in JetStream",
@@ -100,8 +112,13 @@ public final class GatewayService {
     /// Routing state: the devices known, online or queued for. Loop-confined.
     public var logic: GatewayLogic { server.logic }
 
+    /// The loop it runs on.
+    public var loop: EventLoop { host.loop }
+
     /// Open client connections.
     public var connectionCount: Int { host.connectionCount }
+    /// What another loop needs to accept on this gateway's listening sockets too.
+    var listenerShare: ListenerShare? { host.listenerShare }
     public var isDraining: Bool { host.isDraining }
 
     /// The gateway's metrics; add process and build metrics to it before serving it.

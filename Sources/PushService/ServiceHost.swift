@@ -12,6 +12,10 @@ public enum Admission<State> {
     /// ERROR with this status and text to the peer; `logDetail`, if any, goes only to the
     /// log line about the refusal (why a credential failed, say).
     case refuse(Status, String, logDetail: String? = nil)
+    /// The peer is to be served by another of the process's loops: the host lets go of the
+    /// connection, with its HELLO put back in front of whatever followed it, and hands it
+    /// to this closure (on this loop) to pass on. See `Connection.handOff`.
+    case handOff((ConnectionHandoff) -> Void)
 }
 
 /// What a service (store, gateway) adds to the connection rules of `PeerSession`.
@@ -226,14 +230,14 @@ public final class ServiceHost<Handler: ServiceHandler> {
             handler.serve(message, correlation: correlation, peer: peer)
         case .deliver(let message, let correlation):
             handler.received(message, correlation: correlation, peer: peer)
-        case .checkCredential(let hello, _):
-            admit(hello, peer: peer)
+        case .checkCredential(let hello, let correlation):
+            admit(hello, correlation: correlation, peer: peer)
         case .ready, .refused, .malformedReply, .goaway:
             break  // a client's actions
         }
     }
 
-    private func admit(_ hello: Hello, peer: Peer) {
+    private func admit(_ hello: Hello, correlation: UInt32, peer: Peer) {
         if let refusal = admission.mayAdmit() {
             refused(refusal, peerHost: peer.peerHost)
             perform(peer.session.refuse(.busy, "the server is at its connection limit"), on: peer)
@@ -249,7 +253,28 @@ public final class ServiceHost<Handler: ServiceHandler> {
             perform(peer.session.admit(state), on: peer)
             if let accepted = peer.session.negotiated { peer.connection.maxFrame = Int(accepted.maxFrame) }
             handler.admitted(peer)
+        case .handOff(let destination):
+            handOff(peer, hello: hello, correlation: correlation, to: destination)
         }
+    }
+
+    /// The connection leaves this host as if it had never been accepted: no `closed` for
+    /// the service, no refusal counted. The receiving host starts a session of its own
+    /// and reads the HELLO again.
+    private func handOff(_ peer: Peer, hello: Hello, correlation: UInt32, to destination: @escaping (ConnectionHandoff) -> Void) {
+        peers[ObjectIdentifier(peer)] = nil
+        let id = ObjectIdentifier(peer.connection)
+        if admission.isPending(id) {
+            admission.closed(id)
+            admissionObserver?(.pendingHandshakes(admission.pendingCount))
+        }
+        var frame: [UInt8] = []
+        Message.hello(hello).encode(correlation: correlation, into: &frame)
+        peer.connection.handOff(prepending: frame) { handoff in
+            // Nil: it could not be detached and was closed instead (the client retries).
+            if let handoff { destination(handoff) }
+        }
+        if drainingSince != nil { finishDrainIfDone() }
     }
 
     /// Counts a refused HELLO and logs it, one line per second at most (a peer can send

@@ -118,7 +118,7 @@ struct BenchPush: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
-    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
+    @OptionGroup(title: "Embedded gateways") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
@@ -146,7 +146,7 @@ struct BenchFanout: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
-    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
+    @OptionGroup(title: "Embedded gateways") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
@@ -176,7 +176,7 @@ struct BenchE2E: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: BothServicesFlags
-    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
+    @OptionGroup(title: "Embedded gateways") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
