@@ -131,4 +131,19 @@ struct MetricsSourceEndpointTests {
         let snapshots = MetricsSource.snapshots(of: [b.source, c.source], timeout: .seconds(2))
         #expect(snapshots.map { $0.family("shard_requests_total")?.series.first?.sample } == [.value(.count(20)), .value(.count(300))])
     }
+
+    @Test("a source does not keep its registry alive: once the loop's owner drops it, the loop answers with nothing")
+    func registryGone() throws {
+        let made = Mutex<MetricsSource?>(nil)
+        let thread = try EventLoopThread(name: "shard-dropped") { loop in
+            let registry = MetricsRegistry()
+            registry.counter("shard_requests_total", help: "Requests.").increment(by: 20)
+            made.withLock { $0 = MetricsSource(registry, loop: loop) }
+        }
+        defer { thread.shutdown() }
+        let source = try #require(made.withLock { $0 })
+        let start = ContinuousClock.now
+        #expect(MetricsSource.snapshots(of: [source], timeout: .seconds(2)).isEmpty)
+        #expect(ContinuousClock.now - start < .seconds(1), "answered, not timed out")
+    }
 }
