@@ -36,12 +36,13 @@ public final class MonitoringEndpoint {
     public init(loop: EventLoop, host: String, port: Int, metrics: MetricsRegistry,
                 others: [MetricsSource] = [], othersTimeout: Duration = .seconds(2),
                 readiness: @escaping () -> Readiness) throws(EventLoopError) {
+        let handle = loop.handle
         endpoint = try HTTPEndpoint(loop: loop, host: host, port: port) { path in
             switch path {
             case "/metrics":
                 guard !others.isEmpty else { return (200, MetricsRegistry.contentType, metrics.render()) }
                 var local: MetricsSnapshot?
-                let remote = MetricsSource.gather(others, timeout: othersTimeout, callingLoop: loop.handle) { local = metrics.snapshot() }
+                let remote = MetricsSource.gather(others, timeout: othersTimeout, callingLoop: handle) { local = metrics.snapshot() }
                 let merged = MetricsSnapshot.merged((local.map { [$0] } ?? []) + remote)
                 return (200, MetricsRegistry.contentType, merged.render())
             case "/healthz":
