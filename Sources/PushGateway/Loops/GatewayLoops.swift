@@ -56,14 +56,14 @@ public final class GatewayLoops {
         let thread: EventLoopThread
         do {
             thread = try EventLoopThread(name: "gateway-\(index)") { loop in
-                do {
+                let outcome: Result<(LoopBound<GatewayService>, MetricsSource), GatewayServiceError>
+                do throws(GatewayServiceError) {
                     let service = try GatewayService.start(configuration, on: loop)
-                    started.result.withLock {
-                        $0 = .success((LoopBound(service, loop: loop), MetricsSource(service.metrics, loop: loop)))
-                    }
+                    outcome = .success((LoopBound(service, loop: loop), MetricsSource(service.metrics, loop: loop)))
                 } catch {
-                    started.result.withLock { $0 = .failure(error) }
+                    outcome = .failure(error)
                 }
+                started.result.withLock { $0 = outcome }
             }
         } catch {
             throw .invalidConfiguration("cannot start loop thread \(index): \(error)")
