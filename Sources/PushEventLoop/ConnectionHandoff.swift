@@ -27,7 +27,13 @@ public final class ConnectionHandoff: @unchecked Sendable {
     }
 
     deinit {
-        if let ssl { SSL_free(ssl) }
+        if let ssl {
+            // Best effort, one non-blocking write: the peer sees a clean TLS close rather
+            // than a truncated stream.
+            _ = SSL_shutdown(ssl)
+            ERR_clear_error()
+            SSL_free(ssl)
+        }
         if fd >= 0 { Glibc.close(fd) }
     }
 
