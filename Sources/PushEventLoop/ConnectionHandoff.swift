@@ -105,7 +105,7 @@ extension Connection {
             return
         }
         // Taken before the transport detaches, so a failure leaves everything in place.
-        guard let held = decoder.error == nil ? decoder.heldBytes() : nil,
+        guard decoder.error == nil, case let held = decoder.bufferedBytes,
               let socket = transport.detach()
         else {
             close(reason: .local)  // which reports nil
@@ -156,29 +156,5 @@ extension Connection {
             transport.triggerRead()
         }
         return connection
-    }
-}
-
-extension FrameDecoder {
-    /// The bytes held and not yet delivered, in order; nil if they cannot be read.
-    ///
-    /// PushWire exposes their count but not the bytes, and a handoff must carry them (a
-    /// stop after a frame keeps the rest of that read here, partial frame included). So
-    /// they are read by reflection, once per handoff, and checked against the count: a
-    /// change of the decoder's layout fails the handoff rather than losing bytes.
-    func heldBytes() -> [UInt8]? {
-        let count = bufferedByteCount
-        guard count > 0 else { return [] }
-        var carry: [UInt8]?
-        var start: Int?
-        for child in Mirror(reflecting: self).children {
-            switch child.label {
-            case "carry": carry = child.value as? [UInt8]
-            case "carryStart": start = child.value as? Int
-            default: break
-            }
-        }
-        guard let carry, let start, start >= 0, carry.count - start == count else { return nil }
-        return Array(carry[start...])
     }
 }

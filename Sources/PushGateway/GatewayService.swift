@@ -118,7 +118,7 @@ public final class GatewayService {
     /// Open client connections.
     public var connectionCount: Int { host.connectionCount }
     /// What another loop needs to accept on this gateway's listening sockets too.
-    var listenerShare: ListenerShare? { host.listenerShare }
+    func shareListener() throws(EventLoopError) -> SharedListenSockets { try host.shareListener() }
     public var isDraining: Bool { host.isDraining }
 
     /// The gateway's metrics; add process and build metrics to it before serving it.

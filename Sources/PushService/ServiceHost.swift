@@ -104,9 +104,21 @@ public final class ServiceHost<Handler: ServiceHandler> {
     }
 
     public func listen(host: String, port: Int, tls: TLSContext?) throws(EventLoopError) {
-        let listener = try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in
-            self?.accept(connection)
-        }
+        serve(try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in self?.accept(connection) })
+    }
+
+    /// Accepts on the sockets another loop's host listens on (see `shareListener`).
+    public func listen(sharing sockets: SharedListenSockets) throws(EventLoopError) {
+        serve(try Listener(loop: loop, sharing: sockets) { [weak self] connection in self?.accept(connection) })
+    }
+
+    /// What another loop needs to accept on this host's listening sockets too.
+    public func shareListener() throws(EventLoopError) -> SharedListenSockets {
+        guard let listener else { throw .libevent("not listening") }
+        return try listener.sharedSockets()
+    }
+
+    private func serve(_ listener: Listener) {
         listener.onRefused = { [weak self] code, count in
             guard let self else { return }
             for _ in 0..<count { self.refused(.outOfFileDescriptors, peerHost: "?", detail: code == ENFILE ? "ENFILE" : "EMFILE") }

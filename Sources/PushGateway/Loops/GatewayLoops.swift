@@ -38,8 +38,15 @@ public final class GatewayLoops {
         let router = GatewayLoopRouter(count: count)
         let first = try GatewayService.start(configuration.shard(0, of: count, router: router, listening: nil), on: loop)
         var others: [OtherLoop] = []
+        let listening: SharedListenSockets
+        do {
+            listening = try first.shareListener()
+        } catch {
+            first.stop()
+            throw .cannotListen(host: configuration.host, port: first.port, error)
+        }
         for index in 1..<count {
-            let shard = configuration.shard(index, of: count, router: router, listening: first.listenerShare)
+            let shard = configuration.shard(index, of: count, router: router, listening: listening)
             do {
                 others.append(try startOther(shard, index: index))
             } catch {

@@ -7,7 +7,7 @@ struct GatewayShard: Sendable {
     var router: GatewayLoopRouter
     /// The first loop's listening sockets, which the other loops accept on too; nil for
     /// the first loop, which binds them.
-    var listening: ListenerShare?
+    var listening: SharedListenSockets?
 
     /// Wires a loop's server into the group before it listens.
     func join(_ server: GatewayServer, loop: EventLoop, followsRegistry: Bool) {
@@ -26,7 +26,7 @@ struct GatewayShard: Sendable {
 extension GatewayConfiguration {
     /// Loop `index`'s copy: its place, and an even share of the process's connection
     /// limits (devices spread over the loops by a hash of their ids).
-    func shard(_ index: Int, of count: Int, router: GatewayLoopRouter, listening: ListenerShare?) -> GatewayConfiguration {
+    func shard(_ index: Int, of count: Int, router: GatewayLoopRouter, listening: SharedListenSockets?) -> GatewayConfiguration {
         var copy = self
         copy.shard = GatewayShard(placement: LoopPlacement(index: index, count: count), router: router, listening: listening)
         func share(_ total: Int) -> Int { max(1, (total + count - 1) / count) }
