@@ -35,12 +35,13 @@ public final class GatewayServer: ServiceHandler {
     /// Requests the gateway serves ([4.1-4]).
     public static let served: Set<MessageType> = [.push]
 
+    /// - Parameter admission: connection caps shared with the process's other loops, if any.
     public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: GatewayLogic, providerKey: SecretKey,
-                wallClock: @escaping () -> UInt64) {
+                wallClock: @escaping () -> UInt64, admission: AdmissionGate? = nil) {
         self.logic = logic
         providerCredentials = HelloCredential.provider(providerKey)
         self.wallClock = wallClock
-        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
+        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self, admission: admission)
     }
 
     public func admit(_ hello: Hello, peer: Peer) -> Admission<GatewayPeer> {

@@ -52,7 +52,8 @@ public final class GatewayService {
                                  metrics: metrics, followsRegistry: configuration.store != nil,
                                  wallClock: configuration.wallClock, monotonicClock: configuration.monotonicClock)
         let server = GatewayServer(loop: loop, limits: configuration.limits, logger: configuration.logger, logic: logic,
-                                   providerKey: configuration.providerKey, wallClock: configuration.wallClock)
+                                   providerKey: configuration.providerKey, wallClock: configuration.wallClock,
+                                   admission: configuration.shard?.admission)
         let host = server.host!
         var cluster: GatewayCluster?
         if let clusterConfiguration = configuration.cluster {
@@ -65,7 +66,8 @@ public final class GatewayService {
             server.cluster = cluster
         }
         host.maxOutputBytes = configuration.maxOutputBytes
-        host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway")
+        host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway",
+                             includingSharedCounts: (configuration.shard?.placement.index ?? 0) == 0)
         if let shard = configuration.shard {
             shard.join(server, loop: loop, followsRegistry: configuration.store != nil)
         }

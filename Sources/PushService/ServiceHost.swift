@@ -66,7 +66,9 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// One encode buffer for the whole loop: a frame is written before the next encode.
     @exclusivity(unchecked) private var scratch: [UInt8] = []
     /// Connections by stage (pending HELLO_OK, admitted), the caps on each, and refusals.
-    private var admission: AdmissionControl<ObjectIdentifier>
+    private let admission: AdmissionGate
+    /// Whether `admission` is this host's alone (not shared with other loops' hosts).
+    let ownsAdmission: Bool
     private var acceptErrorLoggedAt: Int64 = .min / 2
     /// HELLOs the service refused (a bad credential, say), by status, and their log lines.
     private var helloRefusalCounts: [Status: Int] = [:]
@@ -95,12 +97,15 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// How long a drain waits for owed replies before closing what is left.
     public var drainTimeoutMs: Int64 = 10_000
 
-    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, handler: Handler) {
+    /// - Parameter admission: the caps shared with the hosts of the process's other loops;
+    ///   nil gives this host caps of its own.
+    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, handler: Handler, admission: AdmissionGate? = nil) {
         self.loop = loop
         self.limits = limits
         self.logger = logger
         self.handler = handler
-        admission = AdmissionControl(limits: limits)
+        self.admission = admission ?? AdmissionGate(limits: limits)
+        ownsAdmission = admission == nil
     }
 
     public func listen(host: String, port: Int, tls: TLSContext?) throws(EventLoopError) {

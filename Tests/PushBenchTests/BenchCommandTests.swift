@@ -36,7 +36,7 @@ struct BenchCommandTests {
         let tls: Set = ["--ca-file", "--server-name", "--tls", "--embedded", "--data-dir"]
         let common: Set = ["--help", "--version"]
         let stores: Set = ["--database", "--stores"]
-        let cluster: Set = ["--gateways", "--nats"]
+        let cluster: Set = ["--gateways", "--nats", "--gateway-loops"]
         let expected: [String: Set<String>] = [
             "echo": common.union(output).union(["--inflight", "--payload-size", "--duration", "--warmup"]),
             "store": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--payload-size", "--store", "--user"]),

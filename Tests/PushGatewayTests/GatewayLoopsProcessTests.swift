@@ -105,6 +105,21 @@ struct GatewayLoopsProcessTests {
         #expect(text.contains("securepush_gateway_pushes_accepted_total 12"))
     }
 
+    @Test("--max-connections counts the whole process, not each loop: the next HELLO gets BUSY ([5.1-3])")
+    func connectionCapIsProcessWide() throws {
+        let gateway = try GatewayProcess(arguments: ["--loops", "\(Self.loops)", "--max-connections", "10"])
+        let ids = Self.spreadIDs("cap", count: 12)
+        let admitted = try ids.prefix(10).map { try gateway.device($0) }
+        #expect(admitted.count == 10)
+        let client = try gateway.reachable.connect()
+        let reply = try client.hello(Hello(role: .device, credential: gateway.deployment.registration(ids[10], user: "alice", tags: [])))
+        guard case .error(let error) = reply else {
+            Issue.record("an eleventh device was admitted: \(reply)")
+            return
+        }
+        #expect(error.status == .busy)
+    }
+
     @Test("--loops out of range, or above 1 on a cluster node, is refused at start")
     func refusedCounts() throws {
         let deployment = try TemporaryDeployment(commandLine: true)

@@ -36,7 +36,9 @@ public final class GatewayLoops {
         let count = configuration.effectiveLoopCount
         guard count > 1 else { return GatewayLoops(first: try GatewayService.start(configuration, on: loop), router: nil, others: []) }
         let router = GatewayLoopRouter(count: count)
-        let first = try GatewayService.start(configuration.shard(0, of: count, router: router, listening: nil), on: loop)
+        let admission = AdmissionGate(limits: configuration.limits)
+        let first = try GatewayService.start(configuration.shard(0, of: count, router: router, listening: nil, admission: admission),
+                                             on: loop)
         var others: [OtherLoop] = []
         let listening: SharedListenSockets
         do {
@@ -46,7 +48,7 @@ public final class GatewayLoops {
             throw .cannotListen(host: configuration.host, port: first.port, error)
         }
         for index in 1..<count {
-            let shard = configuration.shard(index, of: count, router: router, listening: listening)
+            let shard = configuration.shard(index, of: count, router: router, listening: listening, admission: admission)
             do {
                 others.append(try startOther(shard, index: index))
             } catch {

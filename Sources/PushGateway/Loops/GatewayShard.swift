@@ -8,6 +8,8 @@ struct GatewayShard: Sendable {
     /// The first loop's listening sockets, which the other loops accept on too; nil for
     /// the first loop, which binds them.
     var listening: SharedListenSockets?
+    /// The process's connection caps, one count for every loop.
+    var admission: AdmissionGate
 
     /// Wires a loop's server into the group before it listens.
     func join(_ server: GatewayServer, loop: EventLoop, followsRegistry: Bool) {
@@ -24,16 +26,12 @@ struct GatewayShard: Sendable {
 }
 
 extension GatewayConfiguration {
-    /// Loop `index`'s copy: its place, and an even share of the process's connection
-    /// limits (devices spread over the loops by a hash of their ids).
-    func shard(_ index: Int, of count: Int, router: GatewayLoopRouter, listening: SharedListenSockets?) -> GatewayConfiguration {
+    /// Loop `index`'s copy of the configuration: its place in the group.
+    func shard(_ index: Int, of count: Int, router: GatewayLoopRouter, listening: SharedListenSockets?,
+               admission: AdmissionGate) -> GatewayConfiguration {
         var copy = self
-        copy.shard = GatewayShard(placement: LoopPlacement(index: index, count: count), router: router, listening: listening)
-        func share(_ total: Int) -> Int { max(1, (total + count - 1) / count) }
-        copy.limits.maxConnections = share(limits.maxConnections)
-        copy.limits.maxPendingHandshakes = share(limits.maxPendingHandshakes)
-        // Not shared out: one address's burst lands on whichever loop accepts first.
-        copy.limits.maxPendingPerAddress = min(copy.limits.maxPendingHandshakes, limits.maxPendingPerAddress)
+        copy.shard = GatewayShard(placement: LoopPlacement(index: index, count: count), router: router,
+                                  listening: listening, admission: admission)
         return copy
     }
 }
