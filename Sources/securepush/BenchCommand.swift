@@ -218,6 +218,9 @@ struct BenchConnections: LoadScenarioCommand {
         @Option(help: ArgumentHelp("The running gateway's process id, to read its memory (default: the process listening on --gateway's port).",
                                    valueName: "pid"))
         var gatewayPid: Int32?
+        @Option(help: ArgumentHelp("Loop threads of the embedded gateway (its --loops; 0: one per core) (default: the gateway's own default, one per core).",
+                                   valueName: "n"))
+        var gatewayLoops: Int?
     }
 
     func shape() throws -> LoadShape {
@@ -231,6 +234,7 @@ struct BenchConnections: LoadScenarioCommand {
     func target() throws -> TargetOptions {
         var target = try services.target()
         target.gatewayPID = load.gatewayPid
+        target.gatewayLoops = load.gatewayLoops
         return target
     }
 }

@@ -45,7 +45,7 @@ struct BenchCommandTests {
             "fanout": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
             "e2e": common.union(output).union(pace).union(tls).union(stores).union(cluster).union(["--no-progress", "--connections", "--devices", "--payload-size",
                                                                      "--store", "--gateway", "--user", "--password-file"]),
-            "connections": common.union(output).union(tls).union(["--no-progress", "--connections", "--duration", "--gateway", "--gateway-pid"]),
+            "connections": common.union(output).union(tls).union(["--no-progress", "--connections", "--duration", "--gateway", "--gateway-pid", "--gateway-loops"]),
         ]
         for (scenario, flags) in expected {
             #expect(try Self.flags(inHelpOf: ["bench", scenario]) == flags, "bench \(scenario) --help")
