@@ -172,18 +172,21 @@ public final class GatewayLogic {
     /// push's id ([4.14-2]); any other is ignored and counted. An acknowledgement frees a
     /// slot of the window for the next queued push.
     public func deliveryAcknowledged(_ record: DeviceRecord, correlation: UInt32, id: [UInt8]) {
-        guard let index = record.inFlight.index(of: correlation) else {
+        id.withUnsafeBytes { deliveryAcknowledged(record, correlation: correlation, id: $0) }
+    }
+
+    /// `deliveryAcknowledged` with the id read in place from the frame.
+    public func deliveryAcknowledged(_ record: DeviceRecord, correlation: UInt32, id: UnsafeRawBufferPointer) {
+        switch record.inFlight.acknowledge(correlation, id: id) {
+        case .unknown:
             metrics.deliveryAcksUnknown.increment()
-            return
-        }
-        guard record.inFlight[index].carries(id: id) else {
+        case .mismatched:
             metrics.deliveryAcksMismatched.increment()
-            return
+        case .acknowledged(let writtenAtNs):
+            metrics.deliveryDuration.observe(since: writtenAtNs)
+            metrics.pushesAcknowledged.increment()
+            if !record.queue.isEmpty || record.missed > 0 { pump(record) }
         }
-        metrics.deliveryDuration.observe(since: record.inFlight[index].writtenAtNs)
-        record.inFlight.remove(at: index)
-        metrics.pushesAcknowledged.increment()
-        if !record.queue.isEmpty || record.missed > 0 { pump(record) }
     }
 
     // MARK: pushes
@@ -349,6 +352,19 @@ public final class GatewayLogic {
     /// for one that has none yet, unless the push is for connected devices only, which an
     /// offline device without a record cannot be); without, the devices seen since the start.
     private func forEachTarget(_ target: PushTarget, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
+        // Tested first without binding: `if let registry` copies the registry (a struct of
+        // several collections) and retains its storage for every push.
+        if registry == nil {
+            switch target {
+            case .device(let id):
+                if let record = devices[id] { body(record) }
+            case .user(let user):
+                for key in byUser[user] ?? [] { body(key.record) }
+            case .tag(let tag):
+                for key in byTag[tag] ?? [] { body(key.record) }
+            }
+            return
+        }
         if let registry {
             registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
                 if let record = devices[enrolled.deviceID] {
@@ -361,15 +377,6 @@ public final class GatewayLogic {
                     body(record)
                 }
             }
-            return
-        }
-        switch target {
-        case .device(let id):
-            if let record = devices[id] { body(record) }
-        case .user(let user):
-            for key in byUser[user] ?? [] { body(key.record) }
-        case .tag(let tag):
-            for key in byTag[tag] ?? [] { body(key.record) }
         }
     }
 
