@@ -17,6 +17,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let addReceipt: SQLiteStatement
     private let markRead: SQLiteStatement
     private let countRead: SQLiteStatement
+    private let countReadAndFetches: SQLiteStatement
     private let markRecalled: SQLiteStatement
     private let markFetched: SQLiteStatement
     private let emptyExpired: SQLiteStatement
@@ -49,6 +50,9 @@ public final class SQLitePayloadWriter: PayloadWriter {
         // filters on; `markRead` names `life`, which makes SQLite rewrite the entry of
         // `live_by_user` (a partial index on `life = 1`) for every ACK.
         countRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1 WHERE seq = ?")
+        countReadAndFetches = try connection.prepare("""
+            UPDATE payloads SET read_count = read_count + 1, fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?
+            """)
         markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = ?")
         markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?")
         emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL, key_id = NULL WHERE expires_at <= ? AND life = 1")
@@ -89,16 +93,24 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 .int(Int64(new.readLimit)),
             ])
             return .stored(sequence: connection.lastInsertedRow)
-        case .ack(let sequence, let userID, let deviceID):
+        case .ack(let sequence, let userID, let deviceID, let fetched):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
             guard let row = try receiptState(of: sequence) else { return .failed(.notFound) }
-            guard row.owner == userID else { return .failed(.forbidden) }
+            guard row.owner == userID else {
+                try record(fetched)
+                return .failed(.forbidden)
+            }
             try addReceipt.run([.uint(sequence), .text(deviceID)])
-            guard connection.changes == 1 else { return .ok }
+            let newReceipt = connection.changes == 1
             // Read in this transaction just before, so exact: the full statement only for
             // the receipt that reaches the read limit.
             let readsOut = row.readLimit > 0 && row.readCount + 1 >= row.readLimit
-            try (readsOut ? markRead : countRead).run([.uint(sequence)])
+            if newReceipt && !readsOut, let fetched {
+                try countReadAndFetches.run([.int(Int64(fetched.count)), .uint(fetched.lastAtMs), .uint(sequence)])
+                return .ok
+            }
+            if newReceipt { try (readsOut ? markRead : countRead).run([.uint(sequence)]) }
+            try record(fetched)
             return .ok
         case .recall(let sequence):
             // Recalling what is already gone succeeds ([4.11-2]).
@@ -106,14 +118,17 @@ public final class SQLitePayloadWriter: PayloadWriter {
             try markRecalled.run([.uint(sequence)])
             return .ok
         case .recordFetches(let tallies):
-            for tally in tallies {
-                try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
-            }
+            for tally in tallies { try record(tally) }
             return .ok
         case .loginAttempt:
             // One SQLite store serves its database alone: its own memory holds the limits.
             return .ok
         }
+    }
+
+    private func record(_ tally: FetchTally?) throws(SQLiteError) {
+        guard let tally else { return }
+        try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
     }
 
     private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {

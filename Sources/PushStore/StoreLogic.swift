@@ -253,7 +253,11 @@ public final class StoreLogic {
             case .ack(let ack, let claims):
                 let user = try holder(claims, found: found, session: session, nowMs: now)
                 guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
-                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
+                // Statistics that ride on the receipt are written with it, exactly as a batch
+                // would write them; STATUS misses them only while that commit is in flight,
+                // as it does while a batch is.
+                let fetched = fetchTallies.removeValue(forKey: sequence)
+                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched), .ackOK(ack.id))
             case .recall(let recall):
                 guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
                 return .commit(.recall(sequence: sequence), .recallOK(recall.id))

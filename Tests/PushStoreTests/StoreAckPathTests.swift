@@ -55,4 +55,32 @@ struct StoreAckPathTests {
         #expect(try store.writer.removeUser("alice", clock: { store.now }))
         #expect(status(of: try store.send(.ack(Ack(id: id, token: tablet)), on: device)) == .badToken)
     }
+
+    @Test("[4.12-1] [4.8-3] FETCH statistics ride on the device's ACK: counted once, whether the ACK or a later batch writes them")
+    func fetchStatisticsRideOnTheAck() throws {
+        let store = try StoreFixture()
+        let id = try store.store("counted")
+        let other = try store.store("read out", readLimit: 1)
+        let device = store.session(.device), provider = store.session(.provider)
+        let phone = try store.token(device: "phone")
+        func fetchCount(_ id: PayloadID) throws -> UInt32? {
+            guard case .statusOK(let ok)? = try store.send(.status(StatusRequest(id: id)), on: provider) else { return nil }
+            return ok.fetchCount
+        }
+        for _ in 0..<2 { #expect(status(of: try store.send(.fetch(Fetch(id: id, token: phone)), on: device)) == .ok) }
+        #expect(status(of: try store.send(.fetch(Fetch(id: other, token: phone)), on: device)) == .ok)
+        #expect(try fetchCount(id) == 2, "still on the loop")
+        #expect(try store.send(.ack(Ack(id: id, token: phone)), on: device) == .ackOK(AckOK(id: id)))
+        #expect(try store.send(.ack(Ack(id: other, token: phone)), on: device) == .ackOK(AckOK(id: other)))
+        #expect(store.logic.pendingFetchTallies == 0, "both went with their receipts")
+        #expect(try store.locate(id)?.fetchCount == 2 && store.locate(id)?.readCount == 1)
+        #expect(try store.locate(other)?.fetchCount == 1 && store.locate(other)?.life == .readOut)
+        // A FETCH after the receipt, and a repeated ACK that adds no receipt but carries it.
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: phone)), on: device)) == .ok)
+        #expect(try store.send(.ack(Ack(id: id, token: phone)), on: device) == .ackOK(AckOK(id: id)))
+        #expect(try store.locate(id)?.fetchCount == 3 && store.locate(id)?.readCount == 1)
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: phone)), on: device)) == .ok)
+        _ = try store.writer.commit([.recordFetches(store.logic.takeFetchTallies())])
+        #expect(try fetchCount(id) == 4)
+    }
 }
