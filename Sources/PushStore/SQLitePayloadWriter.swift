@@ -16,6 +16,8 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let lookup: SQLiteStatement
     private let addReceipt: SQLiteStatement
     private let markRead: SQLiteStatement
+    private let countRead: SQLiteStatement
+    private let countReadAndFetches: SQLiteStatement
     private let markRecalled: SQLiteStatement
     private let markFetched: SQLiteStatement
     private let emptyExpired: SQLiteStatement
@@ -35,7 +37,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """)
         userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
-        lookup = try connection.prepare("SELECT user_id FROM payloads WHERE seq = ?")
+        lookup = try connection.prepare("SELECT user_id, read_limit, read_count FROM payloads WHERE seq = ?")
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
         markRead = try connection.prepare("""
             UPDATE payloads SET read_count = read_count + 1,
@@ -43,6 +45,13 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 body = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE body END,
                 key_id = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE key_id END
             WHERE seq = ?
+            """)
+        // A receipt that leaves the payload readable changes no column an index covers or
+        // filters on; `markRead` names `life`, which makes SQLite rewrite the entry of
+        // `live_by_user` (a partial index on `life = 1`) for every ACK.
+        countRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1 WHERE seq = ?")
+        countReadAndFetches = try connection.prepare("""
+            UPDATE payloads SET read_count = read_count + 1, fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?
             """)
         markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = ?")
         markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?")
@@ -84,27 +93,42 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 .int(Int64(new.readLimit)),
             ])
             return .stored(sequence: connection.lastInsertedRow)
-        case .ack(let sequence, let userID, let deviceID):
+        case .ack(let sequence, let userID, let deviceID, let fetched):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
-            guard let owner = try owner(of: sequence) else { return .failed(.notFound) }
-            guard owner == userID else { return .failed(.forbidden) }
+            guard let row = try receiptState(of: sequence) else { return .failed(.notFound) }
+            guard row.owner == userID else {
+                try record(fetched)
+                return .failed(.forbidden)
+            }
             try addReceipt.run([.uint(sequence), .text(deviceID)])
-            if connection.changes == 1 { try markRead.run([.uint(sequence)]) }
+            let newReceipt = connection.changes == 1
+            // Read in this transaction just before, so exact: the full statement only for
+            // the receipt that reaches the read limit.
+            let readsOut = row.readLimit > 0 && row.readCount + 1 >= row.readLimit
+            if newReceipt && !readsOut, let fetched {
+                try countReadAndFetches.run([.int(Int64(fetched.count)), .uint(fetched.lastAtMs), .uint(sequence)])
+                return .ok
+            }
+            if newReceipt { try (readsOut ? markRead : countRead).run([.uint(sequence)]) }
+            try record(fetched)
             return .ok
         case .recall(let sequence):
             // Recalling what is already gone succeeds ([4.11-2]).
-            guard try owner(of: sequence) != nil else { return .failed(.notFound) }
+            guard try receiptState(of: sequence) != nil else { return .failed(.notFound) }
             try markRecalled.run([.uint(sequence)])
             return .ok
         case .recordFetches(let tallies):
-            for tally in tallies {
-                try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
-            }
+            for tally in tallies { try record(tally) }
             return .ok
         case .loginAttempt:
             // One SQLite store serves its database alone: its own memory holds the limits.
             return .ok
         }
+    }
+
+    private func record(_ tally: FetchTally?) throws(SQLiteError) {
+        guard let tally else { return }
+        try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
     }
 
     private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {
@@ -118,10 +142,11 @@ public final class SQLitePayloadWriter: PayloadWriter {
 
     /// Looked up inside the transaction, so two racing receipts for a read-once payload
     /// are counted one after the other.
-    private func owner(of sequence: UInt64) throws(SQLiteError) -> UInt64? {
+    private func receiptState(of sequence: UInt64) throws(SQLiteError) -> (owner: UInt64, readLimit: Int64, readCount: Int64)? {
         try lookup.bind([.uint(sequence)])
         defer { lookup.reset() }
-        return try lookup.step() ? UInt64(bitPattern: lookup.int(0)) : nil
+        guard try lookup.step() else { return nil }
+        return (UInt64(bitPattern: lookup.int(0)), lookup.int(1), lookup.int(2))
     }
 
     public func sweepExpired(nowMs: UInt64) throws -> Int {

@@ -57,7 +57,15 @@ public final class SQLiteStoreReads {
             }
         }
         if let deviceID = reads.device { found.device = reads.fresh ? try reader.enrolledDevice(deviceID) : try devices.enrolled(deviceID) }
-        if let id = reads.payload { found.payload = try payload(id, withBody: reads.body) }
+        if let id = reads.payload {
+            // A row swept meanwhile is caught by the writer, which looks the row up again
+            // in the transaction that would change it (NOT_FOUND there as here).
+            if reads.sequenceOnly && !reads.body {
+                found.sequence = sequences[id]
+            } else {
+                found.payload = try payload(id, withBody: reads.body)
+            }
+        }
         if let unread = reads.unread, let user = found.user {
             found.unread = try reader.unread(userID: user.id, deviceID: unread.deviceID, after: unread.cursor, limit: unread.limit,
                                              nowMs: unread.nowMs)
