@@ -12,7 +12,13 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
 final class SQLiteConnection {
     private(set) var handle: OpaquePointer?
 
+    /// Set once, before the first connection: the store reads no SQLite memory statistics,
+    /// and keeping them costs a global mutex on every SQLite allocation (the writer and
+    /// the loop's reads both allocate per statement).
+    private static let memoryStatisticsOff: Void = { _ = sp_sqlite_disable_memory_statistics() }()
+
     init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        SQLiteConnection.memoryStatisticsOff
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &handle, flags, nil)
         guard code == SQLITE_OK else {
