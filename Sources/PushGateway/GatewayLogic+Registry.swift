@@ -60,7 +60,8 @@ extension GatewayLogic {
         registryMetrics.revocations.increment(by: update.revocations)
         registryMetrics.entriesIgnored.increment(by: update.ignored)
         if update.becameLoaded {
-            registryMetrics.loaded.set(1)
+            // On a gateway of several loops the first loop's gauge says it, once all are loaded.
+            if placement == nil { registryMetrics.loaded.set(1) }
             registryLoaded?()
         }
         for deviceID in update.changedDevices {

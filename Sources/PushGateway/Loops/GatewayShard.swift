@@ -17,7 +17,11 @@ struct GatewayShard: Sendable {
         server.loopForwarding = LoopForwarding(placement: placement, router: router, loop: loop, server: server)
         let index = placement.index
         if followsRegistry {
-            server.logic.registryLoaded = { [router] in router.markRegistryLoaded(index) }
+            server.logic.registryLoaded = { [router] in
+                router.markRegistryLoaded(index)
+                guard router.allRegistriesLoaded else { return }
+                router.withServer(0) { first in first.logic.registryMetrics?.loaded.set(1) }
+            }
         } else {
             router.markRegistryLoaded(index)
         }
