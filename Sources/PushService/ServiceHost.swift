@@ -197,6 +197,17 @@ public final class ServiceHost<Handler: ServiceHandler> {
         return written
     }
 
+    /// `respond` for a PUSH_ACK, written straight into the scratch buffer.
+    @discardableResult
+    public func respond(_ ack: PushAck, correlation: UInt32, to peer: Peer) -> Bool {
+        peer.session.answered(now: Clocks.monotonicMilliseconds())
+        scratch.removeAll(keepingCapacity: true)
+        ack.encode(correlation: correlation, into: &scratch)
+        let written = peer.connection.write(scratch)
+        if peer.session.phase == .draining, peer.session.isDrained { closeDrained(peer) }
+        return written
+    }
+
     /// A frame the server starts (PUSH, MISSED). Over the output cap it cuts the peer
     /// off as a slow consumer; replies only pause reading (see `ServicePeer.onBackpressure`).
     @discardableResult

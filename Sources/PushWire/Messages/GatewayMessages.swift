@@ -159,6 +159,19 @@ public struct PushAck: WireMessage {
         writer.append(.written, written)
         writer.append(.queued, queued)
     }
+
+    /// Appends the whole frame, the same bytes `Message.pushAck(self)` encodes to, in two
+    /// appends: a gateway answers every PUSH with one, and the generic path copies the
+    /// `Message` and appends field by field.
+    public func encode(correlation: UInt32, into out: inout [UInt8]) {
+        FrameHeader(type: .pushAck, correlation: correlation, bodyLength: 12).write(into: &out)
+        // Two u32 fields: tag, length 4, value, each.
+        var body = (
+            (UInt64(FieldTag.written.rawValue) << 56 | 4 << 48 | UInt64(written) << 16
+                | UInt64(FieldTag.queued.rawValue) << 8 | 4).bigEndian,
+            queued.bigEndian)
+        withUnsafeBytes(of: &body) { out.append(contentsOf: $0) }
+    }
 }
 
 /// DELIVERY_ACK: a device confirms a PUSH; unconfirmed pushes are delivered again.
