@@ -395,7 +395,11 @@ public final class ServiceHost<Handler: ServiceHandler> {
 /// One client connection of a service: its socket and its session. Kept small, since a
 /// gateway holds thousands.
 public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
-    public unowned let host: ServiceHost<Handler>
+    /// Strong, not unowned: the host is reached for every frame, and since it has weak
+    /// references (its timer's and listener's closures) every unowned access took the
+    /// runtime's slow path through a side table. The cycle with `ServiceHost.peers` ends
+    /// when the connection closes (or is handed off), which removes the peer there.
+    public let host: ServiceHost<Handler>
     public let connection: Connection
     private var readingResumedAt: Int64 = 0
     /// Reading is paused until unread replies drain; since when (`notHeld`: it is not).

@@ -117,7 +117,9 @@ public struct ServiceLimits: Sendable {
 
     // Mutated only while uniquely referenced (see `update`), like an array's buffer.
     private final class Storage: @unchecked Sendable {
-        var values: Values
+        // Read for every request (`serves`): a dynamic exclusivity check would cost more
+        // than the read, and `update` is the only writer.
+        @exclusivity(unchecked) var values: Values
         init(_ values: Values) { self.values = values }
     }
 
