@@ -125,15 +125,22 @@ public struct Push: WireMessage {
             + (alert ? FieldWriter.size(ofValue: 1) : 0)
             + (priority != Push.defaultPriority ? FieldWriter.size(ofValue: 1) : 0)
             + (collapseKey.map { FieldWriter.size(ofValue: $0.utf8.count) } ?? 0)
-        var writer = FieldWriter()
-        writer.bytes.reserveCapacity(FrameHeader.size + bodyLength)
-        FrameHeader(type: .push, correlation: correlation, bodyLength: UInt32(bodyLength)).write(into: &writer.bytes)
-        writer.append(.id, id)
-        if alert { writer.append(.alert, UInt8(1)) }
-        if priority != Push.defaultPriority { writer.append(.priority, priority) }
-        if let collapseKey { writer.append(.collapseKey, collapseKey) }
-        assert(writer.bytes.count == FrameHeader.size + bodyLength, "deviceFrame's size and fields disagree")
-        return writer.bytes
+        let total = FrameHeader.size + bodyLength
+        // Put together on the stack and copied into the array once: an append per field
+        // checks uniqueness and capacity each time, and this runs once per push. (An array
+        // written in place costs more: its uninitialized allocation is not specialized.)
+        return withUnsafeTemporaryAllocation(byteCount: total, alignment: 8) { buffer in
+            var out = ByteCursor(buffer)
+            out.putBigEndian(UInt64(FrameHeader.magic) << 56 | UInt64(FrameHeader.version) << 48
+                | UInt64(MessageType.push.rawValue) << 40 | UInt64(correlation))
+            out.putBigEndian(UInt64(bodyLength))  // status OK (0), reserved 0, length
+            id.withUnsafeBytes { out.put(.id, $0) }
+            if alert { out.put(.alert, byte: 1) }
+            if priority != Push.defaultPriority { out.put(.priority, byte: priority) }
+            if var key = collapseKey { key.withUTF8 { out.put(.collapseKey, UnsafeRawBufferPointer($0)) } }
+            precondition(out.offset == total, "deviceFrame's size and fields disagree")
+            return [UInt8](UnsafeRawBufferPointer(buffer))
+        }
     }
 }
 
@@ -204,4 +211,41 @@ public struct Missed: WireMessage {
     }
 
     public func writeFields(to writer: inout FieldWriter) { writer.append(.missedCount, missedCount) }
+}
+
+/// Writes a frame of known size into a buffer of exactly that size (see `Push.deviceFrame`).
+private struct ByteCursor {
+    let buffer: UnsafeMutableRawBufferPointer
+    var offset = 0
+
+    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+    mutating func put(_ byte: UInt8) {
+        buffer.storeBytes(of: byte, toByteOffset: offset, as: UInt8.self)
+        offset += 1
+    }
+
+    mutating func putBigEndian(_ word: UInt64) {
+        buffer.storeBytes(of: word.bigEndian, toByteOffset: offset, as: UInt64.self)
+        offset += 8
+    }
+
+    /// A field: tag, varint length, value.
+    mutating func put(_ tag: FieldTag, _ value: UnsafeRawBufferPointer) {
+        put(tag.rawValue)
+        var rest = value.count
+        while rest >= 0x80 {
+            put(UInt8(rest & 0x7F) | 0x80)
+            rest >>= 7
+        }
+        put(UInt8(rest))
+        UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + value.count]).copyMemory(from: value)
+        offset += value.count
+    }
+
+    mutating func put(_ tag: FieldTag, byte: UInt8) {
+        put(tag.rawValue)
+        put(1)
+        put(byte)
+    }
 }
