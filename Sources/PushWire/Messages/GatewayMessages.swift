@@ -126,6 +126,8 @@ public struct Push: WireMessage {
             + (priority != Push.defaultPriority ? FieldWriter.size(ofValue: 1) : 0)
             + (collapseKey.map { FieldWriter.size(ofValue: $0.utf8.count) } ?? 0)
         let total = FrameHeader.size + bodyLength
+        // The closure below takes these and not `self`, which it would copy whole.
+        let (id, alert, priority, collapseKey) = (id, alert, priority, collapseKey)
         // Put together on the stack and copied into the array once: an append per field
         // checks uniqueness and capacity each time, and this runs once per push. (An array
         // written in place costs more: its uninitialized allocation is not specialized.)
