@@ -113,7 +113,7 @@ public final class GatewayServer: ServiceHandler {
         if let cluster, let target = push.target {
             cluster.push(push, target: target) { [weak self] ack in
                 guard let self else { return }
-                self.host.respond(.pushAck(ack), correlation: correlation, to: peer)
+                self.host.respond(ack, correlation: correlation, to: peer)
                 self.logic.metrics.pushDuration.observe(since: startNs)
             }
             return
@@ -127,7 +127,7 @@ public final class GatewayServer: ServiceHandler {
     }
 
     func answer(push ack: PushAck, correlation: UInt32, peer: Peer, startNs: UInt64) {
-        host.respond(.pushAck(ack), correlation: correlation, to: peer)
+        host.respond(ack, correlation: correlation, to: peer)
         logic.metrics.pushDuration.observe(since: startNs)
     }
 

@@ -197,6 +197,17 @@ public final class ServiceHost<Handler: ServiceHandler> {
         return written
     }
 
+    /// `respond` for a PUSH_ACK, written straight into the scratch buffer.
+    @discardableResult
+    public func respond(_ ack: PushAck, correlation: UInt32, to peer: Peer) -> Bool {
+        peer.session.answered(now: Clocks.monotonicMilliseconds())
+        scratch.removeAll(keepingCapacity: true)
+        ack.encode(correlation: correlation, into: &scratch)
+        let written = peer.connection.write(scratch)
+        if peer.session.phase == .draining, peer.session.isDrained { closeDrained(peer) }
+        return written
+    }
+
     /// A frame the server starts (PUSH, MISSED). Over the output cap it cuts the peer
     /// off as a slow consumer; replies only pause reading (see `ServicePeer.onBackpressure`).
     @discardableResult
@@ -384,7 +395,11 @@ public final class ServiceHost<Handler: ServiceHandler> {
 /// One client connection of a service: its socket and its session. Kept small, since a
 /// gateway holds thousands.
 public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
-    public unowned let host: ServiceHost<Handler>
+    /// Strong, not unowned: the host is reached for every frame, and since it has weak
+    /// references (its timer's and listener's closures) every unowned access took the
+    /// runtime's slow path through a side table. The cycle with `ServiceHost.peers` ends
+    /// when the connection closes (or is handed off), which removes the peer there.
+    public let host: ServiceHost<Handler>
     public let connection: Connection
     private var readingResumedAt: Int64 = 0
     /// Reading is paused until unread replies drain; since when (`notHeld`: it is not).

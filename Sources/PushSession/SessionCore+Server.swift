@@ -37,7 +37,7 @@ extension SessionCore {
         if let role, !RolePolicy.allows(type, from: role) {
             return .send(.error(ErrorReply(status: .forbidden, message: "\(type) is not allowed for a \(role)")), correlation: correlation)
         }
-        if let limits, !limits.served.contains(type) {
+        if let limits, !limits.serves(type) {
             return .send(.error(ErrorReply(status: .badRequest, message: "\(limits.name) does not serve \(type)")), correlation: correlation)
         }
         guard inflight < Int(negotiated?.maxInflight ?? 1) else {
