@@ -23,6 +23,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let emptyExpired: SQLiteStatement
     private let forgetOld: SQLiteStatement
     private let forgetReceipts: SQLiteStatement
+    // Prepared once: `sqlite3_exec` parses its SQL again on every transaction.
+    private let begin: SQLiteStatement
+    private let commitTransaction: SQLiteStatement
+    private let rollback: SQLiteStatement
 
     /// How long an emptied row is kept so FETCH can still say GONE rather than NOT_FOUND.
     public static let tombstoneRetentionMs: UInt64 = 7 * 24 * 3600 * 1000
@@ -58,10 +62,13 @@ public final class SQLitePayloadWriter: PayloadWriter {
         emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL, key_id = NULL WHERE expires_at <= ? AND life = 1")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
+        begin = try connection.prepare("BEGIN IMMEDIATE")
+        commitTransaction = try connection.prepare("COMMIT")
+        rollback = try connection.prepare("ROLLBACK")
     }
 
     public func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome] {
-        try connection.execute("BEGIN IMMEDIATE")
+        try begin.runBound()
         do {
             // Asked while holding the write lock, which `key prune` holds while it removes
             // keys: a key this thread has not seen replaced is never pruned under it. A
@@ -73,10 +80,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
             for operation in operations {
                 outcomes.append(try apply(operation))
             }
-            try connection.execute("COMMIT")
+            try commitTransaction.runBound()
             return outcomes
         } catch {
-            try? connection.execute("ROLLBACK")
+            try? rollback.runBound()
             throw error
         }
     }
