@@ -23,6 +23,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let emptyExpired: SQLiteStatement
     private let forgetOld: SQLiteStatement
     private let forgetReceipts: SQLiteStatement
+    // Prepared once: `sqlite3_exec` parses its SQL again on every transaction.
+    private let begin: SQLiteStatement
+    private let commitTransaction: SQLiteStatement
+    private let rollback: SQLiteStatement
 
     /// How long an emptied row is kept so FETCH can still say GONE rather than NOT_FOUND.
     public static let tombstoneRetentionMs: UInt64 = 7 * 24 * 3600 * 1000
@@ -58,10 +62,13 @@ public final class SQLitePayloadWriter: PayloadWriter {
         emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL, key_id = NULL WHERE expires_at <= ? AND life = 1")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
+        begin = try connection.prepare("BEGIN IMMEDIATE")
+        commitTransaction = try connection.prepare("COMMIT")
+        rollback = try connection.prepare("ROLLBACK")
     }
 
     public func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome] {
-        try connection.execute("BEGIN IMMEDIATE")
+        try begin.runBound()
         do {
             // Asked while holding the write lock, which `key prune` holds while it removes
             // keys: a key this thread has not seen replaced is never pruned under it. A
@@ -73,10 +80,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
             for operation in operations {
                 outcomes.append(try apply(operation))
             }
-            try connection.execute("COMMIT")
+            try commitTransaction.runBound()
             return outcomes
         } catch {
-            try? connection.execute("ROLLBACK")
+            try? rollback.runBound()
             throw error
         }
     }
@@ -88,10 +95,15 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // accepted just before its user was removed leaves no row behind.
             guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
             let (keyID, sealed) = try sealer.seal(new.body, id: new.id, userID: userID)
-            try insert.run(SQLitePayloadDatabase.idValues(new.id) + [
-                .uint(userID), .int(Int64(keyID)), .blob(sealed), .uint(new.createdAt), .uint(new.expiresAt),
-                .int(Int64(new.readLimit)),
-            ])
+            try insert.set(1, new.id.high)
+            try insert.set(2, new.id.low)
+            try insert.set(3, userID)
+            try insert.set(4, Int64(keyID))
+            try insert.set(5, sealed)
+            try insert.set(6, new.createdAt)
+            try insert.set(7, new.expiresAt)
+            try insert.set(8, Int64(new.readLimit))
+            try insert.runBound()
             return .stored(sequence: connection.lastInsertedRow)
         case .ack(let sequence, let userID, let deviceID, let fetched):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
@@ -100,22 +112,32 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 try record(fetched)
                 return .failed(.forbidden)
             }
-            try addReceipt.run([.uint(sequence), .text(deviceID)])
+            try addReceipt.set(1, sequence)
+            try addReceipt.set(2, deviceID)
+            try addReceipt.runBound()
             let newReceipt = connection.changes == 1
             // Read in this transaction just before, so exact: the full statement only for
             // the receipt that reaches the read limit.
             let readsOut = row.readLimit > 0 && row.readCount + 1 >= row.readLimit
             if newReceipt && !readsOut, let fetched {
-                try countReadAndFetches.run([.int(Int64(fetched.count)), .uint(fetched.lastAtMs), .uint(sequence)])
+                try countReadAndFetches.set(1, Int64(fetched.count))
+                try countReadAndFetches.set(2, fetched.lastAtMs)
+                try countReadAndFetches.set(3, sequence)
+                try countReadAndFetches.runBound()
                 return .ok
             }
-            if newReceipt { try (readsOut ? markRead : countRead).run([.uint(sequence)]) }
+            if newReceipt {
+                let count = readsOut ? markRead : countRead
+                try count.set(1, sequence)
+                try count.runBound()
+            }
             try record(fetched)
             return .ok
         case .recall(let sequence):
             // Recalling what is already gone succeeds ([4.11-2]).
             guard try receiptState(of: sequence) != nil else { return .failed(.notFound) }
-            try markRecalled.run([.uint(sequence)])
+            try markRecalled.set(1, sequence)
+            try markRecalled.runBound()
             return .ok
         case .recordFetches(let tallies):
             for tally in tallies { try record(tally) }
@@ -128,13 +150,16 @@ public final class SQLitePayloadWriter: PayloadWriter {
 
     private func record(_ tally: FetchTally?) throws(SQLiteError) {
         guard let tally else { return }
-        try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
+        try markFetched.set(1, Int64(tally.count))
+        try markFetched.set(2, tally.lastAtMs)
+        try markFetched.set(3, tally.sequence)
+        try markFetched.runBound()
     }
 
     private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {
         if let known = recipients[name] { return known }
-        try userByName.bind([.text(name)])
         defer { userByName.reset() }
+        try userByName.set(1, name)
         let id = try userByName.step() ? UInt64(bitPattern: userByName.int(0)) : nil
         if recipients.count < 10_000 { recipients[name] = .some(id) }
         return id
@@ -143,8 +168,8 @@ public final class SQLitePayloadWriter: PayloadWriter {
     /// Looked up inside the transaction, so two racing receipts for a read-once payload
     /// are counted one after the other.
     private func receiptState(of sequence: UInt64) throws(SQLiteError) -> (owner: UInt64, readLimit: Int64, readCount: Int64)? {
-        try lookup.bind([.uint(sequence)])
         defer { lookup.reset() }
+        try lookup.set(1, sequence)
         guard try lookup.step() else { return nil }
         return (UInt64(bitPattern: lookup.int(0)), lookup.int(1), lookup.int(2))
     }
