@@ -33,7 +33,7 @@ final class EmbeddedDeployment {
     private var addedUser: String?
 
     init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int, tls: Bool = false,
-         database: String? = nil, storeCount: Int = 1, gatewayCount: Int = 1, cluster: Bool = false) throws(BenchError) {
+         database: String? = nil, storeCount: Int = 1, gatewayCount: Int = 1, cluster: Bool = false, gatewayLoops: Int? = nil) throws(BenchError) {
         self.executable = executable
         root = try makeTemporaryDirectory(prefix: "securepush-bench")
         directory = root + "/deployment"
@@ -57,6 +57,7 @@ final class EmbeddedDeployment {
                 // Started one after another: each announces its port before the next starts.
                 for index in 0..<gatewayCount {
                     let arguments = EmbeddedDeployment.clusterArguments(natsURL: nats?.clientURL, node: index + 1)
+                        + (gatewayLoops.map { ["--loops", "\($0)"] } ?? [])
                     let gateway = try spawn(executable, "gateway", name: gatewayCount == 1 ? "gateway" : "gateway\(index + 1)",
                                             extra: arguments)
                     gateways.append(gateway)

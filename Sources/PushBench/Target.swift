@@ -40,6 +40,9 @@ public struct TargetOptions: Sendable {
     public var gatewayCount = 1
     /// Run the embedded gateways as a cluster over nats-server even when there is one.
     public var cluster = false
+    /// Loop threads per embedded gateway (`gateway --loops`); nil leaves the gateway's
+    /// default, one per core.
+    public var gatewayLoops: Int?
 
     public init() {}
 
@@ -62,6 +65,11 @@ public struct TargetOptions: Sendable {
             guard scenario.needsGateway, scenario != .connections else {
                 throw .invalid("--gateways and --nats go with push, fanout and e2e")
             }
+        }
+        if let gatewayLoops {
+            guard (0...256).contains(gatewayLoops) else { throw .invalid("--gateway-loops must be 0 (one per core) to 256") }
+            guard isEmbedded, scenario.needsGateway else { throw .invalid("--gateway-loops is for the embedded gateway") }
+            guard gatewayLoops <= 1 || !embeddedCluster else { throw .invalid("--gateway-loops above 1 does not go with a cluster: its nodes run one loop") }
         }
         if scenario == .connections, gateways.count > 1 {
             throw .invalid("connections measures one gateway's memory: give one --gateway")
@@ -168,7 +176,7 @@ final class BenchTarget {
             let embedded = try EmbeddedDeployment(executable: executable, scenario: scenario, user: user, password: password,
                                                   maxPayload: payloadSize, tls: options.embeddedTLS, database: options.database,
                                                   storeCount: options.storeCount, gatewayCount: options.gatewayCount,
-                                                  cluster: options.embeddedCluster)
+                                                  cluster: options.embeddedCluster, gatewayLoops: options.gatewayLoops)
             let deployment = try openDeployment(embedded.directory)
             var tls: TLSContext?
             if let certificate = embedded.certificatePath {

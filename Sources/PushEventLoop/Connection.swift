@@ -75,6 +75,8 @@ public final class Connection: LoopResource {
         /// Only while closing after a flush.
         var closeReason: CloseReason?
         var closeTimeout: Duration?
+        /// Only while handing off (see ConnectionHandoff.swift).
+        var handoff: PendingHandoff?
     }
 
     private var pendingConnect: ((Result<Connection, ConnectError>) -> Void)? {
@@ -92,6 +94,11 @@ public final class Connection: LoopResource {
         set { pendingSteps(creating: newValue != nil)?.closeTimeout = newValue }
     }
 
+    var pendingHandoff: PendingHandoff? {
+        get { steps?.handoff }
+        set { pendingSteps(creating: newValue != nil)?.handoff = newValue }
+    }
+
     private func pendingSteps(creating: Bool) -> PendingSteps? {
         if steps == nil, creating { steps = PendingSteps() }
         return steps
@@ -107,6 +114,9 @@ public final class Connection: LoopResource {
         /// queued, nothing is read yet.
         case starting
         case open
+        /// `handOff` was called: nothing is read or delivered and writes are refused until
+        /// the connection detaches from the loop on a later pass (see ConnectionHandoff).
+        case handingOff
         /// Reading has stopped and writes are refused; closes once output is flushed.
         case closingAfterFlush
         case closed
@@ -186,6 +196,7 @@ public final class Connection: LoopResource {
         transport.close(clean: clean)
         loop.unlinkConnection(self)
         let connectCallback = pendingConnect
+        let handoffCallback = pendingHandoff?.completion
         steps = nil
         let handler = self.handler
         self.handler = nil
@@ -193,6 +204,7 @@ public final class Connection: LoopResource {
         // survives until these calls return.
         connectCallback?(.failure(connectError))
         handler?.onClose(self, reason: reason)
+        handoffCallback?(nil)
         Unmanaged.passUnretained(self).release()
     }
 

@@ -5,10 +5,10 @@ import Glibc
 /// close-after-flush.
 extension Connection {
     /// Queues bytes for the peer. Returns false if the connection is closed, closing,
-    /// or was just cut off for going over `maxOutputBytes`.
+    /// being handed off, or was just cut off for going over `maxOutputBytes`.
     @discardableResult
     public func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
-        guard phase.rawValue < Phase.closingAfterFlush.rawValue else { return false }
+        guard phase.rawValue <= Phase.open.rawValue else { return false }
         let queued = transport.write(bytes)
         if queued < 0 {
             close(reason: .error(errno: ENOMEM))

@@ -50,6 +50,8 @@ public final class EventLoop {
     private var isRunning = false
     /// Connections currently open on this loop (accepted, connected or connecting).
     public internal(set) var openConnectionCount = 0
+    /// See `closeAfterPendingChanges`.
+    var descriptorsToClose: [Int32] = []
 
     /// Writing to a socket the peer has closed raises SIGPIPE, whose default action kills
     /// the process; neither libevent (writev) nor OpenSSL avoids it per call. A peer must
@@ -177,6 +179,9 @@ public final class EventLoop {
             current.release()
         }
         event_base_free(base)
+        // The base's epoll set is gone, and with it any registration of these.
+        for fd in descriptorsToClose { Glibc.close(fd) }
+        descriptorsToClose = []
         readScratch.deallocate()
         stagingArena.deallocate()
         stagingOwners.deallocate()

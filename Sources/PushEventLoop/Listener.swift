@@ -32,7 +32,10 @@ public final class Listener: LoopResource {
     /// Called with the errno and the count when connections were accepted and closed at
     /// once because the process (or the system) had no file descriptor to serve them.
     public var onRefused: ((_ errno: Int32, _ count: Int) -> Void)?
-    private var listeners: [OpaquePointer] = []
+    private(set) var listeners: [OpaquePointer] = []
+    /// Other descriptors (dups held by other loops' listeners) share the sockets: see
+    /// `close()`.
+    var isShared = false
     private var onAccept: ((Connection) -> Void)?
     private var retryTimer: LoopTimer?
     /// The spare descriptor given up to refuse connections at EMFILE; -1 while it is not held.
@@ -60,29 +63,38 @@ public final class Listener: LoopResource {
 
     /// Binds each of `addresses` (resolved already; a port 0 in the first is picked by the
     /// kernel and used for all) and listens on them.
-    public init(
+    public convenience init(
         loop: EventLoop, addresses requested: [SocketAddress], tls: TLSContext? = nil, backlog: Int32 = 4096,
         onAccept: @escaping (Connection) -> Void
     ) throws(EventLoopError) {
         guard loop.acceptsNewResources else { throw .libevent("the event loop has shut down") }
         guard !requested.isEmpty else { throw .invalidAddress("no address to listen on") }
         let bound = try Listener.bindAll(requested)
+        try self.init(loop: loop, sockets: bound, tls: tls, backlog: backlog, shared: false, onAccept: onAccept)
+    }
+
+    /// Listens on `bound` (closed here on failure); a `backlog` of 0 leaves sockets that
+    /// listen already as they are.
+    init(
+        loop: EventLoop, sockets bound: [BoundSocket], tls: TLSContext?, backlog: Int32, shared: Bool,
+        onAccept: @escaping (Connection) -> Void
+    ) throws(EventLoopError) {
         self.loop = loop
+        self.isShared = shared
         self.tls = tls
         self.addresses = bound.map(\.address)
         self.onAccept = onAccept
         // evconnlistener_new calls listen(); accepted sockets come back non-blocking and
-        // close-on-exec (accept4).
+        // close-on-exec (accept4). The sockets are closed in `close()`, not on free.
         let context = Unmanaged.passUnretained(self).toOpaque()
-        for (index, socket) in bound.enumerated() {
+        for socket in bound {
             guard let listener = evconnlistener_new(loop.base, listenerAcceptCallback, context,
-                                                    sp_LEV_OPT_CLOSE_ON_FREE | sp_LEV_OPT_CLOSE_ON_EXEC,
-                                                    backlog, socket.fd)
+                                                    sp_LEV_OPT_CLOSE_ON_EXEC, backlog, socket.fd)
             else {
                 let code = errno
                 for made in listeners { evconnlistener_free(made) }
                 listeners = []
-                for rest in bound[index...] { Glibc.close(rest.fd) }
+                for socket in bound { Glibc.close(socket.fd) }
                 throw .system(operation: "listen \(socket.address)", errno: code)
             }
             evconnlistener_set_error_cb(listener, listenerErrorCallback)
@@ -94,7 +106,7 @@ public final class Listener: LoopResource {
         _ = Unmanaged.passRetained(self)
     }
 
-    private struct BoundSocket {
+    struct BoundSocket {
         let fd: Int32
         let address: SocketAddress
     }
@@ -165,7 +177,15 @@ public final class Listener: LoopResource {
     /// Idempotent.
     public func close() {
         guard !listeners.isEmpty else { return }
-        for listener in listeners { evconnlistener_free(listener) }
+        for listener in listeners {
+            let fd = evconnlistener_get_fd(listener)
+            evconnlistener_free(listener)
+            if isShared {
+                loop.closeAfterPendingChanges(fd)
+            } else {
+                Glibc.close(fd)
+            }
+        }
         listeners = []
         onAccept = nil
         onAcceptError = nil

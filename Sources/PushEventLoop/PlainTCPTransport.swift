@@ -308,6 +308,19 @@ final class PlainTCPTransport: Transport {
 
     func close(clean: Bool) {
         guard fd >= 0 else { return }
+        Glibc.close(releaseEvents())
+    }
+
+    func detach() -> DetachedSocket? {
+        guard fd >= 0, !connecting, outputBufferedBytes == 0 else { return nil }
+        // The events' EPOLL_CTL_DEL waits for this loop's next pass (changelist): it finds
+        // the socket open, or, if its new owner closed it already, the kernel has dropped
+        // it from this loop's epoll set itself (no other descriptor shares the socket).
+        return DetachedSocket(fd: releaseEvents(), ssl: nil, input: [])
+    }
+
+    /// Frees the events and buffers; the socket, which the transport no longer holds.
+    private func releaseEvents() -> Int32 {
         // Safe inside an event's own callback: libevent copies what it needs first.
         if let readEvent { event_free(readEvent) }
         if let writeEvent { event_free(writeEvent) }
@@ -316,8 +329,10 @@ final class PlainTCPTransport: Transport {
         readEvent = nil
         writeEvent = nil
         output = nil
-        Glibc.close(fd)
+        readArmed = false
+        let socket = fd
         fd = -1
+        return socket
     }
 }
 

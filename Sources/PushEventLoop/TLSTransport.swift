@@ -58,9 +58,9 @@ final class TLSTransport: Transport {
             Glibc.close(fd)
             return nil
         }
-        // No socket yet: OpenSSL gets it in `firstBytesArrived`.
-        guard let bev = bufferevent_openssl_socket_new(loop.base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING,
-                                                       sp_BEV_OPT_CLOSE_ON_FREE)
+        // No socket yet: OpenSSL gets it in `firstBytesArrived`. No BEV_OPT_CLOSE_ON_FREE:
+        // see `freeTLSBufferevent`.
+        guard let bev = bufferevent_openssl_socket_new(loop.base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, 0)
         else {
             SSL_free(ssl)
             Glibc.close(fd)
@@ -104,7 +104,7 @@ final class TLSTransport: Transport {
             owner.transportFailed(.tlsError("a plain TCP client on this TLS port; it was told to use TLS"))
             return
         }
-        // From here on the bufferevent owns the socket and closes it when freed.
+        // From here on the socket is the bufferevent's, closed with it (see `freeTLSBufferevent`).
         bufferevent_setfd(bev, fd)
     }
 
@@ -138,10 +138,10 @@ final class TLSTransport: Transport {
             Glibc.close(fd)
             return .failure(error)
         }
-        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_CONNECTING,
-                                                       sp_BEV_OPT_CLOSE_ON_FREE)
+        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_CONNECTING, 0)
         else {
             SSL_free(ssl)
+            Glibc.close(fd)
             return .failure(.system(errno: ENOMEM))
         }
         return .success(TLSTransport(loop: loop, bev: bev, connecting: true))
@@ -216,9 +216,49 @@ final class TLSTransport: Transport {
         guard let bev else { return }
         self.bev = nil
         if clean { TLSContext.sendCloseNotify(bev) }
-        // Frees the socket too (BEV_OPT_CLOSE_ON_FREE). Safe from inside a bufferevent
-        // callback: libevent defers the actual free until the callback returns.
+        freeTLSBufferevent(bev)
+    }
+
+    /// The server side of a session established on another loop (see ConnectionHandoff),
+    /// in the open state, with the accepting path's options. Takes ownership of `fd` and
+    /// `ssl` (released here if allocation fails, which returns nil).
+    static func adopting(loop: EventLoop, fd: Int32, ssl: OpaquePointer) -> TLSTransport? {
+        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_OPEN, 0) else {
+            SSL_free(ssl)
+            Glibc.close(fd)
+            return nil
+        }
+        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
+        let transport = TLSTransport(loop: loop, bev: bev, connecting: false)
+        transport.established = true
+        return transport
+    }
+
+    func detach() -> DetachedSocket? {
+        guard let bev, sniffFD < 0, established, !connecting, unestablishedFlushTimer == nil,
+              evbuffer_get_length(bufferevent_get_output(bev)) == 0,
+              let ssl = bufferevent_openssl_get_ssl(bev), SSL_is_init_finished(ssl) == 1
+        else { return nil }
+        let fd = bufferevent_getfd(bev)
+        guard fd >= 0 else { return nil }
+        let buffered = bufferevent_get_input(bev)
+        var input = [UInt8](repeating: 0, count: evbuffer_get_length(buffered))
+        if !input.isEmpty { input.removeLast(input.count - max(0, Int(evbuffer_remove(buffered, &input, input.count)))) }
+        self.bev = nil
+        // Not from inside a callback of this bufferevent (see the protocol), so once freed
+        // nothing of libevent's touches the SSL again, and without BEV_OPT_CLOSE_ON_FREE or
+        // the release chain its finalizer leaves the socket and the SSL alone.
         bufferevent_free(bev)
+        // Bytes OpenSSL decrypted ahead (a record read beyond what was asked): taken now
+        // without touching the socket, so none is stranded in the session.
+        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
+        while SSL_pending(ssl) > 0 {
+            let count = SSL_read(ssl, &chunk, Int32(min(Int(SSL_pending(ssl)), chunk.count)))
+            guard count > 0 else { break }
+            input += chunk[..<Int(count)]
+        }
+        ERR_clear_error()
+        return DetachedSocket(fd: fd, ssl: ssl, input: input)
     }
 
     fileprivate func event(_ what: Int16, owner: Connection) {

@@ -45,6 +45,21 @@ protocol Transport: AnyObject {
     func watchOutput(lowWater: Int?, timeout: Duration?)
     /// Frees everything and closes the socket; `clean` lets TLS say close_notify first.
     func close(clean: Bool)
+    /// For a move to another loop (see ConnectionHandoff): frees the libevent objects but
+    /// not the socket or the TLS session, and gives those up with the input received and
+    /// not yet read; the transport is then closed. Nil, changing nothing, when that is not
+    /// possible now (connecting, a TLS handshake not done, output queued). Never from
+    /// inside one of the transport's own libevent callbacks: those may go on using it.
+    func detach() -> DetachedSocket?
+}
+
+/// What a transport gives up in `detach()`.
+struct DetachedSocket {
+    let fd: Int32
+    /// The TLS session, for TLS.
+    let ssl: OpaquePointer?
+    /// Received and not yet taken by `read`, in order.
+    let input: [UInt8]
 }
 
 enum ReadResult {

@@ -67,6 +67,9 @@ public struct DeviceRegistry {
     /// No registration held expires before this, so a sweep before it has nothing to do
     /// (it may be earlier than the true first expiry after removals: a scan finds nothing).
     private var earliestExpiryMs = UInt64.max
+    /// On a gateway of several loops, each loop's registry keeps only the devices whose
+    /// home it is (see `LoopPlacement`): nil keeps every device.
+    public var placement: LoopPlacement?
 
     public init(serverKey: SecretKey) {
         signer = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose)
@@ -105,10 +108,12 @@ public struct DeviceRegistry {
             }
             return
         } catch {
-            update.ignored += 1
+            // Counted once per process, by the first loop.
+            if (placement?.index ?? 0) == 0 { update.ignored += 1 }
             return
         }
         let deviceID = registration.deviceID
+        guard placement?.isHome(of: deviceID) ?? true else { return }
         switch entry.state {
         case .enrolled:
             revoked[entry.credential] = nil

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import PushClient
 import PushEventLoop
@@ -34,6 +37,11 @@ public struct GatewayConfiguration: Sendable {
     /// to a device are paced to stay under it (see `GatewaySettings.deliveryWindow`).
     public var maxOutputBytes: Int
     public var logger: Logger
+    /// Loop threads, each serving the devices whose home it is (`--loops`,
+    /// `gateway.loops`); 0 runs one per core. A cluster node runs one.
+    public var loops = 1
+    /// Set on each loop's copy by `GatewayLoops`.
+    var shard: GatewayShard?
     /// Wall-clock milliseconds, for credential lifetimes.
     public var wallClock: @Sendable () -> UInt64
     /// Monotonic milliseconds, for queued pushes' TTLs.
@@ -63,6 +71,7 @@ public struct GatewayConfiguration: Sendable {
         if let window = deployment.integer("delivery_window", for: .gateway) { settings.deliveryWindow = window }
         if let bytes = deployment.integer("max_output_bytes", for: .gateway) { maxOutputBytes = bytes }
         if let connections = deployment.integer("max_connections", for: .gateway) { limits.maxConnections = connections }
+        if let count = deployment.integer("loops", for: .gateway) { loops = count }
         if let keepalive = deployment.integer("keepalive_ms", for: .gateway), let ms = UInt32(exactly: keepalive) {
             limits.keepaliveMs = ms
         }
@@ -70,6 +79,16 @@ public struct GatewayConfiguration: Sendable {
         if let addresses = deployment.config["gateway.store"].flatMap({ try? AddressList(parsing: $0) }) {
             store = ServerLink.Endpoint(addresses)
         }
+    }
+
+    public static let maxLoops = 256
+
+    /// The loop threads to run: `loops`, with 0 meaning one per core online, and always
+    /// one for a cluster node.
+    public var effectiveLoopCount: Int {
+        if cluster != nil { return 1 }
+        if loops > 0 { return loops }
+        return max(1, min(GatewayConfiguration.maxLoops, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
     /// Pushes queued per offline device ([4.13-5]).
@@ -91,6 +110,12 @@ public struct GatewayConfiguration: Sendable {
         guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
         if let problem = limits.problem { throw .invalidConfiguration(problem) }
         if let problem = cluster?.problem { throw .invalidConfiguration(problem) }
+        guard (0...GatewayConfiguration.maxLoops).contains(loops) else {
+            throw .invalidConfiguration("the number of loops must be 0 (one per core) to \(GatewayConfiguration.maxLoops)")
+        }
+        if loops > 1, cluster != nil {
+            throw .invalidConfiguration("a cluster node runs one loop: run one node per core instead of --loops \(loops)")
+        }
         guard (1...RegistryRequest.maxWaitMs).contains(registryWaitMs) else {
             throw .invalidConfiguration("the registry wait must be 1 to \(RegistryRequest.maxWaitMs) ms")
         }

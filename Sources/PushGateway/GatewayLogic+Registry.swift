@@ -59,7 +59,11 @@ extension GatewayLogic {
         guard let registryMetrics, let update = registry?.apply(reply, nowMs: now) else { return RegistryUpdate() }
         registryMetrics.revocations.increment(by: update.revocations)
         registryMetrics.entriesIgnored.increment(by: update.ignored)
-        if update.becameLoaded { registryMetrics.loaded.set(1) }
+        if update.becameLoaded {
+            // On a gateway of several loops the first loop's gauge says it, once all are loaded.
+            if placement == nil { registryMetrics.loaded.set(1) }
+            registryLoaded?()
+        }
         for deviceID in update.changedDevices {
             settle(deviceID, closeIfRevoked: update.revokedDevices.contains(deviceID))
         }

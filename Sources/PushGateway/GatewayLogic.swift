@@ -99,6 +99,13 @@ public final class GatewayLogic {
     @exclusivity(unchecked) private var byUser: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var byTag: [String: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var nextSequence: UInt32 = 1
+    /// Which loop of the gateway this logic serves, when it has several: its registry keeps
+    /// only the devices whose home this loop is.
+    public var placement: LoopPlacement? {
+        didSet { registry?.placement = placement }
+    }
+    /// Called once, when the registry is first loaded.
+    var registryLoaded: (() -> Void)?
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.
@@ -165,18 +172,21 @@ public final class GatewayLogic {
     /// push's id ([4.14-2]); any other is ignored and counted. An acknowledgement frees a
     /// slot of the window for the next queued push.
     public func deliveryAcknowledged(_ record: DeviceRecord, correlation: UInt32, id: [UInt8]) {
-        guard let index = record.inFlight.index(of: correlation) else {
+        id.withUnsafeBytes { deliveryAcknowledged(record, correlation: correlation, id: $0) }
+    }
+
+    /// `deliveryAcknowledged` with the id read in place from the frame.
+    public func deliveryAcknowledged(_ record: DeviceRecord, correlation: UInt32, id: UnsafeRawBufferPointer) {
+        switch record.inFlight.acknowledge(correlation, id: id) {
+        case .unknown:
             metrics.deliveryAcksUnknown.increment()
-            return
-        }
-        guard record.inFlight[index].carries(id: id) else {
+        case .mismatched:
             metrics.deliveryAcksMismatched.increment()
-            return
+        case .acknowledged(let writtenAtNs):
+            metrics.deliveryDuration.observe(since: writtenAtNs)
+            metrics.pushesAcknowledged.increment()
+            if !record.queue.isEmpty || record.missed > 0 { pump(record) }
         }
-        metrics.deliveryDuration.observe(since: record.inFlight[index].writtenAtNs)
-        record.inFlight.remove(at: index)
-        metrics.pushesAcknowledged.increment()
-        if !record.queue.isEmpty || record.missed > 0 { pump(record) }
     }
 
     // MARK: pushes
@@ -187,6 +197,12 @@ public final class GatewayLogic {
     /// for later (offline, or behind their window). `push.target` must be set.
     public func push(_ push: Push) -> PushAck {
         metrics.pushesAccepted.increment()
+        return route(push)
+    }
+
+    /// `push` without counting it as accepted: the part of a PUSH for the devices whose
+    /// home is this loop, when another loop accepted it (see `LoopForwarding`).
+    func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
         let sequence = takeSequence()
         let connectedOnly = push.ttlSeconds == 0
@@ -336,6 +352,19 @@ public final class GatewayLogic {
     /// for one that has none yet, unless the push is for connected devices only, which an
     /// offline device without a record cannot be); without, the devices seen since the start.
     private func forEachTarget(_ target: PushTarget, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
+        // Tested first without binding: `if let registry` copies the registry (a struct of
+        // several collections) and retains its storage for every push.
+        if registry == nil {
+            switch target {
+            case .device(let id):
+                if let record = devices[id] { body(record) }
+            case .user(let user):
+                for key in byUser[user] ?? [] { body(key.record) }
+            case .tag(let tag):
+                for key in byTag[tag] ?? [] { body(key.record) }
+            }
+            return
+        }
         if let registry {
             registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
                 if let record = devices[enrolled.deviceID] {
@@ -348,15 +377,6 @@ public final class GatewayLogic {
                     body(record)
                 }
             }
-            return
-        }
-        switch target {
-        case .device(let id):
-            if let record = devices[id] { body(record) }
-        case .user(let user):
-            for key in byUser[user] ?? [] { body(key.record) }
-        case .tag(let tag):
-            for key in byTag[tag] ?? [] { body(key.record) }
         }
     }
 

@@ -124,7 +124,7 @@ public final class RegistryMetrics {
         let entriesHelp = "Registrations in the gateway's copy of the store's device registry, by state."
         enrolled = registry.gauge("\(prefix)_entries", help: entriesHelp, labels: [("state", "enrolled")])
         revoked = registry.gauge("\(prefix)_entries", help: entriesHelp, labels: [("state", "revoked")])
-        loaded = registry.gauge("\(prefix)_loaded", help: "1 once the device registry was loaded from the store, 0 before.")
+        loaded = registry.gauge("\(prefix)_loaded", help: "1 once the device registry was loaded from the store (by every loop), 0 before.")
         linkUp = registry.gauge("\(prefix)_link_up", help: "1 while the gateway's connection to the store is up.")
         cursor = registry.gauge("\(prefix)_cursor", help: "The registry change sequence number the gateway has read up to.")
         revocations = registry.counter("\(prefix)_revocations_total",

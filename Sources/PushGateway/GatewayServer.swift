@@ -22,6 +22,8 @@ public final class GatewayServer: ServiceHandler {
     public let logic: GatewayLogic
     /// The cluster this gateway is a node of, if any (`--cluster`).
     var cluster: GatewayCluster?
+    /// This loop's part in a gateway of several loops, if it has them.
+    var loopForwarding: LoopForwarding?
     private let providerCredentials: HelloCredential
     /// Provider credentials accepted within their window, each accepted once ([7.1-5]).
     private let replays = CredentialReplayGuard()
@@ -33,12 +35,13 @@ public final class GatewayServer: ServiceHandler {
     /// Requests the gateway serves ([4.1-4]).
     public static let served: Set<MessageType> = [.push]
 
+    /// - Parameter admission: connection caps shared with the process's other loops, if any.
     public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: GatewayLogic, providerKey: SecretKey,
-                wallClock: @escaping () -> UInt64) {
+                wallClock: @escaping () -> UInt64, admission: AdmissionGate? = nil) {
         self.logic = logic
         providerCredentials = HelloCredential.provider(providerKey)
         self.wallClock = wallClock
-        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
+        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self, admission: admission)
     }
 
     public func admit(_ hello: Hello, peer: Peer) -> Admission<GatewayPeer> {
@@ -54,6 +57,16 @@ public final class GatewayServer: ServiceHandler {
         case .gateway:
             return .refuse(.badRequest, "the gateway serves devices and providers, not gateways")
         case .device:
+            // Checked on the device's home loop, where its state lives: this loop only reads
+            // the id it claims (a forged one is refused there).
+            if let loopForwarding, let credential = hello.credential,
+               let deviceID = Registration.readUnverified(credential)?.deviceID,
+               case let home = loopForwarding.placement.home(of: deviceID), home != loopForwarding.placement.index {
+                let router = loopForwarding.router
+                return .handOff { handoff in
+                    router.withServer(home) { server in server.adopt(handoff) }
+                }
+            }
             switch logic.admitDevice(hello.credential) {
             case .admit(let registration):
                 admittedRegistration = registration
@@ -100,13 +113,29 @@ public final class GatewayServer: ServiceHandler {
         if let cluster, let target = push.target {
             cluster.push(push, target: target) { [weak self] ack in
                 guard let self else { return }
-                self.host.respond(.pushAck(ack), correlation: correlation, to: peer)
+                self.host.respond(ack, correlation: correlation, to: peer)
                 self.logic.metrics.pushDuration.observe(since: startNs)
             }
             return
         }
-        host.respond(.pushAck(logic.push(push)), correlation: correlation, to: peer)
+        if let loopForwarding, let target = push.target {
+            logic.metrics.pushesAccepted.increment()
+            loopForwarding.push(push, target: target, correlation: correlation, peer: peer, startNs: startNs)
+            return
+        }
+        answer(push: logic.push(push), correlation: correlation, peer: peer, startNs: startNs)
+    }
+
+    func answer(push ack: PushAck, correlation: UInt32, peer: Peer, startNs: UInt64) {
+        host.respond(ack, correlation: correlation, to: peer)
         logic.metrics.pushDuration.observe(since: startNs)
+    }
+
+    /// A connection another loop accepted, for a device whose home is this loop: served
+    /// from its HELLO on, as if accepted here. Refused (closed) while draining.
+    func adopt(_ handoff: ConnectionHandoff) {
+        guard !host.isDraining else { return }
+        _ = Connection.adopt(handoff, on: host.loop) { [host] connection in host.accept(connection) }
     }
 
     public func received(_ message: Message, correlation: UInt32, peer: Peer) {

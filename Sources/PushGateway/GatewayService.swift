@@ -52,7 +52,8 @@ public final class GatewayService {
                                  metrics: metrics, followsRegistry: configuration.store != nil,
                                  wallClock: configuration.wallClock, monotonicClock: configuration.monotonicClock)
         let server = GatewayServer(loop: loop, limits: configuration.limits, logger: configuration.logger, logic: logic,
-                                   providerKey: configuration.providerKey, wallClock: configuration.wallClock)
+                                   providerKey: configuration.providerKey, wallClock: configuration.wallClock,
+                                   admission: configuration.shard?.admission)
         let host = server.host!
         var cluster: GatewayCluster?
         if let clusterConfiguration = configuration.cluster {
@@ -65,9 +66,17 @@ public final class GatewayService {
             server.cluster = cluster
         }
         host.maxOutputBytes = configuration.maxOutputBytes
-        host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway")
+        host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway",
+                             includingSharedCounts: (configuration.shard?.placement.index ?? 0) == 0)
+        if let shard = configuration.shard {
+            shard.join(server, loop: loop, followsRegistry: configuration.store != nil)
+        }
         do {
-            try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+            if let shared = configuration.shard?.listening {
+                try host.listen(sharing: shared)
+            } else {
+                try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+            }
         } catch {
             throw .cannotListen(host: configuration.host, port: configuration.port, error)
         }
@@ -79,6 +88,11 @@ public final class GatewayService {
         }
         let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server,
                                      follower: follower, cluster: cluster)
+        // The other loops of a gateway of several start quietly: the first speaks for them.
+        guard (configuration.shard?.placement.index ?? 0) == 0 else {
+            follower?.start()
+            return service
+        }
         configuration.logger.info("gateway ready", metadata: ["listen": "\(configuration.host):\(service.port)"])
         if let clusterConfiguration = configuration.cluster {
             configuration.logger.info("node of a cluster: devices may connect to any node, queues are kept in JetStream",
@@ -100,8 +114,13 @@ public final class GatewayService {
     /// Routing state: the devices known, online or queued for. Loop-confined.
     public var logic: GatewayLogic { server.logic }
 
+    /// The loop it runs on.
+    public var loop: EventLoop { host.loop }
+
     /// Open client connections.
     public var connectionCount: Int { host.connectionCount }
+    /// What another loop needs to accept on this gateway's listening sockets too.
+    func shareListener() throws(EventLoopError) -> SharedListenSockets { try host.shareListener() }
     public var isDraining: Bool { host.isDraining }
 
     /// The gateway's metrics; add process and build metrics to it before serving it.

@@ -182,8 +182,10 @@ public final class RegistryFollower {
                            metadata: ["count": "\(update.ignored)"])
         }
         if update.becameLoaded {
-            logger.info("device registry loaded", metadata: ["enrolled": "\(logic.registry?.enrolledCount ?? 0)",
-                                                             "cursor": "\(reply.cursor)"])
+            var metadata: Logger.Metadata = ["enrolled": "\(logic.registry?.enrolledCount ?? 0)", "cursor": "\(reply.cursor)"]
+            // Each loop of a gateway of several follows the registry for its own devices.
+            if let placement = logic.placement { metadata["loop"] = "\(placement.index + 1)/\(placement.count)" }
+            logger.info("device registry loaded", metadata: metadata)
         } else if !update.changedDevices.isEmpty {
             logger.debug("registry changes applied", metadata: ["enrolled": "\(update.enrolled)", "cursor": "\(reply.cursor)"])
         }

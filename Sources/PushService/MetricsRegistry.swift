@@ -9,6 +9,10 @@ import PushSession
 /// already keeps (open connections, refusals) are read at scrape time through closures
 /// instead of being counted twice.
 ///
+/// A process with several loops keeps one registry per loop; the loop serving /metrics
+/// gathers the others' `snapshot()`s, each taken on its own loop (`MetricsSource`), and
+/// renders their merge (`MetricsSnapshot.merged(_:)`), so no update ever crosses threads.
+///
 /// Names and labels are the programmer's, not a peer's: an invalid name, a counter not
 /// ending in `_total` or one name registered with two kinds or two help texts is a
 /// programming error and traps.
@@ -127,29 +131,36 @@ public final class MetricsRegistry {
 
     /// Every family, in the order registered.
     public func render() -> [UInt8] {
+        snapshot().render()
+    }
+
+    /// Every family's values now, after the `beforeCollect` hooks, with the closures
+    /// registered for scrape-time values read once each. Taken on the registry's loop
+    /// like any other use; the result may cross threads (see `MetricsSource`).
+    public func snapshot() -> MetricsSnapshot {
         for hook in collectHooks { hook() }
-        var out = PrometheusText()
-        for family in families {
-            out.header(family.name, help: family.help, kind: family.kind)
-            for series in family.series {
-                switch series.source {
+        return MetricsSnapshot(families: families.map { family in
+            var series: [MetricsSnapshot.Series] = []
+            series.reserveCapacity(family.series.count)
+            for one in family.series {
+                switch one.source {
                 case .counter(let counter):
-                    out.sample(family.name, labels: series.labels, value: counter.value)
+                    series.append(MetricsSnapshot.Series(labels: one.labels, sample: .value(.count(counter.value))))
                 case .gauge(let gauge):
-                    out.sample(family.name, labels: series.labels, value: gauge.value)
+                    series.append(MetricsSnapshot.Series(labels: one.labels, sample: .value(.level(gauge.value))))
                 case .value(let read):
-                    out.sample(family.name, labels: series.labels, value: read())
+                    series.append(MetricsSnapshot.Series(labels: one.labels, sample: .value(.real(read()))))
                 case .series(let read):
                     for (extra, value) in read() {
-                        let labels = [series.labels, PrometheusText.labels(extra)].filter { !$0.isEmpty }.joined(separator: ",")
-                        out.sample(family.name, labels: labels, value: value)
+                        let labels = [one.labels, PrometheusText.labels(extra)].filter { !$0.isEmpty }.joined(separator: ",")
+                        series.append(MetricsSnapshot.Series(labels: labels, sample: .value(.real(value))))
                     }
                 case .histogram(let histogram):
-                    out.histogram(family.name, labels: series.labels, histogram)
+                    series.append(MetricsSnapshot.Series(labels: one.labels, sample: .histogram(MetricsSnapshot.Histogram(histogram))))
                 }
             }
-        }
-        return out.bytes
+            return MetricsSnapshot.Family(name: family.name, help: family.help, kind: family.kind, series: series)
+        })
     }
 
     /// `render()` as a string.

@@ -44,7 +44,7 @@ struct PrometheusText {
         append("\n")
     }
 
-    mutating func histogram(_ name: String, labels: String, _ histogram: LatencyHistogram) {
+    mutating func histogram(_ name: String, labels: String, _ histogram: MetricsSnapshot.Histogram) {
         let cumulative = histogram.cumulativeCounts
         let prefix = labels.isEmpty ? "" : labels + ","
         for (index, bound) in histogram.boundsNs.enumerated() {

@@ -12,6 +12,10 @@ public enum Admission<State> {
     /// ERROR with this status and text to the peer; `logDetail`, if any, goes only to the
     /// log line about the refusal (why a credential failed, say).
     case refuse(Status, String, logDetail: String? = nil)
+    /// The peer is to be served by another of the process's loops: the host lets go of the
+    /// connection, with its HELLO put back in front of whatever followed it, and hands it
+    /// to this closure (on this loop) to pass on. See `Connection.handOff`.
+    case handOff((ConnectionHandoff) -> Void)
 }
 
 /// What a service (store, gateway) adds to the connection rules of `PeerSession`.
@@ -62,7 +66,9 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// One encode buffer for the whole loop: a frame is written before the next encode.
     @exclusivity(unchecked) private var scratch: [UInt8] = []
     /// Connections by stage (pending HELLO_OK, admitted), the caps on each, and refusals.
-    private var admission: AdmissionControl<ObjectIdentifier>
+    private let admission: AdmissionGate
+    /// Whether `admission` is this host's alone (not shared with other loops' hosts).
+    let ownsAdmission: Bool
     private var acceptErrorLoggedAt: Int64 = .min / 2
     /// HELLOs the service refused (a bad credential, say), by status, and their log lines.
     private var helloRefusalCounts: [Status: Int] = [:]
@@ -91,18 +97,33 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// How long a drain waits for owed replies before closing what is left.
     public var drainTimeoutMs: Int64 = 10_000
 
-    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, handler: Handler) {
+    /// - Parameter admission: the caps shared with the hosts of the process's other loops;
+    ///   nil gives this host caps of its own.
+    public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, handler: Handler, admission: AdmissionGate? = nil) {
         self.loop = loop
         self.limits = limits
         self.logger = logger
         self.handler = handler
-        admission = AdmissionControl(limits: limits)
+        self.admission = admission ?? AdmissionGate(limits: limits)
+        ownsAdmission = admission == nil
     }
 
     public func listen(host: String, port: Int, tls: TLSContext?) throws(EventLoopError) {
-        let listener = try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in
-            self?.accept(connection)
-        }
+        serve(try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in self?.accept(connection) })
+    }
+
+    /// Accepts on the sockets another loop's host listens on (see `shareListener`).
+    public func listen(sharing sockets: SharedListenSockets) throws(EventLoopError) {
+        serve(try Listener(loop: loop, sharing: sockets) { [weak self] connection in self?.accept(connection) })
+    }
+
+    /// What another loop needs to accept on this host's listening sockets too.
+    public func shareListener() throws(EventLoopError) -> SharedListenSockets {
+        guard let listener else { throw .libevent("not listening") }
+        return try listener.sharedSockets()
+    }
+
+    private func serve(_ listener: Listener) {
         listener.onRefused = { [weak self] code, count in
             guard let self else { return }
             for _ in 0..<count { self.refused(.outOfFileDescriptors, peerHost: "?", detail: code == ENFILE ? "ENFILE" : "EMFILE") }
@@ -176,6 +197,17 @@ public final class ServiceHost<Handler: ServiceHandler> {
         return written
     }
 
+    /// `respond` for a PUSH_ACK, written straight into the scratch buffer.
+    @discardableResult
+    public func respond(_ ack: PushAck, correlation: UInt32, to peer: Peer) -> Bool {
+        peer.session.answered(now: Clocks.monotonicMilliseconds())
+        scratch.removeAll(keepingCapacity: true)
+        ack.encode(correlation: correlation, into: &scratch)
+        let written = peer.connection.write(scratch)
+        if peer.session.phase == .draining, peer.session.isDrained { closeDrained(peer) }
+        return written
+    }
+
     /// A frame the server starts (PUSH, MISSED). Over the output cap it cuts the peer
     /// off as a slow consumer; replies only pause reading (see `ServicePeer.onBackpressure`).
     @discardableResult
@@ -226,14 +258,14 @@ public final class ServiceHost<Handler: ServiceHandler> {
             handler.serve(message, correlation: correlation, peer: peer)
         case .deliver(let message, let correlation):
             handler.received(message, correlation: correlation, peer: peer)
-        case .checkCredential(let hello, _):
-            admit(hello, peer: peer)
+        case .checkCredential(let hello, let correlation):
+            admit(hello, correlation: correlation, peer: peer)
         case .ready, .refused, .malformedReply, .goaway:
             break  // a client's actions
         }
     }
 
-    private func admit(_ hello: Hello, peer: Peer) {
+    private func admit(_ hello: Hello, correlation: UInt32, peer: Peer) {
         if let refusal = admission.mayAdmit() {
             refused(refusal, peerHost: peer.peerHost)
             perform(peer.session.refuse(.busy, "the server is at its connection limit"), on: peer)
@@ -249,7 +281,28 @@ public final class ServiceHost<Handler: ServiceHandler> {
             perform(peer.session.admit(state), on: peer)
             if let accepted = peer.session.negotiated { peer.connection.maxFrame = Int(accepted.maxFrame) }
             handler.admitted(peer)
+        case .handOff(let destination):
+            handOff(peer, hello: hello, correlation: correlation, to: destination)
         }
+    }
+
+    /// The connection leaves this host as if it had never been accepted: no `closed` for
+    /// the service, no refusal counted. The receiving host starts a session of its own
+    /// and reads the HELLO again.
+    private func handOff(_ peer: Peer, hello: Hello, correlation: UInt32, to destination: @escaping (ConnectionHandoff) -> Void) {
+        peers[ObjectIdentifier(peer)] = nil
+        let id = ObjectIdentifier(peer.connection)
+        if admission.isPending(id) {
+            admission.closed(id)
+            admissionObserver?(.pendingHandshakes(admission.pendingCount))
+        }
+        var frame: [UInt8] = []
+        Message.hello(hello).encode(correlation: correlation, into: &frame)
+        peer.connection.handOff(prepending: frame) { handoff in
+            // Nil: it could not be detached and was closed instead (the client retries).
+            if let handoff { destination(handoff) }
+        }
+        if drainingSince != nil { finishDrainIfDone() }
     }
 
     /// Counts a refused HELLO and logs it, one line per second at most (a peer can send
@@ -342,7 +395,11 @@ public final class ServiceHost<Handler: ServiceHandler> {
 /// One client connection of a service: its socket and its session. Kept small, since a
 /// gateway holds thousands.
 public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
-    public unowned let host: ServiceHost<Handler>
+    /// Strong, not unowned: the host is reached for every frame, and since it has weak
+    /// references (its timer's and listener's closures) every unowned access took the
+    /// runtime's slow path through a side table. The cycle with `ServiceHost.peers` ends
+    /// when the connection closes (or is handed off), which removes the peer there.
+    public let host: ServiceHost<Handler>
     public let connection: Connection
     private var readingResumedAt: Int64 = 0
     /// Reading is paused until unread replies drain; since when (`notHeld`: it is not).

@@ -3,19 +3,25 @@ import PushSession
 extension ServiceHost {
     /// The connection metrics every service has, named `PREFIX_connections` and so on, read
     /// from the host's own counts at scrape time (nothing is counted twice on the hot path).
-    public func registerMetrics(in registry: MetricsRegistry, prefix: String) {
-        registry.gauge("\(prefix)_connections", help: "Peers admitted (past HELLO_OK) and connected now.") { [weak self] in
-            Double(self?.admittedCount ?? 0)
-        }
-        registry.gauge("\(prefix)_pending_handshakes",
-                       help: "Connections accepted and waiting for HELLO_OK now.") { [weak self] in
-            Double(self?.pendingHandshakeCount ?? 0)
-        }
-        for reason in ConnectionRefusal.allCases {
-            registry.counter("\(prefix)_connections_refused_total",
-                             help: "Connections refused or closed before HELLO_OK, by reason, since the start.",
-                             labels: [("reason", reason.rawValue)]) { [weak self] in
-                Double(self?.refusals(reason) ?? 0)
+    ///
+    /// Hosts that share their caps with other loops' hosts (`AdmissionGate`) read counts of
+    /// the whole process: pass `includingSharedCounts` true for one of them only, so that
+    /// summing the loops' metrics counts each connection once.
+    public func registerMetrics(in registry: MetricsRegistry, prefix: String, includingSharedCounts: Bool = true) {
+        if ownsAdmission || includingSharedCounts {
+            registry.gauge("\(prefix)_connections", help: "Peers admitted (past HELLO_OK) and connected now.") { [weak self] in
+                Double(self?.admittedCount ?? 0)
+            }
+            registry.gauge("\(prefix)_pending_handshakes",
+                           help: "Connections accepted and waiting for HELLO_OK now.") { [weak self] in
+                Double(self?.pendingHandshakeCount ?? 0)
+            }
+            for reason in ConnectionRefusal.allCases {
+                registry.counter("\(prefix)_connections_refused_total",
+                                 help: "Connections refused or closed before HELLO_OK, by reason, since the start.",
+                                 labels: [("reason", reason.rawValue)]) { [weak self] in
+                    Double(self?.refusals(reason) ?? 0)
+                }
             }
         }
         registry.family("\(prefix)_hellos_refused_total",

@@ -79,7 +79,17 @@ public struct ServiceLimits: Sendable {
     /// check has passed.
     public var served: Set<MessageType> {
         get { storage.values.served }
-        set { update { $0.served = newValue } }
+        set { update { $0.served = newValue; $0.servedMask = ServiceLimits.mask(newValue) } }
+    }
+
+    /// Whether `type` is in `served`, checked for every request: a bit test instead of
+    /// hashing into the set.
+    public func serves(_ type: MessageType) -> Bool {
+        type.rawValue < 64 ? storage.values.servedMask & (1 << UInt64(type.rawValue)) != 0 : storage.values.served.contains(type)
+    }
+
+    private static func mask(_ served: Set<MessageType>) -> UInt64 {
+        served.reduce(0) { mask, type in type.rawValue < 64 ? mask | 1 << UInt64(type.rawValue) : mask }
     }
     public var name: String {
         get { storage.values.name }
@@ -101,11 +111,15 @@ public struct ServiceLimits: Sendable {
         var timeouts = SessionTimeouts.server
         var served: Set<MessageType>
         var name: String
+        /// `served` as bits by raw type, for the types below 64 (all of them today).
+        var servedMask: UInt64 = 0
     }
 
     // Mutated only while uniquely referenced (see `update`), like an array's buffer.
     private final class Storage: @unchecked Sendable {
-        var values: Values
+        // Read for every request (`serves`): a dynamic exclusivity check would cost more
+        // than the read, and `update` is the only writer.
+        @exclusivity(unchecked) var values: Values
         init(_ values: Values) { self.values = values }
     }
 
@@ -115,7 +129,7 @@ public struct ServiceLimits: Sendable {
     }
 
     public init(name: String, served: Set<MessageType>) {
-        storage = Storage(Values(served: served, name: name))
+        storage = Storage(Values(served: served, name: name, servedMask: ServiceLimits.mask(served)))
     }
 
     /// A client opening many connections to one server keeps at most this many

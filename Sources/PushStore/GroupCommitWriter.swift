@@ -8,7 +8,7 @@ import PushSession
 /// transaction with one fsync, and the whole group is handed back at once (group
 /// commit). Replies wait for `deliver`; nothing else does.
 public final class GroupCommitWriter: @unchecked Sendable {
-    // @unchecked: `queue`, `stopping` and `lastSweepMs` are guarded by `mutex`; `writer` is
+    // @unchecked: `queue`, `queuedTickets`, `stopping` and `lastSweepMs` are guarded by `mutex`; `writer` is
     // touched only by the writer thread while it runs, and by `stop`'s caller after the join.
     public typealias Ticket = UInt64
 
@@ -30,7 +30,10 @@ public final class GroupCommitWriter: @unchecked Sendable {
     // than in stored properties whose address Swift does not promise to keep.
     private let mutex = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let wake = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)
-    private var queue: [(WriteOperation, Ticket)] = []
+    // Two arrays rather than one of pairs: the group goes to `commit` and `deliver` as
+    // they are, without mapping each pair apart through the generic runtime.
+    private var queue: [WriteOperation] = []
+    private var queuedTickets: [Ticket] = []
     private var stopping = false
     private var thread: pthread_t?
     private var lastSweepMs: UInt64 = 0
@@ -80,7 +83,8 @@ public final class GroupCommitWriter: @unchecked Sendable {
     /// Queues a write from any thread.
     public func submit(_ operation: WriteOperation, ticket: Ticket) {
         pthread_mutex_lock(mutex)
-        queue.append((operation, ticket))
+        queue.append(operation)
+        queuedTickets.append(ticket)
         let wasIdle = queue.count == 1
         pthread_mutex_unlock(mutex)
         if wasIdle { pthread_cond_signal(wake) }
@@ -99,7 +103,8 @@ public final class GroupCommitWriter: @unchecked Sendable {
     /// Waits at most a second at a time, so that even an idle writer looks for background
     /// work (a data key added by another process) about once a second.
     private func run() {
-        var batch: [(WriteOperation, Ticket)] = []
+        var batch: [WriteOperation] = []
+        var tickets: [Ticket] = []
         while true {
             pthread_mutex_lock(mutex)
             if queue.isEmpty && !stopping && !sweepDue() && !idleWorkPending {
@@ -109,14 +114,16 @@ public final class GroupCommitWriter: @unchecked Sendable {
                 pthread_cond_timedwait(wake, mutex, &deadline)
             }
             swap(&batch, &queue)
+            swap(&tickets, &queuedTickets)
             let finished = stopping && batch.isEmpty
             let sweep = sweepDue()
             if sweep { lastSweepMs = clock() }
             pthread_mutex_unlock(mutex)
 
             let wrote = !batch.isEmpty
-            if wrote { commit(batch) }
+            if wrote { deliver(tickets, try? writer.commit(batch)) }
             batch.removeAll(keepingCapacity: true)
+            tickets.removeAll(keepingCapacity: true)
             if sweep { _ = try? writer.sweepExpired(nowMs: clock()) }
             if finished { return }
             let now = clock()
@@ -129,9 +136,4 @@ public final class GroupCommitWriter: @unchecked Sendable {
     }
 
     private func sweepDue() -> Bool { clock() &- lastSweepMs >= sweepIntervalMs }
-
-    private func commit(_ batch: [(WriteOperation, Ticket)]) {
-        let outcomes = try? writer.commit(batch.map(\.0))
-        deliver(batch.map(\.1), outcomes)
-    }
 }

@@ -59,8 +59,10 @@ public struct StoredPayload: Sendable, Equatable {
 /// A change the writer thread commits in a group.
 public enum WriteOperation: Sendable {
     case store(NewPayload)
-    /// A read receipt from one of the user's devices, for the payload stored as `sequence`.
-    case ack(sequence: UInt64, userID: UInt64, deviceID: String)
+    /// A read receipt from one of the user's devices, for the payload stored as `sequence`;
+    /// `fetched` carries the FETCH statistics of that payload not yet handed to the writer,
+    /// so a device's FETCH and ACK cost one row update instead of two.
+    case ack(sequence: UInt64, userID: UInt64, deviceID: String, fetched: FetchTally? = nil)
     case recall(sequence: UInt64)
     /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
     /// reply never waits for them ([4.8-3]).

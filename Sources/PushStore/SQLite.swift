@@ -12,7 +12,13 @@ public struct SQLiteError: Error, CustomStringConvertible, Sendable {
 final class SQLiteConnection {
     private(set) var handle: OpaquePointer?
 
+    /// Set once, before the first connection: the store reads no SQLite memory statistics,
+    /// and keeping them costs a global mutex on every SQLite allocation (the writer and
+    /// the loop's reads both allocate per statement).
+    private static let memoryStatisticsOff: Void = { _ = sp_sqlite_disable_memory_statistics() }()
+
     init(path: String, readOnly: Bool = false) throws(SQLiteError) {
+        SQLiteConnection.memoryStatisticsOff
         let flags = (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         let code = sqlite3_open_v2(path, &handle, flags, nil)
         guard code == SQLITE_OK else {
@@ -108,6 +114,39 @@ final class SQLiteStatement {
         try bind(values)
         while try step() {}
         sqlite3_reset(statement)
+    }
+
+    // One parameter at a time, for the statements run per request: no `[Value]` array is
+    // built (an allocation, and an enum copied through the generic runtime per value).
+    // Every parameter is set before each run, so no stale binding is ever used; the
+    // statement must be reset, which `runBound` and the readers' `reset` guarantee.
+
+    func set(_ index: Int32, _ number: Int64) throws(SQLiteError) {
+        let code = sqlite3_bind_int64(statement, index, number)
+        guard code == SQLITE_OK else { throw connection.lastError(code) }
+    }
+
+    func set(_ index: Int32, _ number: UInt64) throws(SQLiteError) {
+        try set(index, Int64(bitPattern: number))
+    }
+
+    func set(_ index: Int32, _ text: String) throws(SQLiteError) {
+        let code = sqlite3_bind_text(statement, index, text, -1, sp_sqlite_transient())
+        guard code == SQLITE_OK else { throw connection.lastError(code) }
+    }
+
+    func set(_ index: Int32, _ bytes: [UInt8]) throws(SQLiteError) {
+        let code = bytes.withUnsafeBytes {
+            sqlite3_bind_blob(statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), sp_sqlite_transient())
+        }
+        guard code == SQLITE_OK else { throw connection.lastError(code) }
+    }
+
+    /// Runs what `set` bound to completion; reset even when a step fails, so the next
+    /// `set` never meets a statement still running.
+    func runBound() throws(SQLiteError) {
+        defer { sqlite3_reset(statement) }
+        while try step() {}
     }
 
     func reset() { sqlite3_reset(statement) }

@@ -59,21 +59,21 @@ public final class SQLitePayloadReader: PayloadReader {
     /// `usersRevision` check before it nearly free.
     public func withSnapshot<T>(_ body: () throws -> T) throws -> T {
         if inSnapshot { return try body() }
-        try beginSnapshot.run([])
+        try beginSnapshot.runBound()
         inSnapshot = true
         revisionsReadInSnapshot = false
         defer {
             inSnapshot = false
             // Ending a read-only transaction cannot fail for want of anything to write.
-            try? endSnapshot.run([])
+            try? endSnapshot.runBound()
         }
         return try body()
     }
 
     public func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload? {
         let row = withBody ? bySequence : metadataBySequence
-        try row.bind([.uint(sequence)])
         defer { row.reset() }
+        try row.set(1, sequence)
         guard try row.step() else { return nil }
         let id = PayloadID(high: UInt64(bitPattern: row.int(0)), low: UInt64(bitPattern: row.int(1)))
         let userID = UInt64(bitPattern: row.int(2))
@@ -145,12 +145,10 @@ public final class SQLitePayloadReader: PayloadReader {
         // A request asks for both revisions; one look per snapshot is enough.
         if inSnapshot && revisionsReadInSnapshot { return }
         revisionsReadInSnapshot = inSnapshot
-        try dataVersion.bind([])
         defer { dataVersion.reset() }
         guard try dataVersion.step() else { return }
         let version = dataVersion.int(0)
         if version == lastDataVersion { return }
-        try revisions.bind([])
         defer { revisions.reset() }
         guard try revisions.step() else { return }
         lastUsersRevision = UInt64(bitPattern: revisions.int(0))

@@ -16,11 +16,17 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let lookup: SQLiteStatement
     private let addReceipt: SQLiteStatement
     private let markRead: SQLiteStatement
+    private let countRead: SQLiteStatement
+    private let countReadAndFetches: SQLiteStatement
     private let markRecalled: SQLiteStatement
     private let markFetched: SQLiteStatement
     private let emptyExpired: SQLiteStatement
     private let forgetOld: SQLiteStatement
     private let forgetReceipts: SQLiteStatement
+    // Prepared once: `sqlite3_exec` parses its SQL again on every transaction.
+    private let begin: SQLiteStatement
+    private let commitTransaction: SQLiteStatement
+    private let rollback: SQLiteStatement
 
     /// How long an emptied row is kept so FETCH can still say GONE rather than NOT_FOUND.
     public static let tombstoneRetentionMs: UInt64 = 7 * 24 * 3600 * 1000
@@ -35,7 +41,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """)
         userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
-        lookup = try connection.prepare("SELECT user_id FROM payloads WHERE seq = ?")
+        lookup = try connection.prepare("SELECT user_id, read_limit, read_count FROM payloads WHERE seq = ?")
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
         markRead = try connection.prepare("""
             UPDATE payloads SET read_count = read_count + 1,
@@ -44,15 +50,25 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 key_id = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE key_id END
             WHERE seq = ?
             """)
+        // A receipt that leaves the payload readable changes no column an index covers or
+        // filters on; `markRead` names `life`, which makes SQLite rewrite the entry of
+        // `live_by_user` (a partial index on `life = 1`) for every ACK.
+        countRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1 WHERE seq = ?")
+        countReadAndFetches = try connection.prepare("""
+            UPDATE payloads SET read_count = read_count + 1, fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?
+            """)
         markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = ?")
         markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?")
         emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL, key_id = NULL WHERE expires_at <= ? AND life = 1")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
+        begin = try connection.prepare("BEGIN IMMEDIATE")
+        commitTransaction = try connection.prepare("COMMIT")
+        rollback = try connection.prepare("ROLLBACK")
     }
 
     public func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome] {
-        try connection.execute("BEGIN IMMEDIATE")
+        try begin.runBound()
         do {
             // Asked while holding the write lock, which `key prune` holds while it removes
             // keys: a key this thread has not seen replaced is never pruned under it. A
@@ -64,10 +80,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
             for operation in operations {
                 outcomes.append(try apply(operation))
             }
-            try connection.execute("COMMIT")
+            try commitTransaction.runBound()
             return outcomes
         } catch {
-            try? connection.execute("ROLLBACK")
+            try? rollback.runBound()
             throw error
         }
     }
@@ -79,27 +95,52 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // accepted just before its user was removed leaves no row behind.
             guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
             let (keyID, sealed) = try sealer.seal(new.body, id: new.id, userID: userID)
-            try insert.run(SQLitePayloadDatabase.idValues(new.id) + [
-                .uint(userID), .int(Int64(keyID)), .blob(sealed), .uint(new.createdAt), .uint(new.expiresAt),
-                .int(Int64(new.readLimit)),
-            ])
+            try insert.set(1, new.id.high)
+            try insert.set(2, new.id.low)
+            try insert.set(3, userID)
+            try insert.set(4, Int64(keyID))
+            try insert.set(5, sealed)
+            try insert.set(6, new.createdAt)
+            try insert.set(7, new.expiresAt)
+            try insert.set(8, Int64(new.readLimit))
+            try insert.runBound()
             return .stored(sequence: connection.lastInsertedRow)
-        case .ack(let sequence, let userID, let deviceID):
+        case .ack(let sequence, let userID, let deviceID, let fetched):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
-            guard let owner = try owner(of: sequence) else { return .failed(.notFound) }
-            guard owner == userID else { return .failed(.forbidden) }
-            try addReceipt.run([.uint(sequence), .text(deviceID)])
-            if connection.changes == 1 { try markRead.run([.uint(sequence)]) }
+            guard let row = try receiptState(of: sequence) else { return .failed(.notFound) }
+            guard row.owner == userID else {
+                try record(fetched)
+                return .failed(.forbidden)
+            }
+            try addReceipt.set(1, sequence)
+            try addReceipt.set(2, deviceID)
+            try addReceipt.runBound()
+            let newReceipt = connection.changes == 1
+            // Read in this transaction just before, so exact: the full statement only for
+            // the receipt that reaches the read limit.
+            let readsOut = row.readLimit > 0 && row.readCount + 1 >= row.readLimit
+            if newReceipt && !readsOut, let fetched {
+                try countReadAndFetches.set(1, Int64(fetched.count))
+                try countReadAndFetches.set(2, fetched.lastAtMs)
+                try countReadAndFetches.set(3, sequence)
+                try countReadAndFetches.runBound()
+                return .ok
+            }
+            if newReceipt {
+                let count = readsOut ? markRead : countRead
+                try count.set(1, sequence)
+                try count.runBound()
+            }
+            try record(fetched)
             return .ok
         case .recall(let sequence):
             // Recalling what is already gone succeeds ([4.11-2]).
-            guard try owner(of: sequence) != nil else { return .failed(.notFound) }
-            try markRecalled.run([.uint(sequence)])
+            guard try receiptState(of: sequence) != nil else { return .failed(.notFound) }
+            try markRecalled.set(1, sequence)
+            try markRecalled.runBound()
             return .ok
         case .recordFetches(let tallies):
-            for tally in tallies {
-                try markFetched.run([.int(Int64(tally.count)), .uint(tally.lastAtMs), .uint(tally.sequence)])
-            }
+            for tally in tallies { try record(tally) }
             return .ok
         case .loginAttempt:
             // One SQLite store serves its database alone: its own memory holds the limits.
@@ -107,10 +148,18 @@ public final class SQLitePayloadWriter: PayloadWriter {
         }
     }
 
+    private func record(_ tally: FetchTally?) throws(SQLiteError) {
+        guard let tally else { return }
+        try markFetched.set(1, Int64(tally.count))
+        try markFetched.set(2, tally.lastAtMs)
+        try markFetched.set(3, tally.sequence)
+        try markFetched.runBound()
+    }
+
     private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {
         if let known = recipients[name] { return known }
-        try userByName.bind([.text(name)])
         defer { userByName.reset() }
+        try userByName.set(1, name)
         let id = try userByName.step() ? UInt64(bitPattern: userByName.int(0)) : nil
         if recipients.count < 10_000 { recipients[name] = .some(id) }
         return id
@@ -118,10 +167,11 @@ public final class SQLitePayloadWriter: PayloadWriter {
 
     /// Looked up inside the transaction, so two racing receipts for a read-once payload
     /// are counted one after the other.
-    private func owner(of sequence: UInt64) throws(SQLiteError) -> UInt64? {
-        try lookup.bind([.uint(sequence)])
+    private func receiptState(of sequence: UInt64) throws(SQLiteError) -> (owner: UInt64, readLimit: Int64, readCount: Int64)? {
         defer { lookup.reset() }
-        return try lookup.step() ? UInt64(bitPattern: lookup.int(0)) : nil
+        try lookup.set(1, sequence)
+        guard try lookup.step() else { return nil }
+        return (UInt64(bitPattern: lookup.int(0)), lookup.int(1), lookup.int(2))
     }
 
     public func sweepExpired(nowMs: UInt64) throws -> Int {

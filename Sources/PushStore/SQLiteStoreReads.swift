@@ -48,24 +48,38 @@ public final class SQLiteStoreReads {
     }
 
     private func readNow(_ reads: StoreReads) throws -> StoreReadResult {
-        var found = StoreReadResult()
+        // Built once, at the end, in the caller's slot: filling in a `StoreReadResult`
+        // field by field copies each large optional through a temporary.
+        var user: UserRecord?
         if let name = reads.user {
             if reads.fresh {
-                found.user = try reader.user(named: name)
+                user = try reader.user(named: name)
             } else if let identity = try users.identity(of: name) {
-                found.user = UserRecord(id: identity.id, name: name, passwordHash: "", createdAt: identity.createdAt)
+                user = UserRecord(id: identity.id, name: name, passwordHash: "", createdAt: identity.createdAt)
             }
         }
-        if let deviceID = reads.device { found.device = reads.fresh ? try reader.enrolledDevice(deviceID) : try devices.enrolled(deviceID) }
-        if let id = reads.payload { found.payload = try payload(id, withBody: reads.body) }
-        if let unread = reads.unread, let user = found.user {
-            found.unread = try reader.unread(userID: user.id, deviceID: unread.deviceID, after: unread.cursor, limit: unread.limit,
-                                             nowMs: unread.nowMs)
+        var device: EnrolledDevice?
+        if let deviceID = reads.device { device = reads.fresh ? try reader.enrolledDevice(deviceID) : try devices.enrolled(deviceID) }
+        var payload: StoredPayload?
+        var sequence: UInt64?
+        if let id = reads.payload {
+            // A row swept meanwhile is caught by the writer, which looks the row up again
+            // in the transaction that would change it (NOT_FOUND there as here).
+            if reads.sequenceOnly && !reads.body {
+                sequence = sequences[id]
+            } else {
+                payload = try self.payload(id, withBody: reads.body)
+            }
         }
+        var unread: UnreadPage?
+        if let query = reads.unread, let user {
+            unread = try reader.unread(userID: user.id, deviceID: query.deviceID, after: query.cursor, limit: query.limit, nowMs: query.nowMs)
+        }
+        var registry: RegistryPage?
         if let query = reads.registry {
-            found.registry = try reader.registryChanges(after: query.cursor, limit: query.limit, maxBytes: query.maxBytes)
+            registry = try reader.registryChanges(after: query.cursor, limit: query.limit, maxBytes: query.maxBytes)
         }
-        return found
+        return StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread, registry: registry)
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import PushEventLoop
 import PushSecurity
 import PushWire
@@ -203,8 +206,8 @@ public final class StoreLogic {
                 return .read(StoreReads(user: claims.user, device: claims.deviceID, unread: unread), .sync(sync, claims))
             case .ack(let ack):
                 let claims = try claims(ack.token, session: session, nowMs: clock())
-                return .read(StoreReads(user: claims.user, device: claims.deviceID, payload: ack.id), .ack(ack, claims))
-            case .recall(let recall): return .read(StoreReads(payload: recall.id), .recall(recall))
+                return .read(StoreReads(user: claims.user, device: claims.deviceID, payload: ack.id, sequenceOnly: true), .ack(ack, claims))
+            case .recall(let recall): return .read(StoreReads(payload: recall.id, sequenceOnly: true), .recall(recall))
             case .status(let request): return .read(StoreReads(payload: request.id), .status(request))
             case .registry(let request): return .read(registryReads(request, session: session), .registry(request))
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
@@ -249,10 +252,14 @@ public final class StoreLogic {
                 return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
             case .ack(let ack, let claims):
                 let user = try holder(claims, found: found, session: session, nowMs: now)
-                guard let sequence = found.payload?.sequence else { throw Refusal(.notFound, "no such payload") }
-                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID), .ackOK(ack.id))
+                guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
+                // Statistics that ride on the receipt are written with it, exactly as a batch
+                // would write them; STATUS misses them only while that commit is in flight,
+                // as it does while a batch is.
+                let fetched = fetchTallies.removeValue(forKey: sequence)
+                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched), .ackOK(ack.id))
             case .recall(let recall):
-                guard let sequence = found.payload?.sequence else { throw Refusal(.notFound, "no such payload") }
+                guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
                 return .commit(.recall(sequence: sequence), .recallOK(recall.id))
             case .status(let request): return try status(request, found: found, nowMs: now)
             case .registry(let request):
@@ -371,7 +378,7 @@ public final class StoreLogic {
         if badTokenLimiter.isLimited(session.peerAddress, nowMs: nowMs) {
             throw Refusal(.rateLimited, "too many rejected tokens from this address; try again later")
         }
-        if let cached = session.verifiedClaims, session.verifiedToken == token {
+        if let cached = session.verifiedClaims, StoreLogic.sameBytes(session.verifiedToken, token) {
             guard cached.expiresAt > nowMs else { throw Refusal(.tokenExpired, "fetch token expired") }
             return cached
         }
@@ -383,6 +390,19 @@ public final class StoreLogic {
         } catch {
             if error.status == .badToken { badTokenLimiter.recordFailure(session.peerAddress, nowMs: nowMs) }
             throw Refusal(error.status, error.description)
+        }
+    }
+
+    /// `==` on two byte arrays compares element by element; a token is compared on every
+    /// FETCH and ACK. Not constant-time, like the `==` it replaces: the bytes compared
+    /// against are a token this connection itself presented and had verified.
+    static func sameBytes(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        return a.withUnsafeBytes { x in
+            b.withUnsafeBytes { y in
+                guard let left = x.baseAddress, let right = y.baseAddress else { return x.count == 0 }
+                return memcmp(left, right, x.count) == 0
+            }
         }
     }
 

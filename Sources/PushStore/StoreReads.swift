@@ -18,6 +18,11 @@ public struct StoreReads: Sendable, Equatable {
     public var payload: PayloadID?
     /// Read and open its body too (FETCH only).
     public var body = false
+    /// Of the payload only its sequence is needed (ACK, RECALL: the writer checks the row
+    /// again in the transaction that changes it). A backend that keeps the ID-to-sequence
+    /// map in memory answers `StoreReadResult.sequence` from it without reading the row;
+    /// another may answer `payload` as usual.
+    public var sequenceOnly = false
     /// SYNC's page of ids unread by a device, for the holder of `user`.
     public var unread: UnreadQuery?
     /// REGISTRY's page of changes.
@@ -27,13 +32,15 @@ public struct StoreReads: Sendable, Equatable {
     public var loginLimits: LoginLimitKey?
 
     public init(user: String? = nil, passwordHash: Bool = false, fresh: Bool = false, device: String? = nil, payload: PayloadID? = nil,
-                body: Bool = false, unread: UnreadQuery? = nil, registry: RegistryQuery? = nil, loginLimits: LoginLimitKey? = nil) {
+                body: Bool = false, sequenceOnly: Bool = false, unread: UnreadQuery? = nil, registry: RegistryQuery? = nil,
+                loginLimits: LoginLimitKey? = nil) {
         self.user = user
         self.passwordHash = passwordHash
         self.fresh = fresh
         self.device = device
         self.payload = payload
         self.body = body
+        self.sequenceOnly = sequenceOnly
         self.unread = unread
         self.registry = registry
         self.loginLimits = loginLimits
@@ -81,16 +88,22 @@ public struct StoreReadResult: Sendable, Equatable {
     public var user: UserRecord?
     public var device: EnrolledDevice?
     public var payload: StoredPayload?
+    /// The payload's sequence, when `StoreReads.sequenceOnly` was answered from memory.
+    public var sequence: UInt64?
     /// Empty when the user does not exist.
     public var unread: UnreadPage?
     public var registry: RegistryPage?
     public var loginLimits: LoginLimitState?
 
-    public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, unread: UnreadPage? = nil,
-                registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil) {
+    /// The sequence of the payload asked for, however it was answered.
+    public var payloadSequence: UInt64? { payload?.sequence ?? sequence }
+
+    public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, sequence: UInt64? = nil,
+                unread: UnreadPage? = nil, registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil) {
         self.user = user
         self.device = device
         self.payload = payload
+        self.sequence = sequence
         self.unread = unread
         self.registry = registry
         self.loginLimits = loginLimits

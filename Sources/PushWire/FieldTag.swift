@@ -110,6 +110,10 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         return table
     }()
 
+    /// The value types alone, for the scan of every body: reading one from `table` copies
+    /// the entry, name included, which costs a retain and a release per field.
+    private static let valueTypes: [ValueType?] = table.map { $0?.type }
+
     /// Tags used only inside signed credentials are unknown in frame bodies ([3.2-2]).
     public var isCredentialOnly: Bool { self == .tags || self == .issuedAt }
 
@@ -123,7 +127,7 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         let digits = String(rawValue, radix: 16)
         return "tag_0x" + (digits.count == 1 ? "0" + digits : digits)
     }
-    public var valueType: ValueType? { FieldTag.table[Int(rawValue)]?.type }
+    public var valueType: ValueType? { FieldTag.valueTypes[Int(rawValue)] }
     public var name: String { FieldTag.table[Int(rawValue)]?.name ?? unknownName }
     public var description: String { name }
 

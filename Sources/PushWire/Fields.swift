@@ -173,6 +173,9 @@ public struct FieldSet {
     // MARK: required accessors
 
     /// `try fields.required(.user, FieldSet.string)`: the value, or missingField.
+    /// Always inlined: otherwise the partial application `FieldSet.string` captures a
+    /// copy of the whole set in a closure context for every field read.
+    @inline(__always)
     public func required<T>(_ tag: FieldTag, _ read: (FieldSet) -> (FieldTag) -> T?) throws(WireError) -> T {
         guard let value = read(self)(tag) else { throw .missingField(tag) }
         return value

@@ -30,6 +30,10 @@ public struct FrameDecoder {
     /// Bytes received but not yet returned as a frame.
     public var bufferedByteCount: Int { carry.count - carryStart }
 
+    /// The bytes held and not yet delivered, in order: what a connection moving to another
+    /// loop takes with it.
+    public var bufferedBytes: [UInt8] { Array(carry[carryStart...]) }
+
     /// The framing error that stopped the decoder, if one did.
     public var error: WireError? { failure }
 

@@ -118,7 +118,7 @@ struct BenchPush: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
-    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
+    @OptionGroup(title: "Embedded gateways") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
@@ -146,7 +146,7 @@ struct BenchFanout: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: GatewayServiceFlags
-    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
+    @OptionGroup(title: "Embedded gateways") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
@@ -176,7 +176,7 @@ struct BenchE2E: LoadScenarioCommand {
 
     @OptionGroup(title: "Load") var load: Load
     @OptionGroup(title: "Services (default: embedded)") var services: BothServicesFlags
-    @OptionGroup(title: "Embedded cluster") var cluster: EmbeddedGatewayFlags
+    @OptionGroup(title: "Embedded gateways") var cluster: EmbeddedGatewayFlags
     @OptionGroup(title: "Output") var output: LoadOutputFlags
 
     struct Load: ParsableArguments {
@@ -218,6 +218,9 @@ struct BenchConnections: LoadScenarioCommand {
         @Option(help: ArgumentHelp("The running gateway's process id, to read its memory (default: the process listening on --gateway's port).",
                                    valueName: "pid"))
         var gatewayPid: Int32?
+        @Option(help: ArgumentHelp("Loop threads of the embedded gateway (its --loops; 0: one per core) (default: the gateway's own default, one per core).",
+                                   valueName: "n"))
+        var gatewayLoops: Int?
     }
 
     func shape() throws -> LoadShape {
@@ -231,6 +234,7 @@ struct BenchConnections: LoadScenarioCommand {
     func target() throws -> TargetOptions {
         var target = try services.target()
         target.gatewayPID = load.gatewayPid
+        target.gatewayLoops = load.gatewayLoops
         return target
     }
 }

@@ -63,6 +63,12 @@ struct GatewayCommand: ParsableCommand {
                                valueName: "count"))
     var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
+    @Option(help: ArgumentHelp("""
+        Event-loop threads: each accepts connections and serves the devices whose id hashes to it, and a PUSH reaches \
+        the others' devices through them; 0 runs one per core (default: gateway.loops in the config file, else 0; a \
+        cluster node runs one).
+        """, valueName: "count"))
+    var loops: Int?
     @Option(help: ArgumentHelp("Pushes queued per offline device; past it the oldest is dropped and the device told with MISSED (default: \(GatewayCommand.defaults.queueCapacity)).",
                                valueName: "count"))
     var queueCapacity: Int?
@@ -86,6 +92,9 @@ struct GatewayCommand: ParsableCommand {
         if let queueCapacity, queueCapacity < 1 { throw ValidationError("--queue-capacity must be at least 1") }
         if let maxOutputBytes, maxOutputBytes < 1024 { throw ValidationError("--max-output-bytes must be at least 1024") }
         if let deliveryWindow, deliveryWindow < 1 { throw ValidationError("--delivery-window must be at least 1") }
+        if let loops, !(0...GatewayConfiguration.maxLoops).contains(loops) {
+            throw ValidationError("--loops must be 0 (one per core) to \(GatewayConfiguration.maxLoops)")
+        }
         if let cluster, let problem = ConfigSchema.natsURLListProblem(cluster) { throw ValidationError("--cluster: \(problem)") }
         if let node, let problem = ConfigSchema.nodeNameProblem(node) { throw ValidationError("--node: \(problem)") }
     }
@@ -124,6 +133,7 @@ struct GatewayCommand: ParsableCommand {
         if let maxOutputBytes { configuration.maxOutputBytes = maxOutputBytes }
         if let deliveryWindow { configuration.deliveryWindow = deliveryWindow }
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
+        configuration.loops = loops ?? deployment.integer("loops", for: .gateway) ?? 0
         connection.apply(to: &configuration.limits)
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
         if let store {
@@ -154,9 +164,9 @@ struct GatewayCommand: ParsableCommand {
         configuration.cluster = try clusterConfiguration(deployment, port: address.port == 0 ? Int.random(in: 1...65535) : address.port)
 
         let loop = try EventLoop()
-        let service: GatewayService
+        let service: GatewayLoops
         do {
-            service = try GatewayService.start(configuration, on: loop)
+            service = try GatewayLoops.start(configuration, on: loop)
         } catch {
             throw CommandFailure(error.description)
         }
@@ -167,9 +177,13 @@ struct GatewayCommand: ParsableCommand {
         }
         let signals = stopOnTermination(loop) { stopped in service.drain(then: stopped) }
         announceListening(on: HostPort(host: address.host, port: service.port), addresses: service.listeningAddresses)
+        if service.loopCount > 1 {
+            configuration.logger.info("serving on \(service.loopCount) loop threads; each device is served by the one its id hashes to")
+        }
         loop.run()
         signals.forEach { $0.cancel() }
         endpoint?.stop()
+        service.shutdown()
         loop.shutdown()
     }
 }

@@ -36,7 +36,7 @@ struct BenchCommandTests {
         let tls: Set = ["--ca-file", "--server-name", "--tls", "--embedded", "--data-dir"]
         let common: Set = ["--help", "--version"]
         let stores: Set = ["--database", "--stores"]
-        let cluster: Set = ["--gateways", "--nats"]
+        let cluster: Set = ["--gateways", "--nats", "--gateway-loops"]
         let expected: [String: Set<String>] = [
             "echo": common.union(output).union(["--inflight", "--payload-size", "--duration", "--warmup"]),
             "store": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--payload-size", "--store", "--user"]),
@@ -45,7 +45,7 @@ struct BenchCommandTests {
             "fanout": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
             "e2e": common.union(output).union(pace).union(tls).union(stores).union(cluster).union(["--no-progress", "--connections", "--devices", "--payload-size",
                                                                      "--store", "--gateway", "--user", "--password-file"]),
-            "connections": common.union(output).union(tls).union(["--no-progress", "--connections", "--duration", "--gateway", "--gateway-pid"]),
+            "connections": common.union(output).union(tls).union(["--no-progress", "--connections", "--duration", "--gateway", "--gateway-pid", "--gateway-loops"]),
         ]
         for (scenario, flags) in expected {
             #expect(try Self.flags(inHelpOf: ["bench", scenario]) == flags, "bench \(scenario) --help")

@@ -223,8 +223,9 @@ final class PostgresGroupCommit {
         var recalls: [UInt64] = []
         for (index, pending) in batch.enumerated() {
             switch pending.operation {
-            case .ack(let sequence, let userID, let deviceID):
+            case .ack(let sequence, let userID, let deviceID, let fetched):
                 acks.append(.init(sequence: sequence, userID: userID, deviceID: deviceID))
+                if let fetched { tallies.append(fetched) }
                 plan.operations[index] = .ack(ordinal: acks.count, userID: userID)
             case .recall(let sequence):
                 recalls.append(sequence)

@@ -125,15 +125,24 @@ public struct Push: WireMessage {
             + (alert ? FieldWriter.size(ofValue: 1) : 0)
             + (priority != Push.defaultPriority ? FieldWriter.size(ofValue: 1) : 0)
             + (collapseKey.map { FieldWriter.size(ofValue: $0.utf8.count) } ?? 0)
-        var writer = FieldWriter()
-        writer.bytes.reserveCapacity(FrameHeader.size + bodyLength)
-        FrameHeader(type: .push, correlation: correlation, bodyLength: UInt32(bodyLength)).write(into: &writer.bytes)
-        writer.append(.id, id)
-        if alert { writer.append(.alert, UInt8(1)) }
-        if priority != Push.defaultPriority { writer.append(.priority, priority) }
-        if let collapseKey { writer.append(.collapseKey, collapseKey) }
-        assert(writer.bytes.count == FrameHeader.size + bodyLength, "deviceFrame's size and fields disagree")
-        return writer.bytes
+        let total = FrameHeader.size + bodyLength
+        // The closure below takes these and not `self`, which it would copy whole.
+        let (id, alert, priority, collapseKey) = (id, alert, priority, collapseKey)
+        // Put together on the stack and copied into the array once: an append per field
+        // checks uniqueness and capacity each time, and this runs once per push. (An array
+        // written in place costs more: its uninitialized allocation is not specialized.)
+        return withUnsafeTemporaryAllocation(byteCount: total, alignment: 8) { buffer in
+            var out = ByteCursor(buffer)
+            out.putBigEndian(UInt64(FrameHeader.magic) << 56 | UInt64(FrameHeader.version) << 48
+                | UInt64(MessageType.push.rawValue) << 40 | UInt64(correlation))
+            out.putBigEndian(UInt64(bodyLength))  // status OK (0), reserved 0, length
+            id.withUnsafeBytes { out.put(.id, $0) }
+            if alert { out.put(.alert, byte: 1) }
+            if priority != Push.defaultPriority { out.put(.priority, byte: priority) }
+            if var key = collapseKey { key.withUTF8 { out.put(.collapseKey, UnsafeRawBufferPointer($0)) } }
+            precondition(out.offset == total, "deviceFrame's size and fields disagree")
+            return [UInt8](UnsafeRawBufferPointer(buffer))
+        }
     }
 }
 
@@ -158,6 +167,19 @@ public struct PushAck: WireMessage {
     public func writeFields(to writer: inout FieldWriter) {
         writer.append(.written, written)
         writer.append(.queued, queued)
+    }
+
+    /// Appends the whole frame, the same bytes `Message.pushAck(self)` encodes to, in two
+    /// appends: a gateway answers every PUSH with one, and the generic path copies the
+    /// `Message` and appends field by field.
+    public func encode(correlation: UInt32, into out: inout [UInt8]) {
+        FrameHeader(type: .pushAck, correlation: correlation, bodyLength: 12).write(into: &out)
+        // Two u32 fields: tag, length 4, value, each.
+        var body = (
+            (UInt64(FieldTag.written.rawValue) << 56 | 4 << 48 | UInt64(written) << 16
+                | UInt64(FieldTag.queued.rawValue) << 8 | 4).bigEndian,
+            queued.bigEndian)
+        withUnsafeBytes(of: &body) { out.append(contentsOf: $0) }
     }
 }
 
@@ -191,4 +213,41 @@ public struct Missed: WireMessage {
     }
 
     public func writeFields(to writer: inout FieldWriter) { writer.append(.missedCount, missedCount) }
+}
+
+/// Writes a frame of known size into a buffer of exactly that size (see `Push.deviceFrame`).
+private struct ByteCursor {
+    let buffer: UnsafeMutableRawBufferPointer
+    var offset = 0
+
+    init(_ buffer: UnsafeMutableRawBufferPointer) { self.buffer = buffer }
+
+    mutating func put(_ byte: UInt8) {
+        buffer.storeBytes(of: byte, toByteOffset: offset, as: UInt8.self)
+        offset += 1
+    }
+
+    mutating func putBigEndian(_ word: UInt64) {
+        buffer.storeBytes(of: word.bigEndian, toByteOffset: offset, as: UInt64.self)
+        offset += 8
+    }
+
+    /// A field: tag, varint length, value.
+    mutating func put(_ tag: FieldTag, _ value: UnsafeRawBufferPointer) {
+        put(tag.rawValue)
+        var rest = value.count
+        while rest >= 0x80 {
+            put(UInt8(rest & 0x7F) | 0x80)
+            rest >>= 7
+        }
+        put(UInt8(rest))
+        UnsafeMutableRawBufferPointer(rebasing: buffer[offset..<offset + value.count]).copyMemory(from: value)
+        offset += value.count
+    }
+
+    mutating func put(_ tag: FieldTag, byte: UInt8) {
+        put(tag.rawValue)
+        put(1)
+        put(byte)
+    }
 }

@@ -2,7 +2,7 @@ import PushWire
 
 /// The server's half: HELLO first, negotiation, admission, role and service checks,
 /// max_inflight, and the graceful drain.
-extension PeerSession {
+extension SessionCore {
     var limits: ServiceLimits? {
         if case .server(let limits, _) = side { return limits }
         return nil
@@ -37,7 +37,7 @@ extension PeerSession {
         if let role, !RolePolicy.allows(type, from: role) {
             return .send(.error(ErrorReply(status: .forbidden, message: "\(type) is not allowed for a \(role)")), correlation: correlation)
         }
-        if let limits, !limits.served.contains(type) {
+        if let limits, !limits.serves(type) {
             return .send(.error(ErrorReply(status: .badRequest, message: "\(limits.name) does not serve \(type)")), correlation: correlation)
         }
         guard inflight < Int(negotiated?.maxInflight ?? 1) else {
@@ -69,10 +69,9 @@ extension PeerSession {
     }
 
     /// The service admitted the peer: HELLO_OK goes out and the negotiated values take
-    /// effect ([5.2-7]).
-    public mutating func admit(_ state: State) -> SessionAction {
-        guard phase == .admitting, let accepted = negotiated else { return .none }
-        self.state = state
+    /// effect ([5.2-7]). Nil when the session is not waiting for admission.
+    public mutating func admit() -> SessionAction? {
+        guard phase == .admitting, let accepted = negotiated else { return nil }
         phase = .open
         return .send(.helloOK(accepted), correlation: helloCorrelation)
     }

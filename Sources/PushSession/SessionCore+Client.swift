@@ -2,7 +2,7 @@ import PushWire
 
 /// The client's half: HELLO, waiting for HELLO_OK, keepalive answers, and the server's
 /// GOAWAY. Which replies belong to which request is `RequestWindow`'s business.
-extension PeerSession {
+extension SessionCore {
     /// The HELLO to send first ([5.1-1]).
     public mutating func start(_ hello: Hello, correlation: UInt32) -> SessionAction {
         role = hello.role

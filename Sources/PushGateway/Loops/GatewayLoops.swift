@@ -1,0 +1,156 @@
+import PushEventLoop
+import PushService
+import Synchronization
+
+/// A push gateway on one or more loop threads (`--loops`): the caller's loop runs the
+/// first, which binds the listening sockets; each other loop runs on a thread of its own,
+/// accepts on the same sockets, and serves the devices whose home it is (see
+/// `LoopPlacement`). With one loop it is exactly a `GatewayService`.
+///
+/// Start, drain and read it on the caller's loop.
+public final class GatewayLoops {
+    public let first: GatewayService
+    private let router: GatewayLoopRouter?
+    private let others: [OtherLoop]
+
+    /// A loop on a thread of its own, and its service, kept alive until shutdown.
+    private struct OtherLoop {
+        var thread: EventLoopThread
+        var service: LoopBound<GatewayService>
+        var metrics: MetricsSource
+    }
+
+    private init(first: GatewayService, router: GatewayLoopRouter?, others: [OtherLoop]) {
+        self.first = first
+        self.router = router
+        self.others = others
+    }
+
+    /// Loop threads serving, the caller's included.
+    public var loopCount: Int { others.count + 1 }
+    public var port: Int { first.port }
+    public var listeningAddresses: [String] { first.listeningAddresses }
+
+    public static func start(_ configuration: GatewayConfiguration, on loop: EventLoop) throws(GatewayServiceError) -> GatewayLoops {
+        try configuration.validate()
+        let count = configuration.effectiveLoopCount
+        guard count > 1 else { return GatewayLoops(first: try GatewayService.start(configuration, on: loop), router: nil, others: []) }
+        let router = GatewayLoopRouter(count: count)
+        let admission = AdmissionGate(limits: configuration.limits)
+        let first = try GatewayService.start(configuration.shard(0, of: count, router: router, listening: nil, admission: admission),
+                                             on: loop)
+        var others: [OtherLoop] = []
+        let listening: SharedListenSockets
+        do {
+            listening = try first.shareListener()
+        } catch {
+            first.stop()
+            throw .cannotListen(host: configuration.host, port: first.port, error)
+        }
+        for index in 1..<count {
+            let shard = configuration.shard(index, of: count, router: router, listening: listening, admission: admission)
+            do {
+                others.append(try startOther(shard, index: index))
+            } catch {
+                for other in others { other.thread.shutdown() }
+                first.stop()
+                throw error
+            }
+        }
+        return GatewayLoops(first: first, router: router, others: others)
+    }
+
+    private static func startOther(_ configuration: GatewayConfiguration, index: Int) throws(GatewayServiceError) -> OtherLoop {
+        let started = StartedLoop()
+        let thread: EventLoopThread
+        do {
+            thread = try EventLoopThread(name: "gateway-\(index)") { loop in
+                let outcome: Result<(LoopBound<GatewayService>, MetricsSource), GatewayServiceError>
+                do throws(GatewayServiceError) {
+                    let service = try GatewayService.start(configuration, on: loop)
+                    outcome = .success((LoopBound(service, loop: loop), MetricsSource(service.metrics, loop: loop)))
+                } catch {
+                    outcome = .failure(error)
+                }
+                started.result.withLock { $0 = outcome }
+            }
+        } catch {
+            throw .invalidConfiguration("cannot start loop thread \(index): \(error)")
+        }
+        switch started.result.withLock({ $0 }) {
+        case .success(let (service, metrics))?:
+            return OtherLoop(thread: thread, service: service, metrics: metrics)
+        case .failure(let error)?:
+            thread.shutdown()
+            throw error
+        case nil:
+            thread.shutdown()
+            throw .invalidConfiguration("loop thread \(index) did not start")
+        }
+    }
+
+    /// Ready when every loop is: the first's own checks, and every loop's registry loaded.
+    public func readiness() -> Readiness {
+        let readiness = first.readiness()
+        guard readiness == .ready, let router, !router.allRegistriesLoaded else { return readiness }
+        return .notReady("loading the device registry from the store")
+    }
+
+    /// /metrics, /healthz and /readyz on the first loop, with the metrics of every loop summed.
+    public func startMonitoring(host address: String, port: Int) throws(EventLoopError) -> MonitoringEndpoint {
+        try MonitoringEndpoint(loop: first.loop, host: address, port: port, metrics: first.metrics,
+                               others: others.map(\.metrics)) { [weak self] in
+            self?.readiness() ?? .notReady("stopped")
+        }
+    }
+
+    /// The first loop's metrics registry: add process and build metrics here.
+    public var metrics: MetricsRegistry { first.metrics }
+
+    /// Graceful stop of every loop ([5.5-1]); `drained` runs on the caller's loop once all
+    /// have drained. Then `shutdown()` ends the other threads.
+    public func drain(then drained: @escaping () -> Void) {
+        let countdown = LoopBound(Countdown(remaining: loopCount, then: drained), loop: first.loop)
+        first.drain { countdown.value.done() }
+        for other in others {
+            let service = other.service
+            service.handle.execute {
+                service.value.drain {
+                    countdown.handle.execute { countdown.value.done() }
+                }
+            }
+        }
+    }
+
+    /// Stops the other loops' threads (after `drain`, or at once); the caller's loop is
+    /// the caller's to stop. Idempotent.
+    public func shutdown() {
+        for (offset, other) in others.enumerated() {
+            router?.unregister(index: offset + 1)
+            other.thread.shutdown()
+        }
+    }
+}
+
+/// Runs its closure when `done` has been called `remaining` times. Loop-confined.
+private final class Countdown {
+    private var remaining: Int
+    private var then: (() -> Void)?
+
+    init(remaining: Int, then: @escaping () -> Void) {
+        self.remaining = remaining
+        self.then = then
+    }
+
+    func done() {
+        remaining -= 1
+        guard remaining == 0, let then else { return }
+        self.then = nil
+        then()
+    }
+}
+
+/// What a loop thread's setup hands back to the thread that started it.
+private final class StartedLoop: Sendable {
+    let result = Mutex<Result<(LoopBound<GatewayService>, MetricsSource), GatewayServiceError>?>(nil)
+}
