@@ -25,8 +25,9 @@ public final class GatewayServer: ServiceHandler {
     /// This loop's part in a gateway of several loops, if it has them.
     var loopForwarding: LoopForwarding?
     private let providerCredentials: HelloCredential
-    /// Provider credentials accepted within their window, each accepted once ([7.1-5]).
-    private let replays = CredentialReplayGuard()
+    /// Provider credentials accepted within their window, each accepted once ([7.1-5]),
+    /// whichever of the process's loops sees them.
+    private let replays: CredentialReplayGuard
     private let wallClock: () -> UInt64
     /// The registration of the device `admit` just admitted, for `admitted`, which the
     /// host calls right after it: kept here rather than in every device's peer state.
@@ -37,7 +38,9 @@ public final class GatewayServer: ServiceHandler {
 
     /// - Parameter admission: connection caps shared with the process's other loops, if any.
     public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: GatewayLogic, providerKey: SecretKey,
-                wallClock: @escaping () -> UInt64, admission: AdmissionGate? = nil) {
+                wallClock: @escaping () -> UInt64, admission: AdmissionGate? = nil,
+                replays: CredentialReplayGuard = CredentialReplayGuard()) {
+        self.replays = replays
         self.logic = logic
         providerCredentials = HelloCredential.provider(providerKey)
         self.wallClock = wallClock

@@ -1,4 +1,5 @@
 import PushEventLoop
+import PushSecurity
 import PushService
 import PushSession
 
@@ -53,7 +54,8 @@ public final class GatewayService {
                                  wallClock: configuration.wallClock, monotonicClock: configuration.monotonicClock)
         let server = GatewayServer(loop: loop, limits: configuration.limits, logger: configuration.logger, logic: logic,
                                    providerKey: configuration.providerKey, wallClock: configuration.wallClock,
-                                   admission: configuration.shard?.admission)
+                                   admission: configuration.shard?.admission,
+                                   replays: configuration.shard?.replays ?? CredentialReplayGuard())
         let host = server.host!
         var cluster: GatewayCluster?
         if let clusterConfiguration = configuration.cluster {

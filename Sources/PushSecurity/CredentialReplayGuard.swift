@@ -1,10 +1,12 @@
+import Synchronization
+
 /// The HELLO credentials a server has accepted within their window, so that each is
 /// accepted once ([7.1-5]). A credential is remembered until its timestamp is a window
 /// behind the server's clock; past then it is refused as expired anyway.
 ///
 /// Bounded: when `capacity` credentials are remembered and none has expired, a new one is
 /// refused (`.full`) rather than letting memory grow or forgetting one early.
-public final class CredentialReplayGuard {
+public final class CredentialReplayGuard: Sendable {
     public enum Outcome: Equatable, Sendable {
         case fresh
         case replayed
@@ -13,20 +15,31 @@ public final class CredentialReplayGuard {
 
     public let capacity: Int
     private let windowMs: UInt64
-    private var forgetAt: [CredentialStamp: UInt64] = [:]
-    /// In order of arrival, which is near enough the order of expiry for a lazy sweep:
-    /// timestamps differ from arrival by at most the window.
-    private var arrivals: [(stamp: CredentialStamp, forgetAt: UInt64)] = []
-    private var head = 0
+    /// Locked: a gateway's loops share one guard, so a credential accepted on one loop is
+    /// refused on every other. One lock per HELLO that passed its MAC check, never per frame.
+    private let memory: Mutex<Memory>
 
     public init(capacity: Int = 100_000, windowMs: UInt64 = HelloCredential.windowMs) {
         self.capacity = capacity
         self.windowMs = windowMs
+        memory = Mutex(Memory())
     }
 
-    public var count: Int { forgetAt.count }
+    public var count: Int { memory.withLock { $0.forgetAt.count } }
 
     public func record(_ stamp: CredentialStamp, nowMs: UInt64) -> Outcome {
+        memory.withLock { $0.record(stamp, nowMs: nowMs, capacity: capacity, windowMs: windowMs) }
+    }
+}
+
+private struct Memory {
+    var forgetAt: [CredentialStamp: UInt64] = [:]
+    /// In order of arrival, which is near enough the order of expiry for a lazy sweep:
+    /// timestamps differ from arrival by at most the window.
+    var arrivals: [(stamp: CredentialStamp, forgetAt: UInt64)] = []
+    var head = 0
+
+    mutating func record(_ stamp: CredentialStamp, nowMs: UInt64, capacity: Int, windowMs: UInt64) -> CredentialReplayGuard.Outcome {
         if forgetAt[stamp] != nil { return .replayed }
         if forgetAt.count >= capacity { sweep(nowMs: nowMs, all: true) }
         else { sweep(nowMs: nowMs, all: false) }
@@ -40,7 +53,7 @@ public final class CredentialReplayGuard {
 
     /// Drops what has expired from the front of the arrival order, or, when `all`, from
     /// everywhere (only when the guard is full, so the cost is paid rarely).
-    private func sweep(nowMs: UInt64, all: Bool) {
+    private mutating func sweep(nowMs: UInt64, all: Bool) {
         if all {
             forgetAt = forgetAt.filter { $0.value > nowMs }
             arrivals = arrivals[head...].filter { $0.forgetAt > nowMs }

@@ -14,14 +14,15 @@ import PushProcess
 final class OwnServices {
     let deployment: TemporaryDeployment
     let store: InProcessStore
-    let gateway: InProcessGateway
+    let gateway: any ReachableService
     let user = "conformance-user"
     let password = "conformance password"
     let passwordFile: String
     /// The CA file (the services' self-signed certificate) when they serve TLS.
     let certificateFile: String?
 
-    init(tls: Bool = false) throws {
+    /// - Parameter gatewayLoops: above 1, the gateway runs that many loop threads.
+    init(tls: Bool = false, gatewayLoops: Int = 1) throws {
         deployment = try TemporaryDeployment()
         try deployment.addUser(user, password: password)
         passwordFile = deployment.directory + "/conformance.pw"
@@ -46,10 +47,18 @@ final class OwnServices {
             $0.settings.badTokensPerAddress = 100_000
             $0.tls = serverTLS
         }
-        gateway = try InProcessGateway(deployment) {
-            $0.queueCapacity = 2
-            $0.limits.timeouts.frameMs = Self.frameDeadlineMs
-            $0.tls = serverTLS
+        if gatewayLoops > 1 {
+            gateway = try InProcessGatewayLoops(deployment, loops: gatewayLoops) {
+                $0.queueCapacity = 2
+                $0.limits.timeouts.frameMs = Self.frameDeadlineMs
+                $0.tls = serverTLS
+            }
+        } else {
+            gateway = try InProcessGateway(deployment) {
+                $0.queueCapacity = 2
+                $0.limits.timeouts.frameMs = Self.frameDeadlineMs
+                $0.tls = serverTLS
+            }
         }
     }
 
@@ -159,6 +168,16 @@ struct OwnServicesTests {
         #expect(plain.status == 2)
         #expect(plain.stderr.split(separator: "\n").count == 1, "\(plain.stderr)")
         #expect(plain.stderr.contains("pass --ca-file"), "\(plain.stderr)")
+    }
+
+    @Test("over TLS against a gateway on 4 loops the whole suite passes: devices move to their home loop with their TLS session")
+    func ownServicesConformOverTLSWithGatewayLoops() async throws {
+        let services = try OwnServices(tls: true, gatewayLoops: 4)
+        let results = try await runInShares(services.options, shares: 4)
+        let failures = results.filter { $0.verdict == .fail }
+        #expect(failures.isEmpty, "\(failures.map { "\($0.id) [\($0.clause)]: \($0.detail)" }.joined(separator: "\n"))")
+        #expect(results.contains { $0.id.hasPrefix("gateway.") && $0.verdict == .pass })
+        #expect(results.first { $0.id == "tls.same-framing" }?.verdict == .pass)
     }
 
     @Test("outside the source tree (another working directory) no vector case is skipped: the vectors are built in")

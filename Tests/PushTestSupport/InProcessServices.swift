@@ -75,3 +75,35 @@ public final class InProcessGateway: ReachableService {
         onLoop { $0.logic.devices[device].map { !$0.isOnline } ?? false } ?? false
     }
 }
+
+/// A gateway on several loop threads (`GatewayLoops`) in this process: its first loop on a
+/// thread of its own, the others on theirs.
+public final class InProcessGatewayLoops: ReachableService {
+    public let deployment: TemporaryDeployment
+    public let host = "127.0.0.1"
+    public let port: Int
+    private let hosted: HostedService<GatewayLoops>
+
+    public init(_ deployment: TemporaryDeployment, loops: Int, configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
+        self.deployment = deployment
+        var configuration = GatewayConfiguration(deployment: deployment.deployment, host: host, port: 0)
+        configuration.logger = .silent("securepush.gateway")
+        configuration.loops = loops
+        configure(&configuration)
+        let ready = configuration
+        hosted = try HostedService(name: "test-gateway") { loop in try GatewayLoops.start(ready, on: loop) }
+        port = hosted.onLoop { $0.port } ?? 0
+    }
+
+    deinit { stop() }
+
+    /// Drains every loop, then ends the other loops' threads and joins the first's. Idempotent.
+    public func stop() {
+        hosted.stop { loops, drained in
+            loops.drain {
+                loops.shutdown()
+                drained()
+            }
+        }
+    }
+}

@@ -1,4 +1,5 @@
 import PushEventLoop
+import PushSecurity
 import PushService
 import Synchronization
 
@@ -37,8 +38,9 @@ public final class GatewayLoops {
         guard count > 1 else { return GatewayLoops(first: try GatewayService.start(configuration, on: loop), router: nil, others: []) }
         let router = GatewayLoopRouter(count: count)
         let admission = AdmissionGate(limits: configuration.limits)
-        let first = try GatewayService.start(configuration.shard(0, of: count, router: router, listening: nil, admission: admission),
-                                             on: loop)
+        let replays = CredentialReplayGuard()
+        let first = try GatewayService.start(configuration.shard(0, of: count, router: router, listening: nil, admission: admission,
+                                                                 replays: replays), on: loop)
         var others: [OtherLoop] = []
         let listening: SharedListenSockets
         do {
@@ -48,7 +50,8 @@ public final class GatewayLoops {
             throw .cannotListen(host: configuration.host, port: first.port, error)
         }
         for index in 1..<count {
-            let shard = configuration.shard(index, of: count, router: router, listening: listening, admission: admission)
+            let shard = configuration.shard(index, of: count, router: router, listening: listening, admission: admission,
+                                            replays: replays)
             do {
                 others.append(try startOther(shard, index: index))
             } catch {

@@ -1,4 +1,5 @@
 import PushEventLoop
+import PushSecurity
 import PushService
 
 /// One loop's place in a gateway of several: set on its copy of the configuration.
@@ -10,6 +11,8 @@ struct GatewayShard: Sendable {
     var listening: SharedListenSockets?
     /// The process's connection caps, one count for every loop.
     var admission: AdmissionGate
+    /// Provider credentials accepted on any loop ([7.1-5]).
+    var replays: CredentialReplayGuard
 
     /// Wires a loop's server into the group before it listens.
     func join(_ server: GatewayServer, loop: EventLoop, followsRegistry: Bool) {
@@ -32,10 +35,10 @@ struct GatewayShard: Sendable {
 extension GatewayConfiguration {
     /// Loop `index`'s copy of the configuration: its place in the group.
     func shard(_ index: Int, of count: Int, router: GatewayLoopRouter, listening: SharedListenSockets?,
-               admission: AdmissionGate) -> GatewayConfiguration {
+               admission: AdmissionGate, replays: CredentialReplayGuard) -> GatewayConfiguration {
         var copy = self
         copy.shard = GatewayShard(placement: LoopPlacement(index: index, count: count), router: router,
-                                  listening: listening, admission: admission)
+                                  listening: listening, admission: admission, replays: replays)
         return copy
     }
 }
