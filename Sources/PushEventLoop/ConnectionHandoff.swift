@@ -37,11 +37,8 @@ public final class ConnectionHandoff: @unchecked Sendable {
         if fd >= 0 { Glibc.close(fd) }
     }
 
-    public var isTLS: Bool { ssl != nil }
     /// How many received bytes travel with the connection (prepended ones included).
     public var bufferedByteCount: Int { bytes.count }
-    /// False once adopted.
-    public var isPending: Bool { fd >= 0 }
 
     /// Takes everything out; the handoff is then empty and its deinit does nothing.
     fileprivate func take() -> (fd: Int32, ssl: OpaquePointer?, bytes: [UInt8])? {

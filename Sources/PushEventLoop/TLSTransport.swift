@@ -58,18 +58,10 @@ final class TLSTransport: Transport {
             Glibc.close(fd)
             return nil
         }
-        // No socket yet: OpenSSL gets it in `firstBytesArrived`. No BEV_OPT_CLOSE_ON_FREE:
-        // see `freeTLSBufferevent`.
-        guard let bev = bufferevent_openssl_socket_new(loop.base, -1, ssl, BUFFEREVENT_SSL_ACCEPTING, 0)
-        else {
-            SSL_free(ssl)
-            Glibc.close(fd)
+        // No socket yet: OpenSSL gets it in `firstBytesArrived`.
+        guard let transport = serverSide(loop: loop, bevFD: -1, ownedFD: fd, ssl: ssl, state: BUFFEREVENT_SSL_ACCEPTING) else {
             return nil
         }
-        // Our frames carry their own lengths, so a missing close_notify cannot truncate
-        // a message undetected; treat it as a plain EOF.
-        bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
-        let transport = TLSTransport(loop: loop, bev: bev, connecting: false)
         transport.sniffFD = fd
         let context = Unmanaged.passUnretained(transport).toOpaque()
         guard let event = event_new(loop.base, fd, sp_EV_READ | sp_EV_PERSIST, tlsSniffCallback, context) else {
@@ -223,15 +215,25 @@ final class TLSTransport: Transport {
     /// in the open state, with the accepting path's options. Takes ownership of `fd` and
     /// `ssl` (released here if allocation fails, which returns nil).
     static func adopting(loop: EventLoop, fd: Int32, ssl: OpaquePointer) -> TLSTransport? {
-        guard let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, BUFFEREVENT_SSL_OPEN, 0) else {
+        let transport = serverSide(loop: loop, bevFD: fd, ownedFD: fd, ssl: ssl, state: BUFFEREVENT_SSL_OPEN)
+        transport?.established = true
+        return transport
+    }
+
+    /// A server-side OpenSSL bufferevent over `ssl` in `state`, on `bevFD` (-1: none yet).
+    /// Without BEV_OPT_CLOSE_ON_FREE (see `freeTLSBufferevent`). On failure `ssl` is freed
+    /// and `ownedFD` closed.
+    private static func serverSide(loop: EventLoop, bevFD: Int32, ownedFD: Int32, ssl: OpaquePointer,
+                                   state: bufferevent_ssl_state) -> TLSTransport? {
+        guard let bev = bufferevent_openssl_socket_new(loop.base, bevFD, ssl, state, 0) else {
             SSL_free(ssl)
-            Glibc.close(fd)
+            Glibc.close(ownedFD)
             return nil
         }
+        // Our frames carry their own lengths, so a missing close_notify cannot truncate
+        // a message undetected; treat it as a plain EOF.
         bufferevent_openssl_set_allow_dirty_shutdown(bev, 1)
-        let transport = TLSTransport(loop: loop, bev: bev, connecting: false)
-        transport.established = true
-        return transport
+        return TLSTransport(loop: loop, bev: bev, connecting: false)
     }
 
     func detach() -> DetachedSocket? {

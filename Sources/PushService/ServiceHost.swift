@@ -190,20 +190,25 @@ public final class ServiceHost<Handler: ServiceHandler> {
     /// False if the connection is closed or was cut off.
     @discardableResult
     public func respond(_ message: Message, correlation: UInt32, to peer: Peer) -> Bool {
-        let now = Clocks.monotonicMilliseconds()
-        peer.session.answered(now: now)
-        let written = write(message, correlation: correlation, to: peer)
-        if peer.session.phase == .draining, peer.session.isDrained { closeDrained(peer) }
-        return written
+        answer(peer) { write(message, correlation: correlation, to: peer) }
     }
 
     /// `respond` for a PUSH_ACK, written straight into the scratch buffer.
     @discardableResult
     public func respond(_ ack: PushAck, correlation: UInt32, to peer: Peer) -> Bool {
+        answer(peer) {
+            scratch.removeAll(keepingCapacity: true)
+            ack.encode(correlation: correlation, into: &scratch)
+            return peer.connection.write(scratch)
+        }
+    }
+
+    /// Frees the request's in-flight slot, writes the reply, and closes a draining peer
+    /// that owes nothing more.
+    @inline(__always)
+    private func answer(_ peer: Peer, write: () -> Bool) -> Bool {
         peer.session.answered(now: Clocks.monotonicMilliseconds())
-        scratch.removeAll(keepingCapacity: true)
-        ack.encode(correlation: correlation, into: &scratch)
-        let written = peer.connection.write(scratch)
+        let written = write()
         if peer.session.phase == .draining, peer.session.isDrained { closeDrained(peer) }
         return written
     }

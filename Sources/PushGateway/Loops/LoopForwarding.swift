@@ -33,9 +33,6 @@ final class LoopForwarding {
         outgoing = Array(repeating: [], count: placement.count)
     }
 
-    /// PUSHes sent to other loops and not answered yet.
-    var awaitingCount: Int { awaiting.count }
-
     /// A provider's PUSH with its target set: delivered here to the devices whose home this
     /// loop is, sent to the other loops that may hold the rest.
     func push(_ push: Push, target: PushTarget, correlation: UInt32, peer: GatewayServer.Peer, startNs: UInt64) {
