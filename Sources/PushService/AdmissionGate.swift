@@ -5,10 +5,9 @@ import Synchronization
 /// that serves it: a gateway on several loops keeps one count of pending handshakes, of
 /// them per address, and of admitted peers, so `--max-connections` and the pending caps
 /// mean the same with one loop or many. Any thread; one lock per connection event (accept,
-/// admission, close), never per frame.
-///
-/// A check and the count that follows it (`mayAdmit`, then `admitted`) take the lock
-/// twice: two loops admitting at the last free slot at once can pass the cap by one.
+/// admission, close), never per frame. The connection cap is checked and the slot taken
+/// in one step (`reserveSlot`), so two loops admitting at the last free slot at once
+/// cannot both have it.
 public final class AdmissionGate: Sendable {
     private let control: Mutex<AdmissionControl<ObjectIdentifier>>
 
@@ -20,7 +19,8 @@ public final class AdmissionGate: Sendable {
     var admittedCount: Int { control.withLock { $0.admittedCount } }
     func refusals(_ reason: ConnectionRefusal) -> Int { control.withLock { $0.refusals(reason) } }
     func isPending(_ peer: ObjectIdentifier) -> Bool { control.withLock { $0.isPending(peer) } }
-    func mayAdmit() -> ConnectionRefusal? { control.withLock { $0.mayAdmit() } }
+    func reserveSlot() -> ConnectionRefusal? { control.withLock { $0.reserveSlot() } }
+    func cancelReservation() { control.withLock { $0.cancelReservation() } }
 
     func arrived(_ peer: ObjectIdentifier, from address: String) -> ConnectionRefusal? {
         control.withLock { $0.arrived(peer, from: address) }

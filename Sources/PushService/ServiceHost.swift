@@ -271,13 +271,14 @@ public final class ServiceHost<Handler: ServiceHandler> {
     }
 
     private func admit(_ hello: Hello, correlation: UInt32, peer: Peer) {
-        if let refusal = admission.mayAdmit() {
+        if let refusal = admission.reserveSlot() {
             refused(refusal, peerHost: peer.peerHost)
             perform(peer.session.refuse(.busy, "the server is at its connection limit"), on: peer)
             return
         }
         switch handler.admit(hello, peer: peer) {
         case .refuse(let status, let text, let detail):
+            admission.cancelReservation()
             helloRefused(hello, status: status, text: text, detail: detail, peerHost: peer.peerHost)
             perform(peer.session.refuse(status, text), on: peer)
         case .admit(let state):
@@ -287,6 +288,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
             if let accepted = peer.session.negotiated { peer.connection.maxFrame = Int(accepted.maxFrame) }
             handler.admitted(peer)
         case .handOff(let destination):
+            admission.cancelReservation()
             handOff(peer, hello: hello, correlation: correlation, to: destination)
         }
     }

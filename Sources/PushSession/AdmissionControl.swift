@@ -28,8 +28,11 @@ public enum AdmissionEvent: Sendable, Equatable {
 /// slots of admitted peers, which `ServiceLimits.maxConnections` counts alone. It also
 /// counts refusals and rate-limits their log lines to one per second per reason.
 ///
-/// The driver reports each step: `arrived` at accept, `mayAdmit` then `admitted` at
-/// HELLO, `closed` when the connection ends; `refused` for every refusal.
+/// The driver reports each step: `arrived` at accept; at HELLO `reserveSlot`, then
+/// `admitted` (which takes the reserved slot) or `cancelReservation`; `closed` when the
+/// connection ends; `refused` for every refusal. A slot is reserved by the same step
+/// that checks the cap, so drivers on several threads sharing one count (behind a lock)
+/// never admit past it.
 public struct AdmissionControl<PeerID: Hashable> {
     public let maxPending: Int
     public let maxPendingPerAddress: Int
@@ -41,6 +44,8 @@ public struct AdmissionControl<PeerID: Hashable> {
     private var pending: [PeerID: String] = [:]
     private var pendingByAddress: [String: Int] = [:]
     private var admitted: Set<PeerID> = []
+    /// Slots promised by `reserveSlot` to HELLOs the service is still deciding on.
+    private var reserved = 0
     private var refusalCounts = [Int](repeating: 0, count: ConnectionRefusal.allCases.count)
     /// Per reason: refusals not yet reported in a log line, and when the last line went out.
     private var unlogged = [Int](repeating: 0, count: ConnectionRefusal.allCases.count)
@@ -77,13 +82,27 @@ public struct AdmissionControl<PeerID: Hashable> {
 
     /// HELLO passed negotiation: nil if there is an admitted slot for it, or why not.
     public func mayAdmit() -> ConnectionRefusal? {
-        admitted.count >= maxAdmitted ? .connectionLimit : nil
+        admitted.count + reserved >= maxAdmitted ? .connectionLimit : nil
     }
 
-    /// The peer was admitted (HELLO_OK): it leaves the pending caps for an admitted slot.
+    /// `mayAdmit` that also holds the slot it found free until `admitted` takes it or
+    /// `cancelReservation` gives it back.
+    public mutating func reserveSlot() -> ConnectionRefusal? {
+        if let refusal = mayAdmit() { return refusal }
+        reserved += 1
+        return nil
+    }
+
+    /// The service refused the HELLO or sent the connection elsewhere: its slot is free.
+    public mutating func cancelReservation() {
+        reserved = max(0, reserved - 1)
+    }
+
+    /// The peer was admitted (HELLO_OK): it leaves the pending caps for an admitted slot,
+    /// the one `reserveSlot` held for it if any.
     public mutating func admitted(_ peer: PeerID) {
         releasePending(peer)
-        admitted.insert(peer)
+        if admitted.insert(peer).inserted { reserved = max(0, reserved - 1) }
     }
 
     /// The connection closed, at whatever stage. Idempotent.

@@ -89,6 +89,26 @@ struct AdmissionTests {
         #expect(silent.allSatisfy { !$0.closed })
     }
 
+    @Test("a HELLO the service refuses gives back the connection slot it held while being decided")
+    func refusedHelloFreesItsSlot() throws {
+        let loop = try EventLoop()
+        let service = HeldRequests(loop: loop, limits: Self.limits(pending: 8, perAddress: 8, connections: 1))
+        try service.host.listen(host: "127.0.0.1", port: 0, tls: nil)
+        let port = service.host.port ?? 0
+        for _ in 0..<3 {
+            // HeldRequests admits providers only: each device HELLO is refused by the service.
+            let device = RecordingClient(loop: loop, port: port)
+            #expect(loop.run(until: { device.connection != nil }))
+            device.send(.hello(Hello(role: .device)), correlation: 1)
+            #expect(loop.run(until: { device.has(1) { if case .error(let error) = $0 { error.status == .badCredentials } else { false } } }))
+        }
+        let provider = RecordingClient(loop: loop, port: port)
+        #expect(loop.run(until: { provider.connection != nil }))
+        provider.send(.hello(Hello(role: .provider)), correlation: 1)
+        #expect(loop.run(until: { provider.has(1) { $0.type == .helloOK } }), "the refused HELLOs must not keep the only slot")
+        #expect(service.host.refusals(.connectionLimit) == 0 && service.host.admittedCount == 1)
+    }
+
     @Test("before HELLO_OK a frame over 1,024 bytes is GOAWAY FRAME_TOO_LARGE; after it the negotiated size applies")
     func frameLimitBeforeHello() throws {
         let loop = try EventLoop()

@@ -79,6 +79,28 @@ struct AdmissionControlTests {
         #expect(control.pendingCount == 0 && control.admittedCount == 0 && control.pendingCount(from: "a") == 0)
     }
 
+    @Test("a reserved slot counts toward maxConnections until it is taken or cancelled")
+    func reservedSlots() {
+        var control = Self.control(pending: 4, perAddress: 4, admitted: 2)
+        #expect(control.arrived(1, from: "a") == nil)
+        #expect(control.arrived(2, from: "a") == nil)
+        #expect(control.arrived(3, from: "a") == nil)
+        #expect(control.reserveSlot() == nil)
+        #expect(control.reserveSlot() == nil)
+        // Both slots are promised to HELLOs still being decided: a third is refused.
+        #expect(control.reserveSlot() == .connectionLimit)
+        #expect(control.mayAdmit() == .connectionLimit)
+        control.admitted(1)
+        #expect(control.admittedCount == 1 && control.reserveSlot() == .connectionLimit)
+        // The service refused the other HELLO: its slot is free again.
+        control.cancelReservation()
+        #expect(control.reserveSlot() == nil)
+        control.admitted(3)
+        #expect(control.admittedCount == 2 && control.reserveSlot() == .connectionLimit)
+        control.closed(1)
+        #expect(control.reserveSlot() == nil)
+    }
+
     @Test("refusals are counted; their log lines come at most once per interval per reason, with what was held back")
     func rateLimitedLog() {
         var control = Self.control()
