@@ -80,7 +80,7 @@ public final class EventLoop {
             throw .system(operation: "eventfd", errno: code)
         }
         self.base = base
-        self.handle = LoopHandle(queue: WakeupQueue(fd: fd), owner: pthread_self())
+        self.handle = LoopHandle(queue: WakeupQueue(fd: fd), owner: ThreadSerial.current)
         // The loop owns this event and frees it before itself, so an unretained
         // context pointer is enough.
         // (From here on, a throw runs deinit, which frees the base and the event.)

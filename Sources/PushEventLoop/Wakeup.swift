@@ -75,7 +75,8 @@ final class WakeupQueue: Sendable {
 /// The thread-safe face of an `EventLoop`: any thread may hold one and use it.
 public final class LoopHandle: Sendable {
     let queue: WakeupQueue
-    private let owner: pthread_t
+    /// The loop thread's `ThreadSerial`.
+    private let owner: UInt
     /// Connection objects made on this loop and not yet deallocated, open or not. Kept
     /// here because a connection's last release may happen on any thread.
     let connectionObjects = Atomic<Int>(0)
@@ -83,13 +84,13 @@ public final class LoopHandle: Sendable {
     /// A leak detector per loop, which other loops in the process do not disturb.
     public var liveConnectionObjects: Int { connectionObjects.load(ordering: .relaxed) }
 
-    init(queue: WakeupQueue, owner: pthread_t) {
+    init(queue: WakeupQueue, owner: UInt) {
         self.queue = queue
         self.owner = owner
     }
 
     /// True on the loop's own thread.
-    public var isInLoopThread: Bool { pthread_equal(pthread_self(), owner) != 0 }
+    public var isInLoopThread: Bool { ThreadSerial.current == owner }
 
     /// Runs `work` on the loop thread during a later iteration, in posting order per
     /// producer. Work posted from the loop thread itself also waits for the next
