@@ -58,13 +58,14 @@ public final class StoreServer: ServiceHandler {
     public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 || reading > 0 }
 
     /// Takes over the backend's commit deliveries.
+    /// `admission`: the connection caps shared with the store's other loops, if any.
     public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: StoreLogic, backend: StoreBackend,
-                metrics: StoreMetrics = StoreMetrics()) {
+                metrics: StoreMetrics = StoreMetrics(), admission: AdmissionGate? = nil) {
         self.logic = logic
         self.backend = backend
         self.metrics = metrics
         noticedRegistrySequence = backend.registrySequenceAtStart
-        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
+        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self, admission: admission)
         backend.onCommitted = { [weak self] tickets, outcomes in self?.deliverCommitted(tickets: tickets, outcomes: outcomes) }
         tallyTimer = loop.schedule(after: .milliseconds(StoreServer.registryPollMs), repeating: true) { [weak self] in
             self?.flushFetchTallies()

@@ -64,7 +64,7 @@ public final class GatewayLoops {
     }
 
     private static func startOther(_ configuration: GatewayConfiguration, index: Int) throws(GatewayServiceError) -> OtherLoop {
-        let started = StartedLoop()
+        let started = LoopStartOutcome<(LoopBound<GatewayService>, MetricsSource), GatewayServiceError>()
         let thread: EventLoopThread
         do {
             thread = try EventLoopThread(name: "gateway-\(index)") { loop in
@@ -75,12 +75,12 @@ public final class GatewayLoops {
                 } catch {
                     outcome = .failure(error)
                 }
-                started.result.withLock { $0 = outcome }
+                started.set(outcome)
             }
         } catch {
             throw .invalidConfiguration("cannot start loop thread \(index): \(error)")
         }
-        switch started.result.withLock({ $0 }) {
+        switch started.result {
         case .success(let (service, metrics))?:
             return OtherLoop(thread: thread, service: service, metrics: metrics)
         case .failure(let error)?:
@@ -113,7 +113,7 @@ public final class GatewayLoops {
     /// Graceful stop of every loop ([5.5-1]); `drained` runs on the caller's loop once all
     /// have drained. Then `shutdown()` ends the other threads.
     public func drain(then drained: @escaping () -> Void) {
-        let countdown = LoopBound(Countdown(remaining: loopCount, then: drained), loop: first.loop)
+        let countdown = LoopBound(LoopCountdown(remaining: loopCount, then: drained), loop: first.loop)
         first.drain { countdown.value.done() }
         for other in others {
             let service = other.service
@@ -133,27 +133,4 @@ public final class GatewayLoops {
             other.thread.shutdown()
         }
     }
-}
-
-/// Runs its closure when `done` has been called `remaining` times. Loop-confined.
-private final class Countdown {
-    private var remaining: Int
-    private var then: (() -> Void)?
-
-    init(remaining: Int, then: @escaping () -> Void) {
-        self.remaining = remaining
-        self.then = then
-    }
-
-    func done() {
-        remaining -= 1
-        guard remaining == 0, let then else { return }
-        self.then = nil
-        then()
-    }
-}
-
-/// What a loop thread's setup hands back to the thread that started it.
-private final class StartedLoop: Sendable {
-    let result = Mutex<Result<(LoopBound<GatewayService>, MetricsSource), GatewayServiceError>?>(nil)
 }
