@@ -186,19 +186,23 @@ extension HostilePeerProcessTests {
         #expect(perConnection <= Self.budgetPerConnection, "\(Int(perConnection)) bytes per hostile connection: \(at15000) MB for 15,000")
     }
 
-    @Test("[10] out of file descriptors, new clients are refused at once instead of hanging, it is logged, and the store recovers")
-    func outOfDescriptors() throws {
+    @Test("[10] out of file descriptors, new clients are refused at once instead of hanging, it is logged, and the store recovers",
+          arguments: [1, 2])
+    func outOfDescriptors(loops: Int) throws {
         let limit = 64
-        let store = try HostileTarget(["--max-pending-per-address", "1000", "--handshake-timeout-ms", "60000"], openFileLimit: limit)
+        let store = try HostileTarget(["--loops", "\(loops)", "--max-pending-per-address", "1000", "--handshake-timeout-ms", "60000"],
+                                      openFileLimit: limit)
         let free = limit - ProcessProbe.openDescriptors(pid: store.pid, below: limit)
         try #require(free >= 4, "the store already uses \(limit - free) of its \(limit) descriptors")
         let hostile = HostileConnections(port: store.service.port)
         let extra = 8
         let all = try hostile.open(free + extra, from: "127.0.0.90")
         // The store holds `free` of them; it accepts the rest with its spare descriptor and
-        // closes them at once.
-        #expect(waitUntil(timeoutSeconds: 10) { hostile.closed(among: all).count >= extra })
-        #expect(hostile.closed(among: all).count == extra)
+        // closes them at once. Each loop keeps a spare: one loop's accept can take the slot
+        // another's spare just freed, and hold that connection instead (one per other loop).
+        let slack = loops - 1
+        #expect(waitUntil(timeoutSeconds: 10) { hostile.closed(among: all).count >= extra - slack })
+        #expect((extra - slack...extra).contains(hostile.closed(among: all).count))
         // A good client arriving now is told at once too, rather than left in the backlog.
         let client = try store.service.connect(timeoutMs: 10_000)
         let result = Result { () throws(BlockingWireClient.Failure) in
@@ -208,7 +212,7 @@ extension HostilePeerProcessTests {
         case .success(let reply): Issue.record("a client was served at EMFILE: \(reply)")
         case .failure(let failure): #expect(failure != .timedOut, "the client was left hanging")
         }
-        #expect(waitUntil { store.refusalLog(.outOfFileDescriptors).refusals >= extra + 1 }, "refusals logged with their count")
+        #expect(waitUntil { store.refusalLog(.outOfFileDescriptors).refusals >= extra + 1 - slack }, "refusals logged with their count")
         // Descriptors back: clients are served again.
         hostile.closeAll()
         #expect(waitUntil { (try? store.provider().request(.ping)) == .pong })
