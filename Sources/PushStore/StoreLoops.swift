@@ -3,8 +3,8 @@ import PushService
 
 /// A payload store on one or more loop threads (`--loops`): the caller's loop runs the
 /// first, which binds the listening sockets; each other loop runs on a thread of its own
-/// and accepts on the same sockets. A connection stays on the loop that accepted it; any
-/// loop serves any request. On SQLite the loops share one writer thread and the map of
+/// and accepts on the same sockets. Connections are spread over the loops in turn
+/// (`StoreLoopBalancer`), and a loop serves every request of its connections. On SQLite the loops share one writer thread and the map of
 /// stored IDs, each reading through a connection of its own; on PostgreSQL each loop has
 /// its own connections, as separate stores would. The connection caps, the login and
 /// token limits, the FETCH statistics and the credentials seen are one per process
@@ -15,6 +15,7 @@ public final class StoreLoops {
     public let first: StoreService
     private let others: [OtherLoop]
     private let writerGroup: SQLiteStoreWriterGroup?
+    private let balancer: StoreLoopBalancer?
 
     /// A loop on a thread of its own, and its service, kept alive until shutdown.
     private struct OtherLoop {
@@ -23,10 +24,11 @@ public final class StoreLoops {
         var metrics: MetricsSource
     }
 
-    private init(first: StoreService, others: [OtherLoop], writerGroup: SQLiteStoreWriterGroup?) {
+    private init(first: StoreService, others: [OtherLoop], writerGroup: SQLiteStoreWriterGroup?, balancer: StoreLoopBalancer?) {
         self.first = first
         self.others = others
         self.writerGroup = writerGroup
+        self.balancer = balancer
     }
 
     /// Loop threads serving, the caller's included.
@@ -37,7 +39,9 @@ public final class StoreLoops {
     public static func start(_ configuration: StoreConfiguration, on loop: EventLoop) throws(StoreServiceError) -> StoreLoops {
         _ = try configuration.effectiveLimits()
         let count = configuration.effectiveLoopCount
-        guard count > 1 else { return StoreLoops(first: try StoreService.start(configuration, on: loop), others: [], writerGroup: nil) }
+        guard count > 1 else {
+            return StoreLoops(first: try StoreService.start(configuration, on: loop), others: [], writerGroup: nil, balancer: nil)
+        }
         var writerGroup: SQLiteStoreWriterGroup?
         if configuration.database == nil {
             do {
@@ -49,9 +53,11 @@ public final class StoreLoops {
         }
         let admission = AdmissionGate(limits: configuration.limits)
         let shared = StoreProcessState(settings: configuration.settings)
+        let balancer = StoreLoopBalancer(count: count)
         let first: StoreService
         do {
-            first = try StoreService.start(configuration.shard(0, listening: nil, admission: admission, shared: shared, sqlite: writerGroup),
+            first = try StoreService.start(configuration.shard(0, listening: nil, admission: admission, shared: shared, sqlite: writerGroup,
+                                                               balancer: balancer),
                                            on: loop)
         } catch {
             writerGroup?.stop()
@@ -67,7 +73,8 @@ public final class StoreLoops {
             throw .cannotListen(host: configuration.host, port: first.port, error)
         }
         for index in 1..<count {
-            let shard = configuration.shard(index, listening: listening, admission: admission, shared: shared, sqlite: writerGroup)
+            let shard = configuration.shard(index, listening: listening, admission: admission, shared: shared, sqlite: writerGroup,
+                                            balancer: balancer)
             do {
                 others.append(try startOther(shard, index: index))
             } catch {
@@ -77,7 +84,7 @@ public final class StoreLoops {
                 throw error
             }
         }
-        return StoreLoops(first: first, others: others, writerGroup: writerGroup)
+        return StoreLoops(first: first, others: others, writerGroup: writerGroup, balancer: balancer)
     }
 
     private static func startOther(_ configuration: StoreConfiguration, index: Int) throws(StoreServiceError) -> OtherLoop {
@@ -144,7 +151,10 @@ public final class StoreLoops {
     /// Stops the other loops' threads (after `drain`, or at once) and the shared writer;
     /// the caller's loop is the caller's to stop. Idempotent.
     public func shutdown() {
-        for other in others { other.thread.shutdown() }
+        for (offset, other) in others.enumerated() {
+            balancer?.unregister(index: offset + 1)
+            other.thread.shutdown()
+        }
         writerGroup?.stop()
     }
 }

@@ -31,6 +31,11 @@ public final class StoreServer: ServiceHandler {
     private var heldRegistries: [HeldRegistry] = []
     /// When the last group commit failed (monotonic ms), if one has; readiness looks at it.
     public private(set) var lastCommitFailureMs: Int64?
+    /// In a store of several loops: this loop's index, and where connections go.
+    var balancing: (balancer: StoreLoopBalancer, index: Int)?
+    /// Connections another loop accepted and gave this one, until their HELLO is admitted
+    /// here: they stay, whatever turn the balancer is at.
+    private var adopted: Set<ObjectIdentifier> = []
 
     /// A request whose reply waits for its write to be durable.
     private struct PendingCommit {
@@ -90,6 +95,14 @@ public final class StoreServer: ServiceHandler {
     }
 
     public func admit(_ hello: Hello, peer: Peer) -> Admission<StoreSession> {
+        // Moved before the credential is checked, which the loop it moves to does (once).
+        if let balancing, adopted.remove(ObjectIdentifier(peer.connection)) == nil,
+           case let target = balancing.balancer.pick(), target != balancing.index {
+            let balancer = balancing.balancer
+            return .handOff { handoff in
+                balancer.withServer(target) { server in server.adopt(handoff) }
+            }
+        }
         if case .refuse(let status, let reply, let reason) = logic.admit(hello) { return .refuse(status, reply, logDetail: reason) }
         return .admit(StoreSession(peerAddress: peer.peerHost, role: hello.role))
     }
@@ -98,7 +111,17 @@ public final class StoreServer: ServiceHandler {
         if let frame = peer.session.negotiated?.maxFrame { peer.state?.maxFrame = Int(frame) }
     }
 
+    /// A connection another loop accepted, served here from its HELLO on. Closed while draining.
+    func adopt(_ handoff: ConnectionHandoff) {
+        guard !host.isDraining else { return }
+        _ = Connection.adopt(handoff, on: host.loop) { [self] connection in
+            adopted.insert(ObjectIdentifier(connection))
+            host.accept(connection)
+        }
+    }
+
     public func closed(_ peer: Peer, reason: CloseReason) {
+        adopted.remove(ObjectIdentifier(peer.connection))
         host.logger.debug("connection closed", metadata: ["peer": "\(peer.peerHost)", "reason": "\(reason)"])
         if heldRegistries.contains(where: { $0.peer === peer }) {
             heldRegistries.removeAll { $0.peer === peer }

@@ -99,6 +99,10 @@ public final class StoreService {
                                  admission: shard?.admission)
         let host = server.host!
         host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: (shard?.index ?? 0) == 0)
+        if let shard {
+            server.balancing = (shard.balancer, shard.index)
+            shard.balancer.register(server, index: shard.index, loop: loop)
+        }
         do {
             if let listening = shard?.listening {
                 try host.listen(sharing: listening)

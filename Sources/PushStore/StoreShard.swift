@@ -14,14 +14,17 @@ struct StoreShard: Sendable {
     /// On SQLite, the writer thread and the ID map every loop uses; nil on PostgreSQL,
     /// where each loop has connections of its own.
     var sqlite: SQLiteStoreWriterGroup?
+    /// Which loop each connection is served on.
+    var balancer: StoreLoopBalancer
 }
 
 extension StoreConfiguration {
     /// Loop `index`'s copy of the configuration: its place in the group.
     func shard(_ index: Int, listening: SharedListenSockets?, admission: AdmissionGate, shared: StoreProcessState,
-               sqlite: SQLiteStoreWriterGroup?) -> StoreConfiguration {
+               sqlite: SQLiteStoreWriterGroup?, balancer: StoreLoopBalancer) -> StoreConfiguration {
         var copy = self
-        copy.shard = StoreShard(index: index, listening: listening, admission: admission, shared: shared, sqlite: sqlite)
+        copy.shard = StoreShard(index: index, listening: listening, admission: admission, shared: shared, sqlite: sqlite,
+                                balancer: balancer)
         return copy
     }
 }
