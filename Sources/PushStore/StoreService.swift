@@ -98,7 +98,8 @@ public final class StoreService {
         let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, backend: backend,
                                  admission: shard?.admission)
         let host = server.host!
-        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: (shard?.index ?? 0) == 0)
+        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: (shard?.index ?? 0) == 0,
+                             loop: shard?.index)
         if let shard {
             server.balancing = (shard.balancer, shard.index)
             shard.balancer.register(server, index: shard.index, loop: loop)

@@ -63,6 +63,18 @@ struct StoreLoopsProcessTests {
         #expect(try HTTPGet.fetch(port: port, path: "/readyz").status == 200)
     }
 
+    @Test("connections are spread over the loops in turn, whichever loop the kernel woke to accept them")
+    func connectionsAreSpreadEvenly() throws {
+        let store = try LoopedStore(loops: 2, ["--metrics", "127.0.0.1:0"])
+        let clients = try (0..<4).map { _ in try store.provider() } + (0..<4).map { _ in try store.device() }
+        #expect(try clients.allSatisfy { try $0.request(.ping) == .pong }, "each works on the loop it moved to")
+        let port = try #require(store.service.announcedMetricsPort)
+        let metrics = try MetricsExposition(parsing: try HTTPGet.metrics(port: port))
+        #expect(metrics.value("securepush_store_loop_connections", ["loop": "0"]) == 4)
+        #expect(metrics.value("securepush_store_loop_connections", ["loop": "1"]) == 4)
+        #expect(metrics.value("securepush_store_connections") == 8)
+    }
+
     @Test("[8-5] failed LOGINs count once per process: on fresh connections, whichever loop takes them, the fourth is RATE_LIMITED")
     func loginLimitsAreSharedByTheLoops() throws {
         let store = try LoopedStore(loops: 4)
