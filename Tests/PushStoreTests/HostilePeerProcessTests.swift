@@ -209,10 +209,14 @@ extension HostilePeerProcessTests {
             try client.hello(Hello(role: .provider, credential: store.deployment.providerCredential(for: .store)))
         }
         switch result {
-        case .success(let reply): Issue.record("a client was served at EMFILE: \(reply)")
+        case .success(let reply):
+            // With several loops, a loop between giving up its spare and taking it back can
+            // leave a descriptor free for a moment: served is then fine; left hanging is not.
+            if loops == 1 { Issue.record("a client was served at EMFILE: \(reply)") }
         case .failure(let failure): #expect(failure != .timedOut, "the client was left hanging")
         }
-        #expect(waitUntil { store.refusalLog(.outOfFileDescriptors).refusals >= extra + 1 - slack }, "refusals logged with their count")
+        #expect(waitUntil { store.refusalLog(.outOfFileDescriptors).refusals >= extra - slack + (loops == 1 ? 1 : 0) },
+                "refusals logged with their count")
         // Descriptors back: clients are served again.
         hostile.closeAll()
         #expect(waitUntil { (try? store.provider().request(.ping)) == .pong })
