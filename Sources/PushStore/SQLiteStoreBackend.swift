@@ -230,7 +230,9 @@ private final class CommitRoutes: Sendable {
             ticketsByLoop[index].append(ticket & SQLiteStoreWriterGroup.ticketMask)
             if let outcomes { outcomesByLoop[index].append(outcomes[position]) }
         }
-        for (index, route) in loops.enumerated() where !ticketsByLoop[index].isEmpty {
+        // A failed group goes to every loop, so that the first counts and logs it once
+        // even when none of its requests were in the group.
+        for (index, route) in loops.enumerated() where outcomes == nil || !ticketsByLoop[index].isEmpty {
             guard let route else { continue }
             post(ticketsByLoop[index], outcomes == nil ? nil : outcomesByLoop[index], to: route)
         }

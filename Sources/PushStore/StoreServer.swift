@@ -207,7 +207,10 @@ public final class StoreServer: ServiceHandler {
                     host.logger.warning("cannot read the registry", metadata: metadata)
                 }
             }
-            if let notice {
+            // Every loop polls for its own held REGISTRYs; the first alone counts and logs.
+            if let notice, (balancing?.index ?? 0) != 0 {
+                noticedRegistrySequence = notice.to
+            } else if let notice {
                 noticedRegistrySequence = notice.to
                 metrics.registryEnrolments.increment(by: notice.counts.enrolled)
                 metrics.registryRevocations.increment(by: notice.counts.revoked)
@@ -332,8 +335,11 @@ public final class StoreServer: ServiceHandler {
     /// Called on the loop with a group the writer committed (or failed to).
     public func deliverCommitted(tickets: [UInt64], outcomes: [WriteOutcome]?) {
         if outcomes == nil {
-            host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"])
-            metrics.commitFailures.increment()
+            // On several loops every loop hears of a failed group; the first speaks for them.
+            if (balancing?.index ?? 0) == 0 {
+                host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"])
+                metrics.commitFailures.increment()
+            }
             lastCommitFailureMs = Clocks.monotonicMilliseconds()
         }
         for (index, ticket) in tickets.enumerated() where ticket != 0 {

@@ -75,6 +75,30 @@ struct StoreLoopsProcessTests {
         #expect(metrics.value("securepush_store_connections") == 8)
     }
 
+    @Test("[4.16-8] held REGISTRYs on every loop hear of a change; the change is counted and logged once, not once per loop")
+    func registryChangesOnEveryLoopCountedOnce() throws {
+        let store = try LoopedStore(loops: 2, ["--metrics", "127.0.0.1:0"])
+        // Taken in turn: the two gateway connections are served on different loops.
+        let gateways = try (0..<2).map { _ in try store.gateway() }
+        var held: [UInt32] = []
+        for gateway in gateways {
+            let loaded = try #require(registryReply(try gateway.request(.registry(RegistryRequest()))))
+            held.append(try gateway.send(.registry(RegistryRequest(cursor: loaded.cursor, waitMs: 30_000))))
+        }
+        _ = try store.deployment.enroll("phone", user: "alice")
+        for (gateway, correlation) in zip(gateways, held) {
+            let changed = try #require(registryReply(try gateway.reply(to: correlation, timeoutMs: 10_000)))
+            #expect(changed.entries.map(\.state) == [.enrolled])
+        }
+        let port = try #require(store.service.announcedMetricsPort)
+        // Past a few more polls of every loop.
+        Thread.sleep(forTimeInterval: 0.6)
+        let metrics = try MetricsExposition(parsing: try HTTPGet.metrics(port: port))
+        #expect(metrics.value("securepush_store_registry_changes_total", ["state": "enrolled"]) == 1)
+        let logged = store.service.standardErrorText().components(separatedBy: "registry changed").count - 1
+        #expect(logged == 1, "\(store.service.standardErrorText())")
+    }
+
     @Test("[8-5] failed LOGINs count once per process: on fresh connections, whichever loop takes them, the fourth is RATE_LIMITED")
     func loginLimitsAreSharedByTheLoops() throws {
         let store = try LoopedStore(loops: 4)
