@@ -182,6 +182,8 @@ public final class SQLiteStoreWriterGroup: @unchecked Sendable {
         return backend
     }
 
+    deinit { stop() }
+
     /// Commits what the writer holds, stops its thread and checkpoints the WAL. Idempotent.
     public func stop() {
         let first = stopState.withLock { state in
