@@ -117,7 +117,11 @@ struct HostilePeerProcessTests {
 
         // Twelve more addresses fill the overall cap of 1,024; a thirteenth is turned away at once.
         var filling: [Int] = []
+        let descriptorsBefore = ProcessProbe.openDescriptors(pid: store.pid)
         for host in 31...42 { filling += try hostile.open(64, from: "127.0.0.\(host)") }
+        // Held before the next ones arrive: loops accept side by side, so the arrival order
+        // across them is not the connect order.
+        #expect(waitUntil(timeoutSeconds: 10) { ProcessProbe.openDescriptors(pid: store.pid) >= descriptorsBefore + filling.count })
         let overall = try hostile.open(10, from: "127.0.0.50")
         #expect(hostile.waitUntilClosed(overall, timeoutMs: 10_000))
         #expect(hostile.closed(among: filling).isEmpty, "the 1,024 pending handshakes are held")

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import Synchronization
 
 /// Why no free port could be found.
 public struct FreePortError: Error, CustomStringConvertible {
@@ -13,18 +14,27 @@ public struct FreePortError: Error, CustomStringConvertible {
 /// It is picked below the kernel's ephemeral range: a port from that range (what binding
 /// port 0 gives) can become the source port of any outgoing connection the other tests
 /// make before the server binds it, and the server then fails with EADDRINUSE.
+///
+/// Ports are handed out in turn from a random start, so two tests of this process asking
+/// at the same moment never get the same one.
 public func freeLoopbackPort() throws -> Int {
     let (ephemeralStart, _) = ephemeralPortRange()
     let upper = ephemeralStart - 1
     let lower = max(1024, upper - 12_000)
     if upper > lower {
         for _ in 0..<64 {
-            let port = Int.random(in: lower...upper)
+            let port = nextCandidatePort.withLock { next -> Int in
+                if next < lower || next > upper { next = Int.random(in: lower...upper) }
+                defer { next = next >= upper ? lower : next + 1 }
+                return next
+            }
             if (try? bindLoopback(port: port)) == port { return port }
         }
     }
     return try bindLoopback(port: 0)
 }
+
+private let nextCandidatePort = Mutex(0)
 
 /// Binds 127.0.0.1:`port` (0: any) once and returns the port bound.
 private func bindLoopback(port: Int) throws -> Int {
