@@ -18,11 +18,7 @@ public final class StoreLoops {
     private let balancer: StoreLoopBalancer?
 
     /// A loop on a thread of its own, and its service, kept alive until shutdown.
-    private struct OtherLoop {
-        var thread: EventLoopThread
-        var service: LoopBound<StoreService>
-        var metrics: MetricsSource
-    }
+    private typealias OtherLoop = ServiceLoopThread<StoreService>
 
     private init(first: StoreService, others: [OtherLoop], writerGroup: SQLiteStoreWriterGroup?, balancer: StoreLoopBalancer?) {
         self.first = first
@@ -88,30 +84,8 @@ public final class StoreLoops {
     }
 
     private static func startOther(_ configuration: StoreConfiguration, index: Int) throws(StoreServiceError) -> OtherLoop {
-        let started = LoopStartOutcome<(LoopBound<StoreService>, MetricsSource), StoreServiceError>()
-        let thread: EventLoopThread
-        do {
-            thread = try EventLoopThread(name: "store-\(index)") { loop in
-                do throws(StoreServiceError) {
-                    let service = try StoreService.start(configuration, on: loop)
-                    started.set(.success((LoopBound(service, loop: loop), MetricsSource(service.metrics, loop: loop))))
-                } catch {
-                    started.set(.failure(error))
-                }
-            }
-        } catch {
-            throw .invalidConfiguration("cannot start loop thread \(index): \(error)")
-        }
-        switch started.result {
-        case .success(let (service, metrics))?:
-            return OtherLoop(thread: thread, service: service, metrics: metrics)
-        case .failure(let error)?:
-            thread.shutdown()
-            throw error
-        case nil:
-            thread.shutdown()
-            throw .invalidConfiguration("loop thread \(index) did not start")
-        }
+        try OtherLoop.start(name: "store-\(index)", start: { loop throws(StoreServiceError) in try StoreService.start(configuration, on: loop) },
+                            metrics: { $0.metrics }, cannotStart: { .invalidConfiguration($0) })
     }
 
     /// The first loop's checks, which on SQLite see a failed commit of any loop's requests.
@@ -133,18 +107,9 @@ public final class StoreLoops {
     /// loop. Then `shutdown()` ends the other threads.
     public func drain(then drained: @escaping () -> Void) {
         let writerGroup = self.writerGroup
-        let countdown = LoopBound(LoopCountdown(remaining: loopCount) {
+        OtherLoop.drainAll(others, on: first.loop, drainFirst: { first.drain(then: $0) }, drain: { $0.drain(then: $1) }) {
             writerGroup?.stop()
             drained()
-        }, loop: first.loop)
-        first.drain { countdown.value.done() }
-        for other in others {
-            let service = other.service
-            service.handle.execute {
-                service.value.drain {
-                    countdown.handle.execute { countdown.value.done() }
-                }
-            }
         }
     }
 
