@@ -33,7 +33,8 @@ final class EmbeddedDeployment {
     private var addedUser: String?
 
     init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int, tls: Bool = false,
-         database: String? = nil, storeCount: Int = 1, gatewayCount: Int = 1, cluster: Bool = false, gatewayLoops: Int? = nil) throws(BenchError) {
+         database: String? = nil, storeCount: Int = 1, gatewayCount: Int = 1, cluster: Bool = false, gatewayLoops: Int? = nil,
+         storeLoops: Int? = nil) throws(BenchError) {
         self.executable = executable
         root = try makeTemporaryDirectory(prefix: "securepush-bench")
         directory = root + "/deployment"
@@ -48,7 +49,8 @@ final class EmbeddedDeployment {
                 try Children.run(executable, ["user", "add", user, "--data-dir", directory], stdinText: password + "\n")
                 if database != nil { addedUser = user }
                 for index in 0..<storeCount {
-                    let store = try spawn(executable, "store", name: storeCount == 1 ? "store" : "store\(index + 1)")
+                    let store = try spawn(executable, "store", name: storeCount == 1 ? "store" : "store\(index + 1)",
+                                          extra: storeLoops.map { ["--loops", "\($0)"] } ?? [])
                     stores.append(store)
                     storeEndpoints.append(try EmbeddedDeployment.ready(store))
                 }

@@ -43,6 +43,8 @@ public struct TargetOptions: Sendable {
     /// Loop threads per embedded gateway (`gateway --loops`); nil leaves the gateway's
     /// default, one per core.
     public var gatewayLoops: Int?
+    /// Loop threads per embedded store (`store --loops`); nil leaves the store's default.
+    public var storeLoops: Int?
 
     public init() {}
 
@@ -70,6 +72,10 @@ public struct TargetOptions: Sendable {
             guard (0...256).contains(gatewayLoops) else { throw .invalid("--gateway-loops must be 0 (one per core) to 256") }
             guard isEmbedded, scenario.needsGateway else { throw .invalid("--gateway-loops is for the embedded gateway") }
             guard gatewayLoops <= 1 || !embeddedCluster else { throw .invalid("--gateway-loops above 1 does not go with a cluster: its nodes run one loop") }
+        }
+        if let storeLoops {
+            guard (0...256).contains(storeLoops) else { throw .invalid("--store-loops must be 0 (one per core) to 256") }
+            guard isEmbedded, scenario.needsStore else { throw .invalid("--store-loops is for the embedded store") }
         }
         if scenario == .connections, gateways.count > 1 {
             throw .invalid("connections measures one gateway's memory: give one --gateway")
@@ -176,7 +182,8 @@ final class BenchTarget {
             let embedded = try EmbeddedDeployment(executable: executable, scenario: scenario, user: user, password: password,
                                                   maxPayload: payloadSize, tls: options.embeddedTLS, database: options.database,
                                                   storeCount: options.storeCount, gatewayCount: options.gatewayCount,
-                                                  cluster: options.embeddedCluster, gatewayLoops: options.gatewayLoops)
+                                                  cluster: options.embeddedCluster, gatewayLoops: options.gatewayLoops,
+                                                  storeLoops: options.storeLoops)
             let deployment = try openDeployment(embedded.directory)
             var tls: TLSContext?
             if let certificate = embedded.certificatePath {

@@ -69,7 +69,8 @@ public final class GatewayService {
         }
         host.maxOutputBytes = configuration.maxOutputBytes
         host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway",
-                             includingSharedCounts: (configuration.shard?.placement.index ?? 0) == 0)
+                             includingSharedCounts: (configuration.shard?.placement.index ?? 0) == 0,
+                             loop: configuration.shard?.placement.index)
         if let shard = configuration.shard {
             shard.join(server, loop: loop, followsRegistry: configuration.store != nil)
         }

@@ -6,8 +6,15 @@ extension ServiceHost {
     ///
     /// Hosts that share their caps with other loops' hosts (`AdmissionGate`) read counts of
     /// the whole process: pass `includingSharedCounts` true for one of them only, so that
-    /// summing the loops' metrics counts each connection once.
-    public func registerMetrics(in registry: MetricsRegistry, prefix: String, includingSharedCounts: Bool = true) {
+    /// summing the loops' metrics counts each connection once. `loop`, for a loop of
+    /// several, adds `PREFIX_loop_connections{loop="N"}`: how evenly the loops share the work.
+    public func registerMetrics(in registry: MetricsRegistry, prefix: String, includingSharedCounts: Bool = true, loop: Int? = nil) {
+        if let loop {
+            registry.gauge("\(prefix)_loop_connections", help: "Connections open on this loop thread now, by loop.",
+                           labels: [("loop", "\(loop)")]) { [weak self] in
+                Double(self?.connectionCount ?? 0)
+            }
+        }
         if ownsAdmission || includingSharedCounts {
             registry.gauge("\(prefix)_connections", help: "Peers admitted (past HELLO_OK) and connected now.") { [weak self] in
                 Double(self?.admittedCount ?? 0)

@@ -10,23 +10,22 @@ public final class SQLiteStoreReads {
     private let reader: PayloadReader
     private let users: UserDirectory
     private let devices: EnrolledDevices
-    private var sequences: [PayloadID: UInt64] = [:]
+    private let sequences: PayloadSequences
     private let recheckMs: UInt64
     private let clock: () -> UInt64
     /// The registry's last change when it started.
     public let registrySequenceAtStart: UInt64
 
-    /// Reads every stored ID first, and throws the reader's error if it cannot: without
-    /// that map every stored payload would look unknown.
-    public init(reader: PayloadReader, recheckMs: UInt64, clock: @escaping () -> UInt64) throws {
+    /// Reads every stored ID first (unless the map is shared with other loops, which read
+    /// it already), and throws the reader's error if it cannot: without that map every
+    /// stored payload would look unknown.
+    public init(reader: PayloadReader, recheckMs: UInt64, clock: @escaping () -> UInt64, sequences: PayloadSequences? = nil) throws {
         self.reader = reader
         self.recheckMs = recheckMs
         self.clock = clock
         users = UserDirectory(reader: reader)
         devices = EnrolledDevices(reader: reader)
-        let all = try reader.allIDs()
-        sequences.reserveCapacity(all.count)
-        for (id, sequence) in all { sequences[id] = sequence }
+        self.sequences = try sequences ?? PayloadSequences(reader: reader)
         registrySequenceAtStart = try reader.registrySequence()
     }
 
@@ -86,7 +85,7 @@ public final class SQLiteStoreReads {
     func payload(_ id: PayloadID, withBody: Bool) throws -> StoredPayload? {
         guard let sequence = sequences[id] else { return nil }
         guard let payload = try reader.payload(sequence: sequence, withBody: withBody) else {
-            sequences[id] = nil
+            sequences.set(id, nil)
             return nil
         }
         return payload
@@ -94,7 +93,7 @@ public final class SQLiteStoreReads {
 
     /// The ID joins the map here, so it is readable exactly when the provider can know it.
     public func stored(_ id: PayloadID, sequence: UInt64) {
-        sequences[id] = sequence
+        sequences.set(id, sequence)
     }
 
     /// The registry's changes after `cursor`, or nil if there are none: one

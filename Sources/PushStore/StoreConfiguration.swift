@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import Logging
 import PushEventLoop
 import PushSecurity
@@ -31,6 +34,11 @@ public struct StoreConfiguration: Sendable {
     public var logger: Logger
     /// Wall-clock milliseconds, for token and payload lifetimes, login windows and the sweep.
     public var clock: @Sendable () -> UInt64
+    /// Loop threads serving requests (`--loops`, `store.loops`); 0 runs one per core. On
+    /// SQLite they share one writer thread; on PostgreSQL each has its own connections.
+    public var loops = 1
+    /// Set on each loop's copy by `StoreLoops`.
+    var shard: StoreShard?
 
     public init(databasePath: String, serverKey: SecretKey, providerKey: SecretKey, host: String = "127.0.0.1", port: Int = 0) {
         self.databasePath = databasePath
@@ -62,6 +70,15 @@ public struct StoreConfiguration: Sendable {
             limits.keepaliveMs = ms
         }
         limits.apply(configSection: ConfigService.store.rawValue, deployment.integer)
+        if let count = deployment.integer("loops", for: .store) { loops = count }
+    }
+
+    public static let maxLoops = SQLiteStoreWriterGroup.maxLoops
+
+    /// The loop threads to run: `loops`, with 0 meaning one per core online.
+    public var effectiveLoopCount: Int {
+        if loops > 0 { return loops }
+        return max(1, min(StoreConfiguration.maxLoops, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
 
     /// Room a STORE frame needs beside its payload: the user, TTL and other fields.
@@ -78,6 +95,9 @@ public struct StoreConfiguration: Sendable {
             throw .invalidConfiguration("the BAD_TOKEN limit per address and its window must be above 0")
         }
         if let problem = limits.problem { throw .invalidConfiguration(problem) }
+        guard (0...StoreConfiguration.maxLoops).contains(loops) else {
+            throw .invalidConfiguration("the number of loops must be 0 (one per core) to \(StoreConfiguration.maxLoops)")
+        }
         var limits = self.limits
         limits.maxFrame = min(FrameLimits.ceiling, max(limits.maxFrame, settings.maxPayloadBytes + StoreConfiguration.frameOverhead))
         return limits

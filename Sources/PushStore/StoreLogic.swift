@@ -148,32 +148,25 @@ public final class StoreLogic {
     private let tokenSigner: CredentialSigner
     private let providerCredentials: HelloCredential
     private let gatewayCredentials: HelloCredential
-    /// Provider and gateway credentials accepted within their window, each once ([7.1-5]).
-    private let replays = CredentialReplayGuard()
+    /// The limits, the FETCH statistics not yet written ([4.8-3]: they may be written
+    /// later, so a FETCH never waits for a write; STATUS adds them in, so it stays exact)
+    /// and the credentials seen ([7.1-5]), shared with the process's other loops.
+    private let shared: StoreProcessState
     private let clock: () -> UInt64
-    /// FETCH statistics not yet handed to the writer ([4.8-3]: they may be written later,
-    /// so a FETCH never waits for a write); STATUS adds them in, so it stays exact.
-    private var fetchTallies: [UInt64: FetchTally] = [:]
     /// Told of every token refused because its user or its device's registration went
     /// away (the server logs and counts them).
     public var onTokenRevoked: ((TokenRevocation, FetchToken, StoreSession) -> Void)?
     private var ids = PayloadIDSource()
-    private var loginThrottle: LoginThrottle
-    /// BAD_TOKEN answers per client address: forged tokens are tried in bulk otherwise.
-    private var badTokenLimiter: FailureWindowLimiter
 
+    /// `shared`: what the store's other loops share with this one; nil for a store on one loop.
     public init(settings: StoreSettings, serverKey: SecretKey, providerKey: SecretKey,
-                clock: @escaping () -> UInt64 = Clocks.wallMilliseconds) {
+                clock: @escaping () -> UInt64 = Clocks.wallMilliseconds, shared: StoreProcessState? = nil) {
         self.settings = settings
         self.tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
         providerCredentials = HelloCredential.provider(providerKey)
         gatewayCredentials = HelloCredential.gateway(serverKey)
         self.clock = clock
-        self.loginThrottle = LoginThrottle(LoginThrottle.Settings(
-            freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs, maxBackoffMs: settings.loginMaxBackoffMs,
-            failuresPerAddress: settings.loginFailuresPerAddress, refillMs: settings.loginFailureRefillMs,
-            trustedForMs: settings.loginTrustedForMs))
-        self.badTokenLimiter = FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)
+        self.shared = shared ?? StoreProcessState(settings: settings)
     }
 
     /// The credential check of HELLO ([4.2-2], [4.2-3], [4.2-4], [7.1-5]): a device sends
@@ -181,8 +174,8 @@ public final class StoreLogic {
     public func admit(_ hello: Hello) -> HelloCredentialCheck {
         switch hello.role {
         case .device: .admit
-        case .provider: providerCredentials.check(hello, for: .store, nowMs: clock(), replays: replays)
-        case .gateway: gatewayCredentials.check(hello, for: .store, nowMs: clock(), replays: replays)
+        case .provider: providerCredentials.check(hello, for: .store, nowMs: clock(), replays: shared.replays)
+        case .gateway: gatewayCredentials.check(hello, for: .store, nowMs: clock(), replays: shared.replays)
         }
     }
 
@@ -256,7 +249,7 @@ public final class StoreLogic {
                 // Statistics that ride on the receipt are written with it, exactly as a batch
                 // would write them; STATUS misses them only while that commit is in flight,
                 // as it does while a batch is.
-                let fetched = fetchTallies.removeValue(forKey: sequence)
+                let fetched = shared.limits.withLock { $0.fetchTallies.removeValue(forKey: sequence) }
                 return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched), .ackOK(ack.id))
             case .recall(let recall):
                 guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
@@ -284,7 +277,10 @@ public final class StoreLogic {
     /// The login limits first ([8-5]), from the database when it keeps them for every
     /// store; then the password, off the loop.
     private func beginLogin(_ login: Login, found: StoreReadResult, session: StoreSession, nowMs: UInt64) -> StoreAction {
-        switch loginThrottle.begin(user: login.user, address: session.peerAddress, nowMs: nowMs, shared: found.loginLimits) {
+        let decision = shared.limits.withLock {
+            $0.logins.begin(user: login.user, address: session.peerAddress, nowMs: nowMs, shared: found.loginLimits)
+        }
+        switch decision {
         case .refuse(let waitMs):
             return .reply(.error(ErrorReply(status: .rateLimited, message: "too many failed logins; try again in \((waitMs + 999) / 1000) s")))
         case .check:
@@ -320,7 +316,7 @@ public final class StoreLogic {
         guard let device = found.device, device.userID == user.id, device.expiresAt > nowMs else {
             return failLogin(login, .deviceNotEnrolled, session: session, nowMs: nowMs, shared: shared)
         }
-        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: true, nowMs: nowMs)
+        finishLimits(login, session: session, succeeded: true, nowMs: nowMs)
         // Never dated before the identity or the registration, whose clocks may run ahead
         // of this one's: the token must not look older than either ([7.3-3]).
         let issuedAt = max(nowMs, user.createdAt, device.issuedAt)
@@ -329,8 +325,12 @@ public final class StoreLogic {
                            sharedAttempt: shared ? attempt(login, session: session, succeeded: true, nowMs: nowMs) : nil)
     }
 
+    private func finishLimits(_ login: Login, session: StoreSession, succeeded: Bool, nowMs: UInt64) {
+        shared.limits.withLock { $0.logins.finish(user: login.user, address: session.peerAddress, succeeded: succeeded, nowMs: nowMs) }
+    }
+
     private func failLogin(_ login: Login, _ reason: LoginRefusal, session: StoreSession, nowMs: UInt64, shared: Bool = false) -> LoginResult {
-        loginThrottle.finish(user: login.user, address: session.peerAddress, succeeded: false, nowMs: nowMs)
+        finishLimits(login, session: session, succeeded: false, nowMs: nowMs)
         return LoginResult(reply: .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password")), refusal: reason,
                            sharedAttempt: shared ? attempt(login, session: session, succeeded: false, nowMs: nowMs) : nil)
     }
@@ -375,7 +375,7 @@ public final class StoreLogic {
     /// The token checks shared by FETCH, SYNC and ACK that need no reads ([4.8-1], [4.8-2]).
     private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws(Refusal) -> FetchToken {
         guard let token else { throw Refusal(.authRequired, "log in to read this") }
-        if badTokenLimiter.isLimited(session.peerAddress, nowMs: nowMs) {
+        if shared.limits.withLock({ $0.badTokens.isLimited(session.peerAddress, nowMs: nowMs) }) {
             throw Refusal(.rateLimited, "too many rejected tokens from this address; try again later")
         }
         if let cached = session.verifiedClaims, StoreLogic.sameBytes(session.verifiedToken, token) {
@@ -388,7 +388,7 @@ public final class StoreLogic {
             session.verifiedClaims = claims
             return claims
         } catch {
-            if error.status == .badToken { badTokenLimiter.recordFailure(session.peerAddress, nowMs: nowMs) }
+            if error.status == .badToken { shared.limits.withLock { $0.badTokens.recordFailure(session.peerAddress, nowMs: nowMs) } }
             throw Refusal(error.status, error.description)
         }
     }
@@ -407,13 +407,16 @@ public final class StoreLogic {
     }
 
     private func countFetch(_ sequence: UInt64, atMs: UInt64) {
-        fetchTallies[sequence, default: FetchTally(sequence: sequence, count: 0, lastAtMs: 0)].count += 1
-        fetchTallies[sequence]?.lastAtMs = atMs
+        shared.limits.withLock {
+            $0.fetchTallies[sequence, default: FetchTally(sequence: sequence, count: 0, lastAtMs: 0)].count += 1
+            $0.fetchTallies[sequence]?.lastAtMs = atMs
+        }
     }
 
     private func status(_ request: StatusRequest, found: StoreReadResult, nowMs: UInt64) throws(Refusal) -> StoreAction {
         guard var payload = found.payload else { throw Refusal(.notFound, "no such payload") }
-        if let tally = fetchTallies[payload.sequence] {
+        let sequence = payload.sequence
+        if let tally = shared.limits.withLock({ $0.fetchTallies[sequence] }) {
             payload.fetchCount += tally.count
             payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)
         }
@@ -423,23 +426,27 @@ public final class StoreLogic {
 
     /// The statistics gathered since the last call, for one writer operation.
     public func takeFetchTallies() -> [FetchTally] {
-        defer { fetchTallies = [:] }
-        return Array(fetchTallies.values)
+        shared.limits.withLock { limits in
+            defer { limits.fetchTallies = [:] }
+            return Array(limits.fetchTallies.values)
+        }
     }
 
-    public var pendingFetchTallies: Int { fetchTallies.count }
+    public var pendingFetchTallies: Int { shared.limits.withLock { $0.fetchTallies.count } }
 
     /// Forgets what the login and token limits no longer need; the store calls it on a
     /// timer so the tables hold only recent offenders.
     public func pruneLimiters() {
         let now = clock()
-        loginThrottle.prune(nowMs: now)
-        badTokenLimiter.prune(nowMs: now)
+        shared.limits.withLock {
+            $0.logins.prune(nowMs: now)
+            $0.badTokens.prune(nowMs: now)
+        }
     }
 
     /// (user, address) pairs and address budgets the login limits still remember.
-    var loginFailureKeysTracked: Int { loginThrottle.trackedCount }
+    var loginFailureKeysTracked: Int { shared.limits.withLock { $0.logins.trackedCount } }
 
     /// Client addresses with a BAD_TOKEN window still remembered.
-    var badTokenAddressesTracked: Int { badTokenLimiter.trackedCount }
+    var badTokenAddressesTracked: Int { shared.limits.withLock { $0.badTokens.trackedCount } }
 }

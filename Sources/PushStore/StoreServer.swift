@@ -31,6 +31,11 @@ public final class StoreServer: ServiceHandler {
     private var heldRegistries: [HeldRegistry] = []
     /// When the last group commit failed (monotonic ms), if one has; readiness looks at it.
     public private(set) var lastCommitFailureMs: Int64?
+    /// In a store of several loops: this loop's index, and where connections go.
+    var balancing: (balancer: StoreLoopBalancer, index: Int)?
+    /// Connections another loop accepted and gave this one, until their HELLO is admitted
+    /// here: they stay, whatever turn the balancer is at.
+    private var adopted: Set<ObjectIdentifier> = []
 
     /// A request whose reply waits for its write to be durable.
     private struct PendingCommit {
@@ -58,13 +63,14 @@ public final class StoreServer: ServiceHandler {
     public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 || reading > 0 }
 
     /// Takes over the backend's commit deliveries.
+    /// `admission`: the connection caps shared with the store's other loops, if any.
     public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: StoreLogic, backend: StoreBackend,
-                metrics: StoreMetrics = StoreMetrics()) {
+                metrics: StoreMetrics = StoreMetrics(), admission: AdmissionGate? = nil) {
         self.logic = logic
         self.backend = backend
         self.metrics = metrics
         noticedRegistrySequence = backend.registrySequenceAtStart
-        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self)
+        host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self, admission: admission)
         backend.onCommitted = { [weak self] tickets, outcomes in self?.deliverCommitted(tickets: tickets, outcomes: outcomes) }
         tallyTimer = loop.schedule(after: .milliseconds(StoreServer.registryPollMs), repeating: true) { [weak self] in
             self?.flushFetchTallies()
@@ -89,6 +95,14 @@ public final class StoreServer: ServiceHandler {
     }
 
     public func admit(_ hello: Hello, peer: Peer) -> Admission<StoreSession> {
+        // Moved before the credential is checked, which the loop it moves to does (once).
+        if let balancing, adopted.remove(ObjectIdentifier(peer.connection)) == nil,
+           case let target = balancing.balancer.pick(), target != balancing.index {
+            let balancer = balancing.balancer
+            return .handOff { handoff in
+                balancer.withServer(target) { server in server.adopt(handoff) }
+            }
+        }
         if case .refuse(let status, let reply, let reason) = logic.admit(hello) { return .refuse(status, reply, logDetail: reason) }
         return .admit(StoreSession(peerAddress: peer.peerHost, role: hello.role))
     }
@@ -97,7 +111,17 @@ public final class StoreServer: ServiceHandler {
         if let frame = peer.session.negotiated?.maxFrame { peer.state?.maxFrame = Int(frame) }
     }
 
+    /// A connection another loop accepted, served here from its HELLO on. Closed while draining.
+    func adopt(_ handoff: ConnectionHandoff) {
+        guard !host.isDraining else { return }
+        _ = Connection.adopt(handoff, on: host.loop) { [self] connection in
+            adopted.insert(ObjectIdentifier(connection))
+            host.accept(connection)
+        }
+    }
+
     public func closed(_ peer: Peer, reason: CloseReason) {
+        adopted.remove(ObjectIdentifier(peer.connection))
         host.logger.debug("connection closed", metadata: ["peer": "\(peer.peerHost)", "reason": "\(reason)"])
         if heldRegistries.contains(where: { $0.peer === peer }) {
             heldRegistries.removeAll { $0.peer === peer }
@@ -183,7 +207,10 @@ public final class StoreServer: ServiceHandler {
                     host.logger.warning("cannot read the registry", metadata: metadata)
                 }
             }
-            if let notice {
+            // Every loop polls for its own held REGISTRYs; the first alone counts and logs.
+            if let notice, (balancing?.index ?? 0) != 0 {
+                noticedRegistrySequence = notice.to
+            } else if let notice {
                 noticedRegistrySequence = notice.to
                 metrics.registryEnrolments.increment(by: notice.counts.enrolled)
                 metrics.registryRevocations.increment(by: notice.counts.revoked)
@@ -308,8 +335,11 @@ public final class StoreServer: ServiceHandler {
     /// Called on the loop with a group the writer committed (or failed to).
     public func deliverCommitted(tickets: [UInt64], outcomes: [WriteOutcome]?) {
         if outcomes == nil {
-            host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"])
-            metrics.commitFailures.increment()
+            // On several loops every loop hears of a failed group; the first speaks for them.
+            if (balancing?.index ?? 0) == 0 {
+                host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"])
+                metrics.commitFailures.increment()
+            }
             lastCommitFailureMs = Clocks.monotonicMilliseconds()
         }
         for (index, ticket) in tickets.enumerated() where ticket != 0 {

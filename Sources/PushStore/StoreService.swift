@@ -83,18 +83,33 @@ public final class StoreService {
             }
         } else {
             do {
-                backend = try SQLiteStoreBackend.start(path: path, settings: configuration.settings, clock: clock, on: loop)
+                if let group = configuration.shard?.sqlite {
+                    backend = try group.attach(index: configuration.shard?.index ?? 0, on: loop)
+                } else {
+                    backend = try SQLiteStoreBackend.start(path: path, settings: configuration.settings, clock: clock, on: loop)
+                }
             } catch {
                 throw .cannotStartSQLite(error)
             }
         }
+        let shard = configuration.shard
         let logic = StoreLogic(settings: configuration.settings, serverKey: configuration.serverKey,
-                               providerKey: configuration.providerKey, clock: clock)
-        let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, backend: backend)
+                               providerKey: configuration.providerKey, clock: clock, shared: shard?.shared)
+        let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, backend: backend,
+                                 admission: shard?.admission)
         let host = server.host!
-        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store")
+        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: (shard?.index ?? 0) == 0,
+                             loop: shard?.index)
+        if let shard {
+            server.balancing = (shard.balancer, shard.index)
+            shard.balancer.register(server, index: shard.index, loop: loop)
+        }
         do {
-            try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+            if let listening = shard?.listening {
+                try host.listen(sharing: listening)
+            } else {
+                try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+            }
         } catch {
             server.stopTimers()
             backend.stop()
@@ -102,6 +117,9 @@ public final class StoreService {
         }
         let service = StoreService(configuration: configuration, port: host.port ?? configuration.port, host: host,
                                    server: server, backend: backend)
+        // The other loops of a store of several start quietly, and leave the shared limits
+        // to the first to prune.
+        guard (shard?.index ?? 0) == 0 else { return service }
         let pruneEvery = Duration.milliseconds(max(1_000, configuration.settings.loginFailureWindowMs))
         service.pruneTimer = loop.schedule(after: pruneEvery, repeating: true) { logic.pruneLimiters() }
         // `location` never holds a password (PostgresURL.redacted).
@@ -116,7 +134,7 @@ public final class StoreService {
     /// replies to what was accepted (commits included), then the writer thread ends and
     /// `drained` runs on the loop. Every caller's `drained` runs, however many ask.
     public func drain(then drained: @escaping () -> Void) {
-        if !host.isDraining { configuration.logger.info("draining") }
+        if !host.isDraining, isFirstLoop { configuration.logger.info("draining") }
         server.releaseHeldRegistries()
         host.drain { [self] in
             // PostgreSQL commits on the loop: wait for the last group before closing.
@@ -157,7 +175,7 @@ public final class StoreService {
         if host.isDraining { return .notReady("draining: the store is shutting down") }
         if !host.isListening { return .notReady("not listening") }
         let now = Clocks.monotonicMilliseconds()
-        if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs,
+        if let failed = lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs,
            ((backend as? PostgresStoreBackend)?.writesWorkSinceMs ?? 0) <= failed {
             return .notReady("a group commit failed \((now - failed) / 1000) s ago")
         }
@@ -174,6 +192,22 @@ public final class StoreService {
         }
     }
 
+    /// The last failed group commit (monotonic ms): this loop's, or on SQLite any loop's.
+    private var lastCommitFailureMs: Int64? {
+        let anyLoop = configuration.shard?.sqlite?.lastCommitFailureMs ?? 0
+        guard anyLoop > 0 else { return server.lastCommitFailureMs }
+        return max(anyLoop, server.lastCommitFailureMs ?? 0)
+    }
+
+    /// The loop it runs on.
+    public var loop: EventLoop { host.loop }
+
+    /// A store on one loop, or the first of several: the one that speaks for the others.
+    private var isFirstLoop: Bool { (configuration.shard?.index ?? 0) == 0 }
+
+    /// What another loop needs to accept on this store's listening sockets too.
+    func shareListener() throws(EventLoopError) -> SharedListenSockets { try host.shareListener() }
+
     private func stopWriter() {
         guard !writerStopped else { return }
         writerStopped = true
@@ -183,6 +217,6 @@ public final class StoreService {
         backend.stop()
         if let problem = (backend as? SQLiteStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
         if let problem = (backend as? PostgresStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
-        configuration.logger.info("store stopped")
+        if isFirstLoop { configuration.logger.info("store stopped") }
     }
 }

@@ -34,6 +34,9 @@ struct EmbeddedStoreFlags: ParsableArguments {
     var database: String?
     @Option(help: ArgumentHelp("Embedded store processes on --database; connections alternate.", valueName: "n"))
     var stores = 1
+    @Option(help: ArgumentHelp("Loop threads of each embedded store (its --loops; 0: one per core) (default: the store's own default, one per core).",
+                               valueName: "n"))
+    var storeLoops: Int?
 }
 
 struct StoreServiceFlags: ParsableArguments {
@@ -135,6 +138,7 @@ private func makeTarget(embedded: Bool, tls: Bool, stores storeList: String?, _ 
         }
         target.database = embeddedStores.database
         target.storeCount = embeddedStores.stores
+        target.storeLoops = embeddedStores.storeLoops
     }
     target.dataDirectory = dataDir
     target.user = user

@@ -38,6 +38,12 @@ struct StoreCommand: ParsableCommand {
                                valueName: "count"))
     var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
+    @Option(help: ArgumentHelp("""
+        Event-loop threads serving requests; each accepts connections and serves them whole. On SQLite they share one \
+        writer thread; on PostgreSQL each opens its own connections. 0 runs one per core (default: store.loops in the \
+        config file, else 0).
+        """, valueName: "count"))
+    var loops: Int?
     @Option(help: ArgumentHelp("Largest payload a STORE may carry, in bytes (default: \(StoreCommand.settings.maxPayloadBytes), or store.max_payload_bytes in the config file).",
                                valueName: "bytes"))
     var maxPayload: Int?
@@ -53,6 +59,12 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Log line format on stderr; json writes one object per line with timestamp, level, label, message and metadata (default: text, or store.log_format or log_format in the config file).",
                                valueName: "format"))
     var logFormat: LogFormatOption?
+
+    func validate() throws {
+        if let loops, !(0...StoreConfiguration.maxLoops).contains(loops) {
+            throw ValidationError("--loops must be 0 (one per core) to \(StoreConfiguration.maxLoops)")
+        }
+    }
 
     func run() throws {
         let deployment = try openDeployment(dataDir)
@@ -72,11 +84,12 @@ struct StoreCommand: ParsableCommand {
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
         connection.apply(to: &configuration.limits)
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
+        configuration.loops = loops ?? deployment.integer("loops", for: .store) ?? 0
 
         let loop = try EventLoop()
-        let service: StoreService
+        let service: StoreLoops
         do {
-            service = try StoreService.start(configuration, on: loop)
+            service = try StoreLoops.start(configuration, on: loop)
         } catch {
             throw CommandFailure(error.description)
         }
@@ -87,9 +100,13 @@ struct StoreCommand: ParsableCommand {
         }
         let signals = stopOnTermination(loop) { stopped in service.drain(then: stopped) }
         announceListening(on: HostPort(host: address.host, port: service.port), addresses: service.listeningAddresses)
+        if service.loopCount > 1 {
+            configuration.logger.info("serving on \(service.loopCount) loop threads; a connection stays on the one that accepted it")
+        }
         loop.run()
         signals.forEach { $0.cancel() }
         endpoint?.stop()
+        service.shutdown()
         loop.shutdown()
     }
 }

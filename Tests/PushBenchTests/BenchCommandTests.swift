@@ -35,7 +35,7 @@ struct BenchCommandTests {
         let pace: Set = ["--inflight", "--rate", "--duration", "--count", "--warmup"]
         let tls: Set = ["--ca-file", "--server-name", "--tls", "--embedded", "--data-dir"]
         let common: Set = ["--help", "--version"]
-        let stores: Set = ["--database", "--stores"]
+        let stores: Set = ["--database", "--stores", "--store-loops"]
         let cluster: Set = ["--gateways", "--nats", "--gateway-loops"]
         let expected: [String: Set<String>] = [
             "echo": common.union(output).union(["--inflight", "--payload-size", "--duration", "--warmup"]),

@@ -4,6 +4,7 @@ import FoundationXML
 #endif
 import PushConformance
 import PushSecurity
+import PushStore
 import PushTestSupport
 import Testing
 import PushEventLoop
@@ -13,7 +14,9 @@ import PushProcess
 /// in as: what the suite runs against in `swift test`.
 final class OwnServices {
     let deployment: TemporaryDeployment
-    let store: InProcessStore
+    let store: any ReachableService
+    /// Drains the store and ends its threads.
+    let stopStore: () -> Void
     let gateway: any ReachableService
     let user = "conformance-user"
     let password = "conformance password"
@@ -22,7 +25,8 @@ final class OwnServices {
     let certificateFile: String?
 
     /// - Parameter gatewayLoops: above 1, the gateway runs that many loop threads.
-    init(tls: Bool = false, gatewayLoops: Int = 1) throws {
+    /// - Parameter storeLoops: above 1, the store runs that many loop threads.
+    init(tls: Bool = false, gatewayLoops: Int = 1, storeLoops: Int = 1) throws {
         deployment = try TemporaryDeployment()
         try deployment.addUser(user, password: password)
         passwordFile = deployment.directory + "/conformance.pw"
@@ -42,10 +46,19 @@ final class OwnServices {
         // case to the store, whose defaults the suite assumes); a queue of two makes
         // MISSED observable at the gateway. Every case comes from 127.0.0.1 and many check
         // BAD_TOKEN on purpose, more than the failed-token limit allows in 10 s.
-        store = try InProcessStore(deployment) {
-            $0.limits.keepaliveMs = 2000
-            $0.settings.badTokensPerAddress = 100_000
-            $0.tls = serverTLS
+        let configureStore = { (configuration: inout StoreConfiguration) in
+            configuration.limits.keepaliveMs = 2000
+            configuration.settings.badTokensPerAddress = 100_000
+            configuration.tls = serverTLS
+        }
+        if storeLoops > 1 {
+            let loops = try InProcessStoreLoops(deployment, loops: storeLoops, configure: configureStore)
+            store = loops
+            stopStore = loops.stop
+        } else {
+            let single = try InProcessStore(deployment, configure: configureStore)
+            store = single
+            stopStore = single.stop
         }
         if gatewayLoops > 1 {
             gateway = try InProcessGatewayLoops(deployment, loops: gatewayLoops) {
@@ -170,9 +183,12 @@ struct OwnServicesTests {
         #expect(plain.stderr.contains("pass --ca-file"), "\(plain.stderr)")
     }
 
-    @Test("over TLS against a gateway on 4 loops the whole suite passes: devices move to their home loop with their TLS session")
-    func ownServicesConformOverTLSWithGatewayLoops() async throws {
-        let services = try OwnServices(tls: true, gatewayLoops: 4)
+    @Test("""
+        over TLS against a gateway and a store on 4 loops each the whole suite passes: devices move to their home loop \
+        with their TLS session, and any store loop serves what another stored
+        """)
+    func ownServicesConformOverTLSWithLoops() async throws {
+        let services = try OwnServices(tls: true, gatewayLoops: 4, storeLoops: 4)
         let results = try await runInShares(services.options, shares: 4)
         let failures = results.filter { $0.verdict == .fail }
         #expect(failures.isEmpty, "\(failures.map { "\($0.id) [\($0.clause)]: \($0.detail)" }.joined(separator: "\n"))")

@@ -106,7 +106,7 @@ struct WrongPeerTests {
         options.selection = ["hello."]
         var stopped = false
         let report = try ConformanceSuite.run(options) { _ in
-            if !stopped { services.store.stop() }
+            if !stopped { services.stopStore() }
             stopped = true
         }
         let selected = try ConformanceSuite.plan(options).selected.count

@@ -117,7 +117,11 @@ struct HostilePeerProcessTests {
 
         // Twelve more addresses fill the overall cap of 1,024; a thirteenth is turned away at once.
         var filling: [Int] = []
+        let descriptorsBefore = ProcessProbe.openDescriptors(pid: store.pid)
         for host in 31...42 { filling += try hostile.open(64, from: "127.0.0.\(host)") }
+        // Held before the next ones arrive: loops accept side by side, so the arrival order
+        // across them is not the connect order.
+        #expect(waitUntil(timeoutSeconds: 10) { ProcessProbe.openDescriptors(pid: store.pid) >= descriptorsBefore + filling.count })
         let overall = try hostile.open(10, from: "127.0.0.50")
         #expect(hostile.waitUntilClosed(overall, timeoutMs: 10_000))
         #expect(hostile.closed(among: filling).isEmpty, "the 1,024 pending handshakes are held")
@@ -186,29 +190,37 @@ extension HostilePeerProcessTests {
         #expect(perConnection <= Self.budgetPerConnection, "\(Int(perConnection)) bytes per hostile connection: \(at15000) MB for 15,000")
     }
 
-    @Test("[10] out of file descriptors, new clients are refused at once instead of hanging, it is logged, and the store recovers")
-    func outOfDescriptors() throws {
+    @Test("[10] out of file descriptors, new clients are refused at once instead of hanging, it is logged, and the store recovers",
+          arguments: [1, 2])
+    func outOfDescriptors(loops: Int) throws {
         let limit = 64
-        let store = try HostileTarget(["--max-pending-per-address", "1000", "--handshake-timeout-ms", "60000"], openFileLimit: limit)
+        let store = try HostileTarget(["--loops", "\(loops)", "--max-pending-per-address", "1000", "--handshake-timeout-ms", "60000"],
+                                      openFileLimit: limit)
         let free = limit - ProcessProbe.openDescriptors(pid: store.pid, below: limit)
         try #require(free >= 4, "the store already uses \(limit - free) of its \(limit) descriptors")
         let hostile = HostileConnections(port: store.service.port)
         let extra = 8
         let all = try hostile.open(free + extra, from: "127.0.0.90")
         // The store holds `free` of them; it accepts the rest with its spare descriptor and
-        // closes them at once.
-        #expect(waitUntil(timeoutSeconds: 10) { hostile.closed(among: all).count >= extra })
-        #expect(hostile.closed(among: all).count == extra)
+        // closes them at once. Each loop keeps a spare: one loop's accept can take the slot
+        // another's spare just freed, and hold that connection instead (one per other loop).
+        let slack = loops - 1
+        #expect(waitUntil(timeoutSeconds: 10) { hostile.closed(among: all).count >= extra - slack })
+        #expect((extra - slack...extra).contains(hostile.closed(among: all).count))
         // A good client arriving now is told at once too, rather than left in the backlog.
         let client = try store.service.connect(timeoutMs: 10_000)
         let result = Result { () throws(BlockingWireClient.Failure) in
             try client.hello(Hello(role: .provider, credential: store.deployment.providerCredential(for: .store)))
         }
         switch result {
-        case .success(let reply): Issue.record("a client was served at EMFILE: \(reply)")
+        case .success(let reply):
+            // With several loops, a loop between giving up its spare and taking it back can
+            // leave a descriptor free for a moment: served is then fine; left hanging is not.
+            if loops == 1 { Issue.record("a client was served at EMFILE: \(reply)") }
         case .failure(let failure): #expect(failure != .timedOut, "the client was left hanging")
         }
-        #expect(waitUntil { store.refusalLog(.outOfFileDescriptors).refusals >= extra + 1 }, "refusals logged with their count")
+        #expect(waitUntil { store.refusalLog(.outOfFileDescriptors).refusals >= extra - slack + (loops == 1 ? 1 : 0) },
+                "refusals logged with their count")
         // Descriptors back: clients are served again.
         hostile.closeAll()
         #expect(waitUntil { (try? store.provider().request(.ping)) == .pong })

@@ -107,3 +107,36 @@ public final class InProcessGatewayLoops: ReachableService {
         }
     }
 }
+
+/// A payload store on several loop threads (`StoreLoops`) in this process: the first on a
+/// thread of its own, the others on theirs, all on one free port of 127.0.0.1.
+public final class InProcessStoreLoops: ReachableService {
+    public let deployment: TemporaryDeployment
+    public let host = "127.0.0.1"
+    public let port: Int
+    private let hosted: HostedService<StoreLoops>
+
+    public init(_ deployment: TemporaryDeployment, loops: Int, configure: (inout StoreConfiguration) -> Void = { _ in }) throws {
+        self.deployment = deployment
+        var configuration = StoreConfiguration(deployment: deployment.deployment, host: host, port: 0)
+        configuration.logger = .silent("securepush.store")
+        configuration.loops = loops
+        configure(&configuration)
+        let ready = configuration
+        hosted = try HostedService(name: "test-store") { loop in try StoreLoops.start(ready, on: loop) }
+        port = hosted.onLoop { $0.port } ?? 0
+    }
+
+    deinit { stop() }
+
+    /// Drains every loop (the shared writer commits what it holds and ends), then ends
+    /// the other loops' threads and joins the first's. Idempotent.
+    public func stop() {
+        hosted.stop { loops, drained in
+            loops.drain {
+                loops.shutdown()
+                drained()
+            }
+        }
+    }
+}

@@ -1,7 +1,6 @@
 import PushEventLoop
 import PushSecurity
 import PushService
-import Synchronization
 
 /// A push gateway on one or more loop threads (`--loops`): the caller's loop runs the
 /// first, which binds the listening sockets; each other loop runs on a thread of its own,
@@ -15,11 +14,7 @@ public final class GatewayLoops {
     private let others: [OtherLoop]
 
     /// A loop on a thread of its own, and its service, kept alive until shutdown.
-    private struct OtherLoop {
-        var thread: EventLoopThread
-        var service: LoopBound<GatewayService>
-        var metrics: MetricsSource
-    }
+    private typealias OtherLoop = ServiceLoopThread<GatewayService>
 
     private init(first: GatewayService, router: GatewayLoopRouter?, others: [OtherLoop]) {
         self.first = first
@@ -64,32 +59,8 @@ public final class GatewayLoops {
     }
 
     private static func startOther(_ configuration: GatewayConfiguration, index: Int) throws(GatewayServiceError) -> OtherLoop {
-        let started = StartedLoop()
-        let thread: EventLoopThread
-        do {
-            thread = try EventLoopThread(name: "gateway-\(index)") { loop in
-                let outcome: Result<(LoopBound<GatewayService>, MetricsSource), GatewayServiceError>
-                do throws(GatewayServiceError) {
-                    let service = try GatewayService.start(configuration, on: loop)
-                    outcome = .success((LoopBound(service, loop: loop), MetricsSource(service.metrics, loop: loop)))
-                } catch {
-                    outcome = .failure(error)
-                }
-                started.result.withLock { $0 = outcome }
-            }
-        } catch {
-            throw .invalidConfiguration("cannot start loop thread \(index): \(error)")
-        }
-        switch started.result.withLock({ $0 }) {
-        case .success(let (service, metrics))?:
-            return OtherLoop(thread: thread, service: service, metrics: metrics)
-        case .failure(let error)?:
-            thread.shutdown()
-            throw error
-        case nil:
-            thread.shutdown()
-            throw .invalidConfiguration("loop thread \(index) did not start")
-        }
+        try OtherLoop.start(name: "gateway-\(index)", start: { loop throws(GatewayServiceError) in try GatewayService.start(configuration, on: loop) },
+                            metrics: { $0.metrics }, cannotStart: { .invalidConfiguration($0) })
     }
 
     /// Ready when every loop is: the first's own checks, and every loop's registry loaded.
@@ -113,16 +84,7 @@ public final class GatewayLoops {
     /// Graceful stop of every loop ([5.5-1]); `drained` runs on the caller's loop once all
     /// have drained. Then `shutdown()` ends the other threads.
     public func drain(then drained: @escaping () -> Void) {
-        let countdown = LoopBound(Countdown(remaining: loopCount, then: drained), loop: first.loop)
-        first.drain { countdown.value.done() }
-        for other in others {
-            let service = other.service
-            service.handle.execute {
-                service.value.drain {
-                    countdown.handle.execute { countdown.value.done() }
-                }
-            }
-        }
+        OtherLoop.drainAll(others, on: first.loop, drainFirst: { first.drain(then: $0) }, drain: { $0.drain(then: $1) }, then: drained)
     }
 
     /// Stops the other loops' threads (after `drain`, or at once); the caller's loop is
@@ -133,27 +95,4 @@ public final class GatewayLoops {
             other.thread.shutdown()
         }
     }
-}
-
-/// Runs its closure when `done` has been called `remaining` times. Loop-confined.
-private final class Countdown {
-    private var remaining: Int
-    private var then: (() -> Void)?
-
-    init(remaining: Int, then: @escaping () -> Void) {
-        self.remaining = remaining
-        self.then = then
-    }
-
-    func done() {
-        remaining -= 1
-        guard remaining == 0, let then else { return }
-        self.then = nil
-        then()
-    }
-}
-
-/// What a loop thread's setup hands back to the thread that started it.
-private final class StartedLoop: Sendable {
-    let result = Mutex<Result<(LoopBound<GatewayService>, MetricsSource), GatewayServiceError>?>(nil)
 }
