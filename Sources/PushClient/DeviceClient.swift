@@ -1,5 +1,6 @@
 import PushEventLoop
 import PushWire
+import PushSecurity
 import PushSession
 
 /// What the app shows: the payload, or the generic prompt when it may not be read yet.
@@ -135,6 +136,8 @@ public final class DeviceClient {
         self.deviceID = deviceID
         self.tokenStore = tokenStore
         self.gateway = ServerLink(loop: loop, endpoint: gateway) { Hello(role: .device, credential: registration, name: "securepush-device") }
+        let issuedAt = Registration.readUnverified(registration)?.issuedAt
+        self.gateway.mayPass = { error in DeviceClient.mayBeUnheardEnrolment(error, issuedAt: issuedAt, nowMs: Clocks.wallMilliseconds()) }
         self.store = ServerLink(loop: loop, endpoint: store) { Hello(role: .device, name: "securepush-device") }
         self.token = tokenStore?.load()
         self.tokenVersion = tokenStore?.version ?? 0
@@ -171,10 +174,25 @@ public final class DeviceClient {
         }
     }
 
+    /// How long after its enrolment a registration the gateway calls "not enrolled" is
+    /// tried again: the store tells a following gateway of a change within a second
+    /// ([4.16-8]), and the gateway's own round trip and clock skew take some more.
+    public static let enrolmentPropagationMs: UInt64 = 5_000
+
+    /// A gateway refuses a registration it has not heard of as not enrolled, for good, a
+    /// moment after `securepush device enroll` made it as much as after a revocation. Our
+    /// gateway says "not enrolled" in the refusal; while the registration is younger than
+    /// `enrolmentPropagationMs`, that refusal is retried rather than final.
+    static func mayBeUnheardEnrolment(_ error: ClientError, issuedAt: UInt64?, nowMs: UInt64) -> Bool {
+        guard case .refused(.badCredentials, let text?) = error, text.contains("not enrolled"), let issuedAt else { return false }
+        return nowMs < issuedAt &+ enrolmentPropagationMs
+    }
+
     /// A link went down: retried as it is, or, for a permanent failure, the end of the device.
     private func linkDown(_ service: String, _ error: ClientError) {
         guard !stopped else { return }
-        guard error.isPermanent else {
+        let link = service == "gateway" ? gateway : store
+        guard link.stopsFor(error) else {
             onEvent?(.disconnected(from: service, error))
             return
         }

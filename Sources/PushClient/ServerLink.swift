@@ -80,6 +80,15 @@ public final class ServerLink: ConnectionHandler {
     /// refuses, a certificate that does not verify): a bad credential will not get
     /// better; a busy server might. Queued requests then fail with that error.
     public var stopOnPermanentFailure = true
+    /// A failure `ClientError.isPermanent` calls permanent that the owner knows may pass
+    /// (a registration issued a moment ago, which the gateway has not heard of yet): it is
+    /// retried like any other.
+    public var mayPass: ((ClientError) -> Bool)?
+
+    /// Whether the link stops for `error` (see `stopOnPermanentFailure` and `mayPass`).
+    public func stopsFor(_ error: ClientError) -> Bool {
+        stopOnPermanentFailure && error.isPermanent && !(mayPass?(error) ?? false)
+    }
 
     private var connection: Connection?
     private var session = PeerSession<Void>(side: .client(SessionTimeouts()), now: 0)
@@ -200,7 +209,7 @@ public final class ServerLink: ConnectionHandler {
         connection = nil
         fail(window.abandonOutstanding(), .disconnected)
         onDown?(error)
-        if stopOnPermanentFailure, error.isPermanent, !stopped {
+        if stopsFor(error), !stopped {
             stopped = true
             permanentFailure = error
             timer?.cancel()

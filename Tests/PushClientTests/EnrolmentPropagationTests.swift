@@ -1,0 +1,46 @@
+import Foundation
+@testable import PushClient
+import PushProcess
+import PushTestSupport
+import PushWire
+import Testing
+
+/// A device started right after `device enroll` may reach a gateway that has not heard of
+/// the enrolment yet ([4.16-8]: within a second): its "not enrolled" refusal is retried
+/// for a few seconds instead of ending `device run`.
+@Suite("Enrolments on their way to the gateway")
+struct EnrolmentPropagationTests {
+    @Test("only a young registration's \"not enrolled\" refusal may pass; revoked, forged and old ones stay final")
+    func whichRefusalsMayPass() {
+        let issued: UInt64 = 1_000_000
+        let notEnrolled = ClientError.refused(.badCredentials, "registration not enrolled")
+        #expect(DeviceClient.mayBeUnheardEnrolment(notEnrolled, issuedAt: issued, nowMs: issued + 200))
+        #expect(DeviceClient.mayBeUnheardEnrolment(notEnrolled, issuedAt: issued, nowMs: issued + DeviceClient.enrolmentPropagationMs - 1))
+        #expect(!DeviceClient.mayBeUnheardEnrolment(notEnrolled, issuedAt: issued, nowMs: issued + DeviceClient.enrolmentPropagationMs))
+        #expect(!DeviceClient.mayBeUnheardEnrolment(notEnrolled, issuedAt: nil, nowMs: issued))
+        #expect(!DeviceClient.mayBeUnheardEnrolment(.refused(.badCredentials, "registration revoked"), issuedAt: issued, nowMs: issued))
+        #expect(!DeviceClient.mayBeUnheardEnrolment(.refused(.badCredentials, "bad signature"), issuedAt: issued, nowMs: issued))
+        #expect(!DeviceClient.mayBeUnheardEnrolment(.refused(.forbidden, "registration not enrolled"), issuedAt: issued, nowMs: issued))
+        #expect(!DeviceClient.mayBeUnheardEnrolment(.refused(.badCredentials, nil), issuedAt: issued, nowMs: issued))
+    }
+
+    @Test("device run started at once after its enrolment connects once the gateway following the store has heard of it")
+    func deviceStartedRightAfterEnrolmentConnects() throws {
+        let deployment = try TemporaryDeployment()
+        try deployment.addUser("alice", password: "alice-pw")
+        let store = try ServiceProcess(["store", "--data-dir", deployment.directory])
+        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)"])
+        // Loaded (an empty registry): until then every device HELLO is BUSY anyway.
+        #expect(waitUntil(timeoutSeconds: 10) { gateway.standardErrorText().contains("device registry loaded") })
+        for round in 0..<3 {
+            let name = "fresh-\(round)"
+            let credential = try DeviceRunFailureTests.credentialFile(try deployment.enroll(name, user: "alice"), in: deployment.directory)
+            let child = try DeviceRunFailureTests.deviceRun(gateway: "127.0.0.1:\(gateway.port)", store: "127.0.0.1:\(store.port)",
+                                                            credential: credential, stateDirectory: deployment.directory + "/" + name)
+            defer { child.killHard() }
+            #expect(waitUntil(timeoutSeconds: 10) { child.standardError.contains("connected to the gateway as \(name)") },
+                    "\(child.standardErrorTail)")
+            #expect(!child.hasExited)
+        }
+    }
+}
