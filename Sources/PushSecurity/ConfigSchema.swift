@@ -141,7 +141,7 @@ public enum ConfigSchema {
                   "Event-loop threads, each serving the devices whose id hashes to it (0: one per core; a cluster node runs one).",
                   services: [.gateway], flag: "--loops"),
         ConfigKey("store.loops", .integer(0...256), default: "0",
-                  "Event-loop threads serving requests, any connection on any of them (0: one per core). On SQLite they share one writer thread.",
+                  "Event-loop threads serving requests, connections spread over them in turn (0: one per core). On SQLite they share one writer thread.",
                   services: [.store], flag: "--loops"),
         ConfigKey("store.keepalive_ms", .integer(0...86_400_000), default: "30000", unit: "ms",
                   "Keepalive offered in HELLO_OK (0 turns it off); a silent peer is closed after 1.5 times it.",

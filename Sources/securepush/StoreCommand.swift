@@ -39,8 +39,8 @@ struct StoreCommand: ParsableCommand {
     var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
     @Option(help: ArgumentHelp("""
-        Event-loop threads serving requests; each accepts connections and serves them whole. On SQLite they share one \
-        writer thread; on PostgreSQL each opens its own connections. 0 runs one per core (default: store.loops in the \
+        Event-loop threads serving requests; connections are spread over them in turn and each serves its own whole. \
+        On SQLite they share one writer thread; on PostgreSQL each opens its own connections. 0 runs one per core (default: store.loops in the \
         config file, else 0).
         """, valueName: "count"))
     var loops: Int?
