@@ -5,19 +5,7 @@ import Testing
 
 /// Runs `body` on a new thread and waits for that thread to end.
 private func onNewThread(_ body: @escaping @Sendable () -> Void) {
-    final class Box: @unchecked Sendable {
-        let body: @Sendable () -> Void
-        init(_ body: @escaping @Sendable () -> Void) { self.body = body }
-    }
-    var thread = pthread_t()
-    let box = Unmanaged.passRetained(Box(body)).toOpaque()
-    let created = pthread_create(&thread, nil, { argument in
-        guard let argument else { return nil }
-        Unmanaged<Box>.fromOpaque(argument).takeRetainedValue().body()
-        return nil
-    }, box)
-    #expect(created == 0)
-    if created == 0 { pthread_join(thread, nil) }
+    TestThread(body).join()
 }
 
 extension EventLoopSuite {
