@@ -12,8 +12,10 @@ import PushWire
 struct GatewayHostilePeerTests {
     @Test("[7] pending handshakes and refusals by reason are gauges and counters on /metrics; a device is served meanwhile")
     func refusalsInMetrics() throws {
+        // The handshake deadline must outlast the first scrapes on a loaded machine: at
+        // 1.5 s a full run could scrape only after the held connections had timed out.
         let gateway = try GatewayProcess(arguments: ["--metrics", "127.0.0.1:0", "--max-pending-per-address", "3",
-                                                     "--handshake-timeout-ms", "1500"])
+                                                     "--handshake-timeout-ms", "5000"])
         let hostile = HostileConnections(port: gateway.service.port)
         let held = try hostile.open(3, from: "127.0.0.70")
         let over = try hostile.open(2, from: "127.0.0.70")
