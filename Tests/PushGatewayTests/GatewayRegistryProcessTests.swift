@@ -179,7 +179,8 @@ struct GatewayRegistryProcessTests {
         #expect(try HTTPGet.fetch(port: metricsPort, path: "/readyz").status == 503)
         try setup.startStore(port: setup.storePort)
         _ = try setup.connected(phone.credential, timeoutSeconds: 20)
-        #expect(try HTTPGet.fetch(port: metricsPort, path: "/readyz").status == 200)
+        // Ready once every loop has loaded, which the phone's own loop may do first.
+        #expect(waitUntil(timeoutSeconds: 10) { (try? HTTPGet.fetch(port: metricsPort, path: "/readyz").status) == 200 })
         let metrics = try HTTPGet.metrics(port: metricsPort)
         #expect(metrics.contains("securepush_gateway_registry_loaded 1"))
         #expect(metrics.contains("securepush_gateway_registry_entries{state=\"enrolled\"} 1"))
