@@ -181,10 +181,10 @@ public final class DeviceClient {
 
     /// A gateway refuses a registration it has not heard of as not enrolled, for good, a
     /// moment after `securepush device enroll` made it as much as after a revocation. Our
-    /// gateway says "not enrolled" in the refusal; while the registration is younger than
-    /// `enrolmentPropagationMs`, that refusal is retried rather than final.
+    /// gateway says so (`Registration.notEnrolledReply`); while the registration is younger
+    /// than `enrolmentPropagationMs`, that refusal is retried rather than final.
     static func mayBeUnheardEnrolment(_ error: ClientError, issuedAt: UInt64?, nowMs: UInt64) -> Bool {
-        guard case .refused(.badCredentials, let text?) = error, text.contains("not enrolled"), let issuedAt else { return false }
+        guard case .refused(.badCredentials, Registration.notEnrolledReply?) = error, let issuedAt else { return false }
         return nowMs < issuedAt &+ enrolmentPropagationMs
     }
 

@@ -43,7 +43,7 @@ extension GatewayLogic {
             return .refuse(.badCredentials, reply: "registration revoked", reason: "registration refused: revoked")
         case .notEnrolled:
             metrics.credentialRefused(.deviceNotEnrolled)
-            return .refuse(.badCredentials, reply: "registration not enrolled", reason: "registration refused: not enrolled")
+            return .refuse(.badCredentials, reply: Registration.notEnrolledReply, reason: "registration refused: not enrolled")
         }
     }
 

@@ -114,6 +114,10 @@ public struct Registration: Equatable, Sendable {
     /// What leaves a HELLO carrying it within the 1024 bytes a server accepts before
     /// HELLO_OK ([7.4-3], [5.1-7]).
     public static let maxSignedBytes = 896
+    /// The text of a gateway's BAD_CREDENTIALS for a registration its registry does not
+    /// hold enrolled. `device run` knows it: right after an enrolment it may only mean the
+    /// gateway has not heard of it yet.
+    public static let notEnrolledReply = "registration not enrolled"
     public var deviceID: String
     public var user: String
     public var tags: [String]

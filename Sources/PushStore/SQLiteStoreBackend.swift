@@ -1,5 +1,4 @@
 import PushEventLoop
-import PushSession
 import PushWire
 import Synchronization
 
@@ -57,8 +56,6 @@ public final class SQLiteStoreBackend: StoreBackend {
         self.ticketTag = UInt64(index) << SQLiteStoreWriterGroup.loopShift
         self.ownsWriter = ownsWriter
     }
-
-    deinit { if ownsWriter { group.stop() } }
 
     public func read(_ reads: StoreReads, completion: @escaping (Result<StoreReadResult, StoreBackendError>) -> Void) {
         completion(readSynchronously(reads))
@@ -119,9 +116,6 @@ public final class SQLiteStoreWriterGroup: @unchecked Sendable {
     static let ticketMask: UInt64 = (1 << loopShift) - 1
     /// At most this many loops share one writer (the ticket's top byte).
     public static let maxLoops = 256
-
-    /// When a group commit last failed (monotonic ms, 0: never), whichever loop's requests it held.
-    public var lastCommitFailureMs: Int64 { routes.lastFailureMs.load(ordering: .relaxed) }
 
     private init(path: String, settings: StoreSettings, clock: @escaping @Sendable () -> UInt64, writer: SQLitePayloadWriter,
                  committer: GroupCommitWriter, sequences: PayloadSequences, routes: CommitRoutes) {
@@ -206,7 +200,6 @@ public final class SQLiteStoreWriterGroup: @unchecked Sendable {
 /// Where each loop's commits go: its handle, and its backend (weakly, read on its loop).
 private final class CommitRoutes: Sendable {
     private let loops: Mutex<[(handle: LoopHandle, target: CommitTarget)?]>
-    let lastFailureMs = Atomic<Int64>(0)
 
     init(count: Int) {
         loops = Mutex(Array(repeating: nil, count: count))
@@ -218,7 +211,6 @@ private final class CommitRoutes: Sendable {
 
     /// On the writer thread: each loop gets its own tickets (untagged) and their outcomes.
     func deliver(_ tickets: [UInt64], _ outcomes: [WriteOutcome]?) {
-        if outcomes == nil { lastFailureMs.store(max(1, Clocks.monotonicMilliseconds()), ordering: .relaxed) }
         let loops = self.loops.withLock { $0 }
         if loops.count == 1 {
             if let route = loops[0] { post(tickets, outcomes, to: route) }

@@ -249,7 +249,7 @@ public final class StoreLogic {
                 // Statistics that ride on the receipt are written with it, exactly as a batch
                 // would write them; STATUS misses them only while that commit is in flight,
                 // as it does while a batch is.
-                let fetched = shared.limits.withLock { $0.fetchTallies.removeValue(forKey: sequence) }
+                let fetched = shared.state.withLock { $0.fetchTallies.removeValue(forKey: sequence) }
                 return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched), .ackOK(ack.id))
             case .recall(let recall):
                 guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
@@ -277,7 +277,7 @@ public final class StoreLogic {
     /// The login limits first ([8-5]), from the database when it keeps them for every
     /// store; then the password, off the loop.
     private func beginLogin(_ login: Login, found: StoreReadResult, session: StoreSession, nowMs: UInt64) -> StoreAction {
-        let decision = shared.limits.withLock {
+        let decision = shared.state.withLock {
             $0.logins.begin(user: login.user, address: session.peerAddress, nowMs: nowMs, shared: found.loginLimits)
         }
         switch decision {
@@ -326,7 +326,7 @@ public final class StoreLogic {
     }
 
     private func finishLimits(_ login: Login, session: StoreSession, succeeded: Bool, nowMs: UInt64) {
-        shared.limits.withLock { $0.logins.finish(user: login.user, address: session.peerAddress, succeeded: succeeded, nowMs: nowMs) }
+        shared.state.withLock { $0.logins.finish(user: login.user, address: session.peerAddress, succeeded: succeeded, nowMs: nowMs) }
     }
 
     private func failLogin(_ login: Login, _ reason: LoginRefusal, session: StoreSession, nowMs: UInt64, shared: Bool = false) -> LoginResult {
@@ -375,7 +375,7 @@ public final class StoreLogic {
     /// The token checks shared by FETCH, SYNC and ACK that need no reads ([4.8-1], [4.8-2]).
     private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws(Refusal) -> FetchToken {
         guard let token else { throw Refusal(.authRequired, "log in to read this") }
-        if shared.limits.withLock({ $0.badTokens.isLimited(session.peerAddress, nowMs: nowMs) }) {
+        if shared.state.withLock({ $0.badTokens.isLimited(session.peerAddress, nowMs: nowMs) }) {
             throw Refusal(.rateLimited, "too many rejected tokens from this address; try again later")
         }
         if let cached = session.verifiedClaims, StoreLogic.sameBytes(session.verifiedToken, token) {
@@ -388,7 +388,7 @@ public final class StoreLogic {
             session.verifiedClaims = claims
             return claims
         } catch {
-            if error.status == .badToken { shared.limits.withLock { $0.badTokens.recordFailure(session.peerAddress, nowMs: nowMs) } }
+            if error.status == .badToken { shared.state.withLock { $0.badTokens.recordFailure(session.peerAddress, nowMs: nowMs) } }
             throw Refusal(error.status, error.description)
         }
     }
@@ -407,7 +407,7 @@ public final class StoreLogic {
     }
 
     private func countFetch(_ sequence: UInt64, atMs: UInt64) {
-        shared.limits.withLock {
+        shared.state.withLock {
             $0.fetchTallies[sequence, default: FetchTally(sequence: sequence, count: 0, lastAtMs: 0)].count += 1
             $0.fetchTallies[sequence]?.lastAtMs = atMs
         }
@@ -416,7 +416,7 @@ public final class StoreLogic {
     private func status(_ request: StatusRequest, found: StoreReadResult, nowMs: UInt64) throws(Refusal) -> StoreAction {
         guard var payload = found.payload else { throw Refusal(.notFound, "no such payload") }
         let sequence = payload.sequence
-        if let tally = shared.limits.withLock({ $0.fetchTallies[sequence] }) {
+        if let tally = shared.state.withLock({ $0.fetchTallies[sequence] }) {
             payload.fetchCount += tally.count
             payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)
         }
@@ -426,27 +426,27 @@ public final class StoreLogic {
 
     /// The statistics gathered since the last call, for one writer operation.
     public func takeFetchTallies() -> [FetchTally] {
-        shared.limits.withLock { limits in
-            defer { limits.fetchTallies = [:] }
-            return Array(limits.fetchTallies.values)
+        shared.state.withLock { state in
+            defer { state.fetchTallies = [:] }
+            return Array(state.fetchTallies.values)
         }
     }
 
-    public var pendingFetchTallies: Int { shared.limits.withLock { $0.fetchTallies.count } }
+    public var pendingFetchTallies: Int { shared.state.withLock { $0.fetchTallies.count } }
 
     /// Forgets what the login and token limits no longer need; the store calls it on a
     /// timer so the tables hold only recent offenders.
     public func pruneLimiters() {
         let now = clock()
-        shared.limits.withLock {
+        shared.state.withLock {
             $0.logins.prune(nowMs: now)
             $0.badTokens.prune(nowMs: now)
         }
     }
 
     /// (user, address) pairs and address budgets the login limits still remember.
-    var loginFailureKeysTracked: Int { shared.limits.withLock { $0.logins.trackedCount } }
+    var loginFailureKeysTracked: Int { shared.state.withLock { $0.logins.trackedCount } }
 
     /// Client addresses with a BAD_TOKEN window still remembered.
-    var badTokenAddressesTracked: Int { shared.limits.withLock { $0.badTokens.trackedCount } }
+    var badTokenAddressesTracked: Int { shared.state.withLock { $0.badTokens.trackedCount } }
 }

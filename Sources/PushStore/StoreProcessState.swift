@@ -7,7 +7,7 @@ import Synchronization
 /// any loop. Provider and gateway credentials are accepted once in the whole process
 /// ([7.1-5]). A store on one loop has one of its own.
 public final class StoreProcessState: Sendable {
-    struct Limits {
+    struct Guarded {
         var logins: LoginThrottle
         /// BAD_TOKEN answers per client address: forged tokens are tried in bulk otherwise.
         var badTokens: FailureWindowLimiter
@@ -15,11 +15,11 @@ public final class StoreProcessState: Sendable {
         var fetchTallies: [UInt64: FetchTally] = [:]
     }
 
-    let limits: Mutex<Limits>
+    let state: Mutex<Guarded>
     let replays = CredentialReplayGuard()
 
     public init(settings: StoreSettings) {
-        limits = Mutex(Limits(
+        state = Mutex(Guarded(
             logins: LoginThrottle(LoginThrottle.Settings(
                 freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs, maxBackoffMs: settings.loginMaxBackoffMs,
                 failuresPerAddress: settings.loginFailuresPerAddress, refillMs: settings.loginFailureRefillMs,

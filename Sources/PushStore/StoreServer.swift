@@ -33,6 +33,8 @@ public final class StoreServer: ServiceHandler {
     public private(set) var lastCommitFailureMs: Int64?
     /// In a store of several loops: this loop's index, and where connections go.
     var balancing: (balancer: StoreLoopBalancer, index: Int)?
+    /// A store on one loop, or the first of several, which counts and logs for them all.
+    private var speaksForTheStore: Bool { (balancing?.index ?? 0) == 0 }
     /// Connections another loop accepted and gave this one, until their HELLO is admitted
     /// here: they stay, whatever turn the balancer is at.
     private var adopted: Set<ObjectIdentifier> = []
@@ -208,10 +210,8 @@ public final class StoreServer: ServiceHandler {
                 }
             }
             // Every loop polls for its own held REGISTRYs; the first alone counts and logs.
-            if let notice, (balancing?.index ?? 0) != 0 {
-                noticedRegistrySequence = notice.to
-            } else if let notice {
-                noticedRegistrySequence = notice.to
+            if let notice { noticedRegistrySequence = notice.to }
+            if let notice, speaksForTheStore {
                 metrics.registryEnrolments.increment(by: notice.counts.enrolled)
                 metrics.registryRevocations.increment(by: notice.counts.revoked)
                 host.logger.info("registry changed", metadata: [
@@ -336,7 +336,7 @@ public final class StoreServer: ServiceHandler {
     public func deliverCommitted(tickets: [UInt64], outcomes: [WriteOutcome]?) {
         if outcomes == nil {
             // On several loops every loop hears of a failed group; the first speaks for them.
-            if (balancing?.index ?? 0) == 0 {
+            if speaksForTheStore {
                 host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"])
                 metrics.commitFailures.increment()
             }

@@ -98,7 +98,7 @@ public final class StoreService {
         let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, backend: backend,
                                  admission: shard?.admission)
         let host = server.host!
-        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: (shard?.index ?? 0) == 0,
+        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: configuration.isFirstLoop,
                              loop: shard?.index)
         if let shard {
             server.balancing = (shard.balancer, shard.index)
@@ -119,7 +119,7 @@ public final class StoreService {
                                    server: server, backend: backend)
         // The other loops of a store of several start quietly, and leave the shared limits
         // to the first to prune.
-        guard (shard?.index ?? 0) == 0 else { return service }
+        guard configuration.isFirstLoop else { return service }
         let pruneEvery = Duration.milliseconds(max(1_000, configuration.settings.loginFailureWindowMs))
         service.pruneTimer = loop.schedule(after: pruneEvery, repeating: true) { logic.pruneLimiters() }
         // `location` never holds a password (PostgresURL.redacted).
@@ -175,7 +175,7 @@ public final class StoreService {
         if host.isDraining { return .notReady("draining: the store is shutting down") }
         if !host.isListening { return .notReady("not listening") }
         let now = Clocks.monotonicMilliseconds()
-        if let failed = lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs,
+        if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs,
            ((backend as? PostgresStoreBackend)?.writesWorkSinceMs ?? 0) <= failed {
             return .notReady("a group commit failed \((now - failed) / 1000) s ago")
         }
@@ -192,18 +192,10 @@ public final class StoreService {
         }
     }
 
-    /// The last failed group commit (monotonic ms): this loop's, or on SQLite any loop's.
-    private var lastCommitFailureMs: Int64? {
-        let anyLoop = configuration.shard?.sqlite?.lastCommitFailureMs ?? 0
-        guard anyLoop > 0 else { return server.lastCommitFailureMs }
-        return max(anyLoop, server.lastCommitFailureMs ?? 0)
-    }
-
     /// The loop it runs on.
     public var loop: EventLoop { host.loop }
 
-    /// A store on one loop, or the first of several: the one that speaks for the others.
-    private var isFirstLoop: Bool { (configuration.shard?.index ?? 0) == 0 }
+    private var isFirstLoop: Bool { configuration.isFirstLoop }
 
     /// What another loop needs to accept on this store's listening sockets too.
     func shareListener() throws(EventLoopError) -> SharedListenSockets { try host.shareListener() }

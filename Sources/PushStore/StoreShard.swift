@@ -19,6 +19,10 @@ struct StoreShard: Sendable {
 }
 
 extension StoreConfiguration {
+    /// A store on one loop, or the first of several: the one that speaks for the others
+    /// (logs, pruning, registry and commit-failure counts).
+    var isFirstLoop: Bool { (shard?.index ?? 0) == 0 }
+
     /// Loop `index`'s copy of the configuration: its place in the group.
     func shard(_ index: Int, listening: SharedListenSockets?, admission: AdmissionGate, shared: StoreProcessState,
                sqlite: SQLiteStoreWriterGroup?, balancer: StoreLoopBalancer) -> StoreConfiguration {

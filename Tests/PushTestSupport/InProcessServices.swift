@@ -1,4 +1,5 @@
 import Logging
+import PushEventLoop
 import PushGateway
 import PushStore
 
@@ -76,28 +77,34 @@ public final class InProcessGateway: ReachableService {
     }
 }
 
-/// A gateway on several loop threads (`GatewayLoops`) in this process: its first loop on a
-/// thread of its own, the others on theirs.
-public final class InProcessGatewayLoops: ReachableService {
+/// What `InProcessLoops` needs of a service on several loop threads.
+public protocol LoopGroup: AnyObject, SendableMetatype {
+    var port: Int { get }
+    func drain(then drained: @escaping () -> Void)
+    func shutdown()
+}
+
+extension GatewayLoops: LoopGroup {}
+extension StoreLoops: LoopGroup {}
+
+/// A service on several loop threads in this process: its first loop on a thread of its
+/// own, the others on theirs, all on one free port of 127.0.0.1.
+public final class InProcessLoops<Group: LoopGroup>: ReachableService {
     public let deployment: TemporaryDeployment
     public let host = "127.0.0.1"
     public let port: Int
-    private let hosted: HostedService<GatewayLoops>
+    private let hosted: HostedService<Group>
 
-    public init(_ deployment: TemporaryDeployment, loops: Int, configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
+    init(_ deployment: TemporaryDeployment, name: String, start: @escaping @Sendable (EventLoop) throws -> Group) throws {
         self.deployment = deployment
-        var configuration = GatewayConfiguration(deployment: deployment.deployment, host: host, port: 0)
-        configuration.logger = .silent("securepush.gateway")
-        configuration.loops = loops
-        configure(&configuration)
-        let ready = configuration
-        hosted = try HostedService(name: "test-gateway") { loop in try GatewayLoops.start(ready, on: loop) }
+        hosted = try HostedService(name: name, start: start)
         port = hosted.onLoop { $0.port } ?? 0
     }
 
     deinit { stop() }
 
-    /// Drains every loop, then ends the other loops' threads and joins the first's. Idempotent.
+    /// Drains every loop (a store's shared writer commits what it holds and ends), then
+    /// ends the other loops' threads and joins the first's. Idempotent.
     public func stop() {
         hosted.stop { loops, drained in
             loops.drain {
@@ -108,35 +115,27 @@ public final class InProcessGatewayLoops: ReachableService {
     }
 }
 
-/// A payload store on several loop threads (`StoreLoops`) in this process: the first on a
-/// thread of its own, the others on theirs, all on one free port of 127.0.0.1.
-public final class InProcessStoreLoops: ReachableService {
-    public let deployment: TemporaryDeployment
-    public let host = "127.0.0.1"
-    public let port: Int
-    private let hosted: HostedService<StoreLoops>
+public typealias InProcessGatewayLoops = InProcessLoops<GatewayLoops>
+public typealias InProcessStoreLoops = InProcessLoops<StoreLoops>
 
-    public init(_ deployment: TemporaryDeployment, loops: Int, configure: (inout StoreConfiguration) -> Void = { _ in }) throws {
-        self.deployment = deployment
-        var configuration = StoreConfiguration(deployment: deployment.deployment, host: host, port: 0)
+extension InProcessLoops where Group == GatewayLoops {
+    public convenience init(_ deployment: TemporaryDeployment, loops: Int, configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
+        var configuration = GatewayConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
+        configuration.logger = .silent("securepush.gateway")
+        configuration.loops = loops
+        configure(&configuration)
+        let ready = configuration
+        try self.init(deployment, name: "test-gateway") { loop in try GatewayLoops.start(ready, on: loop) }
+    }
+}
+
+extension InProcessLoops where Group == StoreLoops {
+    public convenience init(_ deployment: TemporaryDeployment, loops: Int, configure: (inout StoreConfiguration) -> Void = { _ in }) throws {
+        var configuration = StoreConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
         configuration.logger = .silent("securepush.store")
         configuration.loops = loops
         configure(&configuration)
         let ready = configuration
-        hosted = try HostedService(name: "test-store") { loop in try StoreLoops.start(ready, on: loop) }
-        port = hosted.onLoop { $0.port } ?? 0
-    }
-
-    deinit { stop() }
-
-    /// Drains every loop (the shared writer commits what it holds and ends), then ends
-    /// the other loops' threads and joins the first's. Idempotent.
-    public func stop() {
-        hosted.stop { loops, drained in
-            loops.drain {
-                loops.shutdown()
-                drained()
-            }
-        }
+        try self.init(deployment, name: "test-store") { loop in try StoreLoops.start(ready, on: loop) }
     }
 }
