@@ -77,7 +77,8 @@ public final class StoreService {
             do {
                 backend = try PostgresStoreBackend.start(url: url, settings: configuration.settings,
                                                          dataKeysPath: StoreFiles.dataKeysPath(forDatabase: path), clock: clock,
-                                                         logger: configuration.logger, on: loop)
+                                                         logger: configuration.logger, loopIndex: configuration.shard?.index ?? 0,
+                                                         on: loop)
             } catch {
                 throw .cannotStartPostgres(error)
             }
