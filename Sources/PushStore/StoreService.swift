@@ -52,7 +52,8 @@ public final class StoreService {
         self.host = host
         self.server = server
         self.backend = backend
-        if configuration.database == nil {
+        // Every loop of a store on SQLite writes to the same directory: the first probes it.
+        if configuration.database == nil, configuration.isFirstLoop {
             diskProbe = WritableDirectoryProbe(directory: StoreService.directory(of: configuration.databasePath))
         }
     }
