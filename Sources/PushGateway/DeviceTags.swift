@@ -1,11 +1,11 @@
 /// A device's tags, held as one string with "\n" between them, as its registration
-/// carries them on the wire ([7.4]). The gateway keeps one per device, connected or
+/// carries them on the wire ([7.4-2]). The gateway keeps one per device, connected or
 /// queued for: a `[String]` costs each device an array on the heap (about 48 bytes), while
 /// tags up to 15 bytes in all fit in the string's own 16 bytes.
 public struct DeviceTags: Sequence, Equatable, Sendable {
     private let text: String
 
-    /// Tags cannot contain "\n" (a registration's tags are split on it), nor be empty.
+    /// Tags contain no "\n" and are not empty ([7.4-2]); an empty one would be skipped.
     public init(_ tags: [String]) {
         text = tags.joined(separator: "\n")
     }
