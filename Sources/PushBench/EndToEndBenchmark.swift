@@ -6,8 +6,12 @@ import PushSession
 /// setup). An operation is: a provider STOREs a payload for the bench user; on STORE_OK
 /// a provider PUSHes the id to one device (round-robin); the device answers DELIVERY_ACK,
 /// FETCHes the id from the store and, with the payload in hand, ACKs it. Latency runs
-/// from the STORE (its intended start, open loop) to FETCH_OK; the operation ends when
-/// ACK_OK and PUSH_ACK are in as well.
+/// from the STORE (its intended start, open loop) to FETCH_OK; the operation ends, and
+/// its provider's slot is free again, once PUSH_ACK is in as well. The device's ACK (its
+/// read receipt) goes on as a follow-up: a provider does not wait for a device's receipt,
+/// as the Redis pattern's sender does not wait for the device's DEL. The run still waits
+/// for every ACK_OK, counts any refusal as an error, and a measured one arriving last
+/// ends the measured window.
 enum EndToEndBenchmark {
     /// Long enough to deliver to a device that reconnects; the devices here never do.
     static let pushTTLSeconds: UInt32 = 60
@@ -67,6 +71,10 @@ final class EndToEndWorkload: Workload, LinkOwner {
     private var nextDevice = 0
     /// Store id -> operation token, from STORE_OK until the device has the PUSH.
     private var byStoreID: [PayloadID: UInt32] = [:]
+    /// Read receipts sent and not answered: their correlation (the operation's token,
+    /// whose slot may already serve another operation under a newer generation) ->
+    /// whether the operation was measured.
+    private var receipts: [UInt32: Bool] = [:]
     // Per op slot.
     private var device: [Int]
     private var storeID: [PayloadID]
@@ -74,7 +82,7 @@ final class EndToEndWorkload: Workload, LinkOwner {
     private var fetchedAt: [UInt64]
 
     private static let awaitingPushAck: UInt8 = 1
-    private static let awaitingAckOK: UInt8 = 2
+    private static let awaitingFetchOK: UInt8 = 2
 
     init(runner: Runner, payloadSize: Int) {
         self.runner = runner
@@ -85,6 +93,7 @@ final class EndToEndWorkload: Workload, LinkOwner {
         pending = Array(repeating: 0, count: capacity)
         fetchedAt = Array(repeating: 0, count: capacity)
         byStoreID.reserveCapacity(capacity)
+        receipts.reserveCapacity(capacity)
     }
 
     func use(storeProviders: [BenchLink], pushProviders: [BenchLink], deviceGateways: [BenchLink], deviceStores: [BenchLink],
@@ -106,7 +115,7 @@ final class EndToEndWorkload: Workload, LinkOwner {
         guard let index = storeRotation.pick(storeProviders), let connection = storeProviders[index].connection else { return false }
         device[slot] = nextDevice
         nextDevice = nextDevice + 1 == deviceGateways.count ? 0 : nextDevice + 1
-        pending[slot] = EndToEndWorkload.awaitingPushAck | EndToEndWorkload.awaitingAckOK
+        pending[slot] = EndToEndWorkload.awaitingPushAck | EndToEndWorkload.awaitingFetchOK
         storeTemplates[index].send(on: connection, correlation: token)
         storeProviders[index].outstanding += 1
         return true
@@ -118,9 +127,12 @@ final class EndToEndWorkload: Workload, LinkOwner {
         case MessageType.storeOK.rawValue: stored(link, header: header, body: body)
         case MessageType.pushAck.rawValue: pushAcknowledged(link, header: header, body: body)
         case MessageType.fetchOK.rawValue: fetched(link, header: header, body: body)
-        case MessageType.ackOK.rawValue: acknowledged(link, header: header)
+        case MessageType.ackOK.rawValue: receiptAnswered(link, header: header, failure: nil)
         case MessageType.missed.rawValue: runner.count("MISSED")
         case MessageType.error.rawValue:
+            if link.isDevice, receipts[header.correlation] != nil {
+                return receiptAnswered(link, header: header, failure: "ACK \(header.status.name)")
+            }
             link.outstanding -= 1
             if let slot = runner.ops.slot(of: header.correlation) { fail(slot, header.status.name) }
         default:
@@ -165,7 +177,8 @@ final class EndToEndWorkload: Workload, LinkOwner {
         storeLink.outstanding += 1
     }
 
-    /// FETCH_OK: the device holds the payload (the latency's end); ACK it as shown.
+    /// FETCH_OK: the device holds the payload (the latency's end); ACK it as shown. The
+    /// FETCH's place on the device's link passes to the ACK.
     private func fetched(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
         let now = Clocks.monotonicNanoseconds()
         guard let slot = runner.ops.slot(of: header.correlation) else {
@@ -178,12 +191,17 @@ final class EndToEndWorkload: Workload, LinkOwner {
         }
         fetchedAt[slot] = now
         ackTemplates[link.index].send(on: connection, correlation: header.correlation, id: storeID[slot])
+        receipts[header.correlation] = runner.isMeasured(slot: slot)
+        runner.followUpSent()
+        settle(slot, clearing: EndToEndWorkload.awaitingFetchOK)
     }
 
-    private func acknowledged(_ link: BenchLink, header: FrameHeader) {
+    private func receiptAnswered(_ link: BenchLink, header: FrameHeader, failure: String?) {
+        guard let measured = receipts.removeValue(forKey: header.correlation) else {
+            return runner.count("unexpected \(header.type?.specName ?? "frame")")
+        }
         link.outstanding -= 1
-        guard let slot = runner.ops.slot(of: header.correlation) else { return }
-        settle(slot, clearing: EndToEndWorkload.awaitingAckOK)
+        runner.followUpAnswered(measured: measured, end: Clocks.monotonicNanoseconds(), failure: failure)
     }
 
     private func settle(_ slot: Int, clearing bit: UInt8) {

@@ -28,6 +28,10 @@ final class Runner {
     /// Operations completed (any phase) and measured operations completed.
     private(set) var completedAll: UInt64 = 0
     private(set) var completedMeasured: UInt64 = 0
+    /// Requests a completed operation left in flight (e2e's read receipts): the run is not
+    /// over until they are answered, and a measured one's answer ends the measured window
+    /// if it comes last.
+    private(set) var followUps = 0
 
     private var startNanos: UInt64 = 0
     private(set) var measureStart: UInt64 = 0
@@ -55,7 +59,7 @@ final class Runner {
         ops = OpTable(capacity: shape.rate == nil ? closedTarget : LoadShape.maxOutstanding)
     }
 
-    var isFinished: Bool { started && stopIssuing && ops.outstanding == 0 }
+    var isFinished: Bool { started && stopIssuing && ops.outstanding == 0 && followUps == 0 }
     var isOpenLoop: Bool { shape.rate != nil }
 
     /// Starts issuing; warm-up first, then the measured part.
@@ -164,6 +168,16 @@ final class Runner {
         released()
     }
 
+    func followUpSent() { followUps += 1 }
+
+    /// A follow-up was answered (`failure`: why not with success), at `end`.
+    func followUpAnswered(measured: Bool, end: UInt64, failure: String? = nil) {
+        guard followUps > 0 else { return }
+        followUps -= 1
+        if let failure { count(failure) }
+        if measured, end > lastMeasuredEnd { lastMeasuredEnd = end }
+    }
+
     /// Operation `token` failed with `reason` (a status name, or what went wrong).
     func fail(token: UInt32, reason: String) {
         guard let slot = ops.slot(of: token) else {
@@ -203,7 +217,9 @@ final class Runner {
 
     private func abandonOutstanding(as reason: String) {
         if ops.outstanding > 0 { count(reason, by: UInt64(ops.outstanding)) }
+        if followUps > 0 { count(reason, by: UInt64(followUps)) }
         ops.releaseAll()
+        followUps = 0
     }
 
     /// From the driver's heartbeat: the end of a timed run, and the drain deadline.
@@ -211,7 +227,7 @@ final class Runner {
         guard started else { return }
         let now = Clocks.monotonicNanoseconds()
         if !stopIssuing, now >= measureEnd { stopIssuing(at: now) }
-        if stopIssuing, ops.outstanding > 0, now >= drainDeadline { abandonOutstanding(as: "timeout") }
+        if stopIssuing, ops.outstanding > 0 || followUps > 0, now >= drainDeadline { abandonOutstanding(as: "timeout") }
     }
 
     // MARK: report

@@ -40,7 +40,7 @@ public enum Scenario: String, CaseIterable, Sendable {
         case .fetch: "FETCHes of existing payloads (device -> store)."
         case .push: "PUSH to connected devices, timed at the device (provider -> gateway -> device)."
         case .fanout: "One PUSH to a tag of --devices devices, timed until the last device has it."
-        case .e2e: "The whole secure push: STORE, PUSH, delivery, FETCH, ACK; timed STORE -> FETCH_OK."
+        case .e2e: "The whole secure push: STORE, PUSH, delivery, FETCH, ACK; timed STORE -> FETCH_OK, every ACK_OK awaited."
         case .connections: "Hold --connections idle devices on the gateway; its memory per connection."
         }
     }

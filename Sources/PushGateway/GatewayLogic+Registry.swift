@@ -105,7 +105,7 @@ extension GatewayLogic {
             devices[deviceID] = nil
             return
         }
-        record.tags = current.tags
+        record.tags = DeviceTags(current.tags)
     }
 
     private func countRegistry() {

@@ -46,7 +46,7 @@ public final class DeviceRecord {
     // dynamic exclusivity checks cost a thread-local lookup each and cannot fire, since no
     // access is held across a call that could reach the same record again.
     @exclusivity(unchecked) public internal(set) var user: String
-    @exclusivity(unchecked) public internal(set) var tags: [String]
+    @exclusivity(unchecked) public internal(set) var tags: DeviceTags
     @exclusivity(unchecked) public internal(set) var link: DeviceLink?
     /// Waiting: the device is offline, or its window is full.
     @exclusivity(unchecked) public internal(set) var queue: DeviceQueue
@@ -66,7 +66,7 @@ public final class DeviceRecord {
     init(deviceID: String, user: String, tags: [String], queueCapacity: Int) {
         self.deviceID = deviceID
         self.user = user
-        self.tags = tags
+        self.tags = DeviceTags(tags)
         self.queue = DeviceQueue(capacity: queueCapacity)
     }
 
@@ -130,7 +130,7 @@ public final class GatewayLogic {
             record = known
             if registry == nil { unindex(record) }
             record.user = registration.user
-            record.tags = registration.tags
+            record.tags = DeviceTags(registration.tags)
             if let old = record.link {
                 record.link = nil
                 metrics.devicesOnline.decrement()

@@ -78,12 +78,14 @@ public final class PostgresConnection {
     /// Opens a connection (`conninfo`: a `postgresql://` URL or libpq key=value string) with
     /// `synchronous_commit=on`. Completes on `loop`; an unparsable string fails with
     /// `.invalidURL`, everything else with `.connection`. The connect is bounded by the
-    /// string's `connect_timeout` (10 s if it names none).
+    /// string's `connect_timeout` (10 s if it names none). pg_stat_activity shows it as
+    /// `applicationName` unless the string names an application.
     public static func connect(
-        _ conninfo: String, on loop: EventLoop, completion: @escaping (Result<PostgresConnection, PostgresError>) -> Void
+        _ conninfo: String, applicationName: String = "securepush", on loop: EventLoop,
+        completion: @escaping (Result<PostgresConnection, PostgresError>) -> Void
     ) {
         let connection = PostgresConnection(loop: loop)
-        connection.start(conninfo, completion)
+        connection.start(conninfo, applicationName: applicationName, completion)
     }
 
     /// Sends one statement (`$1`, `$2`… for `parameters`) as its own pipeline segment.

@@ -5,10 +5,10 @@ import PushEventLoop
 /// takes bytes and PQconsumeInput / PQgetResult when it has some, matching answers to
 /// requests in order.
 extension PostgresConnection {
-    func start(_ conninfo: String, _ completion: @escaping (Result<PostgresConnection, PostgresError>) -> Void) {
+    func start(_ conninfo: String, applicationName: String, _ completion: @escaping (Result<PostgresConnection, PostgresError>) -> Void) {
         let parameters: [(key: String, value: String)]
         do throws(PostgresError) {
-            parameters = try PostgresURL.sessionParameters(conninfo)
+            parameters = try PostgresURL.sessionParameters(conninfo, applicationName: applicationName)
         } catch {
             deferred { completion(.failure(error)) }
             return

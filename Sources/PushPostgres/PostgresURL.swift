@@ -23,8 +23,9 @@ public enum PostgresURL {
     /// What every connection of this client is opened with: the parsed connection string,
     /// plus `synchronous_commit=on` (a COMMIT completes only once it is on disk, whatever the
     /// server's default), UTF-8 on the wire (text values are Swift strings), a bounded
-    /// connect time, and an application name for pg_stat_activity unless one was given.
-    static func sessionParameters(_ conninfo: String) throws(PostgresError) -> [(key: String, value: String)] {
+    /// connect time, and `applicationName` for pg_stat_activity unless the string names one.
+    static func sessionParameters(_ conninfo: String, applicationName: String = "securepush") throws(PostgresError)
+        -> [(key: String, value: String)] {
         var parameters = try parse(conninfo)
         func set(_ key: String, _ value: (String?) -> String?) {
             let index = parameters.firstIndex { $0.key == key }
@@ -46,7 +47,7 @@ public enum PostgresURL {
             if let existing, let seconds = Int(existing), seconds > 0 { return existing }
             return String(defaultConnectTimeoutSeconds)
         }
-        set("fallback_application_name") { existing in existing ?? "securepush" }
+        set("fallback_application_name") { existing in existing ?? applicationName }
         return parameters
     }
 

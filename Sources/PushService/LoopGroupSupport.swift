@@ -9,11 +9,13 @@ public struct ServiceLoopThread<Service>: Sendable {
     public let metrics: MetricsSource
 
     /// Starts a thread named `name` with a loop of its own, starts the service there with
-    /// `start`, and waits for it. `cannotStart` turns a thread that could not be made into
-    /// the service's own error.
+    /// `start`, and waits for it. From then on the loop puts the service's `readiness` on
+    /// `board` as loop `index`, every `LoopReadinessBoard.reportInterval`. `cannotStart`
+    /// turns a thread that could not be made into the service's own error.
     public static func start<Failure: Error>(
-        name: String, start: @escaping @Sendable (EventLoop) throws(Failure) -> Service,
-        metrics: @escaping @Sendable (Service) -> MetricsRegistry, cannotStart: (String) -> Failure
+        name: String, index: Int, start: @escaping @Sendable (EventLoop) throws(Failure) -> Service,
+        metrics: @escaping @Sendable (Service) -> MetricsRegistry,
+        readiness: @escaping @Sendable (Service) -> Readiness, board: LoopReadinessBoard, cannotStart: (String) -> Failure
     ) throws(Failure) -> ServiceLoopThread {
         let outcome = LoopStartOutcome<(LoopBound<Service>, MetricsSource), Failure>()
         let thread: EventLoopThread
@@ -21,6 +23,10 @@ public struct ServiceLoopThread<Service>: Sendable {
             thread = try EventLoopThread(name: name) { loop in
                 do throws(Failure) {
                     let service = try start(loop)
+                    board.report(readiness(service), loop: index)
+                    loop.schedule(after: LoopReadinessBoard.reportInterval, repeating: true) {
+                        board.report(readiness(service), loop: index)
+                    }
                     outcome.set(.success((LoopBound(service, loop: loop), MetricsSource(metrics(service), loop: loop))))
                 } catch {
                     outcome.set(.failure(error))

@@ -16,12 +16,15 @@ public final class StoreLoops {
     private let others: [OtherLoop]
     private let writerGroup: SQLiteStoreWriterGroup?
     private let balancer: StoreLoopBalancer?
+    private let readinessBoard: LoopReadinessBoard
 
     /// A loop on a thread of its own, and its service, kept alive until shutdown.
     private typealias OtherLoop = ServiceLoopThread<StoreService>
 
-    private init(first: StoreService, others: [OtherLoop], writerGroup: SQLiteStoreWriterGroup?, balancer: StoreLoopBalancer?) {
+    private init(first: StoreService, others: [OtherLoop], writerGroup: SQLiteStoreWriterGroup?, balancer: StoreLoopBalancer?,
+                 readinessBoard: LoopReadinessBoard) {
         self.first = first
+        self.readinessBoard = readinessBoard
         self.others = others
         self.writerGroup = writerGroup
         self.balancer = balancer
@@ -36,7 +39,8 @@ public final class StoreLoops {
         _ = try configuration.effectiveLimits()
         let count = configuration.effectiveLoopCount
         guard count > 1 else {
-            return StoreLoops(first: try StoreService.start(configuration, on: loop), others: [], writerGroup: nil, balancer: nil)
+            return StoreLoops(first: try StoreService.start(configuration, on: loop), others: [], writerGroup: nil, balancer: nil,
+                              readinessBoard: LoopReadinessBoard())
         }
         var writerGroup: SQLiteStoreWriterGroup?
         if configuration.database == nil {
@@ -50,6 +54,7 @@ public final class StoreLoops {
         let admission = AdmissionGate(limits: configuration.limits)
         let shared = StoreProcessState(settings: configuration.settings)
         let balancer = StoreLoopBalancer(count: count)
+        let readinessBoard = LoopReadinessBoard()
         let first: StoreService
         do {
             first = try StoreService.start(configuration.shard(0, listening: nil, admission: admission, shared: shared, sqlite: writerGroup,
@@ -72,7 +77,7 @@ public final class StoreLoops {
             let shard = configuration.shard(index, listening: listening, admission: admission, shared: shared, sqlite: writerGroup,
                                             balancer: balancer)
             do {
-                others.append(try startOther(shard, index: index))
+                others.append(try startOther(shard, index: index, board: readinessBoard))
             } catch {
                 for other in others { other.thread.shutdown() }
                 first.stop()
@@ -80,16 +85,24 @@ public final class StoreLoops {
                 throw error
             }
         }
-        return StoreLoops(first: first, others: others, writerGroup: writerGroup, balancer: balancer)
+        return StoreLoops(first: first, others: others, writerGroup: writerGroup, balancer: balancer, readinessBoard: readinessBoard)
     }
 
-    private static func startOther(_ configuration: StoreConfiguration, index: Int) throws(StoreServiceError) -> OtherLoop {
-        try OtherLoop.start(name: "store-\(index)", start: { loop throws(StoreServiceError) in try StoreService.start(configuration, on: loop) },
-                            metrics: { $0.metrics }, cannotStart: { .invalidConfiguration($0) })
+    private static func startOther(_ configuration: StoreConfiguration, index: Int, board: LoopReadinessBoard)
+        throws(StoreServiceError) -> OtherLoop {
+        try OtherLoop.start(name: "store-\(index)", index: index,
+                            start: { loop throws(StoreServiceError) in try StoreService.start(configuration, on: loop) },
+                            metrics: { $0.metrics }, readiness: { $0.readiness() }, board: board,
+                            cannotStart: { .invalidConfiguration($0) })
     }
 
-    /// The first loop's checks, which on SQLite see a failed commit of any loop's requests.
-    public func readiness() -> Readiness { first.readiness() }
+    /// Ready when every loop is: the first loop's checks, then what each other loop last
+    /// reported of its own (on PostgreSQL, each loop's connections to the database).
+    public func readiness() -> Readiness {
+        let readiness = first.readiness()
+        guard readiness == .ready else { return readiness }
+        return readinessBoard.readiness()
+    }
 
     /// /metrics, /healthz and /readyz on the first loop, with the metrics of every loop summed.
     public func startMonitoring(host address: String, port: Int) throws(EventLoopError) -> MonitoringEndpoint {
@@ -119,6 +132,7 @@ public final class StoreLoops {
         for (offset, other) in others.enumerated() {
             balancer?.unregister(index: offset + 1)
             other.thread.shutdown()
+            readinessBoard.remove(loop: offset + 1)
         }
         writerGroup?.stop()
     }

@@ -52,7 +52,8 @@ public final class StoreService {
         self.host = host
         self.server = server
         self.backend = backend
-        if configuration.database == nil {
+        // Every loop of a store on SQLite writes to the same directory: the first probes it.
+        if configuration.database == nil, configuration.isFirstLoop {
             diskProbe = WritableDirectoryProbe(directory: StoreService.directory(of: configuration.databasePath))
         }
     }
@@ -77,7 +78,8 @@ public final class StoreService {
             do {
                 backend = try PostgresStoreBackend.start(url: url, settings: configuration.settings,
                                                          dataKeysPath: StoreFiles.dataKeysPath(forDatabase: path), clock: clock,
-                                                         logger: configuration.logger, on: loop)
+                                                         logger: configuration.logger, loopIndex: configuration.shard?.index ?? 0,
+                                                         on: loop)
             } catch {
                 throw .cannotStartPostgres(error)
             }

@@ -63,6 +63,42 @@ struct StoreLoopsProcessTests {
         #expect(try HTTPGet.fetch(port: port, path: "/readyz").status == 200)
     }
 
+    @Test("/readyz answers for every loop: with one loop's PostgreSQL connections down it is 503 naming that loop, and 200 once they are back")
+    func readinessCoversEveryLoopsDatabaseConnections() throws {
+        guard PostgresCluster.testsEnabled else { return }
+        let cluster = try PostgresCluster.shared()
+        let url = try cluster.createDatabase()
+        let database = try #require(url.split(separator: "/").last.map(String.init))
+        let deployment = try TemporaryDeployment(commandLine: true, database: url)
+        let store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--loops", "4", "--metrics", "127.0.0.1:0"])
+        let port = try #require(store.announcedMetricsPort)
+        func readyz() -> HTTPGetResult? { try? HTTPGet.fetch(port: port, path: "/readyz") }
+        #expect(waitUntil { readyz()?.status == 200 })
+        // pg_stat_activity names every connection by its loop: a write and a read each.
+        for loop in 0..<4 {
+            let names = try cluster.administer(
+                "SELECT application_name FROM pg_stat_activity WHERE datname = '\(database)' "
+                    + "AND application_name LIKE 'securepush store loop \(loop) %' ORDER BY 1")
+            #expect(names == ["securepush store loop \(loop) read 1", "securepush store loop \(loop) write"])
+        }
+        // Loop 2 loses its connections and cannot connect again; the other loops keep theirs.
+        try cluster.administer("ALTER DATABASE \(database) ALLOW_CONNECTIONS false")
+        defer { _ = try? cluster.administer("ALTER DATABASE \(database) ALLOW_CONNECTIONS true") }
+        let terminated = try cluster.administer(
+            "SELECT pg_terminate_backend(pid)::text FROM pg_stat_activity WHERE datname = '\(database)' "
+                + "AND application_name LIKE 'securepush store loop 2 %'")
+        #expect(terminated == ["true", "true"])
+        var notReady: HTTPGetResult?
+        #expect(waitUntil {
+            notReady = readyz()
+            return notReady?.status == 503
+        })
+        #expect(notReady?.body.contains("loop 2:") == true, "\(notReady?.body ?? "no answer")")
+        #expect(notReady?.body.contains("connection") == true, "\(notReady?.body ?? "no answer")")
+        try cluster.administer("ALTER DATABASE \(database) ALLOW_CONNECTIONS true")
+        #expect(waitUntil { readyz()?.status == 200 }, "\(readyz()?.body ?? "no answer")")
+    }
+
     @Test("connections are spread over the loops in turn, whichever loop the kernel woke to accept them")
     func connectionsAreSpreadEvenly() throws {
         let store = try LoopedStore(loops: 2, ["--metrics", "127.0.0.1:0"])

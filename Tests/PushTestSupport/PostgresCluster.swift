@@ -141,6 +141,18 @@ public final class PostgresCluster: @unchecked Sendable {
         return url(database: name)
     }
 
+    /// Runs `sql` as the cluster's superuser, connected to the `postgres` database; the
+    /// text of each row's first column.
+    @discardableResult
+    public func administer(_ sql: String) throws -> [String] {
+        let admin = try PostgresBlockingConnection(url())
+        defer { admin.close() }
+        let result = try admin.query(sql)
+        return try result.rows.indices.map { row in
+            try result.isNull(row, 0) ? "" : result.text(row, 0)
+        }
+    }
+
     /// SIGKILL for the postmaster and every server process, as a crash: clients see their
     /// connections drop at once, and nothing is shut down cleanly.
     public func kill() {

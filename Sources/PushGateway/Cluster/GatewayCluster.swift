@@ -184,7 +184,7 @@ final class GatewayCluster {
         let deviceID = record.deviceID
         let previous = directory.node(of: deviceID)
         let stamp = directory.stampForNewConnection(of: deviceID, wallMs: logic.wallClock())
-        let change = PresenceChange(deviceID: deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags)
+        let change = PresenceChange(deviceID: deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags.list)
         directory.apply(change, from: localNode)
         announce(change)
         // New pushes wait until the queue in JetStream is here and, when another node
@@ -227,7 +227,7 @@ final class GatewayCluster {
         holds.removeValue(forKey: deviceID)?.handover?.cancel()
         if let released = logic.release(record) { hand(released, of: deviceID) }
         guard let location = directory.devices[deviceID]?.location, location.node == localNode else { return }
-        let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags)
+        let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags.list)
         directory.apply(change, from: localNode)
         announce(change)
     }

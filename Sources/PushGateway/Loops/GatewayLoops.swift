@@ -12,14 +12,16 @@ public final class GatewayLoops {
     public let first: GatewayService
     private let router: GatewayLoopRouter?
     private let others: [OtherLoop]
+    private let readinessBoard: LoopReadinessBoard
 
     /// A loop on a thread of its own, and its service, kept alive until shutdown.
     private typealias OtherLoop = ServiceLoopThread<GatewayService>
 
-    private init(first: GatewayService, router: GatewayLoopRouter?, others: [OtherLoop]) {
+    private init(first: GatewayService, router: GatewayLoopRouter?, others: [OtherLoop], readinessBoard: LoopReadinessBoard) {
         self.first = first
         self.router = router
         self.others = others
+        self.readinessBoard = readinessBoard
     }
 
     /// Loop threads serving, the caller's included.
@@ -30,8 +32,12 @@ public final class GatewayLoops {
     public static func start(_ configuration: GatewayConfiguration, on loop: EventLoop) throws(GatewayServiceError) -> GatewayLoops {
         try configuration.validate()
         let count = configuration.effectiveLoopCount
-        guard count > 1 else { return GatewayLoops(first: try GatewayService.start(configuration, on: loop), router: nil, others: []) }
+        guard count > 1 else {
+            return GatewayLoops(first: try GatewayService.start(configuration, on: loop), router: nil, others: [],
+                                readinessBoard: LoopReadinessBoard())
+        }
         let router = GatewayLoopRouter(count: count)
+        let readinessBoard = LoopReadinessBoard()
         let admission = AdmissionGate(limits: configuration.limits)
         let replays = CredentialReplayGuard()
         let first = try GatewayService.start(configuration.shard(0, of: count, router: router, listening: nil, admission: admission,
@@ -48,26 +54,31 @@ public final class GatewayLoops {
             let shard = configuration.shard(index, of: count, router: router, listening: listening, admission: admission,
                                             replays: replays)
             do {
-                others.append(try startOther(shard, index: index))
+                others.append(try startOther(shard, index: index, board: readinessBoard))
             } catch {
                 for other in others { other.thread.shutdown() }
                 first.stop()
                 throw error
             }
         }
-        return GatewayLoops(first: first, router: router, others: others)
+        return GatewayLoops(first: first, router: router, others: others, readinessBoard: readinessBoard)
     }
 
-    private static func startOther(_ configuration: GatewayConfiguration, index: Int) throws(GatewayServiceError) -> OtherLoop {
-        try OtherLoop.start(name: "gateway-\(index)", start: { loop throws(GatewayServiceError) in try GatewayService.start(configuration, on: loop) },
-                            metrics: { $0.metrics }, cannotStart: { .invalidConfiguration($0) })
+    private static func startOther(_ configuration: GatewayConfiguration, index: Int, board: LoopReadinessBoard)
+        throws(GatewayServiceError) -> OtherLoop {
+        try OtherLoop.start(name: "gateway-\(index)", index: index,
+                            start: { loop throws(GatewayServiceError) in try GatewayService.start(configuration, on: loop) },
+                            metrics: { $0.metrics }, readiness: { $0.readiness() }, board: board,
+                            cannotStart: { .invalidConfiguration($0) })
     }
 
-    /// Ready when every loop is: the first's own checks, and every loop's registry loaded.
+    /// Ready when every loop is: the first's own checks, every loop's registry loaded (known
+    /// the moment it is), and what each other loop last reported of its own checks.
     public func readiness() -> Readiness {
         let readiness = first.readiness()
-        guard readiness == .ready, let router, !router.allRegistriesLoaded else { return readiness }
-        return .notReady("loading the device registry from the store")
+        guard readiness == .ready else { return readiness }
+        if let router, !router.allRegistriesLoaded { return .notReady("loading the device registry from the store") }
+        return readinessBoard.readiness()
     }
 
     /// /metrics, /healthz and /readyz on the first loop, with the metrics of every loop summed.
@@ -93,6 +104,7 @@ public final class GatewayLoops {
         for (offset, other) in others.enumerated() {
             router?.unregister(index: offset + 1)
             other.thread.shutdown()
+            readinessBoard.remove(loop: offset + 1)
         }
     }
 }

@@ -16,6 +16,8 @@ final class PostgresLink {
 
     let name: String
     private let url: String
+    /// How pg_stat_activity names the connection, unless the URL names an application.
+    private let applicationName: String
     private let loop: EventLoop
     private(set) var state: State = .connecting
     private var waiting: [(PostgresConnection?, PostgresError?) -> Void] = []
@@ -30,9 +32,10 @@ final class PostgresLink {
     static let firstRetryMs = 50
     static let maxRetryMs = 2_000
 
-    init(name: String, url: String, loop: EventLoop) {
+    init(name: String, url: String, applicationName: String, loop: EventLoop) {
         self.name = name
         self.url = url
+        self.applicationName = applicationName
         self.loop = loop
         connect()
     }
@@ -78,7 +81,7 @@ final class PostgresLink {
 
     private func connect() {
         state = .connecting
-        PostgresConnection.connect(url, on: loop) { [weak self] result in
+        PostgresConnection.connect(url, applicationName: applicationName, on: loop) { [weak self] result in
             guard let self else {
                 if case .success(let connection) = result { connection.close() }
                 return

@@ -57,9 +57,10 @@ public final class PostgresStoreBackend: StoreBackend {
 
     /// Validates the URL, checks the schema (applying migrations) over a blocking
     /// connection, then opens the loop's connections; requests that come before they are
-    /// up wait for them.
+    /// up wait for them. pg_stat_activity names each connection by its store loop
+    /// (`loopIndex`) and its job: `securepush store loop 0 write`, `... read 1`.
     public static func start(url: String, settings: StoreSettings, dataKeysPath: String, clock: @escaping @Sendable () -> UInt64,
-                             logger: Logger, on loop: EventLoop) throws(StartFailure) -> PostgresStoreBackend {
+                             logger: Logger, loopIndex: Int = 0, on loop: EventLoop) throws(StartFailure) -> PostgresStoreBackend {
         do {
             try PostgresURL.validate(url)
         } catch {
@@ -90,11 +91,11 @@ public final class PostgresStoreBackend: StoreBackend {
             throw .dataKeys(path: dataKeysPath, "\(error)")
         }
         return PostgresStoreBackend(url: url, database: database, registrySequence: registrySequence, settings: settings,
-                                    sealer: PayloadSealer(ring: ring), clock: clock, logger: logger, loop: loop)
+                                    sealer: PayloadSealer(ring: ring), clock: clock, logger: logger, loopIndex: loopIndex, loop: loop)
     }
 
     private init(url: String, database: String, registrySequence: UInt64, settings: StoreSettings, sealer: PayloadSealer,
-                 clock: @escaping @Sendable () -> UInt64, logger: Logger, loop: EventLoop) {
+                 clock: @escaping @Sendable () -> UInt64, logger: Logger, loopIndex: Int, loop: EventLoop) {
         self.url = url
         location = database
         registrySequenceAtStart = registrySequence
@@ -103,8 +104,11 @@ public final class PostgresStoreBackend: StoreBackend {
         self.clock = clock
         self.logger = logger
         self.loop = loop
-        readLinks = (0..<PostgresStoreBackend.readConnections).map { PostgresLink(name: "read \($0 + 1)", url: url, loop: loop) }
-        writeLink = PostgresLink(name: "write", url: url, loop: loop)
+        func link(_ name: String) -> PostgresLink {
+            PostgresLink(name: name, url: url, applicationName: "securepush store loop \(loopIndex) \(name)", loop: loop)
+        }
+        readLinks = (0..<PostgresStoreBackend.readConnections).map { link("read \($0 + 1)") }
+        writeLink = link("write")
         committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: PostgresStoreBackend.limits(settings)) {
             [weak self] tickets, outcomes in
             if outcomes != nil { self?.writesWorkSinceMs = Clocks.monotonicMilliseconds() }
