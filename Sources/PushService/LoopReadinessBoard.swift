@@ -8,7 +8,7 @@ import Synchronization
 /// `silentAfterMs` is reported as not answering: a loop thread that is stuck cannot serve
 /// the connections it owns either.
 public final class LoopReadinessBoard: Sendable {
-    public static let reportInterval: Duration = .milliseconds(250)
+    public static let reportInterval: Duration = .milliseconds(100)
     public static let silentAfterMs: Int64 = 5_000
 
     private struct Report {

@@ -60,7 +60,13 @@ struct StoreLoopsProcessTests {
         #expect(metrics.value("securepush_store_requests_total", ["type": "fetch", "status": "ok"]) == Double(stored.count * devices.count))
         #expect(metrics.value("securepush_store_requests_total", ["type": "ack", "status": "ok"]) == Double(stored.count * 2))
         #expect(metrics.histogramCount("securepush_store_request_duration_seconds", ["type": "store"]) == Double(stored.count))
-        #expect(try HTTPGet.fetch(port: port, path: "/readyz").status == 200)
+        // Each loop reports its own readiness every 100 ms, so /readyz may lag a loop's
+        // connections coming up by that much.
+        var readiness: HTTPGetResult?
+        #expect(waitUntil(timeoutSeconds: 10) {
+            readiness = try? HTTPGet.fetch(port: port, path: "/readyz")
+            return readiness?.status == 200
+        }, "\(readiness?.body ?? "no answer")")
     }
 
     @Test("/readyz answers for every loop: with one loop's PostgreSQL connections down it is 503 naming that loop, and 200 once they are back")
