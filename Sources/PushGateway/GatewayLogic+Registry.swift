@@ -7,6 +7,9 @@ public enum DeviceAdmission: Equatable, Sendable {
     /// ERROR with this status and reply text; `reason` is for the log only ("registration
     /// refused: " and bad, expired, not enrolled or revoked).
     case refuse(Status, reply: String, reason: String)
+    /// Not in the registry, but issued so lately that the registry may not have heard of
+    /// its enrolment yet ([7.4-8]): ask again once the next changes are in.
+    case unheard
 }
 
 /// The device side of HELLO and the registry's changes: who may connect, and what a
@@ -14,8 +17,10 @@ public enum DeviceAdmission: Equatable, Sendable {
 extension GatewayLogic {
     /// The registration a device presents in HELLO ([7.4-4]): signed with the server key
     /// and unexpired and, when the gateway follows a registry, enrolled there as exactly
-    /// these bytes. Until the registry is loaded once, BUSY: the device retries.
-    public func admitDevice(_ credential: [UInt8]?) -> DeviceAdmission {
+    /// these bytes. Until the registry is loaded once, BUSY: the device retries. With
+    /// `mayWait`, a registration the registry does not hold that was issued less than
+    /// `unheardEnrolmentMs` ago is `.unheard` rather than refused.
+    public func admitDevice(_ credential: [UInt8]?, mayWait: Bool = false) -> DeviceAdmission {
         guard let credential else {
             metrics.credentialRefused(.deviceMissing)
             return .refuse(.badRequest, reply: "a device must send its registration", reason: "registration refused: missing")
@@ -42,10 +47,19 @@ extension GatewayLogic {
             metrics.credentialRefused(.deviceRevoked)
             return .refuse(.badCredentials, reply: "registration revoked", reason: "registration refused: revoked")
         case .notEnrolled:
+            if mayWait, now < registration.issuedAt &+ GatewayLogic.unheardEnrolmentMs { return .unheard }
             metrics.credentialRefused(.deviceNotEnrolled)
             return .refuse(.badCredentials, reply: Registration.notEnrolledReply, reason: "registration refused: not enrolled")
         }
     }
+
+    /// How recently issued a registration the registry does not hold must be for its HELLO
+    /// to be held ([7.4-8]): a tool records the enrolment before it hands the registration
+    /// out, so an older one the registry lacks was never enrolled, or not here.
+    public static let unheardEnrolmentMs: UInt64 = 5_000
+    /// How long such a HELLO is held at most: the store answers a held REGISTRY within a
+    /// second of a change ([4.16-8]).
+    public static let unheardHoldMs: Int64 = 1_500
 
     /// Whether a registry is followed and loaded: without a registry, always.
     public var isRegistryReady: Bool { registry?.isLoaded ?? true }

@@ -32,6 +32,9 @@ public final class GatewayServer: ServiceHandler {
     /// The registration of the device `admit` just admitted, for `admitted`, which the
     /// host calls right after it: kept here rather than in every device's peer state.
     private var admittedRegistration: Registration?
+    /// Device HELLOs held until the registry hears of their enrolment ([7.4-8]).
+    var heldHellos: [HeldHello] = []
+    var heldHelloTimer: LoopTimer?
 
     /// Requests the gateway serves ([4.1-4]).
     public static let served: Set<MessageType> = [.push]
@@ -70,14 +73,27 @@ public final class GatewayServer: ServiceHandler {
                     router.withServer(home) { server in server.adopt(handoff) }
                 }
             }
-            switch logic.admitDevice(hello.credential) {
-            case .admit(let registration):
-                admittedRegistration = registration
-                return .admit(.device(nil))
-            case .refuse(let status, let reply, let reason):
-                // The host logs the refusal at info, with the reason.
-                return .refuse(status, reply, logDetail: reason)
+            switch logic.admitDevice(hello.credential, mayWait: true) {
+            case .unheard:
+                hold(peer, credential: hello.credential ?? [])
+                return .wait
+            case let decided:
+                return admission(decided)
             }
+        }
+    }
+
+    /// A device's HELLO decided: admitted (its registration kept for `admitted`) or refused.
+    func admission(_ decided: DeviceAdmission) -> Admission<GatewayPeer> {
+        switch decided {
+        case .admit(let registration):
+            admittedRegistration = registration
+            return .admit(.device(nil))
+        case .refuse(let status, let reply, let reason):
+            // The host logs the refusal at info, with the reason.
+            return .refuse(status, reply, logDetail: reason)
+        case .unheard:
+            return .wait
         }
     }
 

@@ -16,6 +16,10 @@ public enum Admission<State> {
     /// connection, with its HELLO put back in front of whatever followed it, and hands it
     /// to this closure (on this loop) to pass on. See `Connection.handOff`.
     case handOff((ConnectionHandoff) -> Void)
+    /// Not decided yet: the service answers later with `ServiceHost.decide`. Meanwhile the
+    /// peer keeps its place under the connection cap, gets no reply, and its handshake
+    /// deadline runs on ([5.1-1]: it sends nothing before HELLO_OK).
+    case wait
 }
 
 /// What a service (store, gateway) adds to the connection rules of `PeerSession`.
@@ -72,6 +76,8 @@ public final class ServiceHost<Handler: ServiceHandler> {
     private var acceptErrorLoggedAt: Int64 = .min / 2
     /// HELLOs the service refused (a bad credential, say), by status, and their log lines.
     private var helloRefusalCounts: [Status: Int] = [:]
+    /// Peers whose HELLO the service answered `.wait`, with that HELLO.
+    private var awaitingDecision: [ObjectIdentifier: (hello: Hello, correlation: UInt32)] = [:]
     private var helloRefusalLog = LogThrottle()
 
     public var port: Int? { listener?.port }
@@ -276,7 +282,19 @@ public final class ServiceHost<Handler: ServiceHandler> {
             perform(peer.session.refuse(.busy, "the server is at its connection limit"), on: peer)
             return
         }
-        switch handler.admit(hello, peer: peer) {
+        conclude(handler.admit(hello, peer: peer), hello: hello, correlation: correlation, peer: peer)
+    }
+
+    /// The service's answer to a HELLO it answered `.wait` before (`.wait` again keeps it
+    /// waiting). Nothing happens for a peer that closed meanwhile, or was never waiting.
+    public func decide(_ peer: Peer, _ admission: Admission<Handler.PeerState>) {
+        guard let (hello, correlation) = awaitingDecision.removeValue(forKey: ObjectIdentifier(peer)) else { return }
+        conclude(admission, hello: hello, correlation: correlation, peer: peer)
+    }
+
+    /// Carries out an answer to HELLO; the peer holds a reserved slot under the cap.
+    private func conclude(_ decision: Admission<Handler.PeerState>, hello: Hello, correlation: UInt32, peer: Peer) {
+        switch decision {
         case .refuse(let status, let text, let detail):
             admission.cancelReservation()
             helloRefused(hello, status: status, text: text, detail: detail, peerHost: peer.peerHost)
@@ -290,6 +308,8 @@ public final class ServiceHost<Handler: ServiceHandler> {
         case .handOff(let destination):
             admission.cancelReservation()
             handOff(peer, hello: hello, correlation: correlation, to: destination)
+        case .wait:
+            awaitingDecision[ObjectIdentifier(peer)] = (hello, correlation)
         }
     }
 
@@ -327,6 +347,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
         let wasAdmitted = peer.session.state != nil
         peer.session.closed()
         peers[ObjectIdentifier(peer)] = nil
+        if awaitingDecision.removeValue(forKey: ObjectIdentifier(peer)) != nil { admission.cancelReservation() }
         let id = ObjectIdentifier(peer.connection)
         let wasPending = admission.isPending(id)
         admission.closed(id)

@@ -43,4 +43,22 @@ struct EnrolmentPropagationTests {
             #expect(!child.hasExited)
         }
     }
+
+    @Test("[7.4-8] a client that does not retry, sending HELLO at once after the enrolment, is admitted: the gateway holds the HELLO until it hears")
+    func helloAtOnceAfterEnrolmentIsHeldNotRefused() throws {
+        let deployment = try TemporaryDeployment()
+        try deployment.addUser("alice", password: "alice-pw")
+        let store = try ServiceProcess(["store", "--data-dir", deployment.directory])
+        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)"])
+        #expect(waitUntil(timeoutSeconds: 10) { gateway.standardErrorText().contains("device registry loaded") })
+        for round in 0..<5 {
+            let credential = try deployment.enroll("at-once-\(round)", user: "alice")
+            let client = try BlockingWireClient(host: "127.0.0.1", port: gateway.port)
+            let reply = try client.hello(Hello(role: .device, credential: credential))
+            guard case .helloOK = reply else {
+                Issue.record("round \(round): \(reply)")
+                return
+            }
+        }
+    }
 }

@@ -21,7 +21,7 @@ final class FollowingGateway: GatewayUnderTest {
     let service: InProcessGateway
 
     /// - Parameter storeUp: start the store now; else the gateway starts with no store to reach.
-    init(storeUp: Bool = true, waitMs: UInt32 = 2_000) throws {
+    init(storeUp: Bool = true, waitMs: UInt32 = 2_000, configure: @escaping (inout GatewayConfiguration) -> Void = { _ in }) throws {
         deployment = try TemporaryDeployment()
         let store = try FakeRegistryStore(serverKey: deployment.deployment.serverKey, log: log)
         storePort = store.port
@@ -29,6 +29,7 @@ final class FollowingGateway: GatewayUnderTest {
         service = try InProcessGateway(deployment) { [storePort] in
             $0.store = ServerLink.Endpoint(host: "127.0.0.1", port: storePort)
             $0.registryWaitMs = waitMs
+            configure(&$0)
         }
     }
 
@@ -111,6 +112,63 @@ struct GatewayRegistryServiceTests {
         #expect(waitUntil {
             (try? gateway.hello(tablet).1) == .error(ErrorReply(status: .badCredentials, message: "registration revoked"))
         })
+    }
+
+    @Test("[7.4-8] a HELLO that comes before the gateway has heard of its enrolment is held, then admitted; nothing is said meanwhile")
+    func helloBeforeEnrolmentIsHeld() throws {
+        let gateway = try FollowingGateway()
+        #expect(waitUntil { gateway.isReady })
+        let phone = gateway.deployment.registration("phone")
+        let client = try gateway.reachable.connect()
+        let correlation = try client.send(.hello(Hello(role: .device, credential: phone)))
+        // Held: no reply while the registry has not heard of the enrolment.
+        #expect(throws: (any Error).self) { try client.reply(to: correlation, timeoutMs: 300) }
+        gateway.record(.enrolled, phone)
+        guard case .helloOK = try client.reply(to: correlation, timeoutMs: 5_000) else {
+            Issue.record("the held HELLO was not admitted once the enrolment arrived")
+            return
+        }
+        #expect(gateway.service.onLoop { $0.connectionCount } == 1)
+    }
+
+    @Test("[7.4-8] [7.4-4] a fresh registration never enrolled is refused once the hold is over; an old one at once; a revoked one as soon as the registry says so")
+    func heldHelloIsRefusedInTheEnd() throws {
+        let gateway = try FollowingGateway()
+        #expect(waitUntil { gateway.isReady })
+        let started = Clocks.monotonicMilliseconds()
+        let (_, fresh) = try gateway.hello(gateway.deployment.registration("stranger"))
+        let held = Clocks.monotonicMilliseconds() - started
+        #expect(fresh == .error(ErrorReply(status: .badCredentials, message: "registration not enrolled")))
+        #expect(held >= GatewayLogic.unheardHoldMs - 100, "refused after \(held) ms, before the hold was over")
+
+        let issuedLongAgo = gateway.deployment.unenrolledRegistration(
+            "old", issuedAtMs: Clocks.wallMilliseconds() - GatewayLogic.unheardEnrolmentMs - 1_000)
+        let oldStart = Clocks.monotonicMilliseconds()
+        let (_, old) = try gateway.hello(issuedLongAgo)
+        #expect(old == .error(ErrorReply(status: .badCredentials, message: "registration not enrolled")))
+        #expect(Clocks.monotonicMilliseconds() - oldStart < GatewayLogic.unheardHoldMs, "an old registration is not held")
+
+        let tablet = gateway.deployment.registration("tablet")
+        let client = try gateway.reachable.connect()
+        let correlation = try client.send(.hello(Hello(role: .device, credential: tablet)))
+        gateway.record(.revoked, tablet)
+        #expect(try client.reply(to: correlation, timeoutMs: 5_000) == .error(ErrorReply(status: .badCredentials, message: "registration revoked")))
+    }
+
+    @Test("[7.4-8] a device that hangs up while held gives back its place under the connection cap")
+    func heldPeerThatLeavesFreesItsSlot() throws {
+        let gateway = try FollowingGateway { $0.limits.maxConnections = 1 }
+        #expect(waitUntil { gateway.isReady })
+        for index in 0..<3 {
+            var client: BlockingWireClient? = try gateway.reachable.connect()
+            _ = try client?.send(.hello(Hello(role: .device, credential: gateway.deployment.registration("gone-\(index)"))))
+            usleep(100_000)
+            client = nil
+        }
+        #expect(waitUntil { gateway.metricsText.contains("securepush_gateway_pending_handshakes 0") }, "\(gateway.metricsText)")
+        // With the cap at 1, a place kept by a peer that left would make this HELLO BUSY.
+        let phone = gateway.enroll("phone")
+        _ = try gateway.connected(phone)
     }
 
     @Test("[7.4-6] a revocation closes the live connection with GOAWAY REVOKED within seconds (long poll)")

@@ -97,10 +97,11 @@ public final class TemporaryDeployment {
 
     /// A registration signed with the deployment's server key that the registry does not
     /// hold: valid by its MAC and expiry alone.
-    public func unenrolledRegistration(_ device: String, user: String = "alice", tags: [String] = [], lifetimeMs: UInt64 = 86_400_000) -> [UInt8] {
+    public func unenrolledRegistration(_ device: String, user: String = "alice", tags: [String] = [], lifetimeMs: UInt64 = 86_400_000,
+                                       issuedAtMs: UInt64? = nil) -> [UInt8] {
         let signer = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
-        let now = UInt64(Date().timeIntervalSince1970 * 1000)
-        return Registration(deviceID: device, user: user, tags: tags, issuedAt: now, expiresAt: now + lifetimeMs).signed(by: signer)
+        let issued = issuedAtMs ?? UInt64(Date().timeIntervalSince1970 * 1000)
+        return Registration(deviceID: device, user: user, tags: tags, issuedAt: issued, expiresAt: issued + lifetimeMs).signed(by: signer)
     }
 
     /// The registry in the deployment's store database, as the device commands open it.
