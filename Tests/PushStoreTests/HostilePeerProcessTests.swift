@@ -202,11 +202,13 @@ extension HostilePeerProcessTests {
         let extra = 8
         let all = try hostile.open(free + extra, from: "127.0.0.90")
         // The store holds `free` of them; it accepts the rest with its spare descriptor and
-        // closes them at once. Each loop keeps a spare: one loop's accept can take the slot
-        // another's spare just freed, and hold that connection instead (one per other loop).
+        // closes them at once. Each loop keeps a spare, and at the limit the loops' spares
+        // and accepts interleave as the threads run: one loop's accept can take the slot
+        // another's spare just freed and hold that connection, and full runs have also
+        // seen one more closed than `extra`. So one either way per other loop.
         let slack = loops - 1
         #expect(waitUntil(timeoutSeconds: 10) { hostile.closed(among: all).count >= extra - slack })
-        #expect((extra - slack...extra).contains(hostile.closed(among: all).count))
+        #expect((extra - slack...extra + slack).contains(hostile.closed(among: all).count))
         // A good client arriving now is told at once too, rather than left in the backlog.
         let client = try store.service.connect(timeoutMs: 10_000)
         let result = Result { () throws(BlockingWireClient.Failure) in
