@@ -26,12 +26,7 @@ struct EnrolmentPropagationTests {
 
     @Test("device run started at once after its enrolment connects once the gateway following the store has heard of it")
     func deviceStartedRightAfterEnrolmentConnects() throws {
-        let deployment = try TemporaryDeployment()
-        try deployment.addUser("alice", password: "alice-pw")
-        let store = try ServiceProcess(["store", "--data-dir", deployment.directory])
-        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)"])
-        // Loaded (an empty registry): until then every device HELLO is BUSY anyway.
-        #expect(waitUntil(timeoutSeconds: 10) { gateway.standardErrorText().contains("device registry loaded") })
+        let (deployment, store, gateway) = try Self.storeAndFollowingGateway()
         for round in 0..<3 {
             let name = "fresh-\(round)"
             let credential = try DeviceRunFailureTests.credentialFile(try deployment.enroll(name, user: "alice"), in: deployment.directory)
@@ -46,11 +41,9 @@ struct EnrolmentPropagationTests {
 
     @Test("[7.4-8] a client that does not retry, sending HELLO at once after the enrolment, is admitted: the gateway holds the HELLO until it hears")
     func helloAtOnceAfterEnrolmentIsHeldNotRefused() throws {
-        let deployment = try TemporaryDeployment()
-        try deployment.addUser("alice", password: "alice-pw")
-        let store = try ServiceProcess(["store", "--data-dir", deployment.directory])
-        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)"])
-        #expect(waitUntil(timeoutSeconds: 10) { gateway.standardErrorText().contains("device registry loaded") })
+        // The store is kept: a ServiceProcess stops its process when it goes.
+        let (deployment, store, gateway) = try Self.storeAndFollowingGateway()
+        defer { withExtendedLifetime(store) {} }
         for round in 0..<5 {
             let credential = try deployment.enroll("at-once-\(round)", user: "alice")
             let client = try BlockingWireClient(host: "127.0.0.1", port: gateway.port)
@@ -60,5 +53,16 @@ struct EnrolmentPropagationTests {
                 return
             }
         }
+    }
+
+    /// A store binary with user alice, and a gateway binary following it whose registry
+    /// (empty) is loaded: until then every device HELLO is BUSY anyway.
+    private static func storeAndFollowingGateway() throws -> (TemporaryDeployment, ServiceProcess, ServiceProcess) {
+        let deployment = try TemporaryDeployment()
+        try deployment.addUser("alice", password: "alice-pw")
+        let store = try ServiceProcess(["store", "--data-dir", deployment.directory])
+        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)"])
+        #expect(waitUntil(timeoutSeconds: 10) { gateway.standardErrorText().contains("device registry loaded") })
+        return (deployment, store, gateway)
     }
 }
