@@ -21,7 +21,8 @@ struct GatewayHostilePeerTests {
         let hostile = HostileConnections(port: gateway.service.port)
         let held = try hostile.open(3, from: "127.0.0.70")
         let over = try hostile.open(2, from: "127.0.0.70")
-        #expect(hostile.waitUntilClosed(over, timeoutMs: 25_000))
+        #expect(hostile.waitUntilClosed(over, timeoutMs: 25_000),
+                "closed: \(hostile.closed(among: 0..<5).sorted()) \((try? gateway.scrapeMetrics()) ?? "")")
         var text = ""
         #expect(waitUntil(timeoutSeconds: 25) {
             text = (try? gateway.scrapeMetrics()) ?? ""
