@@ -19,10 +19,15 @@ struct GatewayHostilePeerTests {
         let gateway = try GatewayProcess(arguments: ["--metrics", "127.0.0.1:0", "--max-pending-per-address", "3",
                                                      "--handshake-timeout-ms", "30000"])
         let hostile = HostileConnections(port: gateway.service.port)
-        let held = try hostile.open(3, from: "127.0.0.70")
-        let over = try hostile.open(2, from: "127.0.0.70")
-        #expect(hostile.waitUntilClosed(over, timeoutMs: 25_000),
-                "closed: \(hostile.closed(among: 0..<5).sorted()) \((try? gateway.scrapeMetrics()) ?? "")")
+        // Five from one address: the gateway keeps three and closes two at once. Which two
+        // is the order it accepts them in, which on a loaded machine need not be the order
+        // they were opened in.
+        let all = try hostile.open(5, from: "127.0.0.70")
+        #expect(waitUntil(timeoutSeconds: 25) { hostile.closed(among: all).count >= 2 },
+                "closed: \(hostile.closed(among: all).sorted()) \((try? gateway.scrapeMetrics()) ?? "")")
+        let refused = hostile.closed(among: all)
+        #expect(refused.count == 2, "closed: \(refused.sorted())")
+        let held = all.filter { !refused.contains($0) }
         var text = ""
         #expect(waitUntil(timeoutSeconds: 25) {
             text = (try? gateway.scrapeMetrics()) ?? ""
