@@ -119,6 +119,6 @@ let package = Package(
         .testTarget(name: "PushPostgresTests", dependencies: ["PushPostgres", "PushEventLoop", "PushTestSupport"]),
         // Against a real nats-server each test starts itself (NATSServer).
         .testTarget(name: "PushNATSTests", dependencies: ["PushNATS", "PushEventLoop", "PushTestSupport"]),
-        .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire", "PushSession", "PushProcess"]),
+        .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire", "PushSession", "PushProcess", "PushTestSupport"]),
     ]
 )

@@ -78,6 +78,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
     private var helloRefusalCounts: [Status: Int] = [:]
     /// Peers whose HELLO the service answered `.wait`, with that HELLO.
     private var awaitingDecision: [ObjectIdentifier: (hello: Hello, correlation: UInt32)] = [:]
+    var awaitingDecisionCount: Int { awaitingDecision.count }
     private var helloRefusalLog = LogThrottle()
 
     public var port: Int? { listener?.port }

@@ -31,6 +31,10 @@ extension ServiceHost {
                 }
             }
         }
+        registry.gauge("\(prefix)_hellos_awaiting_decision",
+                       help: "HELLOs held unanswered now while the service decides (a registration its registry has not heard of yet).") {
+            [weak self] in Double(self?.awaitingDecisionCount ?? 0)
+        }
         registry.family("\(prefix)_hellos_refused_total",
                         help: "HELLOs refused by the credential check, by the status sent (bad_credentials, ...), since the start.",
                         kind: .counter) { [weak self] in

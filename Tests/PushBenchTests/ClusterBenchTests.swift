@@ -115,23 +115,50 @@ struct ClusterBenchTests {
     }
 
     /// The real nats-server, as an embedded cluster run starts it: JetStream healthy,
-    /// /varz read over the bench's own GET, gone (with its port) after stop.
-    @Test func natsServerStartsAnswersVarzAndStops() throws {
-        guard (try? NATSServerProcess.locate(path: ProcessInfo.processInfo.environment["PATH"])) != nil else {
-            #expect(ProcessInfo.processInfo.environment["SECUREPUSH_REQUIRE_NATS"] != "1", "nats-server is required here")
-            return
-        }
+    /// /varz read over the bench's own GET and counting a message published, gone (with
+    /// its port) after stop.
+    @Test(.enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
+    func natsServerStartsAnswersVarzAndStops() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-nats-\(UUID().uuidString)").path
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let server = try NATSServerProcess(storeDirectory: directory)
-        let counters = try #require(server.counters())
+        let before = try #require(server.counters())
         #expect(server.clientURL.hasPrefix("nats://127.0.0.1:"))
         let health = try LoopbackHTTP.get(server.monitor, path: "/healthz")
         #expect(health.contains("ok"), "\(health)")
-        #expect(counters.inMessages >= 0)
+        try publishOne(to: try #require(Int(server.clientURL.split(separator: ":").last ?? "")))
+        let after = try #require(server.counters())
+        #expect(after.inMessages > before.inMessages, "the message published is counted: \(before) -> \(after)")
         server.stop()
         #expect(server.child.hasExited)
         #expect(server.counters() == nil)
+    }
+
+    /// One PUB from a plain client of the server on 127.0.0.1:`port`, and its PONG back, so
+    /// the server has taken the message when this returns.
+    private func publishOne(to port: Int) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = UInt16(port).bigEndian
+        let connected = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        try #require(connected == 0)
+        let request = Array("CONNECT {\"verbose\":false}\r\nPUB bench.test 2\r\nhi\r\nPING\r\n".utf8)
+        try #require(write(fd, request, request.count) == request.count)
+        var received = ""
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while !received.contains("PONG") {
+            let count = read(fd, &buffer, buffer.count)
+            try #require(count > 0, "no PONG: \(received)")
+            received += String(decoding: buffer[..<count], as: UTF8.self)
+        }
     }
 
     @Test func runningGatewaysAsAListAreCountedInTheReport() throws {

@@ -2,6 +2,7 @@ import Glibc
 @testable import PushEventLoop
 import PushWire
 import Synchronization
+import PushTestSupport
 import Testing
 
 extension EventLoopSuite {
@@ -39,45 +40,47 @@ extension EventLoopSuite {
     }
 
     @Test func shutdownClosesEverythingStillOpen() throws {
-        let loop = try EventLoop()
-        var reasons: [CloseReason] = []
-        var opened = 0
-        let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-            opened += 1
-            connection.callbacks.close = { _, reason in reasons.append(reason) }
-            if opened == 6 { loop.stop() }
-        }
-        for _ in 0..<3 {
-            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
-                guard case .success(let connection) = result else { return }
-                connection.callbacks.close = { _, reason in reasons.append(reason) }
+        try inIsolatedProcess {
+            let loop = try EventLoop()
+            var reasons: [CloseReason] = []
+            var opened = 0
+            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
                 opened += 1
+                connection.callbacks.close = { _, reason in reasons.append(reason) }
                 if opened == 6 { loop.stop() }
             }
+            for _ in 0..<3 {
+                Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                    guard case .success(let connection) = result else { return }
+                    connection.callbacks.close = { _, reason in reasons.append(reason) }
+                    opened += 1
+                    if opened == 6 { loop.stop() }
+                }
+            }
+            // A pending connect that shutdown must cancel.
+            var pendingOutcome: ConnectError?
+            let repeating = loop.schedule(after: .seconds(60), repeating: true) {}
+            let signal = loop.onSignal(SIGUSR2) {}
+            runLoop(loop, timeout: .seconds(5))
+            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                if case .failure(let error) = result { pendingOutcome = error }
+            }
+            #expect(loop.openConnectionCount == 7)
+            loop.shutdown()
+            #expect(reasons.count == 6)
+            #expect(reasons.allSatisfy { $0 == .loopShutdown })
+            #expect(pendingOutcome == .cancelled)
+            #expect(!listener.isOpen)
+            #expect(!repeating.isPending)
+            #expect(!signal.isActive)
+            #expect(loop.openConnectionCount == 0)
+            // After shutdown everything is refused, nothing crashes.
+            #expect(throws: EventLoopError.self) { _ = try Listener(loop: loop, host: "127.0.0.1", port: 0) { _ in } }
+            #expect(Connection.connect(loop: loop, host: "127.0.0.1", port: 1) { _ in } == nil)
+            #expect(!loop.schedule(after: .zero) {}.isPending)
+            loop.shutdown()
+            #expect(loop.handle.liveConnectionObjects == 0)
         }
-        // A pending connect that shutdown must cancel.
-        var pendingOutcome: ConnectError?
-        let repeating = loop.schedule(after: .seconds(60), repeating: true) {}
-        let signal = loop.onSignal(SIGUSR2) {}
-        runLoop(loop, timeout: .seconds(5))
-        Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
-            if case .failure(let error) = result { pendingOutcome = error }
-        }
-        #expect(loop.openConnectionCount == 7)
-        loop.shutdown()
-        #expect(reasons.count == 6)
-        #expect(reasons.allSatisfy { $0 == .loopShutdown })
-        #expect(pendingOutcome == .cancelled)
-        #expect(!listener.isOpen)
-        #expect(!repeating.isPending)
-        #expect(!signal.isActive)
-        #expect(loop.openConnectionCount == 0)
-        // After shutdown everything is refused, nothing crashes.
-        #expect(throws: EventLoopError.self) { _ = try Listener(loop: loop, host: "127.0.0.1", port: 0) { _ in } }
-        #expect(Connection.connect(loop: loop, host: "127.0.0.1", port: 1) { _ in } == nil)
-        #expect(!loop.schedule(after: .zero) {}.isPending)
-        loop.shutdown()
-        #expect(loop.handle.liveConnectionObjects == 0)
     }
 }
 
@@ -143,11 +146,7 @@ extension EventLoopSuite {
         }
         #expect(reply == request)
         // The server closed only after flushing, and says the peer closed.
-        var waited = 0
-        while log.reasons.withLock({ $0.isEmpty }), waited < 500 {
-            usleep(2_000)
-            waited += 1
-        }
+        waitUntil { !log.reasons.withLock { $0.isEmpty } }
         #expect(log.reasons.withLock { $0 } == [.peerClosed])
     }
 
@@ -184,60 +183,62 @@ extension EventLoopSuite {
 
 extension EventLoopSuite {
     @Test func listenerRefusesPromptlyWhenOutOfFileDescriptorsAndRecovers() throws {
-        var saved = rlimit()
-        getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &saved)
-        defer {
-            var restore = saved
-            setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &restore)
-        }
-        try withEventLoop { loop in
-            var refused: [[Int]] = []
-            var accepted = 0
-            let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
-                accepted += 1
-                connection.close()
-                loop.stop()
+        try inIsolatedProcess {
+            var saved = rlimit()
+            getrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &saved)
+            defer {
+                var restore = saved
+                setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &restore)
             }
-            listener.onRefused = { code, count in refused.append([Int(code), count]) }
-            // Fill the descriptor table (under a lowered limit) up to one free slot: the
-            // client's socket takes it, so the server's accept() fails with EMFILE.
-            var limited = saved
-            limited.rlim_cur = 512
-            setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limited)
-            var fillers: [Int32] = []
-            while true {
-                let fd = open("/dev/null", O_RDONLY)
-                if fd < 0 { break }
-                fillers.append(fd)
-            }
-            if let last = fillers.popLast() { close(last) }
-            var client: Connection?
-            var clientClosed = false
-            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
-                guard case .success(let connection) = result else { return }
-                client = connection
-                connection.callbacks.close = { _, _ in
-                    clientClosed = true
+            try withEventLoop { loop in
+                var refused: [[Int]] = []
+                var accepted = 0
+                let listener = try Listener(loop: loop, host: "127.0.0.1", port: 0) { connection in
+                    accepted += 1
+                    connection.close()
                     loop.stop()
                 }
+                listener.onRefused = { code, count in refused.append([Int(code), count]) }
+                // Fill the descriptor table (under a lowered limit) up to one free slot: the
+                // client's socket takes it, so the server's accept() fails with EMFILE.
+                var limited = saved
+                limited.rlim_cur = 512
+                setrlimit(__rlimit_resource_t(RLIMIT_NOFILE.rawValue), &limited)
+                var fillers: [Int32] = []
+                while true {
+                    let fd = open("/dev/null", O_RDONLY)
+                    if fd < 0 { break }
+                    fillers.append(fd)
+                }
+                if let last = fillers.popLast() { close(last) }
+                var client: Connection?
+                var clientClosed = false
+                Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                    guard case .success(let connection) = result else { return }
+                    client = connection
+                    connection.callbacks.close = { _, _ in
+                        clientClosed = true
+                        loop.stop()
+                    }
+                }
+                // The listener's spare descriptor takes the connection only to close it: the
+                // client is told at once instead of waiting in the backlog.
+                runLoop(loop, timeout: .seconds(5))
+                #expect(clientClosed, "the client was not refused")
+                #expect(refused == [[Int(EMFILE), 1]])
+                #expect(accepted == 0)
+                #expect(listener.reserveFD >= 0, "the spare descriptor is held again")
+                for fd in fillers { close(fd) }
+                fillers.removeAll()
+                // Descriptors are back: the next client is accepted.
+                Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
+                    if case .success(let connection) = result { client = connection }
+                }
+                runLoop(loop, timeout: .seconds(5))
+                #expect(accepted == 1)
+                client?.close()
+                listener.close()
             }
-            // The listener's spare descriptor takes the connection only to close it: the
-            // client is told at once instead of waiting in the backlog.
-            runLoop(loop, timeout: .seconds(5))
-            #expect(clientClosed, "the client was not refused")
-            #expect(refused == [[Int(EMFILE), 1]])
-            #expect(accepted == 0)
-            #expect(listener.reserveFD >= 0, "the spare descriptor is held again")
-            for fd in fillers { close(fd) }
-            fillers.removeAll()
-            // Descriptors are back: the next client is accepted.
-            Connection.connect(loop: loop, host: "127.0.0.1", port: listener.port) { result in
-                if case .success(let connection) = result { client = connection }
-            }
-            runLoop(loop, timeout: .seconds(5))
-            #expect(accepted == 1)
-            client?.close()
-            listener.close()
         }
     }
 }

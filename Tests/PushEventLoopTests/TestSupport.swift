@@ -3,8 +3,9 @@ import PushEventLoop
 import PushWire
 import Testing
 
-/// All event-loop tests run one at a time: the leak test reads process-wide RSS and the
-/// live-connection counter, which parallel tests would disturb.
+/// All event-loop tests run one at a time. Those that change or measure process-wide state
+/// (RSS, the descriptor limit, signal dispositions) run in a child process of their own
+/// (`inIsolatedProcess`), since the other test targets run beside this one.
 @Suite(.serialized)
 struct EventLoopSuite {}
 

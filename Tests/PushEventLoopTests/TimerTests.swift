@@ -1,5 +1,6 @@
 import Glibc
 import PushEventLoop
+import PushTestSupport
 import Testing
 
 extension EventLoopSuite {
@@ -62,20 +63,22 @@ extension EventLoopSuite {
     }
 
     @Test func signalHandlerRunsOnTheLoop() throws {
-        try withEventLoop { loop in
-            var received = 0
-            let handler = loop.onSignal(SIGUSR1) {
-                received += 1
-                loop.stop()
+        try inIsolatedProcess {
+            try withEventLoop { loop in
+                var received = 0
+                let handler = loop.onSignal(SIGUSR1) {
+                    received += 1
+                    loop.stop()
+                }
+                #expect(handler.isActive)
+                // kill, not raise: test threads are pool threads that block signals; the process-wide
+                // handler runs on whichever thread takes it and forwards to the loop.
+                loop.schedule(after: .milliseconds(5)) { _ = kill(getpid(), SIGUSR1) }
+                runLoop(loop, timeout: .seconds(5))
+                #expect(received == 1)
+                handler.cancel()
+                #expect(!handler.isActive)
             }
-            #expect(handler.isActive)
-            // kill, not raise: test threads are pool threads that block signals; the process-wide
-            // handler runs on whichever thread takes it and forwards to the loop.
-            loop.schedule(after: .milliseconds(5)) { _ = kill(getpid(), SIGUSR1) }
-            runLoop(loop, timeout: .seconds(5))
-            #expect(received == 1)
-            handler.cancel()
-            #expect(!handler.isActive)
         }
     }
 }

@@ -112,14 +112,16 @@ final class NetnsCluster {
     func connectDevice(_ device: String, to index: Int) throws -> BlockingWireClient {
         let credential = try deployment.enrolledRegistration(device)
         var last = "no attempt"
-        for _ in 0..<100 {
+        var connected: BlockingWireClient?
+        try waitUntil(timeoutSeconds: 10, pollMilliseconds: 100) {
             let client = try BlockingWireClient(host: hosts.addresses[index], port: gateways[index].port)
             let reply = try client.hello(Hello(role: .device, credential: credential))
-            if case .helloOK = reply { return client }
+            if case .helloOK = reply { connected = client }
             last = "\(reply)"
-            Thread.sleep(forTimeInterval: 0.1)
+            return connected != nil
         }
-        throw ServiceError.failed("\(device) could not connect: \(last)")
+        guard let connected else { throw ServiceError.failed("\(device) could not connect: \(last)") }
+        return connected
     }
 
     func provider(via index: Int) throws -> BlockingWireClient {

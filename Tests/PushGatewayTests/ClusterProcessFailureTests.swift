@@ -104,16 +104,17 @@ struct ClusterProcessFailureTests {
         // Load: g1 pushes to d1 (on g2) without pause while the server goes away and comes back.
         let load = PushLoad(provider: try cluster.provider(via: 0), target: "d1")
         load.start()
-        Thread.sleep(forTimeInterval: 0.5)
+        #expect(load.waitForReplies(10), "pushes are answered before the server stops")
         cluster.nats.stop()
-        Thread.sleep(forTimeInterval: 1.5)
+        #expect(waitUntil(timeoutSeconds: 20) { (0..<3).allSatisfy { cluster.metric($0, "securepush_gateway_cluster_nats_connected") == 0 } },
+                "every node saw the server go: \(cluster.diagnostics())")
         try cluster.nats.restart()
         let recovered = waitUntil(timeoutSeconds: 20) {
             (0..<3).allSatisfy { cluster.metric($0, "securepush_gateway_cluster_nats_connected") == 1 && cluster.isReady($0) }
         }
         #expect(recovered, "every node reconnected to NATS: \(cluster.diagnostics())")
         try cluster.waitUntilFormed(nodes: 3)
-        Thread.sleep(forTimeInterval: 0.5)
+        #expect(load.waitForReplies(10), "pushes are answered after the restart")
         let outcomes = load.stop()
         #expect(outcomes.count > 10, "pushes flowed during the restart")
         #expect(cluster.liveIndices.count == 3 && (0..<3).allSatisfy { (try? cluster.node($0).child.hasExited) == false })

@@ -2,18 +2,19 @@ import Foundation
 import PushClient
 import PushWire
 
-/// PUSHes to one device, one after another as fast as the replies come, on a thread of
-/// its own; what each PUSH_ACK said (nil: no reply or an error).
+/// PUSHes to one device, one after another as the replies come, on a thread of its own;
+/// what each PUSH_ACK said (nil: no reply or an error). A test waits for the load's own
+/// progress (`waitForReplies`) rather than for a time, so a loaded machine only slows it.
 final class PushLoad: @unchecked Sendable {
     struct Outcome {
         var id: String
         var ack: PushAck?
     }
 
-    // @unchecked: `outcomes` is written by the load thread only until `stop()` has joined it.
+    // @unchecked: the fields below are guarded by `progress`.
     private let provider: BlockingWireClient
     private let target: String
-    private let stopping = NSCondition()
+    private let progress = NSCondition()
     private var stopRequested = false
     private var done = false
     private var outcomes: [Outcome] = []
@@ -32,27 +33,48 @@ final class PushLoad: @unchecked Sendable {
             while !isStopping {
                 serial += 1
                 let id = "\(prefix)-\(serial)"
-                outcomes.append(Outcome(id: id, ack: try? provider.push(.device(target), id: id, timeoutMs: 15_000)))
-                Thread.sleep(forTimeInterval: 0.01)
+                let outcome = Outcome(id: id, ack: try? provider.push(.device(target), id: id, timeoutMs: 15_000))
+                progress.lock()
+                outcomes.append(outcome)
+                progress.broadcast()
+                // A pause between pushes keeps a queue of 1000 from filling in a long test;
+                // no test depends on its length.
+                _ = progress.wait(until: Date(timeIntervalSinceNow: 0.01))
+                progress.unlock()
             }
-            stopping.lock()
+            progress.lock()
             done = true
-            stopping.broadcast()
-            stopping.unlock()
+            progress.broadcast()
+            progress.unlock()
         }
     }
 
     private var isStopping: Bool {
-        stopping.lock()
-        defer { stopping.unlock() }
+        progress.lock()
+        defer { progress.unlock() }
         return stopRequested
     }
 
+    /// Waits until `count` more pushes have had their answer (or failed) from now on;
+    /// false if `timeoutSeconds` pass first.
+    @discardableResult
+    func waitForReplies(_ count: Int, timeoutSeconds: Double = 30) -> Bool {
+        let deadline = Date(timeIntervalSinceNow: timeoutSeconds)
+        progress.lock()
+        defer { progress.unlock() }
+        let target = outcomes.count + count
+        while outcomes.count < target {
+            guard progress.wait(until: deadline) else { return false }
+        }
+        return true
+    }
+
     func stop() -> [Outcome] {
-        stopping.lock()
+        progress.lock()
         stopRequested = true
-        while !done { stopping.wait() }
-        stopping.unlock()
+        progress.broadcast()
+        while !done { progress.wait() }
+        progress.unlock()
         return outcomes
     }
 }

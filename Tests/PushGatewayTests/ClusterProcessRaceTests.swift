@@ -13,9 +13,10 @@ struct ClusterProcessRaceTests {
         let cluster = try startCluster(devices: [ClusterDevice("phone")], gatewayArguments: ["--queue-capacity", "1000"])
         let loads = try (0..<2).map { PushLoad(provider: try cluster.provider(via: $0), target: "phone", prefix: "via-g\($0 + 1)") }
         loads.forEach { $0.start() }
-        Thread.sleep(forTimeInterval: 0.5)
+        // Pushes queued before the device connects, and more racing its connect.
+        for load in loads { #expect(load.waitForReplies(10), "pushes are answered before the device connects") }
         let phone = try cluster.connectDevice("phone", to: 2)
-        Thread.sleep(forTimeInterval: 1.0)
+        for load in loads { #expect(load.waitForReplies(10), "pushes are answered after the device connects") }
         let outcomes = loads.flatMap { $0.stop() }
         let frames = phone.drain(quietMs: 3_000)
         let received = frames.compactMap { if case .push(let id) = $0 { id } else { nil } }
@@ -36,7 +37,7 @@ struct ClusterProcessRaceTests {
         load.start()
         var received: [String] = []
         for next in [1, 2] {
-            Thread.sleep(forTimeInterval: 0.4)
+            #expect(load.waitForReplies(10), "pushes are answered before the hop to g\(next + 1)")
             // The old connection is read only after the new one exists, and not acknowledged:
             // what it was written goes back to the queue ([4.14-7]) and on to the new node.
             let connection = try cluster.connectDevice("phone", to: next)
@@ -45,7 +46,7 @@ struct ClusterProcessRaceTests {
             received += frames.compactMap { if case .push(let id) = $0 { id } else { nil } }
             connections.append(connection)
         }
-        Thread.sleep(forTimeInterval: 0.4)
+        #expect(load.waitForReplies(10), "pushes are answered after the last hop")
         let outcomes = load.stop()
         received += (connections.last?.drain(quietMs: 3_000) ?? []).compactMap { if case .push(let id) = $0 { id } else { nil } }
         let counted = PushLoad.counted(outcomes)

@@ -70,12 +70,10 @@ extension GatewayClusterHarness {
     func waitUntilRoutes(to device: String, via index: Int, timeoutSeconds: Double = 10) throws {
         let provider = try self.provider(via: index)
         var serial = 0
-        let routed = waitUntil(timeoutSeconds: timeoutSeconds) {
+        let routed = waitUntil(timeoutSeconds: timeoutSeconds, pollMilliseconds: 50) {
             serial += 1
             let ack = try? provider.push(.device(device), id: "\(probePrefix)\(serial)", ttl: 0)
-            if ack?.written == 1 { return true }
-            Thread.sleep(forTimeInterval: 0.05)
-            return false
+            return ack?.written == 1
         }
         guard routed else { throw ServiceError.failed("\(names[index]) never routed to \(device):\n\(diagnostics())") }
     }

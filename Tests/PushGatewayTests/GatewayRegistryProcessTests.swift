@@ -83,14 +83,13 @@ final class RegistryDeployment {
     func connected(_ credential: [UInt8], timeoutSeconds: Double = 15) throws -> BlockingWireClient {
         var last: Message?
         var client: BlockingWireClient?
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
-        while client == nil, Date() < deadline {
+        // A device retries BUSY with backoff too; a tight loop would only fill the log.
+        waitUntil(timeoutSeconds: timeoutSeconds, pollMilliseconds: 100) {
             if let attempt = try? hello(credential) {
                 last = attempt.1
                 if case .helloOK = attempt.1 { client = attempt.0 }
             }
-            // A device retries BUSY with backoff too; a tight loop would only fill the log.
-            if client == nil { Thread.sleep(forTimeInterval: 0.1) }
+            return client != nil
         }
         guard let client else { throw ServiceError.failed("device HELLO: \(String(describing: last))") }
         return client

@@ -156,7 +156,7 @@ struct GatewayRegistryServiceTests {
         for index in 0..<3 {
             var client: BlockingWireClient? = try gateway.reachable.connect()
             _ = try client?.send(.hello(Hello(role: .device, credential: gateway.deployment.registration("gone-\(index)"))))
-            usleep(100_000)
+            #expect(waitUntil { gateway.metricsText.contains("securepush_gateway_hellos_awaiting_decision 1") }, "the HELLO is held")
             client = nil
         }
         #expect(waitUntil { gateway.metricsText.contains("securepush_gateway_pending_handshakes 0") }, "\(gateway.metricsText)")

@@ -1,3 +1,4 @@
+import Dispatch
 import Glibc
 import PushEventLoop
 import PushService
@@ -82,20 +83,22 @@ struct MetricsSourceEndpointTests {
         let stuck = try Shard(name: "shard-stuck", requests: 20)
         let live = try Shard(name: "shard-live", requests: 300)
         let sources = [stuck.source, live.source]
-        let release = Atomic<Bool>(false)
+        let release = DispatchSemaphore(value: 0)
         let blocking = stuck.thread.handle.execute {
             // Bounded: the loop comes back after 10 s even if the test fails first.
-            for _ in 0..<10_000 where !release.load(ordering: .acquiring) { usleep(1_000) }
+            _ = release.wait(timeout: .now() + 10)
         }
         #expect(blocking)
-        defer { release.store(true, ordering: .releasing) }
+        var released = false
+        defer { if !released { release.signal() } }
         let monitor = try Monitor(requests: 1, others: { _, _ in sources }, timeout: .milliseconds(300))
         let (parsed, took) = try monitor.scrape()
         #expect(parsed.value("shard_requests_total") == 301, "the stuck shard's 20 left out")
         #expect(took >= .milliseconds(250), "waited for the stuck loop: \(took)")
         #expect(took < .seconds(3), "but not much past the timeout: \(took)")
 
-        release.store(true, ordering: .releasing)
+        release.signal()
+        released = true
         // Once the loop is free again (its late answer to the first scrape is dropped),
         // it is counted.
         var recovered = false

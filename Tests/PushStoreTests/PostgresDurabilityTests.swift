@@ -12,8 +12,10 @@ import Testing
 @Suite("Store on PostgreSQL: database faults", .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresDurabilityTests {
     /// Pipelined STOREs on one connection until `stop` is set; the IDs acknowledged with
-    /// STORE_OK, and how many requests got an error instead.
-    private static func storeUntilStopped(_ store: PostgresStoreClient, user: String, stop: StopFlag, window: Int = 16)
+    /// STORE_OK, and how many requests got an error instead (also counted in `errors` as
+    /// they come).
+    private static func storeUntilStopped(_ store: PostgresStoreClient, user: String, stop: StopFlag, errors: ErrorCount,
+                                          window: Int = 16)
         throws -> (acked: [PayloadID], failed: Int) {
         let provider = try store.provider()
         var acked: [PayloadID] = []
@@ -30,7 +32,9 @@ struct PostgresDurabilityTests {
             outstanding -= 1
             switch frame.message {
             case .storeOK(let ok): acked.append(ok.id)
-            case .error: failed += 1
+            case .error:
+                failed += 1
+                errors.add()
             default: Issue.record("unexpected reply \(frame.message)")
             }
         }
@@ -44,8 +48,9 @@ struct PostgresDurabilityTests {
         let database = try await onOwnThread { try PostgresDeployment(url: try cluster.createDatabase()) }
         let store = try await onOwnThread { database.client(try database.startStore()) }
         let stop = StopFlag()
+        let errors = ErrorCount()
         async let load = concurrently(4) { index in
-            let result = try PostgresDurabilityTests.storeUntilStopped(store, user: index % 2 == 0 ? "alice" : "bob", stop: stop)
+            let result = try PostgresDurabilityTests.storeUntilStopped(store, user: index % 2 == 0 ? "alice" : "bob", stop: stop, errors: errors)
             return result
         }
         // Enough load to have groups in flight when the server dies. Generous: the whole
@@ -64,7 +69,9 @@ struct PostgresDurabilityTests {
             }
         }
         #expect(unready, "readiness says not ready while the database is gone")
-        try await Task.sleep(for: .milliseconds(300))
+        // Requests made while the server is down are answered with errors, not left hanging.
+        let refused = try await onOwnThread { waitUntil(timeoutSeconds: 30) { errors.count > 0 } }
+        #expect(refused, "no request failed while the database was down")
         stop.set()
         let results = try await load
         try await onOwnThread { try cluster.restart() }
@@ -95,6 +102,13 @@ struct PostgresDurabilityTests {
 }
 
 /// A flag one thread sets and others poll.
+/// Errors a load has had so far, for the test to wait on.
+final class ErrorCount: Sendable {
+    private let value = Atomic<Int>(0)
+    var count: Int { value.load(ordering: .acquiring) }
+    func add() { value.add(1, ordering: .releasing) }
+}
+
 final class StopFlag: Sendable {
     private let value = Atomic<Bool>(false)
     var isSet: Bool { value.load(ordering: .acquiring) }

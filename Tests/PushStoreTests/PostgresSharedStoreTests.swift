@@ -121,11 +121,12 @@ struct PostgresSharedStoreTests {
     func syncCursorOverSlowCommit() async throws {
         try await onOwnThread {
             let (database, a, b) = try twoStores()
-            // The database holds a STORE with read limit 7777 for half a second after it has
-            // taken its seq, as a slow commit would.
+            // The database holds a STORE with read limit 7777 after it has taken its seq, as a
+            // slow commit would, until the test lets go of an advisory lock.
+            _ = try database.sql("SELECT 1 FROM pg_advisory_lock(7777)")
             _ = try database.sql("""
                 CREATE FUNCTION slow_for_test() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-                    IF NEW.read_limit = 7777 THEN PERFORM pg_sleep(0.5); END IF;
+                    IF NEW.read_limit = 7777 THEN PERFORM pg_advisory_xact_lock_shared(7777); END IF;
                     RETURN NEW;
                 END $$
                 """)
@@ -134,12 +135,22 @@ struct PostgresSharedStoreTests {
             let device = try b.device()
             let slowProvider = try a.provider()
             let slow = try slowProvider.send(.store(StoreRequest(user: "alice", payload: Array("slow".utf8), readLimit: 7777)))
-            Thread.sleep(forTimeInterval: 0.1)
-            let quick = try b.store("quick")
+            func lockWaiters() -> Int64? {
+                try? database.sql("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted").int64(0, 0)
+            }
+            #expect(waitUntil { lockWaiters() == 1 }, "the slow STORE waits in its trigger, its seq taken")
+            // A later STORE for the same user at the other store waits for the first to
+            // commit (the recipients' lock), so it cannot take a seq SYNC would list first.
+            let quickProvider = try b.provider()
+            let quickRequest = try quickProvider.send(.store(StoreRequest(user: "alice", payload: Array("quick".utf8))))
+            #expect(waitUntil { lockWaiters() == 2 }, "the quick STORE waits for the slow one's recipients")
             var seen: [PayloadID] = []
             guard case .syncOK(let first) = try device.request(.sync(Sync(token: token))) else { Issue.record("SYNC"); return }
             seen += first.ids
+            _ = try database.sql("SELECT 1 FROM pg_advisory_unlock(7777)")
             guard case .storeOK(let slowOK) = try slowProvider.reply(to: slow) else { Issue.record("slow STORE"); return }
+            guard case .storeOK(let quickOK) = try quickProvider.reply(to: quickRequest) else { Issue.record("quick STORE"); return }
+            let quick = quickOK.id
             guard case .syncOK(let second) = try device.request(.sync(Sync(token: token, cursor: first.cursor))) else { Issue.record("SYNC"); return }
             seen += second.ids
             #expect(Set(seen) == [slowOK.id, quick], "listed \(seen.count) of 2")

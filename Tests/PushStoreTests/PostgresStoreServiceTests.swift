@@ -160,7 +160,8 @@ struct PostgresStoreServiceTests {
             }
             #expect(rest.entries.count == 2 && !rest.hasMore && rest.cursor == 5)
             let held = try gateway.send(.registry(RegistryRequest(cursor: rest.cursor, waitMs: 10_000)))
-            Thread.sleep(forTimeInterval: 0.3)
+            #expect(waitUntil { store.service.onLoop { $0.metrics.text.contains("securepush_store_registry_held_requests 1") } ?? false },
+                    "the REGISTRY is held before the enrolment")
             try database.enroll("device-0")
             let started = Date()
             let reply = try gateway.reply(to: held)

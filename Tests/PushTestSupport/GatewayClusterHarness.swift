@@ -110,20 +110,21 @@ public final class GatewayClusterHarness {
     /// A device connected to node `index` (retrying BUSY while the node loads the registry).
     public func connectDevice(_ device: String, to index: Int, timeoutSeconds: Double = 10) throws -> BlockingWireClient {
         let credential = try registration(device)
-        let deadline = Date().addingTimeInterval(timeoutSeconds)
         var last = "no attempt"
-        while Date() < deadline {
+        var connected: BlockingWireClient?
+        waitUntil(timeoutSeconds: timeoutSeconds, pollMilliseconds: 100) {
             do {
                 let client = try node(index).connect()
                 let reply = try client.hello(Hello(role: .device, credential: credential))
-                if case .helloOK = reply { return client }
+                if case .helloOK = reply { connected = client }
                 last = "\(reply)"
             } catch {
                 last = "\(error)"
             }
-            Thread.sleep(forTimeInterval: 0.1)
+            return connected != nil
         }
-        throw ServiceError.failed("device \(device) could not connect to \(names[index]): \(last)")
+        guard let connected else { throw ServiceError.failed("device \(device) could not connect to \(names[index]): \(last)") }
+        return connected
     }
 
     public func provider(via index: Int) throws -> BlockingWireClient {

@@ -30,8 +30,8 @@ public final class NATSServer: @unchecked Sendable {
 
     public static let missingMessage = "nats-server not found (/usr/sbin/nats-server or PATH): install Debian's nats-server package"
 
-    public let port: Int
-    public let monitorPort: Int
+    public private(set) var port: Int
+    public private(set) var monitorPort: Int
     /// The temporary directory: the JetStream store (jetstream/) and the pid file.
     public let directory: String
     private let executable: String
@@ -53,7 +53,7 @@ public final class NATSServer: @unchecked Sendable {
         guard mkdtemp(&template) != nil else { throw NATSServerError("mkdtemp failed: \(String(cString: strerror(errno)))") }
         directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         do {
-            try launch()
+            try launchOnFreePorts()
         } catch {
             removeDirectory()
             throw error
@@ -100,6 +100,19 @@ public final class NATSServer: @unchecked Sendable {
         }
     }
 
+    /// A port handed out free can still be taken by another process (another test run on
+    /// the machine) before the server binds it: then the server is started on other ports.
+    private func launchOnFreePorts() throws {
+        for attempt in 1... {
+            do {
+                return try launch()
+            } catch let error as NATSServerError where error.description.contains("address already in use") && attempt < 5 {
+                port = try freeLoopbackPort()
+                monitorPort = try freeLoopbackPort()
+            }
+        }
+    }
+
     private func launch() throws {
         let arguments = [
             "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort),
@@ -111,17 +124,16 @@ public final class NATSServer: @unchecked Sendable {
         } catch {
             throw NATSServerError("cannot start nats-server: \(error)")
         }
-        let deadline = Self.now() + 20
-        // The port may still be held by the previous run's socket for a moment after a restart.
-        while !Self.accepts(port: port) {
-            if server.hasExited {
-                throw NATSServerError("nats-server exited (status \(server.exitStatus ?? -1)): \(server.standardErrorTail)")
-            }
-            guard Self.now() < deadline else {
-                server.killHard()
-                throw NATSServerError("nats-server did not accept connections within 20 s: \(server.standardErrorTail)")
-            }
-            usleep(10_000)
+        // Its own log says when it is ready: a port that accepts could be another server's.
+        let ready = waitUntil(timeoutSeconds: 20, pollMilliseconds: 10) {
+            server.hasExited || server.standardError.contains("Server is ready")
+        }
+        if server.hasExited {
+            throw NATSServerError("nats-server exited (status \(server.exitStatus ?? -1)): \(server.standardError)")
+        }
+        guard ready else {
+            server.killHard()
+            throw NATSServerError("nats-server did not accept connections within 20 s: \(server.standardErrorTail)")
         }
         lock.withLock { self.server = server }
     }
@@ -141,21 +153,6 @@ public final class NATSServer: @unchecked Sendable {
         _ = try? ChildProcess.run(executable: "/bin/rm", arguments: ["-rf", directory], seconds: 30)
     }
 
-    private static func accepts(port: Int) -> Bool {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return false }
-        defer { close(fd) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-            }
-        }
-    }
-
     private static func findBinary() -> String? {
         if let chosen = getenv("SECUREPUSH_NATS_SERVER") {
             let path = String(cString: chosen)
@@ -168,11 +165,6 @@ public final class NATSServer: @unchecked Sendable {
         return candidates.first { access($0, X_OK) == 0 }
     }
 
-    private static func now() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
-    }
 }
 
 /// A pthread mutex: Synchronization's Mutex wants `sending` results, and ChildProcess is not

@@ -41,7 +41,7 @@ public final class PostgresCluster: @unchecked Sendable {
         install Debian's postgresql package (.ci/run does)
         """
 
-    public let port: Int
+    public private(set) var port: Int
     /// The temporary directory: data/ inside it, and the Unix socket.
     public let directory: String
     /// The superuser the URLs connect as.
@@ -64,7 +64,7 @@ public final class PostgresCluster: @unchecked Sendable {
         let cluster = try PostgresCluster(binaries: binaries)
         do {
             try cluster.initialize()
-            try cluster.launch()
+            try cluster.launchOnAFreePort()
         } catch {
             cluster.stop()
             throw error
@@ -164,8 +164,7 @@ public final class PostgresCluster: @unchecked Sendable {
         for child in children { Glibc.kill(child, SIGKILL) }
         // Gone (or zombies) before returning, so a restart finds no one attached to the old
         // shared memory.
-        let deadline = Self.now() + 10
-        while children.contains(where: Self.isRunning), Self.now() < deadline { usleep(5_000) }
+        waitUntil(pollMilliseconds: 5) { !children.contains(where: Self.isRunning) }
     }
 
     /// Starts the server again on the same directory and port (after `kill()`: crash recovery).
@@ -212,6 +211,18 @@ public final class PostgresCluster: @unchecked Sendable {
         guard Self.writeFile(dataDirectory + "/pg_hba.conf", hba) else { throw PostgresClusterError("cannot write pg_hba.conf") }
     }
 
+    /// A port handed out free can still be taken by another process (another test run on
+    /// the machine) before the server binds it: then the server is started on another.
+    private func launchOnAFreePort() throws {
+        for attempt in 1... {
+            do {
+                return try launch()
+            } catch let error as PostgresClusterError where error.description.contains("Address already in use") && attempt < 5 {
+                port = try Self.freePort()
+            }
+        }
+    }
+
     private func launch() throws {
         let arguments = asServerUser + [
             binaries.postgres, "-D", dataDirectory, "-p", String(port),
@@ -228,17 +239,16 @@ public final class PostgresCluster: @unchecked Sendable {
         self.server = server
         lock.unlock()
         startWatchdog(serverPid: server.pid)
-        let deadline = Self.now() + 60
-        while true {
-            if (try? PostgresBlockingConnection(url() + "?connect_timeout=2")) != nil { return }
-            if server.hasExited {
-                throw PostgresClusterError("postgres exited (status \(server.exitStatus ?? -1)): \(server.standardErrorTail)")
-            }
-            guard Self.now() < deadline else {
-                server.killHard()
-                throw PostgresClusterError("postgres did not accept connections within 60 s: \(server.standardErrorTail)")
-            }
-            usleep(20_000)
+        // Its own log says when it is ready: a port that accepts could be another server's.
+        let ready = waitUntil(timeoutSeconds: 60, pollMilliseconds: 20) {
+            server.hasExited || server.standardError.contains("database system is ready to accept connections")
+        }
+        if server.hasExited {
+            throw PostgresClusterError("postgres exited (status \(server.exitStatus ?? -1)): \(server.standardError)")
+        }
+        guard ready else {
+            server.killHard()
+            throw PostgresClusterError("postgres did not accept connections within 60 s: \(server.standardErrorTail)")
         }
     }
 
@@ -335,12 +345,6 @@ public final class PostgresCluster: @unchecked Sendable {
         defer { close(fd) }
         let bytes = Array(text.utf8)
         return bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) } == bytes.count
-    }
-
-    private static func now() -> Double {
-        var spec = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &spec)
-        return Double(spec.tv_sec) + Double(spec.tv_nsec) / 1e9
     }
 }
 

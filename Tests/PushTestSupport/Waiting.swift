@@ -5,14 +5,15 @@ import PushEventLoop
 import PushSession
 
 /// Polls `condition` until it holds or `timeoutSeconds` pass; returns whether it held.
-/// For state another thread changes (a service on its loop thread), when there is no
-/// event to block on.
+/// For state another thread or process changes (a service on its loop thread, a server
+/// starting), when there is no event to block on. `pollMilliseconds` spaces out conditions
+/// that cost something each time (a connection, a HELLO, a query).
 @discardableResult
-public func waitUntil(timeoutSeconds: Double = 10, _ condition: () -> Bool) -> Bool {
+public func waitUntil(timeoutSeconds: Double = 10, pollMilliseconds: Int = 2, _ condition: () throws -> Bool) rethrows -> Bool {
     let deadline = Clocks.monotonicMilliseconds() + Int64(timeoutSeconds * 1000)
-    while !condition() {
+    while try !condition() {
         guard Clocks.monotonicMilliseconds() < deadline else { return false }
-        usleep(2_000)
+        usleep(useconds_t(pollMilliseconds * 1000))
     }
     return true
 }
