@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Logging
 import PushClient
+import PushClock
 import PushEventLoop
 import PushSecurity
 import PushService

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PushClock
 import PushEventLoop
 import PushSession
 import PushWire
