@@ -105,7 +105,7 @@ let package = Package(
         // Helpers the integration tests share: temporary deployments, services in-process
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [
-            "PushClock", "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushStore", "PushGateway",
+            "PushClock", "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushService", "PushStore", "PushGateway",
             "PushPostgres", "PushNATS",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
