@@ -48,19 +48,21 @@ let package = Package(
             providers: [.apt(["libnats-dev"])]
         ),
         // Starting, watching and stopping child processes (services for the demo, bench and tests).
-        .target(name: "PushProcess", dependencies: ["PushSession"]),
+        .target(name: "PushProcess", dependencies: ["PushClock"]),
+        // Every clock the project reads, below everything that reads one.
+        .target(name: "PushClock"),
         // The wire codec: frames, fields, messages, the incremental decoder. No I/O.
         .target(name: "PushWire"),
         // The rules of a protocol connection as a state machine with no I/O, for both sides.
         .target(name: "PushSession", dependencies: ["PushWire"]),
         // The only importer of CLibevent.
-        .target(name: "PushEventLoop", dependencies: ["CLibevent", "PushWire", "PushSession"]),
+        .target(name: "PushEventLoop", dependencies: ["CLibevent", "PushWire", "PushClock"]),
         // Keys, password hashes, fetch tokens, registrations and provider credentials.
         .target(name: "PushSecurity", dependencies: ["COpenSSL", "PushWire"]),
         // The connection lifecycle shared by the store and the gateway, and their
         // observability: metrics, the /metrics /healthz /readyz endpoint, JSON logs.
         .target(name: "PushService", dependencies: [
-            "PushWire", "PushSession", "PushEventLoop",
+            "PushClock", "PushWire", "PushSession", "PushEventLoop",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The only importer of CPostgres: a pipelined, non-blocking PostgreSQL client whose
@@ -71,28 +73,28 @@ let package = Package(
         .target(name: "PushNATS", dependencies: ["CNats", "PushEventLoop"]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
-            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "CSQLite", "PushPostgres",
+            "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "CSQLite", "PushPostgres",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Device and provider clients.
-        .target(name: "PushClient", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
+        .target(name: "PushClient", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
         // The push gateway: routing, offline queues, fan-out, metrics.
         .target(name: "PushGateway", dependencies: [
-            "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "PushNATS",
+            "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "PushNATS",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Load generators behind `securepush bench`.
         .target(name: "PushBench", dependencies: [
-            "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushService",
+            "PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushService",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
         // With --data-dir it enrolls and revokes the devices it uses in the store's registry.
-        .target(name: "PushConformance", dependencies: ["PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushService"]),
+        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushService"]),
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess",
+                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -103,15 +105,15 @@ let package = Package(
         // Helpers the integration tests share: temporary deployments, services in-process
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [
-            "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushStore", "PushGateway",
+            "PushClock", "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushService", "PushStore", "PushGateway",
             "PushPostgres", "PushNATS",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
-        .testTarget(name: "PushClientTests", dependencies: ["PushClient", "PushSession", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushTestSupport"]),
+        .testTarget(name: "PushClientTests", dependencies: ["PushClock", "PushClient", "PushSession", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushTestSupport"]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
-            "PushGateway", "PushService", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
+            "PushClock", "PushGateway", "PushService", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
         ]),
         .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),
@@ -119,6 +121,6 @@ let package = Package(
         .testTarget(name: "PushPostgresTests", dependencies: ["PushPostgres", "PushEventLoop", "PushTestSupport"]),
         // Against a real nats-server each test starts itself (NATSServer).
         .testTarget(name: "PushNATSTests", dependencies: ["PushNATS", "PushEventLoop", "PushTestSupport"]),
-        .testTarget(name: "PushEventLoopTests", dependencies: ["PushEventLoop", "PushWire", "PushSession", "PushProcess", "PushTestSupport"]),
+        .testTarget(name: "PushEventLoopTests", dependencies: ["PushClock", "PushEventLoop", "PushWire", "PushSession", "PushProcess", "PushTestSupport"]),
     ]
 )

@@ -1,10 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClock
 import PushSecurity
+import PushSession
 import PushStore
 import PushWire
-import PushSession
 
 /// The credentials a deployment's keys let the bench make for itself: provider
 /// credentials, device registrations (what `securepush device enroll` issues) and fetch

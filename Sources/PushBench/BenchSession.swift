@@ -1,7 +1,8 @@
+import PushClock
 import PushEventLoop
-import PushWire
 import PushSecurity
 import PushSession
+import PushWire
 
 /// One run's client side: the event loop on the calling thread, its driver and progress
 /// line, and every link opened, all closed together at the end.

@@ -1,5 +1,6 @@
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// `connections`: opens `--connections` device connections to the gateway (HELLO with a
 /// registration, like real devices), holds them idle for `--duration` seconds, answering

@@ -2,10 +2,11 @@
 import Glibc
 #endif
 import Histogram
+import PushClock
 import PushEventLoop
+import PushSession
 import PushWire
 import Synchronization
-import PushSession
 
 /// Framed echo over loopback through PushEventLoop: a server loop thread echoes every
 /// frame; a client on the calling thread keeps `inflight` frames outstanding.

@@ -1,5 +1,6 @@
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// `e2e`: the whole secure push. Each of `--devices` devices holds a connection to the
 /// gateway (its registration) and one to the store (its fetch token, from one LOGIN at

@@ -1,6 +1,7 @@
 import Histogram
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// `fanout`: `--devices` devices registered with one tag (fresh per run); a provider
 /// PUSHes to the tag (ttl 0: connected devices only). An operation ends when the

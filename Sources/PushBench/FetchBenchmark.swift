@@ -1,6 +1,7 @@
-import PushWire
+import PushClock
 import PushEventLoop
 import PushSession
+import PushWire
 
 /// `fetch`: payloads are stored first (`preloadCount`, by one pipelining provider), then
 /// device connections FETCH them round-robin, each enrolled in the registry and with its

@@ -1,9 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClock
 import PushEventLoop
-import Synchronization
 import PushSession
+import Synchronization
 
 /// The clock of an open-loop run. libevent's timers tick with CLOCK_MONOTONIC_COARSE
 /// (4 ms here), far too coarse to send at 5,000/s, so a thread of its own sleeps with

@@ -1,5 +1,6 @@
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// `push`: `--devices` devices hold connections to the gateway; providers PUSH to one
 /// device at a time (round-robin, target kind device) with ttl 0, i.e. connected devices

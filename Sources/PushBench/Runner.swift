@@ -1,4 +1,5 @@
 import Histogram
+import PushClock
 import PushEventLoop
 import PushSession
 

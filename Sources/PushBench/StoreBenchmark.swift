@@ -1,5 +1,6 @@
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// `store`: providers pipeline STOREs of `--payload-size` bytes for the bench user. An
 /// operation is STORE -> STORE_OK, which the store sends only once the payload is

@@ -1,9 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClock
 import PushEventLoop
-import PushWire
 import PushSession
+import PushWire
 
 /// A plain blocking TCP client that speaks frames byte for byte: for tests, the
 /// conformance suite and one-shot command-line calls, where exact control over every

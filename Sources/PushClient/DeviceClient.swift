@@ -1,7 +1,8 @@
+import PushClock
 import PushEventLoop
-import PushWire
 import PushSecurity
 import PushSession
+import PushWire
 
 /// What the app shows: the payload, or the generic prompt when it may not be read yet.
 public struct DeviceNotification: Equatable, Sendable {

@@ -1,7 +1,8 @@
+import PushClock
 import PushEventLoop
 import PushSecurity
-import PushWire
 import PushSession
+import PushWire
 
 /// What one secure send produced: the payload's ID and where the push went.
 public struct SendReceipt: Equatable, Sendable {

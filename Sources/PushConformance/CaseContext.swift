@@ -1,8 +1,9 @@
-import PushSecurity
-import PushWire
+import PushClock
 import PushEventLoop
+import PushSecurity
 import PushSession
 import PushStore
+import PushWire
 
 /// State shared by every case of one run: the options, a run id that makes every device
 /// id, user name and tag unique (so the suite can run again and again against the same

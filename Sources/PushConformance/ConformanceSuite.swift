@@ -1,3 +1,4 @@
+import PushClock
 import PushSession
 /// The suite's entry points: the catalogue of cases, selection by CASE arguments, and a
 /// sequential run that reports each case as it finishes.

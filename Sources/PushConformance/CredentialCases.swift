@@ -1,6 +1,7 @@
+import PushClock
 import PushSecurity
-import PushWire
 import PushSession
+import PushWire
 
 /// The credentials of HELLO (sections 4.2, 7.1, 7.4): who must send one, what a bad one
 /// gets, and the keys they are made with.

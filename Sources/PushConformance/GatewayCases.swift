@@ -1,5 +1,6 @@
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// The gateway (sections 4.1, 4.13 to 4.15, 5.5, 7.4, 8-1): roles, routing, PUSH_ACK
 /// counts, offline queues, redelivery, MISSED and REPLACED.

@@ -1,3 +1,4 @@
+import PushClock
 import PushSecurity
 import PushSession
 import PushWire

@@ -1,5 +1,6 @@
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// Keepalive (section 5.4). These wait a keepalive interval or 45 s, so they SKIP
 /// without --slow unless the service's keepalive is short.

@@ -1,6 +1,7 @@
+import PushClock
 import PushSecurity
-import PushWire
 import PushSession
+import PushWire
 
 /// LOGIN (section 4.6) and the fetch token it issues (section 7.3).
 extension StoreCases {

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import PushClient
+import PushClock
 import PushEventLoop
 import PushSession
 import PushWire

@@ -1,6 +1,7 @@
+import PushClock
 import PushSecurity
-import PushWire
 import PushSession
+import PushWire
 
 /// The store's registry over the wire (section 4.16): REGISTRY from a gateway connection
 /// and nothing else from it, pages, cursors, limits and the held request. The cases that

@@ -1,5 +1,6 @@
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// What the store cases keep doing: a provider and a device session, tokens for the
 /// run's user, other users and expired ones, FETCH, STATUS and SYNC in full.

@@ -1,5 +1,6 @@
-import PushWire
+import PushClock
 import PushSession
+import PushWire
 
 /// STORE (section 4.7): durability, fresh ids, refusals and expiry.
 extension StoreCases {

@@ -1,6 +1,7 @@
+import PushClock
 import PushSecurity
-import PushWire
 import PushSession
+import PushWire
 
 /// How the store verifies fetch tokens (section 7.2, 7.3), judged through SYNC: the
 /// cheapest request that checks a token and nothing else.

@@ -2,9 +2,10 @@
 import Glibc
 #endif
 import PushClient
+import PushClock
+import PushEventLoop
 import PushSession
 import PushWire
-import PushEventLoop
 
 /// One connection of a case, over `BlockingWireClient`, with every wait bounded and every
 /// socket or codec failure turned into a `CaseStop` that says what the case was doing.

@@ -1,7 +1,7 @@
 import CLibevent
 import Glibc
+import PushClock
 import PushWire
-import PushSession
 
 /// A framed stream over a transport (plain TCP or TLS, see `Transport`). Loop-confined.
 ///

@@ -1,6 +1,6 @@
 import CLibevent
 import Glibc
-import PushSession
+import PushClock
 import PushWire
 
 /// An open connection taken off its loop, on its way to another: the socket, the TLS

@@ -1,5 +1,5 @@
+import PushClock
 import PushWire
-import PushSession
 
 /// Frame-level reading: every byte read goes through the connection's `FrameDecoder`,
 /// which hands whole frames to the handler in place, with no copy and no allocation.

@@ -32,6 +32,10 @@ public final class Listener: LoopResource {
     /// Called with the errno and the count when connections were accepted and closed at
     /// once because the process (or the system) had no file descriptor to serve them.
     public var onRefused: ((_ errno: Int32, _ count: Int) -> Void)?
+    /// Sees each accepted socket before anything is made of it, and answers true when it
+    /// has taken it elsewhere (another loop's listener, through `takeOver`): a service on
+    /// several loops places its connections at accept, before a byte is read.
+    public var dispatch: ((Int32) -> Bool)?
     private(set) var listeners: [OpaquePointer] = []
     /// Other descriptors (dups held by other loops' listeners) share the sockets: see
     /// `close()`.
@@ -190,6 +194,7 @@ public final class Listener: LoopResource {
         onAccept = nil
         onAcceptError = nil
         onRefused = nil
+        dispatch = nil
         retryTimer?.cancel()
         retryTimer = nil
         if reserveFD >= 0 { Glibc.close(reserveFD) }
@@ -201,7 +206,19 @@ public final class Listener: LoopResource {
     func closeForShutdown() { close() }
 
     fileprivate func accepted(_ fd: Int32) {
-        guard let onAccept, let connection = Connection.accepted(loop: loop, fd: fd, tls: tls) else { return }
+        if let dispatch, dispatch(fd) { return }
+        takeOver(fd)
+    }
+
+    /// Serves `fd`, a socket accepted by a listener on the same sockets on another loop, as
+    /// if this one had accepted it (its TLS handshake starts here). Call on this loop; a
+    /// closed listener closes it.
+    public func takeOver(_ fd: Int32) {
+        guard let onAccept else {
+            Glibc.close(fd)
+            return
+        }
+        guard let connection = Connection.accepted(loop: loop, fd: fd, tls: tls) else { return }
         onAccept(connection)
         connection.startIO()
     }

@@ -3,6 +3,7 @@ import Glibc
 #endif
 import Logging
 import PushClient
+import PushClock
 import PushEventLoop
 import PushSecurity
 import PushService
@@ -40,7 +41,7 @@ public struct GatewayConfiguration: Sendable {
     /// Loop threads, each serving the devices whose home it is (`--loops`,
     /// `gateway.loops`); 0 runs one per core. A cluster node runs one.
     public var loops = 1
-    /// Set on each loop's copy by `GatewayLoops`.
+    /// Set on each loop's copy when it runs in a `GatewayLoops` group.
     var shard: GatewayShard?
     /// Wall-clock milliseconds, for credential lifetimes.
     public var wallClock: @Sendable () -> UInt64

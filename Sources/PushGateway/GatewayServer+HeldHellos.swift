@@ -1,3 +1,4 @@
+import PushClock
 import PushEventLoop
 import PushService
 import PushSession

@@ -1,4 +1,5 @@
 import Logging
+import PushClock
 import PushEventLoop
 import PushSecurity
 import PushService

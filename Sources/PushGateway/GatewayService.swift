@@ -23,14 +23,14 @@ public enum GatewayServiceError: Error, CustomStringConvertible {
 ///
 /// Keep the service until its loop has shut down: the loop's timers and listener call
 /// into it for as long as the loop runs.
-public final class GatewayService {
+public final class GatewayService: LoopGroupMember {
     public let configuration: GatewayConfiguration
     /// The port it listens on (the one picked when the configuration said 0).
     public let port: Int
     private let host: ServiceHost<GatewayServer>
     /// Every address it listens on, as HOST:PORT.
     public var listeningAddresses: [String] { host.listeningAddresses }
-    private let server: GatewayServer
+    let server: GatewayServer
     /// Reads the store's device registry, when the gateway follows one.
     public let follower: RegistryFollower?
     /// The gateway's part in a cluster, when it is a node of one.
@@ -54,7 +54,7 @@ public final class GatewayService {
                                  wallClock: configuration.wallClock, monotonicClock: configuration.monotonicClock)
         let server = GatewayServer(loop: loop, limits: configuration.limits, logger: configuration.logger, logic: logic,
                                    providerKey: configuration.providerKey, wallClock: configuration.wallClock,
-                                   admission: configuration.shard?.admission,
+                                   admission: configuration.shard?.seat.admission,
                                    replays: configuration.shard?.replays ?? CredentialReplayGuard())
         let host = server.host!
         var cluster: GatewayCluster?
@@ -69,13 +69,13 @@ public final class GatewayService {
         }
         host.maxOutputBytes = configuration.maxOutputBytes
         host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway",
-                             includingSharedCounts: (configuration.shard?.placement.index ?? 0) == 0,
-                             loop: configuration.shard?.placement.index)
+                             includingSharedCounts: configuration.speaksForProcess,
+                             loop: configuration.shard?.seat.index)
         if let shard = configuration.shard {
             shard.join(server, loop: loop, followsRegistry: configuration.store != nil)
         }
         do {
-            if let shared = configuration.shard?.listening {
+            if let shared = configuration.shard?.seat.listening {
                 try host.listen(sharing: shared)
             } else {
                 try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
@@ -92,7 +92,7 @@ public final class GatewayService {
         let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server,
                                      follower: follower, cluster: cluster)
         // The other loops of a gateway of several start quietly: the first speaks for them.
-        guard (configuration.shard?.placement.index ?? 0) == 0 else {
+        guard configuration.speaksForProcess else {
             follower?.start()
             return service
         }
@@ -123,7 +123,12 @@ public final class GatewayService {
     /// Open client connections.
     public var connectionCount: Int { host.connectionCount }
     /// What another loop needs to accept on this gateway's listening sockets too.
-    func shareListener() throws(EventLoopError) -> SharedListenSockets { try host.shareListener() }
+    public func shareListener() throws(EventLoopError) -> SharedListenSockets { try host.shareListener() }
+
+    /// Serves a connection another loop accepted and placed here. The gateway places a
+    /// device on its home loop after HELLO, when its id is known, so its loops do not
+    /// spread accepts; a socket placed here anyway is served like any other.
+    public func takeOver(acceptedSocket fd: Int32) { host.takeOver(acceptedSocket: fd) }
     public var isDraining: Bool { host.isDraining }
 
     /// The gateway's metrics; add process and build metrics to it before serving it.

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClock
 import PushWire
 
 /// One push waiting for a device, or written to it and awaiting its DELIVERY_ACK: the

@@ -1,5 +1,6 @@
 import Logging
 import PushClient
+import PushClock
 import PushEventLoop
 import PushSecurity
 import PushService

@@ -1,8 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClock
 import Synchronization
-import PushSession
 
 /// A child process (in practice the `securepush` executable running a service or a
 /// command), started with posix_spawn and reaped with waitpid: no run loop, no SIGCHLD

@@ -1,3 +1,4 @@
+import PushClock
 import PushSession
 
 /// A service's counters, gauges and latency histograms, rendered in the Prometheus text

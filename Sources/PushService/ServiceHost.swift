@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PushClock
 import PushEventLoop
 import PushSession
 import PushWire
@@ -115,13 +116,25 @@ public final class ServiceHost<Handler: ServiceHandler> {
         ownsAdmission = admission == nil
     }
 
-    public func listen(host: String, port: Int, tls: TLSContext?) throws(EventLoopError) {
-        serve(try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in self?.accept(connection) })
+    /// Listens on `host`:`port`; `dispatch` may take accepted sockets to another loop (see
+    /// `Listener.dispatch`).
+    public func listen(host: String, port: Int, tls: TLSContext?, dispatch: ((Int32) -> Bool)? = nil) throws(EventLoopError) {
+        serve(try Listener(loop: loop, host: host, port: port, tls: tls) { [weak self] connection in self?.accept(connection) },
+              dispatch: dispatch)
     }
 
     /// Accepts on the sockets another loop's host listens on (see `shareListener`).
-    public func listen(sharing sockets: SharedListenSockets) throws(EventLoopError) {
-        serve(try Listener(loop: loop, sharing: sockets) { [weak self] connection in self?.accept(connection) })
+    public func listen(sharing sockets: SharedListenSockets, dispatch: ((Int32) -> Bool)? = nil) throws(EventLoopError) {
+        serve(try Listener(loop: loop, sharing: sockets) { [weak self] connection in self?.accept(connection) }, dispatch: dispatch)
+    }
+
+    /// Serves a socket another loop's listener accepted and placed here. Call on this loop.
+    public func takeOver(acceptedSocket fd: Int32) {
+        guard let listener else {
+            Glibc.close(fd)
+            return
+        }
+        listener.takeOver(fd)
     }
 
     /// What another loop needs to accept on this host's listening sockets too.
@@ -130,7 +143,8 @@ public final class ServiceHost<Handler: ServiceHandler> {
         return try listener.sharedSockets()
     }
 
-    private func serve(_ listener: Listener) {
+    private func serve(_ listener: Listener, dispatch: ((Int32) -> Bool)?) {
+        listener.dispatch = dispatch
         listener.onRefused = { [weak self] code, count in
             guard let self else { return }
             for _ in 0..<count { self.refused(.outOfFileDescriptors, peerHost: "?", detail: code == ENFILE ? "ENFILE" : "EMFILE") }

@@ -1,4 +1,5 @@
 import CSQLite
+import PushClock
 import PushSession
 import PushWire
 

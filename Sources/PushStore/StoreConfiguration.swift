@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PushClock
 import PushEventLoop
 import PushSecurity
 import PushService
@@ -37,7 +38,7 @@ public struct StoreConfiguration: Sendable {
     /// Loop threads serving requests (`--loops`, `store.loops`); 0 runs one per core. On
     /// SQLite they share one writer thread; on PostgreSQL each has its own connections.
     public var loops = 1
-    /// Set on each loop's copy by `StoreLoops`.
+    /// Set on each loop's copy when it runs in a `StoreLoops` group.
     var shard: StoreShard?
 
     public init(databasePath: String, serverKey: SecretKey, providerKey: SecretKey, host: String = "127.0.0.1", port: Int = 0) {

@@ -1,10 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClock
 import PushEventLoop
 import PushSecurity
-import PushWire
 import PushSession
+import PushWire
 
 /// Per-connection state the store keeps beyond the shared lifecycle.
 public final class StoreSession {

@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import PushClock
 import PushEventLoop
 import PushSecurity
 import PushService
@@ -31,13 +32,8 @@ public final class StoreServer: ServiceHandler {
     private var heldRegistries: [HeldRegistry] = []
     /// When the last group commit failed (monotonic ms), if one has; readiness looks at it.
     public private(set) var lastCommitFailureMs: Int64?
-    /// In a store of several loops: this loop's index, and where connections go.
-    var balancing: (balancer: StoreLoopBalancer, index: Int)?
     /// A store on one loop, or the first of several, which counts and logs for them all.
-    private var speaksForTheStore: Bool { (balancing?.index ?? 0) == 0 }
-    /// Connections another loop accepted and gave this one, until their HELLO is admitted
-    /// here: they stay, whatever turn the balancer is at.
-    private var adopted: Set<ObjectIdentifier> = []
+    private let speaksForProcess: Bool
 
     /// A request whose reply waits for its write to be durable.
     private struct PendingCommit {
@@ -67,8 +63,9 @@ public final class StoreServer: ServiceHandler {
     /// Takes over the backend's commit deliveries.
     /// `admission`: the connection caps shared with the store's other loops, if any.
     public init(loop: EventLoop, limits: ServiceLimits, logger: Logger, logic: StoreLogic, backend: StoreBackend,
-                metrics: StoreMetrics = StoreMetrics(), admission: AdmissionGate? = nil) {
+                metrics: StoreMetrics = StoreMetrics(), admission: AdmissionGate? = nil, speaksForProcess: Bool = true) {
         self.logic = logic
+        self.speaksForProcess = speaksForProcess
         self.backend = backend
         self.metrics = metrics
         noticedRegistrySequence = backend.registrySequenceAtStart
@@ -97,14 +94,6 @@ public final class StoreServer: ServiceHandler {
     }
 
     public func admit(_ hello: Hello, peer: Peer) -> Admission<StoreSession> {
-        // Moved before the credential is checked, which the loop it moves to does (once).
-        if let balancing, adopted.remove(ObjectIdentifier(peer.connection)) == nil,
-           case let target = balancing.balancer.pick(), target != balancing.index {
-            let balancer = balancing.balancer
-            return .handOff { handoff in
-                balancer.withServer(target) { server in server.adopt(handoff) }
-            }
-        }
         if case .refuse(let status, let reply, let reason) = logic.admit(hello) { return .refuse(status, reply, logDetail: reason) }
         return .admit(StoreSession(peerAddress: peer.peerHost, role: hello.role))
     }
@@ -113,17 +102,7 @@ public final class StoreServer: ServiceHandler {
         if let frame = peer.session.negotiated?.maxFrame { peer.state?.maxFrame = Int(frame) }
     }
 
-    /// A connection another loop accepted, served here from its HELLO on. Closed while draining.
-    func adopt(_ handoff: ConnectionHandoff) {
-        guard !host.isDraining else { return }
-        _ = Connection.adopt(handoff, on: host.loop) { [self] connection in
-            adopted.insert(ObjectIdentifier(connection))
-            host.accept(connection)
-        }
-    }
-
     public func closed(_ peer: Peer, reason: CloseReason) {
-        adopted.remove(ObjectIdentifier(peer.connection))
         host.logger.debug("connection closed", metadata: ["peer": "\(peer.peerHost)", "reason": "\(reason)"])
         if heldRegistries.contains(where: { $0.peer === peer }) {
             heldRegistries.removeAll { $0.peer === peer }
@@ -211,7 +190,7 @@ public final class StoreServer: ServiceHandler {
             }
             // Every loop polls for its own held REGISTRYs; the first alone counts and logs.
             if let notice { noticedRegistrySequence = notice.to }
-            if let notice, speaksForTheStore {
+            if let notice, speaksForProcess {
                 metrics.registryEnrolments.increment(by: notice.counts.enrolled)
                 metrics.registryRevocations.increment(by: notice.counts.revoked)
                 host.logger.info("registry changed", metadata: [
@@ -336,7 +315,7 @@ public final class StoreServer: ServiceHandler {
     public func deliverCommitted(tickets: [UInt64], outcomes: [WriteOutcome]?) {
         if outcomes == nil {
             // On several loops every loop hears of a failed group; the first speaks for them.
-            if speaksForTheStore {
+            if speaksForProcess {
                 host.logger.error("group commit failed", metadata: ["requests": "\(tickets.count)"])
                 metrics.commitFailures.increment()
             }

@@ -1,4 +1,5 @@
 import Logging
+import PushClock
 import PushEventLoop
 import PushService
 import PushSession
@@ -27,7 +28,7 @@ public enum StoreServiceError: Error, CustomStringConvertible {
 ///
 /// Keep the service until its loop has shut down: the loop's timers and listener call
 /// into it for as long as the loop runs.
-public final class StoreService {
+public final class StoreService: LoopGroupMember {
     public let configuration: StoreConfiguration
     /// The port it listens on (the one picked when the configuration said 0).
     public let port: Int
@@ -53,7 +54,7 @@ public final class StoreService {
         self.server = server
         self.backend = backend
         // Every loop of a store on SQLite writes to the same directory: the first probes it.
-        if configuration.database == nil, configuration.isFirstLoop {
+        if configuration.database == nil, configuration.speaksForProcess {
             diskProbe = WritableDirectoryProbe(directory: StoreService.directory(of: configuration.databasePath))
         }
     }
@@ -78,7 +79,7 @@ public final class StoreService {
             do {
                 backend = try PostgresStoreBackend.start(url: url, settings: configuration.settings,
                                                          dataKeysPath: StoreFiles.dataKeysPath(forDatabase: path), clock: clock,
-                                                         logger: configuration.logger, loopIndex: configuration.shard?.index ?? 0,
+                                                         logger: configuration.logger, loopIndex: configuration.loopIndex,
                                                          on: loop)
             } catch {
                 throw .cannotStartPostgres(error)
@@ -86,7 +87,7 @@ public final class StoreService {
         } else {
             do {
                 if let group = configuration.shard?.sqlite {
-                    backend = try group.attach(index: configuration.shard?.index ?? 0, on: loop)
+                    backend = try group.attach(index: configuration.loopIndex, on: loop)
                 } else {
                     backend = try SQLiteStoreBackend.start(path: path, settings: configuration.settings, clock: clock, on: loop)
                 }
@@ -98,19 +99,16 @@ public final class StoreService {
         let logic = StoreLogic(settings: configuration.settings, serverKey: configuration.serverKey,
                                providerKey: configuration.providerKey, clock: clock, shared: shard?.shared)
         let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, backend: backend,
-                                 admission: shard?.admission)
+                                 admission: shard?.seat.admission, speaksForProcess: configuration.speaksForProcess)
         let host = server.host!
-        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: configuration.isFirstLoop,
-                             loop: shard?.index)
-        if let shard {
-            server.balancing = (shard.balancer, shard.index)
-            shard.balancer.register(server, index: shard.index, loop: loop)
-        }
+        host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: configuration.speaksForProcess,
+                             loop: shard?.seat.index)
         do {
-            if let listening = shard?.listening {
-                try host.listen(sharing: listening)
+            let dispatch = shard?.seat.spreadingAccepts()
+            if let listening = shard?.seat.listening {
+                try host.listen(sharing: listening, dispatch: dispatch)
             } else {
-                try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls)
+                try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls, dispatch: dispatch)
             }
         } catch {
             server.stopTimers()
@@ -121,7 +119,7 @@ public final class StoreService {
                                    server: server, backend: backend)
         // The other loops of a store of several start quietly, and leave the shared limits
         // to the first to prune.
-        guard configuration.isFirstLoop else { return service }
+        guard configuration.speaksForProcess else { return service }
         let pruneEvery = Duration.milliseconds(max(1_000, configuration.settings.loginFailureWindowMs))
         service.pruneTimer = loop.schedule(after: pruneEvery, repeating: true) { logic.pruneLimiters() }
         // `location` never holds a password (PostgresURL.redacted).
@@ -136,7 +134,7 @@ public final class StoreService {
     /// replies to what was accepted (commits included), then the writer thread ends and
     /// `drained` runs on the loop. Every caller's `drained` runs, however many ask.
     public func drain(then drained: @escaping () -> Void) {
-        if !host.isDraining, isFirstLoop { configuration.logger.info("draining") }
+        if !host.isDraining, configuration.speaksForProcess { configuration.logger.info("draining") }
         server.releaseHeldRegistries()
         host.drain { [self] in
             // PostgreSQL commits on the loop: wait for the last group before closing.
@@ -197,10 +195,11 @@ public final class StoreService {
     /// The loop it runs on.
     public var loop: EventLoop { host.loop }
 
-    private var isFirstLoop: Bool { configuration.isFirstLoop }
-
     /// What another loop needs to accept on this store's listening sockets too.
-    func shareListener() throws(EventLoopError) -> SharedListenSockets { try host.shareListener() }
+    public func shareListener() throws(EventLoopError) -> SharedListenSockets { try host.shareListener() }
+
+    /// Serves a connection another loop of this store accepted and placed here.
+    public func takeOver(acceptedSocket fd: Int32) { host.takeOver(acceptedSocket: fd) }
 
     private func stopWriter() {
         guard !writerStopped else { return }
@@ -211,6 +210,6 @@ public final class StoreService {
         backend.stop()
         if let problem = (backend as? SQLiteStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
         if let problem = (backend as? PostgresStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
-        if isFirstLoop { configuration.logger.info("store stopped") }
+        if configuration.speaksForProcess { configuration.logger.info("store stopped") }
     }
 }

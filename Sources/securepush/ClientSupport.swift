@@ -5,6 +5,7 @@ import PushSession
 import PushWire
 #if canImport(Glibc)
 import Glibc
+import PushClock
 #endif
 
 /// Runs a loop until `body` reports a result, or fails after `timeoutSeconds`.

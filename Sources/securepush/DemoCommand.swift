@@ -1,12 +1,13 @@
 import ArgumentParser
 import Foundation
 import PushClient
+import PushClock
 import PushEventLoop
 import PushProcess
 import PushSecurity
+import PushSession
 import PushStore
 import PushWire
-import PushSession
 
 struct DemoCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -2,9 +2,10 @@
 import Glibc
 #endif
 import ArgumentParser
+import PushClock
 import PushSecurity
-import PushStore
 import PushSession
+import PushStore
 
 struct InitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

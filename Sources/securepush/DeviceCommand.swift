@@ -2,10 +2,11 @@
 import Glibc
 #endif
 import ArgumentParser
+import PushClock
 import PushSecurity
+import PushSession
 import PushStore
 import PushWire
-import PushSession
 
 struct DeviceCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -93,21 +93,8 @@ struct StoreCommand: ParsableCommand {
         } catch {
             throw CommandFailure(error.description)
         }
-        let endpoint = try monitoring.map { address in
-            try startMonitoring(service.metrics, at: address) { host, port throws(EventLoopError) in
-                try service.startMonitoring(host: host, port: port)
-            }
-        }
-        let signals = stopOnTermination(loop) { stopped in service.drain(then: stopped) }
-        announceListening(on: HostPort(host: address.host, port: service.port), addresses: service.listeningAddresses)
-        if service.loopCount > 1 {
-            configuration.logger.info("serving on \(service.loopCount) loop threads; a connection stays on the one that accepted it")
-        }
-        loop.run()
-        signals.forEach { $0.cancel() }
-        endpoint?.stop()
-        service.shutdown()
-        loop.shutdown()
+        try serveUntilStopped(service, on: loop, listen: address, monitoring: monitoring, logger: configuration.logger,
+                              placement: "each new connection goes to the next loop in turn, which serves all its requests")
     }
 }
 

@@ -85,6 +85,26 @@ func announceListening(on address: HostPort, addresses: [String]) {
     if addresses.count > 1 { announce("addresses: \(addresses.joined(separator: " "))") }
 }
 
+/// Runs a service's loops on `loop` until SIGTERM or SIGINT drains them: the monitoring
+/// endpoint when one is asked for, the listening announcement, and `placement` logged when
+/// there are several loops (how connections are placed on them). Then stops everything.
+func serveUntilStopped<Member>(_ service: ServiceLoopGroup<Member>, on loop: EventLoop, listen address: HostPort,
+                               monitoring: HostPort?, logger: Logger, placement: String) throws {
+    let endpoint = try monitoring.map { address in
+        try startMonitoring(service.metrics, at: address) { host, port throws(EventLoopError) in
+            try service.startMonitoring(host: host, port: port)
+        }
+    }
+    let signals = stopOnTermination(loop) { stopped in service.drain(then: stopped) }
+    announceListening(on: HostPort(host: address.host, port: service.port), addresses: service.listeningAddresses)
+    if service.loopCount > 1 { logger.info("serving on \(service.loopCount) loop threads; \(placement)") }
+    loop.run()
+    signals.forEach { $0.cancel() }
+    endpoint?.stop()
+    service.shutdown()
+    loop.shutdown()
+}
+
 /// Prints a line to stdout and flushes it at once: tests and scripts wait for it.
 func announce(_ line: String) {
     print(line)

@@ -1,6 +1,6 @@
 import Foundation
-import Testing
 import PushClient
+import PushClock
 import PushEventLoop
 import PushProcess
 import PushSecurity
@@ -8,6 +8,7 @@ import PushSession
 import PushStore
 import PushTestSupport
 import PushWire
+import Testing
 
 /// A file another process appends to, read from where the last read stopped.
 final class GrowingFile {

@@ -1,11 +1,12 @@
 import Foundation
-import Testing
 import PushClient
+import PushClock
 import PushEventLoop
 import PushSecurity
 import PushSession
 import PushTestSupport
 import PushWire
+import Testing
 
 /// A device and a provider given several store addresses (issue 14.5): they go through
 /// the first that answers, move to the next when theirs dies or drains, and the device

@@ -1,8 +1,9 @@
 import Foundation
+import PushClock
 import PushEventLoop
+import PushSession
 import PushWire
 import Testing
-import PushSession
 
 /// One delivered frame, copied out of the connection's input.
 struct DeliveredFrame: Equatable {

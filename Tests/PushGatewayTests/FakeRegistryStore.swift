@@ -1,5 +1,6 @@
 import Dispatch
 import Logging
+import PushClock
 import PushEventLoop
 import PushSecurity
 import PushService

@@ -3,6 +3,7 @@ import Testing
 import Glibc
 #endif
 import PushClient
+import PushClock
 import PushEventLoop
 import PushGateway
 import PushSecurity

@@ -1,12 +1,13 @@
 import Foundation
-import Testing
 import PushClient
+import PushClock
 import PushEventLoop
 import PushGateway
 import PushSecurity
 import PushSession
 import PushTestSupport
 import PushWire
+import Testing
 
 /// A gateway following the registry through a list of stores over one database (issue
 /// 14.5): it loads through the first that answers, and when that one fails it moves to the

@@ -1,6 +1,7 @@
 import Logging
 import PushEventLoop
 import PushGateway
+import PushService
 import PushStore
 
 /// A payload store running in this process, on its own loop thread, on a free port of
@@ -77,25 +78,15 @@ public final class InProcessGateway: ReachableService {
     }
 }
 
-/// What `InProcessLoops` needs of a service on several loop threads.
-public protocol LoopGroup: AnyObject, SendableMetatype {
-    var port: Int { get }
-    func drain(then drained: @escaping () -> Void)
-    func shutdown()
-}
-
-extension GatewayLoops: LoopGroup {}
-extension StoreLoops: LoopGroup {}
-
 /// A service on several loop threads in this process: its first loop on a thread of its
 /// own, the others on theirs, all on one free port of 127.0.0.1.
-public final class InProcessLoops<Group: LoopGroup>: ReachableService {
+public final class InProcessLoops<Member: LoopGroupMember>: ReachableService {
     public let deployment: TemporaryDeployment
     public let host = "127.0.0.1"
     public let port: Int
-    private let hosted: HostedService<Group>
+    private let hosted: HostedService<ServiceLoopGroup<Member>>
 
-    init(_ deployment: TemporaryDeployment, name: String, start: @escaping @Sendable (EventLoop) throws -> Group) throws {
+    init(_ deployment: TemporaryDeployment, name: String, start: @escaping @Sendable (EventLoop) throws -> ServiceLoopGroup<Member>) throws {
         self.deployment = deployment
         hosted = try HostedService(name: name, start: start)
         port = hosted.onLoop { $0.port } ?? 0
@@ -115,10 +106,10 @@ public final class InProcessLoops<Group: LoopGroup>: ReachableService {
     }
 }
 
-public typealias InProcessGatewayLoops = InProcessLoops<GatewayLoops>
-public typealias InProcessStoreLoops = InProcessLoops<StoreLoops>
+public typealias InProcessGatewayLoops = InProcessLoops<GatewayService>
+public typealias InProcessStoreLoops = InProcessLoops<StoreService>
 
-extension InProcessLoops where Group == GatewayLoops {
+extension InProcessLoops where Member == GatewayService {
     public convenience init(_ deployment: TemporaryDeployment, loops: Int, configure: (inout GatewayConfiguration) -> Void = { _ in }) throws {
         var configuration = GatewayConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
         configuration.logger = .silent("securepush.gateway")
@@ -129,7 +120,7 @@ extension InProcessLoops where Group == GatewayLoops {
     }
 }
 
-extension InProcessLoops where Group == StoreLoops {
+extension InProcessLoops where Member == StoreService {
     public convenience init(_ deployment: TemporaryDeployment, loops: Int, configure: (inout StoreConfiguration) -> Void = { _ in }) throws {
         var configuration = StoreConfiguration(deployment: deployment.deployment, host: "127.0.0.1", port: 0)
         configuration.logger = .silent("securepush.store")

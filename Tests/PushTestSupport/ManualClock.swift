@@ -1,6 +1,7 @@
+import PushClock
 import PushEventLoop
-import Synchronization
 import PushSession
+import Synchronization
 
 /// The real clocks plus an offset a test moves forward, so lifetimes and TTLs run out at
 /// once instead of after a sleep. Credentials made with the real clock stay valid as long

@@ -1,3 +1,4 @@
+import PushClock
 import PushSession
 import PushWire
 

@@ -4,18 +4,16 @@ import PushService
 
 /// One loop's place in a gateway of several: set on its copy of the configuration.
 struct GatewayShard: Sendable {
-    var placement: LoopPlacement
+    var seat: LoopSeat<GatewayService>
     var router: GatewayLoopRouter
-    /// The first loop's listening sockets, which the other loops accept on too; nil for
-    /// the first loop, which binds them.
-    var listening: SharedListenSockets?
-    /// The process's connection caps, one count for every loop.
-    var admission: AdmissionGate
     /// Provider credentials accepted on any loop ([7.1-5]).
     var replays: CredentialReplayGuard
 
+    var placement: LoopPlacement { LoopPlacement(index: seat.index, count: seat.count) }
+
     /// Wires a loop's server into the group before it listens.
     func join(_ server: GatewayServer, loop: EventLoop, followsRegistry: Bool) {
+        let placement = self.placement
         server.logic.placement = placement
         server.loopForwarding = LoopForwarding(placement: placement, router: router, loop: loop, server: server)
         let index = placement.index
@@ -28,17 +26,17 @@ struct GatewayShard: Sendable {
         } else {
             router.markRegistryLoaded(index)
         }
-        router.register(server, index: index, loop: loop)
     }
 }
 
 extension GatewayConfiguration {
-    /// Loop `index`'s copy of the configuration: its place in the group.
-    func shard(_ index: Int, of count: Int, router: GatewayLoopRouter, listening: SharedListenSockets?,
-               admission: AdmissionGate, replays: CredentialReplayGuard) -> GatewayConfiguration {
+    /// A gateway on one loop, or the first of several: the one that speaks for the others.
+    var speaksForProcess: Bool { shard?.seat.speaksForProcess ?? true }
+
+    /// A loop's copy of the configuration: its place in the group.
+    func seated(_ shard: GatewayShard?) -> GatewayConfiguration {
         var copy = self
-        copy.shard = GatewayShard(placement: LoopPlacement(index: index, count: count), router: router,
-                                  listening: listening, admission: admission, replays: replays)
+        copy.shard = shard
         return copy
     }
 }
