@@ -45,21 +45,21 @@ public final class SQLitePayloadWriter: PayloadWriter {
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
         markRead = try connection.prepare("""
             UPDATE payloads SET read_count = read_count + 1,
-                life = CASE WHEN life = 1 AND read_limit > 0 AND read_count + 1 >= read_limit THEN 3 ELSE life END,
+                life = CASE WHEN life = \(PayloadLife.live.rawValue) AND read_limit > 0 AND read_count + 1 >= read_limit THEN \(PayloadLife.readOut.rawValue) ELSE life END,
                 body = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE body END,
                 key_id = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE key_id END
             WHERE seq = ?
             """)
         // A receipt that leaves the payload readable changes no column an index covers or
         // filters on; `markRead` names `life`, which makes SQLite rewrite the entry of
-        // `live_by_user` (a partial index on `life = 1`) for every ACK.
+        // `live_by_user` (a partial index on live rows) for every ACK.
         countRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1 WHERE seq = ?")
         countReadAndFetches = try connection.prepare("""
             UPDATE payloads SET read_count = read_count + 1, fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?
             """)
-        markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = ?")
+        markRecalled = try connection.prepare("UPDATE payloads SET life = \(PayloadLife.recalled.rawValue), body = NULL, key_id = NULL WHERE seq = ?")
         markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?")
-        emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL, key_id = NULL WHERE expires_at <= ? AND life = 1")
+        emptyExpired = try connection.prepare("UPDATE payloads SET life = \(PayloadLife.expired.rawValue), body = NULL, key_id = NULL WHERE expires_at <= ? AND life = \(PayloadLife.live.rawValue)")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
         begin = try connection.prepare("BEGIN IMMEDIATE")

@@ -127,7 +127,7 @@ public final class StoreService {
         // `location` never holds a password (PostgresURL.redacted).
         configuration.logger.info("store ready", metadata: [
             "listen": "\(configuration.host):\(service.port)", "database": "\(backend.location)",
-            "backend": "\(backend is PostgresStoreBackend ? "postgresql" : "sqlite")",
+            "backend": "\(backend.kind)",
         ])
         return service
     }
@@ -139,14 +139,13 @@ public final class StoreService {
         if !host.isDraining, isFirstLoop { configuration.logger.info("draining") }
         server.releaseHeldRegistries()
         host.drain { [self] in
-            // PostgreSQL commits on the loop: wait for the last group before closing.
-            guard let postgres = backend as? PostgresStoreBackend, !writerStopped else {
-                stopWriter()
+            // A backend that commits on the loop (PostgreSQL) waits for its last group first.
+            guard !writerStopped else {
                 drained()
                 return
             }
             server.flushFetchTallies()
-            postgres.finish { [self] in
+            backend.finish { [self] in
                 stopWriter()
                 drained()
             }
@@ -178,10 +177,10 @@ public final class StoreService {
         if !host.isListening { return .notReady("not listening") }
         let now = Clocks.monotonicMilliseconds()
         if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs,
-           ((backend as? PostgresStoreBackend)?.writesWorkSinceMs ?? 0) <= failed {
+           (backend.writesWorkSinceMs ?? 0) <= failed {
             return .notReady("a group commit failed \((now - failed) / 1000) s ago")
         }
-        if let problem = (backend as? PostgresStoreBackend)?.problem { return .notReady(problem) }
+        if let problem = backend.problem { return .notReady(problem) }
         if let problem = diskProbe?.problem(nowMs: now) { return .notReady(problem) }
         return .ready
     }
@@ -209,8 +208,7 @@ public final class StoreService {
         server.flushFetchTallies()
         server.stopTimers()
         backend.stop()
-        if let problem = (backend as? SQLiteStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
-        if let problem = (backend as? PostgresStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
+        if let problem = backend.lastStopProblem { configuration.logger.warning("\(problem)") }
         if isFirstLoop { configuration.logger.info("store stopped") }
     }
 }

@@ -44,7 +44,7 @@ public final class UserAdministration: UserAdministering {
     public func list(nowMs: UInt64) throws -> [UserSummary] {
         let statement = try connection.prepare("""
             SELECT u.name, u.created_at,
-                   (SELECT count(*) FROM payloads p WHERE p.user_id = u.id AND p.life = 1 AND p.expires_at > ?)
+                   (SELECT count(*) FROM payloads p WHERE p.user_id = u.id AND p.life = \(PayloadLife.live.rawValue) AND p.expires_at > ?)
             FROM users u ORDER BY u.name
             """, persistent: false)
         try statement.bind([.uint(nowMs)])
