@@ -146,6 +146,11 @@ struct LoginThrottle {
                                creditMs: budget?.creditMs, creditUpdatedMs: budget?.updatedMs ?? 0, trustedUntilMs: trusted[key] ?? 0)
     }
 
+    /// Takes `state` as what it holds for `user` at `address`, as `begin` takes a database's.
+    mutating func adopt(_ state: LoginLimitState, user: String, address: String) {
+        load(state, for: PairKey(user: user, address: LoginThrottle.addressKey(address)))
+    }
+
     private mutating func load(_ shared: LoginLimitState, for key: PairKey) {
         pairs[key] = shared.failures > 0 || shared.blockedUntilMs > 0
             ? Pair(failures: shared.failures, blockedUntilMs: shared.blockedUntilMs, lastAttemptMs: shared.lastAttemptMs) : nil
