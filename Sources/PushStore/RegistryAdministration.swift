@@ -100,21 +100,12 @@ public final class RegistryAdministration: RegistryAdministering {
     }
 }
 
-/// Enrolments as the SQLite database records them: `BEGIN IMMEDIATE` takes the write lock
-/// before anything is read, so no other writer interleaves.
+/// Enrolments as the SQLite database records them, in one write transaction.
 private struct SQLiteRegistrationLedger: RegistrationLedger {
     let connection: SQLiteConnection
 
     func inTransaction<T>(_ body: () throws -> T) throws -> T {
-        try connection.execute("BEGIN IMMEDIATE")
-        do {
-            let result = try body()
-            try connection.execute("COMMIT")
-            return result
-        } catch {
-            try? connection.execute("ROLLBACK")
-            throw error
-        }
+        try UserTable.transaction(connection, body, failure: { $0 })
     }
 
     func userID(named name: String) throws -> UInt64? {

@@ -112,10 +112,25 @@ enum UserTable {
     }
 
     static func transaction<T>(_ connection: SQLiteConnection, _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try connection.execute("BEGIN IMMEDIATE")
+        try transaction(connection, body, failure: { $0 })
+    }
+
+    /// `body` in one write transaction (`BEGIN IMMEDIATE` takes the write lock before
+    /// anything is read); the database's own failures become `failure`'s.
+    static func transaction<T, Failure: Error>(_ connection: SQLiteConnection, _ body: () throws(Failure) -> T,
+                                               failure: (SQLiteError) -> Failure) throws(Failure) -> T {
         do {
+            try connection.execute("BEGIN IMMEDIATE")
+        } catch {
+            throw failure(error)
+        }
+        do throws(Failure) {
             let result = try body()
-            try connection.execute("COMMIT")
+            do {
+                try connection.execute("COMMIT")
+            } catch {
+                throw failure(error)
+            }
             return result
         } catch {
             try? connection.execute("ROLLBACK")
