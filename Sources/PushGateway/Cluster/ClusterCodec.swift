@@ -18,7 +18,7 @@ import PushWire
 /// `ClusterMessages.version`; a reader refuses every other version as a whole, and its
 /// caller counts the message as malformed and drops it, never trusting it in part.
 struct ClusterWriter {
-    private(set) var bytes: [UInt8] = []
+    private var bytes: [UInt8] = []
 
     static let headerSize = 5
 
@@ -96,38 +96,36 @@ enum ClusterDecodeError: Error, Equatable {
     case missingField(ClusterTag)
 }
 
-/// The fields of one message, or of one nested message, read in order. Values are read
-/// where they lie: nothing is allocated for a length beyond the bytes present.
+/// The fields of one message, or of one nested message, read in order. They are views
+/// into the message's bytes, valid only inside `ClusterFields.read`, so reading costs no
+/// reference counting; nothing is allocated for a length beyond the bytes present.
 struct ClusterFields {
-    private let bytes: [UInt8]
-    private var offset: Int
-    private let end: Int
+    private let bytes: UnsafeBufferPointer<UInt8>
+    private var offset = 0
 
-    /// The fields of a whole message of the current version.
-    init(message bytes: [UInt8]) throws(ClusterDecodeError) {
-        guard let version = bytes.first else { throw .truncated }
-        guard version == ClusterMessages.version else { throw .unknownVersion(version) }
-        guard bytes.count >= ClusterWriter.headerSize else { throw .truncated }
-        let length = bytes[1...4].reduce(0) { $0 << 8 | Int($1) }
-        // A message cut short, or with bytes after its body, is not what was written.
-        guard length == bytes.count - ClusterWriter.headerSize else { throw .truncated }
-        self.init(bytes, range: ClusterWriter.headerSize..<bytes.count)
+    /// `read` applied to the fields of a whole message of the current version.
+    static func read<T>(_ message: [UInt8], _ read: (ClusterFields) throws(ClusterDecodeError) -> T) throws(ClusterDecodeError) -> T {
+        try message.withUnsafeBufferPointer { (message) throws(ClusterDecodeError) -> T in
+            guard let version = message.first else { throw .truncated }
+            guard version == ClusterMessages.version else { throw .unknownVersion(version) }
+            guard message.count >= ClusterWriter.headerSize else { throw .truncated }
+            let length = message[1..<ClusterWriter.headerSize].reduce(0) { $0 << 8 | Int($1) }
+            // A message cut short, or with bytes after its body, is not what was written.
+            guard length == message.count - ClusterWriter.headerSize else { throw .truncated }
+            return try read(ClusterFields(UnsafeBufferPointer(rebasing: message[ClusterWriter.headerSize...])))
+        }
     }
 
-    fileprivate init(_ bytes: [UInt8], range: Range<Int>) {
-        self.bytes = bytes
-        self.offset = range.lowerBound
-        self.end = range.upperBound
-    }
+    fileprivate init(_ bytes: UnsafeBufferPointer<UInt8>) { self.bytes = bytes }
 
     /// The next field, or nil at the end.
     mutating func next() throws(ClusterDecodeError) -> ClusterField? {
-        guard offset < end else { return nil }
+        guard offset < bytes.count else { return nil }
         let tag = ClusterTag(rawValue: bytes[offset])
         offset += 1
         var length = 0
         for index in 0..<4 {
-            guard offset < end else { throw .truncated }
+            guard offset < bytes.count else { throw .truncated }
             let byte = bytes[offset]
             offset += 1
             length |= Int(byte & 0x7F) << (7 * index)
@@ -135,29 +133,33 @@ struct ClusterFields {
             // A fourth length byte with its top bit set ([3.1-3] for protocol bodies).
             if index == 3 { throw .outOfRange }
         }
-        guard length <= end - offset else { throw .truncated }
+        guard length <= bytes.count - offset else { throw .truncated }
         defer { offset += length }
-        return ClusterField(tag: tag, bytes: bytes, range: offset..<(offset + length))
+        return ClusterField(tag: tag, value: UnsafeBufferPointer(rebasing: bytes[offset..<(offset + length)]))
+    }
+
+    /// How many of the remaining fields carry `tag`: what a list of them may reserve,
+    /// never more than the bytes present hold.
+    func count(of tag: ClusterTag) throws(ClusterDecodeError) -> Int {
+        var rest = self
+        var count = 0
+        while let field = try rest.next() {
+            if field.tag == tag { count += 1 }
+        }
+        return count
     }
 }
 
 /// One field as it lies in a message.
 struct ClusterField {
     let tag: ClusterTag
-    private let bytes: [UInt8]
-    private let range: Range<Int>
-
-    fileprivate init(tag: ClusterTag, bytes: [UInt8], range: Range<Int>) {
-        self.tag = tag
-        self.bytes = bytes
-        self.range = range
-    }
+    let value: UnsafeBufferPointer<UInt8>
 
     func integer() throws(ClusterDecodeError) -> UInt64 {
-        guard range.count <= 8 else { throw .outOfRange }
-        var value: UInt64 = 0
-        for index in range { value = value << 8 | UInt64(bytes[index]) }
-        return value
+        guard value.count <= 8 else { throw .outOfRange }
+        var integer: UInt64 = 0
+        for byte in value { integer = integer << 8 | UInt64(byte) }
+        return integer
     }
 
     func uint32() throws(ClusterDecodeError) -> UInt32 {
@@ -172,10 +174,10 @@ struct ClusterField {
 
     func flag() throws(ClusterDecodeError) -> Bool { try integer() != 0 }
 
-    var data: [UInt8] { Array(bytes[range]) }
-    var string: String { String(decoding: bytes[range], as: UTF8.self) }
+    var data: [UInt8] { Array(value) }
+    var string: String { String(decoding: value, as: UTF8.self) }
     /// The fields of a nested message.
-    var fields: ClusterFields { ClusterFields(bytes, range: range) }
+    var fields: ClusterFields { ClusterFields(value) }
 }
 
 extension Optional {

@@ -40,7 +40,11 @@ struct NodeHeartbeat: Equatable {
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var fields = try ClusterFields(message: bytes)
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
         var node: String?
         var boot: UInt64 = 0
         var devices = 0
@@ -121,10 +125,15 @@ struct PresenceBatch: Equatable {
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var fields = try ClusterFields(message: bytes)
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
         var node: String?
         boot = 0
         changes = []
+        changes.reserveCapacity(try fields.count(of: .change))
         while let field = try fields.next() {
             switch field.tag {
             case .node: node = field.string
@@ -256,9 +265,14 @@ struct ForwardBatch: Equatable {
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var fields = try ClusterFields(message: bytes)
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
         id = 0
         pushes = []
+        pushes.reserveCapacity(try fields.count(of: .forwarded))
         while let field = try fields.next() {
             switch field.tag {
             case .batchID: id = try field.integer()
@@ -316,9 +330,14 @@ struct ForwardReplies: Equatable {
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var fields = try ClusterFields(message: bytes)
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
         id = 0
         counts = []
+        counts.reserveCapacity(try fields.count(of: .counts))
         while let field = try fields.next() {
             switch field.tag {
             case .batchID: id = try field.integer()
@@ -342,7 +361,11 @@ struct TakeNotice: Equatable {
     init(deviceIDs: [String]) { self.deviceIDs = deviceIDs }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var fields = try ClusterFields(message: bytes)
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
         deviceIDs = []
         while let field = try fields.next() {
             if field.tag == .deviceID { deviceIDs.append(field.string) }
@@ -444,11 +467,16 @@ struct QueueRecord: Equatable {
             try self.init(decodingUntagged: bytes)
             return
         }
-        var fields = try ClusterFields(message: bytes)
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
         var user = ""
         var enrolment: UInt64 = 0
         var missed: UInt32 = 0
         var entries: [Entry] = []
+        entries.reserveCapacity(try fields.count(of: .entry))
         while let field = try fields.next() {
             switch field.tag {
             case .user: user = field.string
