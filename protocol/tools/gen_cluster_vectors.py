@@ -16,6 +16,9 @@ import struct
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from gen_vectors import varint  # noqa: E402  (field lengths are the protocol's, SPEC.md 3.1)
+
 PATH = os.path.join(os.path.dirname(HERE), "vectors", "cluster.txt")
 
 VERSION = 2
@@ -27,20 +30,6 @@ FRAME_BODY, PRIORITY, COLLAPSE_KEY, EXPIRES_AT_MS, ENROLMENT, MISSED, ENTRY, RET
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
-
-
-def varint(n, width=None):
-    """Unsigned LEB128 of a field length; `width` pads to that many bytes."""
-    out = []
-    while True:
-        byte = n & 0x7F
-        n >>= 7
-        out.append(byte)
-        if n == 0 and (width is None or len(out) >= width):
-            break
-    for i in range(len(out) - 1):
-        out[i] |= 0x80
-    return bytes(out)
 
 
 def field(tag, value, width=None):
