@@ -32,6 +32,23 @@ struct LoginThrottle {
         var failuresPerAddress: Int
         var refillMs: UInt64
         var trustedForMs: UInt64
+
+        init(freeFailures: Int, backoffMs: UInt64, maxBackoffMs: UInt64, failuresPerAddress: Int, refillMs: UInt64,
+             trustedForMs: UInt64) {
+            self.freeFailures = freeFailures
+            self.backoffMs = backoffMs
+            self.maxBackoffMs = maxBackoffMs
+            self.failuresPerAddress = failuresPerAddress
+            self.refillMs = refillMs
+            self.trustedForMs = trustedForMs
+        }
+
+        /// The store's `login_*` settings.
+        init(_ settings: StoreSettings) {
+            self.init(freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs,
+                      maxBackoffMs: settings.loginMaxBackoffMs, failuresPerAddress: settings.loginFailuresPerAddress,
+                      refillMs: settings.loginFailureRefillMs, trustedForMs: settings.loginTrustedForMs)
+        }
     }
 
     enum Decision: Equatable {
@@ -95,7 +112,11 @@ struct LoginThrottle {
         guard !succeeded else {
             pairs[key] = nil
             if trusted.count >= LoginThrottle.capacity { prune(nowMs: nowMs) }
-            if trusted.count < LoginThrottle.capacity { trusted[key] = nowMs + settings.trustedForMs }
+            // Never shortened: successes at stores whose clocks differ a little leave the
+            // same trust whichever commits last.
+            if trusted.count < LoginThrottle.capacity {
+                trusted[key] = max(trusted[key] ?? 0, LoginThrottle.trustedUntil(nowMs: nowMs, settings))
+            }
             return
         }
         var pair = pairs[key] ?? Pair()
@@ -104,7 +125,8 @@ struct LoginThrottle {
         pair.failures += 1
         pair.lastAttemptMs = nowMs
         if pair.failures >= settings.freeFailures {
-            pair.blockedUntilMs = max(pair.blockedUntilMs, nowMs + backoff(after: pair.failures))
+            let (until, overflow) = nowMs.addingReportingOverflow(LoginThrottle.backoff(after: pair.failures, settings))
+            pair.blockedUntilMs = max(pair.blockedUntilMs, overflow ? .max : until)
         }
         store(pair, for: key)
         if !isTrusted(key, nowMs: nowMs) {
@@ -112,6 +134,21 @@ struct LoginThrottle {
             budget.creditMs -= failureCostMs
             store(budget, for: key.address)
         }
+    }
+
+    /// What this throttle holds for `user` at `address`, as a database holds it for every
+    /// store; a pair with no failures and no wait is no pair, whenever its last attempt was.
+    func state(user: String, address: String) -> LoginLimitState {
+        let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
+        let pair = pairs[key] ?? Pair()
+        let budget = budgets[key.address]
+        return LoginLimitState(failures: pair.failures, blockedUntilMs: pair.blockedUntilMs, lastAttemptMs: pair.lastAttemptMs,
+                               creditMs: budget?.creditMs, creditUpdatedMs: budget?.updatedMs ?? 0, trustedUntilMs: trusted[key] ?? 0)
+    }
+
+    /// Takes `state` as what it holds for `user` at `address`, as `begin` takes a database's.
+    mutating func adopt(_ state: LoginLimitState, user: String, address: String) {
+        load(state, for: PairKey(user: user, address: LoginThrottle.addressKey(address)))
     }
 
     private mutating func load(_ shared: LoginLimitState, for key: PairKey) {
@@ -123,11 +160,19 @@ struct LoginThrottle {
 
     private func isTrusted(_ key: PairKey, nowMs: UInt64) -> Bool { (trusted[key] ?? 0) > nowMs }
 
-    /// The wait after `failures` attempts, from the `freeFailures`th on.
-    private func backoff(after failures: Int) -> UInt64 {
-        let doublings = min(failures - settings.freeFailures, 40)
-        let wait = settings.backoffMs << UInt64(max(0, doublings))
-        return min(settings.maxBackoffMs, wait)
+    /// The wait after a pair's `failures`th failure, from the `freeFailures`th on:
+    /// `backoffMs`, doubled with each further failure (40 times at most), up to
+    /// `maxBackoffMs`, never wrapping around.
+    static func backoff(after failures: Int, _ settings: Settings) -> UInt64 {
+        let doublings = min(max(0, failures - settings.freeFailures), 40)
+        let (wait, overflow) = settings.backoffMs.multipliedReportingOverflow(by: UInt64(1) << UInt64(doublings))
+        return min(settings.maxBackoffMs, overflow ? .max : wait)
+    }
+
+    /// Until when a success at `nowMs` trusts its pair.
+    static func trustedUntil(nowMs: UInt64, _ settings: Settings) -> UInt64 {
+        let (until, overflow) = nowMs.addingReportingOverflow(settings.trustedForMs)
+        return overflow ? .max : until
     }
 
     private func currentBudget(_ address: String, nowMs: UInt64) -> Budget {

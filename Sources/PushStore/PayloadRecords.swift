@@ -8,6 +8,22 @@ public enum PayloadLife: Int64, Sendable {
     case readOut = 3
     /// Past its TTL and swept; the body is gone.
     case expired = 4
+
+    /// Whether the read receipt that brings a payload's count to `readCount` reads it out
+    /// ([4.10-1]): a read limit (0: none) is reached, and the body is erased.
+    public static func readsOut(readCount: Int64, readLimit: Int64) -> Bool { readLimit > 0 && readCount >= readLimit }
+
+    /// The life after a new read receipt brings the count to `readCount`: a live payload
+    /// read out is `.readOut`; one already gone stays as it went.
+    public func afterReceipt(readCount: Int64, readLimit: Int64) -> PayloadLife {
+        self == .live && PayloadLife.readsOut(readCount: readCount, readLimit: readLimit) ? .readOut : self
+    }
+
+    /// The life once a sweep at `nowMs` has passed: a live payload past its TTL is
+    /// `.expired` (and its body erased). FETCH treats it so before the sweep gets to it.
+    public func afterSweep(expiresAt: UInt64, nowMs: UInt64) -> PayloadLife {
+        self == .live && expiresAt <= nowMs ? .expired : self
+    }
 }
 
 public struct NewPayload: Sendable, Equatable {
@@ -48,7 +64,7 @@ public struct StoredPayload: Sendable, Equatable {
     public var life: PayloadLife
 
     /// Whether a FETCH may still read it at `nowMs`.
-    public func isReadable(nowMs: UInt64) -> Bool { life == .live && expiresAt > nowMs }
+    public func isReadable(nowMs: UInt64) -> Bool { life.afterSweep(expiresAt: expiresAt, nowMs: nowMs) == .live }
 
     public func state(nowMs: UInt64) -> PayloadState {
         guard isReadable(nowMs: nowMs) else { return .gone }

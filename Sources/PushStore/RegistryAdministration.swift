@@ -61,59 +61,8 @@ public final class RegistryAdministration: RegistryAdministering {
     /// thousand devices), each as `enroll` would; all or none.
     public func enrollAll(_ requests: [EnrolmentRequest], lifetimeMs: UInt64, nowMs: UInt64, signer: CredentialSigner,
                           deliver: (EnrolmentRequest, [UInt8]) throws -> Void) throws(EnrolmentError) -> [Enrolment] {
-        for request in requests {
-            try RegistryAdministration.validate(user: request.user, deviceID: request.deviceID, tags: request.tags)
-        }
-        do {
-            try connection.execute("BEGIN IMMEDIATE")
-            do {
-                var enrolments: [Enrolment] = []
-                var users: [String: UInt64] = [:]
-                for request in requests {
-                    let userID = try users[request.user] ?? userID(request.user)
-                    users[request.user] = userID
-                    let enrolment = try record(request, userID: userID, lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer)
-                    do {
-                        try deliver(request, enrolment.registration.credential)
-                    } catch {
-                        throw EnrolmentError.notDelivered("\(error)")
-                    }
-                    enrolments.append(enrolment)
-                }
-                try connection.execute("COMMIT")
-                return enrolments
-            } catch {
-                try? connection.execute("ROLLBACK")
-                throw error
-            }
-        } catch let error as EnrolmentError {
-            throw error
-        } catch let error as SQLiteError {
-            throw .storage(error)
-        } catch {
-            throw .storage(StoreBackendError(error))
-        }
-    }
-
-    private func userID(_ name: String) throws -> UInt64 {
-        guard let raw = try connection.integer(bound: "SELECT id FROM users WHERE name = ?", [.text(name)]) else {
-            throw EnrolmentError.unknownUser(name)
-        }
-        return UInt64(bitPattern: raw)
-    }
-
-    /// One enrolment, inside the caller's transaction.
-    private func record(_ request: EnrolmentRequest, userID: UInt64, lifetimeMs: UInt64, nowMs: UInt64,
-                        signer: CredentialSigner) throws -> Enrolment {
-        let issuedAt = try RegistryTable.issueTime(for: request.deviceID, nowMs: nowMs, on: connection)
-        let (expiresAt, overflow) = issuedAt.addingReportingOverflow(lifetimeMs)
-        let registration = Registration(deviceID: request.deviceID, user: request.user, tags: request.tags, issuedAt: issuedAt,
-                                        expiresAt: overflow ? .max : expiresAt)
-        let credential = registration.signed(by: signer)
-        guard credential.count <= Registration.maxSignedBytes else { throw EnrolmentError.tooLarge(bytes: credential.count) }
-        let replaced = try RegistryTable.revoke(request.deviceID, nowMs: nowMs, on: connection)
-        let record = try RegistryTable.insert(registration, userID: userID, credential: credential, on: connection)
-        return Enrolment(registration: record, replaced: replaced)
+        try RegistrationMinting.enrollAll(requests, lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer, deliver: deliver,
+                                          in: SQLiteRegistrationLedger(connection: connection))
     }
 
     /// Revokes the enrolled registrations of every id in `deviceIDs` in one transaction:
@@ -149,14 +98,32 @@ public final class RegistryAdministration: RegistryAdministering {
     public func lastChange() throws -> UInt64 {
         try RegistryTable.lastChange(on: connection)
     }
+}
 
-    /// What a registration may carry ([7.4-1], field limits of 3.2): ids and names of 1 to
-    /// 64 bytes, tags of 1 to 64 bytes without the newline that separates them.
-    public static func validate(user: String, deviceID: String, tags: [String]) throws(EnrolmentError) {
-        guard !deviceID.isEmpty, deviceID.utf8.count <= 64 else { throw .invalid("a device id is 1 to 64 bytes") }
-        guard !user.isEmpty, user.utf8.count <= 64 else { throw .invalid("a user name is 1 to 64 bytes") }
-        for tag in tags where tag.isEmpty || tag.utf8.count > 64 || tag.contains("\n") {
-            throw .invalid("a tag is 1 to 64 bytes without newlines: \(tag.debugDescription)")
-        }
+/// Enrolments as the SQLite database records them, in one write transaction.
+private struct SQLiteRegistrationLedger: RegistrationLedger {
+    let connection: SQLiteConnection
+
+    func inTransaction<T>(_ body: () throws -> T) throws -> T {
+        try UserTable.transaction(connection, body, failure: { $0 })
+    }
+
+    func userID(named name: String) throws -> UInt64? {
+        try connection.integer(bound: "SELECT id FROM users WHERE name = ?", [.text(name)]).map { UInt64(bitPattern: $0) }
+    }
+
+    func latestIssue(of deviceID: String) throws -> UInt64? { try RegistryTable.latestIssue(of: deviceID, on: connection) }
+
+    func revoke(_ deviceID: String, nowMs: UInt64) throws -> RegistrationRecord? {
+        try RegistryTable.revoke(deviceID, nowMs: nowMs, on: connection)
+    }
+
+    func insert(_ registration: Registration, userID: UInt64, credential: [UInt8]) throws -> RegistrationRecord {
+        try RegistryTable.insert(registration, userID: userID, credential: credential, on: connection)
+    }
+
+    func storageFailure(_ error: any Error) -> any Error & Sendable {
+        if let error = error as? SQLiteError { return error }
+        return StoreBackendError(error)
     }
 }

@@ -158,14 +158,10 @@ enum RegistryTable {
                                   changeSequence: change, revokedAt: nil, credential: credential)
     }
 
-    /// The issue time for a new enrolment of `deviceID`: now, or one millisecond past the
-    /// latest earlier enrolment of that id if that is not before now, so that
-    /// (device id, issued_at) names one registration and a token issued for the earlier
-    /// one is older than the new one.
-    static func issueTime(for deviceID: String, nowMs: UInt64, on connection: SQLiteConnection) throws(SQLiteError) -> UInt64 {
-        guard let latest = try connection.integer(bound: "SELECT max(issued_at) FROM registrations WHERE device_id = ?", [.text(deviceID)])
-        else { return nowMs }
-        return max(nowMs, UInt64(bitPattern: latest) + 1)
+    /// The latest issue time of any registration of `deviceID` kept (`RegistrationMinting.issueTime`).
+    static func latestIssue(of deviceID: String, on connection: SQLiteConnection) throws(SQLiteError) -> UInt64? {
+        try connection.integer(bound: "SELECT max(issued_at) FROM registrations WHERE device_id = ?", [.text(deviceID)])
+            .map { UInt64(bitPattern: $0) }
     }
 
     /// Drops revoked registrations that have expired: a gateway refuses them by their

@@ -38,7 +38,7 @@ public final class SQLitePayloadReader: PayloadReader {
         everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads")
         unreadPage = try connection.prepare("""
             SELECT seq, id_high, id_low FROM payloads
-            WHERE user_id = ? AND seq > ? AND life = 1 AND expires_at > ?
+            WHERE user_id = ? AND seq > ? AND life = \(PayloadLife.live.rawValue) AND expires_at > ?
               AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipts.seq = payloads.seq AND receipts.device = ?)
             ORDER BY seq LIMIT ?
             """)

@@ -42,25 +42,20 @@ public final class SQLitePayloadWriter: PayloadWriter {
             VALUES (?, ?, ?, ?, ?, ?, ?, ?)
             """)
         userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
-        lookup = try connection.prepare("SELECT user_id, read_limit, read_count FROM payloads WHERE seq = ?")
+        lookup = try connection.prepare("SELECT user_id, read_limit, read_count, life FROM payloads WHERE seq = ?")
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
-        markRead = try connection.prepare("""
-            UPDATE payloads SET read_count = read_count + 1,
-                life = CASE WHEN life = 1 AND read_limit > 0 AND read_count + 1 >= read_limit THEN 3 ELSE life END,
-                body = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE body END,
-                key_id = CASE WHEN read_limit > 0 AND read_count + 1 >= read_limit THEN NULL ELSE key_id END
-            WHERE seq = ?
-            """)
+        // The receipt that reads the payload out, its new life decided by `PayloadLife`.
+        markRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1, life = ?, body = NULL, key_id = NULL WHERE seq = ?")
         // A receipt that leaves the payload readable changes no column an index covers or
         // filters on; `markRead` names `life`, which makes SQLite rewrite the entry of
-        // `live_by_user` (a partial index on `life = 1`) for every ACK.
+        // `live_by_user` (a partial index on live rows) for every ACK.
         countRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1 WHERE seq = ?")
         countReadAndFetches = try connection.prepare("""
             UPDATE payloads SET read_count = read_count + 1, fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?
             """)
-        markRecalled = try connection.prepare("UPDATE payloads SET life = 2, body = NULL, key_id = NULL WHERE seq = ?")
+        markRecalled = try connection.prepare("UPDATE payloads SET life = \(PayloadLife.recalled.rawValue), body = NULL, key_id = NULL WHERE seq = ?")
         markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?")
-        emptyExpired = try connection.prepare("UPDATE payloads SET life = 4, body = NULL, key_id = NULL WHERE expires_at <= ? AND life = 1")
+        emptyExpired = try connection.prepare("UPDATE payloads SET life = \(PayloadLife.expired.rawValue), body = NULL, key_id = NULL WHERE expires_at <= ? AND life = \(PayloadLife.live.rawValue)")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
         begin = try connection.prepare("BEGIN IMMEDIATE")
@@ -119,7 +114,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             let newReceipt = connection.changes == 1
             // Read in this transaction just before, so exact: the full statement only for
             // the receipt that reaches the read limit.
-            let readsOut = row.readLimit > 0 && row.readCount + 1 >= row.readLimit
+            let readsOut = PayloadLife.readsOut(readCount: row.readCount + 1, readLimit: row.readLimit)
             if newReceipt && !readsOut, let fetched {
                 try countReadAndFetches.set(1, Int64(fetched.count))
                 try countReadAndFetches.set(2, fetched.lastAtMs)
@@ -127,10 +122,13 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 try countReadAndFetches.runBound()
                 return .ok
             }
-            if newReceipt {
-                let count = readsOut ? markRead : countRead
-                try count.set(1, sequence)
-                try count.runBound()
+            if newReceipt && readsOut {
+                try markRead.set(1, row.life.afterReceipt(readCount: row.readCount + 1, readLimit: row.readLimit).rawValue)
+                try markRead.set(2, sequence)
+                try markRead.runBound()
+            } else if newReceipt {
+                try countRead.set(1, sequence)
+                try countRead.runBound()
             }
             try record(fetched)
             return .ok
@@ -168,11 +166,12 @@ public final class SQLitePayloadWriter: PayloadWriter {
 
     /// Looked up inside the transaction, so two racing receipts for a read-once payload
     /// are counted one after the other.
-    private func receiptState(of sequence: UInt64) throws(SQLiteError) -> (owner: UInt64, readLimit: Int64, readCount: Int64)? {
+    private func receiptState(of sequence: UInt64) throws(SQLiteError)
+        -> (owner: UInt64, readLimit: Int64, readCount: Int64, life: PayloadLife)? {
         defer { lookup.reset() }
         try lookup.set(1, sequence)
         guard try lookup.step() else { return nil }
-        return (UInt64(bitPattern: lookup.int(0)), lookup.int(1), lookup.int(2))
+        return (UInt64(bitPattern: lookup.int(0)), lookup.int(1), lookup.int(2), PayloadLife(rawValue: lookup.int(3)) ?? .expired)
     }
 
     public func sweepExpired(nowMs: UInt64) throws -> Int {

@@ -37,7 +37,7 @@ enum SQLiteSchema {
             read_count INTEGER NOT NULL DEFAULT 0,
             fetch_count INTEGER NOT NULL DEFAULT 0,
             fetched_at INTEGER NOT NULL DEFAULT 0,
-            life INTEGER NOT NULL DEFAULT 1
+            life INTEGER NOT NULL DEFAULT \(PayloadLife.live.rawValue)
         )
         """
     }
@@ -73,7 +73,7 @@ enum SQLiteSchema {
     /// No index on `key_id`: it would cost every STORE an index insert (about a fifth of
     /// its insert time) for the sake of rare key rotations, which walk the table by seq.
     static let indexes = """
-        CREATE INDEX IF NOT EXISTS live_by_user ON payloads(user_id, seq) WHERE life = 1;
+        CREATE INDEX IF NOT EXISTS live_by_user ON payloads(user_id, seq) WHERE life = \(PayloadLife.live.rawValue);
         CREATE INDEX IF NOT EXISTS payloads_by_expiry ON payloads(expires_at)
         """
 

@@ -19,6 +19,10 @@ public final class SQLiteStoreBackend: StoreBackend {
     public var onCommitted: ((_ tickets: [UInt64], _ outcomes: [WriteOutcome]?) -> Void)?
     public var sharesLoginLimits: Bool { false }
     public var location: String { path }
+    public var kind: String { "sqlite" }
+    /// The data directory's own probe (`WritableDirectoryProbe`) speaks for the disk.
+    public var problem: String? { nil }
+    public var writesWorkSinceMs: Int64? { nil }
 
     /// Why the backend did not start.
     public enum StartFailure: Error, CustomStringConvertible {
@@ -92,6 +96,9 @@ public final class SQLiteStoreBackend: StoreBackend {
     public func stop() {
         if ownsWriter { group.stop() }
     }
+
+    /// At once: `stop` commits what the writer thread holds before it returns.
+    public func finish(then done: @escaping () -> Void) { done() }
 
     /// What went wrong while stopping, for the log.
     public var lastStopProblem: String? { group.lastStopProblem }

@@ -20,10 +20,7 @@ public final class StoreProcessState: Sendable {
 
     public init(settings: StoreSettings) {
         state = Mutex(Guarded(
-            logins: LoginThrottle(LoginThrottle.Settings(
-                freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs, maxBackoffMs: settings.loginMaxBackoffMs,
-                failuresPerAddress: settings.loginFailuresPerAddress, refillMs: settings.loginFailureRefillMs,
-                trustedForMs: settings.loginTrustedForMs)),
+            logins: LoginThrottle(LoginThrottle.Settings(settings)),
             badTokens: FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)))
     }
 }

@@ -143,8 +143,22 @@ public protocol StoreBackend: AnyObject {
     var sharesLoginLimits: Bool { get }
     /// Commits what is queued and stops; nothing is delivered afterwards.
     func stop()
+    /// A graceful stop: waits (on the loop) until what is queued is committed, then stops
+    /// and runs `done`. A backend that commits on a thread of its own may run `done` at once:
+    /// its `stop` commits what that thread holds.
+    func finish(then done: @escaping () -> Void)
+    /// What went wrong while stopping, for the log.
+    var lastStopProblem: String? { get }
+    /// Why writes cannot be made durable right now (a connection down or still connecting),
+    /// for readiness; nil when nothing is known to be wrong.
+    var problem: String? { get }
+    /// When writes were last seen to work (monotonic ms), so that a commit failure before it
+    /// is over; nil when only a quiet period ends a failure.
+    var writesWorkSinceMs: Int64? { get }
     /// The database, for the log (no password).
     var location: String { get }
+    /// The kind of database, for the log: "sqlite" or "postgresql".
+    var kind: String { get }
 }
 
 extension StoreBackend {

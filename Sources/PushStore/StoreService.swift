@@ -125,7 +125,7 @@ public final class StoreService: LoopGroupMember {
         // `location` never holds a password (PostgresURL.redacted).
         configuration.logger.info("store ready", metadata: [
             "listen": "\(configuration.host):\(service.port)", "database": "\(backend.location)",
-            "backend": "\(backend is PostgresStoreBackend ? "postgresql" : "sqlite")",
+            "backend": "\(backend.kind)",
         ])
         return service
     }
@@ -137,14 +137,13 @@ public final class StoreService: LoopGroupMember {
         if !host.isDraining, configuration.speaksForProcess { configuration.logger.info("draining") }
         server.releaseHeldRegistries()
         host.drain { [self] in
-            // PostgreSQL commits on the loop: wait for the last group before closing.
-            guard let postgres = backend as? PostgresStoreBackend, !writerStopped else {
-                stopWriter()
+            // A backend that commits on the loop (PostgreSQL) waits for its last group first.
+            guard !writerStopped else {
                 drained()
                 return
             }
             server.flushFetchTallies()
-            postgres.finish { [self] in
+            backend.finish { [self] in
                 stopWriter()
                 drained()
             }
@@ -176,10 +175,10 @@ public final class StoreService: LoopGroupMember {
         if !host.isListening { return .notReady("not listening") }
         let now = Clocks.monotonicMilliseconds()
         if let failed = server.lastCommitFailureMs, now - failed < StoreService.commitFailureUnreadyMs,
-           ((backend as? PostgresStoreBackend)?.writesWorkSinceMs ?? 0) <= failed {
+           (backend.writesWorkSinceMs ?? 0) <= failed {
             return .notReady("a group commit failed \((now - failed) / 1000) s ago")
         }
-        if let problem = (backend as? PostgresStoreBackend)?.problem { return .notReady(problem) }
+        if let problem = backend.problem { return .notReady(problem) }
         if let problem = diskProbe?.problem(nowMs: now) { return .notReady(problem) }
         return .ready
     }
@@ -208,8 +207,7 @@ public final class StoreService: LoopGroupMember {
         server.flushFetchTallies()
         server.stopTimers()
         backend.stop()
-        if let problem = (backend as? SQLiteStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
-        if let problem = (backend as? PostgresStoreBackend)?.lastStopProblem { configuration.logger.warning("\(problem)") }
+        if let problem = backend.lastStopProblem { configuration.logger.warning("\(problem)") }
         if configuration.speaksForProcess { configuration.logger.info("store stopped") }
     }
 }

@@ -45,7 +45,7 @@ public final class UserAdministration: UserAdministering {
     public func list(nowMs: UInt64) throws -> [UserSummary] {
         let statement = try connection.prepare("""
             SELECT u.name, u.created_at,
-                   (SELECT count(*) FROM payloads p WHERE p.user_id = u.id AND p.life = 1 AND p.expires_at > ?)
+                   (SELECT count(*) FROM payloads p WHERE p.user_id = u.id AND p.life = \(PayloadLife.live.rawValue) AND p.expires_at > ?)
             FROM users u ORDER BY u.name
             """, persistent: false)
         try statement.bind([.uint(nowMs)])
@@ -113,10 +113,25 @@ enum UserTable {
     }
 
     static func transaction<T>(_ connection: SQLiteConnection, _ body: () throws(SQLiteError) -> T) throws(SQLiteError) -> T {
-        try connection.execute("BEGIN IMMEDIATE")
+        try transaction(connection, body, failure: { $0 })
+    }
+
+    /// `body` in one write transaction (`BEGIN IMMEDIATE` takes the write lock before
+    /// anything is read); the database's own failures become `failure`'s.
+    static func transaction<T, Failure: Error>(_ connection: SQLiteConnection, _ body: () throws(Failure) -> T,
+                                               failure: (SQLiteError) -> Failure) throws(Failure) -> T {
         do {
+            try connection.execute("BEGIN IMMEDIATE")
+        } catch {
+            throw failure(error)
+        }
+        do throws(Failure) {
             let result = try body()
-            try connection.execute("COMMIT")
+            do {
+                try connection.execute("COMMIT")
+            } catch {
+                throw failure(error)
+            }
             return result
         } catch {
             try? connection.execute("ROLLBACK")

@@ -3,9 +3,9 @@ import PushSecurity
 import PushWire
 @testable import PushGateway
 
-/// The parts of the cluster with no I/O: the messages nodes exchange, the presence
-/// directory, and the rules a JetStream queue record follows.
-@Suite("Gateway cluster: messages, directory and queue records")
+/// The parts of the cluster with no I/O: the presence directory and the rules a JetStream
+/// queue record follows (the messages' layout is in `ClusterCodecTests`).
+@Suite("Gateway cluster: directory and queue records")
 struct ClusterUnitTests {
     static let wallNow: UInt64 = 1_700_000_000_000
     static let alice = QueueOwner(user: "alice", enrolment: 0)
@@ -17,43 +17,6 @@ struct ClusterUnitTests {
 
     static func ids(_ record: QueueRecord) -> [UInt8] {
         record.entries.compactMap { $0.push.frameBody.count > 2 ? $0.push.frameBody[2] : nil }
-    }
-
-    @Test("every message decodes to what was encoded")
-    func roundTrips() throws {
-        let heartbeat = NodeHeartbeat(node: "g1", boot: 42, devices: 7, wantsPresence: true)
-        #expect(try NodeHeartbeat(decoding: heartbeat.encoded()) == heartbeat)
-        let batch = PresenceBatch(node: "g2", boot: .max, changes: [
-            PresenceChange(deviceID: "phone", online: true, stamp: 9, user: "alice", tags: ["news", "sport"]),
-            PresenceChange(deviceID: "tablet", online: false, stamp: 3, user: "bob", tags: []),
-        ])
-        #expect(try PresenceBatch(decoding: batch.encoded()) == batch)
-        let batch2 = ForwardBatch(id: 77, pushes: [ForwardedPush(push: Self.push(1, collapse: "score"), deviceIDs: ["a", "b", "ü"]),
-                                           ForwardedPush(push: Self.push(2), deviceIDs: ["c"])])
-        #expect(try ForwardBatch(decoding: batch2.encoded()) == batch2)
-        let replies = ForwardReplies(id: .max, counts: [.init(written: 3, queued: .max), .init(written: 0, queued: 1)])
-        #expect(try ForwardReplies(decoding: replies.encoded()) == replies)
-        #expect(try TakeNotice(decoding: TakeNotice(deviceIDs: ["x"]).encoded()) == TakeNotice(deviceIDs: ["x"]))
-        let record = QueueRecord(user: "alice", missed: 2, entries: [
-            QueueRecord.Entry(push: Self.push(1), returned: true, rank: 4),
-            QueueRecord.Entry(push: Self.push(2, priority: 9), returned: false, rank: 5),
-        ])
-        #expect(try QueueRecord(decoding: record.encoded()) == record)
-        #expect(try QueueRecord(decoding: []).isEmpty == true, "an empty message is an empty queue")
-    }
-
-    @Test("a truncated, over-long or foreign message is refused, never read in part")
-    func malformedMessages() {
-        let bytes = ForwardBatch(id: 77, pushes: [ForwardedPush(push: Self.push(1), deviceIDs: ["a", "b"])]).encoded()
-        for length in 0..<bytes.count {
-            #expect(throws: ClusterDecodeError.self) { try ForwardBatch(decoding: Array(bytes.prefix(length))) }
-        }
-        var foreign = bytes
-        foreign[0] = 99
-        #expect(throws: ClusterDecodeError.unknownVersion(99)) { try ForwardBatch(decoding: foreign) }
-        // A count far beyond the bytes that follow fails at once instead of reserving memory.
-        #expect(throws: ClusterDecodeError.truncated) { try TakeNotice(decoding: [1, 0xFF, 0xFF, 0xFF, 0x7F]) }
-        #expect(throws: ClusterDecodeError.self) { try ForwardReplies(decoding: [1, 5, 1, 0x80, 0x80, 0x80, 0x80, 0x10, 0]) }
     }
 
     @Test("device ids become distinct subject tokens with no dot, wildcard or space")

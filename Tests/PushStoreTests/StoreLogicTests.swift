@@ -17,7 +17,8 @@ final class StoreFixture {
 
     /// The users are checked before every request unless told otherwise (`usersRecheckMs`
     /// 0): the tests change them from another connection and expect the next request to see it.
-    init(settings: StoreSettings = StoreSettings(), usersRecheckMs: UInt64 = 0) throws {
+    /// `shared`: the process's limits, for a test that sets them up beforehand.
+    init(settings: StoreSettings = StoreSettings(), usersRecheckMs: UInt64 = 0, shared: StoreProcessState? = nil) throws {
         var settings = settings
         settings.usersRecheckMs = usersRecheckMs
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("store-logic-\(UUID().uuidString)")
@@ -26,7 +27,7 @@ final class StoreFixture {
         writer = try SQLitePayloadWriter(path: path)
         reader = try SQLitePayloadReader(path: path)
         var clockNow: () -> UInt64 = { 0 }
-        logic = StoreLogic(settings: settings, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() })
+        logic = StoreLogic(settings: settings, serverKey: serverKey, providerKey: providerKey, clock: { clockNow() }, shared: shared)
         reads = try SQLiteStoreReads(reader: reader, recheckMs: settings.usersRecheckMs, clock: { clockNow() })
         clockNow = { [unowned self] in self.now }
         _ = try writer.addUser("alice", passwordHash: try PasswordHash.make(password: Array("pw-alice".utf8), iterations: 1000).encoded, nowMs: now)

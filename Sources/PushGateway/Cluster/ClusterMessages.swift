@@ -1,9 +1,15 @@
 import PushWire
 
-/// What one node tells the others, in the layout of `ClusterWriter`. Every message starts
-/// with `ClusterMessages.version`.
+/// What one node tells the others, in the tagged layout of `ClusterWriter`
+/// (protocol/CLUSTER.md). Readers skip fields they do not know and take missing ones as
+/// their defaults.
 enum ClusterMessages {
-    static let version: UInt8 = 1
+    /// The major version of the layout, the first byte of every message: bumped only for
+    /// a change older readers must refuse.
+    static let version: UInt8 = 2
+    /// The untagged layout of earlier builds, still read for queue records that JetStream
+    /// kept across the upgrade (`QueueRecord(decodingUntagged:)`).
+    static let untaggedVersion: UInt8 = 1
 }
 
 /// Sent by every node each `ClusterSettings.heartbeatInterval`: it is alive, under which
@@ -18,12 +24,12 @@ struct NodeHeartbeat: Equatable {
     var wantsPresence: Bool
 
     func encoded() -> [UInt8] {
-        var writer = ClusterWriter(version: ClusterMessages.version)
-        writer.string(node)
-        writer.integer(boot)
-        writer.integer(devices)
-        writer.integer(wantsPresence ? UInt8(1) : 0)
-        return writer.bytes
+        var writer = ClusterWriter()
+        writer.string(.node, node)
+        writer.integer(.boot, boot)
+        writer.integer(.devices, devices)
+        writer.flag(.wantsPresence, wantsPresence)
+        return writer.finish()
     }
 
     init(node: String, boot: UInt64, devices: Int, wantsPresence: Bool) {
@@ -34,11 +40,25 @@ struct NodeHeartbeat: Equatable {
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var reader = try ClusterReader(bytes, version: ClusterMessages.version)
-        node = try reader.string()
-        boot = try reader.integer()
-        devices = Int(clamping: try reader.integer())
-        wantsPresence = try reader.uint8() != 0
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
+        var node: String?
+        var boot: UInt64 = 0
+        var devices = 0
+        var wantsPresence = false
+        while let field = try fields.next() {
+            switch field.tag {
+            case .node: node = field.string
+            case .boot: boot = try field.integer()
+            case .devices: devices = Int(clamping: try field.integer())
+            case .wantsPresence: wantsPresence = try field.flag()
+            default: continue
+            }
+        }
+        self.init(node: try node.required(.node), boot: boot, devices: devices, wantsPresence: wantsPresence)
     }
 }
 
@@ -52,6 +72,36 @@ struct PresenceChange: Equatable {
     var tags: [String]
 }
 
+extension PresenceChange {
+    fileprivate func write(to writer: inout ClusterWriter) {
+        writer.string(.deviceID, deviceID)
+        writer.flag(.online, online)
+        writer.integer(.stamp, stamp)
+        writer.string(.user, user)
+        writer.strings(.deviceTag, tags)
+    }
+
+    fileprivate init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
+        var deviceID: String?
+        online = false
+        stamp = 0
+        user = ""
+        tags = []
+        while let field = try fields.next() {
+            switch field.tag {
+            case .deviceID: deviceID = field.string
+            case .online: online = try field.flag()
+            case .stamp: stamp = try field.integer()
+            case .user: user = field.string
+            case .deviceTag: tags.append(field.string)
+            default: continue
+            }
+        }
+        self.deviceID = try deviceID.required(.deviceID)
+    }
+}
+
 /// Presence changes of one node, in the order they happened there.
 struct PresenceBatch: Equatable {
     var node: String
@@ -59,18 +109,13 @@ struct PresenceBatch: Equatable {
     var changes: [PresenceChange]
 
     func encoded() -> [UInt8] {
-        var writer = ClusterWriter(version: ClusterMessages.version, reserving: 32 + changes.count * 48)
-        writer.string(node)
-        writer.integer(boot)
-        writer.integer(changes.count)
+        var writer = ClusterWriter(reserving: 32 + changes.count * 56)
+        writer.string(.node, node)
+        writer.integer(.boot, boot)
         for change in changes {
-            writer.string(change.deviceID)
-            writer.integer(change.online ? UInt8(1) : 0)
-            writer.integer(change.stamp)
-            writer.string(change.user)
-            writer.strings(change.tags)
+            writer.nested(.change) { change.write(to: &$0) }
         }
-        return writer.bytes
+        return writer.finish()
     }
 
     init(node: String, boot: UInt64, changes: [PresenceChange]) {
@@ -80,20 +125,24 @@ struct PresenceBatch: Equatable {
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var reader = try ClusterReader(bytes, version: ClusterMessages.version)
-        node = try reader.string()
-        boot = try reader.integer()
-        let count = try reader.count()
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
+        var node: String?
+        boot = 0
         changes = []
-        changes.reserveCapacity(count)
-        for _ in 0..<count {
-            let deviceID = try reader.string()
-            let online = try reader.uint8() != 0
-            let stamp = try reader.integer()
-            let user = try reader.string()
-            let tags = try reader.strings()
-            changes.append(PresenceChange(deviceID: deviceID, online: online, stamp: stamp, user: user, tags: tags))
+        changes.reserveCapacity(try fields.count(of: .change))
+        while let field = try fields.next() {
+            switch field.tag {
+            case .node: node = field.string
+            case .boot: boot = try field.integer()
+            case .change: changes.append(try PresenceChange(reading: field.fields))
+            default: continue
+            }
         }
+        self.node = try node.required(.node)
     }
 }
 
@@ -131,18 +180,37 @@ struct ClusterPush: Equatable {
         return frame
     }
 
+    /// Its fields, written inline in the message that carries the push.
     fileprivate func write(to writer: inout ClusterWriter) {
-        writer.data(frameBody)
-        writer.integer(priority)
-        writer.optionalString(collapseKey)
-        writer.integer(expiresAtWallMs)
+        writer.data(.frameBody, frameBody)
+        writer.integer(.priority, priority)
+        if let collapseKey { writer.string(.collapseKey, collapseKey) }
+        writer.integer(.expiresAtWallMs, expiresAtWallMs)
     }
 
-    fileprivate init(reading reader: inout ClusterReader) throws(ClusterDecodeError) {
-        frameBody = Array(try reader.data())
-        priority = try reader.uint8()
-        collapseKey = try reader.optionalString()
-        expiresAtWallMs = try reader.integer()
+    /// The fields of a push as they are read from a message that carries one inline.
+    fileprivate struct Fields {
+        var frameBody: [UInt8]?
+        var priority: UInt8 = 0
+        var collapseKey: String?
+        var expiresAtWallMs: UInt64 = 0
+
+        /// Takes `field` if it is a push's; false if it is not.
+        mutating func take(_ field: ClusterField) throws(ClusterDecodeError) -> Bool {
+            switch field.tag {
+            case .frameBody: frameBody = field.data
+            case .priority: priority = try field.uint8()
+            case .collapseKey: collapseKey = field.string
+            case .expiresAtWallMs: expiresAtWallMs = try field.integer()
+            default: return false
+            }
+            return true
+        }
+
+        func push() throws(ClusterDecodeError) -> ClusterPush {
+            ClusterPush(frameBody: try frameBody.required(.frameBody), priority: priority,
+                        collapseKey: collapseKey, expiresAtWallMs: expiresAtWallMs)
+        }
     }
 }
 
@@ -150,6 +218,27 @@ struct ClusterPush: Equatable {
 struct ForwardedPush: Equatable {
     var push: ClusterPush
     var deviceIDs: [String]
+
+    fileprivate func write(to writer: inout ClusterWriter) {
+        writer.strings(.deviceID, deviceIDs)
+        push.write(to: &writer)
+    }
+
+    fileprivate init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
+        var push = ClusterPush.Fields()
+        var deviceIDs: [String] = []
+        while let field = try fields.next() {
+            if try push.take(field) { continue }
+            if field.tag == .deviceID { deviceIDs.append(field.string) }
+        }
+        self.init(push: try push.push(), deviceIDs: deviceIDs)
+    }
+
+    init(push: ClusterPush, deviceIDs: [String]) {
+        self.push = push
+        self.deviceIDs = deviceIDs
+    }
 }
 
 /// The pushes one node forwards to another in one loop turn, as one NATS request (a
@@ -161,15 +250,13 @@ struct ForwardBatch: Equatable {
     var pushes: [ForwardedPush]
 
     func encoded() -> [UInt8] {
-        let size = pushes.reduce(24) { $0 + $1.push.frameBody.count + 24 + $1.deviceIDs.count * 24 }
-        var writer = ClusterWriter(version: ClusterMessages.version, reserving: size)
-        writer.integer(id)
-        writer.integer(pushes.count)
+        let size = pushes.reduce(24) { $0 + $1.push.frameBody.count + 40 + $1.deviceIDs.count * 24 }
+        var writer = ClusterWriter(reserving: size)
+        writer.integer(.batchID, id)
         for forwarded in pushes {
-            forwarded.push.write(to: &writer)
-            writer.strings(forwarded.deviceIDs)
+            writer.nested(.forwarded) { forwarded.write(to: &$0) }
         }
-        return writer.bytes
+        return writer.finish()
     }
 
     init(id: UInt64, pushes: [ForwardedPush]) {
@@ -178,14 +265,20 @@ struct ForwardBatch: Equatable {
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var reader = try ClusterReader(bytes, version: ClusterMessages.version)
-        id = try reader.integer()
-        let count = try reader.count()
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
+        id = 0
         pushes = []
-        pushes.reserveCapacity(count)
-        for _ in 0..<count {
-            let push = try ClusterPush(reading: &reader)
-            pushes.append(ForwardedPush(push: push, deviceIDs: try reader.strings()))
+        pushes.reserveCapacity(try fields.count(of: .forwarded))
+        while let field = try fields.next() {
+            switch field.tag {
+            case .batchID: id = try field.integer()
+            case .forwarded: pushes.append(try ForwardedPush(reading: field.fields))
+            default: continue
+            }
         }
     }
 }
@@ -195,6 +288,24 @@ struct ForwardReplies: Equatable {
     struct Counts: Equatable {
         var written: UInt32
         var queued: UInt32
+
+        init(written: UInt32, queued: UInt32) {
+            self.written = written
+            self.queued = queued
+        }
+
+        fileprivate init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+            var fields = fields
+            written = 0
+            queued = 0
+            while let field = try fields.next() {
+                switch field.tag {
+                case .written: written = try field.uint32()
+                case .queued: queued = try field.uint32()
+                default: continue
+                }
+            }
+        }
     }
 
     /// The `ForwardBatch.id` answered.
@@ -202,14 +313,15 @@ struct ForwardReplies: Equatable {
     var counts: [Counts]
 
     func encoded() -> [UInt8] {
-        var writer = ClusterWriter(version: ClusterMessages.version, reserving: 12 + counts.count * 4)
-        writer.integer(id)
-        writer.integer(counts.count)
+        var writer = ClusterWriter(reserving: 16 + counts.count * 10)
+        writer.integer(.batchID, id)
         for count in counts {
-            writer.integer(count.written)
-            writer.integer(count.queued)
+            writer.nested(.counts) {
+                $0.integer(.written, count.written)
+                $0.integer(.queued, count.queued)
+            }
         }
-        return writer.bytes
+        return writer.finish()
     }
 
     init(id: UInt64, counts: [Counts]) {
@@ -218,12 +330,21 @@ struct ForwardReplies: Equatable {
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var reader = try ClusterReader(bytes, version: ClusterMessages.version)
-        id = try reader.integer()
-        let count = try reader.count()
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
+        id = 0
         counts = []
-        counts.reserveCapacity(count)
-        for _ in 0..<count { counts.append(Counts(written: try reader.uint32(), queued: try reader.uint32())) }
+        counts.reserveCapacity(try fields.count(of: .counts))
+        while let field = try fields.next() {
+            switch field.tag {
+            case .batchID: id = try field.integer()
+            case .counts: counts.append(try Counts(reading: field.fields))
+            default: continue
+            }
+        }
     }
 }
 
@@ -232,16 +353,23 @@ struct TakeNotice: Equatable {
     var deviceIDs: [String]
 
     func encoded() -> [UInt8] {
-        var writer = ClusterWriter(version: ClusterMessages.version)
-        writer.strings(deviceIDs)
-        return writer.bytes
+        var writer = ClusterWriter()
+        writer.strings(.deviceID, deviceIDs)
+        return writer.finish()
     }
 
     init(deviceIDs: [String]) { self.deviceIDs = deviceIDs }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
-        var reader = try ClusterReader(bytes, version: ClusterMessages.version)
-        deviceIDs = try reader.strings()
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
+        deviceIDs = []
+        while let field = try fields.next() {
+            if field.tag == .deviceID { deviceIDs.append(field.string) }
+        }
     }
 }
 
@@ -261,6 +389,34 @@ struct QueueRecord: Equatable {
         var returned: Bool
         /// Arrival order within the record; the oldest is dropped first when it is full.
         var rank: UInt32
+
+        init(push: ClusterPush, returned: Bool, rank: UInt32) {
+            self.push = push
+            self.returned = returned
+            self.rank = rank
+        }
+
+        fileprivate func write(to writer: inout ClusterWriter) {
+            push.write(to: &writer)
+            writer.flag(.returned, returned)
+            writer.integer(.rank, rank)
+        }
+
+        fileprivate init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+            var fields = fields
+            var push = ClusterPush.Fields()
+            var returned = false
+            var rank: UInt32 = 0
+            while let field = try fields.next() {
+                if try push.take(field) { continue }
+                switch field.tag {
+                case .returned: returned = try field.flag()
+                case .rank: rank = try field.uint32()
+                default: continue
+                }
+            }
+            self.init(push: try push.push(), returned: returned, rank: rank)
+        }
     }
 
     /// The user the pushes were for: a device re-enrolled for another user gets none of them.
@@ -283,17 +439,15 @@ struct QueueRecord: Equatable {
     }
 
     func encoded() -> [UInt8] {
-        var writer = ClusterWriter(version: ClusterMessages.version, reserving: 16 + entries.count * 40)
-        writer.string(user)
-        writer.integer(enrolment)
-        writer.integer(missed)
-        writer.integer(entries.count)
+        let size = entries.reduce(32) { $0 + $1.push.frameBody.count + 40 }
+        var writer = ClusterWriter(reserving: size)
+        writer.string(.user, user)
+        writer.integer(.enrolment, enrolment)
+        writer.integer(.missed, missed)
         for entry in entries {
-            entry.push.write(to: &writer)
-            writer.integer(entry.returned ? UInt8(1) : 0)
-            writer.integer(entry.rank)
+            writer.nested(.entry) { entry.write(to: &$0) }
         }
-        return writer.bytes
+        return writer.finish()
     }
 
     init(user: String, enrolment: UInt64 = 0, missed: UInt32 = 0, entries: [Entry] = []) {
@@ -309,18 +463,28 @@ struct QueueRecord: Equatable {
             self.init(user: "")
             return
         }
-        var reader = try ClusterReader(bytes, version: ClusterMessages.version)
-        let user = try reader.string()
-        let enrolment: UInt64 = try reader.integer()
-        let missed = try reader.uint32()
-        let count = try reader.count()
+        if bytes.first == ClusterMessages.untaggedVersion {
+            try self.init(decodingUntagged: bytes)
+            return
+        }
+        self = try ClusterFields.read(bytes, Self.init(reading:))
+    }
+
+    private init(reading fields: ClusterFields) throws(ClusterDecodeError) {
+        var fields = fields
+        var user = ""
+        var enrolment: UInt64 = 0
+        var missed: UInt32 = 0
         var entries: [Entry] = []
-        entries.reserveCapacity(count)
-        for _ in 0..<count {
-            let push = try ClusterPush(reading: &reader)
-            let returned = try reader.uint8() != 0
-            let rank = try reader.uint32()
-            entries.append(Entry(push: push, returned: returned, rank: rank))
+        entries.reserveCapacity(try fields.count(of: .entry))
+        while let field = try fields.next() {
+            switch field.tag {
+            case .user: user = field.string
+            case .enrolment: enrolment = try field.integer()
+            case .missed: missed = try field.uint32()
+            case .entry: entries.append(try Entry(reading: field.fields))
+            default: continue
+            }
         }
         self.init(user: user, enrolment: enrolment, missed: missed, entries: entries)
     }

@@ -69,7 +69,8 @@ final class ClusterQueues {
                 do {
                     current = try stored.map { try QueueRecord(decoding: $0.data) } ?? QueueRecord(user: "")
                 } catch {
-                    // Unreadable (another build's layout): replaced, not trusted in part.
+                    // Unreadable (damaged, or a major version this build does not read):
+                    // replaced, not trusted in part.
                     self.metrics.malformed.increment()
                     current = QueueRecord(user: "")
                 }

@@ -95,7 +95,7 @@ public final class PostgresAdministration: UserAdministering, RegistryAdminister
     public func list(nowMs: UInt64) throws -> [UserSummary] {
         let result = try connection.query("""
             SELECT u.name, u.created_at,
-                   (SELECT count(*) FROM payloads p WHERE p.user_id = u.id AND p.life = 1 AND p.expires_at > $1)
+                   (SELECT count(*) FROM payloads p WHERE p.user_id = u.id AND p.life = \(PayloadLife.live.rawValue) AND p.expires_at > $1)
             FROM users u ORDER BY u.name
             """, [.uint(nowMs)])
         return try result.rows.indices.map { (row) throws(PostgresError) in
@@ -107,54 +107,8 @@ public final class PostgresAdministration: UserAdministering, RegistryAdminister
 
     public func enrollAll(_ requests: [EnrolmentRequest], lifetimeMs: UInt64, nowMs: UInt64, signer: CredentialSigner,
                           deliver: (EnrolmentRequest, [UInt8]) throws -> Void) throws(EnrolmentError) -> [Enrolment] {
-        for request in requests {
-            try RegistryAdministration.validate(user: request.user, deviceID: request.deviceID, tags: request.tags)
-        }
-        do {
-            return try connection.transaction {
-                try PostgresRegistryTable.lockChanges(on: connection)
-                var enrolments: [Enrolment] = []
-                var users: [String: UInt64] = [:]
-                for request in requests {
-                    let userID = try users[request.user] ?? userID(request.user)
-                    users[request.user] = userID
-                    let enrolment = try record(request, userID: userID, lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer)
-                    do {
-                        try deliver(request, enrolment.registration.credential)
-                    } catch {
-                        throw EnrolmentError.notDelivered("\(error)")
-                    }
-                    enrolments.append(enrolment)
-                }
-                return enrolments
-            }
-        } catch let error as EnrolmentError {
-            throw error
-        } catch let error as PostgresError {
-            throw .storage(error)
-        } catch {
-            throw .storage(StoreBackendError(error))
-        }
-    }
-
-    /// The user's id, its row locked against a removal until the enrolment commits.
-    private func userID(_ name: String) throws -> UInt64 {
-        let result = try connection.query("SELECT id FROM users WHERE name = $1 FOR KEY SHARE", [.text(name)])
-        guard !result.rows.isEmpty else { throw EnrolmentError.unknownUser(name) }
-        return try result.uint(0, 0)
-    }
-
-    private func record(_ request: EnrolmentRequest, userID: UInt64, lifetimeMs: UInt64, nowMs: UInt64,
-                        signer: CredentialSigner) throws -> Enrolment {
-        let issuedAt = try PostgresRegistryTable.issueTime(for: request.deviceID, nowMs: nowMs, on: connection)
-        let (expiresAt, overflow) = issuedAt.addingReportingOverflow(lifetimeMs)
-        let registration = Registration(deviceID: request.deviceID, user: request.user, tags: request.tags, issuedAt: issuedAt,
-                                        expiresAt: overflow ? .max : expiresAt)
-        let credential = registration.signed(by: signer)
-        guard credential.count <= Registration.maxSignedBytes else { throw EnrolmentError.tooLarge(bytes: credential.count) }
-        let replaced = try PostgresRegistryTable.revoke(request.deviceID, nowMs: nowMs, on: connection)
-        let record = try PostgresRegistryTable.insert(registration, userID: userID, credential: credential, on: connection)
-        return Enrolment(registration: record, replaced: replaced)
+        try RegistrationMinting.enrollAll(requests, lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer, deliver: deliver,
+                                          in: PostgresRegistrationLedger(connection: connection))
     }
 
     public func revoke(deviceIDs: [String], nowMs: UInt64) throws -> [RegistrationRecord] {
@@ -195,4 +149,38 @@ public final class PostgresAdministration: UserAdministering, RegistryAdminister
     }
 
     public func close() { connection.close() }
+}
+
+/// Enrolments as the PostgreSQL database records them: the registry's change counter is
+/// locked first (the order of `PostgresAdministration`'s locks), and the user's row is held
+/// against a removal until the commit.
+private struct PostgresRegistrationLedger: RegistrationLedger {
+    let connection: PostgresBlockingConnection
+
+    func inTransaction<T>(_ body: () throws -> T) throws -> T {
+        try connection.transaction {
+            try PostgresRegistryTable.lockChanges(on: connection)
+            return try body()
+        }
+    }
+
+    func userID(named name: String) throws -> UInt64? {
+        let result = try connection.query("SELECT id FROM users WHERE name = $1 FOR KEY SHARE", [.text(name)])
+        return result.rows.isEmpty ? nil : try result.uint(0, 0)
+    }
+
+    func latestIssue(of deviceID: String) throws -> UInt64? { try PostgresRegistryTable.latestIssue(of: deviceID, on: connection) }
+
+    func revoke(_ deviceID: String, nowMs: UInt64) throws -> RegistrationRecord? {
+        try PostgresRegistryTable.revoke(deviceID, nowMs: nowMs, on: connection)
+    }
+
+    func insert(_ registration: Registration, userID: UInt64, credential: [UInt8]) throws -> RegistrationRecord {
+        try PostgresRegistryTable.insert(registration, userID: userID, credential: credential, on: connection)
+    }
+
+    func storageFailure(_ error: any Error) -> any Error & Sendable {
+        if let error = error as? PostgresError { return error }
+        return StoreBackendError(error)
+    }
 }

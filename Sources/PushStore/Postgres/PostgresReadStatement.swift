@@ -93,7 +93,7 @@ struct PostgresReadStatement {
                            count(*) > \(limit) AS has_more
                     FROM (SELECT x.seq, x.id, row_number() OVER (ORDER BY x.seq) AS n
                           FROM payloads x
-                          WHERE x.user_id = u.id AND x.seq > \(parameter(.uint(unread.cursor))) AND x.life = 1
+                          WHERE x.user_id = u.id AND x.seq > \(parameter(.uint(unread.cursor))) AND x.life = \(PayloadLife.live.rawValue)
                             AND x.expires_at > \(parameter(.uint(unread.nowMs)))
                             AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = x.seq AND r.device = \(parameter(.text(unread.deviceID))))
                           ORDER BY x.seq LIMIT \(limit) + 1) q

@@ -82,11 +82,9 @@ enum PostgresRegistryTable {
                                   changeSequence: change, revokedAt: nil, credential: credential)
     }
 
-    /// Now, or one millisecond past the latest earlier enrolment of the id if that is not
-    /// before now (`RegistryTable.issueTime`).
-    static func issueTime(for deviceID: String, nowMs: UInt64, on connection: PostgresBlockingConnection) throws(PostgresError) -> UInt64 {
+    /// The latest issue time of any registration of `deviceID` kept (`RegistrationMinting.issueTime`).
+    static func latestIssue(of deviceID: String, on connection: PostgresBlockingConnection) throws(PostgresError) -> UInt64? {
         let result = try connection.query("SELECT max(issued_at) FROM registrations WHERE device_id = $1", [.text(deviceID)])
-        guard let latest = try result.optionalInt(0, 0) else { return nowMs }
-        return max(nowMs, UInt64(max(0, latest)) + 1)
+        return try result.optionalInt(0, 0).map { UInt64(max(0, $0)) }
     }
 }

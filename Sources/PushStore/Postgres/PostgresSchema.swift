@@ -72,7 +72,7 @@ public enum PostgresSchema {
             read_count bigint NOT NULL DEFAULT 0,
             fetch_count bigint NOT NULL DEFAULT 0,
             fetched_at bigint NOT NULL DEFAULT 0,
-            life integer NOT NULL DEFAULT 1
+            life integer NOT NULL DEFAULT \(PayloadLife.live.rawValue)
         );
         ALTER TABLE payloads ALTER COLUMN body SET STORAGE EXTERNAL;
         CREATE INDEX payloads_by_user ON payloads (user_id, seq);

@@ -39,6 +39,7 @@ public final class PostgresStoreBackend: StoreBackend {
     public let registrySequenceAtStart: UInt64
     public var onCommitted: ((_ tickets: [UInt64], _ outcomes: [WriteOutcome]?) -> Void)?
     public var sharesLoginLimits: Bool { true }
+    public var kind: String { "postgresql" }
 
     private let loop: EventLoop
     private let url: String
@@ -110,7 +111,7 @@ public final class PostgresStoreBackend: StoreBackend {
         }
         readLinks = (0..<PostgresStoreBackend.readConnections).map { link("read \($0 + 1)") }
         writeLink = link("write")
-        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: PostgresStoreBackend.limits(settings)) {
+        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: LoginThrottle.Settings(settings)) {
             [weak self] tickets, outcomes in
             if outcomes != nil { self?.writesWorkSinceMs = Clocks.monotonicMilliseconds() }
             self?.onCommitted?(tickets, outcomes)
@@ -155,12 +156,6 @@ public final class PostgresStoreBackend: StoreBackend {
     }
 
     deinit { stopLinks() }
-
-    static func limits(_ settings: StoreSettings) -> LoginThrottle.Settings {
-        LoginThrottle.Settings(freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs,
-                               maxBackoffMs: settings.loginMaxBackoffMs, failuresPerAddress: settings.loginFailuresPerAddress,
-                               refillMs: settings.loginFailureRefillMs, trustedForMs: settings.loginTrustedForMs)
-    }
 
     /// When writes were last seen to work (monotonic ms): a group committed, or the write
     /// connection came back after a loss. A commit failure before it is over.
@@ -307,7 +302,7 @@ public final class PostgresStoreBackend: StoreBackend {
         // At most 20 batches of expiring rows per sweep; the rest wait for the next.
         var statements = (0..<20).map { _ in SweepStep(statement: PostgresWriteStatements.expire(nowMs: now), expires: true) }
         statements.append(SweepStep(statement: PostgresWriteStatements.forget(horizonMs: horizon), expires: false))
-        statements += PostgresWriteStatements.pruneOthers(nowMs: now, settings: PostgresStoreBackend.limits(settings)).map {
+        statements += PostgresWriteStatements.pruneOthers(nowMs: now, settings: LoginThrottle.Settings(settings)).map {
             SweepStep(statement: $0, expires: false)
         }
         writeLink.use { [weak self] connection, _ in
@@ -352,7 +347,10 @@ public final class PostgresStoreBackend: StoreBackend {
 
     /// Waits (on the loop) until every queued write is committed, at most `timeoutMs`,
     /// then closes the connections and runs `done`: a graceful stop.
-    public func finish(timeoutMs: Int = 5_000, then done: @escaping () -> Void) {
+    public func finish(then done: @escaping () -> Void) { finish(timeoutMs: 5_000, then: done) }
+
+    /// `finish`, giving up on what is still queued after `timeoutMs`.
+    public func finish(timeoutMs: Int, then done: @escaping () -> Void) {
         guard !stopped else {
             done()
             return

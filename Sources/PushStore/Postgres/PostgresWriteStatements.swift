@@ -65,6 +65,24 @@ enum PostgresWriteStatements {
         var deviceID: String
     }
 
+    /// `acks`' text, built once: the life values are `PayloadLife`'s.
+    private static let acksSQL = """
+        WITH a AS (SELECT v.n, v.user_id, v.device, p.seq, p.user_id AS owner
+                   FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS v (seq, user_id, device, n)
+                   LEFT JOIN payloads p ON p.seq = v.seq),
+             r AS (INSERT INTO receipts (seq, device)
+                   SELECT DISTINCT seq, device FROM a WHERE owner = user_id ORDER BY seq, device
+                   ON CONFLICT DO NOTHING RETURNING seq),
+             k AS (SELECT seq, count(*) AS added FROM r GROUP BY seq ORDER BY seq),
+             c AS (UPDATE payloads SET read_count = payloads.read_count + k.added,
+                       life = CASE WHEN life = \(PayloadLife.live.rawValue) AND read_limit > 0 AND payloads.read_count + k.added >= read_limit
+                                   THEN \(PayloadLife.readOut.rawValue) ELSE life END,
+                       body = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE body END,
+                       key_id = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE key_id END
+                   FROM k WHERE payloads.seq = k.seq RETURNING payloads.seq)
+        SELECT a.n, a.owner, (SELECT count(*) FROM c) FROM a
+        """
+
     /// A group's read receipts ([4.10-1], [4.10-2]) as one prepared statement over arrays,
     /// one element per ACK: NOT_FOUND without the row, FORBIDDEN for another user's
     /// payload, else the receipt once per device (the same (seq, device) twice in the arrays,
@@ -75,34 +93,23 @@ enum PostgresWriteStatements {
     /// as it waited (READ COMMITTED's re-check), so racing counts add up. Returns one row
     /// per ACK: its ordinal (from 1) and the payload's owner (NULL if none).
     static func acks(_ acks: [Ack]) -> PostgresStatement {
-        PostgresStatement("""
-            WITH a AS (SELECT v.n, v.user_id, v.device, p.seq, p.user_id AS owner
-                       FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS v (seq, user_id, device, n)
-                       LEFT JOIN payloads p ON p.seq = v.seq),
-                 r AS (INSERT INTO receipts (seq, device)
-                       SELECT DISTINCT seq, device FROM a WHERE owner = user_id ORDER BY seq, device
-                       ON CONFLICT DO NOTHING RETURNING seq),
-                 k AS (SELECT seq, count(*) AS added FROM r GROUP BY seq ORDER BY seq),
-                 c AS (UPDATE payloads SET read_count = payloads.read_count + k.added,
-                           life = CASE WHEN life = 1 AND read_limit > 0 AND payloads.read_count + k.added >= read_limit
-                                       THEN 3 ELSE life END,
-                           body = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE body END,
-                           key_id = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE key_id END
-                       FROM k WHERE payloads.seq = k.seq RETURNING payloads.seq)
-            SELECT a.n, a.owner, (SELECT count(*) FROM c) FROM a
-            """, [.int64Array(acks.map { Int64(clamping: $0.sequence) }), .int64Array(acks.map { Int64(clamping: $0.userID) }),
-                  .textArray(acks.map(\.deviceID))], prepared: true)
+        PostgresStatement(acksSQL, [.int64Array(acks.map { Int64(clamping: $0.sequence) }),
+                                    .int64Array(acks.map { Int64(clamping: $0.userID) }), .textArray(acks.map(\.deviceID))],
+                          prepared: true)
     }
+
+    /// `recalls`' text, built once.
+    private static let recallsSQL = """
+        WITH u AS (UPDATE payloads SET life = \(PayloadLife.recalled.rawValue), body = NULL, key_id = NULL
+                   WHERE seq IN (SELECT unnest($1::bigint[])) RETURNING seq)
+        SELECT v.n FROM unnest($1::bigint[]) WITH ORDINALITY AS v (seq, n) WHERE v.seq IN (SELECT seq FROM u)
+        """
 
     /// A group's RECALLs ([4.11-1], [4.11-2]) as one prepared statement over an array: each
     /// payload gone at once, body erased. Returns the ordinals (from 1) of the RECALLs whose
     /// payload exists (a seq twice in the array: both); one not returned is NOT_FOUND.
     static func recalls(_ sequences: [UInt64]) -> PostgresStatement {
-        PostgresStatement("""
-            WITH u AS (UPDATE payloads SET life = 2, body = NULL, key_id = NULL
-                       WHERE seq IN (SELECT unnest($1::bigint[])) RETURNING seq)
-            SELECT v.n FROM unnest($1::bigint[]) WITH ORDINALITY AS v (seq, n) WHERE v.seq IN (SELECT seq FROM u)
-            """, [.int64Array(sequences.map { Int64(clamping: $0) })], prepared: true)
+        PostgresStatement(recallsSQL, [.int64Array(sequences.map { Int64(clamping: $0) })], prepared: true)
     }
 
     /// Fetch statistics ([4.8-3]), added to what other stores counted, over arrays (one
@@ -133,7 +140,8 @@ enum PostgresWriteStatements {
                 VALUES ($1, $2, 0, 0, $3, $4)
                 ON CONFLICT (user_name, address) DO UPDATE
                 SET failures = 0, blocked_until = 0, last_attempt = $3, trusted_until = greatest(lp.trusted_until, $4)
-                """, [.text(attempt.key.user), .text(attempt.key.address), now, .uint(attempt.nowMs &+ settings.trustedForMs)])
+                """, [.text(attempt.key.user), .text(attempt.key.address), now,
+                      .uint(LoginThrottle.trustedUntil(nowMs: attempt.nowMs, settings))])
         }
         let fullCredit = Int64(max(0, settings.failuresPerAddress)) * Int64(clamping: settings.refillMs)
         // $1 user, $2 address, $3 now, $4 free failures, $5 backoff, $6 max backoff, $7 the
@@ -158,14 +166,8 @@ enum PostgresWriteStatements {
             ON CONFLICT (address) DO UPDATE
             SET credit_ms = least($8, b.credit_ms + greatest($3 - b.updated_ms, 0)) - $9, updated_ms = $3
             """, [.text(attempt.key.user), .text(attempt.key.address), now, .int(settings.freeFailures), .uint(settings.backoffMs),
-                  .uint(settings.maxBackoffMs), .uint(firstBackoff(settings)), .int64(fullCredit), .uint(settings.refillMs)])
-    }
-
-    /// The wait after a pair's first failure (when `freeFailures` is 1 or less).
-    static func firstBackoff(_ settings: LoginThrottle.Settings) -> UInt64 {
-        let doublings = min(max(0, 1 - settings.freeFailures), 40)
-        let (wait, overflow) = settings.backoffMs.multipliedReportingOverflow(by: UInt64(1) << UInt64(doublings))
-        return min(settings.maxBackoffMs, overflow ? .max : wait)
+                  .uint(settings.maxBackoffMs), .uint(LoginThrottle.backoff(after: 1, settings)), .int64(fullCredit),
+                  .uint(settings.refillMs)])
     }
 
     // MARK: the sweep
@@ -178,8 +180,8 @@ enum PostgresWriteStatements {
     /// the same table without queueing behind each other.
     static func expire(nowMs: UInt64) -> PostgresStatement {
         PostgresStatement("""
-            UPDATE payloads SET life = 4, body = NULL, key_id = NULL
-            WHERE seq IN (SELECT seq FROM payloads WHERE expires_at <= $1 AND life = 1 ORDER BY expires_at
+            UPDATE payloads SET life = \(PayloadLife.expired.rawValue), body = NULL, key_id = NULL
+            WHERE seq IN (SELECT seq FROM payloads WHERE expires_at <= $1 AND life = \(PayloadLife.live.rawValue) ORDER BY expires_at
                           LIMIT \(sweepBatch) FOR UPDATE SKIP LOCKED)
             """, [.uint(nowMs)])
     }

@@ -1,0 +1,91 @@
+import PushSecurity
+import PushWire
+
+/// What a database does for `RegistrationMinting`: it persists, and decides nothing.
+protocol RegistrationLedger {
+    /// Runs `body` in one transaction, with the registry's changes locked against other
+    /// writers where the database needs that: all or none.
+    func inTransaction<T>(_ body: () throws -> T) throws -> T
+    /// The id of the user named `name`, its row held against a removal until the commit;
+    /// nil without such a user.
+    func userID(named name: String) throws -> UInt64?
+    /// The latest issue time of any registration of `deviceID` kept, enrolled or revoked.
+    func latestIssue(of deviceID: String) throws -> UInt64?
+    /// Revokes the enrolled registration of `deviceID`: what it was, or nil if none.
+    func revoke(_ deviceID: String, nowMs: UInt64) throws -> RegistrationRecord?
+    /// Records an enrolled registration and its signed credential.
+    func insert(_ registration: Registration, userID: UInt64, credential: [UInt8]) throws -> RegistrationRecord
+    /// A failure of the database, as `EnrolmentError.storage` carries it.
+    func storageFailure(_ error: any Error) -> any Error & Sendable
+}
+
+/// Enrolment ([7.4-1]): checks what a registration may carry, dates, signs and records
+/// each one, revoking the earlier registration of its device id. The one minting path of
+/// every backend; each backend only persists (`RegistrationLedger`).
+enum RegistrationMinting {
+    /// Enrolls `requests` in one transaction, handing each credential to `deliver` before
+    /// anything is committed; if any step throws, nothing is recorded.
+    static func enrollAll(_ requests: [EnrolmentRequest], lifetimeMs: UInt64, nowMs: UInt64, signer: CredentialSigner,
+                          deliver: (EnrolmentRequest, [UInt8]) throws -> Void,
+                          in ledger: some RegistrationLedger) throws(EnrolmentError) -> [Enrolment] {
+        for request in requests {
+            try validate(user: request.user, deviceID: request.deviceID, tags: request.tags)
+        }
+        do {
+            return try ledger.inTransaction {
+                var enrolments: [Enrolment] = []
+                var users: [String: UInt64] = [:]
+                for request in requests {
+                    let userID = try users[request.user] ?? ledger.userID(named: request.user)
+                    guard let userID else { throw EnrolmentError.unknownUser(request.user) }
+                    users[request.user] = userID
+                    let enrolment = try mint(request, userID: userID, lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer, in: ledger)
+                    do {
+                        try deliver(request, enrolment.registration.credential)
+                    } catch {
+                        throw EnrolmentError.notDelivered("\(error)")
+                    }
+                    enrolments.append(enrolment)
+                }
+                return enrolments
+            }
+        } catch let error as EnrolmentError {
+            throw error
+        } catch {
+            throw .storage(ledger.storageFailure(error))
+        }
+    }
+
+    /// One enrolment, inside the ledger's transaction.
+    private static func mint(_ request: EnrolmentRequest, userID: UInt64, lifetimeMs: UInt64, nowMs: UInt64,
+                             signer: CredentialSigner, in ledger: some RegistrationLedger) throws -> Enrolment {
+        let issuedAt = issueTime(nowMs: nowMs, latest: try ledger.latestIssue(of: request.deviceID))
+        let (expiresAt, overflow) = issuedAt.addingReportingOverflow(lifetimeMs)
+        let registration = Registration(deviceID: request.deviceID, user: request.user, tags: request.tags, issuedAt: issuedAt,
+                                        expiresAt: overflow ? .max : expiresAt)
+        let credential = registration.signed(by: signer)
+        guard credential.count <= Registration.maxSignedBytes else { throw EnrolmentError.tooLarge(bytes: credential.count) }
+        let replaced = try ledger.revoke(request.deviceID, nowMs: nowMs)
+        let record = try ledger.insert(registration, userID: userID, credential: credential)
+        return Enrolment(registration: record, replaced: replaced)
+    }
+
+    /// The issue time for a new enrolment of a device id: now, or one millisecond past the
+    /// latest earlier enrolment of that id if that is not before now, so that (device id,
+    /// issued_at) names one registration and a token issued for the earlier one is older
+    /// than the new one.
+    static func issueTime(nowMs: UInt64, latest: UInt64?) -> UInt64 {
+        guard let latest else { return nowMs }
+        return max(nowMs, latest == .max ? .max : latest + 1)
+    }
+
+    /// What a registration may carry ([7.4-1], field limits of 3.2): ids and names of 1 to
+    /// 64 bytes, tags of 1 to 64 bytes without the newline that separates them.
+    static func validate(user: String, deviceID: String, tags: [String]) throws(EnrolmentError) {
+        guard !deviceID.isEmpty, deviceID.utf8.count <= 64 else { throw .invalid("a device id is 1 to 64 bytes") }
+        guard !user.isEmpty, user.utf8.count <= 64 else { throw .invalid("a user name is 1 to 64 bytes") }
+        for tag in tags where tag.isEmpty || tag.utf8.count > 64 || tag.contains("\n") {
+            throw .invalid("a tag is 1 to 64 bytes without newlines: \(tag.debugDescription)")
+        }
+    }
+}
