@@ -114,7 +114,7 @@ extension GatewayLogic {
         record.link = nil
         metrics.devicesOnline.decrement()
         takeBackInFlight(record)
-        link.replaced()
+        actions.append(.replaced(link))
         return record
     }
 }

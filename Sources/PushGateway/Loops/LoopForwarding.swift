@@ -42,12 +42,15 @@ final class LoopForwarding {
         if case .device(let deviceID) = target {
             let home = placement.home(of: deviceID)
             guard home != placement.index else {
-                return server.answer(push: server.logic.route(push), correlation: correlation, peer: peer, startNs: startNs)
+                let ack = server.logic.route(push)
+                server.carryOut()
+                return server.answer(push: ack, correlation: correlation, peer: peer, startNs: startNs)
             }
             remote = 1
             send(LoopPush(push: push, token: token), to: home)
         } else {
             ack = server.logic.route(push)
+            server.carryOut()
             remote = placement.count - 1
             for index in 0..<placement.count where index != placement.index { send(LoopPush(push: push, token: token), to: index) }
         }
@@ -75,7 +78,11 @@ final class LoopForwarding {
 
     /// Another loop's pushes for devices whose home this is; the counts go back to it.
     func deliver(_ batch: [LoopPush], from origin: Int) {
-        let acks = batch.map { LoopPushAck(token: $0.token, ack: server.logic.route($0.push)) }
+        let acks = batch.map { loopPush in
+            let ack = LoopPushAck(token: loopPush.token, ack: server.logic.route(loopPush.push))
+            server.carryOut()
+            return ack
+        }
         router.withServer(origin) { server in server.loopForwarding?.answered(acks) }
     }
 
