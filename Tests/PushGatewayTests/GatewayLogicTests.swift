@@ -72,7 +72,10 @@ func carryOut(_ logic: GatewayLogic) -> [GatewayAction] {
     var failed: [TestLink] = []
     logic.carryOut { action in
         done.append(action)
-        guard let link = action.link as? TestLink else { return Issue.record("not a test link") }
+        guard let link = action.link as? TestLink else {
+            Issue.record("not a test link")
+            return
+        }
         switch action {
         case .push(_, let frame):
             guard link.open else { return }
