@@ -236,14 +236,27 @@ public final class GatewayLogic {
     /// A provider's PUSH: encoded once for devices, written to every connected target
     /// with room in its window and queued for the others ([4.13-3], [4.13-4]): `written`
     /// counts the devices it went to on a live connection now, `queued` those holding it
-    /// for later (offline, or behind their window). `push.target` must be set.
+    /// for later (offline, or behind their window). `push.target` must be set. On a gateway
+    /// of several loops, the loops that may hold other targets get it too (`.forward`): a
+    /// device's home loop alone, or every other loop for a user or a tag.
     public func push(_ push: Push) -> PushAck {
         metrics.pushesAccepted.increment()
-        return route(push)
+        guard let placement, placement.count > 1, let target = push.target else { return route(push) }
+        if case .device(let deviceID) = target {
+            let home = placement.home(of: deviceID)
+            guard home == placement.index else {
+                actions.append(.forward(to: .loop(home)))
+                return PushAck(written: 0, queued: 0)
+            }
+            return route(push)
+        }
+        let ack = route(push)
+        for index in 0..<placement.count where index != placement.index { actions.append(.forward(to: .loop(index))) }
+        return ack
     }
 
-    /// `push` without counting it as accepted: the part of a PUSH for the devices whose
-    /// home is this loop, when another loop accepted it (see `LoopForwarding`).
+    /// `push` without counting it as accepted or sending it elsewhere: the part of a PUSH
+    /// for the devices whose home is this loop, when another loop accepted it.
     func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
         let sequence = takeSequence()

@@ -144,13 +144,11 @@ public final class GatewayServer: ServiceHandler {
             }
             return
         }
-        if let loopForwarding, let target = push.target {
-            logic.metrics.pushesAccepted.increment()
-            loopForwarding.push(push, target: target, correlation: correlation, peer: peer, startNs: startNs)
-            return
-        }
         let ack = logic.push(push)
+        loopForwarding?.begin(push)
         carryOut()
+        // Sent to other loops too: the answer waits for their counts.
+        if let loopForwarding, loopForwarding.end(ack: ack, correlation: correlation, peer: peer, startNs: startNs) { return }
         answer(push: ack, correlation: correlation, peer: peer, startNs: startNs)
     }
 
@@ -202,6 +200,10 @@ public final class GatewayServer: ServiceHandler {
     }
 
     private func perform(_ action: GatewayAction) {
+        if case .forward(to: .loop(let index)) = action {
+            loopForwarding?.forward(to: index)
+            return
+        }
         // Every link the logic holds is a device's peer (`admitted`).
         guard let peer = action.link as? Peer else { return }
         switch action {
@@ -220,6 +222,8 @@ public final class GatewayServer: ServiceHandler {
             // The logic let the device go already; its queue leaves the node as for any close.
             peer.connection.close(reason: .slowConsumer)
             if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
+        case .forward:
+            break
         }
     }
 }

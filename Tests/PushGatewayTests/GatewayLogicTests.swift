@@ -72,6 +72,7 @@ func carryOut(_ logic: GatewayLogic) -> [GatewayAction] {
     var failed: [TestLink] = []
     logic.carryOut { action in
         done.append(action)
+        if case .forward = action { return }
         guard let link = action.link as? TestLink else {
             Issue.record("not a test link")
             return
@@ -96,6 +97,8 @@ func carryOut(_ logic: GatewayLogic) -> [GatewayAction] {
         case .cutOff:
             link.wasCutOff = true
             link.open = false
+        case .forward:
+            break
         }
     }
     for link in failed {
@@ -231,7 +234,7 @@ struct GatewayLogicTests {
         _ = gateway.logic.push(Push(target: .tag("news"), id: [1]))
         let actions = gateway.logic.actions
         #expect(phone.frames.isEmpty && laptop.frames.isEmpty, "nothing written before the driver carries the actions out")
-        #expect(Set(actions.map { ObjectIdentifier($0.link) }) == [ObjectIdentifier(phone), ObjectIdentifier(laptop)])
+        #expect(Set(actions.compactMap { $0.link.map(ObjectIdentifier.init) }) == [ObjectIdentifier(phone), ObjectIdentifier(laptop)])
         let frames = actions.compactMap { action -> [UInt8]? in
             if case .push(_, let frame) = action { return frame }
             return nil
@@ -241,6 +244,23 @@ struct GatewayLogicTests {
         #expect(Set(storage).count == 1, "one encode: every write hands over the same array")
         #expect(carryOut(gateway.logic) == actions)
         #expect(gateway.logic.actions.isEmpty && phone.frames == [frames[0]] && laptop.frames == [frames[0]])
+    }
+
+    @Test("[4.13-3] on a gateway of several loops, a device target goes to its home loop only, a user or tag target to every other loop too")
+    func forwardsToOtherLoops() throws {
+        let gateway = GatewayFixture()
+        let placement = LoopPlacement(index: 0, count: 3)
+        gateway.logic.placement = placement
+        let ids = (0..<64).map { "device-\($0)" }
+        let here = try #require(ids.first { placement.home(of: $0) == 0 })
+        let there = try #require(ids.first { placement.home(of: $0) == 2 })
+        let (_, link) = gateway.connect(here)
+        #expect(gateway.push(.device(there), id: 1) == PushAck(written: 0, queued: 0))
+        #expect(gateway.lastActions == [.forward(to: .loop(2))], "its home loop counts it")
+        #expect(gateway.push(.device(here), id: 2) == PushAck(written: 1, queued: 0))
+        #expect(gateway.lastActions == [.push(link, frame: link.frames[0])], "delivered here, sent nowhere else")
+        #expect(gateway.push(.user("alice"), id: 3) == PushAck(written: 1, queued: 0))
+        #expect(gateway.lastActions == [.push(link, frame: link.frames[1]), .forward(to: .loop(1)), .forward(to: .loop(2))])
     }
 
     @Test("[5.5-3] a second connection with the same device id replaces the first")
