@@ -38,9 +38,10 @@ public final class GatewayServer: ServiceHandler {
     var heldHellos: [HeldHello] = []
     var heldHelloTimer: LoopTimer?
     /// Whether `carryOut` is running: a connection that closes meanwhile is reported to the
-    /// logic once it is done, never from inside it.
-    private var carryingOut = false
-    private var closedWhileCarryingOut: [Peer] = []
+    /// logic once it is done, never from inside it. Touched for every push; unchecked for
+    /// the reason given at `DeviceRecord`.
+    @exclusivity(unchecked) private var carryingOut = false
+    @exclusivity(unchecked) private var closedWhileCarryingOut: [Peer] = []
 
     /// Requests the gateway serves ([4.1-4]).
     public static let served: Set<MessageType> = [.push]
@@ -189,7 +190,7 @@ public final class GatewayServer: ServiceHandler {
     /// that may decide actions. A connection that closes while its actions are carried out
     /// (one the logic did not foresee, as a failed allocation) is reported afterwards.
     func carryOut() {
-        guard !carryingOut else { return }
+        guard !carryingOut, !logic.actions.isEmpty else { return }
         carryingOut = true
         logic.carryOut { perform($0) }
         carryingOut = false
@@ -200,32 +201,35 @@ public final class GatewayServer: ServiceHandler {
     }
 
     private func perform(_ action: GatewayAction) {
-        if case .forward(to: .loop(let index)) = action {
-            loopForwarding?.forward(to: index)
-            return
-        }
-        // Every link the logic holds is a device's peer (`admitted`).
-        guard let peer = action.link as? Peer else { return }
         switch action {
-        case .push(_, let frame):
+        case .push(let link, let frame):
+            guard let peer = Self.peer(link) else { return }
             host.sendEncoded(frame, to: peer)
-        case .missed(_, let missed):
+        case .missed(let link, let missed):
+            guard let peer = Self.peer(link) else { return }
             host.send(.missed(missed), correlation: 0, to: peer)
-        case .replaced:
+        case .replaced(let link):
+            guard let peer = Self.peer(link) else { return }
             host.goaway(peer, .replaced, "a newer connection for this device took over")
-        case .revoked:
+        case .revoked(let link):
+            guard let peer = Self.peer(link) else { return }
             var metadata: Logger.Metadata = ["peer": "\(peer.peerHost)"]
             if case .device(let record?)? = peer.state { metadata["device"] = "\(record.deviceID)" }
             host.logger.info("closing a device connection: its registration was revoked", metadata: metadata)
             host.goaway(peer, .revoked, "the registration of this device was revoked")
-        case .cutOff:
+        case .cutOff(let link):
+            guard let peer = Self.peer(link) else { return }
             // The logic let the device go already; its queue leaves the node as for any close.
             peer.connection.close(reason: .slowConsumer)
             if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
-        case .forward:
-            break
+        case .forward(to: .loop(let index)):
+            loopForwarding?.forward(to: index)
         }
     }
+
+    /// Every link the logic holds is a device's peer (`admitted`).
+    @inline(__always)
+    private static func peer(_ link: DeviceLink) -> Peer? { link as? Peer }
 }
 
 /// A connected device: its peer is its `DeviceLink`, so a device connection costs no

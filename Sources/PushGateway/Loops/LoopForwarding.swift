@@ -35,7 +35,7 @@ final class LoopForwarding {
 
     /// The provider's PUSH whose `.forward` actions are being carried out (`begin` to
     /// `end`), and how many loops it went to.
-    private var forwarding: (push: Push, sent: Int)?
+    @exclusivity(unchecked) private var forwarding: (push: Push, sent: Int)?
 
     /// The logic handled a provider's PUSH here; its forwards follow.
     func begin(_ push: Push) {
