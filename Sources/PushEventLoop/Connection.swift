@@ -152,6 +152,8 @@ public final class Connection: LoopResource {
     // MARK: - State
 
     public var isOpen: Bool { phase != .closed }
+    /// Whether `write` queues bytes now: not closing, handing off or closed.
+    public var acceptsWrites: Bool { phase.rawValue <= Phase.open.rawValue }
     public var isConnecting: Bool { phase == .connecting }
     public var isTLS: Bool { transport.isTLS }
 

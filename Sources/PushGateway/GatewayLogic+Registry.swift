@@ -111,7 +111,7 @@ extension GatewayLogic {
             metrics.devicesOnline.decrement()
             takeBackInFlight(record)
             registryMetrics?.devicesRevoked.increment()
-            link.revoked()
+            actions.append(.revoked(link))
         }
         guard let current, current.user == record.user else {
             guard record.link == nil else { return }

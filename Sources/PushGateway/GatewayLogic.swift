@@ -3,30 +3,13 @@ import PushSecurity
 import PushSession
 import PushWire
 
-/// What became of a PUSH frame handed to a `DeviceLink`.
-public enum LinkWrite: Equatable, Sendable {
-    /// Queued for the device.
-    case written
-    /// Not written: the link's output has no room for it now (only when the gateway said
-    /// it may wait). It waits in the device's queue until an acknowledgement frees room.
-    case full
-    /// Not written: the link is closed, closing, or was cut off by this write (the gateway
-    /// may already have been told, through `disconnect`, before this returns).
-    case closed
-}
-
-/// Where the gateway writes to one connected device; implemented over a socket by the
-/// server and by a recorder in tests.
+/// What the gateway's logic may know of a connected device's connection: whether it takes
+/// writes and how much more its output holds. The logic reads it and writes nothing: what
+/// goes to the device leaves as `GatewayAction`s, which the driver carries out.
 public protocol DeviceLink: AnyObject {
-    /// Queues an encoded PUSH. With `mayWait`, a link whose output cannot take the frame
-    /// without passing its cap answers `.full` instead of writing it.
-    func write(_ frame: [UInt8], mayWait: Bool) -> LinkWrite
-    func send(_ message: Message) -> Bool
-    /// GOAWAY REPLACED, then close ([5.5-3]).
-    func replaced()
-    /// GOAWAY REVOKED, then close: the registration the connection was admitted with was
-    /// revoked, or replaced by a newer enrolment of its device id.
-    func revoked()
+    /// Bytes the link's output takes before passing its cap; nil when it takes no writes
+    /// (closed, closing, handed off).
+    var outputRoom: Int? { get }
 }
 
 public struct GatewaySettings: Sendable {
@@ -74,8 +57,12 @@ public final class DeviceRecord {
     public var isOnline: Bool { link != nil }
 }
 
-/// The gateway's routing and delivery (SPEC.md 4.13 to 4.15), without sockets.
-/// Loop-confined.
+/// The gateway's routing and delivery (SPEC.md 4.13 to 4.15), without sockets: each call
+/// changes the state and appends what is to be written or closed to `actions`, which the
+/// driver carries out (`carryOut`) before its next call. The logic reads how much a
+/// link's output holds (`DeviceLink.outputRoom`) and judges each write as the connection
+/// will: a frame that may wait and does not fit waits in the queue, one that may not wait
+/// cuts the device off as a slow consumer. Loop-confined.
 public final class GatewayLogic {
     public let settings: GatewaySettings
     public let metrics: GatewayMetrics
@@ -107,6 +94,13 @@ public final class GatewayLogic {
     }
     /// Called once, when the registry is first loaded.
     var registryLoaded: (() -> Void)?
+    /// Decided and not carried out yet, in order; `carryOut` empties it and keeps its
+    /// capacity, so the hot path allocates no buffer per push.
+    @exclusivity(unchecked) public internal(set) var actions: [GatewayAction] = []
+    /// The buffer `carryOut` walks while new actions go to `actions`.
+    @exclusivity(unchecked) private var carrying: [GatewayAction] = []
+    /// Where a MISSED is encoded to learn its size.
+    private var missedScratch: [UInt8] = []
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.
@@ -119,6 +113,18 @@ public final class GatewayLogic {
         self.monotonicClock = monotonicClock
         registry = followsRegistry ? DeviceRegistry(serverKey: serverKey) : nil
         registryMetrics = followsRegistry ? RegistryMetrics(registry: metrics.registry) : nil
+    }
+
+    /// Hands every action decided so far to `perform`, in order, then forgets them. Actions
+    /// decided meanwhile (by calls `perform` makes) are handed over after. Must run after
+    /// each call that decides actions and before the next: the logic judges a link's room
+    /// from its output as it is, so the frames it decided must be in it.
+    public func carryOut(_ perform: (GatewayAction) -> Void) {
+        while !actions.isEmpty {
+            swap(&actions, &carrying)
+            for action in carrying { perform(action) }
+            carrying.removeAll(keepingCapacity: true)
+        }
     }
 
     // MARK: devices
@@ -136,7 +142,7 @@ public final class GatewayLogic {
                 record.link = nil
                 metrics.devicesOnline.decrement()
                 takeBackInFlight(record)
-                old.replaced()
+                actions.append(.replaced(old))
             }
         } else {
             record = DeviceRecord(deviceID: registration.deviceID, user: registration.user, tags: registration.tags,
@@ -158,15 +164,51 @@ public final class GatewayLogic {
     }
 
     /// The device's connection closed, for whatever reason (the device left, was cut off,
-    /// timed out, was replaced): what it did not acknowledge goes back to the front of its
-    /// queue, or counts into MISSED if the queue overflows, and waits for the next one.
-    public func disconnect(_ record: DeviceRecord, link: DeviceLink) {
-        guard record.link === link else { return }
+    /// timed out, was replaced, or failed to take an action): what it did not acknowledge
+    /// goes back to the front of its queue, or counts into MISSED if the queue overflows,
+    /// and waits for the next one. Returns whether `link` was the device's current one
+    /// (not one it replaced, or one the logic had already let go).
+    @discardableResult
+    public func disconnect(_ record: DeviceRecord, link: DeviceLink) -> Bool {
+        guard record.link === link else { return false }
+        detach(record)
+        return true
+    }
+
+    /// Lets the device's current link go.
+    private func detach(_ record: DeviceRecord) {
         record.link = nil
         metrics.devicesOnline.decrement()
         takeBackInFlight(record)
         // A device revoked while it was connected keeps no queue.
         if registry != nil { settle(record.deviceID) }
+    }
+
+    /// What writing a frame of `size` bytes to a link would do, judged as the connection
+    /// judges it (`ServiceHost.sendEncoded`): a frame the gateway starts that passes the
+    /// output cap cuts the peer off, unless it may wait (`mayWait`: something is in flight,
+    /// so an acknowledgement will come and free room).
+    enum LinkWrite {
+        case written
+        /// Not written: it waits in the queue.
+        case full
+        /// Not written: the link takes no writes.
+        case closed
+        /// Not written: the link is to be cut off.
+        case cutsOff
+    }
+
+    @inline(__always)
+    func judge(_ size: Int, room: Int?, mayWait: Bool) -> LinkWrite {
+        guard let room else { return .closed }
+        if size <= room { return .written }
+        return mayWait ? .full : .cutsOff
+    }
+
+    /// Cuts the device's link off as a slow consumer (see `judge`).
+    private func cutOff(_ record: DeviceRecord, link: DeviceLink) {
+        actions.append(.cutOff(link))
+        detach(record)
     }
 
     /// DELIVERY_ACK: it must name the PUSH written with that correlation id and carry that
@@ -195,14 +237,27 @@ public final class GatewayLogic {
     /// A provider's PUSH: encoded once for devices, written to every connected target
     /// with room in its window and queued for the others ([4.13-3], [4.13-4]): `written`
     /// counts the devices it went to on a live connection now, `queued` those holding it
-    /// for later (offline, or behind their window). `push.target` must be set.
+    /// for later (offline, or behind their window). `push.target` must be set. On a gateway
+    /// of several loops, the loops that may hold other targets get it too (`.forward`): a
+    /// device's home loop alone, or every other loop for a user or a tag.
     public func push(_ push: Push) -> PushAck {
         metrics.pushesAccepted.increment()
-        return route(push)
+        guard let placement, placement.count > 1, let target = push.target else { return route(push) }
+        if case .device(let deviceID) = target {
+            let home = placement.home(of: deviceID)
+            guard home == placement.index else {
+                actions.append(.forward(to: .loop(home)))
+                return PushAck(written: 0, queued: 0)
+            }
+            return route(push)
+        }
+        let ack = route(push)
+        for index in 0..<placement.count where index != placement.index { actions.append(.forward(to: .loop(index))) }
+        return ack
     }
 
-    /// `push` without counting it as accepted: the part of a PUSH for the devices whose
-    /// home is this loop, when another loop accepted it (see `LoopForwarding`).
+    /// `push` without counting it as accepted or sending it elsewhere: the part of a PUSH
+    /// for the devices whose home is this loop, when another loop accepted it.
     func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
         let sequence = takeSequence()
@@ -251,14 +306,18 @@ public final class GatewayLogic {
         var linkClosed = false
         if let link = record.link {
             if record.queue.isEmpty, record.inFlight.count < window, !record.holdsForQueue {
-                switch link.write(queued.frame, mayWait: !record.inFlight.isEmpty) {
+                switch judge(queued.frame.count, room: link.outputRoom, mayWait: !record.inFlight.isEmpty) {
                 case .written:
+                    actions.append(.push(link, frame: queued.frame))
                     record.inFlight.append(queued)
                     metrics.pushesWritten.increment()
                     return .written
                 case .full:
                     break
                 case .closed:
+                    linkClosed = true
+                case .cutsOff:
+                    cutOff(record, link: link)
                     linkClosed = true
                 }
             }
@@ -285,16 +344,34 @@ public final class GatewayLogic {
                 metrics.pushesExpired.increment(by: Int64(expired))
             }
         }
+        // The room left once the frames decided here are in the output.
+        guard var room = link.outputRoom else { return }
         if record.missed > 0 {
-            guard link.send(.missed(Missed(missedCount: record.missed))) else { return }
+            let missed = Missed(missedCount: record.missed)
+            missedScratch.removeAll(keepingCapacity: true)
+            Message.missed(missed).encode(correlation: 0, into: &missedScratch)
+            // MISSED never waits: it is sent whatever is in flight.
+            guard judge(missedScratch.count, room: room, mayWait: false) == .written else {
+                cutOff(record, link: link)
+                return
+            }
+            actions.append(.missed(link, missed))
+            room -= missedScratch.count
             record.missed = 0
         }
         let window = settings.deliveryWindow
         var writtenAtNs: UInt64 = 0
         while record.inFlight.count < window, var next = record.queue.first {
-            // Taken from the queue only once written: if the write closes the link, the
-            // disconnect puts what was in flight back in front of it, in order.
-            guard link.write(next.frame, mayWait: !record.inFlight.isEmpty) == .written else { return }
+            switch judge(next.frame.count, room: room, mayWait: !record.inFlight.isEmpty) {
+            case .written: break
+            case .full, .closed: return
+            case .cutsOff:
+                // Nothing in flight, and the queue keeps the push: it waits for the next link.
+                cutOff(record, link: link)
+                return
+            }
+            room -= next.frame.count
+            actions.append(.push(link, frame: next.frame))
             record.queue.removeFirst()
             if writtenAtNs == 0 { writtenAtNs = Clocks.monotonicNanoseconds() }
             next.writtenAtNs = writtenAtNs

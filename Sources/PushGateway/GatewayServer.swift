@@ -22,7 +22,9 @@ public final class GatewayServer: ServiceHandler {
     public private(set) var host: ServiceHost<GatewayServer>!
     public let logic: GatewayLogic
     /// The cluster this gateway is a node of, if any (`--cluster`).
-    var cluster: GatewayCluster?
+    var cluster: GatewayCluster? {
+        didSet { cluster?.server = self }
+    }
     /// This loop's part in a gateway of several loops, if it has them.
     var loopForwarding: LoopForwarding?
     private let providerCredentials: HelloCredential
@@ -36,6 +38,11 @@ public final class GatewayServer: ServiceHandler {
     /// Device HELLOs held until the registry hears of their enrolment ([7.4-8]).
     var heldHellos: [HeldHello] = []
     var heldHelloTimer: LoopTimer?
+    /// Whether `carryOut` is running: a connection that closes meanwhile is reported to the
+    /// logic once it is done, never from inside it. Touched for every push; unchecked for
+    /// the reason given at `DeviceRecord`.
+    @exclusivity(unchecked) private var carryingOut = false
+    @exclusivity(unchecked) private var closedWhileCarryingOut: [Peer] = []
 
     /// Requests the gateway serves ([4.1-4]).
     public static let served: Set<MessageType> = [.push]
@@ -119,6 +126,7 @@ public final class GatewayServer: ServiceHandler {
         let record = logic.connect(registration, link: peer)
         peer.session.state = .device(record)
         logic.deliverBacklog(record)
+        carryOut()
         cluster?.deviceArrived(record)
     }
 
@@ -138,12 +146,12 @@ public final class GatewayServer: ServiceHandler {
             }
             return
         }
-        if let loopForwarding, let target = push.target {
-            logic.metrics.pushesAccepted.increment()
-            loopForwarding.push(push, target: target, correlation: correlation, peer: peer, startNs: startNs)
-            return
-        }
-        answer(push: logic.push(push), correlation: correlation, peer: peer, startNs: startNs)
+        let ack = logic.push(push)
+        loopForwarding?.begin(push)
+        carryOut()
+        // Sent to other loops too: the answer waits for their counts.
+        if let loopForwarding, loopForwarding.end(ack: ack, correlation: correlation, peer: peer, startNs: startNs) { return }
+        answer(push: ack, correlation: correlation, peer: peer, startNs: startNs)
     }
 
     func answer(push ack: PushAck, correlation: UInt32, peer: Peer, startNs: UInt64) {
@@ -161,41 +169,75 @@ public final class GatewayServer: ServiceHandler {
     public func received(_ message: Message, correlation: UInt32, peer: Peer) {
         guard case .deliveryAck(let ack) = message, case .device(let record?)? = peer.state else { return }
         logic.deliveryAcknowledged(record, correlation: correlation, id: ack.id)
+        carryOut()
     }
 
     public func closed(_ peer: Peer, reason: CloseReason) {
         if reason == .slowConsumer { logic.metrics.slowConsumersCut.increment() }
         guard case .device(let record?)? = peer.state else { return }
-        let wasCurrent = record.link === peer
-        logic.disconnect(record, link: peer)
-        if wasCurrent { cluster?.deviceLeft(record) }
         host.logger.debug("device disconnected", metadata: ["reason": "\(reason)"])
+        if carryingOut { return closedWhileCarryingOut.append(peer) }
+        linkClosed(record, peer: peer)
     }
+
+    private func linkClosed(_ record: DeviceRecord, peer: Peer) {
+        if logic.disconnect(record, link: peer) { cluster?.deviceLeft(record) }
+        carryOut()
+    }
+
+    // MARK: carrying out the logic's actions
+
+    /// Carries out what the logic decided; to be called after every call into the logic
+    /// that may decide actions. A connection that closes while its actions are carried out
+    /// (one the logic did not foresee, as a failed allocation) is reported afterwards.
+    func carryOut() {
+        guard !carryingOut, !logic.actions.isEmpty else { return }
+        carryingOut = true
+        logic.carryOut { perform($0) }
+        carryingOut = false
+        while let peer = closedWhileCarryingOut.popLast() {
+            guard case .device(let record?)? = peer.state else { continue }
+            linkClosed(record, peer: peer)
+        }
+    }
+
+    private func perform(_ action: GatewayAction) {
+        switch action {
+        case .push(let link, let frame):
+            guard let peer = Self.peer(link) else { return }
+            host.sendEncoded(frame, to: peer)
+        case .missed(let link, let missed):
+            guard let peer = Self.peer(link) else { return }
+            host.send(.missed(missed), correlation: 0, to: peer)
+        case .replaced(let link):
+            guard let peer = Self.peer(link) else { return }
+            host.goaway(peer, .replaced, "a newer connection for this device took over")
+        case .revoked(let link):
+            guard let peer = Self.peer(link) else { return }
+            var metadata: Logger.Metadata = ["peer": "\(peer.peerHost)"]
+            if case .device(let record?)? = peer.state { metadata["device"] = "\(record.deviceID)" }
+            host.logger.info("closing a device connection: its registration was revoked", metadata: metadata)
+            host.goaway(peer, .revoked, "the registration of this device was revoked")
+        case .cutOff(let link):
+            guard let peer = Self.peer(link) else { return }
+            // The logic let the device go already; its queue leaves the node as for any close.
+            peer.connection.close(reason: .slowConsumer)
+            if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
+        case .forward(to: .loop(let index)):
+            loopForwarding?.forward(to: index)
+        }
+    }
+
+    /// Every link the logic holds is a device's peer (`admitted`).
+    @inline(__always)
+    private static func peer(_ link: DeviceLink) -> Peer? { link as? Peer }
 }
 
-/// A connected device: the socket side of `DeviceLink` is the device's peer itself, so a
-/// device connection costs no object of its own (a gateway holds one per device).
+/// A connected device: its peer is its `DeviceLink`, so a device connection costs no
+/// object of its own (a gateway holds one per device).
 extension ServicePeer: DeviceLink where Handler == GatewayServer {
-    public func write(_ frame: [UInt8], mayWait: Bool) -> LinkWrite {
-        guard connection.isOpen else { return .closed }
-        // Pushes are paced so that the gateway's own output never passes the cap: a push
-        // that would waits for an acknowledgement (and only a device that reads sends one).
-        if mayWait, connection.outputBufferedBytes + frame.count > connection.maxOutputBytes { return .full }
-        return host.sendEncoded(frame, to: self) ? .written : .closed
-    }
-
-    public func send(_ message: Message) -> Bool {
-        connection.isOpen && host.send(message, correlation: 0, to: self)
-    }
-
-    public func replaced() {
-        host.goaway(self, .replaced, "a newer connection for this device took over")
-    }
-
-    public func revoked() {
-        var metadata: Logger.Metadata = ["peer": "\(peerHost)"]
-        if case .device(let record?)? = state { metadata["device"] = "\(record.deviceID)" }
-        host.logger.info("closing a device connection: its registration was revoked", metadata: metadata)
-        host.goaway(self, .revoked, "the registration of this device was revoked")
+    public var outputRoom: Int? {
+        guard connection.acceptsWrites else { return nil }
+        return connection.maxOutputBytes - connection.outputBufferedBytes
     }
 }

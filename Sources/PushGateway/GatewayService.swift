@@ -85,7 +85,7 @@ public final class GatewayService: LoopGroupMember {
         }
         let follower = configuration.store.map { store in
             let follower = RegistryFollower(loop: loop, endpoint: store, serverKey: configuration.serverKey,
-                                            wallClock: configuration.wallClock, logic: logic, logger: configuration.logger)
+                                            wallClock: configuration.wallClock, server: server, logger: configuration.logger)
             follower.waitMs = configuration.registryWaitMs
             return follower
         }

@@ -39,6 +39,8 @@ public final class RegistryFollower {
 
     private let loop: EventLoop
     private let logic: GatewayLogic
+    /// Carries out what the logic decided (GOAWAY REVOKED to revoked devices).
+    private let carryOut: () -> Void
     private let logger: Logger
     private let link: ServerLink
     private var requesting = false
@@ -58,10 +60,11 @@ public final class RegistryFollower {
     ///   - serverKey: the deployment's server key; the gateway's HELLO credential is derived
     ///     from it (`HelloCredential.gateway`), and the entries are verified with it.
     public init(loop: EventLoop, endpoint: ServerLink.Endpoint, serverKey: SecretKey, wallClock: @escaping () -> UInt64,
-                logic: GatewayLogic, logger: Logger) {
+                server: GatewayServer, logger: Logger) {
         self.loop = loop
         self.endpoint = endpoint
-        self.logic = logic
+        self.logic = server.logic
+        carryOut = { [weak server] in server?.carryOut() }
         self.logger = logger
         let credentials = HelloCredential.gateway(serverKey)
         link = ServerLink(loop: loop, endpoint: endpoint) {
@@ -81,6 +84,7 @@ public final class RegistryFollower {
         link.start()
         sweepTimer = loop.schedule(after: .milliseconds(expirySweepMs), repeating: true) { [weak self] in
             self?.logic.removeExpiredRegistrations()
+            self?.carryOut()
         }
         poll()
     }
@@ -147,6 +151,7 @@ public final class RegistryFollower {
         case .success(.registryOK(let reply)):
             errorsInARow = 0
             applied(logic.applyRegistry(reply), reply: reply)
+            carryOut()
             poll()
         case .success(let other):
             retryLater(after: "the store answered REGISTRY with \(other.type)")

@@ -4,6 +4,14 @@ import PushWire
 @testable import PushGateway
 
 /// How a cluster node's routing hands a device's queue on and takes it back, without NATS.
+extension GatewayFixture {
+    func deliverForwarded(_ forwarded: ForwardedPush) -> (written: UInt32, queued: UInt32, away: [String]) {
+        let outcome = logic.deliverForwarded(forwarded)
+        lastActions = carryOut(logic)
+        return outcome
+    }
+}
+
 @Suite("Gateway cluster: a node's queues leave and arrive with the device")
 struct ClusterLogicTests {
     static func push(_ id: UInt8, ttlMs: UInt64 = 60_000, priority: UInt8 = 5) -> ClusterPush {
@@ -15,11 +23,10 @@ struct ClusterLogicTests {
     func releaseAfterDisconnect() throws {
         let gateway = GatewayFixture(window: 1)
         let (record, link) = gateway.connect("phone")
-        _ = gateway.logic.deliverForwarded(ForwardedPush(push: Self.push(1), deviceIDs: ["phone"]))
-        _ = gateway.logic.deliverForwarded(ForwardedPush(push: Self.push(2, priority: 9), deviceIDs: ["phone"]))
+        _ = gateway.deliverForwarded(ForwardedPush(push: Self.push(1), deviceIDs: ["phone"]))
+        _ = gateway.deliverForwarded(ForwardedPush(push: Self.push(2, priority: 9), deviceIDs: ["phone"]))
         #expect(link.pushes.map { $0.1.id } == [[1]], "a window of one: push 2 waits")
-        link.open = false
-        gateway.logic.disconnect(record, link: link)
+        gateway.disconnect(record, link: link)
         let released = try #require(gateway.logic.release(record))
         #expect(gateway.logic.devices["phone"] == nil, "a cluster node keeps no record of a device that left")
         #expect(released.entries.map(\.returned) == [true, false])
@@ -37,11 +44,14 @@ struct ClusterLogicTests {
             QueueRecord.Entry(push: Self.push(3, priority: 9), returned: false, rank: 3),
         ])
         gateway.logic.absorb(taken, into: record)
+        let actions = carryOut(gateway.logic)
+        #expect(actions.first == .missed(link, Missed(missedCount: 2)), "MISSED before the pushes")
+        #expect(actions.count == 4)
         #expect(link.messages.first == .missed(Missed(missedCount: 2)))
         #expect(link.pushes.map { $0.1.id } == [[1], [3], [2]])
         let correlations = link.pushes.map(\.0)
         #expect(Set(correlations).count == 3, "each push gets this node's own correlation id")
-        gateway.logic.deliveryAcknowledged(record, correlation: correlations[0], id: [1])
+        gateway.acknowledge(record, correlation: correlations[0], id: [1])
         #expect(record.inFlight.count == 2, "DELIVERY_ACK matches an absorbed push like any other")
     }
 
@@ -51,15 +61,16 @@ struct ClusterLogicTests {
         let (record, link) = gateway.connect("phone", user: "alice")
         gateway.logic.absorb(QueueRecord(user: "bob", entries: [QueueRecord.Entry(push: Self.push(1), returned: false, rank: 1)]),
                              into: record)
-        #expect(link.frames.isEmpty)
+        #expect(gateway.logic.actions.isEmpty && link.frames.isEmpty)
     }
 
     @Test("[5.5-3] a later connection on another node: GOAWAY REPLACED here, and what was written comes back for the handover")
     func replacedOnAnotherNode() throws {
         let gateway = GatewayFixture()
         let (_, link) = gateway.connect("phone")
-        _ = gateway.logic.deliverForwarded(ForwardedPush(push: Self.push(1), deviceIDs: ["phone", "elsewhere"]))
+        _ = gateway.deliverForwarded(ForwardedPush(push: Self.push(1), deviceIDs: ["phone", "elsewhere"]))
         let record = try #require(gateway.logic.replacedElsewhere("phone"))
+        #expect(carryOut(gateway.logic) == [.replaced(link)], "GOAWAY REPLACED")
         #expect(link.wasReplaced)
         #expect(gateway.logic.metrics.devicesOnline.value == 0)
         let released = try #require(gateway.logic.release(record))
@@ -71,7 +82,7 @@ struct ClusterLogicTests {
     func forwardedToDevicesThatLeft() {
         let gateway = GatewayFixture()
         gateway.connect("phone")
-        let outcome = gateway.logic.deliverForwarded(ForwardedPush(push: Self.push(1), deviceIDs: ["phone", "gone"]))
+        let outcome = gateway.deliverForwarded(ForwardedPush(push: Self.push(1), deviceIDs: ["phone", "gone"]))
         #expect(outcome.written == 1 && outcome.queued == 0 && outcome.away == ["gone"])
     }
 }

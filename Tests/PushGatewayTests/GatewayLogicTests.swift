@@ -3,53 +3,54 @@ import PushSecurity
 import PushWire
 @testable import PushGateway
 
-/// A device link that records what the gateway wrote.
-final class RecordingLink: DeviceLink {
+/// A device's connection as the tests' driver keeps it: the logic reads its output room,
+/// and `carryOut(_:)` puts the logic's actions onto it, as `GatewayServer` does onto a
+/// socket. The logic never calls it.
+final class TestLink: DeviceLink {
+    /// What the driver wrote to it.
     var frames: [[UInt8]] = []
     var messages: [Message] = []
+    /// Whether it takes writes.
     var open = true
     var wasReplaced = false
     var wasRevoked = false
-    /// Frames the link's output holds before it is full; nil for no limit. `read()` empties it.
-    var outputFrames: Int?
-    /// Frames in the output the device has not read.
-    private(set) var unread = 0
-    /// Like a real connection cut off for its output: the write that would make the
-    /// output hold more than this many frames closes the link, runs `onCut` (the server's
-    /// disconnect) before it returns, and is lost.
-    var cutBeyond: Int?
-    var onCut: (() -> Void)?
+    var wasCutOff = false
+    /// Bytes its output holds before the cap; nil for no cap. `read()` empties it.
+    var capBytes: Int?
+    /// Bytes in the output the device has not read.
+    private(set) var unreadBytes = 0
+    /// Like a connection that fails where the logic cannot foresee it (an allocation, say):
+    /// the write after this many frames closes it and is lost, and the driver reports the
+    /// close once the actions are carried out.
+    var failBeyond: Int?
+    /// The device it serves, for reporting its close.
+    var record: DeviceRecord?
 
-    func write(_ frame: [UInt8], mayWait: Bool) -> LinkWrite {
-        guard open else { return .closed }
-        if mayWait, let outputFrames, unread >= outputFrames { return .full }
-        if let cutBeyond, unread >= cutBeyond {
-            open = false
-            onCut?()
-            return .closed
-        }
-        frames.append(frame)
-        unread += 1
-        return .written
+    var outputRoom: Int? {
+        guard open else { return nil }
+        guard let capBytes else { return 1 << 30 }
+        return capBytes - unreadBytes
     }
 
     /// The device read everything written so far.
-    func read() { unread = 0 }
+    func read() { unreadBytes = 0 }
 
-    func send(_ message: Message) -> Bool {
+    /// Frames and messages written.
+    private(set) var writes = 0
+
+    /// Queues `size` bytes in its output; false when it is closed or fails now.
+    func take(_ size: Int) -> Bool {
         guard open else { return false }
-        messages.append(message)
+        if let failBeyond, writes >= failBeyond {
+            open = false
+            return false
+        }
+        if let capBytes, unreadBytes + size > capBytes {
+            Issue.record("the logic wrote past the output cap, where the connection would have cut the device off")
+        }
+        writes += 1
+        unreadBytes += size
         return true
-    }
-
-    func replaced() {
-        wasReplaced = true
-        open = false
-    }
-
-    func revoked() {
-        wasRevoked = true
-        open = false
     }
 
     /// The PUSH frames written, decoded: (correlation, push).
@@ -61,6 +62,50 @@ final class RecordingLink: DeviceLink {
             return (decoded.header.correlation, push)
         }
     }
+}
+
+/// Carries out the logic's actions onto `TestLink`s, as `GatewayServer` does onto sockets:
+/// a link that fails a write is reported to the logic afterwards. Returns the actions.
+@discardableResult
+func carryOut(_ logic: GatewayLogic) -> [GatewayAction] {
+    var done: [GatewayAction] = []
+    var failed: [TestLink] = []
+    logic.carryOut { action in
+        done.append(action)
+        if case .forward = action { return }
+        guard let link = action.link as? TestLink else {
+            Issue.record("not a test link")
+            return
+        }
+        switch action {
+        case .push(_, let frame):
+            guard link.open else { return }
+            guard link.take(frame.count) else { return failed.append(link) }
+            link.frames.append(frame)
+        case .missed(_, let missed):
+            guard link.open else { return }
+            var frame: [UInt8] = []
+            Message.missed(missed).encode(correlation: 0, into: &frame)
+            guard link.take(frame.count) else { return failed.append(link) }
+            link.messages.append(.missed(missed))
+        case .replaced:
+            link.wasReplaced = true
+            link.open = false
+        case .revoked:
+            link.wasRevoked = true
+            link.open = false
+        case .cutOff:
+            link.wasCutOff = true
+            link.open = false
+        case .forward:
+            break
+        }
+    }
+    for link in failed {
+        if let record = link.record { logic.disconnect(record, link: link) }
+    }
+    if !logic.actions.isEmpty { done += carryOut(logic) }
+    return done
 }
 
 final class GatewayFixture {
@@ -91,16 +136,40 @@ final class GatewayFixture {
         Registration(deviceID: device, user: user, tags: tags, issuedAt: 0, expiresAt: .max)
     }
 
+    /// HELLO_OK and the backlog, as the server does.
     @discardableResult
-    func connect(_ device: String, user: String = "alice", tags: [String] = []) -> (DeviceRecord, RecordingLink) {
-        let link = RecordingLink()
+    func connect(_ device: String, user: String = "alice", tags: [String] = [], link: TestLink = TestLink()) -> (DeviceRecord, TestLink) {
         let record = logic.connect(registration(device, user: user, tags: tags), link: link)
+        link.record = record
         logic.deliverBacklog(record)
+        lastActions = carryOut(logic)
         return (record, link)
     }
 
+    /// The size of the frame `push` writes for a one-byte id.
+    func frameSize(ttl: UInt32 = 60) -> Int {
+        Push(target: .device("phone"), id: [1], ttlSeconds: ttl).deviceFrame(correlation: 1).count
+    }
+
+    /// The actions the last call through the fixture returned.
+    var lastActions: [GatewayAction] = []
+
     func push(_ target: PushTarget, id: UInt8, ttl: UInt32 = 60, collapse: String? = nil, priority: UInt8 = 5) -> PushAck {
-        logic.push(Push(target: target, id: [id], priority: priority, collapseKey: collapse, ttlSeconds: ttl))
+        let ack = logic.push(Push(target: target, id: [id], priority: priority, collapseKey: collapse, ttlSeconds: ttl))
+        lastActions = carryOut(logic)
+        return ack
+    }
+
+    func acknowledge(_ record: DeviceRecord, correlation: UInt32, id: [UInt8]) {
+        logic.deliveryAcknowledged(record, correlation: correlation, id: id)
+        lastActions = carryOut(logic)
+    }
+
+    /// The server reports that a connection closed.
+    func disconnect(_ record: DeviceRecord, link: TestLink) {
+        link.open = false
+        logic.disconnect(record, link: link)
+        lastActions = carryOut(logic)
     }
 }
 
@@ -129,8 +198,7 @@ struct GatewayLogicTests {
     func offlineQueue() {
         let gateway = GatewayFixture(queueCapacity: 3)
         let (record, first) = gateway.connect("phone")
-        first.open = false
-        gateway.logic.disconnect(record, link: first)
+        gateway.disconnect(record, link: first)
         #expect(gateway.push(.device("phone"), id: 1, ttl: 1) == PushAck(written: 0, queued: 1))
         #expect(gateway.push(.device("phone"), id: 2, collapse: "score") == PushAck(written: 0, queued: 1))
         #expect(gateway.push(.device("phone"), id: 3, collapse: "score") == PushAck(written: 0, queued: 1))
@@ -150,11 +218,49 @@ struct GatewayLogicTests {
         let (record, first) = gateway.connect("phone")
         _ = gateway.push(.device("phone"), id: 1)
         _ = gateway.push(.device("phone"), id: 2)
-        gateway.logic.deliveryAcknowledged(record, correlation: first.pushes[0].0, id: [1])
-        gateway.logic.disconnect(record, link: first)
+        gateway.acknowledge(record, correlation: first.pushes[0].0, id: [1])
+        gateway.disconnect(record, link: first)
         let (_, second) = gateway.connect("phone")
         #expect(second.pushes.map { $0.1.id } == [[2]])
         #expect(second.pushes[0].0 == first.pushes[1].0, "the same correlation id, so the ACK still matches")
+    }
+
+    @Test("[4.13-3] a fan-out asks for one write per device, all of one encoded frame; the logic writes nothing itself")
+    func fanOutActions() {
+        let gateway = GatewayFixture()
+        let (_, phone) = gateway.connect("phone", tags: ["news"])
+        let (_, laptop) = gateway.connect("laptop", tags: ["news"])
+        gateway.connect("tablet")
+        _ = gateway.logic.push(Push(target: .tag("news"), id: [1]))
+        let actions = gateway.logic.actions
+        #expect(phone.frames.isEmpty && laptop.frames.isEmpty, "nothing written before the driver carries the actions out")
+        #expect(Set(actions.compactMap { $0.link.map(ObjectIdentifier.init) }) == [ObjectIdentifier(phone), ObjectIdentifier(laptop)])
+        let frames = actions.compactMap { action -> [UInt8]? in
+            if case .push(_, let frame) = action { return frame }
+            return nil
+        }
+        #expect(frames.count == 2)
+        let storage = frames.map { $0.withUnsafeBufferPointer { UInt(bitPattern: $0.baseAddress) } }
+        #expect(Set(storage).count == 1, "one encode: every write hands over the same array")
+        #expect(carryOut(gateway.logic) == actions)
+        #expect(gateway.logic.actions.isEmpty && phone.frames == [frames[0]] && laptop.frames == [frames[0]])
+    }
+
+    @Test("[4.13-3] on a gateway of several loops, a device target goes to its home loop only, a user or tag target to every other loop too")
+    func forwardsToOtherLoops() throws {
+        let gateway = GatewayFixture()
+        let placement = LoopPlacement(index: 0, count: 3)
+        gateway.logic.placement = placement
+        let ids = (0..<64).map { "device-\($0)" }
+        let here = try #require(ids.first { placement.home(of: $0) == 0 })
+        let there = try #require(ids.first { placement.home(of: $0) == 2 })
+        let (_, link) = gateway.connect(here)
+        #expect(gateway.push(.device(there), id: 1) == PushAck(written: 0, queued: 0))
+        #expect(gateway.lastActions == [.forward(to: .loop(2))], "its home loop counts it")
+        #expect(gateway.push(.device(here), id: 2) == PushAck(written: 1, queued: 0))
+        #expect(gateway.lastActions == [.push(link, frame: link.frames[0])], "delivered here, sent nowhere else")
+        #expect(gateway.push(.user("alice"), id: 3) == PushAck(written: 1, queued: 0))
+        #expect(gateway.lastActions == [.push(link, frame: link.frames[1]), .forward(to: .loop(1)), .forward(to: .loop(2))])
     }
 
     @Test("[5.5-3] a second connection with the same device id replaces the first")
@@ -162,6 +268,7 @@ struct GatewayLogicTests {
         let gateway = GatewayFixture()
         let (_, first) = gateway.connect("phone")
         let (_, second) = gateway.connect("phone")
+        #expect(gateway.lastActions == [.replaced(first)], "GOAWAY REPLACED for the older connection")
         #expect(first.wasReplaced && !second.wasReplaced)
         #expect(gateway.push(.user("alice"), id: 1) == PushAck(written: 1, queued: 0))
         #expect(first.frames.isEmpty && second.frames.count == 1)
@@ -177,7 +284,7 @@ struct GatewayLogicTests {
         #expect(gateway.push(.user("bob"), id: 1) == PushAck(written: 1, queued: 0))
     }
 
-    @Test("a link that was cut off gets the push queued instead")
+    @Test("a link that takes no more writes (closing) gets the push queued instead")
     func cutOffQueues() {
         let gateway = GatewayFixture()
         let (_, link) = gateway.connect("phone")

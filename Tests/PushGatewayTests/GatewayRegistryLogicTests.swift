@@ -26,20 +26,36 @@ final class RegistryGatewayFixture {
     @discardableResult
     func apply(_ entries: [RegistryEntry], hasMore: Bool = false) -> RegistryUpdate {
         cursor += UInt64(entries.count)
-        return logic.applyRegistry(page(entries, cursor: cursor, hasMore: hasMore))
+        let update = logic.applyRegistry(page(entries, cursor: cursor, hasMore: hasMore))
+        lastActions = carryOut(logic)
+        return update
     }
 
+    /// The actions the last call through the fixture returned.
+    var lastActions: [GatewayAction] = []
+
     /// A device's HELLO with `credential`, then HELLO_OK and its backlog, as the server does.
-    func connect(_ credential: [UInt8]) -> (DeviceRecord, RecordingLink)? {
+    func connect(_ credential: [UInt8]) -> (DeviceRecord, TestLink)? {
         guard case .admit(let registration) = logic.admitDevice(credential) else { return nil }
-        let link = RecordingLink()
+        let link = TestLink()
         let record = logic.connect(registration, link: link)
+        link.record = record
         logic.deliverBacklog(record)
+        lastActions = carryOut(logic)
         return (record, link)
     }
 
     func push(_ target: PushTarget, id: UInt8, ttl: UInt32 = 60) -> PushAck {
-        logic.push(Push(target: target, id: [id], ttlSeconds: ttl))
+        let ack = logic.push(Push(target: target, id: [id], ttlSeconds: ttl))
+        lastActions = carryOut(logic)
+        return ack
+    }
+
+    /// The server reports that a connection closed.
+    func disconnect(_ record: DeviceRecord, link: TestLink) {
+        link.open = false
+        logic.disconnect(record, link: link)
+        lastActions = carryOut(logic)
     }
 
     /// A sample's value in the metrics text (`name{labels} value`).
@@ -135,10 +151,11 @@ struct GatewayRegistryLogicTests {
         #expect(link.frames.count == 1)
         let update = gateway.apply([revoked(phone)])
         #expect(update.revokedDevices == ["phone"])
+        #expect(gateway.lastActions == [.revoked(link)], "GOAWAY REVOKED")
         #expect(link.wasRevoked && !link.wasReplaced)
         #expect(!record.isOnline)
         #expect(gateway.logic.devices["phone"] == nil, "nothing kept for a revoked device")
-        gateway.logic.disconnect(record, link: link)  // the server reports the close later: no effect
+        gateway.disconnect(record, link: link)  // the server reports the close later: no effect
         #expect(gateway.push(.user("alice"), id: 2) == PushAck(written: 0, queued: 1), "only the tablet")
         #expect(gateway.sample("securepush_gateway_devices_online") == 0)
         #expect(gateway.sample("securepush_gateway_devices_revoked_total") == 1)
@@ -202,6 +219,7 @@ struct GatewayRegistryLogicTests {
         gateway.maker.nowMs += 60_000
         #expect(gateway.push(.user("alice"), id: 2) == PushAck(written: 0, queued: 0))
         #expect(Set(gateway.logic.removeExpiredRegistrations()) == ["phone", "tablet"])
+        #expect(gateway.logic.actions.isEmpty)
         #expect(gateway.logic.devices["phone"] == nil)
         #expect(!link.wasRevoked && gateway.logic.devices["tablet"]?.isOnline == true,
                 "a connection admitted while its registration was good is not cut off at expiry")
@@ -213,7 +231,7 @@ struct GatewayRegistryLogicTests {
         #expect(gateway.logic.isRegistryReady && gateway.logic.registry == nil && gateway.logic.registryMetrics == nil)
         #expect(gateway.push(.device("phone"), id: 1) == PushAck(written: 0, queued: 0))
         let (record, link) = try #require(gateway.connect(gateway.maker.credential("phone", tags: ["t"])))
-        gateway.logic.disconnect(record, link: link)
+        gateway.disconnect(record, link: link)
         #expect(gateway.push(.tag("t"), id: 2) == PushAck(written: 0, queued: 1))
         #expect(gateway.logic.applyRegistry(page([], cursor: 1)) == RegistryUpdate(), "a REGISTRY_OK is ignored")
         #expect(!gateway.metrics.registry.text.contains("securepush_gateway_registry_loaded"))

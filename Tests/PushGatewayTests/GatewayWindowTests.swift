@@ -4,16 +4,16 @@ import PushWire
 
 extension GatewayFixture {
     /// Acknowledges every PUSH the link got since the last call, as a device would ([4.14-2]).
-    func acknowledgeAll(_ record: DeviceRecord, _ link: RecordingLink, after seen: inout Int) {
+    func acknowledgeAll(_ record: DeviceRecord, _ link: TestLink, after seen: inout Int) {
         let pushes = link.pushes
         while seen < pushes.count {
             let (correlation, push) = pushes[seen]
             seen += 1
-            logic.deliveryAcknowledged(record, correlation: correlation, id: push.id)
+            acknowledge(record, correlation: correlation, id: push.id)
         }
     }
 
-    func missedCount(_ link: RecordingLink) -> UInt32 {
+    func missedCount(_ link: TestLink) -> UInt32 {
         link.messages.reduce(0) { total, message in
             if case .missed(let missed) = message { return total + missed.missedCount }
             return total
@@ -35,7 +35,7 @@ struct GatewayWindowTests {
         #expect(record.inFlight.count == 4 && record.queue.count == 6)
 
         // One acknowledgement, one more push: the window stays full, never over.
-        gateway.logic.deliveryAcknowledged(record, correlation: link.pushes[1].0, id: [2])
+        gateway.acknowledge(record, correlation: link.pushes[1].0, id: [2])
         #expect(link.pushes.map { $0.1.id } == [[1], [2], [3], [4], [5]])
         #expect(record.inFlight.count == 4 && record.queue.count == 5)
 
@@ -67,7 +67,7 @@ struct GatewayWindowTests {
     func backlogFlushIsPaced() {
         let gateway = GatewayFixture(queueCapacity: 50, window: 8)
         let (record, first) = gateway.connect("phone")
-        gateway.logic.disconnect(record, link: first)
+        gateway.disconnect(record, link: first)
         for id in 1...50 { #expect(gateway.push(.device("phone"), id: UInt8(id), priority: id == 50 ? 9 : 5) == PushAck(written: 0, queued: 1)) }
         #expect(gateway.push(.device("phone"), id: 51) == PushAck(written: 0, queued: 1), "over capacity: push 1 is dropped")
         let (again, link) = gateway.connect("phone")
@@ -86,20 +86,20 @@ struct GatewayWindowTests {
         _ = gateway.push(.device("phone"), id: 7)
         _ = gateway.push(.device("phone"), id: 8)
         let correlation = link.pushes[0].0
-        gateway.logic.deliveryAcknowledged(record, correlation: correlation, id: [99])
-        gateway.logic.deliveryAcknowledged(record, correlation: correlation, id: [7, 0])
-        gateway.logic.deliveryAcknowledged(record, correlation: correlation &+ 1000, id: [7])
+        gateway.acknowledge(record, correlation: correlation, id: [99])
+        gateway.acknowledge(record, correlation: correlation, id: [7, 0])
+        gateway.acknowledge(record, correlation: correlation &+ 1000, id: [7])
         #expect(record.inFlight.pushes.map(\.sequence) == [correlation], "still awaiting its acknowledgement")
         #expect(link.pushes.count == 1, "no slot freed by the wrong acknowledgements")
-        gateway.logic.deliveryAcknowledged(record, correlation: correlation, id: [7])
+        gateway.acknowledge(record, correlation: correlation, id: [7])
         #expect(link.pushes.map { $0.1.id } == [[7], [8]])
         #expect(gateway.counter("securepush_gateway_delivery_acks_mismatched_total") == 2)
         #expect(gateway.counter("securepush_gateway_delivery_acks_unknown_total") == 1)
         #expect(gateway.counter("securepush_gateway_pushes_acknowledged_total") == 1)
 
         // A push not acknowledged properly comes again on the next connection.
-        gateway.logic.deliveryAcknowledged(record, correlation: link.pushes[1].0, id: [7])
-        gateway.logic.disconnect(record, link: link)
+        gateway.acknowledge(record, correlation: link.pushes[1].0, id: [7])
+        gateway.disconnect(record, link: link)
         let (_, second) = gateway.connect("phone")
         #expect(second.pushes.map { $0.1.id } == [[8]])
     }
@@ -118,7 +118,7 @@ struct GatewayWindowTests {
     func outputRoom() {
         let gateway = GatewayFixture(window: 64)
         let (record, link) = gateway.connect("phone")
-        link.outputFrames = 3
+        link.capBytes = 3 * gateway.frameSize()
         var acks: [PushAck] = []
         for id in 1...6 { acks.append(gateway.push(.device("phone"), id: UInt8(id))) }
         #expect(acks.map(\.written) == [1, 1, 1, 0, 0, 0] && acks.map(\.queued) == [0, 0, 0, 1, 1, 1])
@@ -130,25 +130,26 @@ struct GatewayWindowTests {
         }
         #expect(link.pushes.map { $0.1.id } == (1...6).map { [UInt8($0)] })
 
-        link.outputFrames = 0
+        link.capBytes = gateway.frameSize()
         #expect(gateway.push(.device("phone"), id: 7) == PushAck(written: 1, queued: 0), "nothing in flight: written")
-        #expect(gateway.push(.device("phone"), id: 8) == PushAck(written: 0, queued: 1))
+        #expect(gateway.push(.device("phone"), id: 8) == PushAck(written: 0, queued: 1), "no room, and it may wait")
+        #expect(gateway.lastActions.isEmpty && link.open)
     }
 
-    @Test("cut in the middle of a backlog flush: what was written and not acknowledged, and what was behind it, all come on the next connection, once, in order")
-    func cutDuringFlushLosesNothing() {
+    @Test("a connection that fails in the middle of a backlog flush is reported afterwards: what was written and not acknowledged, and what was behind it, all come on the next connection, once, in order")
+    func failureDuringFlushLosesNothing() {
         let gateway = GatewayFixture(window: 64)
         let (record, first) = gateway.connect("phone")
-        gateway.logic.disconnect(record, link: first)
+        gateway.disconnect(record, link: first)
         for id in 1...40 { _ = gateway.push(.device("phone"), id: UInt8(id)) }
 
-        // The second connection is cut by its 11th write, like a socket over its output cap.
-        let cut = RecordingLink()
-        cut.cutBeyond = 10
-        cut.onCut = { [unowned cut] in gateway.logic.disconnect(record, link: cut) }
-        _ = gateway.logic.connect(gateway.registration("phone"), link: cut)
-        gateway.logic.deliverBacklog(record)
-        #expect(cut.pushes.count == 10 && !record.isOnline)
+        // The second connection fails at its 11th write, which the logic could not foresee:
+        // the logic decided all 40 writes, and hears of the close once they are carried out.
+        let failing = TestLink()
+        failing.failBeyond = 10
+        gateway.connect("phone", link: failing)
+        #expect(gateway.lastActions.count == 40)
+        #expect(failing.pushes.count == 10 && !record.isOnline)
         #expect(record.queue.count == 40 && record.inFlight.isEmpty, "the 10 written and the 30 behind them wait")
         // A push while offline goes behind them.
         #expect(gateway.push(.device("phone"), id: 41) == PushAck(written: 0, queued: 1))
@@ -157,19 +158,62 @@ struct GatewayWindowTests {
         var seen = 0
         for _ in 0..<10 { gateway.acknowledgeAll(again, link, after: &seen) }
         #expect(link.pushes.map { $0.1.id } == (1...41).map { [UInt8($0)] })
-        #expect(cut.pushes.map(\.0) == link.pushes.prefix(10).map(\.0), "redelivered with their correlation ids")
+        #expect(failing.pushes.map(\.0) == link.pushes.prefix(10).map(\.0), "redelivered with their correlation ids")
         #expect(link.messages.isEmpty, "nothing dropped, so no MISSED")
     }
 
-    @Test("a live push whose write cuts the link is queued for the next connection, not lost")
+    @Test("[4.13-10] a push that may not wait and passes the output cap cuts the device off: counted queued, and kept for the next connection")
     func cutByALivePush() {
         let gateway = GatewayFixture(window: 64)
         let (record, link) = gateway.connect("phone")
-        link.cutBeyond = 2
-        link.onCut = { [unowned link] in gateway.logic.disconnect(record, link: link) }
+        link.capBytes = gateway.frameSize() - 1
+        #expect(gateway.push(.device("phone"), id: 1) == PushAck(written: 0, queued: 1))
+        #expect(gateway.lastActions == [.cutOff(link)], "closed as a slow consumer, nothing written")
+        #expect(!record.isOnline && gateway.logic.metrics.devicesOnline.value == 0)
+        #expect(gateway.push(.device("phone"), id: 2) == PushAck(written: 0, queued: 1))
+        let (again, second) = gateway.connect("phone")
+        var seen = 0
+        for _ in 0..<4 { gateway.acknowledgeAll(again, second, after: &seen) }
+        #expect(second.pushes.map { $0.1.id } == [[1], [2]])
+        #expect(second.messages.isEmpty)
+    }
+
+    @Test("[4.13-10] [4.15-3] a push for connected devices only that would cut a device off is not counted, and not told as missed")
+    func cutByAConnectedOnlyPush() {
+        let gateway = GatewayFixture(window: 64)
+        let (_, link) = gateway.connect("phone")
+        link.capBytes = gateway.frameSize(ttl: 0) - 1
+        #expect(gateway.push(.device("phone"), id: 1, ttl: 0) == PushAck(written: 0, queued: 0))
+        #expect(gateway.lastActions == [.cutOff(link)])
+        let (_, second) = gateway.connect("phone")
+        #expect(second.frames.isEmpty && second.messages.isEmpty)
+    }
+
+    @Test("[4.15-1] a MISSED that would pass the output cap cuts the device off; the count waits for the next connection")
+    func cutByMissed() {
+        let gateway = GatewayFixture(queueCapacity: 1)
+        let (record, first) = gateway.connect("phone")
+        gateway.disconnect(record, link: first)
+        _ = gateway.push(.device("phone"), id: 1)
+        _ = gateway.push(.device("phone"), id: 2)  // drops 1
+        let tight = TestLink()
+        tight.capBytes = 4
+        gateway.connect("phone", link: tight)
+        #expect(gateway.lastActions == [.cutOff(tight)] && !record.isOnline)
+        let (_, second) = gateway.connect("phone")
+        #expect(second.messages == [.missed(Missed(missedCount: 1))])
+        #expect(second.pushes.map { $0.1.id } == [[2]])
+    }
+
+    @Test("a live push to a connection that then fails unforeseen counts as written, and comes again on the next connection")
+    func failureOfALivePush() {
+        let gateway = GatewayFixture(window: 64)
+        let (record, link) = gateway.connect("phone")
+        link.failBeyond = 2
         #expect(gateway.push(.device("phone"), id: 1) == PushAck(written: 1, queued: 0))
         #expect(gateway.push(.device("phone"), id: 2) == PushAck(written: 1, queued: 0))
-        #expect(gateway.push(.device("phone"), id: 3) == PushAck(written: 0, queued: 1), "the write that cut it")
+        #expect(gateway.push(.device("phone"), id: 3) == PushAck(written: 1, queued: 0), "decided before the write failed")
+        #expect(!record.isOnline, "reported once the actions were carried out")
         #expect(gateway.push(.device("phone"), id: 4) == PushAck(written: 0, queued: 1))
         let (again, second) = gateway.connect("phone")
         var seen = 0
@@ -183,8 +227,7 @@ struct GatewayWindowTests {
         let (record, link) = gateway.connect("phone")
         for id in 1...18 { _ = gateway.push(.device("phone"), id: UInt8(id)) }
         #expect(record.inFlight.count == 8 && record.queue.count == 10)
-        link.open = false
-        gateway.logic.disconnect(record, link: link)
+        gateway.disconnect(record, link: link)
         #expect(record.queue.count == 10 && record.missed == 8)
         let (again, second) = gateway.connect("phone")
         var seen = 0
@@ -223,7 +266,7 @@ struct GatewayWindowTests {
         _ = gateway.push(.device("phone"), id: 4, ttl: 0)  // queued
         _ = gateway.push(.device("phone"), id: 5)          // queued, kept
         gateway.acknowledgeAll(record, link, after: &seen)  // acknowledges 2 only: 3 is written now
-        gateway.logic.disconnect(record, link: link)
+        gateway.disconnect(record, link: link)
         let (_, second) = gateway.connect("phone")
         #expect(second.messages == [.missed(Missed(missedCount: 2))], "3 and 4 were for that connection only")
         #expect(second.pushes.map { $0.1.id } == [[5]])

@@ -49,6 +49,7 @@ extension GatewayCluster {
             for (node, targets) in remote { forward(clusterPush, to: targets, at: node, tally: tally) }
             for target in offline { queue(clusterPush, for: target.deviceID, owner: target.owner, tally: tally) }
         }
+        server?.carryOut()
         tally.seal()
     }
 
@@ -168,6 +169,7 @@ extension GatewayCluster {
         }
         for (index, forwarded) in batch.pushes.enumerated() {
             let delivered = logic.deliverForwarded(forwarded)
+            server?.carryOut()
             counts[index] = ForwardReplies.Counts(written: delivered.written, queued: delivered.queued)
             guard !forwarded.push.connectedOnly, !delivered.away.isEmpty else { continue }
             // Left or moved on since the sender looked: their pushes wait in JetStream.

@@ -15,6 +15,8 @@ final class GatewayCluster {
     let configuration: ClusterConfiguration
     let metrics: ClusterMetrics
     let logic: GatewayLogic
+    /// The server whose logic this is: it carries out what the logic decides.
+    weak var server: GatewayServer?
     let logger: Logger
     let loop: EventLoop
     let connection: NATSConnection
@@ -218,6 +220,7 @@ final class GatewayCluster {
         guard let record = logic.devices[deviceID], record.link != nil else { return }
         record.holdsForQueue = false
         logic.pump(record)
+        server?.carryOut()
     }
 
     /// The current connection of a device here ended: what it held goes to its queue in
@@ -234,6 +237,7 @@ final class GatewayCluster {
 
     private func replaceElsewhere(_ deviceID: String) {
         guard let record = logic.replacedElsewhere(deviceID) else { return }
+        server?.carryOut()
         metrics.replacedElsewhere.increment()
         logger.debug("device connected to another node; closed here with REPLACED", metadata: ["device": "\(deviceID)"])
         if let released = logic.release(record) {
@@ -266,6 +270,7 @@ final class GatewayCluster {
                 if let record = self.logic.devices[deviceID], record.link != nil {
                     self.metrics.queuesTaken.increment()
                     self.logic.absorb(taken, into: record)
+                    self.server?.carryOut()
                 } else {
                     // Gone again while the queue was read: it goes back for the next connection.
                     self.hand(taken, of: deviceID)

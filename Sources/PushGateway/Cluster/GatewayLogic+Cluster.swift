@@ -115,7 +115,7 @@ extension GatewayLogic {
         record.link = nil
         metrics.devicesOnline.decrement()
         takeBackInFlight(record)
-        link.replaced()
+        actions.append(.replaced(link))
         return record
     }
 }

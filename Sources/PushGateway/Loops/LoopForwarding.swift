@@ -1,10 +1,10 @@
 import PushEventLoop
 import PushWire
 
-/// One loop's part in a gateway of several: PUSHes whose targets live on other loops go
-/// there, one batch per loop per turn, and the provider gets one PUSH_ACK summing every
-/// loop's answer ([4.13-3]). A device target goes to its home loop only; a user or tag
-/// target to every loop, each matching the devices whose home it is. Loop-confined.
+/// One loop's part in a gateway of several: carries out the logic's `.forward(to: .loop)`
+/// (a device target goes to its home loop only; a user or tag target to every loop, each
+/// matching the devices whose home it is), one batch per loop per turn, and gives the
+/// provider one PUSH_ACK summing every loop's answer ([4.13-3]). Loop-confined.
 final class LoopForwarding {
     let placement: LoopPlacement
     let router: GatewayLoopRouter
@@ -33,26 +33,32 @@ final class LoopForwarding {
         outgoing = Array(repeating: [], count: placement.count)
     }
 
-    /// A provider's PUSH with its target set: delivered here to the devices whose home this
-    /// loop is, sent to the other loops that may hold the rest.
-    func push(_ push: Push, target: PushTarget, correlation: UInt32, peer: GatewayServer.Peer, startNs: UInt64) {
-        var ack = PushAck(written: 0, queued: 0)
-        let remote: Int
-        let token = nextToken
-        if case .device(let deviceID) = target {
-            let home = placement.home(of: deviceID)
-            guard home != placement.index else {
-                return server.answer(push: server.logic.route(push), correlation: correlation, peer: peer, startNs: startNs)
-            }
-            remote = 1
-            send(LoopPush(push: push, token: token), to: home)
-        } else {
-            ack = server.logic.route(push)
-            remote = placement.count - 1
-            for index in 0..<placement.count where index != placement.index { send(LoopPush(push: push, token: token), to: index) }
-        }
+    /// The provider's PUSH whose `.forward` actions are being carried out (`begin` to
+    /// `end`), and how many loops it went to.
+    @exclusivity(unchecked) private var forwarding: (push: Push, sent: Int)?
+
+    /// The logic handled a provider's PUSH here; its forwards follow.
+    func begin(_ push: Push) {
+        forwarding = (push, 0)
+    }
+
+    /// The logic's `.forward(to: .loop(index))` for the PUSH being handled.
+    func forward(to index: Int) {
+        guard var current = forwarding else { return }
+        send(LoopPush(push: current.push, token: nextToken), to: index)
+        current.sent += 1
+        forwarding = current
+    }
+
+    /// The forwards are out. Returns whether there were any: the provider's answer then
+    /// waits for every loop's counts, which join `ack`, the counts of this loop.
+    func end(ack: PushAck, correlation: UInt32, peer: GatewayServer.Peer, startNs: UInt64) -> Bool {
+        guard let current = forwarding else { return false }
+        forwarding = nil
+        guard current.sent > 0 else { return false }
+        awaiting[nextToken] = AwaitedAck(peer: peer, correlation: correlation, startNs: startNs, ack: ack, remaining: current.sent)
         nextToken &+= 1
-        awaiting[token] = AwaitedAck(peer: peer, correlation: correlation, startNs: startNs, ack: ack, remaining: remote)
+        return true
     }
 
     private func send(_ push: LoopPush, to index: Int) {
@@ -75,7 +81,11 @@ final class LoopForwarding {
 
     /// Another loop's pushes for devices whose home this is; the counts go back to it.
     func deliver(_ batch: [LoopPush], from origin: Int) {
-        let acks = batch.map { LoopPushAck(token: $0.token, ack: server.logic.route($0.push)) }
+        let acks = batch.map { loopPush in
+            let ack = LoopPushAck(token: loopPush.token, ack: server.logic.route(loopPush.push))
+            server.carryOut()
+            return ack
+        }
         router.withServer(origin) { server in server.loopForwarding?.answered(acks) }
     }
 
