@@ -119,10 +119,19 @@ public final class GatewayLogic {
     /// decided meanwhile (by calls `perform` makes) are handed over after. Must run after
     /// each call that decides actions and before the next: the logic judges a link's room
     /// from its output as it is, so the frames it decided must be in it.
-    public func carryOut(_ perform: (GatewayAction) -> Void) {
+    public func carryOut(_ perform: (consuming GatewayAction) -> Void) {
         while !actions.isEmpty {
             swap(&actions, &carrying)
-            for action in carrying { perform(action) }
+            // Each action is moved out and its slot refilled with one that holds no
+            // reference: copying them out cost a fan-out a retain and a release per device
+            // and action (about 6 % of the gateway's CPU per delivery).
+            carrying.withUnsafeMutableBufferPointer { buffer in
+                for index in buffer.indices {
+                    let action = buffer.moveElement(from: index)
+                    buffer.initializeElement(at: index, to: .forward(to: .loop(0)))
+                    perform(action)
+                }
+            }
             carrying.removeAll(keepingCapacity: true)
         }
     }
