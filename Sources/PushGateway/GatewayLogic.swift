@@ -250,17 +250,23 @@ public final class GatewayLogic {
     /// of several loops, the loops that may hold other targets get it too (`.forward`): a
     /// device's home loop alone, or every other loop for a user or a tag.
     public func push(_ push: Push) -> PushAck {
+        self.push(push) { route($0) }
+    }
+
+    /// `push`, with this loop's share of the targets delivered by `routeHere`: the logic's
+    /// own `route`, or a cluster node's, which also reaches other nodes and JetStream.
+    func push(_ push: Push, routingHere routeHere: (Push) -> PushAck) -> PushAck {
         metrics.pushesAccepted.increment()
-        guard let placement, placement.count > 1, let target = push.target else { return route(push) }
+        guard let placement, placement.count > 1, let target = push.target else { return routeHere(push) }
         if case .device(let deviceID) = target {
             let home = placement.home(of: deviceID)
             guard home == placement.index else {
                 actions.append(.forward(to: .loop(home)))
                 return PushAck(written: 0, queued: 0)
             }
-            return route(push)
+            return routeHere(push)
         }
-        let ack = route(push)
+        let ack = routeHere(push)
         for index in 0..<placement.count where index != placement.index { actions.append(.forward(to: .loop(index))) }
         return ack
     }

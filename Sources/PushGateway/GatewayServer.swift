@@ -27,6 +27,8 @@ public final class GatewayServer: ServiceHandler {
     }
     /// This loop's part in a gateway of several loops, if it has them.
     var loopForwarding: LoopForwarding?
+    /// The provider's PUSH being handled, while the logic's forwards of it are carried out.
+    @exclusivity(unchecked) private var forwarding: (push: Push, tally: PushTally)?
     private let providerCredentials: HelloCredential
     /// Provider credentials accepted within their window, each accepted once ([7.1-5]),
     /// whichever of the process's loops sees them.
@@ -138,20 +140,22 @@ public final class GatewayServer: ServiceHandler {
             host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
             return
         }
-        if let cluster, let target = push.target {
-            cluster.push(push, target: target) { [weak self] ack in
-                guard let self else { return }
-                self.host.respond(ack, correlation: correlation, to: peer)
-                self.logic.metrics.pushDuration.observe(since: startNs)
-            }
-            return
-        }
-        let ack = logic.push(push)
-        loopForwarding?.begin(push)
+        let tally = PushTally { [weak self] ack in self?.answer(push: ack, correlation: correlation, peer: peer, startNs: startNs) }
+        forwarding = (push, tally)
+        let ack = logic.push(push) { route($0, tally: tally) }
         carryOut()
-        // Sent to other loops too: the answer waits for their counts.
-        if let loopForwarding, loopForwarding.end(ack: ack, correlation: correlation, peer: peer, startNs: startNs) { return }
-        answer(push: ack, correlation: correlation, peer: peer, startNs: startNs)
+        forwarding = nil
+        tally.add(ack)
+        tally.seal()
+    }
+
+    /// This loop's share of a PUSH: the devices here, and on a cluster node the nodes that
+    /// hold the others and the queues of offline ones, whose counts join `tally` later.
+    /// Returns the counts known now.
+    func route(_ push: Push, tally: PushTally) -> PushAck {
+        guard let cluster else { return logic.route(push) }
+        cluster.route(push, tally: tally)
+        return PushAck(written: 0, queued: 0)
     }
 
     func answer(push ack: PushAck, correlation: UInt32, peer: Peer, startNs: UInt64) {
@@ -224,7 +228,8 @@ public final class GatewayServer: ServiceHandler {
             peer.connection.close(reason: .slowConsumer)
             if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
         case .forward(to: .loop(let index)):
-            loopForwarding?.forward(to: index)
+            guard let forwarding else { return }
+            loopForwarding?.forward(forwarding.push, to: index, tally: forwarding.tally)
         }
     }
 
