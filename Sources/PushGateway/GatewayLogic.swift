@@ -275,14 +275,8 @@ public final class GatewayLogic {
     /// for the devices whose home is this loop, when another loop accepted it.
     func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
-        let sequence = takeSequence()
-        let connectedOnly = push.ttlSeconds == 0
-        // One clock reading for the whole fan-out: the writes below follow at once. A push
-        // queued instead gets its own time when `pump` writes it.
-        let queued = QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
-                                priority: push.priority, collapseKey: push.collapseKey,
-                                expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
-                                connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
+        let queued = queuedPush(push)
+        let connectedOnly = queued.connectedOnly
         let window = settings.deliveryWindow
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
@@ -294,6 +288,19 @@ public final class GatewayLogic {
             }
         }
         return PushAck(written: written, queued: queuedCount)
+    }
+
+    /// A provider's PUSH as this loop delivers and queues it: the next sequence number, the
+    /// frame devices get (encoded once for every target), its TTL on the monotonic clock.
+    /// One clock reading for the whole fan-out: the writes follow at once. A push queued
+    /// instead gets its own time when `pump` writes it.
+    func queuedPush(_ push: Push) -> QueuedPush {
+        let sequence = takeSequence()
+        let connectedOnly = push.ttlSeconds == 0
+        return QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
+                          priority: push.priority, collapseKey: push.collapseKey,
+                          expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
+                          connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
     }
 
     /// The next push sequence number, which is also the correlation id of its frames.

@@ -15,12 +15,8 @@ extension GatewayCluster {
     func route(_ push: Push, tally: PushTally) {
         guard let target = push.target else { return }
         let nowWall = logic.wallClock()
-        let connectedOnly = push.ttlSeconds == 0
-        let sequence = logic.takeSequence()
-        let frame = push.deviceFrame(correlation: sequence)
-        let local = QueuedPush(sequence: sequence, frame: frame, priority: push.priority, collapseKey: push.collapseKey,
-                               expiresAtMs: connectedOnly ? .max : logic.monotonicNow() + Int64(push.ttlSeconds) * 1000,
-                               connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
+        let local = logic.queuedPush(push)
+        let connectedOnly = local.connectedOnly
         var remote: [String: [(deviceID: String, owner: QueueOwner)]] = [:]
         var offline: [(deviceID: String, owner: QueueOwner)] = []
         let window = logic.settings.deliveryWindow
@@ -45,7 +41,7 @@ extension GatewayCluster {
             directory.forEachDevice(matching: target) { visit($0, owner: QueueOwner(user: directory.devices[$0]?.user ?? "", enrolment: 0)) }
         }
         if !remote.isEmpty || !offline.isEmpty {
-            let clusterPush = ClusterPush(deviceFrame: frame, priority: push.priority, collapseKey: push.collapseKey,
+            let clusterPush = ClusterPush(deviceFrame: local.frame, priority: push.priority, collapseKey: push.collapseKey,
                                           expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000)
             for (node, targets) in remote { forward(clusterPush, to: targets, at: node, tally: tally) }
             for target in offline { queue(clusterPush, for: target.deviceID, owner: target.owner, tally: tally) }
