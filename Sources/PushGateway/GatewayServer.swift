@@ -140,6 +140,13 @@ public final class GatewayServer: ServiceHandler {
             host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
             return
         }
+        guard loopForwarding != nil || cluster != nil else {
+            // One loop and no cluster: every target is here, so the counts are known now
+            // and the push needs no tally: the lone gateway answers without allocating one.
+            let ack = logic.push(push)
+            carryOut()
+            return answer(push: ack, correlation: correlation, peer: peer, startNs: startNs)
+        }
         let tally = PushTally { [weak self] ack in self?.answer(push: ack, correlation: correlation, peer: peer, startNs: startNs) }
         forwarding = (push, tally)
         let ack = logic.push(push) { route($0, tally: tally) }
