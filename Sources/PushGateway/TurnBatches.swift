@@ -7,6 +7,9 @@ final class TurnBatches<Destination: Hashable, Item> {
     private let loop: EventLoop
     private let send: (Destination, [Item]) -> Void
     private var pending: [Destination: [Item]] = [:]
+    /// The table being sent, swapped with `pending` so that neither is allocated anew
+    /// each turn.
+    private var sending: [Destination: [Item]] = [:]
     private var flush: LoopTimer?
 
     /// - Parameter send: called at the end of the turn, once per destination with items.
@@ -18,8 +21,12 @@ final class TurnBatches<Destination: Hashable, Item> {
     func append(_ item: Item, for destination: Destination) {
         pending[destination, default: []].append(item)
         guard flush == nil else { return }
-        flush = loop.schedule(after: .zero) { [weak self] in self?.sendPending() }
+        // Unowned, as the timer is cancelled in deinit: a weak reference would give every
+        // batcher a side table, and each retain of it (one per push sent) the slow way.
+        flush = loop.schedule(after: .zero) { [unowned self] in sendPending() }
     }
+
+    deinit { flush?.cancel() }
 
     /// Drops what waits, unsent.
     func cancel() {
@@ -32,8 +39,8 @@ final class TurnBatches<Destination: Hashable, Item> {
     func sendPending() {
         flush?.cancel()
         flush = nil
-        let batches = pending
-        pending = [:]
-        for (destination, items) in batches { send(destination, items) }
+        swap(&pending, &sending)
+        for (destination, items) in sending { send(destination, items) }
+        sending.removeAll(keepingCapacity: true)
     }
 }

@@ -48,10 +48,18 @@ final class LoopForwarding {
     func deliver(_ batch: [LoopPush], from origin: Int) {
         for loopPush in batch {
             let token = loopPush.token
-            let tally = PushTally { [answers] ack in answers?.append(LoopPushAck(token: token, ack: ack), for: origin) }
-            tally.add(server.route(loopPush.push, tally: tally))
+            var tally: PushTally?
+            let ack = server.route(loopPush.push) {
+                if tally == nil { tally = PushTally { [answers] ack in answers?.append(LoopPushAck(token: token, ack: ack), for: origin) } }
+                return tally
+            }
             server.carryOut()
-            tally.seal()
+            if let tally {
+                tally.add(ack)
+                tally.seal()
+            } else {
+                answers.append(LoopPushAck(token: token, ack: ack), for: origin)
+            }
         }
         answers.sendPending()
     }
