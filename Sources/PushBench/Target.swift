@@ -71,7 +71,6 @@ public struct TargetOptions: Sendable {
         if let gatewayLoops {
             guard (0...256).contains(gatewayLoops) else { throw .invalid("--gateway-loops must be 0 (one per core) to 256") }
             guard isEmbedded, scenario.needsGateway else { throw .invalid("--gateway-loops is for the embedded gateway") }
-            guard gatewayLoops <= 1 || !embeddedCluster else { throw .invalid("--gateway-loops above 1 does not go with a cluster: its nodes run one loop") }
         }
         if let storeLoops {
             guard (0...256).contains(storeLoops) else { throw .invalid("--store-loops must be 0 (one per core) to 256") }

@@ -39,7 +39,8 @@ public struct GatewayConfiguration: Sendable {
     public var maxOutputBytes: Int
     public var logger: Logger
     /// Loop threads, each serving the devices whose home it is (`--loops`,
-    /// `gateway.loops`); 0 runs one per core. A cluster node runs one.
+    /// `gateway.loops`); 0 runs one per core. On a cluster node each loop is a member of
+    /// the cluster with its own NATS connection.
     public var loops = 1
     /// Set on each loop's copy when it runs in a `GatewayLoops` group.
     var shard: GatewayShard?
@@ -84,10 +85,8 @@ public struct GatewayConfiguration: Sendable {
 
     public static let maxLoops = 256
 
-    /// The loop threads to run: `loops`, with 0 meaning one per core online, and always
-    /// one for a cluster node.
+    /// The loop threads to run: `loops`, with 0 meaning one per core online.
     public var effectiveLoopCount: Int {
-        if cluster != nil { return 1 }
         if loops > 0 { return loops }
         return max(1, min(GatewayConfiguration.maxLoops, sysconf(Int32(_SC_NPROCESSORS_ONLN))))
     }
@@ -113,9 +112,6 @@ public struct GatewayConfiguration: Sendable {
         if let problem = cluster?.problem { throw .invalidConfiguration(problem) }
         guard (0...GatewayConfiguration.maxLoops).contains(loops) else {
             throw .invalidConfiguration("the number of loops must be 0 (one per core) to \(GatewayConfiguration.maxLoops)")
-        }
-        if loops > 1, cluster != nil {
-            throw .invalidConfiguration("a cluster node runs one loop: run one node per core instead of --loops \(loops)")
         }
         guard (1...RegistryRequest.maxWaitMs).contains(registryWaitMs) else {
             throw .invalidConfiguration("the registry wait must be 1 to \(RegistryRequest.maxWaitMs) ms")

@@ -250,17 +250,23 @@ public final class GatewayLogic {
     /// of several loops, the loops that may hold other targets get it too (`.forward`): a
     /// device's home loop alone, or every other loop for a user or a tag.
     public func push(_ push: Push) -> PushAck {
+        self.push(push) { route($0) }
+    }
+
+    /// `push`, with this loop's share of the targets delivered by `routeHere`: the logic's
+    /// own `route`, or a cluster node's, which also reaches other nodes and JetStream.
+    func push(_ push: Push, routingHere routeHere: (Push) -> PushAck) -> PushAck {
         metrics.pushesAccepted.increment()
-        guard let placement, placement.count > 1, let target = push.target else { return route(push) }
+        guard let placement, placement.count > 1, let target = push.target else { return routeHere(push) }
         if case .device(let deviceID) = target {
             let home = placement.home(of: deviceID)
             guard home == placement.index else {
                 actions.append(.forward(to: .loop(home)))
                 return PushAck(written: 0, queued: 0)
             }
-            return route(push)
+            return routeHere(push)
         }
-        let ack = route(push)
+        let ack = routeHere(push)
         for index in 0..<placement.count where index != placement.index { actions.append(.forward(to: .loop(index))) }
         return ack
     }
@@ -269,14 +275,8 @@ public final class GatewayLogic {
     /// for the devices whose home is this loop, when another loop accepted it.
     func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
-        let sequence = takeSequence()
-        let connectedOnly = push.ttlSeconds == 0
-        // One clock reading for the whole fan-out: the writes below follow at once. A push
-        // queued instead gets its own time when `pump` writes it.
-        let queued = QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
-                                priority: push.priority, collapseKey: push.collapseKey,
-                                expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
-                                connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
+        let queued = queuedPush(push)
+        let connectedOnly = queued.connectedOnly
         let window = settings.deliveryWindow
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
@@ -288,6 +288,19 @@ public final class GatewayLogic {
             }
         }
         return PushAck(written: written, queued: queuedCount)
+    }
+
+    /// A provider's PUSH as this loop delivers and queues it: the next sequence number, the
+    /// frame devices get (encoded once for every target), its TTL on the monotonic clock.
+    /// One clock reading for the whole fan-out: the writes follow at once. A push queued
+    /// instead gets its own time when `pump` writes it.
+    func queuedPush(_ push: Push) -> QueuedPush {
+        let sequence = takeSequence()
+        let connectedOnly = push.ttlSeconds == 0
+        return QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
+                          priority: push.priority, collapseKey: push.collapseKey,
+                          expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
+                          connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
     }
 
     /// The next push sequence number, which is also the correlation id of its frames.

@@ -27,6 +27,19 @@ public final class GatewayServer: ServiceHandler {
     }
     /// This loop's part in a gateway of several loops, if it has them.
     var loopForwarding: LoopForwarding?
+    /// The provider's PUSH being handled, while the logic's decisions about it are carried out.
+    @exclusivity(unchecked) private var handling: HandledPush?
+
+    private struct HandledPush {
+        var push: Push
+        var correlation: UInt32
+        /// Held only while `serve` runs, whose caller keeps the peer: unretained, as a
+        /// peer has a side table (weak references to it) that makes each retain slow.
+        unowned(unsafe) var peer: Peer
+        var startNs: UInt64
+        /// Where the counts of the parts sent elsewhere join this loop's.
+        var tally: PushTally?
+    }
     private let providerCredentials: HelloCredential
     /// Provider credentials accepted within their window, each accepted once ([7.1-5]),
     /// whichever of the process's loops sees them.
@@ -138,20 +151,40 @@ public final class GatewayServer: ServiceHandler {
             host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
             return
         }
-        if let cluster, let target = push.target {
-            cluster.push(push, target: target) { [weak self] ack in
-                guard let self else { return }
-                self.host.respond(ack, correlation: correlation, to: peer)
-                self.logic.metrics.pushDuration.observe(since: startNs)
-            }
-            return
-        }
-        let ack = logic.push(push)
-        loopForwarding?.begin(push)
+        handling = HandledPush(push: push, correlation: correlation, peer: peer, startNs: startNs)
+        let ack = logic.push(push) { route($0) { handlingTally() } }
         carryOut()
-        // Sent to other loops too: the answer waits for their counts.
-        if let loopForwarding, loopForwarding.end(ack: ack, correlation: correlation, peer: peer, startNs: startNs) { return }
-        answer(push: ack, correlation: correlation, peer: peer, startNs: startNs)
+        let tally = handling?.tally
+        handling = nil
+        // Nothing went elsewhere: the counts are all here, and no tally was made.
+        guard let tally else { return answer(push: ack, correlation: correlation, peer: peer, startNs: startNs) }
+        tally.add(ack)
+        tally.seal()
+    }
+
+    /// This loop's share of a PUSH: the devices here, and on a cluster node the nodes that
+    /// hold the others and the queues of offline ones, whose counts join the tally `tally`
+    /// gives (made only then). Returns the counts known now.
+    func route(_ push: Push, tally: () -> PushTally?) -> PushAck {
+        guard let cluster, let tally = tally() else { return logic.route(push) }
+        cluster.route(push, tally: tally)
+        return PushAck(written: 0, queued: 0)
+    }
+
+    /// The tally of the PUSH being handled, made when its first part goes elsewhere: a
+    /// PUSH whose targets are all on this loop answers without one.
+    private func handlingTally() -> PushTally? {
+        guard let handled = handling else { return nil }
+        if let tally = handled.tally { return tally }
+        let (correlation, peer, startNs) = (handled.correlation, handled.peer, handled.startNs)
+        // The host and metrics rather than a weak server: a weak reference would give the
+        // server a side table, and every retain of it on the push path the slow way.
+        let tally = PushTally { [host = host!, metrics = logic.metrics] ack in
+            host.respond(ack, correlation: correlation, to: peer)
+            metrics.pushDuration.observe(since: startNs)
+        }
+        handling?.tally = tally
+        return tally
     }
 
     func answer(push ack: PushAck, correlation: UInt32, peer: Peer, startNs: UInt64) {
@@ -224,7 +257,8 @@ public final class GatewayServer: ServiceHandler {
             peer.connection.close(reason: .slowConsumer)
             if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
         case .forward(to: .loop(let index)):
-            loopForwarding?.forward(to: index)
+            guard let loopForwarding, let push = handling?.push, let tally = handlingTally() else { return }
+            loopForwarding.forward(push, to: index, tally: tally)
         }
     }
 

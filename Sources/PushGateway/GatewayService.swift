@@ -58,9 +58,11 @@ public final class GatewayService: LoopGroupMember {
                                    replays: configuration.shard?.replays ?? CredentialReplayGuard())
         let host = server.host!
         var cluster: GatewayCluster?
-        if let clusterConfiguration = configuration.cluster {
+        if var clusterConfiguration = configuration.cluster {
+            clusterConfiguration.loop = configuration.shard?.seat.index ?? 0
             do {
-                cluster = try GatewayCluster(configuration: clusterConfiguration, logic: logic, loop: loop, logger: configuration.logger)
+                cluster = try GatewayCluster(configuration: clusterConfiguration, logic: logic, loop: loop,
+                                             placement: configuration.shard?.placement, logger: configuration.logger)
                 try cluster?.start()
             } catch {
                 throw .cannotJoinCluster("\(error)")

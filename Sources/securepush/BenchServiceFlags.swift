@@ -69,7 +69,7 @@ struct EmbeddedGatewayFlags: ParsableArguments {
     var gateways = 1
     @Flag(help: "Run the embedded gateways as a cluster over nats-server even when there is one (--gateways 1), to compare with the plain gateway.")
     var nats = false
-    @Option(help: ArgumentHelp("Loop threads of the embedded gateway (its --loops; 0: one per core) (default: the gateway's own default, one per core; a cluster node runs one).",
+    @Option(help: ArgumentHelp("Loop threads of the embedded gateway (its --loops; 0: one per core) (default: the gateway's own default, one per core).",
                                valueName: "n"))
     var gatewayLoops: Int?
 

@@ -65,8 +65,8 @@ struct GatewayCommand: ParsableCommand {
     @OptionGroup var connection: ConnectionOptions
     @Option(help: ArgumentHelp("""
         Event-loop threads: each accepts connections and serves the devices whose id hashes to it, and a PUSH reaches \
-        the others' devices through them; 0 runs one per core (default: gateway.loops in the config file, else 0; a \
-        cluster node runs one).
+        the others' devices through them; 0 runs one per core (default: gateway.loops in the config file, else 0). On a \
+        cluster node each loop joins the cluster as a member NODE~K of its own.
         """, valueName: "count"))
     var loops: Int?
     @Option(help: ArgumentHelp("Pushes queued per offline device; past it the oldest is dropped and the device told with MISSED (default: \(GatewayCommand.defaults.queueCapacity)).",

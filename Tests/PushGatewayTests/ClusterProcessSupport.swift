@@ -86,8 +86,9 @@ extension GatewayClusterHarness {
 
 /// Starts a harness for a test and waits until the cluster has formed. The suites are
 /// disabled without nats-server unless SECUREPUSH_REQUIRE_NATS=1, which makes this throw.
-func startCluster(users: [String] = ["alice"], devices: [ClusterDevice], gatewayArguments: [String] = []) throws -> GatewayClusterHarness {
-    let cluster = try GatewayClusterHarness(users: users, devices: devices, gatewayArguments: gatewayArguments)
+func startCluster(nodes: Int = 3, loops: Int = 1, users: [String] = ["alice"], devices: [ClusterDevice],
+                  gatewayArguments: [String] = []) throws -> GatewayClusterHarness {
+    let cluster = try GatewayClusterHarness(nodes: nodes, loops: loops, users: users, devices: devices, gatewayArguments: gatewayArguments)
     try cluster.waitUntilFormed()
     return cluster
 }

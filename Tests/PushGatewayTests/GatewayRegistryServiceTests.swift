@@ -70,6 +70,9 @@ final class FollowingGateway: GatewayUnderTest {
     }
 
     var isReady: Bool { service.onLoop { $0.readiness() == .ready } ?? false }
+    /// Registrations the gateway holds as enrolled. Ready means the first REGISTRY reply
+    /// was applied, which may predate an enrolment the test made after the gateway started.
+    var enrolledCount: Int? { service.onLoop { $0.logic.registry?.enrolledCount } ?? nil }
     var metricsText: String { service.onLoop { $0.metrics.text } ?? "" }
 }
 
@@ -189,7 +192,7 @@ struct GatewayRegistryServiceTests {
         let gateway = try FollowingGateway()
         let phone = gateway.enroll("phone", tags: ["news"])
         _ = gateway.enroll("tablet", tags: ["news"])
-        #expect(waitUntil { gateway.isReady })
+        #expect(waitUntil { gateway.isReady && gateway.enrolledCount == 2 })
         let provider = try gateway.provider()
         #expect(try gateway.push(.device("phone"), id: "direct", via: provider) == PushAck(written: 0, queued: 1))
         #expect(try gateway.push(.tag("news"), id: "tagged", via: provider) == PushAck(written: 0, queued: 2))

@@ -18,7 +18,7 @@ public struct ClusterDevice: Sendable {
 
 /// A gateway cluster as an operator runs it, every part a real process: one deployment
 /// (`securepush init`), one nats-server with JetStream, one store, and N `securepush
-/// gateway --cluster URL --node gK --store S` nodes on free ports of 127.0.0.1. Each node
+/// gateway --cluster URL --node gK --store S --loops L` nodes on free ports of 127.0.0.1. Each node
 /// follows the store's registry, so every device is enrolled before the services start.
 ///
 /// Formed means every node answers /readyz (NATS and JetStream set up, registry loaded)
@@ -31,12 +31,16 @@ public final class GatewayClusterHarness {
     /// Nil once killed or stopped.
     public private(set) var nodes: [ServiceProcess?]
     private let gatewayArguments: [String]
+    /// Loop threads per node (`--loops`).
+    public let loops: Int
     private var registrations: [String: [UInt8]] = [:]
 
     public var directory: String { deployment.directory }
 
-    /// - Parameter gatewayArguments: passed to every node (e.g. `--queue-capacity 2`).
-    public init(nodes count: Int = 3, users: [String] = ["alice"], devices: [ClusterDevice] = [],
+    /// - Parameters:
+    ///   - loops: loop threads per node, each a member of the cluster of its own.
+    ///   - gatewayArguments: passed to every node (e.g. `--queue-capacity 2`).
+    public init(nodes count: Int = 3, loops: Int = 1, users: [String] = ["alice"], devices: [ClusterDevice] = [],
                 gatewayArguments: [String] = []) throws {
         deployment = try TemporaryDeployment(commandLine: true)
         for user in users { try deployment.addUser(user, password: GatewayClusterHarness.password(of: user)) }
@@ -47,6 +51,7 @@ public final class GatewayClusterHarness {
         store = try ServiceProcess(["store", "--data-dir", deployment.directory])
         names = (1...count).map { "g\($0)" }
         self.gatewayArguments = gatewayArguments
+        self.loops = loops
         nodes = []
         for name in names { nodes.append(try startNode(name)) }
     }
@@ -57,7 +62,7 @@ public final class GatewayClusterHarness {
 
     private func startNode(_ name: String) throws -> ServiceProcess {
         try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)",
-                            "--cluster", nats.url, "--node", name, "--metrics", "127.0.0.1:0"] + gatewayArguments)
+                            "--cluster", nats.url, "--node", name, "--loops", "\(loops)", "--metrics", "127.0.0.1:0"] + gatewayArguments)
     }
 
     /// The registration of an enrolled device, as the device presents it at HELLO.

@@ -15,6 +15,26 @@ public struct ClusterConfiguration: Sendable {
     public var forwardTimeout: Duration = .seconds(2)
     /// Device ids per forwarded push message, at most (NATS' default message limit is 1 MiB).
     public var maxDevicesPerForward = 16_384
+    /// Which loop of its node this copy is for: each loop of a node joins the cluster as a
+    /// member of its own, with its own NATS connection, and holds the devices whose home
+    /// it is (`LoopPlacement`).
+    var loop = 0
+
+    /// The name this loop goes by in the cluster: the node's name for its first loop,
+    /// NAME~K for loop K. A node name cannot hold `~`, so no other node's name is taken.
+    var member: String { loop == 0 ? node : "\(node)\(ClusterConfiguration.memberSeparator)\(loop)" }
+
+    static let memberSeparator: Character = "~"
+
+    /// The node a member name belongs to.
+    static func node(ofMember member: String) -> Substring {
+        member.split(separator: memberSeparator, maxSplits: 1, omittingEmptySubsequences: false).first ?? Substring(member)
+    }
+
+    /// Whether `member` is another loop of this node.
+    func isSibling(_ member: String) -> Bool {
+        member != self.member && ClusterConfiguration.node(ofMember: member) == node
+    }
 
     public init(servers: [String], node: String) {
         self.servers = servers

@@ -37,8 +37,13 @@ final class ClusterDirectory {
     private var byUser: [String: Set<String>] = [:]
     private var byTag: [String: Set<String>] = [:]
 
-    init(localNode: String) {
+    /// On a node of several loops, this loop's place: it keeps only the devices whose home
+    /// it is, the only ones it routes to or holds.
+    let placement: LoopPlacement?
+
+    init(localNode: String, placement: LoopPlacement? = nil) {
         self.localNode = localNode
+        self.placement = placement
     }
 
     /// The node a device is connected to, if any node that is alive holds it.
@@ -58,6 +63,7 @@ final class ClusterDirectory {
     /// A device connected to or left `node` (this one included).
     @discardableResult
     func apply(_ change: PresenceChange, from node: String) -> Effect {
+        guard placement?.isHome(of: change.deviceID) ?? true else { return .none }
         record(change.deviceID, user: change.user, tags: change.tags)
         guard var device = devices[change.deviceID] else { return .none }
         if change.online {

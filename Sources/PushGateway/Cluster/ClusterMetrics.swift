@@ -3,7 +3,8 @@ import PushService
 /// The metrics of a gateway that is a node of a cluster (`--cluster`). Loop-confined.
 final class ClusterMetrics {
     let natsConnected: MetricGauge
-    let nodesAlive: MetricGauge
+    /// Registered on a node's first loop only: each loop hears the same nodes.
+    let nodesAlive: MetricGauge?
     let pushesForwarded: MetricCounter
     let forwardsReceived: MetricCounter
     let forwardsFailed: MetricCounter
@@ -14,10 +15,12 @@ final class ClusterMetrics {
     let replacedElsewhere: MetricCounter
     let malformed: MetricCounter
 
-    init(registry: MetricsRegistry) {
+    init(registry: MetricsRegistry, countsNodes: Bool = true) {
         let prefix = "securepush_gateway_cluster"
-        natsConnected = registry.gauge("\(prefix)_nats_connected", help: "1 while the node is connected to NATS.")
-        nodesAlive = registry.gauge("\(prefix)_nodes", help: "Nodes of the cluster heard from recently, this one included.")
+        natsConnected = registry.gauge("\(prefix)_nats_connected",
+                                       help: "Connections to NATS that are up: one per loop of the node (1 for a node on one loop).")
+        nodesAlive = countsNodes
+            ? registry.gauge("\(prefix)_nodes", help: "Nodes of the cluster heard from recently, this one included.") : nil
         pushesForwarded = registry.counter("\(prefix)_forwards_sent_total",
                                            help: "Pushes sent to another node for devices connected there (one per node a push went to).")
         forwardsReceived = registry.counter("\(prefix)_forwards_received_total", help: "Pushes other nodes sent here.")

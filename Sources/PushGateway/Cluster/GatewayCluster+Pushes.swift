@@ -7,19 +7,16 @@ import PushWire
 /// A cluster node's pushes: delivered here, forwarded to the nodes holding the other
 /// targets (a loop turn's pushes for one node in one message), or queued in JetStream.
 extension GatewayCluster {
-    /// A provider's PUSH: delivered to targets connected here at once, forwarded to the
-    /// nodes holding the others, queued in JetStream for offline ones; `reply` gets the
-    /// counts once every part is done ([4.13-3] across the cluster).
-    func push(_ push: Push, target: PushTarget, reply: @escaping (PushAck) -> Void) {
-        logic.metrics.pushesAccepted.increment()
+    /// This loop's share of a provider's PUSH: delivered to targets connected here at once,
+    /// forwarded to the nodes holding the others, queued in JetStream for offline ones; the
+    /// counts join `tally` as each part is done ([4.13-3] across the cluster). On a node of
+    /// several loops the share is the targets whose home this loop is: its registry and
+    /// directory hold no others.
+    func route(_ push: Push, tally: PushTally) {
+        guard let target = push.target else { return }
         let nowWall = logic.wallClock()
-        let connectedOnly = push.ttlSeconds == 0
-        let sequence = logic.takeSequence()
-        let frame = push.deviceFrame(correlation: sequence)
-        let local = QueuedPush(sequence: sequence, frame: frame, priority: push.priority, collapseKey: push.collapseKey,
-                               expiresAtMs: connectedOnly ? .max : logic.monotonicNow() + Int64(push.ttlSeconds) * 1000,
-                               connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
-        let tally = PushTally { written, queued in reply(PushAck(written: written, queued: queued)) }
+        let local = logic.queuedPush(push)
+        let connectedOnly = local.connectedOnly
         var remote: [String: [(deviceID: String, owner: QueueOwner)]] = [:]
         var offline: [(deviceID: String, owner: QueueOwner)] = []
         let window = logic.settings.deliveryWindow
@@ -44,13 +41,12 @@ extension GatewayCluster {
             directory.forEachDevice(matching: target) { visit($0, owner: QueueOwner(user: directory.devices[$0]?.user ?? "", enrolment: 0)) }
         }
         if !remote.isEmpty || !offline.isEmpty {
-            let clusterPush = ClusterPush(deviceFrame: frame, priority: push.priority, collapseKey: push.collapseKey,
+            let clusterPush = ClusterPush(deviceFrame: local.frame, priority: push.priority, collapseKey: push.collapseKey,
                                           expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000)
             for (node, targets) in remote { forward(clusterPush, to: targets, at: node, tally: tally) }
             for target in offline { queue(clusterPush, for: target.deviceID, owner: target.owner, tally: tally) }
         }
         server?.carryOut()
-        tally.seal()
     }
 
     /// A push for devices at another node, waiting for the end of the loop turn: the
@@ -74,15 +70,7 @@ extension GatewayCluster {
             start = part.endIndex
             tally.begin()
             metrics.pushesForwarded.increment()
-            outgoing[node, default: []].append(OutgoingForward(push: push, targets: part, tally: tally))
-        }
-        guard forwardFlush == nil else { return }
-        forwardFlush = loop.schedule(after: .zero) { [weak self] in
-            guard let self else { return }
-            self.forwardFlush = nil
-            let outgoing = self.outgoing
-            self.outgoing = [:]
-            for (node, forwards) in outgoing { self.send(forwards, to: node) }
+            outgoing.append(OutgoingForward(push: push, targets: part, tally: tally), for: node)
         }
     }
 
@@ -164,7 +152,7 @@ extension GatewayCluster {
         }
         metrics.forwardsReceived.increment(by: Int64(batch.pushes.count))
         var counts = [ForwardReplies.Counts](repeating: ForwardReplies.Counts(written: 0, queued: 0), count: batch.pushes.count)
-        let all = PushTally { [weak self] _, _ in
+        let all = PushTally { [weak self] _ in
             try? self?.connection.publish(replySubject, ForwardReplies(id: batch.id, counts: counts).encoded())
         }
         for (index, forwarded) in batch.pushes.enumerated() {
@@ -174,8 +162,8 @@ extension GatewayCluster {
             guard !forwarded.push.connectedOnly, !delivered.away.isEmpty else { continue }
             // Left or moved on since the sender looked: their pushes wait in JetStream.
             all.begin()
-            let part = PushTally { _, queued in
-                counts[index].queued &+= queued
+            let part = PushTally { ack in
+                counts[index].queued &+= ack.queued
                 all.end()
             }
             for deviceID in delivered.away { queue(forwarded.push, for: deviceID, owner: owner(of: deviceID), tally: part) }

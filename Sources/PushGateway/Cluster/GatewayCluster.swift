@@ -32,8 +32,8 @@ final class GatewayCluster {
     private var wantsPresence = true
     private var pendingPresence: [PresenceChange] = []
     private var presenceFlush: LoopTimer?
-    var outgoing: [String: [OutgoingForward]] = [:]
-    var forwardFlush: LoopTimer?
+    /// Pushes for other nodes, one message per node at the end of the turn.
+    private(set) var outgoing: TurnBatches<String, OutgoingForward>!
     /// Forwarded batches waiting for their node's reply, by batch id.
     var awaitingReplies: [UInt64: AwaitedBatch] = [:]
     var nextBatchID: UInt64 = 0
@@ -42,19 +42,26 @@ final class GatewayCluster {
     private var finishWaiters: [() -> Void] = []
 
     var subjects: ClusterSubjects { configuration.subjects }
-    var localNode: String { configuration.node }
+    /// The name this loop goes by in the cluster (see `ClusterConfiguration.member`).
+    var localNode: String { configuration.member }
+    /// The node's first loop, which counts the nodes and tells of them coming and going.
+    private var speaksForNode: Bool { configuration.loop == 0 }
 
-    init(configuration: ClusterConfiguration, logic: GatewayLogic, loop: EventLoop, logger: Logger) throws(NATSError) {
+    /// - Parameter placement: on a node of several loops, this loop's place: it keeps and
+    ///   routes to only the devices whose home it is.
+    init(configuration: ClusterConfiguration, logic: GatewayLogic, loop: EventLoop, placement: LoopPlacement? = nil,
+         logger: Logger) throws(NATSError) {
         self.configuration = configuration
         self.logic = logic
         self.loop = loop
         self.logger = logger
-        metrics = ClusterMetrics(registry: logic.metrics.registry)
-        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.node)")
+        metrics = ClusterMetrics(registry: logic.metrics.registry, countsNodes: configuration.loop == 0)
+        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.member)")
         jetStream = JetStream(connection: connection)
-        directory = ClusterDirectory(localNode: configuration.node)
+        directory = ClusterDirectory(localNode: configuration.member, placement: placement)
         queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
                                wallClock: logic.wallClock, metrics: metrics)
+        outgoing = TurnBatches(loop: loop) { [weak self] node, forwards in self?.send(forwards, to: node) }
     }
 
     /// Connected to NATS with the queue stream in place.
@@ -116,23 +123,33 @@ final class GatewayCluster {
             wantsPresence = false
         }
         let deadline = nowMs - Int64(configuration.nodeTimeout / .milliseconds(1))
-        for node in directory.removeNodes(silentSince: deadline) {
+        for node in directory.removeNodes(silentSince: deadline) where speaksForNode && !configuration.isSibling(node) {
             logger.warning("a cluster node went silent; its devices count as offline until they connect again", metadata: ["node": "\(node)"])
         }
-        metrics.nodesAlive.set(directory.nodes.count + 1)
+        countNodes()
+    }
+
+    /// Nodes heard from, this one included; a node of several loops counts once.
+    private func countNodes() {
+        guard let gauge = metrics.nodesAlive else { return }
+        var nodes: Set<Substring> = [Substring(configuration.node)]
+        for member in directory.nodes.keys { nodes.insert(ClusterConfiguration.node(ofMember: member)) }
+        gauge.set(nodes.count)
     }
 
     private func heartbeatArrived(_ message: NATSMessage) {
         guard let heartbeat = try? NodeHeartbeat(decoding: message.data) else { return metrics.malformed.increment() }
         if heartbeat.node == localNode {
             if heartbeat.boot != boot {
-                logger.error("another gateway uses this node name; give each node its own --node", metadata: ["node": "\(localNode)"])
+                logger.error("another gateway uses this node name; give each node its own --node", metadata: ["node": "\(configuration.node)"])
             }
             return
         }
         let arrival = directory.heard(from: heartbeat.node, boot: heartbeat.boot, nowMs: logic.monotonicNow())
-        if arrival == .new { logger.info("a cluster node joined", metadata: ["node": "\(heartbeat.node)"]) }
-        metrics.nodesAlive.set(directory.nodes.count + 1)
+        if arrival == .new, speaksForNode, !configuration.isSibling(heartbeat.node) {
+            logger.info("a cluster node joined", metadata: ["node": "\(heartbeat.node)"])
+        }
+        countNodes()
         if arrival == .new || heartbeat.wantsPresence { announceAll() }
     }
 
@@ -326,7 +343,7 @@ final class GatewayCluster {
         stopped = true
         heartbeatTimer?.cancel()
         presenceFlush?.cancel()
-        forwardFlush?.cancel()
+        outgoing.cancel()
         for awaited in awaitingReplies.values { awaited.timer.cancel() }
         awaitingReplies = [:]
         if !pendingPresence.isEmpty { publishPresence(pendingPresence) }

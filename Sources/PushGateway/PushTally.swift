@@ -1,18 +1,26 @@
-/// The counts of one PUSH across the cluster, complete once every node that holds a
-/// target has answered and every offline device's queue was written. Loop-confined.
+import PushWire
+
+/// The counts of one PUSH gathered from everywhere it went: this loop's devices, the other
+/// loops of the process, the nodes of a cluster and the queues written for offline devices.
+/// Complete once every part has ended; then the completion gets the sums ([4.13-3]). The
+/// one gather of the gateway, whichever kind of destination a part went to. Loop-confined.
 final class PushTally {
     private(set) var written: UInt32 = 0
     private(set) var queued: UInt32 = 0
     private var outstanding = 1
-    private var completion: ((UInt32, UInt32) -> Void)?
+    private var completion: ((PushAck) -> Void)?
 
-    init(completion: @escaping (_ written: UInt32, _ queued: UInt32) -> Void) {
+    init(completion: @escaping (PushAck) -> Void) {
         self.completion = completion
     }
 
     func add(written: UInt32 = 0, queued: UInt32 = 0) {
         self.written &+= written
         self.queued &+= queued
+    }
+
+    func add(_ ack: PushAck) {
+        add(written: ack.written, queued: ack.queued)
     }
 
     /// One more part to wait for.
@@ -24,7 +32,7 @@ final class PushTally {
         outstanding -= 1
         guard outstanding == 0, let completion else { return }
         self.completion = nil
-        completion(written, queued)
+        completion(PushAck(written: written, queued: queued))
     }
 
     func seal() { end() }
