@@ -138,7 +138,7 @@ public enum ConfigSchema {
                   "Most admitted peers (past HELLO_OK) at once; one more HELLO gets ERROR BUSY.",
                   services: [.gateway], flag: "--max-connections"),
         ConfigKey("gateway.loops", .integer(0...256), default: "0",
-                  "Event-loop threads, each serving the devices whose id hashes to it (0: one per core; a cluster node runs one).",
+                  "Event-loop threads, each serving the devices whose id hashes to it (0: one per core).",
                   services: [.gateway], flag: "--loops"),
         ConfigKey("store.loops", .integer(0...256), default: "0",
                   "Event-loop threads serving requests, connections spread over them in turn (0: one per core). On SQLite they share one writer thread.",
