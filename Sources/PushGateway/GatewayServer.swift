@@ -18,15 +18,17 @@ public enum GatewayPeer {
 /// routes pushes through `GatewayLogic`. Loop-confined.
 public final class GatewayServer: ServiceHandler {
     public typealias Peer = ServicePeer<GatewayServer>
-    /// Set once in `init`; the server owns its host.
-    public private(set) var host: ServiceHost<GatewayServer>!
+    /// Set once in `init`; the server owns its host. Read for every push and every write:
+    /// unchecked, like the other loop-confined state the push path touches, as a dynamic
+    /// exclusivity check costs more than the read.
+    @exclusivity(unchecked) public private(set) var host: ServiceHost<GatewayServer>!
     public let logic: GatewayLogic
     /// The cluster this gateway is a node of, if any (`--cluster`).
-    var cluster: GatewayCluster? {
+    @exclusivity(unchecked) var cluster: GatewayCluster? {
         didSet { cluster?.server = self }
     }
     /// This loop's part in a gateway of several loops, if it has them.
-    var loopForwarding: LoopForwarding?
+    @exclusivity(unchecked) var loopForwarding: LoopForwarding?
     /// The provider's PUSH being handled, while the logic's decisions about it are carried out.
     @exclusivity(unchecked) private var handling: HandledPush?
 
@@ -151,7 +153,10 @@ public final class GatewayServer: ServiceHandler {
             host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
             return
         }
-        handling = HandledPush(push: push, correlation: correlation, peer: peer, startNs: startNs)
+        // Only what may send parts elsewhere keeps the push for them.
+        if loopForwarding != nil || cluster != nil {
+            handling = HandledPush(push: push, correlation: correlation, peer: peer, startNs: startNs)
+        }
         let ack = logic.push(push) { route($0) { handlingTally() } }
         carryOut()
         let tally = handling?.tally

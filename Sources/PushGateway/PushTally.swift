@@ -5,10 +5,10 @@ import PushWire
 /// Complete once every part has ended; then the completion gets the sums ([4.13-3]). The
 /// one gather of the gateway, whichever kind of destination a part went to. Loop-confined.
 final class PushTally {
-    private(set) var written: UInt32 = 0
-    private(set) var queued: UInt32 = 0
-    private var outstanding = 1
-    private var completion: ((PushAck) -> Void)?
+    @exclusivity(unchecked) private(set) var written: UInt32 = 0
+    @exclusivity(unchecked) private(set) var queued: UInt32 = 0
+    @exclusivity(unchecked) private var outstanding = 1
+    @exclusivity(unchecked) private var completion: ((PushAck) -> Void)?
 
     init(completion: @escaping (PushAck) -> Void) {
         self.completion = completion

@@ -6,11 +6,11 @@ import PushEventLoop
 final class TurnBatches<Destination: Hashable, Item> {
     private let loop: EventLoop
     private let send: (Destination, [Item]) -> Void
-    private var pending: [Destination: [Item]] = [:]
+    @exclusivity(unchecked) private var pending: [Destination: [Item]] = [:]
     /// The table being sent, swapped with `pending` so that neither is allocated anew
     /// each turn.
-    private var sending: [Destination: [Item]] = [:]
-    private var flush: LoopTimer?
+    @exclusivity(unchecked) private var sending: [Destination: [Item]] = [:]
+    @exclusivity(unchecked) private var flush: LoopTimer?
 
     /// - Parameter send: called at the end of the turn, once per destination with items.
     init(loop: EventLoop, send: @escaping (Destination, [Item]) -> Void) {

@@ -45,10 +45,14 @@ final class OwnServices {
         // seconds (the frame deadline case talks to the gateway, the handshake deadline
         // case to the store, whose defaults the suite assumes); a queue of two makes
         // MISSED observable at the gateway. Every case comes from 127.0.0.1 and many check
-        // BAD_TOKEN on purpose, more than the failed-token limit allows in 10 s.
+        // BAD_TOKEN on purpose, more than the failed-token limit allows in 10 s; the shares
+        // run at once, so the failed logins of one share (the login cases, the per-user
+        // rate-limit case) would otherwise use up the address's budget for another share's
+        // LOGIN, in whichever order the threads run.
         let configureStore = { (configuration: inout StoreConfiguration) in
             configuration.limits.keepaliveMs = 2000
             configuration.settings.badTokensPerAddress = 100_000
+            configuration.settings.loginFailuresPerAddress = 100_000
             configuration.tls = serverTLS
         }
         if storeLoops > 1 {

@@ -11,11 +11,11 @@ final class LoopForwarding {
     let router: GatewayLoopRouter
     private unowned let server: GatewayServer
     /// Pushes for other loops and answers to them, each sent at the end of the turn.
-    private var pushes: TurnBatches<Int, LoopPush>!
-    private var answers: TurnBatches<Int, LoopPushAck>!
+    @exclusivity(unchecked) private var pushes: TurnBatches<Int, LoopPush>!
+    @exclusivity(unchecked) private var answers: TurnBatches<Int, LoopPushAck>!
     /// The tallies of PUSHes sent to other loops, by the token their answer names.
-    private var awaiting: [UInt64: PushTally] = [:]
-    private var nextToken: UInt64 = 0
+    @exclusivity(unchecked) private var awaiting: [UInt64: PushTally] = [:]
+    @exclusivity(unchecked) private var nextToken: UInt64 = 0
 
     init(placement: LoopPlacement, router: GatewayLoopRouter, loop: EventLoop, server: GatewayServer) {
         self.placement = placement
