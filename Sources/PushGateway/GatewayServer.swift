@@ -240,7 +240,7 @@ public final class GatewayServer: ServiceHandler {
     }
 
     private func perform(_ action: consuming GatewayAction) {
-        switch action {
+        switch consume action {
         case .push(let link, let frame):
             guard let peer = Self.peer(link) else { return }
             host.sendEncoded(frame, to: peer)

@@ -20,6 +20,13 @@ final class HostileTarget: StoreUnderTest {
     var reachable: any ReachableService { service }
     var pid: pid_t { service.child.pid }
 
+    /// A sample of the store's /metrics without labels, if it serves them (`--metrics`).
+    func metric(_ name: String) -> Double? {
+        guard let port = service.announcedMetricsPort, let text = try? HTTPGet.metrics(port: port) else { return nil }
+        guard let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + " ") }) else { return nil }
+        return Double(line.dropFirst(name.count + 1))
+    }
+
     /// The `connection refused` log lines for `reason`, and the refusals they report.
     func refusalLog(_ reason: ConnectionRefusal) -> (lines: Int, refusals: Int) {
         var lines = 0
@@ -99,7 +106,7 @@ struct HostilePeerProcessTests {
 
     @Test("[7] hostile handshakes hold their caps (64 per address, 1,024 in all) and never an admitted peer's slot; good clients are served")
     func pendingCaps() throws {
-        let store = try HostileTarget(["--handshake-timeout-ms", "60000"])
+        let store = try HostileTarget(["--handshake-timeout-ms", "60000", "--metrics", "127.0.0.1:0"])
         let started = Date()
         let admitted = try store.provider()
         let hostile = HostileConnections(port: store.service.port)
@@ -117,11 +124,11 @@ struct HostilePeerProcessTests {
 
         // Twelve more addresses fill the overall cap of 1,024; a thirteenth is turned away at once.
         var filling: [Int] = []
-        let descriptorsBefore = ProcessProbe.openDescriptors(pid: store.pid)
         for host in 31...42 { filling += try hostile.open(64, from: "127.0.0.\(host)") }
-        // Held before the next ones arrive: loops accept side by side, so the arrival order
-        // across them is not the connect order.
-        #expect(waitUntil(timeoutSeconds: 10) { ProcessProbe.openDescriptors(pid: store.pid) >= descriptorsBefore + filling.count })
+        // Counted as pending before the next ones arrive. Loops accept side by side, and a
+        // connection placed on another loop at accept is counted there, in that loop's
+        // turn: an open descriptor is not yet a pending handshake.
+        #expect(waitUntil(timeoutSeconds: 10) { store.metric("securepush_store_pending_handshakes") == 1_024 })
         let overall = try hostile.open(10, from: "127.0.0.50")
         #expect(hostile.waitUntilClosed(overall, timeoutMs: 10_000))
         #expect(hostile.closed(among: filling).isEmpty, "the 1,024 pending handshakes are held")
