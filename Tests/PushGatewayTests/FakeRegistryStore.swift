@@ -24,6 +24,14 @@ final class RegistryLog: @unchecked Sendable {
         rows.append((lastSequence, RegistryEntry(state: state, credential: credential)))
     }
 
+    /// The sequence number of the last change recorded: a follower whose cursor is here has
+    /// applied everything recorded so far.
+    var latest: UInt64 {
+        lock.wait()
+        defer { lock.signal() }
+        return lastSequence
+    }
+
     /// The changes after `cursor`, oldest first, at most `limit`.
     func changes(after cursor: UInt64, limit: Int) -> RegistryOK {
         lock.wait()

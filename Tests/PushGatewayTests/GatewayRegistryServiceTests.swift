@@ -70,9 +70,13 @@ final class FollowingGateway: GatewayUnderTest {
     }
 
     var isReady: Bool { service.onLoop { $0.readiness() == .ready } ?? false }
-    /// Registrations the gateway holds as enrolled. Ready means the first REGISTRY reply
-    /// was applied, which may predate an enrolment the test made after the gateway started.
-    var enrolledCount: Int? { service.onLoop { $0.logic.registry?.enrolledCount } ?? nil }
+    /// Ready, and every change recorded so far applied: ready alone means the first REGISTRY
+    /// reply was applied, which may predate an enrolment the test made after the gateway
+    /// started (then a HELLO of it is held, and refused if the next reply is late).
+    var isCaughtUp: Bool {
+        let latest = log.latest
+        return isReady && service.onLoop { $0.logic.registry?.cursor } == latest
+    }
     var metricsText: String { service.onLoop { $0.metrics.text } ?? "" }
 }
 
@@ -91,7 +95,7 @@ struct GatewayRegistryServiceTests {
         #expect(!gateway.isReady)
         #expect(gateway.service.onLoop { $0.readiness() } == .notReady("loading the device registry from the store"))
         try gateway.startStore()
-        #expect(waitUntil(timeoutSeconds: 15) { gateway.isReady }, "loaded after the store came up")
+        #expect(waitUntil(timeoutSeconds: 15) { gateway.isCaughtUp }, "loaded after the store came up")
         _ = try gateway.connected(phone)
         #expect(gateway.metricsText.contains("securepush_gateway_registry_loaded 1"))
         #expect(gateway.metricsText.contains("securepush_gateway_registry_link_up 1"))
@@ -101,7 +105,7 @@ struct GatewayRegistryServiceTests {
     func enrolledOnly() throws {
         let gateway = try FollowingGateway()
         let phone = gateway.enroll("phone")
-        #expect(waitUntil { gateway.isReady })
+        #expect(waitUntil { gateway.isCaughtUp })
         _ = try gateway.connected(phone)
         let (_, stranger) = try gateway.hello(gateway.deployment.registration("stranger"))
         #expect(stranger == .error(ErrorReply(status: .badCredentials, message: "registration not enrolled")))
@@ -115,7 +119,7 @@ struct GatewayRegistryServiceTests {
     @Test("[7.4-8] a HELLO that comes before the gateway has heard of its enrolment is held, then admitted; nothing is said meanwhile")
     func helloBeforeEnrolmentIsHeld() throws {
         let gateway = try FollowingGateway()
-        #expect(waitUntil { gateway.isReady })
+        #expect(waitUntil { gateway.isCaughtUp })
         let phone = gateway.deployment.registration("phone")
         let client = try gateway.reachable.connect()
         let correlation = try client.send(.hello(Hello(role: .device, credential: phone)))
@@ -132,7 +136,7 @@ struct GatewayRegistryServiceTests {
     @Test("[7.4-8] [7.4-4] a fresh registration never enrolled is refused once the hold is over; an old one at once; a revoked one as soon as the registry says so")
     func heldHelloIsRefusedInTheEnd() throws {
         let gateway = try FollowingGateway()
-        #expect(waitUntil { gateway.isReady })
+        #expect(waitUntil { gateway.isCaughtUp })
         let started = Clocks.monotonicMilliseconds()
         let (_, fresh) = try gateway.hello(gateway.deployment.registration("stranger"))
         let held = Clocks.monotonicMilliseconds() - started
@@ -156,7 +160,7 @@ struct GatewayRegistryServiceTests {
     @Test("[7.4-8] a device that hangs up while held gives back its place under the connection cap")
     func heldPeerThatLeavesFreesItsSlot() throws {
         let gateway = try FollowingGateway { $0.limits.maxConnections = 1 }
-        #expect(waitUntil { gateway.isReady })
+        #expect(waitUntil { gateway.isCaughtUp })
         for index in 0..<3 {
             var client: BlockingWireClient? = try gateway.reachable.connect()
             _ = try client?.send(.hello(Hello(role: .device, credential: gateway.deployment.registration("gone-\(index)"))))
@@ -173,7 +177,7 @@ struct GatewayRegistryServiceTests {
     func revocationClosesConnection() throws {
         let gateway = try FollowingGateway(waitMs: 20_000)
         let phone = gateway.enroll("phone")
-        #expect(waitUntil { gateway.isReady })
+        #expect(waitUntil { gateway.isCaughtUp })
         let client = try gateway.connected(phone)
         #expect(waitUntil { (gateway.store?.served.held ?? 0) > 0 }, "the gateway waits on a held REGISTRY")
         gateway.record(.revoked, phone)
@@ -192,7 +196,7 @@ struct GatewayRegistryServiceTests {
         let gateway = try FollowingGateway()
         let phone = gateway.enroll("phone", tags: ["news"])
         _ = gateway.enroll("tablet", tags: ["news"])
-        #expect(waitUntil { gateway.isReady && gateway.enrolledCount == 2 })
+        #expect(waitUntil { gateway.isCaughtUp })
         let provider = try gateway.provider()
         #expect(try gateway.push(.device("phone"), id: "direct", via: provider) == PushAck(written: 0, queued: 1))
         #expect(try gateway.push(.tag("news"), id: "tagged", via: provider) == PushAck(written: 0, queued: 2))
@@ -206,7 +210,7 @@ struct GatewayRegistryServiceTests {
         let gateway = try FollowingGateway()
         let phone = gateway.enroll("phone")
         let tablet = gateway.enroll("tablet")
-        #expect(waitUntil { gateway.isReady })
+        #expect(waitUntil { gateway.isCaughtUp })
         let phoneClient = try gateway.connected(phone)
         gateway.stopStore()
         #expect(waitUntil { gateway.metricsText.contains("securepush_gateway_registry_link_up 0") })
@@ -242,7 +246,7 @@ struct DeviceRevocationTests {
         let gateway = try FollowingGateway()
         let store = try InProcessStore(gateway.deployment)
         let phone = gateway.enroll("phone")
-        #expect(waitUntil { gateway.isReady })
+        #expect(waitUntil { gateway.isCaughtUp })
         let loop = try EventLoop()
         defer { loop.shutdown() }
         let gatewayEndpoint = ServerLink.Endpoint(host: "127.0.0.1", port: gateway.service.port)
