@@ -56,7 +56,7 @@ public final class StoreServer: ServiceHandler {
     /// answered well within a second of a change made by another process ([4.16-8]).
     static let registryPollMs = 200
     /// Requests the store serves ([4.1-4]).
-    public static let served: Set<MessageType> = [.login, .store, .fetch, .sync, .ack, .recall, .status, .registry]
+    public static let served: Set<MessageType> = [.login, .store, .send, .fetch, .sync, .ack, .recall, .status, .registry]
 
     public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 || reading > 0 }
 

@@ -59,6 +59,11 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let missedCount = FieldTag(rawValue: 0x37)
     public static let waitMs = FieldTag(rawValue: 0x38)
     public static let registrations = FieldTag(rawValue: 0x39)
+    public static let pushTTLSeconds = FieldTag(rawValue: 0x3A)
+    public static let once = FieldTag(rawValue: 0x3B)
+    public static let idempotencyKey = FieldTag(rawValue: 0x3C)
+    public static let pushState = FieldTag(rawValue: 0x3D)
+    public static let replayed = FieldTag(rawValue: 0x3E)
     // Inside signed credentials only (SPEC.md section 7), never in a message.
     public static let tags = FieldTag(rawValue: 0x40)
     public static let issuedAt = FieldTag(rawValue: 0x41)
@@ -105,6 +110,11 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         define(.missedCount, "missed_count", .u32)
         define(.waitMs, "wait_ms", .u32)
         define(.registrations, "registrations", .bytes(max: nil))
+        define(.pushTTLSeconds, "push_ttl_s", .u32)
+        define(.once, "once", .u8)
+        define(.idempotencyKey, "idempotency_key", .string(max: 128))
+        define(.pushState, "push_state", .u8)
+        define(.replayed, "replayed", .u8)
         define(.tags, "tags", .bytes(max: 1024))
         define(.issuedAt, "issued_at", .u64)
         return table

@@ -26,6 +26,8 @@ public enum Message: Equatable, Sendable {
     case missed(Missed)
     case registry(RegistryRequest)
     case registryOK(RegistryOK)
+    case send(SendRequest)
+    case sendOK(SendOK)
 
     public var type: MessageType {
         switch self {
@@ -55,6 +57,8 @@ public enum Message: Equatable, Sendable {
         case .missed: .missed
         case .registry: .registry
         case .registryOK: .registryOK
+        case .send: .send
+        case .sendOK: .sendOK
         }
     }
 
@@ -96,6 +100,8 @@ public enum Message: Equatable, Sendable {
         case .missed(let m): m
         case .registry(let m): m
         case .registryOK(let m): m
+        case .send(let m): m
+        case .sendOK(let m): m
         }
     }
 
@@ -142,6 +148,8 @@ public enum Message: Equatable, Sendable {
         case .missed: return .missed(try Missed(body: body))
         case .registry: return .registry(try RegistryRequest(body: body))
         case .registryOK: return .registryOK(try RegistryOK(body: body))
+        case .send: return .send(try SendRequest(body: body))
+        case .sendOK: return .sendOK(try SendOK(body: body))
         case .goaway, .error: preconditionFailure("handled above")
         }
     }
@@ -200,6 +208,8 @@ public enum Message: Equatable, Sendable {
         case .missed(let m): m.writeFields(to: &writer)
         case .registry(let m): m.writeFields(to: &writer)
         case .registryOK(let m): m.writeFields(to: &writer)
+        case .send(let m): m.writeFields(to: &writer)
+        case .sendOK(let m): m.writeFields(to: &writer)
         }
     }
 

@@ -29,6 +29,8 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
     case missed = 0x23
     case registry = 0x24
     case registryOK = 0x25
+    case send = 0x26
+    case sendOK = 0x27
 
     /// The name the spec and the vector files use.
     public var specName: String {
@@ -59,6 +61,8 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
         case .missed: "MISSED"
         case .registry: "REGISTRY"
         case .registryOK: "REGISTRY_OK"
+        case .send: "SEND"
+        case .sendOK: "SEND_OK"
         }
     }
 
@@ -68,7 +72,7 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
     /// never are, not even when malformed ([4.1-1], [5.6-3]).
     public var isRequest: Bool {
         switch self {
-        case .hello, .ping, .login, .store, .fetch, .sync, .ack, .recall, .status, .push, .registry: true
+        case .hello, .ping, .login, .store, .send, .fetch, .sync, .ack, .recall, .status, .push, .registry: true
         default: false
         }
     }

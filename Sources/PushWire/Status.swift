@@ -28,13 +28,15 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let slowConsumer = Status(rawValue: 0x001D)
     /// The device's registration was revoked ([7.4-6]).
     public static let revoked = Status(rawValue: 0x001E)
+    /// An idempotency key reused for a different SEND ([4.17-5]).
+    public static let conflict = Status(rawValue: 0x001F)
     public static let internalError = Status(rawValue: 0x00FF)
 
     public static let all: [Status] = [
         .ok, .malformedFrame, .unsupportedVersion, .frameTooLarge, .helloRequired, .unknownType,
         .badRequest, .timeout, .authRequired, .tokenExpired, .badToken, .badCredentials, .forbidden,
         .notFound, .gone, .unknownUser, .tooLarge, .rateLimited, .busy, .shuttingDown, .replaced,
-        .slowConsumer, .revoked, .internalError,
+        .slowConsumer, .revoked, .conflict, .internalError,
     ]
 
     /// The name the spec and the vector files use.
@@ -63,6 +65,7 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .replaced: "REPLACED"
         case .slowConsumer: "SLOW_CONSUMER"
         case .revoked: "REVOKED"
+        case .conflict: "CONFLICT"
         case .internalError: "INTERNAL"
         default: "STATUS_0x" + String(rawValue, radix: 16)
         }

@@ -55,7 +55,7 @@ public enum PushTarget: Equatable, Hashable, Sendable, CustomStringConvertible {
 /// outside this table is refused rather than skipped, so no payload can ride the push path.
 public struct Push: WireMessage {
     public static let type = MessageType.push
-    public static let fieldTable: [FieldTag] = [.id, .ttlSeconds, .targetKind, .target, .alert, .priority, .collapseKey]
+    public static let fieldTable: [FieldTag] = [.user, .id, .ttlSeconds, .targetKind, .target, .alert, .priority, .collapseKey, .once]
     public static let rejectsUnlistedFields = true
     public static let defaultPriority: UInt8 = 5
     public static let maxPriority: UInt8 = 10
@@ -68,15 +68,21 @@ public struct Push: WireMessage {
     public var priority: UInt8
     public var collapseKey: String?
     public var ttlSeconds: UInt32
+    /// Only this user's devices match ([4.13-11]).
+    public var user: String?
+    /// A later PUSH of this id with `once` is the same push ([4.13-12]).
+    public var once: Bool
 
     public init(target: PushTarget?, id: [UInt8], alert: Bool = false, priority: UInt8 = Push.defaultPriority,
-                collapseKey: String? = nil, ttlSeconds: UInt32 = Push.defaultTTLSeconds) {
+                collapseKey: String? = nil, ttlSeconds: UInt32 = Push.defaultTTLSeconds, user: String? = nil, once: Bool = false) {
         self.target = target
         self.id = id
         self.alert = alert
         self.priority = priority
         self.collapseKey = collapseKey
         self.ttlSeconds = ttlSeconds
+        self.user = user
+        self.once = once
     }
 
     public init(fields: FieldSet) throws(WireError) {
@@ -94,9 +100,12 @@ public struct Push: WireMessage {
         priority = try fields.uint8(.priority, in: 0...Push.maxPriority) ?? Push.defaultPriority
         collapseKey = fields.string(.collapseKey)
         ttlSeconds = fields.uint32(.ttlSeconds) ?? Push.defaultTTLSeconds
+        user = fields.string(.user)
+        once = try fields.uint8(.once, in: 0...1) == 1
     }
 
     public func writeFields(to writer: inout FieldWriter) {
+        if let user { writer.append(.user, user) }
         writer.append(.id, id)
         if ttlSeconds != Push.defaultTTLSeconds { writer.append(.ttlSeconds, ttlSeconds) }
         if let target {
@@ -106,14 +115,17 @@ public struct Push: WireMessage {
         if alert { writer.append(.alert, UInt8(1)) }
         if priority != Push.defaultPriority { writer.append(.priority, priority) }
         if let collapseKey { writer.append(.collapseKey, collapseKey) }
+        if once { writer.append(.once, UInt8(1)) }
     }
 
     /// The form the gateway writes to a device: id, alert, priority and collapse key only
-    /// ([4.14-1]); the target and the queueing TTL stay at the gateway.
+    /// ([4.14-1]); the target, the user, `once` and the queueing TTL stay at the gateway.
     public var forDevice: Push {
         var copy = self
         copy.target = nil
         copy.ttlSeconds = Push.defaultTTLSeconds
+        copy.user = nil
+        copy.once = false
         return copy
     }
 

@@ -304,7 +304,7 @@ public enum PayloadState: UInt8, Sendable, CustomStringConvertible {
 
 public struct StatusOK: WireMessage {
     public static let type = MessageType.statusOK
-    public static let fieldTable: [FieldTag] = [.expiresAt, .id, .state, .fetchCount, .fetchedAt, .createdAt]
+    public static let fieldTable: [FieldTag] = [.expiresAt, .id, .state, .fetchCount, .fetchedAt, .createdAt, .written, .queued, .pushState]
 
     public var id: PayloadID
     public var state: PayloadState
@@ -313,14 +313,18 @@ public struct StatusOK: WireMessage {
     public var fetchedAt: UInt64
     public var createdAt: UInt64
     public var expiresAt: UInt64
+    /// What became of the push of a payload stored by SEND ([4.12-2]).
+    public var push: PushOutcome
 
-    public init(id: PayloadID, state: PayloadState, fetchCount: UInt32, fetchedAt: UInt64, createdAt: UInt64, expiresAt: UInt64) {
+    public init(id: PayloadID, state: PayloadState, fetchCount: UInt32, fetchedAt: UInt64, createdAt: UInt64, expiresAt: UInt64,
+                push: PushOutcome = .none) {
         self.id = id
         self.state = state
         self.fetchCount = fetchCount
         self.fetchedAt = fetchedAt
         self.createdAt = createdAt
         self.expiresAt = expiresAt
+        self.push = push
     }
 
     public init(fields: FieldSet) throws(WireError) {
@@ -330,6 +334,11 @@ public struct StatusOK: WireMessage {
         fetchedAt = try fields.required(.fetchedAt, FieldSet.uint64)
         createdAt = try fields.required(.createdAt, FieldSet.uint64)
         expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
+        switch try fields.uint8(.pushState, in: 0...2) ?? 0 {
+        case 1: push = .waiting
+        case 2: push = .handed(PushAck(written: fields.uint32(.written) ?? 0, queued: fields.uint32(.queued) ?? 0))
+        default: push = .none
+        }
     }
 
     public func writeFields(to writer: inout FieldWriter) {
@@ -339,5 +348,23 @@ public struct StatusOK: WireMessage {
         writer.append(.fetchCount, fetchCount)
         writer.append(.fetchedAt, fetchedAt)
         writer.append(.createdAt, createdAt)
+        switch push {
+        case .none: break
+        case .waiting: writer.append(.pushState, UInt8(1))
+        case .handed(let ack):
+            writer.append(.written, ack.written)
+            writer.append(.queued, ack.queued)
+            writer.append(.pushState, UInt8(2))
+        }
     }
+}
+
+/// What became of a payload's push, for STATUS ([4.12-2]).
+public enum PushOutcome: Equatable, Sendable {
+    /// Stored by STORE: the provider pushes, if anyone.
+    case none
+    /// Stored by SEND; no gateway has answered its PUSH yet.
+    case waiting
+    /// A gateway answered the PUSH with these counts.
+    case handed(PushAck)
 }
