@@ -67,6 +67,11 @@ TAGS = {
     0x37: ("missed_count", "u32", None),
     0x38: ("wait_ms", "u32", None),
     0x39: ("registrations", "bytes", None),
+    0x3A: ("push_ttl_s", "u32", None),
+    0x3B: ("once", "u8", None),
+    0x3C: ("idempotency_key", "string", 128),
+    0x3D: ("push_state", "u8", None),
+    0x3E: ("replayed", "u8", None),
 }
 TAG = {name: tag for tag, (name, _, _) in TAGS.items()}
 WIDTH = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
@@ -78,6 +83,9 @@ ALLOWED = {
     "priority": range(0, 11),
     "has_more": range(0, 2),
     "state": range(1, 4),
+    "once": range(0, 2),
+    "push_state": range(0, 3),
+    "replayed": range(0, 2),
 }
 
 R, O = True, False
@@ -105,22 +113,28 @@ MESSAGES = {
     0x1B: ("RECALL_OK", {"id": R}),
     0x1C: ("STATUS", {"id": R}),
     0x1D: ("STATUS_OK", {"expires_at": R, "id": R, "state": R, "fetch_count": R,
-                         "fetched_at": R, "created_at": R}),
+                         "fetched_at": R, "created_at": R, "written": O, "queued": O,
+                         "push_state": O}),
     # One table for both forms; target_kind/target are checked as a pair (SPEC.md 4.13-1).
-    0x20: ("PUSH", {"id": R, "ttl_s": O, "target_kind": O, "target": O, "alert": O,
-                    "priority": O, "collapse_key": O}),
+    0x20: ("PUSH", {"user": O, "id": R, "ttl_s": O, "target_kind": O, "target": O, "alert": O,
+                    "priority": O, "collapse_key": O, "once": O}),
     0x21: ("PUSH_ACK", {"written": R, "queued": R}),
     0x22: ("DELIVERY_ACK", {"id": R}),
     0x23: ("MISSED", {"missed_count": R}),
     0x24: ("REGISTRY", {"cursor": O, "limit": O, "wait_ms": O}),
     0x25: ("REGISTRY_OK", {"cursor": R, "has_more": R, "registrations": R}),
+    # target_kind/target are checked as a pair, as in PUSH (SPEC.md 4.17-2).
+    0x26: ("SEND", {"user": R, "payload": R, "ttl_s": O, "read_limit": O, "target_kind": O,
+                    "target": O, "alert": O, "priority": O, "collapse_key": O, "push_ttl_s": O,
+                    "idempotency_key": O}),
+    0x27: ("SEND_OK", {"expires_at": R, "id": R, "replayed": O}),
 }
 TYPE = {name: code for code, (name, _) in MESSAGES.items()}
 # Requests are answered, with ERROR when refused; replies and one-way messages never are
 # (SPEC.md 4.1, 5.6-3), so a refused one is "rejected" rather than a "request_error".
 REQUESTS = {"HELLO", "PING", "LOGIN", "STORE", "FETCH", "SYNC", "ACK", "RECALL", "STATUS", "PUSH",
-            "REGISTRY"}
-STORE_ID_TYPES = {"FETCH", "ACK", "RECALL", "STATUS", "STORE_OK", "FETCH_OK", "ACK_OK",
+            "REGISTRY", "SEND"}
+STORE_ID_TYPES = {"FETCH", "ACK", "RECALL", "STATUS", "STORE_OK", "SEND_OK", "FETCH_OK", "ACK_OK",
                   "RECALL_OK", "STATUS_OK"}
 STATUS = {
     "OK": 0x0000, "MALFORMED_FRAME": 0x0001, "UNSUPPORTED_VERSION": 0x0002,
@@ -129,7 +143,8 @@ STATUS = {
     "TOKEN_EXPIRED": 0x0011, "BAD_TOKEN": 0x0012, "BAD_CREDENTIALS": 0x0013,
     "FORBIDDEN": 0x0014, "NOT_FOUND": 0x0015, "GONE": 0x0016, "UNKNOWN_USER": 0x0017,
     "TOO_LARGE": 0x0018, "RATE_LIMITED": 0x0019, "BUSY": 0x001A, "SHUTTING_DOWN": 0x001B,
-    "REPLACED": 0x001C, "SLOW_CONSUMER": 0x001D, "REVOKED": 0x001E, "INTERNAL": 0x00FF,
+    "REPLACED": 0x001C, "SLOW_CONSUMER": 0x001D, "REVOKED": 0x001E, "CONFLICT": 0x001F,
+    "INTERNAL": 0x00FF,
 }
 STATUS_NAME = {code: name for name, code in STATUS.items()}
 
@@ -257,9 +272,10 @@ def check_body(type_name, table, data):
         raise Reject("ids not a multiple of 16")
     if "registrations" in seen:
         split_registrations(seen["registrations"])
-    if type_name == "PUSH":
+    if type_name in ("PUSH", "SEND"):
         if ("target_kind" in seen) != ("target" in seen):
             raise Reject("target_kind and target must come together")
+    if type_name == "PUSH":
         if not seen["id"]:
             raise Reject("empty PUSH id")
 
@@ -549,8 +565,8 @@ header_only("unknown_type_0x7f_with_body", "2-4 9-6",
             frame(0x7F, 11, bytes.fromhex("ff ff 00 01 02 03")), ("request_error", "UNKNOWN_TYPE"),
             note="skipped whole; the body is not parsed, so its garbage does not matter")
 header_only("unknown_type_0x00", "2-4", frame(0x00, 12), ("request_error", "UNKNOWN_TYPE"))
-header_only("unknown_type_0x26", "2-4", frame(0x26, 13, body(("missed_count", 1))),
-            ("request_error", "UNKNOWN_TYPE"), note="the code after REGISTRY_OK")
+header_only("unknown_type_0x28", "2-4", frame(0x28, 13, body(("missed_count", 1))),
+            ("request_error", "UNKNOWN_TYPE"), note="the code after SEND_OK")
 header_only("check_order_magic_first", "2-11", frame("PING", 7, magic=0x00, version=2),
             ("fatal", "MALFORMED_FRAME"), note="bad magic and bad version: magic wins")
 header_only("check_order_version_before_flags", "2-11", frame("PING", 7, version=2, flags=1),
@@ -837,8 +853,8 @@ bad("push_with_payload", "3.4-6 8-1", "PUSH",
 bad("push_with_unknown_tag", "3.4-6", "PUSH",
     ("id", ID1), ("target_kind", 2), ("target", "alice"), (0x7E, b"x"),
     note="unknown tags are skipped everywhere except in PUSH")
-bad("push_with_known_foreign_field", "3.4-6", "PUSH", ("user", "alice"), ("id", ID1),
-    note="device form carrying user")
+bad("push_with_known_foreign_field", "3.4-6", "PUSH", ("id", ID1), ("device_id", "phone-1"),
+    note="device_id is a known tag but not a PUSH field (user is one since revision 1.3)")
 bad("push_with_credential_tag", "3.4-6 3.2-2", "PUSH", ("id", ID1), (0x40, b"news"))
 bad("push_target_without_kind", "4.13-1", "PUSH", ("id", ID1), ("target", "alice"))
 bad("push_kind_without_target", "4.13-1", "PUSH", ("id", ID1), ("target_kind", 2))
