@@ -662,11 +662,14 @@ msg("error_unknown_type", "2-4 5.6-2", "ERROR", 11, status="UNKNOWN_TYPE",
 msg("error_bad_credentials", "4.2-4 4.6-2", "ERROR", 1, status="BAD_CREDENTIALS")
 msg("error_status_ok", "6-4 6-6", "ERROR", 5, ("message", "nothing went wrong"),
     note="a well-formed frame that breaks 6-4: request 5 fails with INTERNAL")
+msg("error_conflict", "4.17-5 6-3", "ERROR", 14,
+    ("message", "idempotency key reused for another SEND"), status="CONFLICT",
+    note="not fatal: the connection stays open")
 msg("error_rate_limited_bad_tokens", "8-9", "ERROR", 30, status="RATE_LIMITED",
     note="a FETCH from an address that got more than 20 BAD_TOKEN answers in 10 s")
 
 # --- store.vec --------------------------------------------------------------------------
-section("store.vec", "LOGIN, STORE, FETCH, SYNC, ACK, RECALL, STATUS and their replies")
+section("store.vec", "LOGIN, STORE, SEND, FETCH, SYNC, ACK, RECALL, STATUS and their replies")
 
 msg("login", "4.6-1", "LOGIN", 1,
     ("user", "alice"), ("password", b"correct horse battery staple"), ("device_id", "phone-1"))
@@ -704,6 +707,31 @@ msg("status_ok", "4.12-1", "STATUS_OK", 10,
 msg("status_ok_never_fetched", "4.12-1", "STATUS_OK", 11,
     ("expires_at", EXPIRES_AT), ("id", ID3), ("state", 1), ("fetch_count", 0),
     ("fetched_at", 0), ("created_at", CREATED_AT))
+msg("send_minimal", "4.17-1 4.17-2 3.4-5", "SEND", 12,
+    ("user", "alice"), ("payload", b"Your test results are ready: HbA1c 5.4%"),
+    note="only the required fields: ttl_s 86400, read_limit 0, the push to the recipient "
+         "(target_kind 2, target alice) for push_ttl_s = ttl_s")
+msg("send_every_field", "4.17-1 4.17-2 4.17-3 4.17-5", "SEND", 13,
+    ("user", "alice"), ("payload", b"Your test results are ready: HbA1c 5.4%"),
+    ("ttl_s", 3600), ("read_limit", 1), ("target_kind", 3), ("target", "oncall"), ("alert", 1),
+    ("priority", 10), ("collapse_key", "inbox"), ("push_ttl_s", 600),
+    ("idempotency_key", "results/2023-11-14/alice"),
+    note="every SEND field present: the push goes to alice's devices tagged oncall "
+         "(see push_from_send in gateway.vec)")
+msg("send_ok", "4.17-1 3.3-6", "SEND_OK", 13, ("expires_at", EXPIRES_AT), ("id", ID1),
+    note="the payload and its push are committed; replayed absent: 0")
+msg("send_ok_replayed", "4.17-5", "SEND_OK", 14,
+    ("expires_at", EXPIRES_AT), ("id", ID1), ("replayed", 1),
+    note="a retry of send_every_field with the same idempotency key: the first answer again, "
+         "nothing stored")
+msg("status_ok_push_waiting", "4.12-2 4.17-4", "STATUS_OK", 15,
+    ("expires_at", EXPIRES_AT), ("id", ID1), ("state", 1), ("fetch_count", 0),
+    ("fetched_at", 0), ("created_at", CREATED_AT), ("push_state", 1),
+    note="stored by SEND, no gateway has answered its PUSH yet: written and queued absent")
+msg("status_ok_push_handed", "4.12-2 4.13-4", "STATUS_OK", 16,
+    ("expires_at", EXPIRES_AT), ("id", ID1), ("state", 2), ("fetch_count", 1),
+    ("fetched_at", CREATED_AT + 1500), ("created_at", CREATED_AT), ("written", 2), ("queued", 1),
+    ("push_state", 2), note="stored by SEND, its PUSH answered PUSH_ACK written 2, queued 1")
 
 # --- gateway.vec ------------------------------------------------------------------------
 section("gateway.vec", "PUSH in both directions, PUSH_ACK, DELIVERY_ACK, MISSED")
@@ -725,6 +753,17 @@ msg("push_device_form", "4.14-1", "PUSH", 1,
     note="gateway to device: no target, no ttl_s")
 msg("push_device_form_minimal", "4.14-1 4.14-2 4.13-6", "PUSH", 2, ("id", ID2),
     note="no target: well-formed; a gateway would refuse it from a provider (4.13-2)")
+msg("push_from_send", "4.13-11 4.13-12 4.17-3", "PUSH", 25,
+    ("user", "alice"), ("id", ID1), ("ttl_s", 600), ("target_kind", 3), ("target", "oncall"),
+    ("alert", 1), ("priority", 10), ("collapse_key", "inbox"), ("once", 1),
+    note="the PUSH a store makes of send_every_field: only alice's devices tagged oncall, "
+         "and a repeat of this id with once 1 is the same push")
+msg("push_user_device", "4.13-11", "PUSH", 26,
+    ("user", "alice"), ("id", ID2), ("target_kind", 1), ("target", "phone-1"),
+    note="matches phone-1 only if its registration names alice")
+msg("push_once_0", "4.13-12 3.4-5", "PUSH", 27,
+    ("id", ID2), ("target_kind", 2), ("target", "alice"), ("once", 0),
+    note="once 0 spelled out, as if absent: always delivered as a new push")
 msg("push_ack", "4.13-4", "PUSH_ACK", 20, ("written", 2), ("queued", 1))
 msg("push_ack_no_match", "4.13-4 4.13-7", "PUSH_ACK", 22, ("written", 0), ("queued", 0))
 msg("push_ack_window_full", "4.13-10 4.14-5", "PUSH_ACK", 24, ("written", 0), ("queued", 1),
@@ -803,6 +842,12 @@ msg("empty_string", "3.3-2", "ERROR", 43, ("message", ""), status="INTERNAL")
 msg("push_ttl_zero", "4.13-5", "PUSH", 44,
     ("id", ID1), ("ttl_s", 0), ("target_kind", 2), ("target", "alice"),
     note="ttl_s 0 in PUSH: connected devices only")
+msg("send_skips_unknown_and_push_fields", "3.4-2 3.4-3", "SEND", 45,
+    ("user", "alice"), ("payload", b"hi"), ("once", 2), (0x7E, b"future"),
+    note="once is a PUSH field, not a SEND one: skipped unchecked (2 would be out of range), "
+         "and the unknown tag 0x7e too; only PUSH refuses such fields (3.4-6)")
+msg("idempotency_key_at_max_length", "3.3-3 4.17-5", "SEND", 46,
+    ("user", "alice"), ("payload", b"hi"), ("idempotency_key", "k" * 128))
 
 # --- malformed.vec ----------------------------------------------------------------------
 section("malformed.vec", "bodies that must be refused: a request gets ERROR and the connection "
@@ -860,6 +905,19 @@ bad("push_target_without_kind", "4.13-1", "PUSH", ("id", ID1), ("target", "alice
 bad("push_kind_without_target", "4.13-1", "PUSH", ("id", ID1), ("target_kind", 2))
 bad("push_empty_id", "4.13-1", "PUSH", ("id", b""), ("target_kind", 2), ("target", "alice"))
 bad("push_missing_id", "3.4-5", "PUSH", ("target_kind", 2), ("target", "alice"))
+bad("push_with_idempotency_key", "3.4-6 4.17-3", "PUSH",
+    ("id", ID1), ("target_kind", 2), ("target", "alice"), ("idempotency_key", "k1"),
+    note="SEND's fields are not PUSH's: the store forwards only the push fields")
+bad("send_missing_user", "3.4-5 4.17-1", "SEND", ("payload", b"hi"))
+bad("send_missing_payload", "3.4-5 4.17-1", "SEND", ("user", "alice"), ("target_kind", 2),
+    ("target", "alice"))
+bad("send_kind_without_target", "4.17-2 4.13-1", "SEND",
+    ("user", "alice"), ("payload", b"hi"), ("target_kind", 1))
+bad("send_target_without_kind", "4.17-2 4.13-1", "SEND",
+    ("user", "alice"), ("payload", b"hi"), ("target", "phone-1"))
+bad("idempotency_key_over_max", "3.3-3 4.17-5", "SEND",
+    ("user", "alice"), ("payload", b"hi"), ("idempotency_key", "k" * 129),
+    note="129 bytes, one over the maximum of 128")
 bad("sync_ok_ids_not_multiple_of_16", "3.3-5", "SYNC_OK",
     ("cursor", 1), ("ids", ID1 + ID2[:4]), ("has_more", 0))
 bad("fetch_id_15_bytes", "3.3-6", "FETCH", ("token", FETCH_TOKEN), ("id", ID1[:15]))
@@ -867,6 +925,7 @@ bad("ack_id_17_bytes", "3.3-6", "ACK", ("token", FETCH_TOKEN), ("id", ID1 + b"\x
 bad("store_ok_id_8_bytes", "3.3-6", "STORE_OK", ("expires_at", EXPIRES_AT), ("id", ID1[:8]))
 bad("status_id_empty", "3.3-6", "STATUS", ("id", b""))
 bad("recall_ok_id_32_bytes", "3.3-6", "RECALL_OK", ("id", ID1 + ID2))
+bad("send_ok_id_15_bytes", "3.3-6 4.17-1", "SEND_OK", ("expires_at", EXPIRES_AT), ("id", ID1[:15]))
 bad("role_0", "3.3-4", "HELLO", ("role", 0), ("version_min", 1), ("version_max", 1))
 bad("role_4", "3.3-4", "HELLO", ("role", 4), ("version_min", 1), ("version_max", 1))
 bad("target_kind_0", "3.3-4", "PUSH", ("id", ID1), ("target_kind", 0), ("target", "alice"))
@@ -881,6 +940,12 @@ bad("state_0", "3.3-4", "STATUS_OK",
 bad("state_4", "3.3-4", "STATUS_OK",
     ("expires_at", EXPIRES_AT), ("id", ID1), ("state", 4), ("fetch_count", 0),
     ("fetched_at", 0), ("created_at", CREATED_AT))
+bad("once_2", "3.3-4 4.13-12", "PUSH",
+    ("id", ID1), ("target_kind", 2), ("target", "alice"), ("once", 2))
+bad("push_state_3", "3.3-4 4.12-2", "STATUS_OK",
+    ("expires_at", EXPIRES_AT), ("id", ID1), ("state", 1), ("fetch_count", 0),
+    ("fetched_at", 0), ("created_at", CREATED_AT), ("push_state", 3))
+bad("replayed_2", "3.3-4 4.17-5", "SEND_OK", ("expires_at", EXPIRES_AT), ("id", ID1), ("replayed", 2))
 bad("registry_ok_entry_state_0", "3.3-7 4.16-2", "REGISTRY_OK",
     ("cursor", 42), ("has_more", 0), ("registrations", b"\x00" + registry_entries((1, REGISTRATION))[1:]))
 bad("registry_ok_entry_state_3", "3.3-7 4.16-2", "REGISTRY_OK",
