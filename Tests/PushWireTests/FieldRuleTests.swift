@@ -73,6 +73,16 @@ struct FieldRuleTests {
             try decode(.statusOK, field(0x14, Array(repeating: 0, count: 8)) + field(0x15, Self.id16) + field(0x1D, [0])
                 + field(0x1E, [0, 0, 0, 0]) + field(0x1F, Array(repeating: 0, count: 8)) + field(0x20, Array(repeating: 0, count: 8)))
         }
+        // Revision 1.3: once 0/1, push_state 0..2, replayed 0/1.
+        #expect(throws: WireError.badFieldValue(.once)) { try decode(.push, field(0x15, [1]) + field(0x3B, [2])) }
+        #expect(throws: WireError.badFieldValue(.pushState)) {
+            try decode(.statusOK, field(0x14, Array(repeating: 0, count: 8)) + field(0x15, Self.id16) + field(0x1D, [1])
+                + field(0x1E, [0, 0, 0, 0]) + field(0x1F, Array(repeating: 0, count: 8)) + field(0x20, Array(repeating: 0, count: 8))
+                + field(0x3D, [3]))
+        }
+        #expect(throws: WireError.badFieldValue(.replayed)) {
+            try decode(.sendOK, field(0x14, Array(repeating: 0, count: 8)) + field(0x15, Self.id16) + field(0x3E, [2]))
+        }
     }
 
     @Test("[3.1-3] [3.1-5] broken TLV structure is BAD_REQUEST, not fatal")
@@ -90,6 +100,10 @@ struct FieldRuleTests {
         #expect(throws: WireError.unexpectedField(tag: 0x7E, in: .push)) { try decode(.push, base + field(0x7E, [])) }
         #expect(throws: WireError.missingField(.target)) { try decode(.push, field(0x15, [1]) + field(0x30, [2])) }
         #expect(throws: WireError.badFieldValue(.id)) { try decode(.push, field(0x15, [])) }
+        // user and once joined the table in revision 1.3; SEND's own fields did not.
+        #expect(throws: Never.self) { try decode(.push, field(0x10, Array("alice".utf8)) + base + field(0x3B, [1])) }
+        #expect(throws: WireError.unexpectedField(tag: 0x3A, in: .push)) { try decode(.push, base + field(0x3A, [0, 0, 0, 60])) }
+        #expect(throws: WireError.unexpectedField(tag: 0x3C, in: .push)) { try decode(.push, base + field(0x3C, Array("k".utf8))) }
     }
 
     @Test("[2-10] a nonzero status outside ERROR and GOAWAY is BAD_REQUEST")

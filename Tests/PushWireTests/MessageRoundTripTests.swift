@@ -45,13 +45,21 @@ struct MessageRoundTripTests {
         #expect(store.count == FrameHeader.size + 3 + 2)
     }
 
-    @Test("[4.14-1] the PUSH written to a device drops the target and the TTL and keeps the options")
-    func pushForDevice() {
-        let push = Push(target: .tag("t"), id: [1, 2], alert: true, priority: 9, collapseKey: "k", ttlSeconds: 5)
+    @Test("[4.14-1] the PUSH written to a device drops the target, the TTL, user and once and keeps the options")
+    func pushForDevice() throws {
+        let push = Push(target: .tag("t"), id: [1, 2], alert: true, priority: 9, collapseKey: "k", ttlSeconds: 5, user: "alice", once: true)
         let device = push.forDevice
         #expect(device.target == nil)
         #expect(device.ttlSeconds == Push.defaultTTLSeconds, "[4.14-1] no ttl_s on the device form")
+        #expect(device.user == nil, "[4.14-1] no user on the device form")
+        #expect(!device.once, "[4.14-1] no once on the device form")
         #expect(device.id == push.id && device.alert && device.priority == 9 && device.collapseKey == "k")
+        // On the wire: id, alert, priority and collapse_key, nothing else.
+        let bytes = push.deviceFrame(correlation: 1)
+        let tags = try bytes.withUnsafeBytes { raw in
+            try FieldSet.listAll(in: UnsafeRawBufferPointer(rebasing: raw[FrameHeader.size...]))
+        }.map(\.tag)
+        #expect(tags == [.id, .alert, .priority, .collapseKey])
     }
 
     @Test("[4.14-1] deviceFrame is exactly the encoding of the device form", arguments: [
@@ -59,6 +67,9 @@ struct MessageRoundTripTests {
         Push(target: .device("d"), id: Array(repeating: 7, count: 64), ttlSeconds: 0),
         Push(target: .user("u"), id: [3], priority: 0, collapseKey: String(repeating: "c", count: 64)),
         Push(target: nil, id: Array(repeating: 9, count: 200), priority: Push.defaultPriority, collapseKey: ""),
+        Push(target: .tag("oncall"), id: [4, 5, 6], alert: true, priority: 10, collapseKey: "inbox", ttlSeconds: 600,
+             user: "alice", once: true),
+        Push(target: .device("phone-1"), id: [7], user: String(repeating: "u", count: 64)),
     ])
     func deviceFrameMatchesEncoding(push: Push) {
         #expect(push.deviceFrame(correlation: 77) == Message.push(push.forDevice).encoded(correlation: 77))

@@ -53,5 +53,23 @@ enum Samples {
                                          RegistryEntry(state: .revoked, credential: [2, 3])],
                                cursor: 42, hasMore: true)),
         .goaway(Goaway(status: .revoked, lastCorrelation: 0, message: "registration revoked")),
+        // Revision 1.3: SEND, SEND_OK, PUSH's user and once, STATUS_OK's push outcome, CONFLICT.
+        .send(SendRequest(user: "alice", payload: Array("hi".utf8))),
+        .send(SendRequest(user: "bob", payload: Array(repeating: 0xCD, count: 4096), ttlSeconds: 3600, readLimit: 1,
+                          target: .tag("oncall"), alert: true, priority: 10, collapseKey: "inbox", pushTTLSeconds: 600,
+                          idempotencyKey: "order-ü-" + String(repeating: "k", count: 118))),
+        .send(SendRequest(user: "carol", payload: [], target: .device("phone-1"), priority: 0, pushTTLSeconds: 0)),
+        .sendOK(SendOK(id: id, expiresAt: 42)),
+        .sendOK(SendOK(id: id, expiresAt: 1_700_003_605_000, replayed: true)),
+        .push(Push(target: .tag("oncall"), id: id.bytes, alert: true, priority: 10, collapseKey: "inbox", ttlSeconds: 600,
+                   user: "alice", once: true)),
+        .push(Push(target: .device("phone-1"), id: [7], user: "alice")),
+        .push(Push(target: .user("alice"), id: [8], once: true)),
+        .statusOK(StatusOK(id: id, state: .stored, fetchCount: 0, fetchedAt: 0, createdAt: 4, expiresAt: 6, push: .waiting)),
+        .statusOK(StatusOK(id: id, state: .fetched, fetchCount: 1, fetchedAt: 5, createdAt: 4, expiresAt: 6,
+                           push: .handed(PushAck(written: 2, queued: 1)))),
+        .statusOK(StatusOK(id: id, state: .gone, fetchCount: 0, fetchedAt: 0, createdAt: 4, expiresAt: 6,
+                           push: .handed(PushAck(written: 0, queued: 0)))),
+        .error(ErrorReply(status: .conflict, message: "idempotency key reused for another SEND")),
     ]
 }
