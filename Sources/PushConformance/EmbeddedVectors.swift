@@ -406,6 +406,18 @@ expect message ERROR correlation=5 status=OK
 field message 6e6f7468696e672077656e742077726f6e67
 end
 
+# not fatal: the connection stays open
+vector error_conflict
+clause 4.17-5
+clause 6-3
+hex a7 01 06 00 00 00 00 0e 00 1f 00 00 00 00 00 29
+hex 0a 27 69 64 65 6d 70 6f 74 65 6e 63 79 20 6b 65
+hex 79 20 72 65 75 73 65 64 20 66 6f 72 20 61 6e 6f
+hex 74 68 65 72 20 53 45 4e 44
+expect message ERROR correlation=14 status=CONFLICT
+field message 6964656d706f74656e6379206b65792072657573656420666f7220616e6f746865722053454e44
+end
+
 # a FETCH from an address that got more than 20 BAD_TOKEN answers in 10 s
 vector error_rate_limited_bad_tokens
 clause 8-9
@@ -629,6 +641,39 @@ field target_kind 02
 field target 616c696365
 end
 
+# once is a PUSH field, not a SEND one: skipped unchecked (2 would be out of range), and the unknown tag 0x7e too; only PUSH refuses such fields (3.4-6)
+vector send_skips_unknown_and_push_fields
+clause 3.4-2
+clause 3.4-3
+hex a7 01 26 00 00 00 00 2d 00 00 00 00 00 00 00 16
+hex 10 05 61 6c 69 63 65 16 02 68 69 3b 01 02 7e 06
+hex 66 75 74 75 72 65
+expect message SEND correlation=45 status=OK
+field user 616c696365
+field payload 6869
+field once 02
+field tag_0x7e 667574757265
+end
+
+vector idempotency_key_at_max_length
+clause 3.3-3
+clause 4.17-5
+hex a7 01 26 00 00 00 00 2e 00 00 00 00 00 00 00 8e
+hex 10 05 61 6c 69 63 65 16 02 68 69 3c 80 01 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+expect message SEND correlation=46 status=OK
+field user 616c696365
+field payload 6869
+field idempotency_key 6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b
+end
+
 """#),
         ("gateway.vec", #"""
 # securepush protocol v1 golden vectors: PUSH in both directions, PUSH_ACK, DELIVERY_ACK, MISSED
@@ -713,6 +758,56 @@ hex 15 10 0f 9e 8d 7c 6b 5a 49 38 27 16 f5 e4 d3 c2
 hex b1 a0
 expect message PUSH correlation=2 status=OK
 field id 0f9e8d7c6b5a49382716f5e4d3c2b1a0
+end
+
+# the PUSH a store makes of send_every_field: only alice's devices tagged oncall, and a repeat of this id with once 1 is the same push
+vector push_from_send
+clause 4.13-11
+clause 4.13-12
+clause 4.17-3
+hex a7 01 20 00 00 00 00 19 00 00 00 00 00 00 00 3a
+hex 10 05 61 6c 69 63 65 15 10 5e 1f 0c 2a 9b 7d 4e
+hex 3f 8a 6b 1c 0d 2e 4f 6a 7b 17 04 00 00 02 58 30
+hex 01 03 31 06 6f 6e 63 61 6c 6c 32 01 01 33 01 0a
+hex 34 05 69 6e 62 6f 78 3b 01 01
+expect message PUSH correlation=25 status=OK
+field user 616c696365
+field id 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b
+field ttl_s 00000258
+field target_kind 03
+field target 6f6e63616c6c
+field alert 01
+field priority 0a
+field collapse_key 696e626f78
+field once 01
+end
+
+# matches phone-1 only if its registration names alice
+vector push_user_device
+clause 4.13-11
+hex a7 01 20 00 00 00 00 1a 00 00 00 00 00 00 00 25
+hex 10 05 61 6c 69 63 65 15 10 0f 9e 8d 7c 6b 5a 49
+hex 38 27 16 f5 e4 d3 c2 b1 a0 30 01 01 31 07 70 68
+hex 6f 6e 65 2d 31
+expect message PUSH correlation=26 status=OK
+field user 616c696365
+field id 0f9e8d7c6b5a49382716f5e4d3c2b1a0
+field target_kind 01
+field target 70686f6e652d31
+end
+
+# once 0 spelled out, as if absent: always delivered as a new push
+vector push_once_0
+clause 4.13-12
+clause 3.4-5
+hex a7 01 20 00 00 00 00 1b 00 00 00 00 00 00 00 1f
+hex 15 10 0f 9e 8d 7c 6b 5a 49 38 27 16 f5 e4 d3 c2
+hex b1 a0 30 01 02 31 05 61 6c 69 63 65 3b 01 00
+expect message PUSH correlation=27 status=OK
+field id 0f9e8d7c6b5a49382716f5e4d3c2b1a0
+field target_kind 02
+field target 616c696365
+field once 00
 end
 
 vector push_ack
@@ -1121,10 +1216,10 @@ hex a7 01 00 00 00 00 00 0c 00 00 00 00 00 00 00 00
 expect request_error UNKNOWN_TYPE
 end
 
-# the code after REGISTRY_OK
-vector unknown_type_0x26
+# the code after SEND_OK
+vector unknown_type_0x28
 clause 2-4
-hex a7 01 26 00 00 00 00 0d 00 00 00 00 00 00 00 06
+hex a7 01 28 00 00 00 00 0d 00 00 00 00 00 00 00 06
 hex 37 04 00 00 00 01
 expect request_error UNKNOWN_TYPE
 end
@@ -1510,12 +1605,12 @@ hex 6a 7b 30 01 02 31 05 61 6c 69 63 65 7e 01 78
 expect request_error BAD_REQUEST
 end
 
-# device form carrying user
+# device_id is a known tag but not a PUSH field (user is one since revision 1.3)
 vector push_with_known_foreign_field
 clause 3.4-6
-hex a7 01 20 00 00 00 00 01 00 00 00 00 00 00 00 19
-hex 10 05 61 6c 69 63 65 15 10 5e 1f 0c 2a 9b 7d 4e
-hex 3f 8a 6b 1c 0d 2e 4f 6a 7b
+hex a7 01 20 00 00 00 00 01 00 00 00 00 00 00 00 1b
+hex 15 10 5e 1f 0c 2a 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f
+hex 6a 7b 12 07 70 68 6f 6e 65 2d 31
 expect request_error BAD_REQUEST
 end
 
@@ -1555,6 +1650,67 @@ vector push_missing_id
 clause 3.4-5
 hex a7 01 20 00 00 00 00 01 00 00 00 00 00 00 00 0a
 hex 30 01 02 31 05 61 6c 69 63 65
+expect request_error BAD_REQUEST
+end
+
+# SEND's fields are not PUSH's: the store forwards only the push fields
+vector push_with_idempotency_key
+clause 3.4-6
+clause 4.17-3
+hex a7 01 20 00 00 00 00 01 00 00 00 00 00 00 00 20
+hex 15 10 5e 1f 0c 2a 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f
+hex 6a 7b 30 01 02 31 05 61 6c 69 63 65 3c 02 6b 31
+expect request_error BAD_REQUEST
+end
+
+vector send_missing_user
+clause 3.4-5
+clause 4.17-1
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 04
+hex 16 02 68 69
+expect request_error BAD_REQUEST
+end
+
+vector send_missing_payload
+clause 3.4-5
+clause 4.17-1
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 11
+hex 10 05 61 6c 69 63 65 30 01 02 31 05 61 6c 69 63
+hex 65
+expect request_error BAD_REQUEST
+end
+
+vector send_kind_without_target
+clause 4.13-1
+clause 4.17-2
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 0e
+hex 10 05 61 6c 69 63 65 16 02 68 69 30 01 01
+expect request_error BAD_REQUEST
+end
+
+vector send_target_without_kind
+clause 4.13-1
+clause 4.17-2
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 14
+hex 10 05 61 6c 69 63 65 16 02 68 69 31 07 70 68 6f
+hex 6e 65 2d 31
+expect request_error BAD_REQUEST
+end
+
+# 129 bytes, one over the maximum of 128
+vector idempotency_key_over_max
+clause 3.3-3
+clause 4.17-5
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 8f
+hex 10 05 61 6c 69 63 65 16 02 68 69 3c 81 01 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
+hex 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b 6b
 expect request_error BAD_REQUEST
 end
 
@@ -1615,6 +1771,16 @@ hex a7 01 1b 00 00 00 00 01 00 00 00 00 00 00 00 22
 hex 15 20 5e 1f 0c 2a 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f
 hex 6a 7b 0f 9e 8d 7c 6b 5a 49 38 27 16 f5 e4 d3 c2
 hex b1 a0
+expect rejected BAD_REQUEST
+end
+
+vector send_ok_id_15_bytes
+clause 3.3-6
+clause 4.17-1
+clause 5.6-3
+hex a7 01 27 00 00 00 00 01 00 00 00 00 00 00 00 1b
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 0f 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a
 expect rejected BAD_REQUEST
 end
 
@@ -1692,6 +1858,37 @@ hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
 hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 1d 01 04 1e
 hex 04 00 00 00 00 1f 08 00 00 00 00 00 00 00 00 20
 hex 08 00 00 01 8b cf e5 7b 88
+expect rejected BAD_REQUEST
+end
+
+vector once_2
+clause 3.3-4
+clause 4.13-12
+hex a7 01 20 00 00 00 00 01 00 00 00 00 00 00 00 1f
+hex 15 10 5e 1f 0c 2a 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f
+hex 6a 7b 30 01 02 31 05 61 6c 69 63 65 3b 01 02
+expect request_error BAD_REQUEST
+end
+
+vector push_state_3
+clause 3.3-4
+clause 4.12-2
+clause 5.6-3
+hex a7 01 1d 00 00 00 00 01 00 00 00 00 00 00 00 3c
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 1d 01 01 1e
+hex 04 00 00 00 00 1f 08 00 00 00 00 00 00 00 00 20
+hex 08 00 00 01 8b cf e5 7b 88 3d 01 03
+expect rejected BAD_REQUEST
+end
+
+vector replayed_2
+clause 3.3-4
+clause 4.17-5
+clause 5.6-3
+hex a7 01 27 00 00 00 00 01 00 00 00 00 00 00 00 1f
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 3e 01 02
 expect rejected BAD_REQUEST
 end
 
@@ -1871,7 +2068,7 @@ end
 
 """#),
         ("store.vec", #"""
-# securepush protocol v1 golden vectors: LOGIN, STORE, FETCH, SYNC, ACK, RECALL, STATUS and their replies
+# securepush protocol v1 golden vectors: LOGIN, STORE, SEND, FETCH, SYNC, ACK, RECALL, STATUS and their replies
 # Generated by protocol/tools/gen_vectors.py; do not edit. Format: SPEC.md section 9.
 
 vector login
@@ -2112,6 +2309,114 @@ field state 01
 field fetch_count 00000000
 field fetched_at 0000000000000000
 field created_at 0000018bcfe57b88
+end
+
+# only the required fields: ttl_s 86400, read_limit 0, the push to the recipient (target_kind 2, target alice) for push_ttl_s = ttl_s
+vector send_minimal
+clause 4.17-1
+clause 4.17-2
+clause 3.4-5
+hex a7 01 26 00 00 00 00 0c 00 00 00 00 00 00 00 30
+hex 10 05 61 6c 69 63 65 16 27 59 6f 75 72 20 74 65
+hex 73 74 20 72 65 73 75 6c 74 73 20 61 72 65 20 72
+hex 65 61 64 79 3a 20 48 62 41 31 63 20 35 2e 34 25
+expect message SEND correlation=12 status=OK
+field user 616c696365
+field payload 596f7572207465737420726573756c7473206172652072656164793a20486241316320352e3425
+end
+
+# every SEND field present: the push goes to alice's devices tagged oncall (see push_from_send in gateway.vec)
+vector send_every_field
+clause 4.17-1
+clause 4.17-2
+clause 4.17-3
+clause 4.17-5
+hex a7 01 26 00 00 00 00 0d 00 00 00 00 00 00 00 74
+hex 10 05 61 6c 69 63 65 16 27 59 6f 75 72 20 74 65
+hex 73 74 20 72 65 73 75 6c 74 73 20 61 72 65 20 72
+hex 65 61 64 79 3a 20 48 62 41 31 63 20 35 2e 34 25
+hex 17 04 00 00 0e 10 18 04 00 00 00 01 30 01 03 31
+hex 06 6f 6e 63 61 6c 6c 32 01 01 33 01 0a 34 05 69
+hex 6e 62 6f 78 3a 04 00 00 02 58 3c 18 72 65 73 75
+hex 6c 74 73 2f 32 30 32 33 2d 31 31 2d 31 34 2f 61
+hex 6c 69 63 65
+expect message SEND correlation=13 status=OK
+field user 616c696365
+field payload 596f7572207465737420726573756c7473206172652072656164793a20486241316320352e3425
+field ttl_s 00000e10
+field read_limit 00000001
+field target_kind 03
+field target 6f6e63616c6c
+field alert 01
+field priority 0a
+field collapse_key 696e626f78
+field push_ttl_s 00000258
+field idempotency_key 726573756c74732f323032332d31312d31342f616c696365
+end
+
+# the payload and its push are committed; replayed absent: 0
+vector send_ok
+clause 4.17-1
+clause 3.3-6
+hex a7 01 27 00 00 00 00 0d 00 00 00 00 00 00 00 1c
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b
+expect message SEND_OK correlation=13 status=OK
+field expires_at 0000018bd01c6a08
+field id 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b
+end
+
+# a retry of send_every_field with the same idempotency key: the first answer again, nothing stored
+vector send_ok_replayed
+clause 4.17-5
+hex a7 01 27 00 00 00 00 0e 00 00 00 00 00 00 00 1f
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 3e 01 01
+expect message SEND_OK correlation=14 status=OK
+field expires_at 0000018bd01c6a08
+field id 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b
+field replayed 01
+end
+
+# stored by SEND, no gateway has answered its PUSH yet: written and queued absent
+vector status_ok_push_waiting
+clause 4.12-2
+clause 4.17-4
+hex a7 01 1d 00 00 00 00 0f 00 00 00 00 00 00 00 3c
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 1d 01 01 1e
+hex 04 00 00 00 00 1f 08 00 00 00 00 00 00 00 00 20
+hex 08 00 00 01 8b cf e5 7b 88 3d 01 01
+expect message STATUS_OK correlation=15 status=OK
+field expires_at 0000018bd01c6a08
+field id 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b
+field state 01
+field fetch_count 00000000
+field fetched_at 0000000000000000
+field created_at 0000018bcfe57b88
+field push_state 01
+end
+
+# stored by SEND, its PUSH answered PUSH_ACK written 2, queued 1
+vector status_ok_push_handed
+clause 4.12-2
+clause 4.13-4
+hex a7 01 1d 00 00 00 00 10 00 00 00 00 00 00 00 48
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 1d 01 02 1e
+hex 04 00 00 00 01 1f 08 00 00 01 8b cf e5 81 64 20
+hex 08 00 00 01 8b cf e5 7b 88 35 04 00 00 00 02 36
+hex 04 00 00 00 01 3d 01 02
+expect message STATUS_OK correlation=16 status=OK
+field expires_at 0000018bd01c6a08
+field id 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b
+field state 02
+field fetch_count 00000001
+field fetched_at 0000018bcfe58164
+field created_at 0000018bcfe57b88
+field written 00000002
+field queued 00000001
+field push_state 02
 end
 
 """#),

@@ -911,9 +911,9 @@ bad("push_with_idempotency_key", "3.4-6 4.17-3", "PUSH",
 bad("send_missing_user", "3.4-5 4.17-1", "SEND", ("payload", b"hi"))
 bad("send_missing_payload", "3.4-5 4.17-1", "SEND", ("user", "alice"), ("target_kind", 2),
     ("target", "alice"))
-bad("send_kind_without_target", "4.17-2 4.13-1", "SEND",
+bad("send_kind_without_target", "4.13-1 4.17-2", "SEND",
     ("user", "alice"), ("payload", b"hi"), ("target_kind", 1))
-bad("send_target_without_kind", "4.17-2 4.13-1", "SEND",
+bad("send_target_without_kind", "4.13-1 4.17-2", "SEND",
     ("user", "alice"), ("payload", b"hi"), ("target", "phone-1"))
 bad("idempotency_key_over_max", "3.3-3 4.17-5", "SEND",
     ("user", "alice"), ("payload", b"hi"), ("idempotency_key", "k" * 129),
