@@ -18,6 +18,9 @@ public struct GatewaySettings: Sendable {
     /// Pushes written to one device and not yet acknowledged with DELIVERY_ACK, at most; the
     /// others wait in its queue and go out as acknowledgements free slots.
     public var deliveryWindow = 64
+    /// Ids of PUSHes with `once` 1 remembered per loop, at most ([4.13-12]): past it the
+    /// oldest is forgotten first, before its 300 s are up.
+    public var onceMemory = 100_000
 
     public init() {}
 }
@@ -101,6 +104,8 @@ public final class GatewayLogic {
     @exclusivity(unchecked) private var carrying: [GatewayAction] = []
     /// Where a MISSED is encoded to learn its size.
     private var missedScratch: [UInt8] = []
+    /// The PUSHes with `once` 1 whose share this loop delivered, by id ([4.13-12]).
+    @exclusivity(unchecked) var once: OnceMemory
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.
@@ -111,6 +116,7 @@ public final class GatewayLogic {
         self.registrationSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose)
         self.wallClock = wallClock
         self.monotonicClock = monotonicClock
+        once = OnceMemory(capacity: settings.onceMemory)
         registry = followsRegistry ? DeviceRegistry(serverKey: serverKey) : nil
         registryMetrics = followsRegistry ? RegistryMetrics(registry: metrics.registry) : nil
     }
@@ -255,6 +261,8 @@ public final class GatewayLogic {
 
     /// `push`, with this loop's share of the targets delivered by `routeHere`: the logic's
     /// own `route`, or a cluster node's, which also reaches other nodes and JetStream.
+    /// The other loops get the `Push` itself (`LoopForwarding`), `user` and `once` with
+    /// it: each loop restricts its share to the user ([4.13-11]) and remembers it ([4.13-12]).
     func push(_ push: Push, routingHere routeHere: (Push) -> PushAck) -> PushAck {
         metrics.pushesAccepted.increment()
         guard let placement, placement.count > 1, let target = push.target else { return routeHere(push) }
@@ -275,12 +283,38 @@ public final class GatewayLogic {
     /// for the devices whose home is this loop, when another loop accepted it.
     func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
+        // An ordinary push pays one test of a Bool for [4.13-12], and nothing more.
+        if push.once { return routeOnce(push, to: target) }
+        return fanOut(push, to: target)
+    }
+
+    /// This loop's share of a PUSH with `once` 1 ([4.13-12]): answered from memory, and
+    /// neither written nor queued, when its id was delivered here within the window;
+    /// otherwise delivered, and its counts remembered.
+    @inline(never)
+    private func routeOnce(_ push: Push, to target: PushTarget) -> PushAck {
+        let now = monotonicClock()
+        if let remembered = once.entry(push.id, nowMs: now) {
+            metrics.pushesRepeated.increment()
+            metrics.onceRemembered.set(once.count)
+            return remembered.ack
+        }
+        let ack = fanOut(push, to: target)
+        once.remember(push.id, ack: ack, nowMs: now)
+        metrics.onceRemembered.set(once.count)
+        return ack
+    }
+
+    /// Writes or queues `push` for every device here that its target matches, restricted
+    /// to its `user`'s devices when it names one ([4.13-11]).
+    @inline(__always)
+    private func fanOut(_ push: Push, to target: PushTarget) -> PushAck {
         let queued = queuedPush(push)
         let connectedOnly = queued.connectedOnly
         let window = settings.deliveryWindow
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
-        forEachTarget(target, connectedOnly: connectedOnly) { record in
+        forEachTarget(target, user: push.user, connectedOnly: connectedOnly) { record in
             switch deliver(queued, to: record, window: window) {
             case .written: written += 1
             case .queued: queuedCount += 1
@@ -300,7 +334,7 @@ public final class GatewayLogic {
         return QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
                           priority: push.priority, collapseKey: push.collapseKey,
                           expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
-                          connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
+                          connectedOnly: connectedOnly, once: push.once, writtenAtNs: Clocks.monotonicNanoseconds())
     }
 
     /// The next push sequence number, which is also the correlation id of its frames.
@@ -451,22 +485,27 @@ public final class GatewayLogic {
     /// The devices a target matches: with a registry, every enrolled device (a record is made
     /// for one that has none yet, unless the push is for connected devices only, which an
     /// offline device without a record cannot be); without, the devices seen since the start.
-    private func forEachTarget(_ target: PushTarget, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
+    /// With `user`, only the devices whose registration names that user ([4.13-11]): the
+    /// enrolled one with a registry, the one of the latest HELLO without.
+    private func forEachTarget(_ target: PushTarget, user: String?, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
         // Tested first without binding: `if let registry` copies the registry (a struct of
         // several collections) and retains its storage for every push.
         if registry == nil {
             switch target {
             case .device(let id):
-                if let record = devices[id] { body(record) }
-            case .user(let user):
-                for key in byUser[user] ?? [] { body(key.record) }
+                if let record = devices[id], user == nil || record.user == user { body(record) }
+            case .user(let name):
+                // Another user's devices are none of `user`'s.
+                if let user, user != name { return }
+                for key in byUser[name] ?? [] { body(key.record) }
             case .tag(let tag):
-                for key in byTag[tag] ?? [] { body(key.record) }
+                for key in byTag[tag] ?? [] where user == nil || key.record.user == user { body(key.record) }
             }
             return
         }
         if let registry {
             registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
+                if let user, enrolled.registration.user != user { return }
                 if let record = devices[enrolled.deviceID] {
                     body(record)
                 } else if !connectedOnly {
