@@ -283,38 +283,15 @@ public final class GatewayLogic {
     /// for the devices whose home is this loop, when another loop accepted it.
     func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
-        // An ordinary push pays one test of a Bool for [4.13-12], and nothing more.
-        if push.once { return routeOnce(push, to: target) }
-        return fanOut(push, to: target)
-    }
-
-    /// This loop's share of a PUSH with `once` 1 ([4.13-12]): answered from memory, and
-    /// neither written nor queued, when its id was delivered here within the window;
-    /// otherwise delivered, and its counts remembered.
-    @inline(never)
-    private func routeOnce(_ push: Push, to target: PushTarget) -> PushAck {
-        let now = monotonicClock()
-        if let remembered = once.entry(push.id, nowMs: now) {
-            metrics.pushesRepeated.increment()
-            metrics.onceRemembered.set(once.count)
-            return remembered.ack
-        }
-        let ack = fanOut(push, to: target)
-        once.remember(push.id, ack: ack, nowMs: now)
-        metrics.onceRemembered.set(once.count)
-        return ack
-    }
-
-    /// Writes or queues `push` for every device here that its target matches, restricted
-    /// to its `user`'s devices when it names one ([4.13-11]).
-    @inline(__always)
-    private func fanOut(_ push: Push, to target: PushTarget) -> PushAck {
+        // An ordinary push (once 0, no user) pays two tests for revision 1.3 and goes on
+        // as before it: the restricted path is a function of its own.
+        if push.once || push.user != nil { return routeRestricted(push, to: target) }
         let queued = queuedPush(push)
         let connectedOnly = queued.connectedOnly
         let window = settings.deliveryWindow
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
-        forEachTarget(target, user: push.user, connectedOnly: connectedOnly) { record in
+        forEachTarget(target, connectedOnly: connectedOnly) { record in
             switch deliver(queued, to: record, window: window) {
             case .written: written += 1
             case .queued: queuedCount += 1
@@ -322,6 +299,46 @@ public final class GatewayLogic {
             }
         }
         return PushAck(written: written, queued: queuedCount)
+    }
+
+    /// This loop's share of a PUSH with `user` or `once` 1. With `user`, only that user's
+    /// devices among those its target matches ([4.13-11]). With `once` 1 ([4.13-12]): answered
+    /// from memory, and neither written nor queued, when its id was delivered here within
+    /// the window; otherwise delivered, and its counts remembered.
+    @inline(never)
+    private func routeRestricted(_ push: Push, to target: PushTarget) -> PushAck {
+        var now: Int64 = 0
+        if push.once {
+            now = monotonicClock()
+            if let remembered = once.entry(push.id, nowMs: now) {
+                metrics.pushesRepeated.increment()
+                metrics.onceRemembered.set(once.count)
+                return remembered.ack
+            }
+        }
+        let queued = queuedPush(push)
+        let connectedOnly = queued.connectedOnly
+        let window = settings.deliveryWindow
+        var written: UInt32 = 0
+        var queuedCount: UInt32 = 0
+        func deliverHere(_ record: DeviceRecord) {
+            switch deliver(queued, to: record, window: window) {
+            case .written: written += 1
+            case .queued: queuedCount += 1
+            case .dropped: break
+            }
+        }
+        if let user = push.user {
+            forEachTarget(target, ofUser: user, connectedOnly: connectedOnly, deliverHere)
+        } else {
+            forEachTarget(target, connectedOnly: connectedOnly, deliverHere)
+        }
+        let ack = PushAck(written: written, queued: queuedCount)
+        if push.once {
+            once.remember(push.id, ack: ack, nowMs: now)
+            metrics.onceRemembered.set(once.count)
+        }
+        return ack
     }
 
     /// A provider's PUSH as this loop delivers and queues it: the next sequence number, the
@@ -485,38 +502,59 @@ public final class GatewayLogic {
     /// The devices a target matches: with a registry, every enrolled device (a record is made
     /// for one that has none yet, unless the push is for connected devices only, which an
     /// offline device without a record cannot be); without, the devices seen since the start.
-    /// With `user`, only the devices whose registration names that user ([4.13-11]): the
-    /// enrolled one with a registry, the one of the latest HELLO without.
-    private func forEachTarget(_ target: PushTarget, user: String?, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
+    private func forEachTarget(_ target: PushTarget, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
         // Tested first without binding: `if let registry` copies the registry (a struct of
         // several collections) and retains its storage for every push.
         if registry == nil {
             switch target {
             case .device(let id):
-                if let record = devices[id], user == nil || record.user == user { body(record) }
-            case .user(let name):
-                // Another user's devices are none of `user`'s.
-                if let user, user != name { return }
-                for key in byUser[name] ?? [] { body(key.record) }
+                if let record = devices[id] { body(record) }
+            case .user(let user):
+                for key in byUser[user] ?? [] { body(key.record) }
             case .tag(let tag):
-                for key in byTag[tag] ?? [] where user == nil || key.record.user == user { body(key.record) }
+                for key in byTag[tag] ?? [] { body(key.record) }
             }
             return
         }
         if let registry {
             registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
-                if let user, enrolled.registration.user != user { return }
                 if let record = devices[enrolled.deviceID] {
                     body(record)
                 } else if !connectedOnly {
-                    let registration = enrolled.registration
-                    let record = DeviceRecord(deviceID: registration.deviceID, user: registration.user, tags: registration.tags,
-                                              queueCapacity: settings.queueCapacity)
-                    devices[registration.deviceID] = record
-                    body(record)
+                    body(makeRecord(enrolled.registration))
                 }
             }
         }
+    }
+
+    /// `forEachTarget` for a PUSH with `user`: only the devices whose registration names
+    /// that user ([4.13-11]), the enrolled one with a registry, the one of the latest HELLO
+    /// without. Apart from the ordinary path, which it leaves as it was.
+    private func forEachTarget(_ target: PushTarget, ofUser user: String, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
+        guard let registry else {
+            // Another user's target holds none of this user's devices.
+            if case .user(let name) = target, name != user { return }
+            forEachTarget(target, connectedOnly: connectedOnly) { record in
+                if record.user == user { body(record) }
+            }
+            return
+        }
+        registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
+            guard enrolled.registration.user == user else { return }
+            if let record = devices[enrolled.deviceID] {
+                body(record)
+            } else if !connectedOnly {
+                body(makeRecord(enrolled.registration))
+            }
+        }
+    }
+
+    /// The record of an enrolled device a push is queued for before it ever connected.
+    private func makeRecord(_ registration: Registration) -> DeviceRecord {
+        let record = DeviceRecord(deviceID: registration.deviceID, user: registration.user, tags: registration.tags,
+                                  queueCapacity: settings.queueCapacity)
+        devices[registration.deviceID] = record
+        return record
     }
 
     private func index(_ record: DeviceRecord) {

@@ -78,6 +78,8 @@ extension GatewayCluster {
             }
         }
         if repeated { logic.metrics.pushesRepeated.increment() }
+        // Looking ids up forgets those whose window is up.
+        if push.once { logic.metrics.onceRemembered.set(logic.once.count) }
         if !remote.isEmpty || !offline.isEmpty {
             let clusterPush = ClusterPush(deviceFrame: local.frame, priority: push.priority, collapseKey: push.collapseKey,
                                           expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000,

@@ -55,6 +55,7 @@ extension GatewayLogic {
             if let onceID { rememberOnce(onceID, delivery, for: deviceID, nowMs: nowMonotonic) }
         }
         if repeated { metrics.pushesRepeated.increment() }
+        if onceID != nil { metrics.onceRemembered.set(once.count) }
         return (written, queuedCount, away)
     }
 
