@@ -80,8 +80,9 @@ struct GatewayLoopsOnceProcessTests {
         let alice = try gateway.device("alice-once", user: "alice", tags: ["news"])
         let (viaFirst, viaOther) = try Self.providersOnTwoLoops(gateway)
 
-        // A third of bob's devices leave; the gateway has seen it once a probe reaches 8.
-        for device in devices.prefix(4) { try device.shutdownWrite() }
+        // A third of bob's devices leave; the gateway has seen it once a probe reaches the
+        // other 9 with the tag (8 of bob's and alice's).
+        for device in devices.prefix(4) { device.shutdownWrite() }
         var probe = 0
         #expect(waitUntil {
             probe += 1
