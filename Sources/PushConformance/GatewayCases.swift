@@ -5,7 +5,7 @@ import PushWire
 /// The gateway (sections 4.1, 4.13 to 4.15, 5.5, 7.4, 8-1): roles, routing, PUSH_ACK
 /// counts, offline queues, redelivery, MISSED and REPLACED.
 enum GatewayCases {
-    static let all: [ConformanceCase] = roles + routing + queues + delivery + lifecycle + registry
+    static let all: [ConformanceCase] = roles + routing + queues + delivery + lifecycle + registry + userAndOnce
 
     static let roles: [ConformanceCase] = [
         ConformanceCase("gateway.device-push-forbidden", clause: "4.1-3", "PUSH from a device is FORBIDDEN") { ctx throws(CaseStop) in

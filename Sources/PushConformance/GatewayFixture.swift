@@ -22,9 +22,11 @@ struct GatewayFixture {
     /// Sends a PUSH and requires PUSH_ACK.
     @discardableResult
     func push(_ target: PushTarget, id: String, ttl: UInt32 = 60, priority: UInt8 = Push.defaultPriority,
-              collapseKey: String? = nil, alert: Bool = false) throws(CaseStop) -> PushAck {
-        let push = Push(target: target, id: Array(id.utf8), alert: alert, priority: priority, collapseKey: collapseKey, ttlSeconds: ttl)
-        let answer = try provider.request(.push(push))
+              collapseKey: String? = nil, alert: Bool = false, user: String? = nil, once: Bool = false,
+              via session: WireSession? = nil) throws(CaseStop) -> PushAck {
+        let push = Push(target: target, id: Array(id.utf8), alert: alert, priority: priority, collapseKey: collapseKey, ttlSeconds: ttl,
+                        user: user, once: once)
+        let answer = try (session ?? provider).request(.push(push))
         guard case .pushAck(let ack) = answer else { throw .fail("PUSH to \(target) was answered \(describe(answer))") }
         return ack
     }

@@ -64,13 +64,14 @@ public struct GatewayConfiguration: Sendable {
     }
 
     /// The gateway of a deployment made by `securepush init`, with its keys and the
-    /// settings of its config file (`gateway.queue_capacity`, `gateway.handshake_timeout_ms`
+    /// settings of its config file (`gateway.queue_capacity`, `gateway.once_memory`, `gateway.handshake_timeout_ms`
     /// and the other `gateway.` keys of `ConfigSchema`, ranges checked when the deployment
     /// was opened). The address is the caller's: a command-line flag wins over `gateway.listen`.
     public init(deployment: Deployment, host: String, port: Int) {
         self.init(serverKey: deployment.serverKey, providerKey: deployment.providerKey, host: host, port: port)
         if let capacity = deployment.integer("queue_capacity", for: .gateway) { settings.queueCapacity = capacity }
         if let window = deployment.integer("delivery_window", for: .gateway) { settings.deliveryWindow = window }
+        if let ids = deployment.integer("once_memory", for: .gateway) { settings.onceMemory = ids }
         if let bytes = deployment.integer("max_output_bytes", for: .gateway) { maxOutputBytes = bytes }
         if let connections = deployment.integer("max_connections", for: .gateway) { limits.maxConnections = connections }
         if let count = deployment.integer("loops", for: .gateway) { loops = count }
@@ -104,9 +105,17 @@ public struct GatewayConfiguration: Sendable {
         set { settings.deliveryWindow = newValue }
     }
 
+    /// Ids of PUSHes with `once` 1 each loop remembers, at most, to answer a repeat with
+    /// the first one's counts ([4.13-12]); past it the oldest is forgotten first. Default 100,000.
+    public var onceMemory: Int {
+        get { settings.onceMemory }
+        set { settings.onceMemory = newValue }
+    }
+
     func validate() throws(GatewayServiceError) {
         guard settings.queueCapacity >= 1 else { throw .invalidConfiguration("the queue capacity must be at least 1") }
         guard settings.deliveryWindow >= 1 else { throw .invalidConfiguration("the delivery window must be at least 1") }
+        guard settings.onceMemory >= 1 else { throw .invalidConfiguration("the once memory must be at least 1 id") }
         guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
         if let problem = limits.problem { throw .invalidConfiguration(problem) }
         if let problem = cluster?.problem { throw .invalidConfiguration(problem) }

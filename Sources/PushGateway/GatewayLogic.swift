@@ -18,6 +18,9 @@ public struct GatewaySettings: Sendable {
     /// Pushes written to one device and not yet acknowledged with DELIVERY_ACK, at most; the
     /// others wait in its queue and go out as acknowledgements free slots.
     public var deliveryWindow = 64
+    /// Ids of PUSHes with `once` 1 remembered per loop, at most ([4.13-12]): past it the
+    /// oldest is forgotten first, before its 300 s are up.
+    public var onceMemory = 100_000
 
     public init() {}
 }
@@ -101,6 +104,8 @@ public final class GatewayLogic {
     @exclusivity(unchecked) private var carrying: [GatewayAction] = []
     /// Where a MISSED is encoded to learn its size.
     private var missedScratch: [UInt8] = []
+    /// The PUSHes with `once` 1 whose share this loop delivered, by id ([4.13-12]).
+    @exclusivity(unchecked) var once: OnceMemory
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.
@@ -111,6 +116,7 @@ public final class GatewayLogic {
         self.registrationSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose)
         self.wallClock = wallClock
         self.monotonicClock = monotonicClock
+        once = OnceMemory(capacity: settings.onceMemory)
         registry = followsRegistry ? DeviceRegistry(serverKey: serverKey) : nil
         registryMetrics = followsRegistry ? RegistryMetrics(registry: metrics.registry) : nil
     }
@@ -255,6 +261,8 @@ public final class GatewayLogic {
 
     /// `push`, with this loop's share of the targets delivered by `routeHere`: the logic's
     /// own `route`, or a cluster node's, which also reaches other nodes and JetStream.
+    /// The other loops get the `Push` itself (`LoopForwarding`), `user` and `once` with
+    /// it: each loop restricts its share to the user ([4.13-11]) and remembers it ([4.13-12]).
     func push(_ push: Push, routingHere routeHere: (Push) -> PushAck) -> PushAck {
         metrics.pushesAccepted.increment()
         guard let placement, placement.count > 1, let target = push.target else { return routeHere(push) }
@@ -275,6 +283,9 @@ public final class GatewayLogic {
     /// for the devices whose home is this loop, when another loop accepted it.
     func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
+        // An ordinary push (once 0, no user) pays two tests for revision 1.3 and goes on
+        // as before it: the restricted path is a function of its own.
+        if push.once || push.user != nil { return routeRestricted(push, to: target) }
         let queued = queuedPush(push)
         let connectedOnly = queued.connectedOnly
         let window = settings.deliveryWindow
@@ -290,6 +301,46 @@ public final class GatewayLogic {
         return PushAck(written: written, queued: queuedCount)
     }
 
+    /// This loop's share of a PUSH with `user` or `once` 1. With `user`, only that user's
+    /// devices among those its target matches ([4.13-11]). With `once` 1 ([4.13-12]): answered
+    /// from memory, and neither written nor queued, when its id was delivered here within
+    /// the window; otherwise delivered, and its counts remembered.
+    @inline(never)
+    private func routeRestricted(_ push: Push, to target: PushTarget) -> PushAck {
+        var now: Int64 = 0
+        if push.once {
+            now = monotonicClock()
+            if let remembered = once.entry(push.id, nowMs: now) {
+                metrics.pushesRepeated.increment()
+                metrics.onceRemembered.set(once.count)
+                return remembered.ack
+            }
+        }
+        let queued = queuedPush(push)
+        let connectedOnly = queued.connectedOnly
+        let window = settings.deliveryWindow
+        var written: UInt32 = 0
+        var queuedCount: UInt32 = 0
+        func deliverHere(_ record: DeviceRecord) {
+            switch deliver(queued, to: record, window: window) {
+            case .written: written += 1
+            case .queued: queuedCount += 1
+            case .dropped: break
+            }
+        }
+        if let user = push.user {
+            forEachTarget(target, ofUser: user, connectedOnly: connectedOnly, deliverHere)
+        } else {
+            forEachTarget(target, connectedOnly: connectedOnly, deliverHere)
+        }
+        let ack = PushAck(written: written, queued: queuedCount)
+        if push.once {
+            once.remember(push.id, ack: ack, nowMs: now)
+            metrics.onceRemembered.set(once.count)
+        }
+        return ack
+    }
+
     /// A provider's PUSH as this loop delivers and queues it: the next sequence number, the
     /// frame devices get (encoded once for every target), its TTL on the monotonic clock.
     /// One clock reading for the whole fan-out: the writes follow at once. A push queued
@@ -300,7 +351,7 @@ public final class GatewayLogic {
         return QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
                           priority: push.priority, collapseKey: push.collapseKey,
                           expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
-                          connectedOnly: connectedOnly, writtenAtNs: Clocks.monotonicNanoseconds())
+                          connectedOnly: connectedOnly, once: push.once, writtenAtNs: Clocks.monotonicNanoseconds())
     }
 
     /// The next push sequence number, which is also the correlation id of its frames.
@@ -470,14 +521,40 @@ public final class GatewayLogic {
                 if let record = devices[enrolled.deviceID] {
                     body(record)
                 } else if !connectedOnly {
-                    let registration = enrolled.registration
-                    let record = DeviceRecord(deviceID: registration.deviceID, user: registration.user, tags: registration.tags,
-                                              queueCapacity: settings.queueCapacity)
-                    devices[registration.deviceID] = record
-                    body(record)
+                    body(makeRecord(enrolled.registration))
                 }
             }
         }
+    }
+
+    /// `forEachTarget` for a PUSH with `user`: only the devices whose registration names
+    /// that user ([4.13-11]), the enrolled one with a registry, the one of the latest HELLO
+    /// without. Apart from the ordinary path, which it leaves as it was.
+    private func forEachTarget(_ target: PushTarget, ofUser user: String, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
+        guard let registry else {
+            // Another user's target holds none of this user's devices.
+            if case .user(let name) = target, name != user { return }
+            forEachTarget(target, connectedOnly: connectedOnly) { record in
+                if record.user == user { body(record) }
+            }
+            return
+        }
+        registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
+            guard enrolled.registration.user == user else { return }
+            if let record = devices[enrolled.deviceID] {
+                body(record)
+            } else if !connectedOnly {
+                body(makeRecord(enrolled.registration))
+            }
+        }
+    }
+
+    /// The record of an enrolled device a push is queued for before it ever connected.
+    private func makeRecord(_ registration: Registration) -> DeviceRecord {
+        let record = DeviceRecord(deviceID: registration.deviceID, user: registration.user, tags: registration.tags,
+                                  queueCapacity: settings.queueCapacity)
+        devices[registration.deviceID] = record
+        return record
     }
 
     private func index(_ record: DeviceRecord) {

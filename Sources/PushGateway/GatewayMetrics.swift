@@ -20,6 +20,12 @@ public final class GatewayMetrics {
     public let pushesExpired: MetricCounter
     public let pushesCollapsed: MetricCounter
     public let slowConsumersCut: MetricCounter
+    /// PUSHes with `once` 1 answered from memory ([4.13-12]), neither written nor queued
+    /// again: counted by each loop (or cluster member) that answered its share so.
+    public let pushesRepeated: MetricCounter
+    /// Ids of PUSHes with `once` 1 remembered now (at most `GatewaySettings.onceMemory`
+    /// per loop). An id whose window is up is forgotten at the next such PUSH.
+    public let onceRemembered: MetricGauge
     /// HELLO credentials refused, by role and reason (issue 12.7): the series exist from the
     /// start, at 0, so an alert can watch them.
     private let credentialRefusals: [CredentialRefusal: MetricCounter]
@@ -53,6 +59,12 @@ public final class GatewayMetrics {
                                            help: "Queued pushes replaced by a newer push with the same collapse key.")
         slowConsumersCut = registry.counter("\(prefix)_slow_consumers_cut_total",
                                             help: "Connections closed because they left too much output unread.")
+        pushesRepeated = registry.counter("\(prefix)_pushes_repeated_total", help: """
+            PUSHes with once 1 whose id the gateway remembered: answered with the first one's counts, neither written nor \
+            queued again (counted by each loop or cluster node that answered its share of the PUSH so).
+            """)
+        onceRemembered = registry.gauge("\(prefix)_once_ids_remembered",
+                                        help: "Ids of PUSHes with once 1 the gateway remembers, to answer a repeat within 300 s with the first one's counts.")
         var refusals: [CredentialRefusal: MetricCounter] = [:]
         for refusal in CredentialRefusal.allCases {
             refusals[refusal] = registry.counter(

@@ -20,18 +20,23 @@ public struct QueuedPush: Sendable {
     /// the delivery window while that connection lasts; when it closes, the push is
     /// dropped (and counted into MISSED) instead of kept.
     public var connectedOnly: Bool
+    /// From a PUSH with `once` 1 ([4.13-12]): a cluster node's queue record keeps the
+    /// flag, so that a repeat of the push is not queued beside it. (In the padding after
+    /// `connectedOnly`: no memory per push.)
+    public var once: Bool
     /// When it was last written to a device (`Clocks.monotonicNanoseconds()`), for the
     /// delivery latency its DELIVERY_ACK closes.
     public var writtenAtNs: UInt64
 
     public init(sequence: UInt32, frame: [UInt8], priority: UInt8, collapseKey: String?, expiresAtMs: Int64,
-                connectedOnly: Bool = false, writtenAtNs: UInt64 = 0) {
+                connectedOnly: Bool = false, once: Bool = false, writtenAtNs: UInt64 = 0) {
         self.sequence = sequence
         self.frame = frame
         self.priority = priority
         self.collapseKey = collapseKey
         self.expiresAtMs = expiresAtMs
         self.connectedOnly = connectedOnly
+        self.once = once
         self.writtenAtNs = writtenAtNs
     }
 

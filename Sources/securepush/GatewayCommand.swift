@@ -78,6 +78,9 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most; the others wait in its queue until acknowledgements free room (default: \(GatewayCommand.defaults.deliveryWindow)).",
                                valueName: "count"))
     var deliveryWindow: Int?
+    @Option(help: ArgumentHelp("Ids of PUSHes with once 1 each loop remembers for 300 s, to answer a repeat with the first one's counts instead of delivering it again; past it the oldest is forgotten first (default: \(GatewayCommand.defaults.onceMemory)).",
+                               valueName: "count"))
+    var onceMemory: Int?
     @Option(help: ArgumentHelp("Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this (default: \(GatewayCommand.defaults.limits.keepaliveMs)).",
                                valueName: "ms"))
     var keepaliveMs: UInt32?
@@ -92,6 +95,7 @@ struct GatewayCommand: ParsableCommand {
         if let queueCapacity, queueCapacity < 1 { throw ValidationError("--queue-capacity must be at least 1") }
         if let maxOutputBytes, maxOutputBytes < 1024 { throw ValidationError("--max-output-bytes must be at least 1024") }
         if let deliveryWindow, deliveryWindow < 1 { throw ValidationError("--delivery-window must be at least 1") }
+        if let onceMemory, onceMemory < 1 { throw ValidationError("--once-memory must be at least 1") }
         if let loops, !(0...GatewayConfiguration.maxLoops).contains(loops) {
             throw ValidationError("--loops must be 0 (one per core) to \(GatewayConfiguration.maxLoops)")
         }
@@ -132,6 +136,7 @@ struct GatewayCommand: ParsableCommand {
         if let queueCapacity { configuration.queueCapacity = queueCapacity }
         if let maxOutputBytes { configuration.maxOutputBytes = maxOutputBytes }
         if let deliveryWindow { configuration.deliveryWindow = deliveryWindow }
+        if let onceMemory { configuration.onceMemory = onceMemory }
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
         configuration.loops = loops ?? deployment.integer("loops", for: .gateway) ?? 0
         connection.apply(to: &configuration.limits)

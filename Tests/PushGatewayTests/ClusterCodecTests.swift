@@ -14,6 +14,13 @@ struct ClusterCodecTests {
 
     static let push1 = push(1, priority: 9, collapse: "score", expiresIn: 60_000)
     static let push2 = push(2, priority: 5, collapse: nil, expiresIn: 3_600_000)
+    /// `push2` as a provider sent it with `user` and `once` ([4.13-11], [4.13-12]).
+    static let push2UserOnce: ClusterPush = {
+        var push = push2
+        push.user = "alice"
+        push.once = true
+        return push
+    }()
     static let heartbeat = NodeHeartbeat(node: "g1", boot: 42, devices: 7, wantsPresence: true)
     static let record = QueueRecord(user: "alice", enrolment: 1_699_999_000_000, missed: 3, entries: [
         .init(push: push1, returned: true, rank: 2),
@@ -33,6 +40,13 @@ struct ClusterCodecTests {
                                                                ForwardedPush(push: push2, deviceIDs: ["c"])])),
         "forward_replies": .replies(ForwardReplies(id: .max, counts: [.init(written: 3, queued: .max), .init(written: 0, queued: 1)])),
         "take_notice": .take(TakeNotice(deviceIDs: ["phone", "tablet"])),
+        "forward_batch_user_once": .forward(ForwardBatch(id: 78, pushes: [ForwardedPush(push: push2UserOnce, deviceIDs: ["a"]),
+                                                                         ForwardedPush(push: push1, deviceIDs: ["b"])])),
+        "forward_batch_unknown_push_field": .forward(ForwardBatch(id: 78, pushes: [ForwardedPush(push: push2UserOnce, deviceIDs: ["a"])])),
+        "queue_record_once": .record(QueueRecord(user: "alice", entries: [
+            .init(push: push2UserOnce.queued, returned: false, rank: 1),
+            .init(push: push1, returned: false, rank: 2),
+        ])),
         "take_notice_empty": .take(TakeNotice(deviceIDs: [])),
         "queue_record": .record(record),
         "queue_record_long_entry": .record(QueueRecord(user: "carol", entries: [

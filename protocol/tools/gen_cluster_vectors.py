@@ -27,6 +27,7 @@ VERSION = 2
 NODE, BOOT, DEVICES, WANTS_PRESENCE, CHANGE, DEVICE_ID, ONLINE, STAMP, USER, DEVICE_TAG = range(0x01, 0x0B)
 BATCH_ID, FORWARDED, COUNTS, WRITTEN, QUEUED = range(0x0B, 0x10)
 FRAME_BODY, PRIORITY, COLLAPSE_KEY, EXPIRES_AT_MS, ENROLMENT, MISSED, ENTRY, RETURNED, RANK = range(0x10, 0x19)
+PUSH_USER, ONCE = range(0x19, 0x1B)
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -51,11 +52,17 @@ def message(body, version=VERSION):
 
 # Messages, each field in the order CLUSTER.md gives.
 
-def push_fields(body, priority, collapse, expires):
+def push_fields(body, priority, collapse, expires, user=None, once=False):
     out = field(FRAME_BODY, body) + integer(PRIORITY, priority)
     if collapse is not None:
         out += string(COLLAPSE_KEY, collapse)
-    return out + integer(EXPIRES_AT_MS, expires)
+    out += integer(EXPIRES_AT_MS, expires)
+    # Absent unless set, so a push without them has the bytes of the build before them.
+    if user is not None:
+        out += string(PUSH_USER, user)
+    if once:
+        out += integer(ONCE, 1)
+    return out
 
 
 def heartbeat(node, boot, devices, wants):
@@ -103,6 +110,10 @@ PUSH_1 = (bytes.fromhex("150101330109340573636f7265"), 9, "score", WALL + 60_000
 PUSH_2 = (bytes.fromhex("150102"), 5, None, WALL + 3_600_000)
 # A body over 127 bytes, so the entry holding it has a two-byte length.
 PUSH_LONG = (bytes([0x15, 0x81, 0x01]) + bytes(range(129)), 0, "", 0)
+# PUSH_2 as a provider sent it with user alice and once 1 (SPEC.md 4.13-11, 4.13-12), and
+# as a queue record keeps it: with once, without the user.
+PUSH_2_ONCE_USER = PUSH_2 + ("alice", True)
+PUSH_2_ONCE = PUSH_2 + (None, True)
 
 # Written by the untagged version-1 encoder (QueueRecord.encoded() before the tagged
 # layout) for the records of `queue_record` and `queue_record_untagged_missed_only`.
@@ -130,6 +141,12 @@ VECTORS = [
     ("forward_replies", "ForwardReplies", forward_replies(U64_MAX, [(3, U32_MAX), (0, 1)]), "encoding",
      "the counts of two pushes"),
     ("take_notice", "TakeNotice", take_notice(["phone", "tablet"]), "encoding", "two devices"),
+    ("forward_batch_user_once", "ForwardBatch",
+     forward_batch(78, [(PUSH_2_ONCE_USER, ["a"]), (PUSH_1, ["b"])]), "encoding",
+     "a push with push_user alice and once, then one without either: its fields as in forward_batch"),
+    ("queue_record_once", "QueueRecord",
+     queue_record("alice", 0, 0, [(PUSH_2_ONCE, False, 1), (PUSH_1, False, 2)]), "encoding",
+     "an entry with once (and no push_user, which records do not keep), then one without"),
     ("queue_record", "QueueRecord", queue_record(*RECORD), "encoding",
      "a returned entry with a collapse key, then one without"),
     ("queue_record_long_entry", "QueueRecord", queue_record("carol", 0, 0, [(PUSH_LONG, False, 1)]),
@@ -147,10 +164,14 @@ VECTORS = [
              + field(CHANGE, string(DEVICE_ID, "phone") + integer(ONLINE, 1) + field(0x60, b"\x01\x02")
                      + integer(STAMP, 9) + string(USER, "alice"))),
      "decodes", "an unknown tag inside a change is skipped"),
+    ("forward_batch_unknown_push_field", "ForwardBatch",
+     message(integer(BATCH_ID, 78) + field(FORWARDED, string(DEVICE_ID, "a") + push_fields(*PUSH_2_ONCE_USER)
+                                            + field(0x1B, b"later"))),
+     "decodes", "a push field of a later build (tag 0x1b) is skipped: the first push of forward_batch_user_once"),
     ("queue_record_missing_fields", "QueueRecord",
      message(string(USER, "dave") + field(ENTRY, field(FRAME_BODY, PUSH_2[0]))),
      "decodes", "missing fields take their defaults: enrolment 0, missed 0, priority 0, no collapse key, "
-                "expiry 0, not returned, rank 0"),
+                "expiry 0, no push user, not once, not returned, rank 0"),
     ("heartbeat_padded_lengths", "NodeHeartbeat",
      message(field(NODE, b"g1", 2) + field(BOOT, b"\x2a", 4) + integer(DEVICES, 7) + integer(WANTS_PRESENCE, 1)),
      "decodes", "field lengths padded to 2 and 4 bytes are read, as in protocol bodies: the heartbeat of `heartbeat`"),

@@ -148,27 +148,77 @@ struct PresenceBatch: Equatable {
 
 /// The parts of a PUSH a device gets, as they travel between nodes and sit in queues:
 /// the body of the device's PUSH frame (the correlation id is each node's own), with the
-/// fields queueing needs beside it.
+/// fields queueing needs beside it, and the provider's `user` and `once`, which the
+/// device's form leaves out ([4.14-1]).
 struct ClusterPush: Equatable {
     var frameBody: [UInt8]
     var priority: UInt8
     var collapseKey: String?
     /// Wall-clock milliseconds; 0 for a push to connected devices only (ttl_s 0).
     var expiresAtWallMs: UInt64
+    /// Only this user's devices get it ([4.13-11]): the node a push is forwarded to checks
+    /// the devices it names against it. Not kept in queue records, whose owner says whose
+    /// they are.
+    var user: String?
+    /// A later push of the same id with `once` is the same push ([4.13-12]): a node that
+    /// delivered it to a device does not deliver it there again, and a queue record that
+    /// holds it does not take it again.
+    var once: Bool
 
     var connectedOnly: Bool { expiresAtWallMs == 0 }
 
-    init(frameBody: [UInt8], priority: UInt8, collapseKey: String?, expiresAtWallMs: UInt64) {
+    init(frameBody: [UInt8], priority: UInt8, collapseKey: String?, expiresAtWallMs: UInt64, user: String? = nil, once: Bool = false) {
         self.frameBody = frameBody
         self.priority = priority
         self.collapseKey = collapseKey
         self.expiresAtWallMs = expiresAtWallMs
+        self.user = user
+        self.once = once
     }
 
     /// From an encoded device frame (`Push.deviceFrame`).
-    init(deviceFrame: [UInt8], priority: UInt8, collapseKey: String?, expiresAtWallMs: UInt64) {
+    init(deviceFrame: [UInt8], priority: UInt8, collapseKey: String?, expiresAtWallMs: UInt64, user: String? = nil,
+         once: Bool = false) {
         self.init(frameBody: Array(deviceFrame.dropFirst(FrameHeader.size)), priority: priority,
-                  collapseKey: collapseKey, expiresAtWallMs: expiresAtWallMs)
+                  collapseKey: collapseKey, expiresAtWallMs: expiresAtWallMs, user: user, once: once)
+    }
+
+    /// The notification id: the value of the frame body's `id` field (its first, as
+    /// `Push.deviceFrame` writes it); nil if the body has none.
+    var id: ArraySlice<UInt8>? {
+        var offset = 0
+        while offset < frameBody.count {
+            let tag = frameBody[offset]
+            offset += 1
+            var length = 0
+            var shift = 0
+            while true {
+                guard offset < frameBody.count, shift <= 21 else { return nil }
+                let byte = frameBody[offset]
+                offset += 1
+                length |= Int(byte & 0x7F) << shift
+                if byte & 0x80 == 0 { break }
+                shift += 7
+            }
+            guard length <= frameBody.count - offset else { return nil }
+            if tag == FieldTag.id.rawValue { return frameBody[offset..<(offset + length)] }
+            offset += length
+        }
+        return nil
+    }
+
+    /// Whether this and `other` are the same push with `once` ([4.13-12]): both have the
+    /// flag and carry the same id.
+    func repeats(_ other: ClusterPush) -> Bool {
+        guard once, other.once, let id, let otherID = other.id else { return false }
+        return id.elementsEqual(otherID)
+    }
+
+    /// The push as a queue record keeps it: without `user` (the record's owner is the user).
+    var queued: ClusterPush {
+        var copy = self
+        copy.user = nil
+        return copy
     }
 
     /// The device's PUSH frame with this node's correlation id.
@@ -186,6 +236,9 @@ struct ClusterPush: Equatable {
         writer.integer(.priority, priority)
         if let collapseKey { writer.string(.collapseKey, collapseKey) }
         writer.integer(.expiresAtWallMs, expiresAtWallMs)
+        // Absent unless set: a push without them is written as builds before them wrote it.
+        if let user { writer.string(.pushUser, user) }
+        if once { writer.flag(.once, true) }
     }
 
     /// The fields of a push as they are read from a message that carries one inline.
@@ -194,6 +247,8 @@ struct ClusterPush: Equatable {
         var priority: UInt8 = 0
         var collapseKey: String?
         var expiresAtWallMs: UInt64 = 0
+        var user: String?
+        var once = false
 
         /// Takes `field` if it is a push's; false if it is not.
         mutating func take(_ field: ClusterField) throws(ClusterDecodeError) -> Bool {
@@ -202,6 +257,8 @@ struct ClusterPush: Equatable {
             case .priority: priority = try field.uint8()
             case .collapseKey: collapseKey = field.string
             case .expiresAtWallMs: expiresAtWallMs = try field.integer()
+            case .pushUser: user = field.string
+            case .once: once = try field.flag()
             default: return false
             }
             return true
@@ -209,7 +266,7 @@ struct ClusterPush: Equatable {
 
         func push() throws(ClusterDecodeError) -> ClusterPush {
             ClusterPush(frameBody: try frameBody.required(.frameBody), priority: priority,
-                        collapseKey: collapseKey, expiresAtWallMs: expiresAtWallMs)
+                        collapseKey: collapseKey, expiresAtWallMs: expiresAtWallMs, user: user, once: once)
         }
     }
 }

@@ -29,4 +29,8 @@ struct ClusterTag: RawRepresentable, Hashable, Sendable {
     static let entry = ClusterTag(rawValue: 0x16)
     static let returned = ClusterTag(rawValue: 0x17)
     static let rank = ClusterTag(rawValue: 0x18)
+    /// A push's `user` ([4.13-11]); not 0x09, the user a queue or a device belongs to.
+    static let pushUser = ClusterTag(rawValue: 0x19)
+    /// A push's `once` ([4.13-12]).
+    static let once = ClusterTag(rawValue: 0x1A)
 }

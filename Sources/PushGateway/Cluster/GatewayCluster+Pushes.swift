@@ -11,7 +11,28 @@ extension GatewayCluster {
     /// forwarded to the nodes holding the others, queued in JetStream for offline ones; the
     /// counts join `tally` as each part is done ([4.13-3] across the cluster). On a node of
     /// several loops the share is the targets whose home this loop is: its registry and
-    /// directory hold no others.
+    /// directory hold no others. With `user`, only that user's devices ([4.13-11]).
+    ///
+    /// A push with `once` 1 ([4.13-12]) may come again through any node, which routes it
+    /// as here: what each part remembers answers the repeat. A device's home is where it
+    /// is connected, so the member that delivered the push to a device (from its own PUSH
+    /// or one forwarded to it) remembers what became of it there (`OnceMemory`, per device
+    /// and id), and a device's queue record in JetStream, the home of an offline device,
+    /// keeps the push with its `once` flag, so that appending it again changes nothing
+    /// (`QueueRecord.appending`). A member that takes a queue remembers its pushes with
+    /// `once` as queued for the device (`GatewayLogic.absorb`). While devices stay where
+    /// they were, a repeat is written and queued nowhere and gets the first counts.
+    ///
+    /// Not covered, as each node remembers only what passed through it:
+    /// - a device that acknowledged the push and has moved since (offline, or connected to
+    ///   another member) gets a repeat again, as nothing it moved with remembers the id;
+    /// - counts follow the devices: a push written to a device that has left since, its
+    ///   copy back in its queue record, counts as queued in a repeat's PUSH_ACK;
+    /// - a device a member had not reached with the push (one that connected meanwhile)
+    ///   gets a repeat, where a gateway alone would answer from memory and deliver nothing;
+    /// - a node that restarts forgets what it remembered (as the spec allows), and a forward
+    ///   that times out is queued in JetStream whether or not the slow node delivered it;
+    /// - a node of a build before `once` ignores the flag, and a record it rewrites loses it.
     func route(_ push: Push, tally: PushTally) {
         guard let target = push.target else { return }
         let nowWall = logic.wallClock()
@@ -20,13 +41,24 @@ extension GatewayCluster {
         var remote: [String: [(deviceID: String, owner: QueueOwner)]] = [:]
         var offline: [(deviceID: String, owner: QueueOwner)] = []
         let window = logic.settings.deliveryWindow
+        let user = push.user
+        let onceID = push.once ? push.id : nil
+        let nowMs = push.once ? logic.monotonicNow() : 0
+        var repeated = false
         func visit(_ deviceID: String, owner: QueueOwner) {
             if let record = logic.devices[deviceID], record.link != nil {
-                switch logic.deliver(local, to: record, window: window) {
+                if let onceID, let outcome = logic.once.outcome(of: onceID, for: deviceID, nowMs: nowMs) {
+                    repeated = true
+                    tally.add(written: outcome == .written ? 1 : 0, queued: outcome == .queued ? 1 : 0)
+                    return
+                }
+                let delivery = logic.deliver(local, to: record, window: window)
+                switch delivery {
                 case .written: tally.add(written: 1)
                 case .queued: tally.add(queued: 1)
                 case .dropped: break
                 }
+                if let onceID { logic.rememberOnce(onceID, delivery, for: deviceID, nowMs: nowMs) }
             } else if let node = directory.node(of: deviceID), node != localNode {
                 remote[node, default: []].append((deviceID, owner))
             } else if !connectedOnly {
@@ -35,14 +67,23 @@ extension GatewayCluster {
         }
         if let registry = logic.registry {
             registry.forEachDevice(matching: target, nowMs: nowWall) {
+                if let user, $0.registration.user != user { return }
                 visit($0.deviceID, owner: QueueOwner(user: $0.registration.user, enrolment: $0.registration.issuedAt))
             }
         } else {
-            directory.forEachDevice(matching: target) { visit($0, owner: QueueOwner(user: directory.devices[$0]?.user ?? "", enrolment: 0)) }
+            directory.forEachDevice(matching: target) { deviceID in
+                let owner = QueueOwner(user: directory.devices[deviceID]?.user ?? "", enrolment: 0)
+                if let user, owner.user != user { return }
+                visit(deviceID, owner: owner)
+            }
         }
+        if repeated { logic.metrics.pushesRepeated.increment() }
+        // Looking ids up forgets those whose window is up.
+        if push.once { logic.metrics.onceRemembered.set(logic.once.count) }
         if !remote.isEmpty || !offline.isEmpty {
             let clusterPush = ClusterPush(deviceFrame: local.frame, priority: push.priority, collapseKey: push.collapseKey,
-                                          expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000)
+                                          expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000,
+                                          user: user, once: push.once)
             for (node, targets) in remote { forward(clusterPush, to: targets, at: node, tally: tally) }
             for target in offline { queue(clusterPush, for: target.deviceID, owner: target.owner, tally: tally) }
         }
@@ -135,9 +176,11 @@ extension GatewayCluster {
         }
     }
 
+    /// Appends `push` to the device's queue record; a push with `once` the record holds
+    /// already is not appended again and counts as queued, as the first did ([4.13-12]).
     func queue(_ push: ClusterPush, for deviceID: String, owner: QueueOwner, tally: PushTally) {
         tally.begin()
-        queues.submit(.append(push, owner: owner) { [weak self] written in
+        queues.submit(.append(push.queued, owner: owner) { [weak self] written in
             if written {
                 tally.add(queued: 1)
                 self?.notifyHolder(of: deviceID)
@@ -166,7 +209,12 @@ extension GatewayCluster {
                 counts[index].queued &+= ack.queued
                 all.end()
             }
-            for deviceID in delivered.away { queue(forwarded.push, for: deviceID, owner: owner(of: deviceID), tally: part) }
+            for deviceID in delivered.away {
+                let owner = owner(of: deviceID)
+                // [4.13-11]: enrolled again for another user since the sender looked.
+                if let user = forwarded.push.user, owner.user != user { continue }
+                queue(forwarded.push, for: deviceID, owner: owner, tally: part)
+            }
             part.seal()
         }
         all.seal()

@@ -13,30 +13,62 @@ extension GatewayLogic {
             ? Int64.max : nowMonotonicMs + (Int64(clamping: push.expiresAtWallMs) - Int64(clamping: nowWallMs))
         return QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence), priority: push.priority,
                           collapseKey: push.collapseKey, expiresAtMs: expiresAtMs, connectedOnly: push.connectedOnly,
-                          writtenAtNs: Clocks.monotonicNanoseconds())
+                          once: push.once, writtenAtNs: Clocks.monotonicNanoseconds())
     }
 
     /// A push forwarded by another node for devices that node believes are connected here:
     /// delivered to those that are; the others are returned, for their queues in JetStream
-    /// (or nothing, for a connected-only push).
+    /// (or nothing, for a connected-only push). A device connected here under another
+    /// user's registration than the push's `user` gets nothing ([4.13-11]), and one this
+    /// member delivered the push with `once` to already is answered from memory
+    /// ([4.13-12], see `GatewayCluster.route`).
     func deliverForwarded(_ forwarded: ForwardedPush) -> (written: UInt32, queued: UInt32, away: [String]) {
-        let queued = localPush(forwarded.push, nowWallMs: wallClock(), nowMonotonicMs: monotonicNow())
+        let nowMonotonic = monotonicNow()
+        let queued = localPush(forwarded.push, nowWallMs: wallClock(), nowMonotonicMs: nowMonotonic)
+        let user = forwarded.push.user
+        let onceID = forwarded.push.once ? forwarded.push.id.map(Array.init) : nil
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
         var away: [String] = []
+        var repeated = false
         let window = settings.deliveryWindow
         for deviceID in forwarded.deviceIDs {
             guard let record = devices[deviceID], record.link != nil else {
                 away.append(deviceID)
                 continue
             }
-            switch deliver(queued, to: record, window: window) {
+            if let user, record.user != user { continue }
+            if let onceID, let outcome = once.outcome(of: onceID, for: deviceID, nowMs: nowMonotonic) {
+                repeated = true
+                switch outcome {
+                case .written: written += 1
+                case .queued: queuedCount += 1
+                }
+                continue
+            }
+            let delivery = deliver(queued, to: record, window: window)
+            switch delivery {
             case .written: written += 1
             case .queued: queuedCount += 1
             case .dropped: break
             }
+            if let onceID { rememberOnce(onceID, delivery, for: deviceID, nowMs: nowMonotonic) }
         }
+        if repeated { metrics.pushesRepeated.increment() }
+        if onceID != nil { metrics.onceRemembered.set(once.count) }
         return (written, queuedCount, away)
+    }
+
+    /// On a cluster node: remembers what became of the push with `once` and this id for a
+    /// device connected here ([4.13-12]). A push dropped (connected devices only, and the
+    /// device's connection went away) reached nothing and is not remembered.
+    func rememberOnce(_ id: [UInt8], _ delivery: Delivery, for deviceID: String, nowMs: Int64) {
+        switch delivery {
+        case .written: once.remember(id, device: deviceID, .written, nowMs: nowMs)
+        case .queued: once.remember(id, device: deviceID, .queued, nowMs: nowMs)
+        case .dropped: return
+        }
+        metrics.onceRemembered.set(once.count)
     }
 
     /// Takes a device's record off this node once its connection is gone: what it holds
@@ -57,7 +89,7 @@ extension GatewayLogic {
         for (index, push) in record.queue.entries.enumerated() where !push.connectedOnly {
             let wallExpiry = Int64(clamping: nowWall) + (push.expiresAtMs - nowMonotonic)
             let clusterPush = ClusterPush(deviceFrame: push.frame, priority: push.priority, collapseKey: push.collapseKey,
-                                          expiresAtWallMs: UInt64(max(1, wallExpiry)))
+                                          expiresAtWallMs: UInt64(max(1, wallExpiry)), once: push.once)
             entries.append(QueueRecord.Entry(push: clusterPush, returned: index < returnedCount, rank: rankOf[push.sequence] ?? 0))
         }
         return QueueRecord(owner: queueOwner(of: record), missed: record.missed, entries: entries)
@@ -79,6 +111,15 @@ extension GatewayLogic {
         guard taken.isUnowned || taken.owner == queueOwner(of: record) else { return }
         let nowWall = wallClock()
         let nowMonotonic = monotonicNow()
+        // The device's pushes with `once` are queued here now: a repeat forwarded here, or
+        // routed here, is answered from memory as queued ([4.13-12]).
+        var rememberedOnce = false
+        for entry in taken.entries where entry.push.once {
+            guard let id = entry.push.id else { continue }
+            once.remember(Array(id), device: record.deviceID, .queued, nowMs: nowMonotonic)
+            rememberedOnce = true
+        }
+        if rememberedOnce { metrics.onceRemembered.set(once.count) }
         // What waits here arrived after what the record holds, so it goes behind it, and
         // a full queue drops the record's oldest first, as on one node.
         let waiting = Array(record.queue.entries)

@@ -5,8 +5,13 @@ extension QueueRecord {
     /// The record with `push` added: expired pushes dropped and counted as missed, a push
     /// with the same collapse key replaced, the oldest dropped (and counted) when full.
     /// A record of another owner is emptied first: its device was enrolled again.
-    func appending(_ push: ClusterPush, for owner: QueueOwner, capacity: Int, nowWallMs: UInt64) -> (QueueRecord, DeviceQueue.Outcome) {
+    ///
+    /// A push with `once` that the record holds already ([4.13-12]: a repeat, which any
+    /// node may have taken) is not added again: the record is returned as it is, with no
+    /// outcome, and the push counts as queued, as the first one did.
+    func appending(_ push: ClusterPush, for owner: QueueOwner, capacity: Int, nowWallMs: UInt64) -> (QueueRecord, DeviceQueue.Outcome?) {
         let base = self.owner == owner || isUnowned ? self : QueueRecord(owner: owner)
+        if push.once, base.entries.contains(where: { $0.push.repeats(push) }) { return (self, nil) }
         var outcome = DeviceQueue.Outcome.queued
         let record = QueueRecord.build(owner: owner, missed: base.missed, returned: base.returnedEntries,
                                        arrived: base.arrivedEntries + [Entry(push: push, returned: false, rank: 0)],
@@ -36,8 +41,23 @@ extension QueueRecord {
     /// The other entries in arrival order.
     var arrivedEntries: [Entry] { entries.filter { !$0.returned }.sorted { $0.rank < $1.rank } }
 
+    /// The entries without the repeats of a push with `once` that an earlier entry holds
+    /// ([4.13-12]), returned ones first: what a node hands over may hold a push that a
+    /// repeat queued here meanwhile (the node had not yet told that the device left).
+    private static func withoutRepeats(returned: [Entry], arrived: [Entry]) -> (returned: [Entry], arrived: [Entry]) {
+        guard returned.contains(where: \.push.once) || arrived.contains(where: \.push.once) else { return (returned, arrived) }
+        var seen: Set<ArraySlice<UInt8>> = []
+        func first(_ entry: Entry) -> Bool {
+            guard entry.push.once, let id = entry.push.id else { return true }
+            return seen.insert(id).inserted
+        }
+        let keptReturned = returned.filter(first)
+        return (keptReturned, arrived.filter(first))
+    }
+
     private static func build(owner: QueueOwner, missed: UInt32, returned: [Entry], arrived: [Entry], capacity: Int,
                               nowWallMs: UInt64, lastOutcome: (DeviceQueue.Outcome) -> Void) -> QueueRecord {
+        let (returned, arrived) = withoutRepeats(returned: returned, arrived: arrived)
         var queue = DeviceQueue(capacity: capacity)
         var missed = missed
         var pushes: [UInt32: ClusterPush] = [:]
