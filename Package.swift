@@ -73,7 +73,7 @@ let package = Package(
         .target(name: "PushNATS", dependencies: ["CNats", "PushEventLoop"]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
-            "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "CSQLite", "PushPostgres",
+            "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "CSQLite", "PushPostgres",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Device and provider clients.

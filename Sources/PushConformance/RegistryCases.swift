@@ -148,10 +148,19 @@ enum RegistryCases {
             guard case .registryOK(let ok) = answer else { throw .fail("the held REGISTRY was answered \(describe(answer))") }
             let took = Clocks.monotonicMilliseconds() - sent
             guard !ok.entries.isEmpty else { return "empty after \(waited) ms of 700; the store answered the next one at once, empty: it does not hold (a MAY)" }
-            // Other clients' changes may come first; this case's enrolment follows them.
-            let later = ok.hasMore ? try readAll(session, from: ok.cursor).0 : []
-            try Expect.that((ok.entries + later).contains { $0.credential == device.credential && $0.state == .enrolled },
-                            "the held REGISTRY was answered with \(ok.entries.count) entries, none of them the new enrolment")
+            // Other clients' changes may come first, and answer the held request before this
+            // case's enrolment: then it is waited for from where they end.
+            var seen = ok.entries
+            var next = ok
+            for _ in 0..<5 where !seen.contains(where: { $0.credential == device.credential && $0.state == .enrolled }) {
+                let (more, end) = next.hasMore ? try readAll(session, from: next.cursor) : ([], next.cursor)
+                seen += more
+                guard !seen.contains(where: { $0.credential == device.credential }) else { break }
+                next = try page(session, cursor: end, waitMs: 5_000, "REGISTRY held again after other clients' changes")
+                seen += next.entries
+            }
+            try Expect.that(seen.contains { $0.credential == device.credential && $0.state == .enrolled },
+                            "the held REGISTRY and those after it brought \(seen.count) entries, none of them the new enrolment")
             return "empty after \(waited) ms of 700; a held request answered with the enrolment \(took) ms after it was sent"
         },
 

@@ -37,14 +37,20 @@ public struct NewPayload: Sendable, Equatable {
     public var createdAt: UInt64
     public var expiresAt: UInt64
     public var readLimit: UInt32
+    /// A SEND's push, committed with the payload into the outbox ([4.17-1]); nil for STORE.
+    public var push: Push?
+    /// A SEND's idempotency key, recorded with the payload ([4.17-5]).
+    public var idempotency: IdempotencyRecord?
 
-    public init(id: PayloadID, user: String, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32) {
+    public init(id: PayloadID, user: String, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32,
+                push: Push? = nil) {
         self.id = id
         self.user = user
         self.body = body
         self.createdAt = createdAt
         self.expiresAt = expiresAt
         self.readLimit = readLimit
+        self.push = push
     }
 }
 
@@ -62,6 +68,8 @@ public struct StoredPayload: Sendable, Equatable {
     public var fetchCount: UInt32
     public var fetchedAt: UInt64
     public var life: PayloadLife
+    /// What became of its push; read for STATUS only (`StoreReads.pushOutcome`).
+    public var push: PushOutcome = .none
 
     /// Whether a FETCH may still read it at `nowMs`.
     public func isReadable(nowMs: UInt64) -> Bool { life.afterSweep(expiresAt: expiresAt, nowMs: nowMs) == .live }
@@ -85,6 +93,10 @@ public enum WriteOperation: Sendable {
     case recordFetches([FetchTally])
     /// A checked LOGIN, for login limits kept in the database (`StoreBackend.sharesLoginLimits`).
     case loginAttempt(LoginAttempt)
+    /// Gateways' answers to outbox pushes, recorded in batches: a push answered but not yet
+    /// recorded is sent again after a restart, and the gateway takes the repeat as the
+    /// same push ([4.13-12]), so nothing waits for these to be durable.
+    case pushesHanded([HandedPush])
 }
 
 /// Successful FETCHes of one payload since the last batch.
@@ -176,6 +188,13 @@ public protocol PayloadReader: AnyObject {
     /// Runs `body` with every read it makes seeing one snapshot, so that a request pays for
     /// one read transaction however many reads it makes.
     func withSnapshot<T>(_ body: () throws -> T) throws -> T
+    /// What became of the push of the payload stored as `sequence` ([4.12-2]).
+    func pushOutcome(sequence: UInt64) throws -> PushOutcome
+    /// Outbox pushes no gateway has answered, after `cursor` in sequence order, whose
+    /// payload is still live at `nowMs` ([4.17-4]): at most `limit`.
+    func waitingPushes(after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> [OutboxEntry]
+    /// The SEND recorded with `key`, expired or not ([4.17-5]).
+    func idempotencyRecord(_ key: IdempotencyKey) throws -> IdempotencyRecord?
 }
 
 extension PayloadReader {

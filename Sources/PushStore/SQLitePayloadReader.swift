@@ -14,6 +14,9 @@ public final class SQLitePayloadReader: PayloadReader {
     private let dataVersion: SQLiteStatement
     private let revisions: SQLiteStatement
     private let registry: RegistryReads
+    private let pushBySequence: SQLiteStatement
+    private let waitingPage: SQLiteStatement
+    private let idempotencyByKey: SQLiteStatement
     private let beginSnapshot: SQLiteStatement
     private let endSnapshot: SQLiteStatement
     private var inSnapshot = false
@@ -49,6 +52,16 @@ public final class SQLitePayloadReader: PayloadReader {
                    (SELECT value FROM store_meta WHERE key = 'registry_seq')
             """)
         registry = try RegistryReads(connection)
+        pushBySequence = try connection.prepare("SELECT state, written, queued FROM pushes WHERE seq = ?")
+        waitingPage = try connection.prepare("""
+            SELECT p.seq, p.push, d.expires_at, d.created_at FROM pushes p JOIN payloads d ON d.seq = p.seq
+            WHERE p.state = \(OutboxState.waiting.rawValue) AND p.seq > ?
+              AND d.life = \(PayloadLife.live.rawValue) AND d.expires_at > ?
+            ORDER BY p.seq LIMIT ?
+            """)
+        idempotencyByKey = try connection.prepare("""
+            SELECT request_hash, id, payload_expires_at, expires_at FROM idempotency_keys WHERE scope = ? AND key = ?
+            """)
         beginSnapshot = try connection.prepare("BEGIN")
         endSnapshot = try connection.prepare("COMMIT")
     }
@@ -86,6 +99,41 @@ public final class SQLitePayloadReader: PayloadReader {
             readLimit: UInt32(truncatingIfNeeded: row.int(7)), readCount: UInt32(truncatingIfNeeded: row.int(8)),
             fetchCount: UInt32(truncatingIfNeeded: row.int(9)), fetchedAt: UInt64(bitPattern: row.int(10)),
             life: PayloadLife(rawValue: row.int(11)) ?? .expired)
+    }
+
+    public func pushOutcome(sequence: UInt64) throws -> PushOutcome {
+        defer { pushBySequence.reset() }
+        try pushBySequence.set(1, sequence)
+        guard try pushBySequence.step() else { return .none }
+        guard pushBySequence.int(0) == OutboxState.handed.rawValue else { return .waiting }
+        return .handed(PushAck(written: UInt32(truncatingIfNeeded: pushBySequence.int(1)),
+                               queued: UInt32(truncatingIfNeeded: pushBySequence.int(2))))
+    }
+
+    public func waitingPushes(after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> [OutboxEntry] {
+        defer { waitingPage.reset() }
+        try waitingPage.set(1, cursor)
+        try waitingPage.set(2, nowMs)
+        try waitingPage.set(3, Int64(limit))
+        var entries: [OutboxEntry] = []
+        while try waitingPage.step() {
+            let sequence = UInt64(bitPattern: waitingPage.int(0))
+            // A row that does not decode was not written by a store: skipped, not fatal.
+            guard let push = OutboxEntry.decode(waitingPage.blob(1)) else { continue }
+            entries.append(OutboxEntry(sequence: sequence, push: push, expiresAt: UInt64(bitPattern: waitingPage.int(2)),
+                                       createdAt: UInt64(bitPattern: waitingPage.int(3))))
+        }
+        return entries
+    }
+
+    public func idempotencyRecord(_ key: IdempotencyKey) throws -> IdempotencyRecord? {
+        defer { idempotencyByKey.reset() }
+        try idempotencyByKey.set(1, key.scope)
+        try idempotencyByKey.set(2, key.key)
+        guard try idempotencyByKey.step(), let id = PayloadID(bytes: idempotencyByKey.blob(1)) else { return nil }
+        return IdempotencyRecord(key: key, requestHash: idempotencyByKey.blob(0), id: id,
+                                 payloadExpiresAt: UInt64(bitPattern: idempotencyByKey.int(2)),
+                                 expiresAt: UInt64(bitPattern: idempotencyByKey.int(3)))
     }
 
     public func allIDs() throws -> [(PayloadID, UInt64)] {

@@ -24,6 +24,12 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let emptyExpired: SQLiteStatement
     private let forgetOld: SQLiteStatement
     private let forgetReceipts: SQLiteStatement
+    private let insertPush: SQLiteStatement
+    private let markHanded: SQLiteStatement
+    private let forgetPushes: SQLiteStatement
+    private let liveKey: SQLiteStatement
+    private let recordKey: SQLiteStatement
+    private let forgetKeys: SQLiteStatement
     // Prepared once: `sqlite3_exec` parses its SQL again on every transaction.
     private let begin: SQLiteStatement
     private let commitTransaction: SQLiteStatement
@@ -58,6 +64,18 @@ public final class SQLitePayloadWriter: PayloadWriter {
         emptyExpired = try connection.prepare("UPDATE payloads SET life = \(PayloadLife.expired.rawValue), body = NULL, key_id = NULL WHERE expires_at <= ? AND life = \(PayloadLife.live.rawValue)")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
+        insertPush = try connection.prepare("INSERT INTO pushes (seq, push) VALUES (?, ?)")
+        markHanded = try connection.prepare("""
+            UPDATE pushes SET state = \(OutboxState.handed.rawValue), written = ?, queued = ?, handed_at = ?
+            WHERE seq = ? AND state = \(OutboxState.waiting.rawValue)
+            """)
+        forgetPushes = try connection.prepare("DELETE FROM pushes WHERE seq NOT IN (SELECT seq FROM payloads)")
+        liveKey = try connection.prepare("SELECT 1 FROM idempotency_keys WHERE scope = ? AND key = ? AND expires_at > ?")
+        recordKey = try connection.prepare("""
+            INSERT OR REPLACE INTO idempotency_keys (scope, key, request_hash, id, payload_expires_at, expires_at)
+            VALUES (?, ?, ?, ?, ?, ?)
+            """)
+        forgetKeys = try connection.prepare("DELETE FROM idempotency_keys WHERE expires_at <= ?")
         begin = try connection.prepare("BEGIN IMMEDIATE")
         commitTransaction = try connection.prepare("COMMIT")
         rollback = try connection.prepare("ROLLBACK")
@@ -90,6 +108,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // Resolved inside the transaction a removal would have to wait for: a STORE
             // accepted just before its user was removed leaves no row behind.
             guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
+            if let key = new.idempotency, try isLive(key.key, atMs: new.createdAt) {
+                // Taken by a SEND this store did not know to be in flight: the provider retries.
+                return .failed(.busy)
+            }
             let (keyID, sealed) = try sealer.seal(new.body, id: new.id, userID: userID)
             try insert.set(1, new.id.high)
             try insert.set(2, new.id.low)
@@ -100,7 +122,23 @@ public final class SQLitePayloadWriter: PayloadWriter {
             try insert.set(7, new.expiresAt)
             try insert.set(8, Int64(new.readLimit))
             try insert.runBound()
-            return .stored(sequence: connection.lastInsertedRow)
+            let sequence = connection.lastInsertedRow
+            if let push = new.push {
+                // The push intent, in the same transaction as its payload ([4.17-1]).
+                try insertPush.set(1, sequence)
+                try insertPush.set(2, OutboxEntry.encode(push))
+                try insertPush.runBound()
+            }
+            if let key = new.idempotency {
+                try recordKey.set(1, key.key.scope)
+                try recordKey.set(2, key.key.key)
+                try recordKey.set(3, key.requestHash)
+                try recordKey.set(4, key.id.bytes)
+                try recordKey.set(5, key.payloadExpiresAt)
+                try recordKey.set(6, key.expiresAt)
+                try recordKey.runBound()
+            }
+            return .stored(sequence: sequence)
         case .ack(let sequence, let userID, let deviceID, let fetched):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
             guard let row = try receiptState(of: sequence) else { return .failed(.notFound) }
@@ -144,6 +182,15 @@ public final class SQLitePayloadWriter: PayloadWriter {
         case .loginAttempt:
             // One SQLite store serves its database alone: its own memory holds the limits.
             return .ok
+        case .pushesHanded(let handed):
+            for push in handed {
+                try markHanded.set(1, Int64(push.ack.written))
+                try markHanded.set(2, Int64(push.ack.queued))
+                try markHanded.set(3, push.handedAt)
+                try markHanded.set(4, push.sequence)
+                try markHanded.runBound()
+            }
+            return .ok
         }
     }
 
@@ -153,6 +200,14 @@ public final class SQLitePayloadWriter: PayloadWriter {
         try markFetched.set(2, tally.lastAtMs)
         try markFetched.set(3, tally.sequence)
         try markFetched.runBound()
+    }
+
+    private func isLive(_ key: IdempotencyKey, atMs nowMs: UInt64) throws(SQLiteError) -> Bool {
+        defer { liveKey.reset() }
+        try liveKey.set(1, key.scope)
+        try liveKey.set(2, key.key)
+        try liveKey.set(3, nowMs)
+        return try liveKey.step()
     }
 
     private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {
@@ -181,7 +236,11 @@ public final class SQLitePayloadWriter: PayloadWriter {
             let emptied = connection.changes
             let horizon = nowMs > SQLitePayloadWriter.tombstoneRetentionMs ? nowMs - SQLitePayloadWriter.tombstoneRetentionMs : 0
             try forgetOld.run([.uint(horizon)])
-            if connection.changes > 0 { try forgetReceipts.run([]) }
+            try forgetKeys.run([.uint(nowMs)])
+            if connection.changes > 0 {
+                try forgetReceipts.run([])
+                try forgetPushes.run([])
+            }
             _ = try RegistryTable.pruneExpiredRevoked(nowMs: nowMs, on: connection)
             try connection.execute("COMMIT")
             if emptied > 0 { try connection.execute("PRAGMA incremental_vacuum") }

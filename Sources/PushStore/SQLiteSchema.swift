@@ -4,7 +4,7 @@ import PushSecurity
 /// The store database's tables, and the changes that bring a database written by an
 /// earlier build up to them. `PRAGMA user_version` records how far a file has come.
 enum SQLiteSchema {
-    static let currentVersion: Int64 = 3
+    static let currentVersion: Int64 = 4
 
     /// Users have a random internal id that payloads bind to, so a name removed and added
     /// again is another user. `created_at` also dates the tokens a user may present: one
@@ -77,8 +77,40 @@ enum SQLiteSchema {
         CREATE INDEX IF NOT EXISTS payloads_by_expiry ON payloads(expires_at)
         """
 
+    /// The outbox ([4.17-1]): the push of each payload a SEND stored, in the PUSH's own field
+    /// encoding, committed with the payload and kept until a gateway has answered it (then
+    /// with the counts STATUS reports) and as long as the payload's row. The partial index
+    /// is what a restart reads.
+    static let pushesTable = """
+        CREATE TABLE IF NOT EXISTS pushes (
+            seq INTEGER PRIMARY KEY,
+            push BLOB NOT NULL,
+            state INTEGER NOT NULL DEFAULT \(OutboxState.waiting.rawValue),
+            written INTEGER NOT NULL DEFAULT 0,
+            queued INTEGER NOT NULL DEFAULT 0,
+            handed_at INTEGER NOT NULL DEFAULT 0
+        );
+        CREATE INDEX IF NOT EXISTS pushes_waiting ON pushes(seq) WHERE state = \(OutboxState.waiting.rawValue)
+        """
+
+    /// SENDs' idempotency keys ([4.17-5]), each with a digest of its SEND and the answer it
+    /// got, written with the payload and forgotten by the sweep 24 hours on.
+    static let idempotencyTable = """
+        CREATE TABLE IF NOT EXISTS idempotency_keys (
+            scope TEXT NOT NULL,
+            key TEXT NOT NULL,
+            request_hash BLOB NOT NULL,
+            id BLOB NOT NULL,
+            payload_expires_at INTEGER NOT NULL,
+            expires_at INTEGER NOT NULL,
+            PRIMARY KEY (scope, key)
+        ) WITHOUT ROWID;
+        CREATE INDEX IF NOT EXISTS idempotency_keys_by_expiry ON idempotency_keys(expires_at)
+        """
+
     static var fresh: String {
-        [usersTable("users"), payloadsTable("payloads"), receiptsTable, metaAndTriggers, indexes, RegistryTable.schema]
+        [usersTable("users"), payloadsTable("payloads"), receiptsTable, metaAndTriggers, indexes, RegistryTable.schema, pushesTable,
+         idempotencyTable]
             .joined(separator: ";\n")
     }
 
@@ -90,6 +122,11 @@ enum SQLiteSchema {
         // The device registry (SPEC.md 4.16): empty, since no earlier build recorded
         // enrolments; devices enrolled before must be enrolled again.
         (3, { connection throws(SQLiteError) in try connection.execute(RegistryTable.schema) }),
+        // The outbox and the idempotency keys of SEND (SPEC.md 4.17).
+        (4, { connection throws(SQLiteError) in
+            try connection.execute(pushesTable)
+            try connection.execute(idempotencyTable)
+        }),
     ]
 
     /// Creates the tables of a new file, or brings an existing one up to date, in one

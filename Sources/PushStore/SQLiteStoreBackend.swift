@@ -91,6 +91,15 @@ public final class SQLiteStoreBackend: StoreBackend {
         }
     }
 
+    public func waitingPushes(after cursor: UInt64, limit: Int,
+                              completion: @escaping (Result<[OutboxEntry], StoreBackendError>) -> Void) {
+        do {
+            completion(.success(try reads.waitingPushes(after: cursor, limit: limit)))
+        } catch {
+            completion(.failure(StoreBackendError(error)))
+        }
+    }
+
     /// A store on one loop: commits what the writer holds, stops its thread and
     /// checkpoints the WAL. On several loops the group does that after the last drain.
     public func stop() {

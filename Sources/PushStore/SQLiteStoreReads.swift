@@ -68,6 +68,7 @@ public final class SQLiteStoreReads {
                 sequence = sequences[id]
             } else {
                 payload = try self.payload(id, withBody: reads.body)
+                if reads.pushOutcome, let sequence = payload?.sequence { payload?.push = try reader.pushOutcome(sequence: sequence) }
             }
         }
         var unread: UnreadPage?
@@ -78,7 +79,9 @@ public final class SQLiteStoreReads {
         if let query = reads.registry {
             registry = try reader.registryChanges(after: query.cursor, limit: query.limit, maxBytes: query.maxBytes)
         }
-        return StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread, registry: registry)
+        var result = StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread, registry: registry)
+        if let key = reads.idempotency { result.idempotency = try reader.idempotencyRecord(key) }
+        return result
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.
@@ -104,6 +107,11 @@ public final class SQLiteStoreReads {
             guard current != cursor else { return nil }
             return RegistryNotice(from: cursor, to: current, counts: try reader.registryChangeCounts(after: cursor))
         }
+    }
+
+    /// Outbox pushes waiting for a gateway, after `cursor` ([4.17-4]).
+    public func waitingPushes(after cursor: UInt64, limit: Int) throws -> [OutboxEntry] {
+        try reader.withSnapshot { try reader.waitingPushes(after: cursor, limit: limit, nowMs: clock()) }
     }
 
     /// Users and devices looked up and remembered (for tests).

@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PushClient
 import PushClock
 import PushEventLoop
 import PushSecurity
@@ -38,6 +39,11 @@ public struct StoreConfiguration: Sendable {
     /// Loop threads serving requests (`--loops`, `store.loops`); 0 runs one per core. On
     /// SQLite they share one writer thread; on PostgreSQL each has its own connections.
     public var loops = 1
+    /// The gateways the store hands the pushes of SENDs to (`--gateway`, `store.gateway`),
+    /// connecting as a provider; without them the store refuses SEND ([4.17-3]).
+    public var gateway: ServerLink.Endpoint? {
+        didSet { settings.forwardsPushes = gateway != nil }
+    }
     /// Set on each loop's copy when it runs in a `StoreLoops` group.
     var shard: StoreShard?
 

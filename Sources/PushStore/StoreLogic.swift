@@ -69,6 +69,10 @@ public final class StoreSession {
 /// How to answer a request once its write is durable.
 public enum CommittedReply: Sendable, Equatable {
     case storeOK(StoreOK)
+    /// SEND_OK, and the push to hand to a gateway once it is sent; `createdAt` is the
+    /// payload's (unix ms), from which the forward latency counts. `idempotency`: the key
+    /// held in flight until the commit's outcome ([4.17-6]).
+    case sendOK(SendOK, Push, createdAt: UInt64, idempotency: IdempotencyKey?)
     case ackOK(PayloadID)
     case recallOK(PayloadID)
 
@@ -76,6 +80,7 @@ public enum CommittedReply: Sendable, Equatable {
         switch (outcome, self) {
         case (.failed(let status), _): .error(ErrorReply(status: status))
         case (_, .storeOK(let reply)): .storeOK(reply)
+        case (_, .sendOK(let reply, _, _, _)): .sendOK(reply)
         case (_, .ackOK(let id)): .ackOK(AckOK(id: id))
         case (_, .recallOK(let id)): .recallOK(RecallOK(id: id))
         }
@@ -110,6 +115,8 @@ public enum PendingRequest: Sendable {
     case recall(Recall)
     case status(StatusRequest)
     case registry(RegistryRequest)
+    /// A SEND with an idempotency key, once its earlier use is read ([4.17-5]).
+    case send(SendRequest, IdempotencyKey)
 }
 
 /// What `StoreLogic.finishLogin` decided.
@@ -186,6 +193,7 @@ public final class StoreLogic {
         do throws(Refusal) {
             switch message {
             case .store(let store): return try handleStore(store)
+            case .send(let send): return try handleSend(send)
             case .login(let login):
                 let limits = LoginLimitKey(user: login.user, address: LoginThrottle.addressKey(session.peerAddress))
                 return .read(StoreReads(user: login.user, passwordHash: true, fresh: true, loginLimits: limits), .login(login))
@@ -202,7 +210,7 @@ public final class StoreLogic {
                 let claims = try claims(ack.token, session: session, nowMs: clock())
                 return .read(StoreReads(user: claims.user, device: claims.deviceID, payload: ack.id, sequenceOnly: true), .ack(ack, claims))
             case .recall(let recall): return .read(StoreReads(payload: recall.id, sequenceOnly: true), .recall(recall))
-            case .status(let request): return .read(StoreReads(payload: request.id), .status(request))
+            case .status(let request): return .read(StoreReads(payload: request.id, pushOutcome: true), .status(request))
             case .registry(let request): return .read(registryReads(request, session: session), .registry(request))
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
             }
@@ -256,6 +264,7 @@ public final class StoreLogic {
                 guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
                 return .commit(.recall(sequence: sequence), .recallOK(recall.id))
             case .status(let request): return try status(request, found: found, nowMs: now)
+            case .send(let send, let key): return try sendOnce(send, key: key, earlier: found.idempotency, nowMs: now)
             case .registry(let request):
                 let page = found.registry ?? RegistryPage(entries: [], cursor: request.cursor, hasMore: false)
                 if page.entries.isEmpty && request.waitMs > 0 { return .hold(request) }
@@ -342,15 +351,73 @@ public final class StoreLogic {
     }
 
     private func handleStore(_ store: StoreRequest) throws(Refusal) -> StoreAction {
+        let payload = try newPayload(store)
+        return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
+    }
+
+    /// STORE's checks ([4.7-3], [4.7-4]) and the payload they allow. Whether the user exists
+    /// is decided by the writer, in the transaction that stores the payload (UNKNOWN_USER):
+    /// a STORE reads nothing.
+    private func newPayload(_ store: StoreRequest) throws(Refusal) -> NewPayload {
         guard store.payload.count <= settings.maxPayloadBytes else { throw Refusal(.tooLarge, "payload over \(settings.maxPayloadBytes) bytes") }
         guard store.ttlSeconds > 0 else { throw Refusal(.badRequest, "ttl_s must be above 0") }
-        // Whether the user exists is decided by the writer, in the transaction that stores
-        // the payload (UNKNOWN_USER): a STORE reads nothing.
         let now = clock()
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
-        let payload = NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
-                                 expiresAt: now + ttl * 1000, readLimit: store.readLimit)
-        return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
+        return NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
+                          expiresAt: now + ttl * 1000, readLimit: store.readLimit)
+    }
+
+    /// SEND: STORE's checks, the target's ([4.17-2]), then one commit of the payload and its
+    /// push ([4.17-1]). The push reaches the recipient's devices only ([4.13-11]). With an
+    /// idempotency key, its earlier use is read first ([4.17-5]).
+    private func handleSend(_ send: SendRequest) throws(Refusal) -> StoreAction {
+        guard settings.forwardsPushes else {
+            throw Refusal(.badRequest, "this store hands no pushes to a gateway (start it with --gateway); use STORE and PUSH")
+        }
+        let target = send.target ?? .user(send.user)
+        guard !target.name.isEmpty else { throw Refusal(.badRequest, "the target is empty") }
+        if case .user(let name) = target, name != send.user {
+            throw Refusal(.badRequest, "a SEND pushes to its recipient's devices only: target user \(name) is not the recipient")
+        }
+        if let key = send.idempotencyKey {
+            let scoped = IdempotencyKey(scope: IdempotencyKey.providerScope, key: key)
+            return .read(StoreReads(idempotency: scoped), .send(send, scoped))
+        }
+        return try commitSend(send, key: nil, nowMs: clock())
+    }
+
+    /// A keyed SEND: the earlier one's answer, CONFLICT, BUSY while the earlier one is being
+    /// committed, or a commit that records the key with the payload ([4.17-5], [4.17-6]).
+    private func sendOnce(_ send: SendRequest, key: IdempotencyKey, earlier: IdempotencyRecord?,
+                          nowMs: UInt64) throws(Refusal) -> StoreAction {
+        if let earlier, earlier.expiresAt > nowMs {
+            guard earlier.requestHash == IdempotencyRecord.requestHash(send) else {
+                throw Refusal(.conflict, "idempotency key already used, within 24 h, for a SEND with other content")
+            }
+            return .reply(.sendOK(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true)))
+        }
+        return try commitSend(send, key: key, nowMs: nowMs)
+    }
+
+    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, nowMs: UInt64) throws(Refusal) -> StoreAction {
+        var payload = try newPayload(send.storeRequest)
+        let push = Push(target: send.target ?? .user(send.user), id: payload.id.bytes, alert: send.alert, priority: send.priority,
+                        collapseKey: send.collapseKey, ttlSeconds: send.pushTTLSeconds ?? send.ttlSeconds, user: send.user, once: true)
+        payload.push = push
+        if let key {
+            // Held only once nothing can refuse the SEND: a refused SEND leaves its key free ([4.17-6]).
+            let held = shared.state.withLock { $0.sendsInFlight.insert(key).inserted }
+            guard held else { throw Refusal(.busy, "a SEND with this idempotency key is being committed; retry") }
+            payload.idempotency = IdempotencyRecord(key: key, requestHash: IdempotencyRecord.requestHash(send), id: payload.id,
+                                                    payloadExpiresAt: payload.expiresAt, expiresAt: nowMs + IdempotencyRecord.lifetimeMs)
+        }
+        return .commit(.store(payload), .sendOK(SendOK(id: payload.id, expiresAt: payload.expiresAt), push, createdAt: payload.createdAt,
+                                                idempotency: key))
+    }
+
+    /// A keyed SEND's commit has its outcome: the key is no longer in flight ([4.17-6]).
+    public func sendCommitted(_ key: IdempotencyKey) {
+        shared.state.withLock { _ = $0.sendsInFlight.remove(key) }
     }
 
     /// The identity a verified token speaks for ([7.3-3]), from what was read with the
@@ -422,7 +489,8 @@ public final class StoreLogic {
             payload.fetchedAt = max(payload.fetchedAt, tally.lastAtMs)
         }
         return .reply(.statusOK(StatusOK(id: request.id, state: payload.state(nowMs: nowMs), fetchCount: payload.fetchCount,
-                                         fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
+                                         fetchedAt: payload.fetchedAt, createdAt: payload.createdAt, expiresAt: payload.expiresAt,
+                                         push: payload.push)))
     }
 
     /// The statistics gathered since the last call, for one writer operation.

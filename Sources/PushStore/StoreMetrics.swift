@@ -25,11 +25,11 @@ public final class StoreMetrics {
     /// [type slot * statusSlots + status slot]
     private var requestCounts: [UInt64]
 
-    // Request types are 0x10 to 0x1C and REGISTRY 0x24; statuses 0x00 to 0x1D, then
+    // Request types are 0x10 to 0x1C, REGISTRY 0x24 and SEND 0x26; statuses 0x00 to 0x1F, then
     // INTERNAL (0xFF), then any other.
     private static let firstType: UInt8 = 0x10
-    private static let typeSlots = 0x25 - 0x10
-    private static let statusSlots = 0x20
+    private static let typeSlots = 0x27 - 0x10
+    private static let statusSlots = 0x22
     private static let prefix = "securepush_store"
 
     public init(registry: MetricsRegistry = MetricsRegistry(), served: Set<MessageType> = StoreServer.served) {
@@ -114,14 +114,14 @@ public final class StoreMetrics {
     }
 
     private static func statusSlot(_ status: Status) -> Int {
-        if status.rawValue < 0x1E { return Int(status.rawValue) }
-        return status == .internalError ? 0x1E : 0x1F
+        if status.rawValue < 0x20 { return Int(status.rawValue) }
+        return status == .internalError ? 0x20 : 0x21
     }
 
     private static func statusName(slot: Int) -> String {
         switch slot {
-        case 0x1E: "internal"
-        case 0x1F: "other"
+        case 0x20: "internal"
+        case 0x21: "other"
         default: Status(rawValue: UInt16(slot)).name.lowercased()
         }
     }

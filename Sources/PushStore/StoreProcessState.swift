@@ -13,6 +13,8 @@ public final class StoreProcessState: Sendable {
         var badTokens: FailureWindowLimiter
         /// FETCH statistics not yet handed to the writer, by payload sequence ([4.8-3]).
         var fetchTallies: [UInt64: FetchTally] = [:]
+        /// Idempotency keys of SENDs being committed on any loop ([4.17-6]).
+        var sendsInFlight: Set<IdempotencyKey> = []
     }
 
     let state: Mutex<Guarded>

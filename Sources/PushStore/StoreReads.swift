@@ -30,10 +30,16 @@ public struct StoreReads: Sendable, Equatable {
     /// The login limits shared by every store of the database, for (user, address).
     /// A backend serving one store alone answers nil: the store's own memory is exact.
     public var loginLimits: LoginLimitKey?
+    /// With `payload`: what became of its push (STATUS only, [4.12-2]).
+    public var pushOutcome = false
+    /// The earlier SEND with this idempotency key ([4.17-5]).
+    public var idempotency: IdempotencyKey?
 
     public init(user: String? = nil, passwordHash: Bool = false, fresh: Bool = false, device: String? = nil, payload: PayloadID? = nil,
                 body: Bool = false, sequenceOnly: Bool = false, unread: UnreadQuery? = nil, registry: RegistryQuery? = nil,
-                loginLimits: LoginLimitKey? = nil) {
+                loginLimits: LoginLimitKey? = nil, pushOutcome: Bool = false, idempotency: IdempotencyKey? = nil) {
+        self.pushOutcome = pushOutcome
+        self.idempotency = idempotency
         self.user = user
         self.passwordHash = passwordHash
         self.fresh = fresh
@@ -94,6 +100,8 @@ public struct StoreReadResult: Sendable, Equatable {
     public var unread: UnreadPage?
     public var registry: RegistryPage?
     public var loginLimits: LoginLimitState?
+    /// The earlier SEND with the key asked for, if any (expired or not).
+    public var idempotency: IdempotencyRecord?
 
     /// The sequence of the payload asked for, however it was answered.
     public var payloadSequence: UInt64? { payload?.sequence ?? sequence }
@@ -137,6 +145,9 @@ public protocol StoreBackend: AnyObject {
     func stored(_ id: PayloadID, sequence: UInt64)
     /// The registry's changes after `cursor`, or nil if there are none.
     func registryNotice(after cursor: UInt64, completion: @escaping (Result<RegistryNotice?, StoreBackendError>) -> Void)
+    /// Outbox pushes no gateway has answered, after `cursor` in sequence order, whose
+    /// payload is still live: at most `limit` ([4.17-4]). Completion on the loop.
+    func waitingPushes(after cursor: UInt64, limit: Int, completion: @escaping (Result<[OutboxEntry], StoreBackendError>) -> Void)
     /// The registry's last change number, at start.
     var registrySequenceAtStart: UInt64 { get }
     /// Whether the login limits live in the database, shared with other stores.

@@ -34,6 +34,8 @@ public final class StoreServer: ServiceHandler {
     public private(set) var lastCommitFailureMs: Int64?
     /// A store on one loop, or the first of several, which counts and logs for them all.
     private let speaksForProcess: Bool
+    /// Hands SENDs' pushes to a gateway (`--gateway`); nil when the store refuses SEND.
+    public var forwarder: OutboxForwarder?
 
     /// A request whose reply waits for its write to be durable.
     private struct PendingCommit {
@@ -324,7 +326,18 @@ public final class StoreServer: ServiceHandler {
         for (index, ticket) in tickets.enumerated() where ticket != 0 {
             guard let pending = awaitingCommit.removeValue(forKey: ticket) else { continue }
             let outcome = outcomes?[index] ?? .failed(.internalError)
-            if case .stored(let sequence) = outcome, case .storeOK(let stored) = pending.reply { backend.stored(stored.id, sequence: sequence) }
+            if case .sendOK(_, _, _, let key?) = pending.reply { logic.sendCommitted(key) }
+            if case .stored(let sequence) = outcome {
+                switch pending.reply {
+                case .storeOK(let stored):
+                    backend.stored(stored.id, sequence: sequence)
+                case .sendOK(let sent, let push, let createdAt, _):
+                    backend.stored(sent.id, sequence: sequence)
+                    forwarder?.committed(OutboxEntry(sequence: sequence, push: push, expiresAt: sent.expiresAt, createdAt: createdAt))
+                default:
+                    break
+                }
+            }
             let reply = pending.reply.message(for: outcome)
             host.respond(reply, correlation: pending.correlation, to: pending.peer)
             metrics.answered(pending.type, with: reply, startNs: pending.startNs)

@@ -1,4 +1,5 @@
 import Logging
+import PushClient
 import PushClock
 import PushEventLoop
 import PushService
@@ -115,6 +116,9 @@ public final class StoreService: LoopGroupMember {
             backend.stop()
             throw .cannotListen(host: configuration.host, port: configuration.port, error)
         }
+        if let gateway = configuration.gateway {
+            server.forwarder = startForwarder(to: gateway, configuration, server: server, backend: backend, on: loop)
+        }
         let service = StoreService(configuration: configuration, port: host.port ?? configuration.port, host: host,
                                    server: server, backend: backend)
         // The other loops of a store of several start quietly, and leave the shared limits
@@ -130,6 +134,26 @@ public final class StoreService: LoopGroupMember {
         return service
     }
 
+    /// The loop's link to the gateways for SENDs' pushes ([4.17-3]). On SQLite the loop that
+    /// speaks for the process reads what a previous run left waiting; on PostgreSQL, where
+    /// each loop is a store of its own, every loop does.
+    private static func startForwarder(to gateway: ServerLink.Endpoint, _ configuration: StoreConfiguration, server: StoreServer,
+                                       backend: StoreBackend, on loop: EventLoop) -> OutboxForwarder {
+        let metrics = OutboxMetrics(registry: server.metrics.registry, loop: configuration.shard?.seat.index)
+        let forwarder = OutboxForwarder(
+            loop: loop, gateway: gateway, providerKey: configuration.providerKey, wallClock: configuration.clock,
+            logger: configuration.logger, metrics: metrics,
+            scanAtStart: configuration.database != nil || configuration.speaksForProcess,
+            speaksForProcess: configuration.speaksForProcess,
+            waitingPushes: { [weak backend] cursor, limit, completion in
+                guard let backend else { return completion(.success([])) }
+                backend.waitingPushes(after: cursor, limit: limit, completion: completion)
+            },
+            record: { [weak backend] handed in backend?.submit(.pushesHanded(handed), ticket: 0) })
+        forwarder.start()
+        return forwarder
+    }
+
     /// Graceful stop ([5.5-1]): no new connections, GOAWAY SHUTTING_DOWN to every peer,
     /// replies to what was accepted (commits included), then the writer thread ends and
     /// `drained` runs on the loop. Every caller's `drained` runs, however many ask.
@@ -142,6 +166,7 @@ public final class StoreService: LoopGroupMember {
                 drained()
                 return
             }
+            server.forwarder?.stop()
             server.flushFetchTallies()
             backend.finish { [self] in
                 stopWriter()
@@ -204,6 +229,7 @@ public final class StoreService: LoopGroupMember {
         guard !writerStopped else { return }
         writerStopped = true
         pruneTimer?.cancel()
+        server.forwarder?.stop()
         server.flushFetchTallies()
         server.stopTimers()
         backend.stop()

@@ -29,6 +29,9 @@ public struct StoreSettings: Sendable {
     /// removal, a re-added name): once per this many ms of its clock, and never more than
     /// this late. 0 asks before every request.
     public var usersRecheckMs: UInt64 = 1
+    /// Whether a gateway to hand SENDs' pushes to is configured (`--gateway`): without one
+    /// the store refuses SEND rather than keep pushes that nothing will deliver.
+    public var forwardsPushes = false
 
     public init() {}
 }

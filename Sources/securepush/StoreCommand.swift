@@ -1,4 +1,5 @@
 import ArgumentParser
+import PushClient
 import PushEventLoop
 import PushSecurity
 import PushService
@@ -37,6 +38,19 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Most admitted peers (past HELLO_OK) at once; a HELLO beyond it gets ERROR BUSY (default: \(StoreCommand.limits.maxConnections)).",
                                valueName: "count"))
     var maxConnections: Int?
+    @Option(help: ArgumentHelp("""
+        Hand the pushes of SENDs to this gateway, connecting as a provider; several nodes of one cluster may be given \
+        as HOST:PORT,HOST:PORT, used one at a time. A SEND's payload and push are committed together and the push is \
+        kept until a gateway has taken it, across restarts (default: store.gateway in the config file; without it, the \
+        store refuses SEND and providers use STORE and PUSH).
+        """, valueName: "host:port"), transform: parseGatewayAddresses)
+    var gateway: AddressList?
+    @Option(help: ArgumentHelp("CA certificate (PEM) to verify the gateway's TLS certificate with; without it the connection to the gateway is plain TCP (default: none).",
+                               valueName: "file"))
+    var gatewayCaFile: String?
+    @Option(help: ArgumentHelp("The name to verify the gateway's certificate against (default: the host of the --gateway address connected to).",
+                               valueName: "name"))
+    var gatewayServerName: String?
     @OptionGroup var connection: ConnectionOptions
     @Option(help: ArgumentHelp("""
         Event-loop threads serving requests; connections are spread over them in turn and each serves its own whole. \
@@ -85,6 +99,7 @@ struct StoreCommand: ParsableCommand {
         connection.apply(to: &configuration.limits)
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
         configuration.loops = loops ?? deployment.integer("loops", for: .store) ?? 0
+        configuration.gateway = try gatewayEndpoint(deployment)
 
         let loop = try EventLoop()
         let service: StoreLoops
@@ -95,6 +110,36 @@ struct StoreCommand: ParsableCommand {
         }
         try serveUntilStopped(service, on: loop, listen: address, monitoring: monitoring, logger: configuration.logger,
                               placement: "each new connection goes to the next loop in turn, which serves all its requests")
+    }
+}
+
+extension StoreCommand {
+    /// `--gateway` or `store.gateway`, with its TLS settings.
+    func gatewayEndpoint(_ deployment: Deployment) throws -> ServerLink.Endpoint? {
+        var addresses = gateway
+        if addresses == nil, let text = deployment.config["store.gateway"] {
+            do {
+                addresses = try AddressList(parsing: text)
+            } catch {
+                throw CommandFailure("\(deployment.directory)/\(Deployment.configFile): store.gateway: \(error)")
+            }
+        }
+        guard let addresses else {
+            if gatewayCaFile != nil || gatewayServerName != nil {
+                throw CommandFailure("--gateway-ca-file and --gateway-server-name need --gateway (or store.gateway in the config file)")
+            }
+            return nil
+        }
+        var endpoint = ServerLink.Endpoint(addresses)
+        if let gatewayCaFile {
+            do {
+                endpoint.tls = try TLSContext.client(caFile: gatewayCaFile)
+            } catch {
+                throw CommandFailure("cannot use --gateway-ca-file: \(error)")
+            }
+        }
+        endpoint.serverName = gatewayServerName
+        return endpoint
     }
 }
 

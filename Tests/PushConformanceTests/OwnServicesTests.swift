@@ -2,6 +2,7 @@ import Foundation
 #if canImport(FoundationXML)
 import FoundationXML
 #endif
+import PushClient
 import PushConformance
 import PushSecurity
 import PushStore
@@ -49,7 +50,24 @@ final class OwnServices {
         // run at once, so the failed logins of one share (the login cases, the per-user
         // rate-limit case) would otherwise use up the address's budget for another share's
         // LOGIN, in whichever order the threads run.
+        if gatewayLoops > 1 {
+            gateway = try InProcessGatewayLoops(deployment, loops: gatewayLoops) {
+                $0.queueCapacity = 2
+                $0.limits.timeouts.frameMs = Self.frameDeadlineMs
+                $0.tls = serverTLS
+            }
+        } else {
+            gateway = try InProcessGateway(deployment) {
+                $0.queueCapacity = 2
+                $0.limits.timeouts.frameMs = Self.frameDeadlineMs
+                $0.tls = serverTLS
+            }
+        }
+        // The store hands SENDs' pushes to that gateway (SPEC.md 4.17).
+        var gatewayEndpoint = ServerLink.Endpoint(HostPort(host: gateway.host, port: gateway.port))
+        if let certificateFile { gatewayEndpoint.tls = try TLSContext.client(caFile: certificateFile) }
         let configureStore = { (configuration: inout StoreConfiguration) in
+            configuration.gateway = gatewayEndpoint
             configuration.limits.keepaliveMs = 2000
             configuration.settings.badTokensPerAddress = 100_000
             configuration.settings.loginFailuresPerAddress = 100_000
@@ -63,19 +81,6 @@ final class OwnServices {
             let single = try InProcessStore(deployment, configure: configureStore)
             store = single
             stopStore = single.stop
-        }
-        if gatewayLoops > 1 {
-            gateway = try InProcessGatewayLoops(deployment, loops: gatewayLoops) {
-                $0.queueCapacity = 2
-                $0.limits.timeouts.frameMs = Self.frameDeadlineMs
-                $0.tls = serverTLS
-            }
-        } else {
-            gateway = try InProcessGateway(deployment) {
-                $0.queueCapacity = 2
-                $0.limits.timeouts.frameMs = Self.frameDeadlineMs
-                $0.tls = serverTLS
-            }
         }
     }
 

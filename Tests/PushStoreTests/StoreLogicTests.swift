@@ -47,7 +47,14 @@ final class StoreFixture {
         case .reply(let message): return message
         case .commit(let operation, let reply):
             let outcomes = try writer.commit([operation])
-            if case .stored(let sequence) = outcomes[0], case .storeOK(let stored) = reply { reads.stored(stored.id, sequence: sequence) }
+            if case .stored(let sequence) = outcomes[0] {
+                switch reply {
+                case .storeOK(let stored): reads.stored(stored.id, sequence: sequence)
+                case .sendOK(let sent, _, _, _): reads.stored(sent.id, sequence: sequence)
+                default: break
+                }
+            }
+            if case .sendOK(_, _, _, let key?) = reply { logic.sendCommitted(key) }
             return reply.message(for: outcomes[0])
         case .read(let wanted, let pending):
             return try perform(logic.resume(pending, with: read(wanted), session: session), session: session)
@@ -149,6 +156,9 @@ final class UnreadableIDs: PayloadReader {
         RegistryPage(entries: [], cursor: cursor, hasMore: false)
     }
     func registryChangeCounts(after cursor: UInt64) throws -> RegistryChangeCounts { RegistryChangeCounts() }
+    func pushOutcome(sequence: UInt64) throws -> PushOutcome { .none }
+    func waitingPushes(after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> [OutboxEntry] { [] }
+    func idempotencyRecord(_ key: IdempotencyKey) throws -> IdempotencyRecord? { nil }
 }
 
 func status(of message: Message?) -> Status? {

@@ -127,12 +127,17 @@ struct StoreLoopsProcessTests {
             let loaded = try #require(registryReply(try gateway.request(.registry(RegistryRequest()))))
             held.append(try gateway.send(.registry(RegistryRequest(cursor: loaded.cursor, waitMs: 30_000))))
         }
+        let port = try #require(store.service.announcedMetricsPort)
+        // Both held before the change: a REGISTRY read after it would be answered at once,
+        // before the poll that counts the change has run on its loop.
+        #expect(try waitUntil {
+            try MetricsExposition(parsing: try HTTPGet.metrics(port: port)).value("securepush_store_registry_held_requests") == 2
+        })
         _ = try store.deployment.enroll("phone", user: "alice")
         for (gateway, correlation) in zip(gateways, held) {
             let changed = try #require(registryReply(try gateway.reply(to: correlation, timeoutMs: 10_000)))
             #expect(changed.entries.map(\.state) == [.enrolled])
         }
-        let port = try #require(store.service.announcedMetricsPort)
         // Each loop counts and logs (or not) in the poll that noticed the change, before it
         // answers its held REGISTRY: with both answered, both loops are past that point.
         let metrics = try MetricsExposition(parsing: try HTTPGet.metrics(port: port))

@@ -202,7 +202,7 @@ final class PostgresGroupCommit {
             case .recordFetches(let more):
                 tallies += more
                 plan.operations.append(.done)
-            case .loginAttempt:
+            case .loginAttempt, .pushesHanded:
                 plan.operations.append(.done)
             }
         }
@@ -232,7 +232,7 @@ final class PostgresGroupCommit {
                 plan.operations[index] = .recall(ordinal: recalls.count)
             case .loginAttempt(let attempt):
                 plan.statements.append(fixed(PostgresWriteStatements.loginAttempt(attempt, settings: limits)))
-            case .store, .recordFetches:
+            case .store, .recordFetches, .pushesHanded:
                 break
             }
         }
