@@ -11,7 +11,9 @@ public struct SendReceipt: Equatable, Sendable {
     public var delivery: PushAck
 }
 
-/// The app backend's sending side: STORE the payload, then PUSH only its ID.
+/// The app backend's sending side: SEND to the store, which commits the payload and the
+/// push of its ID together and hands the push to its gateway (`sendThroughStore`), or
+/// STORE the payload and then PUSH only its ID to a gateway (`send`).
 /// Requests are pipelined on one connection to each service, and the connections come
 /// back by themselves after a failure, to the next of the endpoint's addresses when it
 /// lists several (`ServerLink`). A STORE whose reply was lost with its connection fails
@@ -38,12 +40,13 @@ public final class ProviderClient {
     }
 
     private let store: ServerLink
-    private let gateway: ServerLink
+    /// Only for `send`, the two-step way.
+    private let gateway: ServerLink?
     /// A connection to "store" or "gateway" failed (it is retried unless refused).
     public var onConnectionError: ((String, ClientError) -> Void)? {
         didSet {
             store.onDown = { [weak self] error in self?.onConnectionError?("store", error) }
-            gateway.onDown = { [weak self] error in self?.onConnectionError?("gateway", error) }
+            gateway?.onDown = { [weak self] error in self?.onConnectionError?("gateway", error) }
         }
     }
     /// Every address of "store" or "gateway" failed in a row (with one address, each
@@ -51,7 +54,7 @@ public final class ProviderClient {
     public var onUnreachable: ((String, [AddressFailure]) -> Void)? {
         didSet {
             store.onEveryAddressFailed = { [weak self] failures in self?.onUnreachable?("store", failures) }
-            gateway.onEveryAddressFailed = { [weak self] failures in self?.onUnreachable?("gateway", failures) }
+            gateway?.onEveryAddressFailed = { [weak self] failures in self?.onUnreachable?("gateway", failures) }
         }
     }
 
@@ -59,23 +62,24 @@ public final class ProviderClient {
     /// `onConnectionError`).
     public var storeAddress: HostPort { store.currentAddress }
     /// The gateway address connected to, or being tried.
-    public var gatewayAddress: HostPort { gateway.currentAddress }
+    public var gatewayAddress: HostPort? { gateway?.currentAddress }
 
-    public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint, providerKey: SecretKey) {
+    /// `gateway`: only for `send`; without it the client talks to the store alone.
+    public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint? = nil, providerKey: SecretKey) {
         let credentials = HelloCredential.provider(providerKey)
         // A fresh credential (a new nonce) for every connection: a server accepts each once.
         func hello(_ audience: CredentialAudience) -> () -> Hello {
             { Hello(role: .provider, credential: credentials.make(for: audience, nowMs: Clocks.wallMilliseconds()), name: "securepush-provider") }
         }
         self.store = ServerLink(loop: loop, endpoint: store, hello: hello(.store))
-        self.gateway = ServerLink(loop: loop, endpoint: gateway, hello: hello(.gateway))
+        self.gateway = gateway.map { ServerLink(loop: loop, endpoint: $0, hello: hello(.gateway)) }
         self.store.start()
-        self.gateway.start()
+        self.gateway?.start()
     }
 
     public func stop() {
         store.stop()
-        gateway.stop()
+        gateway?.stop()
     }
 
     /// The deadlines of both connections (HELLO_OK, a started frame). A change applies from
@@ -84,12 +88,34 @@ public final class ProviderClient {
         get { store.timeouts }
         set {
             store.timeouts = newValue
-            gateway.timeouts = newValue
+            gateway?.timeouts = newValue
         }
     }
 
-    /// STORE, and once the store has made it durable, PUSH its ID to the target.
+    /// SEND: one request to the store, answered once the payload and the push of its ID
+    /// are durable together; the store hands the push to its gateway (SPEC.md 4.17). With an
+    /// idempotency key, a retry after a lost reply is answered with the first SEND's id
+    /// instead of storing a second copy.
+    public func sendThroughStore(_ message: SecureMessage, idempotencyKey: String? = nil,
+                                 completion: @escaping (Result<SendOK, ClientError>) -> Void) {
+        let request = SendRequest(user: message.recipient, payload: message.payload, ttlSeconds: message.ttlSeconds,
+                                  readLimit: message.readOnce ? 1 : 0,
+                                  target: message.target == .user(message.recipient) ? nil : message.target,
+                                  alert: message.alert, priority: message.priority, collapseKey: message.collapseKey,
+                                  idempotencyKey: idempotencyKey)
+        store.request(.send(request)) { result in
+            switch result {
+            case .success(.sendOK(let ok)): completion(.success(ok))
+            case .success(let other): completion(.failure(.unexpectedReply(other.type)))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// STORE, and once the store has made it durable, PUSH its ID to the target: needs the
+    /// gateway given at `init`.
     public func send(_ message: SecureMessage, completion: @escaping (Result<SendReceipt, ClientError>) -> Void) {
+        guard let gateway else { return completion(.failure(.stopped)) }
         let request = StoreRequest(user: message.recipient, payload: message.payload, ttlSeconds: message.ttlSeconds,
                                    readLimit: message.readOnce ? 1 : 0)
         store.request(.store(request)) { [gateway] result in

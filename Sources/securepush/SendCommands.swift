@@ -20,8 +20,9 @@ struct ProviderOptions: ParsableArguments {
     @Option(help: ArgumentHelp("How long to wait for the servers, in seconds (fractions allowed).", valueName: "seconds"))
     var timeout = Seconds(10)
 
-    /// A provider client with the HELLO deadline inside the command's own.
-    func client(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint, key: SecretKey) -> ProviderClient {
+    /// A provider client with the HELLO deadline inside the command's own; `gateway` only
+    /// for STORE then PUSH.
+    func client(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint? = nil, key: SecretKey) -> ProviderClient {
         let client = ProviderClient(loop: loop, store: store, gateway: gateway, providerKey: key)
         client.timeouts.handshakeMs = helloTimeoutMs(commandTimeoutSeconds: timeout.value)
         return client
@@ -37,7 +38,7 @@ struct ProviderOptions: ParsableArguments {
     func failOnConnectionErrors<T>(_ client: ProviderClient, only: String? = nil, _ done: @escaping (Result<T, CommandFailure>) -> Void) {
         client.onConnectionError = { [weak client] service, error in
             guard let client, error.isPermanent, only == nil || only == service else { return }
-            let address = service == "store" ? client.storeAddress : client.gatewayAddress
+            let address = service == "gateway" ? client.gatewayAddress ?? client.storeAddress : client.storeAddress
             done(.failure(describe(error, talkingTo: service, at: address)))
         }
         client.onUnreachable = { service, failures in
@@ -66,12 +67,25 @@ extension PayloadID: ExpressibleByArgument {
 struct SendCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "send",
-        abstract: "Store a payload and push only its ID: prints the ID and the delivery summary.")
+        abstract: "Store a payload and push only its ID: prints the ID, and with --gateway the delivery summary.",
+        discussion: """
+            Without --gateway, one SEND to the store: it commits the payload and the push of its ID together and hands \
+            the push to the gateway it was started with (`securepush store --gateway`), retrying until a gateway takes it; \
+            `securepush status ID` then tells what became of the push. With --gateway, STORE to the store and then PUSH to \
+            that gateway, two requests the command makes itself.
+            """)
 
     @OptionGroup var provider: ProviderOptions
-    @Option(help: ArgumentHelp("The gateway's address: a host name or an IP address, and the port (IPv6 in brackets: [::1]:7071). \(gatewayListHelp)",
-                               valueName: "host:port"), transform: parseGatewayAddresses)
-    var gateway: AddressList
+    @Option(help: ArgumentHelp("""
+        Push through this gateway yourself (STORE, then PUSH): a host name or an IP address, and the port (IPv6 in \
+        brackets: [::1]:7071). \(gatewayListHelp) Without it the store pushes (SEND).
+        """, valueName: "host:port"), transform: parseGatewayAddresses)
+    var gateway: AddressList?
+    @Option(help: ArgumentHelp("""
+        Makes the command safe to run again: a SEND with a key used in the last 24 hours stores nothing and prints the \
+        first one's ID (at most 128 bytes; not with --gateway).
+        """, valueName: "key"))
+    var idempotencyKey: String?
     @Option(help: ArgumentHelp("Who gets the push: user:NAME, device:ID or tag:T.", valueName: "target")) var to: PushTarget
     @Option(help: "The payload's recipient when --to is a device or a tag (a payload belongs to one user).") var user: String?
     @Option(help: "The payload text.") var text: String?
@@ -87,6 +101,10 @@ struct SendCommand: ParsableCommand {
         guard (text == nil) != (file == nil) else { throw ValidationError("give exactly one of --text and --file") }
         if case .user = to {} else if user == nil { throw ValidationError("--user is required when --to is a device or a tag") }
         if let collapse, collapse.isEmpty || collapse.utf8.count > 64 { throw ValidationError("--collapse must be 1 to 64 bytes") }
+        if let idempotencyKey {
+            guard gateway == nil else { throw ValidationError("--idempotency-key needs the store to push (SEND): leave out --gateway") }
+            guard !idempotencyKey.isEmpty, idempotencyKey.utf8.count <= 128 else { throw ValidationError("--idempotency-key must be 1 to 128 bytes") }
+        }
     }
 
     func run() throws {
@@ -104,6 +122,7 @@ struct SendCommand: ParsableCommand {
         message.collapseKey = collapse
         message.readOnce = readOnce
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
+        guard let gateway else { return try sendThroughStore(message, to: storeEndpoint, key: key) }
         let gatewayEndpoint = try endpoint(gateway, caFile: provider.caFile)
         let receipt: SendReceipt = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store and the gateway") { loop, done in
             let client = provider.client(loop: loop, store: storeEndpoint, gateway: gatewayEndpoint, key: key)
@@ -122,6 +141,28 @@ struct SendCommand: ParsableCommand {
         announce("id \(receipt.id.hex)")
         announce("delivery: written to \(receipt.delivery.written) device(s), queued for \(receipt.delivery.queued)")
         announce("readable until \(localTime(milliseconds: receipt.expiresAt))")
+    }
+
+    /// One SEND: the store commits payload and push together and pushes itself.
+    private func sendThroughStore(_ message: ProviderClient.SecureMessage, to store: ServerLink.Endpoint, key: SecretKey) throws {
+        let sent: SendOK = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
+            let client = provider.client(loop: loop, store: store, key: key)
+            provider.failOnConnectionErrors(client, done)
+            client.sendThroughStore(message, idempotencyKey: idempotencyKey) { result in
+                client.stop()
+                done(result.mapError { error in
+                    if case .frameTooLarge(let size, let limit) = error {
+                        return CommandFailure("the payload (\(message.payload.count) bytes) is too large: the store takes frames of at most \(limit) bytes and this request is \(size)")
+                    }
+                    if case .status = error { return CommandFailure("the payload was not sent: \(error)") }
+                    return provider.describe(error, talkingTo: "store", at: client.storeAddress)
+                })
+            }
+        }
+        announce("id \(sent.id.hex)")
+        announce(sent.replayed ? "already sent with this idempotency key: nothing new was stored"
+                               : "push: committed with the payload; the store hands it to its gateway (see `securepush status`)")
+        announce("readable until \(localTime(milliseconds: sent.expiresAt))")
     }
 }
 
@@ -164,7 +205,7 @@ struct StatusCommand: ParsableCommand {
         let key = try provider.key()
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
         let status: StatusOK = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
-            let client = provider.client(loop: loop, store: storeEndpoint, gateway: storeEndpoint, key: key)
+            let client = provider.client(loop: loop, store: storeEndpoint, key: key)
             provider.failOnConnectionErrors(client, only: "store", done)
             client.status(id) { result in
                 client.stop()
@@ -174,6 +215,11 @@ struct StatusCommand: ParsableCommand {
         var line = "\(id.hex) \(status.state)"
         if status.fetchCount > 0 { line += " (\(status.fetchCount) fetch(es), the last at \(localTime(milliseconds: status.fetchedAt)))" }
         announce(line + ", expires at \(localTime(milliseconds: status.expiresAt))")
+        switch status.push {
+        case .none: break
+        case .waiting: announce("push: waiting for a gateway to take it")
+        case .handed(let ack): announce("push: written to \(ack.written) device(s), queued for \(ack.queued)")
+        }
     }
 }
 
@@ -187,7 +233,7 @@ struct RecallCommand: ParsableCommand {
         let key = try provider.key()
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
         let _: Void = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
-            let client = provider.client(loop: loop, store: storeEndpoint, gateway: storeEndpoint, key: key)
+            let client = provider.client(loop: loop, store: storeEndpoint, key: key)
             provider.failOnConnectionErrors(client, only: "store", done)
             client.recall(id) { result in
                 client.stop()

@@ -37,11 +37,12 @@ public final class ServiceProcess: ReachableService {
     public let announcedMetricsPort: Int?
     public let host = "127.0.0.1"
 
-    /// Starts `securepush ARGUMENTS --listen 127.0.0.1:0` and waits for its `listening on` line.
+    /// Starts `securepush ARGUMENTS --listen LISTEN` and waits for its `listening on` line.
+    /// - Parameter listen: 127.0.0.1:0 unless a test needs the service back on its port.
     /// - Parameter openFileLimit: run it under `ulimit -n` of this (a shell lowers the
     ///   limit, then becomes the service: the pid is the service's).
-    public init(_ arguments: [String], openFileLimit: Int? = nil) throws {
-        let full = arguments + ["--listen", "127.0.0.1:0"]
+    public init(_ arguments: [String], listen: String = "127.0.0.1:0", openFileLimit: Int? = nil) throws {
+        let full = arguments + ["--listen", listen]
         if let openFileLimit {
             child = try ChildProcess(executable: "/bin/sh",
                                      arguments: ["-c", "ulimit -n \(openFileLimit) && exec \"$0\" \"$@\"", SecurePushBinary.path] + full,
