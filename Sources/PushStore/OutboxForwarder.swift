@@ -63,6 +63,10 @@ public final class OutboxForwarder {
     static let scanPage = 1_000
     /// After a gateway's ERROR, before the push is sent again.
     static let retryPauseMs = 1_000
+    /// How often a store on PostgreSQL looks for pushes whose lease is over.
+    public static let claimEveryMs = 5_000
+    private let rescanEveryMs: Int?
+    private var rescanTimer: LoopTimer?
 
     /// - Parameters:
     ///   - gateway: the gateways' addresses; the link uses one at a time and moves on when it fails.
@@ -70,7 +74,7 @@ public final class OutboxForwarder {
     ///   - scanAtStart: whether to read the pushes a previous run left waiting (the loop that
     ///     speaks for the process does; on PostgreSQL every store reads its own).
     public init(loop: EventLoop, gateway: ServerLink.Endpoint, providerKey: SecretKey, wallClock: @escaping () -> UInt64,
-                logger: Logger, metrics: OutboxMetrics, scanAtStart: Bool, speaksForProcess: Bool,
+                logger: Logger, metrics: OutboxMetrics, scanAtStart: Bool, speaksForProcess: Bool, rescanEveryMs: Int? = nil,
                 waitingPushes: @escaping WaitingPushes, record: @escaping ([HandedPush]) -> Void) {
         self.loop = loop
         self.wallClock = wallClock
@@ -79,6 +83,7 @@ public final class OutboxForwarder {
         self.record = record
         self.waitingPushes = waitingPushes
         self.speaksForProcess = speaksForProcess
+        self.rescanEveryMs = rescanEveryMs
         scanCursor = scanAtStart ? 0 : nil
         let credentials = HelloCredential.provider(providerKey)
         link = ServerLink(loop: loop, endpoint: gateway) {
@@ -93,6 +98,13 @@ public final class OutboxForwarder {
         link.onReady = { [weak self] in self?.linkUp() }
         link.onDown = { [weak self] error in self?.linkDown(error) }
         link.start()
+        if let rescanEveryMs {
+            rescanTimer = loop.schedule(after: .milliseconds(rescanEveryMs), repeating: true) { [weak self] in
+                guard let self else { return }
+                if scanCursor == nil { scanCursor = 0 }
+                pump()
+            }
+        }
         metrics.collect(depth: { [weak self] in Double(self.map { $0.held + $0.spilled } ?? 0) },
                         oldestAge: { [weak self] in self?.oldestAgeSeconds() ?? 0 })
     }
@@ -101,6 +113,7 @@ public final class OutboxForwarder {
     public func stop() {
         stopped = true
         pauseTimer?.cancel()
+        rescanTimer?.cancel()
         flushAnswers()
         link.stop()
         metrics.linkUp.set(0)

@@ -13,9 +13,6 @@ public typealias StoreLoops = ServiceLoopGroup<StoreService>
 extension ServiceLoopGroup where Member == StoreService {
     public static func start(_ configuration: StoreConfiguration, on loop: EventLoop) throws(StoreServiceError) -> StoreLoops {
         _ = try configuration.effectiveLimits()
-        if configuration.gateway != nil, configuration.database != nil {
-            throw .invalidConfiguration("--gateway (store.gateway) needs SQLite in this build: a store on PostgreSQL does not forward SENDs' pushes yet")
-        }
         let count = configuration.effectiveLoopCount
         let writerGroup = try sharedWriter(configuration, loops: count)
         let shared = StoreProcessState(settings: configuration.settings)

@@ -81,7 +81,7 @@ public final class StoreService: LoopGroupMember {
                 backend = try PostgresStoreBackend.start(url: url, settings: configuration.settings,
                                                          dataKeysPath: StoreFiles.dataKeysPath(forDatabase: path), clock: clock,
                                                          logger: configuration.logger, loopIndex: configuration.loopIndex,
-                                                         on: loop)
+                                                         outboxOwner: configuration.outboxOwner, on: loop)
             } catch {
                 throw .cannotStartPostgres(error)
             }
@@ -145,6 +145,8 @@ public final class StoreService: LoopGroupMember {
             logger: configuration.logger, metrics: metrics,
             scanAtStart: configuration.database != nil || configuration.speaksForProcess,
             speaksForProcess: configuration.speaksForProcess,
+            // On PostgreSQL other stores' pushes whose lease is over are claimed too.
+            rescanEveryMs: configuration.database == nil ? nil : OutboxForwarder.claimEveryMs,
             waitingPushes: { [weak backend] cursor, limit, completion in
                 guard let backend else { return completion(.success([])) }
                 backend.waitingPushes(after: cursor, limit: limit, completion: completion)

@@ -32,6 +32,9 @@ public struct StoreSettings: Sendable {
     /// Whether a gateway to hand SENDs' pushes to is configured (`--gateway`): without one
     /// the store refuses SEND rather than keep pushes that nothing will deliver.
     public var forwardsPushes = false
+    /// On PostgreSQL, how long a SEND's push is left to the store that committed (or last
+    /// claimed) it before another store may claim it ([4.17-4]).
+    public var outboxLeaseMs: UInt64 = 30_000
 
     public init() {}
 }

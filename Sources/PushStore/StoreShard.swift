@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import PushService
 
 /// One loop's place in a store of several: set on its copy of the configuration.
@@ -16,6 +19,15 @@ extension StoreConfiguration {
     var speaksForProcess: Bool { shard?.seat.speaksForProcess ?? true }
 
     var loopIndex: Int { shard?.seat.index ?? 0 }
+
+    /// The name this loop's pushes are owned by on PostgreSQL: the same after a restart of
+    /// the store on the same host and address, so it takes its own back at once, and apart
+    /// from every other store loop of the database.
+    var outboxOwner: String {
+        var name = [CChar](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count) == 0 ? String(cString: name) : "unknown-host"
+        return "\(host)/\(self.host):\(port)/loop \(loopIndex)"
+    }
 
     /// A loop's copy of the configuration: its place in the group.
     func seated(_ shard: StoreShard?) -> StoreConfiguration {

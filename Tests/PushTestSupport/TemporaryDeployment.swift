@@ -15,14 +15,15 @@ public final class TemporaryDeployment {
     /// - Parameters:
     ///   - commandLine: made by `securepush init`, users added by `securepush user add`.
     ///   - database: the store keeps its data in this PostgreSQL database (`store.database`).
-    public init(commandLine: Bool = false, database: String? = nil) throws {
+    ///   - settings: more config keys (not with `commandLine`).
+    public init(commandLine: Bool = false, database: String? = nil, settings: [(String, String)] = []) throws {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-test-\(UUID().uuidString)").path
         madeByCommandLine = commandLine
         if commandLine {
             let result = try SecurePushBinary.run(["init", directory] + (database.map { ["--database", $0] } ?? []))
             guard result.status == 0 else { throw ServiceError.failed("init: \(result.stderr)") }
         } else {
-            _ = try Deployment.create(at: directory, settings: database.map { [("store.database", $0)] } ?? [])
+            _ = try Deployment.create(at: directory, settings: (database.map { [("store.database", $0)] } ?? []) + settings)
         }
         let config = directory + "/" + Deployment.configFile
         let text = try String(contentsOfFile: config, encoding: .utf8)

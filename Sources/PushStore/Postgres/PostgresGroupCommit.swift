@@ -40,6 +40,10 @@ final class PostgresGroupCommit {
     /// in only if the name still has that id when it commits.
     private var recipients: [String: UInt64] = [:]
     static let recipientCapacity = 10_000
+    /// The store loop that owns the pushes its SENDs commit (`PostgresWriteStatements.claimPushes`).
+    var outboxOwner = ""
+    /// How long a committed push is left to its owner before another store may claim it.
+    var pushLeaseMs: UInt64 = 30_000
     /// Called whenever the queue has drained and nothing is in flight.
     var onIdle: (() -> Void)?
     /// Told why a group, or an operation of one, failed (for the log).
@@ -217,6 +221,17 @@ final class PostgresGroupCommit {
             plan.statements.append(PostgresWriteStatements.insert(rows[start..<end]))
             start = end
         }
+        // SENDs' pushes and keys, in the transaction of their payloads ([4.17-1]).
+        let sends = rows.map(\.payload).filter { $0.push != nil }
+        if let first = sends.first {
+            plan.statements.append(fixed(PostgresWriteStatements.insertPushes(sends, owner: outboxOwner,
+                                                                              leaseUntil: first.createdAt + pushLeaseMs)))
+        }
+        let keys = sends.compactMap(\.idempotency)
+        if let now = sends.first?.createdAt, !keys.isEmpty {
+            plan.statements.append(fixed(PostgresWriteStatements.freeExpiredKeys(keys, nowMs: now)))
+            plan.statements.append(fixed(PostgresWriteStatements.insertKeys(keys)))
+        }
         // All the ACKs as one statement, then all the RECALLs as one: operations of one
         // group were in flight together, so any order among them is one they could have had.
         var acks: [PostgresWriteStatements.Ack] = []
@@ -232,7 +247,9 @@ final class PostgresGroupCommit {
                 plan.operations[index] = .recall(ordinal: recalls.count)
             case .loginAttempt(let attempt):
                 plan.statements.append(fixed(PostgresWriteStatements.loginAttempt(attempt, settings: limits)))
-            case .store, .recordFetches, .pushesHanded:
+            case .pushesHanded(let handed):
+                plan.statements.append(fixed(PostgresWriteStatements.pushesHanded(handed)))
+            case .store, .recordFetches:
                 break
             }
         }
@@ -316,6 +333,8 @@ final class PostgresGroupCommit {
     /// removed as it committed fails its foreign key: UNKNOWN_USER, as if it had come after.
     private static func outcome(of error: PostgresError, for operation: WriteOperation) -> WriteOutcome {
         if case .store = operation, error.sqlState == "23503" { return .failed(.unknownUser) }
+        // Another store committed a SEND with the same key meanwhile ([4.17-6]).
+        if case .store(let new) = operation, new.idempotency != nil, error.sqlState == "23505" { return .failed(.busy) }
         return .failed(.internalError)
     }
 

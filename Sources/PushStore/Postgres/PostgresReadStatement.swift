@@ -16,6 +16,8 @@ struct PostgresReadStatement {
     var payloadColumn: Int?
     var unreadColumn: Int?
     var limitsColumn: Int?
+    var pushColumn: Int?
+    var keyColumn: Int?
 
     private init(sql: String, parameters: [PostgresValue], userColumn: Int?, deviceColumn: Int?, payloadColumn: Int?) {
         self.sql = sql
@@ -29,7 +31,7 @@ struct PostgresReadStatement {
     /// device (FETCH, ACK, STATUS, RECALL). SYNC, LOGIN and REGISTRY are read alone.
     static func batches(_ reads: StoreReads) -> Bool {
         reads.payload != nil && reads.unread == nil && reads.registry == nil && reads.loginLimits == nil && !reads.passwordHash
-            && !reads.fresh
+            && !reads.fresh && !reads.pushOutcome && reads.idempotency == nil
     }
 
     /// The reads of many requests (each `batches`) as one statement of a fixed shape, over
@@ -79,6 +81,16 @@ struct PostgresReadStatement {
             columns += ["p.seq", "p.user_id", "p.key_id", reads.body ? "p.body" : "NULL::bytea", "p.created_at", "p.expires_at",
                         "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life"]
             joins.append("LEFT JOIN payloads p ON p.id = \(parameter(.id(id)))")
+            if reads.pushOutcome {
+                pushColumn = columns.count
+                columns += ["o.state", "o.written", "o.queued"]
+                joins.append("LEFT JOIN pushes o ON o.seq = p.seq")
+            }
+        }
+        if let key = reads.idempotency {
+            keyColumn = columns.count
+            columns += ["k.request_hash", "k.id", "k.payload_expires_at", "k.expires_at"]
+            joins.append("LEFT JOIN idempotency_keys k ON k.scope = \(parameter(.text(key.scope))) AND k.key = \(parameter(.text(key.key)))")
         }
         if let unread = reads.unread, reads.user != nil {
             unreadColumn = columns.count
@@ -146,6 +158,17 @@ struct PostgresReadStatement {
                 readLimit: UInt32(clamping: try result.uint(row, column + 6)), readCount: UInt32(clamping: try result.uint(row, column + 7)),
                 fetchCount: UInt32(clamping: try result.uint(row, column + 8)), fetchedAt: try result.uint(row, column + 9),
                 life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired)
+            if let column = pushColumn, !result.isNull(row, column) {
+                found.payload?.push = try result.int64(row, column) == OutboxState.handed.rawValue
+                    ? .handed(PushAck(written: UInt32(clamping: try result.uint(row, column + 1)),
+                                      queued: UInt32(clamping: try result.uint(row, column + 2))))
+                    : .waiting
+            }
+        }
+        if let column = keyColumn, let key = reads.idempotency, !result.isNull(row, column),
+           let id = PayloadID(bytes: try result.bytes(row, column + 1)) {
+            found.idempotency = IdempotencyRecord(key: key, requestHash: try result.bytes(row, column), id: id,
+                                                  payloadExpiresAt: try result.uint(row, column + 2), expiresAt: try result.uint(row, column + 3))
         }
         if let column = unreadColumn, let unread = reads.unread, found.user != nil {
             var ids: [PayloadID] = []

@@ -26,14 +26,14 @@ public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
 /// removal fence and the login limits.
 public enum PostgresSchema {
     /// The version this build writes and reads.
-    public static let currentVersion: Int64 = 2
+    public static let currentVersion: Int64 = 3
 
     /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
     /// deployment's other users of the database do not take.
     static let migrationLock: Int64 = 0x7365_6375_7265_7075
 
     /// Migrations by the version they lead to, oldest first.
-    static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2)]
+    static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3)]
 
     /// Users have a random 63-bit id that payloads and registrations bind to, so a name
     /// removed and added again is another user; `created_at` dates the tokens a holder may
@@ -121,6 +121,36 @@ public enum PostgresSchema {
     /// now on keep the room.
     static let version2 = """
         ALTER TABLE payloads SET (fillfactor = 70)
+        """
+
+    /// SEND (SPEC.md 4.17). `pushes` is the outbox: each SEND's PUSH in its field encoding,
+    /// committed with its payload and gone with it; `state` is `OutboxState`, the counts are
+    /// the gateway's answer. `owner` is the store loop that committed or last claimed it and
+    /// `lease_until` (unix ms) when another store may claim it: a store that died, or cannot
+    /// reach a gateway, leaves its pushes to the others once their lease is over.
+    /// `idempotency_keys` keep each SEND's key for 24 hours with a digest of the request.
+    static let version3 = """
+        CREATE TABLE pushes (
+            seq bigint PRIMARY KEY REFERENCES payloads (seq) ON DELETE CASCADE,
+            push bytea NOT NULL,
+            state integer NOT NULL DEFAULT \(OutboxState.waiting.rawValue),
+            written bigint NOT NULL DEFAULT 0,
+            queued bigint NOT NULL DEFAULT 0,
+            handed_at bigint NOT NULL DEFAULT 0,
+            owner text NOT NULL,
+            lease_until bigint NOT NULL
+        );
+        CREATE INDEX pushes_waiting ON pushes (seq) WHERE state = \(OutboxState.waiting.rawValue);
+        CREATE TABLE idempotency_keys (
+            scope text NOT NULL,
+            key text NOT NULL,
+            request_hash bytea NOT NULL,
+            id bytea NOT NULL,
+            payload_expires_at bigint NOT NULL,
+            expires_at bigint NOT NULL,
+            PRIMARY KEY (scope, key)
+        );
+        CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at)
         """
 
     /// The version the database is at: 0 before the first migration.

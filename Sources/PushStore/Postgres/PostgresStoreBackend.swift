@@ -62,7 +62,8 @@ public final class PostgresStoreBackend: StoreBackend {
     /// up wait for them. pg_stat_activity names each connection by its store loop
     /// (`loopIndex`) and its job: `securepush store loop 0 write`, `... read 1`.
     public static func start(url: String, settings: StoreSettings, dataKeysPath: String, clock: @escaping @Sendable () -> UInt64,
-                             logger: Logger, loopIndex: Int = 0, on loop: EventLoop) throws(StartFailure) -> PostgresStoreBackend {
+                             logger: Logger, loopIndex: Int = 0, outboxOwner: String = "", on loop: EventLoop)
+        throws(StartFailure) -> PostgresStoreBackend {
         do {
             try PostgresURL.validate(url)
         } catch {
@@ -92,8 +93,11 @@ public final class PostgresStoreBackend: StoreBackend {
         } catch {
             throw .dataKeys(path: dataKeysPath, "\(error)")
         }
-        return PostgresStoreBackend(url: url, database: database, registrySequence: registrySequence, settings: settings,
-                                    sealer: PayloadSealer(ring: ring), clock: clock, logger: logger, loopIndex: loopIndex, loop: loop)
+        let backend = PostgresStoreBackend(url: url, database: database, registrySequence: registrySequence, settings: settings,
+                                           sealer: PayloadSealer(ring: ring), clock: clock, logger: logger, loopIndex: loopIndex, loop: loop)
+        backend.committer.outboxOwner = outboxOwner
+        backend.committer.pushLeaseMs = settings.outboxLeaseMs
+        return backend
     }
 
     private init(url: String, database: String, registrySequence: UInt64, settings: StoreSettings, sealer: PayloadSealer,
@@ -251,16 +255,35 @@ public final class PostgresStoreBackend: StoreBackend {
         }
     }
 
+    /// Claims, for this store loop, the waiting pushes after `cursor` that it owns or whose
+    /// lease is over (`PostgresWriteStatements.claimPushes`): what it left before a restart,
+    /// and what a store that died or cannot reach a gateway left behind ([4.17-4]).
+    public func waitingPushes(after cursor: UInt64, limit: Int,
+                              completion: @escaping (Result<[OutboxEntry], StoreBackendError>) -> Void) {
+        let now = clock()
+        let claim = PostgresWriteStatements.claimPushes(owner: committer.outboxOwner, after: cursor, limit: limit, nowMs: now,
+                                                        leaseUntil: now + settings.outboxLeaseMs)
+        onReadConnection(completion) { run in
+            run(claim.sql, claim.parameters) { result in
+                completion(result.mapError { StoreBackendError($0) }.flatMap { rows in
+                    Result { () throws(PostgresError) -> [OutboxEntry] in
+                        var entries: [OutboxEntry] = []
+                        for row in rows.rows.indices {
+                            // A row that does not decode was not written by a store: skipped.
+                            guard let push = OutboxEntry.decode(try rows.bytes(row, 1)) else { continue }
+                            entries.append(OutboxEntry(sequence: try rows.uint(row, 0), push: push, expiresAt: try rows.uint(row, 2),
+                                                       createdAt: try rows.uint(row, 3)))
+                        }
+                        return entries
+                    }.mapError { StoreBackendError($0) }
+                })
+            }
+        }
+    }
+
     /// Asked every 200 ms: while the database is unreachable it answers "no news" rather
     /// than an error a line of the log each time (the lost connection is logged once, and
     /// readiness says so).
-    /// No store on PostgreSQL forwards SENDs' pushes yet (`StoreLoops.start` refuses
-    /// `--gateway` there), so nothing ever waits in its outbox.
-    public func waitingPushes(after cursor: UInt64, limit: Int,
-                              completion: @escaping (Result<[OutboxEntry], StoreBackendError>) -> Void) {
-        completion(.success([]))
-    }
-
     public func registryNotice(after cursor: UInt64, completion: @escaping (Result<RegistryNotice?, StoreBackendError>) -> Void) {
         let notice = PostgresReadStatement.registryNotice(after: cursor)
         onReadConnection({ (result: Result<RegistryNotice?, StoreBackendError>) in

@@ -172,6 +172,74 @@ enum PostgresWriteStatements {
 
     // MARK: the sweep
 
+    /// The pushes of a group's SENDs, in the transaction of their payloads ([4.17-1]): one row
+    /// per payload that went in (a payload refused leaves no push), owned by this store loop
+    /// until `leaseUntil`.
+    static func insertPushes(_ rows: [NewPayload], owner: String, leaseUntil: UInt64) -> PostgresStatement {
+        PostgresStatement("""
+            INSERT INTO pushes (seq, push, owner, lease_until)
+            SELECT p.seq, v.push, $3, $4 FROM unnest($1::bytea[], $2::bytea[]) AS v (id, push) JOIN payloads p ON p.id = v.id
+            """, [
+            .bytesArray(rows.map { $0.id.bytes }), .bytesArray(rows.map { $0.push.map(OutboxEntry.encode) ?? [] }),
+            .text(owner), .uint(leaseUntil),
+        ], prepared: true)
+    }
+
+    /// Frees the keys of a group's SENDs that have expired, so the insert that follows can
+    /// take them again.
+    static func freeExpiredKeys(_ keys: [IdempotencyRecord], nowMs: UInt64) -> PostgresStatement {
+        PostgresStatement("""
+            DELETE FROM idempotency_keys k USING unnest($1::text[], $2::text[]) AS v (scope, key)
+            WHERE k.scope = v.scope AND k.key = v.key AND k.expires_at <= $3
+            """, [.textArray(keys.map(\.key.scope)), .textArray(keys.map(\.key.key)), .uint(nowMs)], prepared: true)
+    }
+
+    /// The keys of a group's SENDs whose payloads went in ([4.17-5]). A key another store
+    /// committed meanwhile fails the unique index: that SEND is answered BUSY, and its retry
+    /// finds the other's answer.
+    static func insertKeys(_ keys: [IdempotencyRecord]) -> PostgresStatement {
+        PostgresStatement("""
+            INSERT INTO idempotency_keys (scope, key, request_hash, id, payload_expires_at, expires_at)
+            SELECT v.scope, v.key, v.hash, v.id, v.payload_expires_at, v.expires_at
+            FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bytea[], $5::bigint[], $6::bigint[])
+                 AS v (scope, key, hash, id, payload_expires_at, expires_at)
+            JOIN payloads p ON p.id = v.id
+            """, [
+            .textArray(keys.map(\.key.scope)), .textArray(keys.map(\.key.key)), .bytesArray(keys.map(\.requestHash)),
+            .bytesArray(keys.map { $0.id.bytes }), .int64Array(keys.map { Int64(clamping: $0.payloadExpiresAt) }),
+            .int64Array(keys.map { Int64(clamping: $0.expiresAt) }),
+        ], prepared: true)
+    }
+
+    /// Gateways' answers to outbox pushes ([4.12-2]).
+    static func pushesHanded(_ handed: [HandedPush]) -> PostgresStatement {
+        PostgresStatement("""
+            UPDATE pushes o SET state = \(OutboxState.handed.rawValue), written = v.written, queued = v.queued, handed_at = v.handed_at
+            FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v (seq, written, queued, handed_at)
+            WHERE o.seq = v.seq AND o.state = \(OutboxState.waiting.rawValue)
+            """, [
+            .int64Array(handed.map { Int64(clamping: $0.sequence) }), .int64Array(handed.map { Int64($0.ack.written) }),
+            .int64Array(handed.map { Int64($0.ack.queued) }), .int64Array(handed.map { Int64(clamping: $0.handedAt) }),
+        ], prepared: true)
+    }
+
+    /// Waiting pushes after `cursor` that this store loop owns or whose lease is over,
+    /// claimed for it until `leaseUntil` ([4.17-4]); rows another store is claiming right
+    /// now are skipped, not waited for. Those whose payload is no longer live stay behind.
+    static func claimPushes(owner: String, after cursor: UInt64, limit: Int, nowMs: UInt64, leaseUntil: UInt64) -> PostgresStatement {
+        PostgresStatement("""
+            WITH claimed AS (
+                UPDATE pushes o SET owner = $1, lease_until = $2
+                WHERE o.seq IN (SELECT seq FROM pushes WHERE state = \(OutboxState.waiting.rawValue) AND seq > $3
+                                  AND (owner = $1 OR lease_until <= $4)
+                                ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED)
+                RETURNING o.seq, o.push)
+            SELECT c.seq, c.push, p.expires_at, p.created_at FROM claimed c JOIN payloads p ON p.seq = c.seq
+            WHERE p.life = \(PayloadLife.live.rawValue) AND p.expires_at > $4
+            ORDER BY c.seq
+            """, [.text(owner), .uint(leaseUntil), .uint(cursor), .uint(nowMs), .int(limit)], prepared: true)
+    }
+
     /// Rows per sweep statement, so that a sweep never holds many row locks for long.
     static let sweepBatch = 5000
 
@@ -202,6 +270,7 @@ enum PostgresWriteStatements {
         let fullCredit = Int64(max(0, settings.failuresPerAddress)) * Int64(clamping: settings.refillMs)
         return [
             PostgresStatement("DELETE FROM registrations WHERE state = 2 AND expires_at <= $1", [.uint(nowMs)]),
+            PostgresStatement("DELETE FROM idempotency_keys WHERE expires_at <= $1", [.uint(nowMs)]),
             PostgresStatement("""
                 DELETE FROM login_pairs WHERE blocked_until <= $1 AND trusted_until <= $1 AND last_attempt <= $1 - $2
                 """, [.uint(nowMs), .uint(LoginThrottle.pairMemoryMs)]),

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+import PushClient
+import PushSecurity
+import PushTestSupport
+import PushWire
+
+/// SEND with several stores over one PostgreSQL database (SPEC.md 4.17): each push is
+/// forwarded by one store at a time, and another takes over what a dead store left.
+@Suite("SEND on PostgreSQL, as processes", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+struct PostgresSendProcessTests {
+    static func provider(_ deployment: TemporaryDeployment, port: Int) throws -> BlockingWireClient {
+        let client = try BlockingWireClient(host: "127.0.0.1", port: port, timeoutMs: 10_000)
+        guard case .helloOK = try client.hello(Hello(role: .provider, credential: deployment.providerCredential(for: .store))) else {
+            throw ServiceError.failed("the store refused the provider")
+        }
+        return client
+    }
+
+    static func metric(_ service: ServiceProcess, _ name: String) -> Double? {
+        guard let port = service.announcedMetricsPort, let text = try? HTTPGet.metrics(port: port) else { return nil }
+        return (try? MetricsExposition(parsing: text))?.value(name)
+    }
+
+    @Test("[4.17-4] [4.17-5] [4.12-2] a store that cannot reach a gateway is SIGKILLed with SENDs waiting: another store of the database claims them once their lease is over, each is delivered once, and either store replays a key and tells the push's outcome")
+    func anotherStoreTakesOverTheOutbox() throws {
+        let url = try PostgresCluster.shared().createDatabase()
+        // A lease of a second, so the take-over comes within the test's patience.
+        let deployment = try TemporaryDeployment(database: url, settings: [("store.outbox_lease_s", "1")])
+        try deployment.addUser("alice", password: "alice-pw")
+        let nowhere = try freeLoopbackPort()
+        let storeA = try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(nowhere)",
+                                         "--loops", "1", "--metrics", "127.0.0.1:0"])
+        defer { storeA.killHard() }
+        var sent: [PayloadID] = []
+        let keyed = SendRequest(user: "alice", payload: Array("keyed".utf8), target: .device("phone"), idempotencyKey: "order-1")
+        do {
+            let provider = try Self.provider(deployment, port: storeA.port)
+            var requests = try (0..<30).map { index in
+                try provider.send(.send(SendRequest(user: "alice", payload: Array("waiting \(index)".utf8), target: .device("phone"))))
+            }
+            requests.append(try provider.send(.send(keyed)))
+            for correlation in requests {
+                guard case .sendOK(let ok) = try provider.reply(to: correlation) else { Issue.record("a SEND failed"); return }
+                sent.append(ok.id)
+            }
+        }
+        #expect(try waitUntil { Self.metric(storeA, "securepush_store_outbox_depth") == 31 })
+        storeA.killHard()
+        _ = storeA.child.wait(seconds: 10)
+
+        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory])
+        defer { _ = gateway.terminate() }
+        let device = try BlockingWireClient(host: "127.0.0.1", port: gateway.port, timeoutMs: 30_000)
+        guard case .helloOK = try device.hello(Hello(role: .device, credential: deployment.registration("phone"))) else {
+            Issue.record("the gateway refused the device"); return
+        }
+        let storeB = try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(gateway.port)",
+                                         "--loops", "2", "--metrics", "127.0.0.1:0"])
+        defer { _ = storeB.terminate() }
+        var received: [[UInt8]] = []
+        while received.count < sent.count {
+            let (header, message) = try device.receive()
+            guard case .push(let push) = message else { continue }
+            received.append(push.id)
+            _ = try device.send(.deliveryAck(DeliveryAck(id: push.id)), correlation: header.correlation)
+        }
+        #expect(Set(received) == Set(sent.map(\.bytes)), "every acknowledged SEND was announced")
+        #expect(received.count == sent.count, "none twice")
+        #expect(try device.request(.ping) == .pong)
+        #expect((try? device.receive(timeoutMs: 1)) == nil, "nothing came twice")
+
+        let provider = try Self.provider(deployment, port: storeB.port)
+        guard case .sendOK(let replayed) = try provider.request(.send(keyed)) else { Issue.record("the keyed SEND failed at B"); return }
+        #expect(replayed.replayed && replayed.id == sent.last)
+        var outcome: PushOutcome?
+        #expect(try waitUntil {
+            if case .statusOK(let status) = try provider.request(.status(StatusRequest(id: sent[0]))) { outcome = status.push }
+            return outcome == .handed(PushAck(written: 1, queued: 0))
+        }, "\(String(describing: outcome))")
+    }
+
+    @Test("[4.17-1] [4.17-6] on PostgreSQL a SEND with a key commits once; the same key at two stores at once gives one payload")
+    func keysAcrossStores() throws {
+        let url = try PostgresCluster.shared().createDatabase()
+        let deployment = try TemporaryDeployment(database: url)
+        try deployment.addUser("alice", password: "alice-pw")
+        let nowhere = try freeLoopbackPort()
+        let stores = try (0..<2).map { _ in
+            try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(nowhere)", "--loops", "1"])
+        }
+        defer { for store in stores { _ = store.terminate() } }
+        let providers = try stores.map { try Self.provider(deployment, port: $0.port) }
+        for round in 0..<20 {
+            let request = SendRequest(user: "alice", payload: [UInt8(round)], idempotencyKey: "race-\(round)")
+            let correlations = try providers.map { try $0.send(.send(request)) }
+            var ids: Set<PayloadID> = []
+            for (provider, correlation) in zip(providers, correlations) {
+                switch try provider.reply(to: correlation) {
+                case .sendOK(let ok): ids.insert(ok.id)
+                case .error(let error) where error.status == .busy:
+                    guard case .sendOK(let ok) = try provider.request(.send(request)) else { Issue.record("the retry failed"); return }
+                    #expect(ok.replayed)
+                    ids.insert(ok.id)
+                case let other: Issue.record("round \(round): \(other)")
+                }
+            }
+            #expect(ids.count == 1, "round \(round): one payload for one key, not \(ids.count)")
+        }
+    }
+}
