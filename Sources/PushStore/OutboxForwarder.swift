@@ -35,6 +35,8 @@ public final class OutboxForwarder {
     private let record: ([HandedPush]) -> Void
     private let waitingPushes: WaitingPushes
     private let speaksForProcess: Bool
+    /// Whether a payload was recalled lately, on any loop of the process.
+    public var wasRecalled: (PayloadID) -> Bool = { _ in false }
 
     /// Waiting to be sent, oldest first, from `head`.
     private var queue: [OutboxEntry] = []
@@ -150,6 +152,12 @@ public final class OutboxForwarder {
             guard let push = entry.pushToSend(nowMs: nowMs) else {
                 // Its payload expired before any gateway took the push ([4.17-4]).
                 metrics.expired.increment()
+                continue
+            }
+            if let id = PayloadID(bytes: push.id), wasRecalled(id) {
+                // Recalled before any gateway took it ([4.17-4]); the row stays waiting, and
+                // the database read skips it, since its payload is no longer live.
+                metrics.recalled.increment()
                 continue
             }
             inFlight[entry.sequence] = entry
@@ -306,6 +314,7 @@ public final class OutboxMetrics {
     public let forwarded: MetricCounter
     public let retries: MetricCounter
     public let expired: MetricCounter
+    public let recalled: MetricCounter
     public let latency: LatencyHistogram
     public let linkUp: MetricGauge
     private let registry: MetricsRegistry
@@ -320,6 +329,8 @@ public final class OutboxMetrics {
                                    help: "Pushes of SENDs a gateway answered with an ERROR, to be sent again after a pause.")
         expired = registry.counter("\(prefix)_expired_total",
                                    help: "Pushes of SENDs dropped unsent because their payload expired while no gateway took them.")
+        recalled = registry.counter("\(prefix)_recalled_total",
+                                    help: "Pushes of SENDs dropped unsent because their payload was recalled while no gateway had taken them.")
         latency = registry.histogram("\(prefix)_forward_latency_seconds",
                                      help: "From a SEND's payload being stored to a gateway's PUSH_ACK for its push, in seconds.")
         linkUp = registry.gauge("\(prefix)_gateway_link_up", help: "1 while this loop is connected to a gateway, else 0.",

@@ -415,6 +415,14 @@ public final class StoreLogic {
                                                 idempotency: key))
     }
 
+    /// A RECALL is durable: a push for the payload still waiting on any loop is dropped ([4.17-4]).
+    public func recalled(_ id: PayloadID) {
+        if settings.forwardsPushes { shared.noteRecalled(id) }
+    }
+
+    /// Whether a waiting push's payload was recalled on some loop of this store.
+    public func wasRecalled(_ id: PayloadID) -> Bool { settings.forwardsPushes && shared.wasRecalled(id) }
+
     /// A keyed SEND's commit has its outcome: the key is no longer in flight ([4.17-6]).
     public func sendCommitted(_ key: IdempotencyKey) {
         shared.state.withLock { _ = $0.sendsInFlight.remove(key) }

@@ -1,4 +1,5 @@
 import PushSecurity
+import PushWire
 import Synchronization
 
 /// What every loop of one store process shares, behind one lock (any thread): the login
@@ -15,9 +16,22 @@ public final class StoreProcessState: Sendable {
         var fetchTallies: [UInt64: FetchTally] = [:]
         /// Idempotency keys of SENDs being committed on any loop ([4.17-6]).
         var sendsInFlight: Set<IdempotencyKey> = []
+        /// Payloads recalled lately on any loop, so that no loop hands over a push for one
+        /// that is still waiting in its memory ([4.17-4]); the oldest are forgotten first.
+        var recalled = RecentIDs(capacity: 100_000)
     }
 
     let state: Mutex<Guarded>
+
+    /// A RECALL was committed: the payload's push, if one still waits, is not handed over.
+    func noteRecalled(_ id: PayloadID) {
+        state.withLock { $0.recalled.insert(id) }
+    }
+
+    /// Whether the payload was recalled lately.
+    func wasRecalled(_ id: PayloadID) -> Bool {
+        state.withLock { $0.recalled.contains(id) }
+    }
     let replays = CredentialReplayGuard()
 
     public init(settings: StoreSettings) {
@@ -25,4 +39,29 @@ public final class StoreProcessState: Sendable {
             logins: LoginThrottle(LoginThrottle.Settings(settings)),
             badTokens: FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)))
     }
+}
+
+/// A set of payload ids that forgets its oldest past `capacity`.
+struct RecentIDs {
+    private var members: Set<PayloadID> = []
+    private var order: [PayloadID] = []
+    private var head = 0
+    let capacity: Int
+
+    init(capacity: Int) { self.capacity = capacity }
+
+    mutating func insert(_ id: PayloadID) {
+        guard members.insert(id).inserted else { return }
+        order.append(id)
+        if members.count > capacity {
+            members.remove(order[head])
+            head += 1
+            if head * 2 > order.count {
+                order.removeFirst(head)
+                head = 0
+            }
+        }
+    }
+
+    func contains(_ id: PayloadID) -> Bool { members.contains(id) }
 }

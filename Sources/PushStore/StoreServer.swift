@@ -338,6 +338,7 @@ public final class StoreServer: ServiceHandler {
                     break
                 }
             }
+            if case .ok = outcome, case .recallOK(let id) = pending.reply { logic.recalled(id) }
             let reply = pending.reply.message(for: outcome)
             host.respond(reply, correlation: pending.correlation, to: pending.peer)
             metrics.answered(pending.type, with: reply, startNs: pending.startNs)

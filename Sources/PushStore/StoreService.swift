@@ -152,6 +152,7 @@ public final class StoreService: LoopGroupMember {
                 backend.waitingPushes(after: cursor, limit: limit, completion: completion)
             },
             record: { [weak backend] handed in backend?.submit(.pushesHanded(handed), ticket: 0) })
+        forwarder.wasRecalled = { [logic = server.logic] id in logic.wasRecalled(id) }
         forwarder.start()
         return forwarder
     }

@@ -93,6 +93,33 @@ struct SendThroughStoreProcessTests {
         #expect(sent.stdout.isEmpty)
     }
 
+    @Test("[4.17-4] a push whose payload is recalled before a gateway took it is never handed over")
+    func recalledPushesAreDropped() throws {
+        let deployment = try TemporaryDeployment()
+        try deployment.addUser("alice", password: "alice-pw")
+        let registration = try deployment.enroll("phone")
+        let gatewayPort = try freeLoopbackPort()
+        let store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(gatewayPort)",
+                                        "--metrics", "127.0.0.1:0", "--loops", "2"])
+        defer { _ = store.terminate() }
+        let provider = try Self.provider(deployment, store: store.port)
+        guard case .sendOK(let recalled) = try provider.request(.send(SendRequest(user: "alice", payload: [1], target: .device("phone")))),
+              try provider.request(.recall(Recall(id: recalled.id))) == .recallOK(RecallOK(id: recalled.id)),
+              case .sendOK(let kept) = try provider.request(.send(SendRequest(user: "alice", payload: [2], target: .device("phone")))) else {
+            Issue.record("SEND or RECALL failed"); return
+        }
+        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)"],
+                                         listen: "127.0.0.1:\(gatewayPort)")
+        defer { _ = gateway.terminate() }
+        let device = try Self.device(deployment, gateway: gatewayPort, registration: registration)
+        let (header, message) = try device.receive(timeoutMs: 30_000)
+        guard case .push(let push) = message else { Issue.record("the device got \(message)"); return }
+        #expect(push.id == kept.id.bytes, "only the push of the payload not recalled")
+        _ = try device.send(.deliveryAck(DeliveryAck(id: push.id)), correlation: header.correlation)
+        #expect(Self.metric(store, "securepush_store_outbox_recalled_total") == 1)
+        #expect(try Self.nothingMore(device))
+    }
+
     @Test("[4.17-4] SENDs wait while no gateway is reachable; a store SIGKILLed with them waiting hands every one over after its restart, each delivered once")
     func waitingPushesSurviveSIGKILL() throws {
         let deployment = try TemporaryDeployment()
