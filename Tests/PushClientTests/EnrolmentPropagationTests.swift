@@ -56,13 +56,16 @@ struct EnrolmentPropagationTests {
     }
 
     /// A store binary with user alice, and a gateway binary following it whose registry
-    /// (empty) is loaded: until then every device HELLO is BUSY anyway.
+    /// (empty) is loaded on every loop: until then a device HELLO is BUSY anyway. Each loop
+    /// logs its own "device registry loaded"; /readyz says 200 once all have.
     private static func storeAndFollowingGateway() throws -> (TemporaryDeployment, ServiceProcess, ServiceProcess) {
         let deployment = try TemporaryDeployment()
         try deployment.addUser("alice", password: "alice-pw")
         let store = try ServiceProcess(["store", "--data-dir", deployment.directory])
-        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)"])
-        #expect(waitUntil(timeoutSeconds: 10) { gateway.standardErrorText().contains("device registry loaded") })
+        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)",
+                                          "--metrics", "127.0.0.1:0"])
+        let port = try #require(gateway.announcedMetricsPort)
+        #expect(waitUntil { (try? HTTPGet.fetch(port: port, path: "/readyz"))?.status == 200 })
         return (deployment, store, gateway)
     }
 }
