@@ -9,14 +9,6 @@ import PushWire
 /// device, and `securepush send` without --gateway.
 @Suite("SEND through the store, as processes")
 struct SendThroughStoreProcessTests {
-    static func provider(_ deployment: TemporaryDeployment, store: Int) throws -> BlockingWireClient {
-        let client = try BlockingWireClient(host: "127.0.0.1", port: store, timeoutMs: 10_000)
-        guard case .helloOK = try client.hello(Hello(role: .provider, credential: deployment.providerCredential(for: .store))) else {
-            throw ServiceError.failed("the store refused the provider")
-        }
-        return client
-    }
-
     /// A device of alice at the gateway, once the gateway has loaded the registry.
     static func device(_ deployment: TemporaryDeployment, gateway: Int, registration: [UInt8]) throws -> BlockingWireClient {
         var device: BlockingWireClient?
@@ -27,11 +19,6 @@ struct SendThroughStoreProcessTests {
             return true
         }
         return try #require(device)
-    }
-
-    static func metric(_ service: ServiceProcess, _ name: String, _ labels: [String: String] = [:]) -> Double? {
-        guard let port = service.announcedMetricsPort, let text = try? HTTPGet.metrics(port: port) else { return nil }
-        return (try? MetricsExposition(parsing: text))?.value(name, labels)
     }
 
     /// Whether the PONG to a PING is all that came: a frame before it waits in the client's stash.
@@ -73,8 +60,8 @@ struct SendThroughStoreProcessTests {
 
         let again = try Self.cli(deployment, send)
         #expect(again.status == 0 && again.stdout.contains("id \(id.hex)") && again.stdout.contains("already sent"), "\(again.stdout)\(again.stderr)")
-        #expect(Self.metric(store, "securepush_store_outbox_forwarded_total") == 1)
-        #expect(Self.metric(store, "securepush_store_payloads_stored_total") == 1, "the retry stored nothing")
+        #expect(store.metric("securepush_store_outbox_forwarded_total") == 1)
+        #expect(store.metric("securepush_store_payloads_stored_total") == 1, "the retry stored nothing")
         #expect(try Self.nothingMore(device), "one push, no second")
 
         let other = try Self.cli(deployment, ["send", "--store", "127.0.0.1:\(store.port)", "--to", "user:alice", "--text", "other",
@@ -102,7 +89,7 @@ struct SendThroughStoreProcessTests {
         let store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(gatewayPort)",
                                         "--metrics", "127.0.0.1:0", "--loops", "2"])
         defer { _ = store.terminate() }
-        let provider = try Self.provider(deployment, store: store.port)
+        let provider = try deployment.provider(store: store.port)
         guard case .sendOK(let recalled) = try provider.request(.send(SendRequest(user: "alice", payload: [1], target: .device("phone")))),
               try provider.request(.recall(Recall(id: recalled.id))) == .recallOK(RecallOK(id: recalled.id)),
               case .sendOK(let kept) = try provider.request(.send(SendRequest(user: "alice", payload: [2], target: .device("phone")))) else {
@@ -116,7 +103,7 @@ struct SendThroughStoreProcessTests {
         guard case .push(let push) = message else { Issue.record("the device got \(message)"); return }
         #expect(push.id == kept.id.bytes, "only the push of the payload not recalled")
         _ = try device.send(.deliveryAck(DeliveryAck(id: push.id)), correlation: header.correlation)
-        #expect(Self.metric(store, "securepush_store_outbox_recalled_total") == 1)
+        #expect(store.metric("securepush_store_outbox_recalled_total") == 1)
         #expect(try Self.nothingMore(device))
     }
 
@@ -132,7 +119,7 @@ struct SendThroughStoreProcessTests {
         let first = try ServiceProcess(storeArguments, listen: "127.0.0.1:\(storePort)")
         var sent: Set<[UInt8]> = []
         do {
-            let provider = try Self.provider(deployment, store: storePort)
+            let provider = try deployment.provider(store: storePort)
             let requests = try (0..<50).map { index in
                 try provider.send(.send(SendRequest(user: "alice", payload: Array("waiting \(index)".utf8), target: .device("phone"))))
             }
@@ -142,9 +129,9 @@ struct SendThroughStoreProcessTests {
             }
         }
         #expect(sent.count == 50)
-        #expect(try waitUntil { Self.metric(first, "securepush_store_outbox_depth") == 50 })
-        #expect(Self.metric(first, "securepush_store_outbox_gateway_link_up", ["loop": "0"]) == 0)
-        #expect(Self.metric(first, "securepush_store_outbox_gateway_link_up", ["loop": "1"]) == 0)
+        #expect(try waitUntil { first.metric("securepush_store_outbox_depth") == 50 })
+        #expect(first.metric("securepush_store_outbox_gateway_link_up", ["loop": "0"]) == 0)
+        #expect(first.metric("securepush_store_outbox_gateway_link_up", ["loop": "1"]) == 0)
         #expect(try waitUntil { first.standardErrorText().contains("cannot reach a gateway") }, "\(first.standardErrorText())")
         first.killHard()
         _ = first.child.wait(seconds: 10)
@@ -163,8 +150,8 @@ struct SendThroughStoreProcessTests {
         }
         #expect(Set(received) == sent, "every acknowledged SEND was announced")
         #expect(received.count == sent.count, "none twice")
-        #expect(try waitUntil { Self.metric(second, "securepush_store_outbox_depth") == 0 })
-        #expect(Self.metric(second, "securepush_store_outbox_forwarded_total") == 50)
+        #expect(try waitUntil { second.metric("securepush_store_outbox_depth") == 0 })
+        #expect(second.metric("securepush_store_outbox_forwarded_total") == 50)
         #expect(try Self.nothingMore(device), "no push came twice")
     }
 }

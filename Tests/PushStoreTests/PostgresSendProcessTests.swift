@@ -9,19 +9,6 @@ import PushWire
 /// forwarded by one store at a time, and another takes over what a dead store left.
 @Suite("SEND on PostgreSQL, as processes", .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresSendProcessTests {
-    static func provider(_ deployment: TemporaryDeployment, port: Int) throws -> BlockingWireClient {
-        let client = try BlockingWireClient(host: "127.0.0.1", port: port, timeoutMs: 10_000)
-        guard case .helloOK = try client.hello(Hello(role: .provider, credential: deployment.providerCredential(for: .store))) else {
-            throw ServiceError.failed("the store refused the provider")
-        }
-        return client
-    }
-
-    static func metric(_ service: ServiceProcess, _ name: String) -> Double? {
-        guard let port = service.announcedMetricsPort, let text = try? HTTPGet.metrics(port: port) else { return nil }
-        return (try? MetricsExposition(parsing: text))?.value(name)
-    }
-
     @Test("[4.17-4] [4.17-5] [4.12-2] a store that cannot reach a gateway is SIGKILLed with SENDs waiting: another store of the database claims them once their lease is over, each is delivered once, and either store replays a key and tells the push's outcome")
     func anotherStoreTakesOverTheOutbox() throws {
         let url = try PostgresCluster.shared().createDatabase()
@@ -35,7 +22,7 @@ struct PostgresSendProcessTests {
         var sent: [PayloadID] = []
         let keyed = SendRequest(user: "alice", payload: Array("keyed".utf8), target: .device("phone"), idempotencyKey: "order-1")
         do {
-            let provider = try Self.provider(deployment, port: storeA.port)
+            let provider = try deployment.provider(store: storeA.port)
             var requests = try (0..<30).map { index in
                 try provider.send(.send(SendRequest(user: "alice", payload: Array("waiting \(index)".utf8), target: .device("phone"))))
             }
@@ -45,7 +32,7 @@ struct PostgresSendProcessTests {
                 sent.append(ok.id)
             }
         }
-        #expect(try waitUntil { Self.metric(storeA, "securepush_store_outbox_depth") == 31 })
+        #expect(try waitUntil { storeA.metric("securepush_store_outbox_depth") == 31 })
         storeA.killHard()
         _ = storeA.child.wait(seconds: 10)
 
@@ -70,7 +57,7 @@ struct PostgresSendProcessTests {
         #expect(try device.request(.ping) == .pong)
         #expect((try? device.receive(timeoutMs: 1)) == nil, "nothing came twice")
 
-        let provider = try Self.provider(deployment, port: storeB.port)
+        let provider = try deployment.provider(store: storeB.port)
         guard case .sendOK(let replayed) = try provider.request(.send(keyed)) else { Issue.record("the keyed SEND failed at B"); return }
         #expect(replayed.replayed && replayed.id == sent.last)
         var outcome: PushOutcome?
@@ -90,7 +77,7 @@ struct PostgresSendProcessTests {
             try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(nowhere)", "--loops", "1"])
         }
         defer { for store in stores { _ = store.terminate() } }
-        let providers = try stores.map { try Self.provider(deployment, port: $0.port) }
+        let providers = try stores.map { try deployment.provider(store: $0.port) }
         for round in 0..<20 {
             let request = SendRequest(user: "alice", payload: [UInt8(round)], idempotencyKey: "race-\(round)")
             let correlations = try providers.map { try $0.send(.send(request)) }

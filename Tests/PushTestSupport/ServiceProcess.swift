@@ -68,3 +68,12 @@ public final class ServiceProcess: ReachableService {
     /// What the service wrote to stderr (its logs).
     public func standardErrorText() -> String { child.standardError }
 }
+
+extension ServiceProcess {
+    /// One value of its /metrics (started with `--metrics 127.0.0.1:0`), nil when it has no
+    /// such series or does not answer.
+    public func metric(_ name: String, _ labels: [String: String] = [:]) -> Double? {
+        guard let port = announcedMetricsPort, let text = try? HTTPGet.metrics(port: port) else { return nil }
+        return (try? MetricsExposition(parsing: text))?.value(name, labels)
+    }
+}

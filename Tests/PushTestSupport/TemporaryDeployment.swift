@@ -1,5 +1,7 @@
 import Foundation
+import PushClient
 import PushSecurity
+import PushWire
 import PushStore
 
 /// A temporary deployment directory (keys, config, user database), removed on deinit.
@@ -108,5 +110,16 @@ public final class TemporaryDeployment {
     /// The registry in the deployment's store database, as the device commands open it.
     public func registry() throws -> RegistryAdministering {
         try StoreDatabase(deployment).registry()
+    }
+}
+
+extension TemporaryDeployment {
+    /// A provider connection to the store at `port` on 127.0.0.1, past HELLO_OK.
+    public func provider(store port: Int) throws -> BlockingWireClient {
+        let client = try BlockingWireClient(host: "127.0.0.1", port: port, timeoutMs: 10_000)
+        guard case .helloOK = try client.hello(Hello(role: .provider, credential: providerCredential(for: .store))) else {
+            throw ServiceError.failed("the store refused the provider")
+        }
+        return client
     }
 }
