@@ -23,6 +23,8 @@ final class EmbeddedDeployment {
     /// The self-signed certificate the services serve with `tls` (clients trust it).
     private(set) var certificatePath: String?
     private var tlsFlags: [String] = []
+    /// How a store verifies the embedded gateways' certificate when it hands them pushes.
+    private var caFlags: [String] { certificatePath.map { ["--gateway-ca-file", $0] } ?? [] }
 
     /// PBKDF2 iterations for the bench user: enough to exercise the code, cheap enough
     /// that a hundred device LOGINs take milliseconds (the tests do the same).
@@ -34,7 +36,7 @@ final class EmbeddedDeployment {
 
     init(executable: String, scenario: Scenario, user: String, password: String, maxPayload: Int, tls: Bool = false,
          database: String? = nil, storeCount: Int = 1, gatewayCount: Int = 1, cluster: Bool = false, gatewayLoops: Int? = nil,
-         storeLoops: Int? = nil) throws(BenchError) {
+         storeLoops: Int? = nil, storesForward: Bool = false) throws(BenchError) {
         self.executable = executable
         root = try makeTemporaryDirectory(prefix: "securepush-bench")
         directory = root + "/deployment"
@@ -45,16 +47,20 @@ final class EmbeddedDeployment {
             if cluster, scenario.needsGateway {
                 nats = try NATSServerProcess(storeDirectory: root + "/jetstream")
             }
-            if scenario.needsStore {
+            // Stores that hand pushes to the gateways (SEND) start after them.
+            func startStores() throws(BenchError) {
+                guard scenario.needsStore else { return }
                 try Children.run(executable, ["user", "add", user, "--data-dir", directory], stdinText: password + "\n")
                 if database != nil { addedUser = user }
+                var extra = storeLoops.map { ["--loops", "\($0)"] } ?? []
+                if storesForward { extra += ["--gateway", gatewayEndpoints.map(\.description).joined(separator: ",")] + caFlags }
                 for index in 0..<storeCount {
-                    let store = try spawn(executable, "store", name: storeCount == 1 ? "store" : "store\(index + 1)",
-                                          extra: storeLoops.map { ["--loops", "\($0)"] } ?? [])
+                    let store = try spawn(executable, "store", name: storeCount == 1 ? "store" : "store\(index + 1)", extra: extra)
                     stores.append(store)
                     storeEndpoints.append(try EmbeddedDeployment.ready(store))
                 }
             }
+            if !storesForward { try startStores() }
             if scenario.needsGateway {
                 // Started one after another: each announces its port before the next starts.
                 for index in 0..<gatewayCount {
@@ -66,6 +72,7 @@ final class EmbeddedDeployment {
                     gatewayEndpoints.append(try EmbeddedDeployment.ready(gateway))
                 }
             }
+            if storesForward { try startStores() }
         } catch {
             close()
             throw error

@@ -13,11 +13,17 @@ import PushWire
 /// as the Redis pattern's sender does not wait for the device's DEL. The run still waits
 /// for every ACK_OK, counts any refusal as an error, and a measured one arriving last
 /// ends the measured window.
+///
+/// By SEND (`--send`), the operation's first step is one SEND to the store, which commits
+/// the payload with its push and hands the push to its gateway itself (the store must run
+/// with `--gateway`); latency runs from the SEND to FETCH_OK, and the operation ends once
+/// SEND_OK is in as well. The device may have the PUSH before the provider has SEND_OK.
 enum EndToEndBenchmark {
     /// Long enough to deliver to a device that reconnects; the devices here never do.
     static let pushTTLSeconds: UInt32 = 60
 
-    static func run(_ session: BenchSession, _ shape: LoadShape) throws(BenchError) -> BenchReport {
+    /// - Parameter bySend: one SEND per operation instead of STORE then PUSH.
+    static func run(_ session: BenchSession, _ shape: LoadShape, bySend: Bool = false) throws(BenchError) -> BenchReport {
         let gateways = session.target.gateways
         guard session.target.store != nil, !gateways.isEmpty else {
             throw .setup("e2e needs a store and a gateway")
@@ -44,14 +50,23 @@ enum EndToEndBenchmark {
         let capacity = shape.rate == nil ? shape.inflight : LoadShape.maxOutstanding
         let storeProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .store) }
         try session.connect(storeProviders, to: session.target.stores, phase: "connecting providers to the store")
-        let pushProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .gateway) }
-        try session.connect(pushProviders, to: gateways, phase: "connecting providers to the gateway")
+        var pushProviders: [BenchLink] = []
+        if !bySend {
+            pushProviders = (0..<shape.connections).map { session.providerLink(index: $0, capacity: capacity, owner: workload, to: .gateway) }
+            try session.connect(pushProviders, to: gateways, phase: "connecting providers to the gateway")
+        }
 
+        let payload = StoreBenchmark.payload(size: shape.payloadSize)
         workload.use(storeProviders: storeProviders, pushProviders: pushProviders, deviceGateways: deviceGateways,
                      deviceStores: deviceStores, tokens: login.tokens,
-                     store: StoreBenchmark.template(user: session.target.user, payloadSize: shape.payloadSize))
+                     store: StoreBenchmark.template(user: session.target.user, payloadSize: shape.payloadSize),
+                     sends: bySend ? names.map { name in
+                         FrameTemplate(.send(SendRequest(user: session.target.user, payload: payload, ttlSeconds: StoreBenchmark.ttlSeconds,
+                                                         target: .device(name), pushTTLSeconds: pushTTLSeconds)))
+                     } : nil)
         try session.measure(runner, workload)
-        return runner.report(scenario: .e2e, parameters: [("store", .text(session.target.storesText))] + session.gatewayParameters)
+        return runner.report(scenario: .e2e, parameters: [("store", .text(session.target.storesText)),
+                                                          ("request", .text(bySend ? "send" : "store+push"))] + session.gatewayParameters)
     }
 }
 
@@ -64,6 +79,10 @@ final class EndToEndWorkload: Workload, LinkOwner {
     private var deviceGateways: [BenchLink] = []
     private var deviceStores: [BenchLink] = []
     private var storeTemplates: [FrameTemplate] = []
+    /// By device, when operations start with SEND.
+    private var sendTemplates: [FrameTemplate]?
+    /// PUSHes that reached their device before SEND_OK reached the provider: id -> device.
+    private var earlyPushes: [PayloadID: Int] = [:]
     private var pushTemplates: [FrameTemplate] = []
     private var fetchTemplates: [FrameTemplate] = []
     private var ackTemplates: [FrameTemplate] = []
@@ -98,7 +117,8 @@ final class EndToEndWorkload: Workload, LinkOwner {
     }
 
     func use(storeProviders: [BenchLink], pushProviders: [BenchLink], deviceGateways: [BenchLink], deviceStores: [BenchLink],
-             tokens: [[UInt8]], store: FrameTemplate) {
+             tokens: [[UInt8]], store: FrameTemplate, sends: [FrameTemplate]? = nil) {
+        sendTemplates = sends
         self.storeProviders = storeProviders
         self.pushProviders = pushProviders
         self.deviceGateways = deviceGateways
@@ -117,7 +137,12 @@ final class EndToEndWorkload: Workload, LinkOwner {
         device[slot] = nextDevice
         nextDevice = nextDevice + 1 == deviceGateways.count ? 0 : nextDevice + 1
         pending[slot] = EndToEndWorkload.awaitingPushAck | EndToEndWorkload.awaitingFetchOK
-        storeTemplates[index].send(on: connection, correlation: token)
+        if sendTemplates != nil {
+            // SEND_OK clears the bit PUSH_ACK clears on the two-request path.
+            sendTemplates?[device[slot]].send(on: connection, correlation: token)
+        } else {
+            storeTemplates[index].send(on: connection, correlation: token)
+        }
         storeProviders[index].outstanding += 1
         return true
     }
@@ -126,6 +151,7 @@ final class EndToEndWorkload: Workload, LinkOwner {
         switch header.rawType {
         case MessageType.push.rawValue: pushed(link, header: header, body: body)
         case MessageType.storeOK.rawValue: stored(link, header: header, body: body)
+        case MessageType.sendOK.rawValue: sent(link, header: header, body: body)
         case MessageType.pushAck.rawValue: pushAcknowledged(link, header: header, body: body)
         case MessageType.fetchOK.rawValue: fetched(link, header: header, body: body)
         case MessageType.ackOK.rawValue: receiptAnswered(link, header: header, failure: nil)
@@ -155,6 +181,21 @@ final class EndToEndWorkload: Workload, LinkOwner {
         pushProviders[index].outstanding += 1
     }
 
+    /// SEND_OK: payload and push are durable; the store pushes. A PUSH already at the device
+    /// goes on to its FETCH now.
+    private func sent(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        link.outstanding -= 1
+        guard let slot = runner.ops.slot(of: header.correlation) else { return }
+        guard let id = FieldScan.payloadID(in: body) else { return fail(slot, "MALFORMED_SEND_OK") }
+        storeID[slot] = id
+        if let deviceIndex = earlyPushes.removeValue(forKey: id) {
+            fetch(id, token: header.correlation, slot: slot, device: deviceIndex)
+        } else {
+            byStoreID[id] = header.correlation
+        }
+        settle(slot, clearing: EndToEndWorkload.awaitingPushAck)
+    }
+
     private func pushAcknowledged(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
         link.outstanding -= 1
         guard let slot = runner.ops.slot(of: header.correlation) else { return }
@@ -170,11 +211,19 @@ final class EndToEndWorkload: Workload, LinkOwner {
     /// The device has the PUSH: acknowledge it to the gateway, then FETCH from the store.
     private func pushed(_ link: BenchLink, header: FrameHeader, body: UnsafeRawBufferPointer) {
         guard let idBytes = link.acknowledgePush(header: header, body: body) else { return runner.count("MALFORMED_PUSH") }
-        guard let id = PayloadID(bytes: idBytes), let token = byStoreID.removeValue(forKey: id),
-              let slot = runner.ops.slot(of: token) else { return }
-        let storeLink = deviceStores[link.index]
+        guard let id = PayloadID(bytes: idBytes) else { return runner.count("MALFORMED_PUSH") }
+        guard let token = byStoreID.removeValue(forKey: id) else {
+            if sendTemplates != nil { earlyPushes[id] = link.index }
+            return
+        }
+        guard let slot = runner.ops.slot(of: token) else { return }
+        fetch(id, token: token, slot: slot, device: link.index)
+    }
+
+    private func fetch(_ id: PayloadID, token: UInt32, slot: Int, device index: Int) {
+        let storeLink = deviceStores[index]
         guard let connection = storeLink.connection else { return fail(slot, "DEVICE_STORE_CONNECTION_CLOSED") }
-        fetchTemplates[link.index].send(on: connection, correlation: token, id: id)
+        fetchTemplates[index].send(on: connection, correlation: token, id: id)
         storeLink.outstanding += 1
     }
 

@@ -43,7 +43,7 @@ public struct LoadBenchmark: Sendable {
         case .fetch: try FetchBenchmark.run(session, shape)
         case .push: try PushBenchmark.run(session, shape)
         case .fanout: try FanoutBenchmark.run(session, shape)
-        case .e2e: try EndToEndBenchmark.run(session, shape)
+        case .e2e: try EndToEndBenchmark.run(session, shape, bySend: target.bySend)
         case .connections: try ConnectionsBenchmark.run(session, shape)
         }
     }
@@ -54,7 +54,7 @@ public struct LoadBenchmark: Sendable {
         case .store: shape.connections
         case .fetch: shape.connections + 1
         case .push, .fanout: shape.connections + shape.devices
-        case .e2e: 2 * shape.connections + 2 * shape.devices
+        case .e2e: (target.bySend ? 1 : 2) * shape.connections + 2 * shape.devices
         case .connections: shape.connections
         }
     }

@@ -24,9 +24,12 @@ enum StoreBenchmark {
     }
 
     static func template(user: String, payloadSize: Int) -> FrameTemplate {
-        // Not all one byte value, so nothing downstream can shortcut it.
-        let payload = (0..<payloadSize).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
-        return FrameTemplate(.store(StoreRequest(user: user, payload: payload, ttlSeconds: ttlSeconds)))
+        FrameTemplate(.store(StoreRequest(user: user, payload: payload(size: payloadSize), ttlSeconds: ttlSeconds)))
+    }
+
+    /// Not all one byte value, so nothing downstream can shortcut it.
+    static func payload(size: Int) -> [UInt8] {
+        (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ 7) }
     }
 }
 

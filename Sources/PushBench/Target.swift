@@ -45,6 +45,10 @@ public struct TargetOptions: Sendable {
     public var gatewayLoops: Int?
     /// Loop threads per embedded store (`store --loops`); nil leaves the store's default.
     public var storeLoops: Int?
+    /// e2e by SEND (`bench e2e --send`): the store pushes. Embedded stores are started after
+    /// the embedded gateways, with `--gateway` naming them; a store given with `--store`
+    /// must have been started so.
+    public var bySend = false
 
     public init() {}
 
@@ -182,7 +186,7 @@ final class BenchTarget {
                                                   maxPayload: payloadSize, tls: options.embeddedTLS, database: options.database,
                                                   storeCount: options.storeCount, gatewayCount: options.gatewayCount,
                                                   cluster: options.embeddedCluster, gatewayLoops: options.gatewayLoops,
-                                                  storeLoops: options.storeLoops)
+                                                  storeLoops: options.storeLoops, storesForward: options.bySend)
             let deployment = try openDeployment(embedded.directory)
             var tls: TLSContext?
             if let certificate = embedded.certificatePath {

@@ -185,6 +185,11 @@ struct BenchE2E: LoadScenarioCommand {
         @Option(help: ArgumentHelp("Devices, each connected to the gateway and to the store; PUSHes go to them in turn.", valueName: "n"))
         var devices = Scenario.e2e.defaultShape.devices
         @Option(help: ArgumentHelp("Payload bytes per STORE.", valueName: "bytes")) var payloadSize = Scenario.e2e.defaultShape.payloadSize
+        @Flag(help: ArgumentHelp("""
+            One SEND to the store per operation, which pushes itself (a --store must run with --gateway; embedded \
+            stores are started so), instead of STORE to the store and then PUSH to the gateway.
+            """))
+        var send = false
         @OptionGroup var pace: PaceFlags<BenchE2E>
     }
 
@@ -198,6 +203,7 @@ struct BenchE2E: LoadScenarioCommand {
     func target() throws -> TargetOptions {
         var target = try services.target()
         cluster.apply(to: &target)
+        target.bySend = load.send
         return target
     }
 }

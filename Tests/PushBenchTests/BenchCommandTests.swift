@@ -43,7 +43,7 @@ struct BenchCommandTests {
             "fetch": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--payload-size", "--store", "--user"]),
             "push": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
             "fanout": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
-            "e2e": common.union(output).union(pace).union(tls).union(stores).union(cluster).union(["--no-progress", "--connections", "--devices", "--payload-size",
+            "e2e": common.union(output).union(pace).union(tls).union(stores).union(cluster).union(["--no-progress", "--connections", "--devices", "--payload-size", "--send",
                                                                      "--store", "--gateway", "--user", "--password-file"]),
             "connections": common.union(output).union(tls).union(["--no-progress", "--connections", "--duration", "--gateway", "--gateway-pid", "--gateway-loops"]),
         ]

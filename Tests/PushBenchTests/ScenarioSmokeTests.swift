@@ -33,6 +33,11 @@ struct ScenarioSmokeTests {
         try expectClean("e2e", ["--count", "200", "--devices", "20", "--inflight", "8"])
     }
 
+    @Test func endToEndBySend() throws {
+        let json = try expectClean("e2e", ["--send", "--count", "200", "--devices", "20", "--inflight", "8"])
+        #expect(json["request"] as? String == "send")
+    }
+
     @Test func endToEndOpenLoop() throws {
         try expectClean("e2e", ["--count", "200", "--devices", "20", "--rate", "1000"])
     }
