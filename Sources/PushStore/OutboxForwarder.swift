@@ -133,10 +133,6 @@ public final class OutboxForwarder {
         pump()
     }
 
-    /// Pushes not yet answered, for tests and logs.
-    public var waiting: Int { held }
-    public var isConnected: Bool { link.isReady }
-
     private var held: Int { queue.count - head + inFlight.count }
 
     // MARK: sending
