@@ -13,6 +13,9 @@ public final class StoreSession {
     public internal(set) var role: PeerRole
     /// The connection's frame size once HELLO_OK settled it: a REGISTRY_OK must fit.
     public internal(set) var maxFrame = FrameLimits.defaultMaxFrame
+    /// Whose idempotency keys a SEND's key is one of ([4.17-7]): every holder of the
+    /// provider key is one provider; each provider of the HTTP API's tokens is another.
+    public let idempotencyScope: String
     // The last token that verified, so a device's stream of FETCHes pays for one HMAC.
     var verifiedToken: [UInt8] = []
     var verifiedClaims: FetchToken?
@@ -44,9 +47,10 @@ public final class StoreSession {
         var mixed: Bool
     }
 
-    public init(peerAddress: String, role: PeerRole) {
+    public init(peerAddress: String, role: PeerRole, idempotencyScope: String = IdempotencyKey.providerScope) {
         self.peerAddress = peerAddress
         self.role = role
+        self.idempotencyScope = idempotencyScope
     }
 
     func startLogin(_ login: Login, userID: UInt64?, sharedLimits: Bool) {
@@ -75,6 +79,11 @@ public enum CommittedReply: Sendable, Equatable {
     case sendOK(SendOK, Push, createdAt: UInt64, idempotency: IdempotencyKey?)
     case ackOK(PayloadID)
     case recallOK(PayloadID)
+
+    /// The new payload's creation time (unix ms), when the reply is SEND_OK's.
+    public var createdAt: UInt64? {
+        if case .sendOK(_, _, let createdAt, _) = self { createdAt } else { nil }
+    }
 
     public func message(for outcome: WriteOutcome) -> Message {
         switch (outcome, self) {
@@ -193,7 +202,7 @@ public final class StoreLogic {
         do throws(Refusal) {
             switch message {
             case .store(let store): return try handleStore(store)
-            case .send(let send): return try handleSend(send)
+            case .send(let send): return try handleSend(send, session: session)
             case .login(let login):
                 let limits = LoginLimitKey(user: login.user, address: LoginThrottle.addressKey(session.peerAddress))
                 return .read(StoreReads(user: login.user, passwordHash: true, fresh: true, loginLimits: limits), .login(login))
@@ -370,7 +379,7 @@ public final class StoreLogic {
     /// SEND: STORE's checks, the target's ([4.17-2]), then one commit of the payload and its
     /// push ([4.17-1]). The push reaches the recipient's devices only ([4.13-11]). With an
     /// idempotency key, its earlier use is read first ([4.17-5]).
-    private func handleSend(_ send: SendRequest) throws(Refusal) -> StoreAction {
+    private func handleSend(_ send: SendRequest, session: StoreSession) throws(Refusal) -> StoreAction {
         guard settings.forwardsPushes else {
             throw Refusal(.badRequest, "this store hands no pushes to a gateway (start it with --gateway); use STORE and PUSH")
         }
@@ -380,7 +389,7 @@ public final class StoreLogic {
             throw Refusal(.badRequest, "a SEND pushes to its recipient's devices only: target user \(name) is not the recipient")
         }
         if let key = send.idempotencyKey {
-            let scoped = IdempotencyKey(scope: IdempotencyKey.providerScope, key: key)
+            let scoped = IdempotencyKey(scope: session.idempotencyScope, key: key)
             return .read(StoreReads(idempotency: scoped), .send(send, scoped))
         }
         return try commitSend(send, key: nil, nowMs: clock())

@@ -39,8 +39,7 @@ public final class StoreServer: ServiceHandler {
 
     /// A request whose reply waits for its write to be durable.
     private struct PendingCommit {
-        var peer: Peer
-        var correlation: UInt32
+        var requester: StoreRequester
         var reply: CommittedReply
         var type: MessageType
         var startNs: UInt64
@@ -115,44 +114,58 @@ public final class StoreServer: ServiceHandler {
     public func serve(_ message: Message, correlation: UInt32, peer: Peer) {
         guard let session = peer.state else { return }
         let startNs = Clocks.monotonicNanoseconds()
-        perform(logic.handle(message, session: session), for: message, peer: peer, correlation: correlation, startNs: startNs)
+        perform(logic.handle(message, session: session), for: message, requester: .wire(peer, correlation: correlation), startNs: startNs)
     }
 
-    private func perform(_ action: StoreAction, for request: Message, peer: Peer, correlation: UInt32, startNs: UInt64) {
+    /// A request that arrived over HTTP, already authenticated (`StoreHTTPAPI`).
+    func serve(_ message: Message, call: StoreHTTPCall) {
+        perform(logic.handle(message, session: call.session), for: message, requester: .http(call), startNs: call.startNs)
+    }
+
+    private func respond(_ message: Message, to requester: StoreRequester, createdAt: UInt64? = nil) {
+        switch requester {
+        case .wire(let peer, let correlation): host.respond(message, correlation: correlation, to: peer)
+        case .http(let call): call.answer(message, createdAt: createdAt)
+        }
+    }
+
+    private func perform(_ action: StoreAction, for request: Message, requester: StoreRequester, startNs: UInt64) {
         switch action {
         case .reply(let message):
-            host.respond(message, correlation: correlation, to: peer)
-            answered(request, with: message, peer: peer, startNs: startNs)
+            respond(message, to: requester)
+            answered(request, with: message, requester: requester, startNs: startNs)
             if logic.pendingFetchTallies >= StoreServer.maxTalliesPerBatch { flushFetchTallies() }
 
         case .commit(let operation, let reply):
             let ticket = nextTicket
             nextTicket += 1
-            awaitingCommit[ticket] = PendingCommit(peer: peer, correlation: correlation, reply: reply, type: request.type, startNs: startNs)
+            awaitingCommit[ticket] = PendingCommit(requester: requester, reply: reply, type: request.type, startNs: startNs)
             backend.submit(operation, ticket: ticket)
         case .read(let reads, let pending):
             // A backend that answers at once spares the request the closure below.
             if let result = backend.readNow(reads) {
-                return resume(pending, with: result, for: request, peer: peer, correlation: correlation, startNs: startNs)
+                return resume(pending, with: result, for: request, requester: requester, startNs: startNs)
             }
             reading += 1
             backend.read(reads) { [weak self] result in
                 guard let self else { return }
                 reading -= 1
-                resume(pending, with: result, for: request, peer: peer, correlation: correlation, startNs: startNs)
+                resume(pending, with: result, for: request, requester: requester, startNs: startNs)
                 host.finishDrainIfDone()
             }
         case .loginDecided(let result):
             if let attempt = result.sharedAttempt { backend.submit(.loginAttempt(attempt), ticket: 0) }
-            host.respond(result.reply, correlation: correlation, to: peer)
-            answered(request, with: result.reply, peer: peer, startNs: startNs, loginRefusal: result.refusal)
+            respond(result.reply, to: requester)
+            answered(request, with: result.reply, requester: requester, startNs: startNs, loginRefusal: result.refusal)
         case .verifyPassword(let login, let storedHash):
+            // LOGIN and REGISTRY come over the protocol only: the HTTP API serves neither.
+            guard case .wire(let peer, let correlation) = requester else { return }
             logins += 1
             verifyPassword(login, storedHash: storedHash, peer: peer, correlation: correlation, startNs: startNs)
         case .hold(let registry):
             // A drain answers what is held at once, and what arrives during one too.
-            if host.isDraining {
-                perform(.reply(StoreLogic.emptyRegistryReply(registry)), for: request, peer: peer, correlation: correlation, startNs: startNs)
+            guard case .wire(let peer, let correlation) = requester, !host.isDraining else {
+                perform(.reply(StoreLogic.emptyRegistryReply(registry)), for: request, requester: requester, startNs: startNs)
                 return
             }
             let waitMs = Int64(min(registry.waitMs, RegistryRequest.maxWaitMs))
@@ -164,9 +177,9 @@ public final class StoreServer: ServiceHandler {
 
     /// Carries on with a request whose reads are done, if its connection still is.
     private func resume(_ pending: PendingRequest, with result: Result<StoreReadResult, StoreBackendError>, for request: Message,
-                        peer: Peer, correlation: UInt32, startNs: UInt64) {
-        guard peer.connection.isOpen, let session = peer.state else { return }
-        perform(logic.resume(pending, with: result, session: session), for: request, peer: peer, correlation: correlation, startNs: startNs)
+                        requester: StoreRequester, startNs: UInt64) {
+        guard requester.isOpen, let session = requester.session else { return }
+        perform(logic.resume(pending, with: result, session: session), for: request, requester: requester, startNs: startNs)
     }
 
     // MARK: the registry
@@ -259,7 +272,7 @@ public final class StoreServer: ServiceHandler {
 
     /// Counts a reply and logs what an operator watches for: failed logins (the user, the
     /// device, the address and why, never the password) and rate-limited requests.
-    private func answered(_ request: Message, with reply: Message, peer: Peer, startNs: UInt64,
+    private func answered(_ request: Message, with reply: Message, requester: StoreRequester, startNs: UInt64,
                           loginRefusal: LoginRefusal? = nil) {
         metrics.answered(request.type, with: reply, startNs: startNs)
         guard case .error(let error) = reply else { return }
@@ -268,12 +281,12 @@ public final class StoreServer: ServiceHandler {
         case .badCredentials where login != nil:
             metrics.loginsFailed.increment()
             if loginRefusal == .deviceNotEnrolled { metrics.loginsDeviceNotEnrolled.increment() }
-            host.logger.info("login failed", metadata: ["user": "\(login?.user ?? "")", "peer": "\(peer.peerHost)",
+            host.logger.info("login failed", metadata: ["user": "\(login?.user ?? "")", "peer": "\(requester.peerHost)",
                                                         "device": "\(login?.deviceID ?? "")",
                                                         "reason": "\((loginRefusal ?? .wrongPassword).rawValue)"])
         case .rateLimited:
             guard let count = rateLimitLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
-            var metadata: Logger.Metadata = ["request": "\(request.type.specName)", "peer": "\(peer.peerHost)",
+            var metadata: Logger.Metadata = ["request": "\(request.type.specName)", "peer": "\(requester.peerHost)",
                                              "reason": "\(error.message ?? "")"]
             if let login { metadata["user"] = "\(login.user)" }
             if count > 1 { metadata["count"] = "\(count)" }
@@ -303,8 +316,8 @@ public final class StoreServer: ServiceHandler {
                 let peer = box.value, server = server.value
                 server.logins -= 1
                 if peer.connection.isOpen, let session = peer.state {
-                    server.perform(server.logic.passwordChecked(login, matched: matched, session: session), for: .login(login), peer: peer,
-                                   correlation: correlation, startNs: startNs)
+                    server.perform(server.logic.passwordChecked(login, matched: matched, session: session), for: .login(login),
+                                   requester: .wire(peer, correlation: correlation), startNs: startNs)
                 }
                 server.host.finishDrainIfDone()
             }
@@ -340,7 +353,7 @@ public final class StoreServer: ServiceHandler {
             }
             if case .ok = outcome, case .recallOK(let id) = pending.reply { logic.recalled(id) }
             let reply = pending.reply.message(for: outcome)
-            host.respond(reply, correlation: pending.correlation, to: pending.peer)
+            respond(reply, to: pending.requester, createdAt: pending.reply.createdAt)
             metrics.answered(pending.type, with: reply, startNs: pending.startNs)
             if case .stored = outcome { metrics.payloadsStored.increment() }
         }

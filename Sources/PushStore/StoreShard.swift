@@ -24,8 +24,8 @@ extension StoreConfiguration {
     /// the store on the same host and address, so it takes its own back at once, and apart
     /// from every other store loop of the database.
     var outboxOwner: String {
-        var name = [CChar](repeating: 0, count: 256)
-        let host = gethostname(&name, name.count) == 0 ? String(cString: name) : "unknown-host"
+        var name = [UInt8](repeating: 0, count: 256)
+        let host = gethostname(&name, name.count - 1) == 0 ? String(decoding: name.prefix { $0 != 0 }, as: UTF8.self) : "unknown-host"
         return "\(host)/\(self.host):\(port)/loop \(loopIndex)"
     }
 

@@ -1,0 +1,159 @@
+import FoundationEssentials
+import PushWire
+
+/// The body of `POST /v1/messages`: what a SEND carries (SPEC.md 4.17), as JSON.
+///
+/// ```json
+/// {"recipient": "alice", "text": "Your code is 2213", "ttl_s": 3600, "read_limit": 1,
+///  "push": {"device": "phone-1", "alert": true, "priority": 10, "collapse_key": "otp", "ttl_s": 600}}
+/// ```
+/// `payload` (standard base64) instead of `text` carries bytes; `push.tag` instead of
+/// `push.device` targets a tag of the recipient; without either the push goes to all the
+/// recipient's devices. Unknown members are refused, so a misspelt option is an error
+/// rather than silently ignored.
+struct MessagePost: Decodable {
+    var recipient: String
+    var text: String?
+    var payload: String?
+    var ttlSeconds: UInt32?
+    var readLimit: UInt32?
+    var push: PushOptions?
+
+    struct PushOptions: Decodable {
+        var device: String?
+        var tag: String?
+        var alert: Bool?
+        var priority: UInt8?
+        var collapseKey: String?
+        var ttlSeconds: UInt32?
+
+        enum CodingKeys: String, CodingKey, CaseIterable {
+            case device, tag, alert, priority
+            case collapseKey = "collapse_key"
+            case ttlSeconds = "ttl_s"
+        }
+
+        init(from decoder: Decoder) throws {
+            try StrictKeys.check(decoder, allowed: CodingKeys.allCases.map(\.rawValue), in: "push")
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            device = try container.decodeIfPresent(String.self, forKey: .device)
+            tag = try container.decodeIfPresent(String.self, forKey: .tag)
+            alert = try container.decodeIfPresent(Bool.self, forKey: .alert)
+            priority = try container.decodeIfPresent(UInt8.self, forKey: .priority)
+            collapseKey = try container.decodeIfPresent(String.self, forKey: .collapseKey)
+            ttlSeconds = try container.decodeIfPresent(UInt32.self, forKey: .ttlSeconds)
+        }
+    }
+
+    enum CodingKeys: String, CodingKey, CaseIterable {
+        case recipient, text, payload, push
+        case ttlSeconds = "ttl_s"
+        case readLimit = "read_limit"
+    }
+
+    init(from decoder: Decoder) throws {
+        try StrictKeys.check(decoder, allowed: CodingKeys.allCases.map(\.rawValue), in: nil)
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        recipient = try container.decode(String.self, forKey: .recipient)
+        text = try container.decodeIfPresent(String.self, forKey: .text)
+        payload = try container.decodeIfPresent(String.self, forKey: .payload)
+        ttlSeconds = try container.decodeIfPresent(UInt32.self, forKey: .ttlSeconds)
+        readLimit = try container.decodeIfPresent(UInt32.self, forKey: .readLimit)
+        push = try container.decodeIfPresent(PushOptions.self, forKey: .push)
+    }
+
+    /// Decodes a request body: 400 when it is not JSON (or not an object), 422 when it is
+    /// but does not describe a message.
+    static func decode(_ body: [UInt8]) throws(ProviderAPIProblem) -> MessagePost {
+        do {
+            return try JSONDecoder().decode(MessagePost.self, from: Data(body))
+        } catch let error as DecodingError {
+            throw ProviderAPIProblem.describing(error)
+        } catch let error as StrictKeys.Unknown {
+            throw ProviderAPIProblem(422, Status.badRequest.name, "unknown member \(error.path)")
+        } catch {
+            throw ProviderAPIProblem(400, Status.badRequest.name, "the body is not JSON")
+        }
+    }
+
+    /// The SEND it asks for, checked by the protocol's own decoder so that every limit of
+    /// the wire (field lengths, ranges, UTF-8) applies exactly as it does to a SEND frame.
+    func sendRequest(idempotencyKey: String?) throws(ProviderAPIProblem) -> SendRequest {
+        let bytes: [UInt8]
+        switch (text, payload) {
+        case (let text?, nil): bytes = Array(text.utf8)
+        case (nil, let encoded?):
+            guard let data = Data(base64Encoded: encoded) else {
+                throw ProviderAPIProblem(422, Status.badRequest.name, "payload is not standard base64")
+            }
+            bytes = Array(data)
+        default:
+            throw ProviderAPIProblem(422, Status.badRequest.name, "give exactly one of text and payload")
+        }
+        let target: PushTarget?
+        switch (push?.device, push?.tag) {
+        case (nil, nil): target = nil
+        case (let device?, nil): target = .device(device)
+        case (nil, let tag?): target = .tag(tag)
+        default: throw ProviderAPIProblem(422, Status.badRequest.name, "give at most one of push.device and push.tag")
+        }
+        let send = SendRequest(user: recipient, payload: bytes, ttlSeconds: ttlSeconds ?? StoreRequest.defaultTTLSeconds,
+                               readLimit: readLimit ?? 0, target: target, alert: push?.alert ?? false,
+                               priority: push?.priority ?? Push.defaultPriority, collapseKey: push?.collapseKey,
+                               pushTTLSeconds: push?.ttlSeconds, idempotencyKey: idempotencyKey)
+        var writer = FieldWriter()
+        send.writeFields(to: &writer)
+        let checked = writer.bytes.withUnsafeBytes { body in
+            Result { () throws(WireError) -> SendRequest in try SendRequest(body: body) }
+        }
+        switch checked {
+        case .success(let send): return send
+        case .failure(let error): throw ProviderAPIProblem(422, Status.badRequest.name, "\(error)")
+        }
+    }
+}
+
+/// Refuses members a type does not know.
+enum StrictKeys {
+    struct Unknown: Error {
+        var path: String
+    }
+
+    private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    static func check(_ decoder: Decoder, allowed: [String], in parent: String?) throws {
+        let container = try decoder.container(keyedBy: AnyKey.self)
+        if let unknown = container.allKeys.first(where: { !allowed.contains($0.stringValue) }) {
+            throw Unknown(path: parent.map { "\($0).\(unknown.stringValue)" } ?? unknown.stringValue)
+        }
+    }
+}
+
+extension ProviderAPIProblem {
+    /// A JSON document that does not fit the message's shape.
+    static func describing(_ error: DecodingError) -> ProviderAPIProblem {
+        func path(_ context: DecodingError.Context) -> String {
+            context.codingPath.map(\.stringValue).joined(separator: ".")
+        }
+        switch error {
+        case .dataCorrupted(let context) where context.codingPath.isEmpty:
+            return ProviderAPIProblem(400, Status.badRequest.name, "the body is not JSON")
+        case .keyNotFound(let key, let context):
+            let parent = path(context)
+            return ProviderAPIProblem(422, Status.badRequest.name, "missing member \(parent.isEmpty ? "" : parent + ".")\(key.stringValue)")
+        case .typeMismatch(_, let context), .valueNotFound(_, let context):
+            let at = path(context)
+            return ProviderAPIProblem(422, Status.badRequest.name, at.isEmpty ? "the body is not a JSON object" : "\(at) has the wrong type")
+        case .dataCorrupted(let context):
+            return ProviderAPIProblem(422, Status.badRequest.name, "\(path(context)) is out of range")
+        @unknown default:
+            return ProviderAPIProblem(422, Status.badRequest.name, "the body does not describe a message")
+        }
+    }
+
+}
