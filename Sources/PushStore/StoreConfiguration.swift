@@ -44,6 +44,9 @@ public struct StoreConfiguration: Sendable {
     public var gateway: ServerLink.Endpoint? {
         didSet { settings.forwardsPushes = gateway != nil }
     }
+    /// The HTTP provider API (`--http`, `store.http`); nil serves none. It serves TLS with
+    /// `tls` when that is set, as the protocol listener does.
+    public var http: StoreHTTPConfiguration?
     /// Set on each loop's copy when it runs in a `StoreLoops` group.
     var shard: StoreShard?
 

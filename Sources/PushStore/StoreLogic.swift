@@ -457,6 +457,18 @@ public final class StoreLogic {
         return Refusal(.badToken, "fetch token revoked: \(reason.rawValue)")
     }
 
+    /// Whether an address has had too many tokens refused lately, fetch tokens and the HTTP
+    /// API's tokens alike: one limit for whoever guesses tokens.
+    func tokensLimited(address: String) -> Bool {
+        shared.state.withLock { $0.badTokens.isLimited(address, nowMs: clock()) }
+    }
+
+    /// An HTTP API token refused (unknown, revoked or with the wrong secret): counted
+    /// against the address as a forged fetch token is.
+    func apiTokenRefused(address: String) {
+        shared.state.withLock { $0.badTokens.recordFailure(address, nowMs: clock()) }
+    }
+
     /// The token checks shared by FETCH, SYNC and ACK that need no reads ([4.8-1], [4.8-2]).
     private func claims(_ token: [UInt8]?, session: StoreSession, nowMs: UInt64) throws(Refusal) -> FetchToken {
         guard let token else { throw Refusal(.authRequired, "log in to read this") }

@@ -16,10 +16,11 @@ extension ServiceLoopGroup where Member == StoreService {
         let count = configuration.effectiveLoopCount
         let writerGroup = try sharedWriter(configuration, loops: count)
         let shared = StoreProcessState(settings: configuration.settings)
+        let http = configuration.http.map { StoreHTTPShared(maxConnections: $0.maxConnections) }
         return try start(
             LoopMembers(count: count), name: "store", admission: AdmissionGate(limits: configuration.limits), on: loop,
             member: { seat, loop throws(StoreServiceError) in
-                let shard = seat.map { StoreShard(seat: $0, shared: shared, sqlite: writerGroup) }
+                let shard = seat.map { StoreShard(seat: $0, shared: shared, sqlite: writerGroup, http: http) }
                 return try StoreService.start(configuration.seated(shard), on: loop)
             },
             release: { writerGroup?.stop() },

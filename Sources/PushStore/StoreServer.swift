@@ -117,6 +117,19 @@ public final class StoreServer: ServiceHandler {
         perform(logic.handle(message, session: session), for: message, requester: .wire(peer, correlation: correlation), startNs: startNs)
     }
 
+    /// Reads what an HTTP request needs before it can be served (its API token); counted
+    /// as pending work, so a drain waits for it.
+    func read(_ reads: StoreReads, then finish: @escaping (Result<StoreReadResult, StoreBackendError>) -> Void) {
+        if let result = backend.readNow(reads) { return finish(result) }
+        reading += 1
+        backend.read(reads) { [weak self] result in
+            guard let self else { return }
+            reading -= 1
+            finish(result)
+            host.finishDrainIfDone()
+        }
+    }
+
     /// A request that arrived over HTTP, already authenticated (`StoreHTTPAPI`).
     func serve(_ message: Message, call: StoreHTTPCall) {
         perform(logic.handle(message, session: call.session), for: message, requester: .http(call), startNs: call.startNs)

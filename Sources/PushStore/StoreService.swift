@@ -40,6 +40,10 @@ public final class StoreService: LoopGroupMember {
     private let backend: StoreBackend
     private var pruneTimer: LoopTimer?
     private var writerStopped = false
+    /// The HTTP provider API on this loop, with `configuration.http`.
+    private var httpAPI: StoreHTTPAPI?
+    /// The HTTP API's port (the real one when 0 was asked for); nil without one.
+    public var httpPort: Int? { httpAPI?.port }
     /// The data directory must take writes on SQLite; on PostgreSQL the database is elsewhere.
     private var diskProbe: WritableDirectoryProbe?
     /// A failed group commit keeps the store unready this long (unless it drains first):
@@ -104,6 +108,18 @@ public final class StoreService: LoopGroupMember {
         let host = server.host!
         host.registerMetrics(in: server.metrics.registry, prefix: "securepush_store", includingSharedCounts: configuration.speaksForProcess,
                              loop: shard?.seat.index)
+        var httpAPI: StoreHTTPAPI?
+        if let http = configuration.http {
+            do {
+                httpAPI = try StoreHTTPAPI(server: server, configuration: http, tls: configuration.tls,
+                                           shared: shard?.http ?? StoreHTTPShared(maxConnections: http.maxConnections),
+                                           speaksForProcess: configuration.speaksForProcess, logger: configuration.logger, loop: loop)
+            } catch {
+                server.stopTimers()
+                backend.stop()
+                throw .cannotListen(host: http.host, port: http.port, error)
+            }
+        }
         do {
             let dispatch = shard?.seat.spreadingAccepts()
             if let listening = shard?.seat.listening {
@@ -112,6 +128,7 @@ public final class StoreService: LoopGroupMember {
                 try host.listen(host: configuration.host, port: configuration.port, tls: configuration.tls, dispatch: dispatch)
             }
         } catch {
+            httpAPI?.stop()
             server.stopTimers()
             backend.stop()
             throw .cannotListen(host: configuration.host, port: configuration.port, error)
@@ -121,6 +138,7 @@ public final class StoreService: LoopGroupMember {
         }
         let service = StoreService(configuration: configuration, port: host.port ?? configuration.port, host: host,
                                    server: server, backend: backend)
+        service.httpAPI = httpAPI
         // The other loops of a store of several start quietly, and leave the shared limits
         // to the first to prune.
         guard configuration.speaksForProcess else { return service }
@@ -129,6 +147,7 @@ public final class StoreService: LoopGroupMember {
         // `location` never holds a password (PostgresURL.redacted).
         configuration.logger.info("store ready", metadata: [
             "listen": "\(configuration.host):\(service.port)", "database": "\(backend.location)",
+            "http": "\(httpAPI.map { "\(configuration.http?.host ?? ""):\($0.port)" } ?? "off")",
             "backend": "\(backend.kind)",
         ])
         return service
@@ -163,6 +182,7 @@ public final class StoreService: LoopGroupMember {
     public func drain(then drained: @escaping () -> Void) {
         if !host.isDraining, configuration.speaksForProcess { configuration.logger.info("draining") }
         server.releaseHeldRegistries()
+        httpAPI?.drain()
         host.drain { [self] in
             // A backend that commits on the loop (PostgreSQL) waits for its last group first.
             guard !writerStopped else {
@@ -173,6 +193,7 @@ public final class StoreService: LoopGroupMember {
             server.flushFetchTallies()
             backend.finish { [self] in
                 stopWriter()
+                httpAPI?.stop()
                 drained()
             }
         }
@@ -236,6 +257,7 @@ public final class StoreService: LoopGroupMember {
         server.flushFetchTallies()
         server.stopTimers()
         backend.stop()
+        httpAPI?.stop()
         if let problem = backend.lastStopProblem { configuration.logger.warning("\(problem)") }
         if configuration.speaksForProcess { configuration.logger.info("store stopped") }
     }

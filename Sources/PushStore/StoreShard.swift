@@ -11,6 +11,8 @@ struct StoreShard: Sendable {
     /// On SQLite, the writer thread and the ID map every loop uses; nil on PostgreSQL,
     /// where each loop has connections of its own.
     var sqlite: SQLiteStoreWriterGroup?
+    /// With `http` configured: the HTTP API's cap, sockets and counts, for every loop.
+    var http: StoreHTTPShared?
 }
 
 extension StoreConfiguration {

@@ -30,6 +30,15 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("TLS certificate, PEM (default: none, plain TCP).", valueName: "file")) var tlsCert: String?
     @Option(help: ArgumentHelp("TLS private key, PEM (default: none, plain TCP).", valueName: "file")) var tlsKey: String?
     @Option(help: ArgumentHelp("""
+        Serve the HTTP provider API at this address: POST /v1/messages sends (as SEND does), GET and DELETE \
+        /v1/messages/ID report and recall; requests carry an API token from `securepush provider token create` \
+        (default: store.http in the config file; none without it). With --tls-cert it serves HTTPS.
+        """, valueName: "host:port"))
+    var http: HostPort?
+    @Option(help: ArgumentHelp("Most open HTTP API connections at once, apart from --max-connections (default: \(StoreHTTPConfiguration.defaultMaxConnections), or store.http_max_connections in the config file).",
+                               valueName: "count"))
+    var httpMaxConnections: Int?
+    @Option(help: ArgumentHelp("""
         Serve HTTP at this address: /metrics (Prometheus text format), /healthz (200 while the store runs) and \
         /readyz (200 when serving; 503 with the reason while draining or when the data directory cannot take writes) \
         (default: store.metrics in the config file; none without it).
@@ -100,6 +109,16 @@ struct StoreCommand: ParsableCommand {
         if let keepaliveMs { configuration.limits.keepaliveMs = keepaliveMs }
         configuration.loops = loops ?? deployment.integer("loops", for: .store) ?? 0
         configuration.gateway = try gatewayEndpoint(deployment)
+        if let address = try httpAddress(deployment) {
+            var http = StoreHTTPConfiguration(host: address.host, port: address.port)
+            if let count = httpMaxConnections ?? deployment.integer("http_max_connections", for: .store) {
+                guard count > 0 else { throw CommandFailure("--http-max-connections must be above 0") }
+                http.maxConnections = count
+            }
+            // A body holds the payload in base64, with room for the other members.
+            http.limits.maxBodyBytes = configuration.settings.maxPayloadBytes / 3 * 4 + 8 * 1024
+            configuration.http = http
+        }
 
         let loop = try EventLoop()
         let service: StoreLoops
@@ -108,12 +127,25 @@ struct StoreCommand: ParsableCommand {
         } catch {
             throw CommandFailure(error.description)
         }
+        if let port = service.first.httpPort, let http = configuration.http {
+            announce("http api on \(HostPort(host: http.host, port: port))")
+        }
         try serveUntilStopped(service, on: loop, listen: address, monitoring: monitoring, logger: configuration.logger,
                               placement: "each new connection goes to the next loop in turn, which serves all its requests")
     }
 }
 
 extension StoreCommand {
+    /// `--http` or `store.http`.
+    func httpAddress(_ deployment: Deployment) throws -> HostPort? {
+        if let http { return http }
+        guard let text = deployment.config["store.http"] else { return nil }
+        guard let address = HostPort(argument: text) else {
+            throw CommandFailure("\(deployment.directory)/\(Deployment.configFile): store.http must be HOST:PORT, not '\(text)'")
+        }
+        return address
+    }
+
     /// `--gateway` or `store.gateway`, with its TLS settings.
     func gatewayEndpoint(_ deployment: Deployment) throws -> ServerLink.Endpoint? {
         var addresses = gateway

@@ -35,6 +35,8 @@ public final class ServiceProcess: ReachableService {
     public let port: Int
     /// The port of a `metrics on HOST:PORT` line printed before `listening on`.
     public let announcedMetricsPort: Int?
+    /// The port of an `http api on HOST:PORT` line (a store with `--http`).
+    public let announcedHTTPPort: Int?
     public let host = "127.0.0.1"
 
     /// Starts `securepush ARGUMENTS --listen LISTEN` and waits for its `listening on` line.
@@ -55,6 +57,8 @@ public final class ServiceProcess: ReachableService {
         self.port = port
         let metricsLine = child.standardOutput.split(separator: "\n").last { $0.hasPrefix("metrics on ") }
         announcedMetricsPort = metricsLine.flatMap { Int($0.split(separator: ":").last ?? "") }
+        let httpLine = child.standardOutput.split(separator: "\n").last { $0.hasPrefix("http api on ") }
+        announcedHTTPPort = httpLine.flatMap { Int($0.split(separator: ":").last ?? "") }
     }
 
     /// SIGTERM, then the exit status (or nil if it did not exit in time).

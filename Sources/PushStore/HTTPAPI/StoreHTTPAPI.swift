@@ -1,0 +1,191 @@
+import Logging
+import PushClock
+import PushEventLoop
+import PushService
+import PushWire
+
+/// Where the store serves its HTTP provider API (`store --http`, `store.http`), and how.
+public struct StoreHTTPConfiguration: Sendable {
+    public var host: String
+    /// 0 picks a free port.
+    public var port: Int
+    public var limits: HTTPServerLimits
+    /// Open HTTP connections at once, over all loops; apart from the protocol's own cap.
+    public var maxConnections: Int
+
+    public static let defaultMaxConnections = 1024
+
+    public init(host: String, port: Int, limits: HTTPServerLimits = HTTPServerLimits(),
+                maxConnections: Int = StoreHTTPConfiguration.defaultMaxConnections) {
+        self.host = host
+        self.port = port
+        self.limits = limits
+        self.maxConnections = maxConnections
+    }
+}
+
+/// The HTTP provider API on one loop of the store: `POST /v1/messages` is SEND,
+/// `GET /v1/messages/{id}` STATUS and `DELETE /v1/messages/{id}` RECALL, each authorised by
+/// an API token (`Authorization: Bearer`) and served by the same request path as the
+/// protocol's requests (`StoreServer`). Loop-confined.
+final class StoreHTTPAPI {
+    private let server: StoreServer
+    private let http: HTTPServer
+    private let logger: Logger
+    private let metrics: StoreHTTPMetrics
+    private var refusedTokenLog = LogThrottle()
+    /// Set by a drain: what arrives from then on is answered 503 SHUTTING_DOWN.
+    private var draining = false
+
+    var port: Int { http.port }
+
+    /// Serves on `http`'s address, or on the sockets the first loop of the store bound.
+    init(server: StoreServer, configuration: StoreHTTPConfiguration, tls: TLSContext?, shared: StoreHTTPShared, speaksForProcess: Bool,
+         logger: Logger, loop: EventLoop) throws(EventLoopError) {
+        self.server = server
+        self.logger = logger
+        metrics = StoreHTTPMetrics(registry: server.metrics.registry, shared: shared, speaksForProcess: speaksForProcess)
+        var handler: ((HTTPServerRequest) -> Void)?
+        let handle: (HTTPServerRequest) -> Void = { request in handler?(request) }
+        if let sockets = shared.sockets {
+            http = try HTTPServer(loop: loop, sharing: sockets, limits: configuration.limits, gate: shared.gate, handle: handle)
+        } else {
+            http = try HTTPServer(loop: loop, host: configuration.host, port: configuration.port, tls: tls,
+                                  limits: configuration.limits, gate: shared.gate, handle: handle)
+            shared.sockets = try http.sharedSockets()
+        }
+        metrics.watch(http)
+        handler = { [unowned self] request in serve(request) }
+    }
+
+    /// Answers what is in flight; new requests get 503 from now on.
+    func drain() { draining = true }
+
+    func stop() { http.stop() }
+
+    private func serve(_ request: HTTPServerRequest) {
+        let startNs = Clocks.monotonicNanoseconds()
+        let route: ProviderAPIRoute
+        do throws(ProviderAPIProblem) {
+            route = try ProviderAPIRoute.of(method: request.method.name, path: request.path)
+        } catch {
+            return answer(request, .problem(error), route: nil, provider: nil)
+        }
+        guard !draining else {
+            return answer(request, .problem(ProviderAPIProblem(503, Status.shuttingDown.name, "the store is shutting down",
+                                                               headers: [("Retry-After", "1"), ("Connection", "close")])),
+                          route: route, provider: nil)
+        }
+        guard let bearer = request.header("Authorization").flatMap(StoreHTTPAPI.bearer), let token = APIToken.parse(bearer) else {
+            return answer(request, .problem(ProviderAPIProblem(401, Status.authRequired.name,
+                                                               "send an API token: Authorization: Bearer <token>",
+                                                               headers: [("WWW-Authenticate", "Bearer")])),
+                          route: route, provider: nil)
+        }
+        guard !server.logic.tokensLimited(address: request.peerHost) else {
+            return answer(request, .problem(ProviderAPIProblem(429, Status.rateLimited.name,
+                                                               "too many rejected tokens from this address; try again later",
+                                                               headers: [("Retry-After", "10")])),
+                          route: route, provider: nil)
+        }
+        let message: Message
+        let keyed: Bool
+        do throws(ProviderAPIProblem) {
+            (message, keyed) = try StoreHTTPAPI.message(for: route, request)
+        } catch {
+            return answer(request, .problem(error), route: route, provider: nil)
+        }
+        server.read(StoreReads(apiToken: token.id)) { [weak self] result in
+            guard let self else { return }
+            guard case .success(let found) = result else {
+                return answer(request, .problem(ProviderAPIProblem(503, Status.internalError.name, "cannot read the API tokens",
+                                                                   headers: [("Retry-After", "1")])),
+                              route: route, provider: nil)
+            }
+            guard let record = found.apiToken, APIToken.accepts(token.secret, record) else {
+                server.logic.apiTokenRefused(address: request.peerHost)
+                refusedToken(token.id, known: found.apiToken, peer: request.peerHost)
+                return answer(request, .problem(ProviderAPIProblem(401, Status.badToken.name, "unknown or revoked API token",
+                                                                   headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])),
+                              route: route, provider: nil)
+            }
+            let session = StoreSession(peerAddress: request.peerHost, role: .provider,
+                                       idempotencyScope: StoreHTTPAPI.idempotencyScope(of: record.provider))
+            let call = StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
+                self?.answer(request, .answering(reply, to: route, keyed: keyed, createdAt: createdAt), route: route,
+                             provider: record.provider)
+            }
+            server.serve(message, call: call)
+        }
+    }
+
+    /// The protocol request an HTTP request stands for, and whether it is a SEND with an
+    /// idempotency key.
+    static func message(for route: ProviderAPIRoute, _ request: HTTPServerRequest) throws(ProviderAPIProblem) -> (Message, Bool) {
+        switch route {
+        case .status(let id): return (.status(StatusRequest(id: id)), false)
+        case .recall(let id): return (.recall(Recall(id: id)), false)
+        case .send:
+            let type = request.header("Content-Type") ?? ""
+            guard type.split(separator: ";").first?.trimmingWhitespace().lowercased() == "application/json" else {
+                throw ProviderAPIProblem(415, Status.badRequest.name, "the body must be application/json", headers: [("Accept", "application/json")])
+            }
+            let key = request.header("Idempotency-Key")
+            let send = try MessagePost.decode(request.body).sendRequest(idempotencyKey: key)
+            return (.send(send), key != nil)
+        }
+    }
+
+    /// The token of an `Authorization: Bearer` header (RFC 6750: the scheme is case-insensitive).
+    static func bearer(_ header: String) -> String? {
+        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        return String(parts[1].trimmingWhitespace())
+    }
+
+    /// The idempotency keys of one API provider, apart from the binary protocol's
+    /// provider's and every other API provider's ([4.17-7]).
+    static func idempotencyScope(of provider: String) -> String { "api:" + provider }
+
+    private func answer(_ request: HTTPServerRequest, _ response: ProviderAPIResponse, route: ProviderAPIRoute?, provider: String?) {
+        request.respond(status: response.status, reason: ProviderAPIProblem.reason(response.status), headers: response.headers,
+                        body: response.body)
+        metrics.answered(route: route, status: response.status, provider: provider)
+    }
+
+    /// Logged at most once a second (a client can retry as fast as it likes); never the secret.
+    private func refusedToken(_ id: String, known: APITokenRecord?, peer: String) {
+        metrics.refusedTokens.increment()
+        guard let count = refusedTokenLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
+        var metadata: Logger.Metadata = ["token": "\(id)", "peer": "\(peer)",
+                                         "reason": "\(known == nil ? "unknown token" : known?.revokedAt != nil ? "revoked" : "wrong secret")"]
+        if let provider = known?.provider { metadata["provider"] = "\(provider)" }
+        if count > 1 { metadata["count"] = "\(count)" }
+        logger.info("API token refused", metadata: metadata)
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingWhitespace() -> Substring {
+        var text = self
+        while text.first == " " || text.first == "\t" { text.removeFirst() }
+        while text.last == " " || text.last == "\t" { text.removeLast() }
+        return text
+    }
+}
+
+extension HTTPMethod {
+    /// The method as the request line spells it; "other" for one the server does not name.
+    fileprivate var name: String {
+        switch self {
+        case .get: "GET"
+        case .post: "POST"
+        case .delete: "DELETE"
+        case .head: "HEAD"
+        case .put: "PUT"
+        case .patch: "PATCH"
+        case .options: "OPTIONS"
+        case .other: "OTHER"
+        }
+    }
+}
