@@ -195,8 +195,11 @@ public protocol PayloadReader: AnyObject {
     func waitingPushes(after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> [OutboxEntry]
     /// The SEND recorded with `key`, expired or not ([4.17-5]).
     func idempotencyRecord(_ key: IdempotencyKey) throws -> IdempotencyRecord?
+    /// The provider API token with this id, revoked or not.
+    func apiToken(id: String) throws -> APITokenRecord?
 }
 
 extension PayloadReader {
+    public func apiToken(id: String) throws -> APITokenRecord? { nil }
     public func withSnapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 }

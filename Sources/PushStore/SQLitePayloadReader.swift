@@ -17,6 +17,7 @@ public final class SQLitePayloadReader: PayloadReader {
     private let pushBySequence: SQLiteStatement
     private let waitingPage: SQLiteStatement
     private let idempotencyByKey: SQLiteStatement
+    private let apiTokenByID: SQLiteStatement
     private let beginSnapshot: SQLiteStatement
     private let endSnapshot: SQLiteStatement
     private var inSnapshot = false
@@ -62,6 +63,7 @@ public final class SQLitePayloadReader: PayloadReader {
         idempotencyByKey = try connection.prepare("""
             SELECT request_hash, id, payload_expires_at, expires_at FROM idempotency_keys WHERE scope = ? AND key = ?
             """)
+        apiTokenByID = try connection.prepare(APITokenTable.selectByID)
         beginSnapshot = try connection.prepare("BEGIN")
         endSnapshot = try connection.prepare("COMMIT")
     }
@@ -134,6 +136,12 @@ public final class SQLitePayloadReader: PayloadReader {
         return IdempotencyRecord(key: key, requestHash: idempotencyByKey.blob(0), id: id,
                                  payloadExpiresAt: UInt64(bitPattern: idempotencyByKey.int(2)),
                                  expiresAt: UInt64(bitPattern: idempotencyByKey.int(3)))
+    }
+
+    public func apiToken(id: String) throws -> APITokenRecord? {
+        defer { apiTokenByID.reset() }
+        try apiTokenByID.set(1, id)
+        return try apiTokenByID.step() ? APITokenTable.record(apiTokenByID) : nil
     }
 
     public func allIDs() throws -> [(PayloadID, UInt64)] {

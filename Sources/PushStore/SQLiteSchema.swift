@@ -4,7 +4,7 @@ import PushSecurity
 /// The store database's tables, and the changes that bring a database written by an
 /// earlier build up to them. `PRAGMA user_version` records how far a file has come.
 enum SQLiteSchema {
-    static let currentVersion: Int64 = 4
+    static let currentVersion: Int64 = 5
 
     /// Users have a random internal id that payloads bind to, so a name removed and added
     /// again is another user. `created_at` also dates the tokens a user may present: one
@@ -110,7 +110,7 @@ enum SQLiteSchema {
 
     static var fresh: String {
         [usersTable("users"), payloadsTable("payloads"), receiptsTable, metaAndTriggers, indexes, RegistryTable.schema, pushesTable,
-         idempotencyTable]
+         idempotencyTable, APITokenTable.schema]
             .joined(separator: ";\n")
     }
 
@@ -127,6 +127,8 @@ enum SQLiteSchema {
             try connection.execute(pushesTable)
             try connection.execute(idempotencyTable)
         }),
+        // Provider API tokens, for the store's HTTP provider API.
+        (5, { connection throws(SQLiteError) in try connection.execute(APITokenTable.schema) }),
     ]
 
     /// Creates the tables of a new file, or brings an existing one up to date, in one

@@ -36,12 +36,15 @@ public final class SQLiteStoreReads {
         // The revision check and the request's reads share one read transaction, so the
         // check costs little more than the `PRAGMA data_version` it is.
         let refreshDue = reads.fresh || (reads.user != nil || reads.device != nil) && users.isRefreshDue(nowMs: now, intervalMs: recheckMs)
-        guard refreshDue else {
+        // A request authenticated by an API token is read with its token as of one moment.
+        guard refreshDue || reads.apiToken != nil else {
             return try readNow(reads)
         }
         return try reader.withSnapshot {
-            try users.refresh(nowMs: now)
-            try devices.refresh()
+            if refreshDue {
+                try users.refresh(nowMs: now)
+                try devices.refresh()
+            }
             return try readNow(reads)
         }
     }
@@ -81,6 +84,7 @@ public final class SQLiteStoreReads {
         }
         var result = StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread, registry: registry)
         if let key = reads.idempotency { result.idempotency = try reader.idempotencyRecord(key) }
+        if let id = reads.apiToken { result.apiToken = try reader.apiToken(id: id) }
         return result
     }
 

@@ -33,6 +33,14 @@ public enum StoreDatabase: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The provider API tokens, created with the schema if the database is new.
+    public func apiTokens() throws -> APITokenAdministering {
+        switch self {
+        case .sqlite(let path): try APITokenAdministration(databasePath: path)
+        case .postgres(let url): try PostgresAdministration(url: url).apiTokens
+        }
+    }
+
     /// The device registry, created with the schema if the database is new.
     public func registry() throws -> RegistryAdministering {
         switch self {

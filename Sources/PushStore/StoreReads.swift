@@ -34,10 +34,13 @@ public struct StoreReads: Sendable, Equatable {
     public var pushOutcome = false
     /// The earlier SEND with this idempotency key ([4.17-5]).
     public var idempotency: IdempotencyKey?
+    /// The provider API token with this id (`APIToken.parse`), revoked or not.
+    public var apiToken: String?
 
     public init(user: String? = nil, passwordHash: Bool = false, fresh: Bool = false, device: String? = nil, payload: PayloadID? = nil,
                 body: Bool = false, sequenceOnly: Bool = false, unread: UnreadQuery? = nil, registry: RegistryQuery? = nil,
-                loginLimits: LoginLimitKey? = nil, pushOutcome: Bool = false, idempotency: IdempotencyKey? = nil) {
+                loginLimits: LoginLimitKey? = nil, pushOutcome: Bool = false, idempotency: IdempotencyKey? = nil, apiToken: String? = nil) {
+        self.apiToken = apiToken
         self.pushOutcome = pushOutcome
         self.idempotency = idempotency
         self.user = user
@@ -102,12 +105,16 @@ public struct StoreReadResult: Sendable, Equatable {
     public var loginLimits: LoginLimitState?
     /// The earlier SEND with the key asked for, if any (expired or not).
     public var idempotency: IdempotencyRecord?
+    /// The API token asked for, revoked ones included (`revokedAt` set); nil if unknown.
+    public var apiToken: APITokenRecord?
 
     /// The sequence of the payload asked for, however it was answered.
     public var payloadSequence: UInt64? { payload?.sequence ?? sequence }
 
     public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, sequence: UInt64? = nil,
-                unread: UnreadPage? = nil, registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil) {
+                unread: UnreadPage? = nil, registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil,
+                apiToken: APITokenRecord? = nil) {
+        self.apiToken = apiToken
         self.user = user
         self.device = device
         self.payload = payload

@@ -13,12 +13,12 @@ struct SecurePush: ParsableCommand {
         Deployment:   init, user add/remove/list, key rotate/status/prune
         Services:     store, gateway (each prints `listening on HOST:PORT` when ready)
         Devices:      device enroll, device list, device revoke, device run, device login, device logout
-        Providers:    send, status, recall
+        Providers:    send, status, recall, provider token create/list/revoke
         Tools:        bench (load tests), conformance (black-box protocol suite)
         """,
         version: SecurePush.version,
         subcommands: [InitCommand.self, UserCommand.self, KeyCommand.self, StoreCommand.self, GatewayCommand.self, DeviceCommand.self,
-                      SendCommand.self, StatusCommand.self, RecallCommand.self, DemoCommand.self, BenchCommand.self, ConformanceCommand.self]
+                      ProviderCommand.self, SendCommand.self, StatusCommand.self, RecallCommand.self, DemoCommand.self, BenchCommand.self, ConformanceCommand.self]
     )
 
     static let version = "0.1.0 (protocol 1)"

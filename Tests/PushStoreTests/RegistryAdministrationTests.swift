@@ -148,7 +148,7 @@ extension SchemaMigrationTests {
         #expect(try reader.enrolledDevice("phone") == EnrolledDevice(userID: 42, issuedAt: 5, expiresAt: 1_005))
     }
 
-    @Test("version 0 to the current one in one go: users get ids, the registry and SEND's tables are there")
+    @Test("version 0 to the current one in one go: users get ids, the registry, SEND's tables and the API tokens are there")
     func fromVersion0() throws {
         let scratch = try ScratchDatabase()
         let old = try SQLiteConnection(path: scratch.path)
@@ -161,5 +161,6 @@ extension SchemaMigrationTests {
         #expect(try scratch.integer("SELECT count(*) FROM registrations") == 0)
         #expect(try scratch.integer("SELECT count(*) FROM pushes") == 0)
         #expect(try scratch.integer("SELECT count(*) FROM idempotency_keys") == 0)
+        #expect(try scratch.integer("SELECT count(*) FROM api_tokens") == 0)
     }
 }

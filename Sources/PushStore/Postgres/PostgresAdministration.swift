@@ -137,6 +137,11 @@ public final class PostgresAdministration: UserAdministering, RegistryAdminister
         try PostgresRegistryTable.lastChange(on: connection)
     }
 
+    // MARK: API tokens
+
+    /// The provider API tokens, on this administration's connection.
+    public var apiTokens: APITokenAdministering { PostgresAPITokens(connection: connection) }
+
     // MARK: data keys
 
     /// How many payload bodies each data key seals, for `securepush key list` and `prune`

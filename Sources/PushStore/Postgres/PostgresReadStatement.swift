@@ -2,8 +2,8 @@ import PushPostgres
 import PushWire
 
 /// A request's reads (`StoreReads`) as one SELECT that returns exactly one row: the user,
-/// the device's enrolment, the payload, SYNC's page and the login limits, each a LEFT JOIN
-/// on a unique key (or a LATERAL subquery for the page), so one statement on one snapshot
+/// the device's enrolment, the payload, SYNC's page, the login limits and the API token,
+/// each a LEFT JOIN on a unique key (or a LATERAL subquery for the page), so one statement on one snapshot
 /// answers the request and it costs one pipelined query, no round trip of its own.
 /// REGISTRY's page is rows of its own (`registryPage`). Nothing is cached: every store of
 /// the database sees every change on its next request.
@@ -18,6 +18,7 @@ struct PostgresReadStatement {
     var limitsColumn: Int?
     var pushColumn: Int?
     var keyColumn: Int?
+    var apiTokenColumn: Int?
 
     private init(sql: String, parameters: [PostgresValue], userColumn: Int?, deviceColumn: Int?, payloadColumn: Int?) {
         self.sql = sql
@@ -31,7 +32,7 @@ struct PostgresReadStatement {
     /// device (FETCH, ACK, STATUS, RECALL). SYNC, LOGIN and REGISTRY are read alone.
     static func batches(_ reads: StoreReads) -> Bool {
         reads.payload != nil && reads.unread == nil && reads.registry == nil && reads.loginLimits == nil && !reads.passwordHash
-            && !reads.fresh && !reads.pushOutcome && reads.idempotency == nil
+            && !reads.fresh && !reads.pushOutcome && reads.idempotency == nil && reads.apiToken == nil
     }
 
     /// The reads of many requests (each `batches`) as one statement of a fixed shape, over
@@ -91,6 +92,11 @@ struct PostgresReadStatement {
             keyColumn = columns.count
             columns += ["k.request_hash", "k.id", "k.payload_expires_at", "k.expires_at"]
             joins.append("LEFT JOIN idempotency_keys k ON k.scope = \(parameter(.text(key.scope))) AND k.key = \(parameter(.text(key.key)))")
+        }
+        if let id = reads.apiToken {
+            apiTokenColumn = columns.count
+            columns += ["t.provider", "t.secret_hash", "t.created_at", "t.revoked_at"]
+            joins.append("LEFT JOIN api_tokens t ON t.id = \(parameter(.text(id)))")
         }
         if let unread = reads.unread, reads.user != nil {
             unreadColumn = columns.count
@@ -169,6 +175,11 @@ struct PostgresReadStatement {
            let id = PayloadID(bytes: try result.bytes(row, column + 1)) {
             found.idempotency = IdempotencyRecord(key: key, requestHash: try result.bytes(row, column), id: id,
                                                   payloadExpiresAt: try result.uint(row, column + 2), expiresAt: try result.uint(row, column + 3))
+        }
+        if let column = apiTokenColumn, let id = reads.apiToken, !result.isNull(row, column) {
+            found.apiToken = APITokenRecord(id: id, provider: try result.text(row, column), secretHash: try result.bytes(row, column + 1),
+                                            createdAt: try result.uint(row, column + 2),
+                                            revokedAt: result.isNull(row, column + 3) ? nil : try result.uint(row, column + 3))
         }
         if let column = unreadColumn, let unread = reads.unread, found.user != nil {
             var ids: [PayloadID] = []

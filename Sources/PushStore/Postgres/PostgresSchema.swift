@@ -26,14 +26,14 @@ public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
 /// removal fence and the login limits.
 public enum PostgresSchema {
     /// The version this build writes and reads.
-    public static let currentVersion: Int64 = 3
+    public static let currentVersion: Int64 = 4
 
     /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
     /// deployment's other users of the database do not take.
     static let migrationLock: Int64 = 0x7365_6375_7265_7075
 
     /// Migrations by the version they lead to, oldest first.
-    static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3)]
+    static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4)]
 
     /// Users have a random 63-bit id that payloads and registrations bind to, so a name
     /// removed and added again is another user; `created_at` dates the tokens a holder may
@@ -151,6 +151,18 @@ public enum PostgresSchema {
             PRIMARY KEY (scope, key)
         );
         CREATE INDEX idempotency_keys_by_expiry ON idempotency_keys (expires_at)
+        """
+
+    /// Provider API tokens for the store's HTTP provider API (`APIToken`): the hash of each
+    /// secret, never the secret; a revoked token keeps its row with `revoked_at` set.
+    static let version4 = """
+        CREATE TABLE api_tokens (
+            id text PRIMARY KEY,
+            provider text NOT NULL,
+            secret_hash bytea NOT NULL,
+            created_at bigint NOT NULL,
+            revoked_at bigint
+        )
         """
 
     /// The version the database is at: 0 before the first migration.

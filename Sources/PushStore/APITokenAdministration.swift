@@ -1,0 +1,114 @@
+import CSQLite
+
+/// What `revoke` did: revoked the token now, or found it revoked already (nothing changed).
+public enum APITokenRevocation: Sendable, Equatable {
+    case revoked(APITokenRecord)
+    case alreadyRevoked(APITokenRecord)
+
+    /// The token as it is now (with its `revokedAt`).
+    public var record: APITokenRecord {
+        switch self {
+        case .revoked(let record), .alreadyRevoked(let record): record
+        }
+    }
+}
+
+/// The deployment commands' side of the provider API tokens (`securepush provider token`),
+/// whichever database the store keeps them in. Each change is one transaction; a running
+/// store reads the token on every request, so it sees a revocation on its next one.
+public protocol APITokenAdministering: AnyObject {
+    /// Mints and stores a token for `provider`: the text (to show once) and the record.
+    func create(provider: String, nowMs: UInt64) throws(APITokenError) -> (text: String, record: APITokenRecord)
+    /// Every token kept, revoked ones included, oldest first; `secretHash` is left empty.
+    func list() throws(APITokenError) -> [APITokenRecord]
+    /// Revokes the token `id` (its row stays, for `list`); `.unknownID` if there is none.
+    func revoke(id: String, nowMs: UInt64) throws(APITokenError) -> APITokenRevocation
+}
+
+/// The API tokens in a SQLite store database.
+public final class APITokenAdministration: APITokenAdministering {
+    private let connection: SQLiteConnection
+
+    public init(databasePath: String) throws(SQLiteError) {
+        connection = try SQLitePayloadDatabase.open(path: databasePath)
+    }
+
+    public func create(provider: String, nowMs: UInt64) throws(APITokenError) -> (text: String, record: APITokenRecord) {
+        // A clash of random 48-bit ids is not expected; another draw settles one.
+        for _ in 0..<4 {
+            let token = try APIToken.mint(provider: provider, nowMs: nowMs)
+            let record = token.record
+            let inserted = try storage { () throws(SQLiteError) -> Bool in
+                try connection.run("INSERT OR IGNORE INTO api_tokens (id, provider, secret_hash, created_at) VALUES (?, ?, ?, ?)",
+                                   [.text(record.id), .text(record.provider), .blob(record.secretHash), .uint(record.createdAt)])
+                return connection.changes == 1
+            }
+            if inserted { return token }
+        }
+        throw .storage("no free API token id")
+    }
+
+    public func list() throws(APITokenError) -> [APITokenRecord] {
+        try storage { () throws(SQLiteError) -> [APITokenRecord] in
+            let statement = try connection.prepare("SELECT id, provider, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
+                                                   persistent: false)
+            try statement.bind([])
+            var records: [APITokenRecord] = []
+            while try statement.step() {
+                records.append(APITokenRecord(id: statement.text(0), provider: statement.text(1), secretHash: [],
+                                              createdAt: UInt64(bitPattern: statement.int(2)),
+                                              revokedAt: statement.isNull(3) ? nil : UInt64(bitPattern: statement.int(3))))
+            }
+            return records
+        }
+    }
+
+    public func revoke(id: String, nowMs: UInt64) throws(APITokenError) -> APITokenRevocation {
+        guard APIToken.isValidID(id) else { throw .unknownID(id) }
+        return try UserTable.transaction(connection, { () throws(APITokenError) -> APITokenRevocation in
+            let found = try storage { () throws(SQLiteError) in try APITokenTable.record(id, on: connection) }
+            guard var record = found else { throw .unknownID(id) }
+            if record.revokedAt != nil { return .alreadyRevoked(record) }
+            try storage { () throws(SQLiteError) in try connection.run("UPDATE api_tokens SET revoked_at = ? WHERE id = ?", [.uint(nowMs), .text(id)]) }
+            record.revokedAt = nowMs
+            return .revoked(record)
+        }, failure: { APITokenError.storage("\($0)") })
+    }
+
+    private func storage<T>(_ body: () throws(SQLiteError) -> T) throws(APITokenError) -> T {
+        do {
+            return try body()
+        } catch {
+            throw .storage("\(error)")
+        }
+    }
+}
+
+/// The `api_tokens` table of a SQLite store database.
+enum APITokenTable {
+    static let schema = """
+        CREATE TABLE IF NOT EXISTS api_tokens (
+            id TEXT PRIMARY KEY,
+            provider TEXT NOT NULL,
+            secret_hash BLOB NOT NULL,
+            created_at INTEGER NOT NULL,
+            revoked_at INTEGER
+        ) WITHOUT ROWID
+        """
+
+    static let selectByID = "SELECT id, provider, secret_hash, created_at, revoked_at FROM api_tokens WHERE id = ?"
+
+    /// The row of `statement` (of `selectByID`'s columns) as a record.
+    static func record(_ statement: SQLiteStatement) -> APITokenRecord {
+        APITokenRecord(id: statement.text(0), provider: statement.text(1), secretHash: statement.blob(2),
+                       createdAt: UInt64(bitPattern: statement.int(3)),
+                       revokedAt: statement.isNull(4) ? nil : UInt64(bitPattern: statement.int(4)))
+    }
+
+    static func record(_ id: String, on connection: SQLiteConnection) throws(SQLiteError) -> APITokenRecord? {
+        let statement = try connection.prepare(selectByID, persistent: false)
+        try statement.bind([.text(id)])
+        defer { statement.reset() }
+        return try statement.step() ? record(statement) : nil
+    }
+}
