@@ -38,6 +38,9 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Most open HTTP API connections at once, apart from --max-connections (default: \(StoreHTTPConfiguration.defaultMaxConnections), or store.http_max_connections in the config file).",
                                valueName: "count"))
     var httpMaxConnections: Int?
+    @Option(help: ArgumentHelp("An HTTP API request must arrive whole within this long of its connection opening or of the previous response; also the keep-alive idle limit (default: 10000, or store.http_request_timeout_ms in the config file).",
+                               valueName: "ms"))
+    var httpRequestTimeoutMs: Int?
     @Option(help: ArgumentHelp("""
         Serve HTTP at this address: /metrics (Prometheus text format), /healthz (200 while the store runs) and \
         /readyz (200 when serving; 503 with the reason while draining or when the data directory cannot take writes) \
@@ -114,6 +117,10 @@ struct StoreCommand: ParsableCommand {
             if let count = httpMaxConnections ?? deployment.integer("http_max_connections", for: .store) {
                 guard count > 0 else { throw CommandFailure("--http-max-connections must be above 0") }
                 http.maxConnections = count
+            }
+            if let ms = httpRequestTimeoutMs ?? deployment.integer("http_request_timeout_ms", for: .store) {
+                guard ms >= 100 else { throw CommandFailure("--http-request-timeout-ms must be 100 or more") }
+                http.limits.requestDeadline = .milliseconds(ms)
             }
             // A body holds the payload in base64, with room for the other members.
             http.limits.maxBodyBytes = configuration.settings.maxPayloadBytes / 3 * 4 + 8 * 1024
