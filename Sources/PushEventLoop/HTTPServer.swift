@@ -27,8 +27,11 @@ public final class HTTPServer: LoopResource {
     private var sockets: [Int32] = []
     private var addresses: [SocketAddress]
     private var isShared: Bool
-    /// By the connection's bufferevent (the filter evhttp holds).
+    /// By the connection's bufferevent.
     private var connections: [OpaquePointer: HTTPServerConnection] = [:]
+    /// Accepted, and not yet given their evhttp connection (see `adoptNew`).
+    private var unadopted: [HTTPServerConnection] = []
+    private var adoptEvent: OpaquePointer?
     /// Connections refused at the gate's cap.
     public private(set) var refusedAtCap: UInt64 = 0
     /// Connections closed by `requestDeadline`.
@@ -82,6 +85,7 @@ public final class HTTPServer: LoopResource {
             throw .libevent("evhttp_new failed")
         }
         self.http = http
+        adoptEvent = event_new(loop.base, -1, 0, httpAdoptCallback, Unmanaged.passUnretained(self).toOpaque())
         configure(http)
         for socket in bound {
             // Not LEV_OPT_CLOSE_ON_FREE: `stop()` closes the sockets itself (see there).
@@ -93,6 +97,7 @@ public final class HTTPServer: LoopResource {
                 let code = errno
                 evhttp_free(http)
                 self.http = nil
+                if let adoptEvent { event_free(adoptEvent) }
                 for fd in sockets { Glibc.close(fd) }
                 throw .system(operation: "listen \(socket.address)", errno: code)
             }
@@ -128,11 +133,14 @@ public final class HTTPServer: LoopResource {
     public func stop() {
         guard let http else { return }
         self.http = nil
-        for connection in connections.values {
-            connection.connectionClosing()
-            connection.finish()
-        }
-        evhttp_free(http)
+        unadopted = []
+        if let adoptEvent { event_free(adoptEvent) }
+        adoptEvent = nil
+        // evhttp_free runs the close callback of the adopted connections (kept alive for
+        // it); this also covers the others.
+        let open = Array(connections.values)
+        for connection in open { connection.closed() }
+        withExtendedLifetime(open) { evhttp_free(http) }
         // The listeners were freed without closing their sockets: a shared socket must
         // outlive this pass's epoll changes (see closeAfterPendingChanges).
         for fd in sockets {
@@ -147,42 +155,42 @@ public final class HTTPServer: LoopResource {
 
     // MARK: - From the C callbacks
 
-    /// A new connection: its bufferevent, a pass-through filter over the real one, whose
-    /// free_context tells when evhttp has freed the connection.
+    /// A new connection's bufferevent (evhttp sets the socket on it). Its connection is
+    /// adopted once evhttp has made it, on this same loop pass (see `adoptNew`).
     fileprivate func newConnection() -> OpaquePointer? {
         let admitted = gate.enter()
         if !admitted { refusedAtCap += 1 }
-        let underlying: OpaquePointer?
+        let made: OpaquePointer?
         if let tls {
             guard let ssl = tls.makeServerSSL() else {
                 if admitted { gate.leave() }
                 return nil
             }
-            underlying = bufferevent_openssl_socket_new(
+            made = bufferevent_openssl_socket_new(
                 loop.base, -1, ssl, bufferevent_ssl_state(rawValue: UInt32(sp_BUFFEREVENT_SSL_ACCEPTING)),
                 sp_BEV_OPT_CLOSE_ON_FREE)
-            if underlying == nil { SSL_free(ssl) }
+            if made == nil { SSL_free(ssl) }
         } else {
-            underlying = bufferevent_socket_new(loop.base, -1, sp_BEV_OPT_CLOSE_ON_FREE)
+            made = bufferevent_socket_new(loop.base, -1, sp_BEV_OPT_CLOSE_ON_FREE)
         }
-        guard let underlying else {
+        guard let bev = made else {
             if admitted { gate.leave() }
             return nil
         }
-        let connection = HTTPServerConnection(server: self, gate: gate, refused: !admitted, tls: tls != nil)
-        let context = Unmanaged.passRetained(connection).toOpaque()
-        guard let filter = bufferevent_filter_new(underlying, nil, nil, sp_BEV_OPT_CLOSE_ON_FREE,
-                                                  httpConnectionFreeContext, context)
-        else {
-            Unmanaged<HTTPServerConnection>.fromOpaque(context).release()
-            bufferevent_free(underlying)
-            if admitted { gate.leave() }
-            return nil
-        }
+        let connection = HTTPServerConnection(server: self, gate: gate, refused: !admitted, tls: tls != nil, bev: bev)
         if admitted { connectionCount += 1 }
-        connections[filter] = connection
-        connection.attach(filter, loop: loop, deadline: limits.requestDeadline)
-        return filter
+        connections[bev] = connection
+        unadopted.append(connection)
+        if unadopted.count == 1, let adoptEvent { event_active(adoptEvent, Int32(sp_EV_TIMEOUT), 0) }
+        return bev
+    }
+
+    /// Runs after the accept callback that made the connections, before the loop waits
+    /// again: none of them can have been read from (or freed) yet.
+    fileprivate func adoptNew() {
+        let batch = unadopted
+        unadopted = []
+        for connection in batch { connection.adopt(loop: loop, deadline: limits.requestDeadline) }
     }
 
     fileprivate func received(_ raw: OpaquePointer) {
@@ -217,6 +225,12 @@ private func httpBuffereventCallback(_ base: OpaquePointer?, _ context: UnsafeMu
     guard let context else { return nil }
     let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
     return withExtendedLifetime(server) { server.newConnection() }
+}
+
+private func httpAdoptCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(server) { server.adoptNew() }
 }
 
 private func httpRequestCallback(_ raw: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {

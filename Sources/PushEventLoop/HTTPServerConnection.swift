@@ -1,11 +1,10 @@
 import CLibevent
 import Glibc
 
-/// What the server knows of one connection evhttp owns: created in the bufferevent
-/// callback when evhttp accepts, released by the filter's free_context when evhttp frees
-/// the connection. The filter (`bev`) is the connection's bufferevent as evhttp sees it;
-/// it stays valid until free_context, which libevent runs on a later pass than the
-/// evhttp_connection_free that starts it.
+/// What the server knows of one connection evhttp owns: made in the bufferevent callback
+/// when evhttp accepts, given evhttp's connection (`adopt`) right after evhttp has set it
+/// up, and finished by evhttp's close callback, which evhttp_connection_free runs before
+/// it frees the requests and the bufferevent. `bev` is valid until then.
 final class HTTPServerConnection {
     private(set) var bev: OpaquePointer?
     weak var server: HTTPServer?
@@ -16,25 +15,30 @@ final class HTTPServerConnection {
     /// Holds a place in the gate and in the server's count until `finish()`.
     private var isCounted: Bool
     private var deadline: LoopTimer?
-    private var refusal: LoopTimer?
     private(set) var refusalSent = false
     /// The request the handler holds, if any (not retained: a request dropped unanswered
     /// answers itself, see HTTPServerRequest).
     weak var held: HTTPServerRequest?
 
-    init(server: HTTPServer, gate: HTTPConnectionGate, refused: Bool, tls: Bool) {
+    init(server: HTTPServer, gate: HTTPConnectionGate, refused: Bool, tls: Bool, bev: OpaquePointer) {
         self.server = server
         self.gate = gate
         self.isRefused = refused
         self.isTLS = tls
         self.isCounted = !refused
+        self.bev = bev
     }
 
-    func attach(_ bev: OpaquePointer, loop: EventLoop, deadline limit: Duration) {
-        self.bev = bev
+    /// evhttp has made its connection on `bev` (its callbacks' argument) and set the socket:
+    /// watch for its end, then refuse it or start its deadline.
+    func adopt(loop: EventLoop, deadline limit: Duration) {
+        guard let bev else { return }
+        var evcon: UnsafeMutableRawPointer?
+        bufferevent_getcb(bev, nil, nil, nil, &evcon)
+        guard let evcon else { return }
+        evhttp_connection_set_closecb(OpaquePointer(evcon), httpConnectionCloseCallback, Unmanaged.passUnretained(self).toOpaque())
         if isRefused {
-            // evhttp sets the socket on the filter once this callback returns.
-            refusal = loop.schedule(after: .zero) { [weak self] in self?.refuseNow() }
+            refuseNow()
         } else {
             deadline = loop.schedule(after: limit) { [weak self] in self?.deadlinePassed() }
         }
@@ -66,11 +70,9 @@ final class HTTPServerConnection {
         shutdown(fd, Int32(SHUT_RDWR))
     }
 
-    /// A request that arrives on a refused connection before the direct answer went out
-    /// is answered through evhttp instead (after it, the socket is shut down and the
-    /// answer only ends the connection).
+    /// A request that arrives on a refused connection (read before the shutdown took
+    /// effect) is answered again through evhttp: the write fails and ends the connection.
     func refuseRequest(_ raw: OpaquePointer) {
-        refusal?.cancel()
         refusalSent = true
         if let output = evhttp_request_get_output_headers(raw) {
             for (name, value) in HTTPServerConnection.busyHeaders { _ = evhttp_add_header(output, name, value) }
@@ -91,10 +93,15 @@ final class HTTPServerConnection {
     }
 
     /// evhttp is freeing the connection (its close callback, or the server stopping):
-    /// a request still on it goes with it.
-    func connectionClosing() {
+    /// a request still on it goes with it, and nothing may touch the bufferevent after.
+    func closed() {
         if let held, held.isOnConnection { held.connectionFreed() }
         held = nil
+        deadline?.cancel()
+        deadline = nil
+        if let bev { server?.forget(bev) }
+        bev = nil
+        finish()
     }
 
     /// Gives back the connection's places; once.
@@ -103,18 +110,6 @@ final class HTTPServerConnection {
         isCounted = false
         gate.leave()
         server?.connectionFinished()
-    }
-
-    /// free_context: the filter is being destroyed.
-    fileprivate func released() {
-        deadline?.cancel()
-        refusal?.cancel()
-        deadline = nil
-        refusal = nil
-        if let bev { server?.forget(bev) }
-        bev = nil
-        connectionClosing()
-        finish()
     }
 
     static let busyBody = Array(
@@ -130,16 +125,9 @@ final class HTTPServerConnection {
     }()
 }
 
-/// The filter's free_context: takes back the retain the C side held.
-func httpConnectionFreeContext(_ context: UnsafeMutableRawPointer?) {
-    guard let context else { return }
-    let connection = Unmanaged<HTTPServerConnection>.fromOpaque(context).takeRetainedValue()
-    connection.released()
-}
-
 /// evhttp's close callback, run by evhttp_connection_free before it frees the requests.
 func httpConnectionCloseCallback(_ evcon: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
     guard let context else { return }
     let connection = Unmanaged<HTTPServerConnection>.fromOpaque(context).takeUnretainedValue()
-    connection.connectionClosing()
+    withExtendedLifetime(connection) { connection.closed() }
 }
