@@ -20,6 +20,8 @@
 #include <event2/bufferevent.h>
 #include <event2/bufferevent_ssl.h>
 #include <event2/listener.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
 #include <event2/util.h>
 #include <openssl/ssl.h>
 #include <openssl/err.h>
@@ -47,6 +49,7 @@ static const int sp_BEV_OPT_DEFER_CALLBACKS = BEV_OPT_DEFER_CALLBACKS;
 static const unsigned sp_LEV_OPT_CLOSE_ON_FREE = LEV_OPT_CLOSE_ON_FREE;
 static const unsigned sp_LEV_OPT_REUSEABLE = LEV_OPT_REUSEABLE;
 static const unsigned sp_LEV_OPT_CLOSE_ON_EXEC = LEV_OPT_CLOSE_ON_EXEC;
+static const int sp_BUFFEREVENT_SSL_ACCEPTING = BUFFEREVENT_SSL_ACCEPTING;
 
 /* OpenSSL macros that are function-like and so invisible to Swift. */
 static inline long sp_SSL_CTX_set_min_tls12(SSL_CTX *ctx) {

@@ -116,7 +116,7 @@ public final class Listener: LoopResource {
     }
 
     /// Binds every address (all on the first one's port); the sockets, not yet listening.
-    private static func bindAll(_ requested: [SocketAddress]) throws(EventLoopError) -> [BoundSocket] {
+    static func bindAll(_ requested: [SocketAddress]) throws(EventLoopError) -> [BoundSocket] {
         let pickingPort = requested[0].port == 0 && requested.count > 1
         var attempt = 1
         while true {

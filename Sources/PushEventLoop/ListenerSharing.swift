@@ -56,7 +56,7 @@ extension Listener {
     }
 
     /// Close-on-exec duplicates of `descriptors`; none if one cannot be made.
-    private static func duplicate(_ descriptors: [Int32]) throws(EventLoopError) -> [Int32] {
+    static func duplicate(_ descriptors: [Int32]) throws(EventLoopError) -> [Int32] {
         var copies: [Int32] = []
         for fd in descriptors {
             let copy = fcntl(fd, F_DUPFD_CLOEXEC, 0)

@@ -1,0 +1,240 @@
+import CLibevent
+import Glibc
+
+/// An HTTP/1.1 server on one loop: libevent's evhttp, which parses requests, writes
+/// responses and owns each connection. Loop-confined, like Listener.
+///
+/// evhttp answers some requests itself; the handler never sees them:
+/// - a request line or header it cannot parse, or a head over `maxHeaderBytes`: 400
+///   (HTML body), and the connection is closed;
+/// - a body over `maxBodyBytes` (by Content-Length or as it arrives): 413, closed;
+/// - `Expect: 100-continue` within the limit gets its `100 Continue` from evhttp.
+/// Every method reaches the handler (unknown ones as `.other`), so it answers 405 itself.
+///
+/// Connections: each takes a place in the `gate` from accept until evhttp frees it. Over
+/// the cap, a plain connection gets a fixed 503 (problem+json, code BUSY, Retry-After: 1)
+/// and is closed; a TLS one is closed. A request must arrive whole within
+/// `requestDeadline` of the connection opening or of the previous response being handed
+/// over, else the connection is shut down; the time the handler holds a request does not
+/// count.
+public final class HTTPServer: LoopResource {
+    public let loop: EventLoop
+    public let limits: HTTPServerLimits
+    public let tls: TLSContext?
+    private let gate: HTTPConnectionGate
+    private let handle: (HTTPServerRequest) -> Void
+    private var http: OpaquePointer?
+    private var sockets: [Int32] = []
+    private var addresses: [SocketAddress]
+    private var isShared: Bool
+    /// By the connection's bufferevent.
+    private var connections: [OpaquePointer: HTTPServerConnection] = [:]
+    /// Accepted, and not yet given their evhttp connection (see `adoptNew`).
+    private var unadopted: [HTTPServerConnection] = []
+    private var adoptEvent: OpaquePointer?
+    /// Connections refused at the gate's cap.
+    public private(set) var refusedAtCap: UInt64 = 0
+    /// Connections closed by `requestDeadline`.
+    public internal(set) var closedAtDeadline: UInt64 = 0
+    /// Open connections of this server (those holding a place in the gate).
+    public private(set) var connectionCount = 0
+
+    /// The bound port; 0 once stopped.
+    public var port: Int { http == nil ? 0 : addresses[0].port }
+
+    /// Binds host (numeric, may be "::1"; a name is resolved once, blocking) and port
+    /// (0 = any free port).
+    public convenience init(
+        loop: EventLoop, host: String, port: Int, tls: TLSContext?, limits: HTTPServerLimits,
+        gate: HTTPConnectionGate, handle: @escaping (HTTPServerRequest) -> Void
+    ) throws(EventLoopError) {
+        guard loop.acceptsNewResources else { throw .libevent("the event loop has shut down") }
+        let resolved = try SocketAddress.resolve(host: host, port: port, forListening: true)
+        guard !resolved.isEmpty else { throw .invalidAddress(host) }
+        let bound = try Listener.bindAll(resolved)
+        try self.init(loop: loop, sockets: bound, tls: tls, shared: false, limits: limits, gate: gate, handle: handle)
+    }
+
+    /// Accepts on `loop` from the same listening sockets as another HTTPServer (on
+    /// another loop thread), with its TLS context; like Listener(loop:sharing:onAccept:).
+    public convenience init(
+        loop: EventLoop, sharing shared: SharedListenSockets, limits: HTTPServerLimits,
+        gate: HTTPConnectionGate, handle: @escaping (HTTPServerRequest) -> Void
+    ) throws(EventLoopError) {
+        guard loop.acceptsNewResources else { throw .libevent("the event loop has shut down") }
+        let copies = try Listener.duplicate(shared.descriptors)
+        let bound = zip(copies, shared.addresses).map { Listener.BoundSocket(fd: $0, address: $1) }
+        try self.init(loop: loop, sockets: bound, tls: shared.tls, shared: true, limits: limits, gate: gate, handle: handle)
+    }
+
+    /// Serves on `bound` (closed here on failure); shared sockets listen already.
+    private init(
+        loop: EventLoop, sockets bound: [Listener.BoundSocket], tls: TLSContext?, shared: Bool,
+        limits: HTTPServerLimits, gate: HTTPConnectionGate, handle: @escaping (HTTPServerRequest) -> Void
+    ) throws(EventLoopError) {
+        self.loop = loop
+        self.limits = limits
+        self.tls = tls
+        self.gate = gate
+        self.handle = handle
+        self.addresses = bound.map(\.address)
+        self.isShared = shared
+        self.sockets = bound.map(\.fd)
+        guard let http = evhttp_new(loop.base) else {
+            for fd in sockets { Glibc.close(fd) }
+            throw .libevent("evhttp_new failed")
+        }
+        self.http = http
+        adoptEvent = event_new(loop.base, -1, 0, httpAdoptCallback, Unmanaged.passUnretained(self).toOpaque())
+        configure(http)
+        for socket in bound {
+            // Not LEV_OPT_CLOSE_ON_FREE: `stop()` closes the sockets itself (see there).
+            // Accepted sockets come back non-blocking and close-on-exec (accept4).
+            guard let listener = evconnlistener_new(loop.base, nil, nil, sp_LEV_OPT_CLOSE_ON_EXEC,
+                                                    shared ? 0 : 4096, socket.fd),
+                  evhttp_bind_listener(http, listener) != nil
+            else {
+                let code = errno
+                evhttp_free(http)
+                self.http = nil
+                if let adoptEvent { event_free(adoptEvent) }
+                for fd in sockets { Glibc.close(fd) }
+                throw .system(operation: "listen \(socket.address)", errno: code)
+            }
+        }
+        loop.register(self)
+        // Held by the C side until stop(), like a Listener.
+        _ = Unmanaged.passRetained(self)
+    }
+
+    private func configure(_ http: OpaquePointer) {
+        evhttp_set_max_headers_size(http, max(0, limits.maxHeaderBytes))
+        evhttp_set_max_body_size(http, max(0, limits.maxBodyBytes))
+        evhttp_set_allowed_methods(http, UInt16.max)
+        var timeout = timeval(limits.requestDeadline)
+        evhttp_set_timeout_tv(http, &timeout)
+        let context = Unmanaged.passUnretained(self).toOpaque()
+        evhttp_set_gencb(http, httpRequestCallback, context)
+        evhttp_set_bevcb(http, httpBuffereventCallback, context)
+    }
+
+    /// The sockets this server accepts on, for `HTTPServer(loop:sharing:...)` on other loops.
+    public func sharedSockets() throws(EventLoopError) -> SharedListenSockets {
+        guard http != nil else { throw .libevent("the HTTP server is stopped") }
+        let copies = try Listener.duplicate(sockets)
+        isShared = true
+        return SharedListenSockets(addresses: addresses, tls: tls, descriptors: copies)
+    }
+
+    /// Stops listening and closes every connection (evhttp_free); a request the handler
+    /// still holds is then answered by nobody (its `respond` does nothing). The gate and
+    /// `connectionCount` are given back at once; the sockets close on the next pass.
+    /// Idempotent; also done when the loop shuts down.
+    public func stop() {
+        guard let http else { return }
+        self.http = nil
+        unadopted = []
+        if let adoptEvent { event_free(adoptEvent) }
+        adoptEvent = nil
+        // evhttp_free runs the close callback of the adopted connections (kept alive for
+        // it); this also covers the others.
+        let open = Array(connections.values)
+        for connection in open { connection.closed() }
+        withExtendedLifetime(open) { evhttp_free(http) }
+        // The listeners were freed without closing their sockets: a shared socket must
+        // outlive this pass's epoll changes (see closeAfterPendingChanges).
+        for fd in sockets {
+            if isShared { loop.closeAfterPendingChanges(fd) } else { Glibc.close(fd) }
+        }
+        sockets = []
+        loop.unregister(self)
+        Unmanaged.passUnretained(self).release()
+    }
+
+    func closeForShutdown() { stop() }
+
+    // MARK: - From the C callbacks
+
+    /// A new connection's bufferevent (evhttp sets the socket on it). Its connection is
+    /// adopted once evhttp has made it, on this same loop pass (see `adoptNew`).
+    fileprivate func newConnection() -> OpaquePointer? {
+        let admitted = gate.enter()
+        if !admitted { refusedAtCap += 1 }
+        let made: OpaquePointer?
+        if let tls {
+            guard let ssl = tls.makeServerSSL() else {
+                if admitted { gate.leave() }
+                return nil
+            }
+            made = bufferevent_openssl_socket_new(
+                loop.base, -1, ssl, bufferevent_ssl_state(rawValue: UInt32(sp_BUFFEREVENT_SSL_ACCEPTING)),
+                sp_BEV_OPT_CLOSE_ON_FREE)
+            if made == nil { SSL_free(ssl) }
+        } else {
+            made = bufferevent_socket_new(loop.base, -1, sp_BEV_OPT_CLOSE_ON_FREE)
+        }
+        guard let bev = made else {
+            if admitted { gate.leave() }
+            return nil
+        }
+        let connection = HTTPServerConnection(server: self, gate: gate, refused: !admitted, tls: tls != nil, bev: bev)
+        if admitted { connectionCount += 1 }
+        connections[bev] = connection
+        unadopted.append(connection)
+        if unadopted.count == 1, let adoptEvent { event_active(adoptEvent, Int32(sp_EV_TIMEOUT), 0) }
+        return bev
+    }
+
+    /// Runs after the accept callback that made the connections, before the loop waits
+    /// again: none of them can have been read from (or freed) yet.
+    fileprivate func adoptNew() {
+        let batch = unadopted
+        unadopted = []
+        for connection in batch { connection.adopt(loop: loop, deadline: limits.requestDeadline) }
+    }
+
+    fileprivate func received(_ raw: OpaquePointer) {
+        guard let evcon = evhttp_request_get_connection(raw),
+              let bev = evhttp_connection_get_bufferevent(evcon),
+              let connection = connections[bev]
+        else {
+            // Not a connection this server made (cannot happen): refuse rather than guess.
+            evhttp_send_reply(raw, 500, nil, nil)
+            return
+        }
+        if connection.isRefused {
+            connection.refuseRequest(raw)
+            return
+        }
+        evhttp_connection_set_closecb(evcon, httpConnectionCloseCallback, Unmanaged.passUnretained(connection).toOpaque())
+        let request = HTTPServerRequest(raw: raw, connection: connection)
+        connection.requestTaken(request)
+        handle(request)
+    }
+
+    func connectionFinished() {
+        connectionCount -= 1
+    }
+
+    func forget(_ bev: OpaquePointer) {
+        connections.removeValue(forKey: bev)
+    }
+}
+
+private func httpBuffereventCallback(_ base: OpaquePointer?, _ context: UnsafeMutableRawPointer?) -> OpaquePointer? {
+    guard let context else { return nil }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    return withExtendedLifetime(server) { server.newConnection() }
+}
+
+private func httpAdoptCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(server) { server.adoptNew() }
+}
+
+private func httpRequestCallback(_ raw: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {
+    guard let raw, let context else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(server) { server.received(raw) }
+}
