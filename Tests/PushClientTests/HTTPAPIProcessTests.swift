@@ -62,19 +62,19 @@ struct HTTPAPIProcessTests {
         #expect(push.id == id.bytes && push.alert)
         _ = try device.send(.deliveryAck(DeliveryAck(id: push.id)), correlation: header.correlation)
 
-        var status = HTTPTestResponse(status: 0, headers: [:], body: [])
+        var status: HTTPTestResponse?
         #expect(try waitUntil {
             status = try http.request("GET", "/v1/messages/\(id.hex)", headers: [("Authorization", "Bearer \(token)")])
-            return ((try? status.json())?["push"] as? [String: Any])?["state"] as? String == "handed"
-        }, "\(status.text)")
-        let state = try status.json()
-        #expect(status.status == 200 && state["state"] as? String == "stored" && state["fetch_count"] as? Int == 0)
+            return ((try? status?.json())?["push"] as? [String: Any])?["state"] as? String == "handed"
+        }, "\(status?.text ?? "")")
+        let state = try #require(status).json()
+        #expect(status?.status == 200 && state["state"] as? String == "stored" && state["fetch_count"] as? Int == 0)
         #expect((state["push"] as? [String: Any])?["written"] as? Int == 1)
 
         let recalled = try http.request("DELETE", "/v1/messages/\(id.hex)", headers: [("Authorization", "Bearer \(token)")])
         #expect(recalled.status == 204 && recalled.body.isEmpty, "\(recalled.text)")
         let after = try http.request("GET", "/v1/messages/\(id.hex)", headers: [("Authorization", "Bearer \(token)")])
-        #expect(after.status == 200 && (try after.json())["state"] as? String == "gone", "\(after.text)")
+        #expect(try after.status == 200 && (try after.json())["state"] as? String == "gone", "\(after.text)")
         #expect(setup.store.metric("securepush_store_http_requests_total", ["route": "send", "status": "201", "provider": "billing"]) == 1)
     }
 
@@ -94,11 +94,11 @@ struct HTTPAPIProcessTests {
         #expect(again.headers["idempotent-replayed"] == "true")
 
         let other = try http.post("/v1/messages", json: #"{"recipient":"alice","text":"refunded"}"#, token: billing, headers: key)
-        #expect(other.status == 409 && (try other.json())["code"] as? String == "CONFLICT", "\(other.text)")
+        #expect(try other.status == 409 && (try other.json())["code"] as? String == "CONFLICT", "\(other.text)")
         #expect(other.headers["content-type"] == "application/problem+json")
 
         let otherProvider = try http.post("/v1/messages", json: json, token: alerts, headers: key)
-        #expect(otherProvider.status == 201 && (try otherProvider.json())["id"] as? String != id, "\(otherProvider.text)")
+        #expect(try otherProvider.status == 201 && (try otherProvider.json())["id"] as? String != id, "\(otherProvider.text)")
         let provider = try setup.deployment.provider(store: setup.store.port)
         guard case .sendOK(let binary) = try provider.request(.send(SendRequest(user: "alice", payload: Array("paid".utf8),
                                                                                 idempotencyKey: "order-17"))) else {
@@ -177,7 +177,7 @@ struct HTTPAPIProcessTests {
         let revoked = try SecurePushBinary.run(["provider", "token", "revoke", id, "--data-dir", setup.deployment.directory])
         #expect(revoked.status == 0, "\(revoked.stderr)")
         let refused = try http.post("/v1/messages", json: json, token: first)
-        #expect(refused.status == 401 && (try refused.json())["code"] as? String == "BAD_TOKEN", "\(refused.text)")
+        #expect(try refused.status == 401 && (try refused.json())["code"] as? String == "BAD_TOKEN", "\(refused.text)")
         #expect(try http.post("/v1/messages", json: json, token: second).status == 201)
         #expect(try waitUntil { setup.store.standardErrorText().contains("revoked") })
     }

@@ -39,9 +39,9 @@ struct MessagePost: Decodable {
             device = try container.decodeIfPresent(String.self, forKey: .device)
             tag = try container.decodeIfPresent(String.self, forKey: .tag)
             alert = try container.decodeIfPresent(Bool.self, forKey: .alert)
-            priority = try container.decodeIfPresent(UInt8.self, forKey: .priority)
+            priority = try container.integer(UInt8.self, .priority, path: "push.")
             collapseKey = try container.decodeIfPresent(String.self, forKey: .collapseKey)
-            ttlSeconds = try container.decodeIfPresent(UInt32.self, forKey: .ttlSeconds)
+            ttlSeconds = try container.integer(UInt32.self, .ttlSeconds, path: "push.")
         }
     }
 
@@ -57,8 +57,8 @@ struct MessagePost: Decodable {
         recipient = try container.decode(String.self, forKey: .recipient)
         text = try container.decodeIfPresent(String.self, forKey: .text)
         payload = try container.decodeIfPresent(String.self, forKey: .payload)
-        ttlSeconds = try container.decodeIfPresent(UInt32.self, forKey: .ttlSeconds)
-        readLimit = try container.decodeIfPresent(UInt32.self, forKey: .readLimit)
+        ttlSeconds = try container.integer(UInt32.self, .ttlSeconds, path: "")
+        readLimit = try container.integer(UInt32.self, .readLimit, path: "")
         push = try container.decodeIfPresent(PushOptions.self, forKey: .push)
     }
 
@@ -71,6 +71,8 @@ struct MessagePost: Decodable {
             throw ProviderAPIProblem.describing(error)
         } catch let error as StrictKeys.Unknown {
             throw ProviderAPIProblem(422, Status.badRequest.name, "unknown member \(error.path)")
+        } catch let error as OutOfRange {
+            throw ProviderAPIProblem(422, Status.badRequest.name, error.detail)
         } catch {
             throw ProviderAPIProblem(400, Status.badRequest.name, "the body is not JSON")
         }
@@ -110,6 +112,22 @@ struct MessagePost: Decodable {
         case .success(let send): return send
         case .failure(let error): throw ProviderAPIProblem(422, Status.badRequest.name, "\(error)")
         }
+    }
+}
+
+/// A number that is not an integer of its member's range. The toolchain's JSON decoder
+/// reports one as data that is not JSON at all, so numbers are read as Double and checked here.
+struct OutOfRange: Error {
+    var detail: String
+}
+
+extension KeyedDecodingContainer {
+    fileprivate func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: Key, path: String) throws -> T? {
+        guard let number = try decodeIfPresent(Double.self, forKey: key) else { return nil }
+        guard number == number.rounded(), number >= Double(T.min), number <= Double(T.max), let value = T(exactly: number) else {
+            throw OutOfRange(detail: "\(path)\(key.stringValue) must be an integer from \(T.min) to \(T.max)")
+        }
+        return value
     }
 }
 

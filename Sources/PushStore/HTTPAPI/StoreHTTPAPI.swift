@@ -76,7 +76,7 @@ final class StoreHTTPAPI {
                                                                headers: [("Retry-After", "1"), ("Connection", "close")])),
                           route: route, provider: nil)
         }
-        guard let bearer = request.header("Authorization").flatMap(StoreHTTPAPI.bearer), let token = APIToken.parse(bearer) else {
+        guard let authorization = request.header("Authorization") else {
             return answer(request, .problem(ProviderAPIProblem(401, Status.authRequired.name,
                                                                "send an API token: Authorization: Bearer <token>",
                                                                headers: [("WWW-Authenticate", "Bearer")])),
@@ -88,12 +88,12 @@ final class StoreHTTPAPI {
                                                                headers: [("Retry-After", "10")])),
                           route: route, provider: nil)
         }
-        let message: Message
-        let keyed: Bool
-        do throws(ProviderAPIProblem) {
-            (message, keyed) = try StoreHTTPAPI.message(for: route, request)
-        } catch {
-            return answer(request, .problem(error), route: route, provider: nil)
+        guard let token = StoreHTTPAPI.bearer(authorization).flatMap(APIToken.parse) else {
+            server.logic.apiTokenRefused(address: request.peerHost)
+            refusedToken(nil, known: nil, peer: request.peerHost)
+            return answer(request, .problem(ProviderAPIProblem(401, Status.badToken.name, "not an API token: Authorization: Bearer sp_...",
+                                                               headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])),
+                          route: route, provider: nil)
         }
         server.read(StoreReads(apiToken: token.id)) { [weak self] result in
             guard let self else { return }
@@ -108,6 +108,13 @@ final class StoreHTTPAPI {
                 return answer(request, .problem(ProviderAPIProblem(401, Status.badToken.name, "unknown or revoked API token",
                                                                    headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])),
                               route: route, provider: nil)
+            }
+            let message: Message
+            let keyed: Bool
+            do throws(ProviderAPIProblem) {
+                (message, keyed) = try StoreHTTPAPI.message(for: route, request)
+            } catch {
+                return answer(request, .problem(error), route: route, provider: record.provider)
             }
             let session = StoreSession(peerAddress: request.peerHost, role: .provider,
                                        idempotencyScope: StoreHTTPAPI.idempotencyScope(of: record.provider))
@@ -154,11 +161,12 @@ final class StoreHTTPAPI {
     }
 
     /// Logged at most once a second (a client can retry as fast as it likes); never the secret.
-    private func refusedToken(_ id: String, known: APITokenRecord?, peer: String) {
+    private func refusedToken(_ id: String?, known: APITokenRecord?, peer: String) {
         metrics.refusedTokens.increment()
         guard let count = refusedTokenLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
-        var metadata: Logger.Metadata = ["token": "\(id)", "peer": "\(peer)",
-                                         "reason": "\(known == nil ? "unknown token" : known?.revokedAt != nil ? "revoked" : "wrong secret")"]
+        let reason = id == nil ? "not a token" : known == nil ? "unknown token" : known?.revokedAt != nil ? "revoked" : "wrong secret"
+        var metadata: Logger.Metadata = ["peer": "\(peer)", "reason": "\(reason)"]
+        if let id { metadata["token"] = "\(id)" }
         if let provider = known?.provider { metadata["provider"] = "\(provider)" }
         if count > 1 { metadata["count"] = "\(count)" }
         logger.info("API token refused", metadata: metadata)
