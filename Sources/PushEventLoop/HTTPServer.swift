@@ -4,12 +4,17 @@ import Glibc
 /// An HTTP/1.1 server on one loop: libevent's evhttp, which parses requests, writes
 /// responses and owns each connection. Loop-confined, like Listener.
 ///
-/// evhttp answers some requests itself; the handler never sees them:
-/// - a request line or header it cannot parse, or a head over `maxHeaderBytes`: 400
-///   (HTML body), and the connection is closed;
-/// - a body over `maxBodyBytes` (by Content-Length or as it arrives): 413, closed;
-/// - `Expect: 100-continue` within the limit gets its `100 Continue` from evhttp.
-/// Every method reaches the handler (unknown ones as `.other`), so it answers 405 itself.
+/// evhttp answers some requests itself, with `Connection: close`, a small HTML body
+/// (`Content-Type: text/html`) and the connection closed after; the handler never sees them:
+/// - a request line or header it cannot parse, an HTTP version other than 1.x, or a head
+///   over `maxHeaderBytes`: 400;
+/// - a body over `maxBodyBytes`, announced by Content-Length (even with
+///   `Expect: 100-continue`) or as chunks arrive: 413.
+/// `Expect: 100-continue` within the limit gets its `100 Continue` from evhttp; chunked
+/// bodies arrive whole. Every method reaches the handler (unknown ones as `.other`), so
+/// it answers 405 itself. The path is what the request line holds between the method and
+/// the version, query cut off, not decoded: it may hold spaces; an absolute-form target
+/// (`http://host/p`) gives `/p`.
 ///
 /// Connections: each takes a place in the `gate` from accept until evhttp frees it. Over
 /// the cap, a plain connection gets a fixed 503 (problem+json, code BUSY, Retry-After: 1)
@@ -35,7 +40,7 @@ public final class HTTPServer: LoopResource {
     /// Connections refused at the gate's cap.
     public private(set) var refusedAtCap: UInt64 = 0
     /// Connections closed by `requestDeadline`.
-    public internal(set) var closedAtDeadline: UInt64 = 0
+    public private(set) var closedAtDeadline: UInt64 = 0
     /// Open connections of this server (those holding a place in the gate).
     public private(set) var connectionCount = 0
 
@@ -206,10 +211,13 @@ public final class HTTPServer: LoopResource {
             connection.refuseRequest(raw)
             return
         }
-        evhttp_connection_set_closecb(evcon, httpConnectionCloseCallback, Unmanaged.passUnretained(connection).toOpaque())
         let request = HTTPServerRequest(raw: raw, connection: connection)
         connection.requestTaken(request)
         handle(request)
+    }
+
+    func countDeadlineClose() {
+        closedAtDeadline += 1
     }
 
     func connectionFinished() {

@@ -35,7 +35,14 @@ final class HTTPServerConnection {
         guard let bev else { return }
         var evcon: UnsafeMutableRawPointer?
         bufferevent_getcb(bev, nil, nil, nil, &evcon)
-        guard let evcon else { return }
+        guard let evcon else {
+            // evhttp could not make its connection (out of memory) and left the
+            // bufferevent to us. (Should it have freed it after making the connection, also
+            // only out of memory, this would read freed memory: libevent 2.1 says nothing.)
+            bufferevent_free(bev)
+            closed()
+            return
+        }
         evhttp_connection_set_closecb(OpaquePointer(evcon), httpConnectionCloseCallback, Unmanaged.passUnretained(self).toOpaque())
         if isRefused {
             refuseNow()
@@ -88,7 +95,7 @@ final class HTTPServerConnection {
         guard let bev, held == nil else { return }
         let fd = bufferevent_getfd(bev)
         guard fd >= 0 else { return }
-        server?.closedAtDeadline += 1
+        server?.countDeadlineClose()
         shutdown(fd, Int32(SHUT_RDWR))
     }
 

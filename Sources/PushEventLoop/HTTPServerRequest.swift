@@ -80,7 +80,9 @@ public final class HTTPServerRequest {
         let code = Int32(clamping: (100...999).contains(status) ? status : 500)
         // Without a connection (the client left, evhttp detached the request) this only
         // frees the request.
-        evhttp_send_reply(raw, code, reason, nil)
+        // A reason with a line break would let the caller write headers of its own.
+        let phrase = reason.map { String($0.filter { $0 != "\r" && $0 != "\n" }) }
+        evhttp_send_reply(raw, code, phrase, nil)
         connection?.responseHandedOver()
     }
 
