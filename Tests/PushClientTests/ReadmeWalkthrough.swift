@@ -13,9 +13,9 @@ enum Readme {
         try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
     }
 
-    /// The ```sh blocks after the line `heading` and before the next heading of any level
-    /// (a `#` line inside a code block is not a heading).
-    static func shellBlocks(in markdown: String, heading: String) -> [String] {
+    /// The ```sh blocks (or those of `language`) after the line `heading` and before the
+    /// next heading of any level (a `#` line inside a code block is not a heading).
+    static func shellBlocks(in markdown: String, heading: String, language: String = "sh") -> [String] {
         var blocks: [String] = []
         var inSection = false
         var block: [Substring]?
@@ -25,7 +25,7 @@ enum Readme {
                 if fenced {
                     if let lines = block { blocks.append(lines.joined(separator: "\n")) }
                     block = nil
-                } else if inSection, line.dropFirst(3).split(separator: " ").first == "sh" {
+                } else if inSection, line.dropFirst(3).split(separator: " ").first.map(String.init) == language {
                     block = []
                 }
                 fenced.toggle()
