@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PushClient
+import PushProcess
 import PushSecurity
 import PushTestSupport
 import PushWire
@@ -218,5 +219,23 @@ struct HTTPAPIProcessTests {
         let http = try HTTPTestConnection(port: try #require(store.announcedHTTPPort))
         let sent = try http.post("/v1/messages", json: #"{"recipient":"alice","text":"x"}"#, token: token)
         #expect(sent.status == 422 && sent.text.contains("--gateway"), "\(sent.text)")
+    }
+
+    @Test("with --tls-cert the HTTP API is HTTPS on every loop: curl verifying the certificate sends, plain HTTP is not served")
+    func httpsOnLoops() throws {
+        let certificates = try CommandMessageTests.Certificates()
+        let tls = ["--tls-cert", certificates.certificate, "--tls-key", certificates.key]
+        let setup = try Setup(storeArguments: tls + ["--loops", "2"])
+        let token = try setup.token("billing")
+        for _ in 0..<4 {
+            let sent = try ChildProcess.run(executable: "/usr/bin/env", arguments: [
+                "curl", "-sS", "--cacert", certificates.certificate, "https://localhost:\(setup.httpPort)/v1/messages",
+                "-H", "Authorization: Bearer \(token)", "-H", "Content-Type: application/json",
+                "-d", #"{"recipient":"alice","text":"over tls"}"#, "-w", "\n%{http_code}",
+            ], seconds: 30)
+            #expect(sent.status == 0 && sent.stdout.hasSuffix("\n201"), "\(sent.stdout)\(sent.stderr)")
+        }
+        let plain = try? HTTPTestConnection(port: setup.httpPort, timeoutMs: 2_000).request("GET", "/v1/messages")
+        #expect(plain?.status == nil, "no HTTP answer on the HTTPS port")
     }
 }

@@ -96,3 +96,40 @@ struct PostgresSendProcessTests {
         }
     }
 }
+
+/// The HTTP API's tokens with several stores over one PostgreSQL database: minted once,
+/// accepted by every store, revoked at once on all of them.
+@Suite("HTTP API tokens on PostgreSQL, as processes", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+struct PostgresHTTPTokenProcessTests {
+    @Test("[4.17-5] [4.17-7] a token made once works at both stores, a keyed POST retried at the other store replays its answer, and a revocation stops it at both")
+    func tokensAreShared() throws {
+        let url = try PostgresCluster.shared().createDatabase()
+        let deployment = try TemporaryDeployment(database: url)
+        try deployment.addUser("alice", password: "alice-pw")
+        let gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory])
+        defer { _ = gateway.terminate() }
+        let stores = try (0..<2).map { _ in
+            try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(gateway.port)", "--http", "127.0.0.1:0",
+                                "--loops", "1"])
+        }
+        defer { for store in stores { _ = store.terminate() } }
+        let made = try SecurePushBinary.run(["provider", "token", "create", "billing", "--data-dir", deployment.directory])
+        #expect(made.status == 0, "\(made.stderr)")
+        let token = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let http = try stores.map { try HTTPTestConnection(port: try #require($0.announcedHTTPPort)) }
+        let json = #"{"recipient":"alice","text":"paid"}"#
+        let key = [("Idempotency-Key", "order-9")]
+
+        let first = try http[0].post("/v1/messages", json: json, token: token, headers: key)
+        let retried = try http[1].post("/v1/messages", json: json, token: token, headers: key)
+        #expect(first.status == 201 && retried.status == 201, "\(first.text) \(retried.text)")
+        #expect(try retried.json()["id"] as? String == first.json()["id"] as? String && retried.json()["replayed"] as? Bool == true)
+
+        let id = String(token.split(separator: "_")[1])
+        #expect(try SecurePushBinary.run(["provider", "token", "revoke", id, "--data-dir", deployment.directory]).status == 0)
+        for connection in http {
+            let refused = try connection.post("/v1/messages", json: json, token: token)
+            #expect(refused.status == 401, "\(refused.text)")
+        }
+    }
+}
