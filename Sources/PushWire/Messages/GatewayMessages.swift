@@ -88,14 +88,7 @@ public struct Push: WireMessage {
     public init(fields: FieldSet) throws(WireError) {
         id = try fields.required(.id, FieldSet.bytes)
         guard !id.isEmpty else { throw .badFieldValue(.id) }
-        let kind = try fields.uint8(.targetKind, in: 1...3)
-        let name = fields.string(.target)
-        switch (kind, name) {
-        case (nil, nil): target = nil
-        case (let kind?, let name?): target = PushTarget(kind: kind, name: name)
-        case (nil, _): throw .missingField(.targetKind)
-        case (_, nil): throw .missingField(.target)
-        }
+        target = try fields.pushTarget()
         alert = try fields.uint8(.alert, in: 0...1) == 1
         priority = try fields.uint8(.priority, in: 0...Push.maxPriority) ?? Push.defaultPriority
         collapseKey = fields.string(.collapseKey)
@@ -261,5 +254,20 @@ private struct ByteCursor {
         put(tag.rawValue)
         put(1)
         put(byte)
+    }
+}
+
+extension FieldSet {
+    /// `target_kind` and `target`, which come together or not at all (4.13-1): nil when
+    /// neither is there.
+    func pushTarget() throws(WireError) -> PushTarget? {
+        let kind = try uint8(.targetKind, in: 1...3)
+        let name = string(.target)
+        switch (kind, name) {
+        case (nil, nil): return nil
+        case (let kind?, let name?): return PushTarget(kind: kind, name: name)
+        case (nil, _): throw .missingField(.targetKind)
+        case (_, nil): throw .missingField(.target)
+        }
     }
 }

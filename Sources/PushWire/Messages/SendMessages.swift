@@ -43,14 +43,7 @@ public struct SendRequest: WireMessage {
         payload = try fields.required(.payload, FieldSet.bytes)
         ttlSeconds = fields.uint32(.ttlSeconds) ?? StoreRequest.defaultTTLSeconds
         readLimit = fields.uint32(.readLimit) ?? 0
-        let kind = try fields.uint8(.targetKind, in: 1...3)
-        let name = fields.string(.target)
-        switch (kind, name) {
-        case (nil, nil): target = nil
-        case (let kind?, let name?): target = PushTarget(kind: kind, name: name)
-        case (nil, _): throw .missingField(.targetKind)
-        case (_, nil): throw .missingField(.target)
-        }
+        target = try fields.pushTarget()
         alert = try fields.uint8(.alert, in: 0...1) == 1
         priority = try fields.uint8(.priority, in: 0...Push.maxPriority) ?? Push.defaultPriority
         collapseKey = fields.string(.collapseKey)
