@@ -25,6 +25,14 @@ extension EventLoopSuite {
             #expect(waitUntil { server.gate.open == 0 })
         }
 
+        @Test func anIPv6ServerShowsTheNumericPeer() throws {
+            let server = try HTTPTestServer(host: "::1")
+            defer { server.shutdown() }
+            let output = try runCurl(["-sg", "--max-time", "5", "http://[::1]:\(server.port)/six"])
+            #expect(output.contains("path=/six\n"))
+            #expect(output.contains("peer=::1\n"))
+        }
+
         @Test func keepAliveServesTwoRequestsOnOneConnection() throws {
             let server = try HTTPTestServer()
             defer { server.shutdown() }
