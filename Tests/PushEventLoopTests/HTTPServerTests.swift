@@ -45,6 +45,10 @@ extension EventLoopSuite {
             #expect(second.body.contains("path=/two") && second.body.hasSuffix("body=abc"))
             #expect(server.onLoop { http, _ in http.connectionCount } == 1)
             #expect(server.gate.open == 1)
+            // The loop shutting down stops the server, which gives the place back.
+            server.shutdown()
+            #expect(server.gate.open == 0)
+            #expect(client.waitForClose())
         }
 
         @Test func aDeferredReplyArrivesWhenTheHandlerAnswers() throws {
