@@ -27,7 +27,8 @@ public final class HTTPServer: LoopResource {
     public let limits: HTTPServerLimits
     public let tls: TLSContext?
     private let gate: HTTPConnectionGate
-    private let handle: (HTTPServerRequest) -> Void
+    /// Dropped at stop(), so a handler that holds the server makes no cycle.
+    private var handle: ((HTTPServerRequest) -> Void)?
     private var http: OpaquePointer?
     private var sockets: [Int32] = []
     private var addresses: [SocketAddress]
@@ -138,6 +139,7 @@ public final class HTTPServer: LoopResource {
     public func stop() {
         guard let http else { return }
         self.http = nil
+        handle = nil
         unadopted = []
         if let adoptEvent { event_free(adoptEvent) }
         adoptEvent = nil
@@ -213,7 +215,7 @@ public final class HTTPServer: LoopResource {
         }
         let request = HTTPServerRequest(raw: raw, connection: connection)
         connection.requestTaken(request)
-        handle(request)
+        handle?(request)
     }
 
     func countDeadlineClose() {

@@ -55,8 +55,10 @@ public final class HTTPServerRequest {
         }
     }
 
-    /// The first header called `name`, compared ASCII case-insensitively, as
-    /// evhttp_find_header does.
+    /// The first header called `name`, compared case-insensitively, as evhttp_find_header
+    /// does: a repeated header gives its first value (evhttp does not join them). evhttp
+    /// has cut leading spaces and trailing spaces and tabs from the value, and appended
+    /// folded continuation lines to it.
     public func header(_ name: String) -> String? {
         let wanted = name.lowercased()
         return headers.first { $0.name.lowercased() == wanted }?.value

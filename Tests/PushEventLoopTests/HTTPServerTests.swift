@@ -25,6 +25,14 @@ extension EventLoopSuite {
             #expect(waitUntil { server.gate.open == 0 })
         }
 
+        @Test func anIPv6ServerShowsTheNumericPeer() throws {
+            let server = try HTTPTestServer(host: "::1")
+            defer { server.shutdown() }
+            let output = try runCurl(["-sg", "--max-time", "5", "http://[::1]:\(server.port)/six"])
+            #expect(output.contains("path=/six\n"))
+            #expect(output.contains("peer=::1\n"))
+        }
+
         @Test func keepAliveServesTwoRequestsOnOneConnection() throws {
             let server = try HTTPTestServer()
             defer { server.shutdown() }
@@ -37,6 +45,10 @@ extension EventLoopSuite {
             #expect(second.body.contains("path=/two") && second.body.hasSuffix("body=abc"))
             #expect(server.onLoop { http, _ in http.connectionCount } == 1)
             #expect(server.gate.open == 1)
+            // The loop shutting down stops the server, which gives the place back.
+            server.shutdown()
+            #expect(server.gate.open == 0)
+            #expect(client.waitForClose())
         }
 
         @Test func aDeferredReplyArrivesWhenTheHandlerAnswers() throws {
@@ -77,6 +89,16 @@ extension EventLoopSuite {
             #expect(server.onLoop { http, _ in http.connectionCount } == 0)
             // Still serving.
             #expect(try httpExchange(port: server.port, "GET /after HTTP/1.1\r\nHost: x\r\n\r\n")?.status == 200)
+        }
+
+        /// A request the handler lets go of unanswered answers 500 itself, so its
+        /// connection does not wait for ever.
+        @Test func aRequestDroppedUnansweredGets500() throws {
+            let server = try HTTPTestServer { _, _ in }
+            defer { server.shutdown() }
+            let response = try #require(try httpExchange(port: server.port, "GET /dropped HTTP/1.1\r\nHost: x\r\n\r\n"))
+            #expect(response.status == 500)
+            #expect(waitUntil { server.gate.open == 0 })
         }
 
         @Test func aBodyOverTheLimitGets413WithoutTheHandler() throws {
@@ -180,6 +202,26 @@ extension EventLoopSuite {
             plain.send("GET / HTTP/1.1\r\nHost: x\r\n\r\n")
             #expect(plain.readResponse() == nil)
             #expect(waitUntil { server.gate.open == 0 })
+        }
+
+        @Test func overTheCapATLSConnectionIsClosed() throws {
+            let directory = try TemporaryDirectory()
+            let certificate = directory.path + "/cert.pem"
+            let key = directory.path + "/key.pem"
+            try SelfSignedCertificate.write(commonName: "localhost", subjectAltNames: ["IP:127.0.0.1"],
+                                            certificatePath: certificate, privateKeyPath: key)
+            let tls = try TLSContext.server(certificateFile: certificate, privateKeyFile: key)
+            let gate = HTTPConnectionGate(maxConnections: 1)
+            let server = try HTTPTestServer(gate: gate, tls: tls)
+            defer { server.shutdown() }
+            // Holds the only place, its handshake never started.
+            let holder = try HTTPTestClient(port: server.port)
+            #expect(waitUntil { gate.open == 1 })
+            #expect(throws: (any Error).self) {
+                try runCurl(["-sk", "--max-time", "5", "https://127.0.0.1:\(server.port)/"])
+            }
+            #expect(server.onLoop { http, _ in http.refusedAtCap } == 1)
+            withExtendedLifetime(holder) {}
         }
 
         @Test func twoServersOnTwoLoopsShareTheSockets() throws {

@@ -16,7 +16,7 @@ final class HTTPTestServer: @unchecked Sendable {
 
     init(
         limits: HTTPServerLimits = HTTPServerLimits(), gate: HTTPConnectionGate = HTTPConnectionGate(maxConnections: 100),
-        tls: TLSContext? = nil, sharing: SharedListenSockets? = nil,
+        tls: TLSContext? = nil, host: String = "127.0.0.1", sharing: SharedListenSockets? = nil,
         handler: @escaping @Sendable (EventLoop, HTTPServerRequest) -> Void = { _, request in echo(request) }
     ) throws {
         self.gate = gate
@@ -32,7 +32,7 @@ final class HTTPTestServer: @unchecked Sendable {
                 let made = if let sharing {
                     try HTTPServer(loop: loop, sharing: sharing, limits: limits, gate: gate, handle: handle)
                 } else {
-                    try HTTPServer(loop: loop, host: "127.0.0.1", port: 0, tls: tls, limits: limits, gate: gate, handle: handle)
+                    try HTTPServer(loop: loop, host: host, port: 0, tls: tls, limits: limits, gate: gate, handle: handle)
                 }
                 server = made
                 port = made.port
