@@ -117,7 +117,10 @@ public final class HTTPServer: LoopResource {
         evhttp_set_max_headers_size(http, max(0, limits.maxHeaderBytes))
         evhttp_set_max_body_size(http, max(0, limits.maxBodyBytes))
         evhttp_set_allowed_methods(http, UInt16.max)
-        var timeout = timeval(limits.requestDeadline)
+        // evhttp's own read and write timeouts are a second longer than the deadline, so a
+        // request that stalls meets the deadline (counted) first; evhttp's then bounds only
+        // how long a client may take to read a response.
+        var timeout = timeval(limits.requestDeadline + .seconds(1))
         evhttp_set_timeout_tv(http, &timeout)
         let context = Unmanaged.passUnretained(self).toOpaque()
         evhttp_set_gencb(http, httpRequestCallback, context)
