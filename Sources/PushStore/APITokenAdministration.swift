@@ -17,12 +17,20 @@ public enum APITokenRevocation: Sendable, Equatable {
 /// whichever database the store keeps them in. Each change is one transaction; a running
 /// store reads the token on every request, so it sees a revocation on its next one.
 public protocol APITokenAdministering: AnyObject {
-    /// Mints and stores a token for `provider`: the text (to show once) and the record.
-    func create(provider: String, nowMs: UInt64) throws(APITokenError) -> (text: String, record: APITokenRecord)
+    /// Mints and stores a token for `provider` that may do `scopes`: the text (to show once)
+    /// and the record.
+    func create(provider: String, scopes: APITokenScopes, nowMs: UInt64) throws(APITokenError) -> (text: String, record: APITokenRecord)
     /// Every token kept, revoked ones included, oldest first; `secretHash` is left empty.
     func list() throws(APITokenError) -> [APITokenRecord]
     /// Revokes the token `id` (its row stays, for `list`); `.unknownID` if there is none.
     func revoke(id: String, nowMs: UInt64) throws(APITokenError) -> APITokenRevocation
+}
+
+extension APITokenAdministering {
+    /// A token that may do everything.
+    public func create(provider: String, nowMs: UInt64) throws(APITokenError) -> (text: String, record: APITokenRecord) {
+        try create(provider: provider, scopes: .all, nowMs: nowMs)
+    }
 }
 
 /// The API tokens in a SQLite store database.
@@ -33,14 +41,15 @@ public final class APITokenAdministration: APITokenAdministering {
         connection = try SQLitePayloadDatabase.open(path: databasePath)
     }
 
-    public func create(provider: String, nowMs: UInt64) throws(APITokenError) -> (text: String, record: APITokenRecord) {
+    public func create(provider: String, scopes: APITokenScopes, nowMs: UInt64) throws(APITokenError) -> (text: String, record: APITokenRecord) {
         // A clash of random 48-bit ids is not expected; another draw settles one.
         for _ in 0..<4 {
-            let token = try APIToken.mint(provider: provider, nowMs: nowMs)
+            let token = try APIToken.mint(provider: provider, scopes: scopes, nowMs: nowMs)
             let record = token.record
             let inserted = try storage { () throws(SQLiteError) -> Bool in
-                try connection.run("INSERT OR IGNORE INTO api_tokens (id, provider, secret_hash, created_at) VALUES (?, ?, ?, ?)",
-                                   [.text(record.id), .text(record.provider), .blob(record.secretHash), .uint(record.createdAt)])
+                try connection.run("INSERT OR IGNORE INTO api_tokens (id, provider, secret_hash, created_at, scopes) VALUES (?, ?, ?, ?, ?)",
+                                   [.text(record.id), .text(record.provider), .blob(record.secretHash), .uint(record.createdAt),
+                                    .text(record.scopes.description)])
                 return connection.changes == 1
             }
             if inserted { return token }
@@ -50,14 +59,15 @@ public final class APITokenAdministration: APITokenAdministering {
 
     public func list() throws(APITokenError) -> [APITokenRecord] {
         try storage { () throws(SQLiteError) -> [APITokenRecord] in
-            let statement = try connection.prepare("SELECT id, provider, created_at, revoked_at FROM api_tokens ORDER BY created_at, id",
+            let statement = try connection.prepare("SELECT id, provider, created_at, revoked_at, scopes FROM api_tokens ORDER BY created_at, id",
                                                    persistent: false)
             try statement.bind([])
             var records: [APITokenRecord] = []
             while try statement.step() {
                 records.append(APITokenRecord(id: statement.text(0), provider: statement.text(1), secretHash: [],
                                               createdAt: UInt64(bitPattern: statement.int(2)),
-                                              revokedAt: statement.isNull(3) ? nil : UInt64(bitPattern: statement.int(3))))
+                                              revokedAt: statement.isNull(3) ? nil : UInt64(bitPattern: statement.int(3)),
+                                              scopes: APITokenScopes(names: statement.text(4)) ?? []))
             }
             return records
         }
@@ -92,17 +102,20 @@ enum APITokenTable {
             provider TEXT NOT NULL,
             secret_hash BLOB NOT NULL,
             created_at INTEGER NOT NULL,
-            revoked_at INTEGER
+            revoked_at INTEGER,
+            scopes TEXT NOT NULL DEFAULT 'send,status,recall'
         ) WITHOUT ROWID
         """
 
-    static let selectByID = "SELECT id, provider, secret_hash, created_at, revoked_at FROM api_tokens WHERE id = ?"
+    static let selectByID = "SELECT id, provider, secret_hash, created_at, revoked_at, scopes FROM api_tokens WHERE id = ?"
 
     /// The row of `statement` (of `selectByID`'s columns) as a record.
     static func record(_ statement: SQLiteStatement) -> APITokenRecord {
         APITokenRecord(id: statement.text(0), provider: statement.text(1), secretHash: statement.blob(2),
                        createdAt: UInt64(bitPattern: statement.int(3)),
-                       revokedAt: statement.isNull(4) ? nil : UInt64(bitPattern: statement.int(4)))
+                       revokedAt: statement.isNull(4) ? nil : UInt64(bitPattern: statement.int(4)),
+                       // A text this build cannot read grants nothing.
+                       scopes: APITokenScopes(names: statement.text(5)) ?? [])
     }
 
     static func record(_ id: String, on connection: SQLiteConnection) throws(SQLiteError) -> APITokenRecord? {

@@ -12,16 +12,60 @@ public struct APITokenRecord: Sendable, Equatable {
     public var createdAt: UInt64
     /// Unix ms; nil while the token is active.
     public var revokedAt: UInt64?
+    /// What the token may do.
+    public var scopes: APITokenScopes
 
-    public init(id: String, provider: String, secretHash: [UInt8], createdAt: UInt64, revokedAt: UInt64? = nil) {
+    public init(id: String, provider: String, secretHash: [UInt8], createdAt: UInt64, revokedAt: UInt64? = nil,
+                scopes: APITokenScopes = .all) {
         self.id = id
         self.provider = provider
         self.secretHash = secretHash
         self.createdAt = createdAt
         self.revokedAt = revokedAt
+        self.scopes = scopes
     }
 
     public var isRevoked: Bool { revokedAt != nil }
+}
+
+/// What an API token may do: send (POST /v1/messages), read a message's status (GET) and
+/// recall one (DELETE). A backend that only sends is given a token that only sends.
+public struct APITokenScopes: OptionSet, Sendable, Hashable, CustomStringConvertible {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    public static let send = APITokenScopes(rawValue: 1)
+    public static let status = APITokenScopes(rawValue: 2)
+    public static let recall = APITokenScopes(rawValue: 4)
+    public static let all: APITokenScopes = [.send, .status, .recall]
+
+    private static let names: [(String, APITokenScopes)] = [("send", .send), ("status", .status), ("recall", .recall)]
+
+    /// Comma-separated names, as stored and as `--scope` takes them: "send,status,recall".
+    public var description: String {
+        APITokenScopes.names.filter { contains($0.1) }.map(\.0).joined(separator: ",")
+    }
+
+    /// Parses comma-separated names; nil for an unknown name or none at all.
+    public init?(names text: String) {
+        var scopes: APITokenScopes = []
+        for name in text.split(separator: ",", omittingEmptySubsequences: false) {
+            let trimmed = name.trimmingCharacters(in: " ")
+            guard let found = APITokenScopes.names.first(where: { $0.0 == trimmed }) else { return nil }
+            scopes.insert(found.1)
+        }
+        guard !scopes.isEmpty else { return nil }
+        self = scopes
+    }
+}
+
+extension Substring {
+    fileprivate func trimmingCharacters(in character: Character) -> Substring {
+        var text = self
+        while text.first == character { text.removeFirst() }
+        while text.last == character { text.removeLast() }
+        return text
+    }
 }
 
 /// Why a token could not be minted, stored, listed or revoked.
@@ -69,7 +113,8 @@ public enum APIToken {
     }
 
     /// A new token for `provider`: the text to show once, and the record to store.
-    public static func mint(provider: String, nowMs: UInt64) throws(APITokenError) -> (text: String, record: APITokenRecord) {
+    public static func mint(provider: String, scopes: APITokenScopes = .all, nowMs: UInt64) throws(APITokenError)
+        -> (text: String, record: APITokenRecord) {
         guard isValidProviderName(provider) else { throw .invalidProviderName(provider) }
         let idBytes: [UInt8]
         let secret: [UInt8]
@@ -81,7 +126,7 @@ public enum APIToken {
         }
         let id = idBytes.map { byte in String(byte >> 4, radix: 16) + String(byte & 0xF, radix: 16) }.joined()
         let text = prefix + id + "_" + Base64URL.encode(secret)
-        return (text, APITokenRecord(id: id, provider: provider, secretHash: hash(secret), createdAt: nowMs))
+        return (text, APITokenRecord(id: id, provider: provider, secretHash: hash(secret), createdAt: nowMs, scopes: scopes))
     }
 
     /// Whether `secret` is that of `record` and the record is not revoked (constant-time).

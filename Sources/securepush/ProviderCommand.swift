@@ -25,11 +25,22 @@ struct ProviderCommand: ParsableCommand {
                 abstract: "Create a token for a provider and print it (alone, on stdout): it is shown this once.")
             @Argument(help: "The provider's name (1 to 64 characters: letters, digits, '-', '_', '.').") var name: String
             @Option(help: "The deployment directory.") var dataDir: String
+            @Option(help: ArgumentHelp("What the token may do, comma-separated: send (POST /v1/messages), status (GET) and recall (DELETE) (default: all three).",
+                                       valueName: "scopes"))
+            var scope: String?
 
             func run() throws {
                 guard APIToken.isValidProviderName(name) else { throw CommandFailure("\(APITokenError.invalidProviderName(name))") }
+                let scopes = try scope.map { text in
+                    guard let scopes = APITokenScopes(names: text) else {
+                        throw CommandFailure("--scope: '\(text)' is not a comma-separated list of send, status and recall")
+                    }
+                    return scopes
+                } ?? .all
                 let tokens = try openAPITokens(dataDir)
-                let created = try administer { () throws(APITokenError) in try tokens.create(provider: name, nowMs: Clocks.wallMilliseconds()) }
+                let created = try administer { () throws(APITokenError) in
+                    try tokens.create(provider: name, scopes: scopes, nowMs: Clocks.wallMilliseconds())
+                }
                 announce(created.text)
                 writeStandardError("created API token \(created.record.id) for provider \(name); it is shown only this once, store it now\n")
             }
@@ -44,11 +55,11 @@ struct ProviderCommand: ParsableCommand {
                 let tokens = try openAPITokens(dataDir)
                 let records = try administer { () throws(APITokenError) in try tokens.list() }
                 let width = max(8, records.map(\.provider.count).max() ?? 0)
-                print("ID            " + "PROVIDER".padded(to: width) + "  CREATED               STATE")
+                print("ID            " + "PROVIDER".padded(to: width) + "  CREATED               SCOPES              STATE")
                 for record in records {
                     let state = record.revokedAt.map { "revoked at \(utcISO8601(milliseconds: $0))" } ?? "active"
                     print(record.id.padded(to: 12) + "  " + record.provider.padded(to: width) + "  "
-                          + utcISO8601(milliseconds: record.createdAt).padded(to: 20) + "  " + state)
+                          + utcISO8601(milliseconds: record.createdAt).padded(to: 20) + "  " + record.scopes.description.padded(to: 18) + "  " + state)
                 }
                 fflush(nil)
             }

@@ -109,7 +109,7 @@ struct HTTPAPIProcessTests {
         #expect(setup.store.metric("securepush_store_payloads_stored_total") == 3)
     }
 
-    @Test("every error is application/problem+json with the protocol status name: 400, 401, 404, 405, 413, 415, 422, 429")
+    @Test("every error is application/problem+json with the protocol status name: 400, 401, 403, 404, 405, 413, 415, 422, 429")
     func errorStatuses() throws {
         let setup = try Setup(storeArguments: ["--max-payload", "1000"])
         let token = try setup.token("billing")
@@ -130,6 +130,13 @@ struct HTTPAPIProcessTests {
         expect(try http.request("GET", "/v1/messages/\(PayloadID.random().hex)", headers: [("Authorization", "Bearer \(token)")]),
                404, "NOT_FOUND", "unknown id")
         expect(try http.request("GET", "/v1/messages/not-an-id", headers: [("Authorization", "Bearer \(token)")]), 404, "NOT_FOUND", "bad id")
+        let made = try SecurePushBinary.run(["provider", "token", "create", "sender", "--scope", "send", "--data-dir", setup.deployment.directory])
+        let sendOnly = made.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        expect(try http.request("GET", "/v1/messages/\(PayloadID.random().hex)", headers: [("Authorization", "Bearer \(sendOnly)")]),
+               403, "FORBIDDEN", "a send-only token reading a status")
+        expect(try http.request("DELETE", "/v1/messages/\(PayloadID.random().hex)", headers: [("Authorization", "Bearer \(sendOnly)")]),
+               403, "FORBIDDEN", "a send-only token recalling")
+        #expect(try http.post("/v1/messages", json: good, token: sendOnly).status == 201)
         let put = try http.request("PUT", "/v1/messages", headers: [("Authorization", "Bearer \(token)")])
         expect(put, 405, "BAD_REQUEST", "PUT")
         #expect(put.headers["allow"] == "POST")

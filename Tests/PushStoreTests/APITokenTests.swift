@@ -161,3 +161,26 @@ extension SchemaMigrationTests {
         #expect(try reader.apiToken(id: created.record.id) == created.record)
     }
 }
+
+@Suite("API token scopes")
+struct APITokenScopeTests {
+    @Test("scopes round-trip through their stored text; unknown names, empty lists and stray commas are refused")
+    func scopesParse() {
+        #expect(APITokenScopes.all.description == "send,status,recall")
+        #expect(APITokenScopes(names: "send") == .send)
+        #expect(APITokenScopes(names: "recall, send") == [.send, .recall])
+        #expect(APITokenScopes(names: APITokenScopes([.status, .recall]).description) == [.status, .recall])
+        for bad in ["", "write", "send,", ",send", "send,,status", "SEND"] {
+            #expect(APITokenScopes(names: bad) == nil, "\(bad)")
+        }
+    }
+
+    @Test("a token minted with scopes keeps them, on SQLite through the store's read path")
+    func scopesAreStored() throws {
+        let deployment = try TemporaryDeployment()
+        let tokens = try APITokenAdministration(databasePath: StoreFiles.databasePath(deployment.directory))
+        let created = try tokens.create(provider: "sender", scopes: .send, nowMs: 1_000)
+        #expect(created.record.scopes == .send)
+        #expect(try tokens.list().first?.scopes == .send)
+    }
+}

@@ -11,6 +11,15 @@ enum ProviderAPIRoute: Equatable {
 
     static let messages = "/v1/messages"
 
+    /// What a token needs to be allowed this.
+    var scope: APITokenScopes {
+        switch self {
+        case .send: .send
+        case .status: .status
+        case .recall: .recall
+        }
+    }
+
     /// The route, or the problem to answer: 404 for a path the API does not have (or an id
     /// that cannot be one), 405 with the methods it allows.
     static func of(method: String, path: String) throws(ProviderAPIProblem) -> ProviderAPIRoute {

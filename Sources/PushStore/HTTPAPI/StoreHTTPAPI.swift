@@ -109,6 +109,11 @@ final class StoreHTTPAPI {
                                                                    headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])),
                               route: route, provider: nil)
             }
+            guard record.scopes.contains(route.scope) else {
+                return answer(request, .problem(ProviderAPIProblem(403, Status.forbidden.name,
+                                                                   "this token may not \(route.scope); it may: \(record.scopes)")),
+                              route: route, provider: record.provider)
+            }
             let message: Message
             let keyed: Bool
             do throws(ProviderAPIProblem) {

@@ -95,7 +95,7 @@ struct PostgresReadStatement {
         }
         if let id = reads.apiToken {
             apiTokenColumn = columns.count
-            columns += ["t.provider", "t.secret_hash", "t.created_at", "t.revoked_at"]
+            columns += ["t.provider", "t.secret_hash", "t.created_at", "t.revoked_at", "t.scopes"]
             joins.append("LEFT JOIN api_tokens t ON t.id = \(parameter(.text(id)))")
         }
         if let unread = reads.unread, reads.user != nil {
@@ -179,7 +179,8 @@ struct PostgresReadStatement {
         if let column = apiTokenColumn, let id = reads.apiToken, !result.isNull(row, column) {
             found.apiToken = APITokenRecord(id: id, provider: try result.text(row, column), secretHash: try result.bytes(row, column + 1),
                                             createdAt: try result.uint(row, column + 2),
-                                            revokedAt: result.isNull(row, column + 3) ? nil : try result.uint(row, column + 3))
+                                            revokedAt: result.isNull(row, column + 3) ? nil : try result.uint(row, column + 3),
+                                            scopes: APITokenScopes(names: try result.text(row, column + 4)) ?? [])
         }
         if let column = unreadColumn, let unread = reads.unread, found.user != nil {
             var ids: [PayloadID] = []

@@ -161,7 +161,8 @@ public enum PostgresSchema {
             provider text NOT NULL,
             secret_hash bytea NOT NULL,
             created_at bigint NOT NULL,
-            revoked_at bigint
+            revoked_at bigint,
+            scopes text NOT NULL DEFAULT 'send,status,recall'
         )
         """
 
