@@ -34,21 +34,34 @@ public final class GatewayClusterHarness {
     /// Loop threads per node (`--loops`).
     public let loops: Int
     private var registrations: [String: [UInt8]] = [:]
+    /// With `storeForwards`, each node's port, fixed before the store starts (it is given
+    /// them all) and kept across a restart.
+    private let nodePorts: [Int]?
 
     public var directory: String { deployment.directory }
 
     /// - Parameters:
     ///   - loops: loop threads per node, each a member of the cluster of its own.
     ///   - gatewayArguments: passed to every node (e.g. `--queue-capacity 2`).
+    ///   - storeForwards: the store hands SENDs' pushes to the nodes (`store --gateway`
+    ///     with every node's address, the first first), and serves /metrics.
     public init(nodes count: Int = 3, loops: Int = 1, users: [String] = ["alice"], devices: [ClusterDevice] = [],
-                gatewayArguments: [String] = []) throws {
+                gatewayArguments: [String] = [], storeForwards: Bool = false) throws {
         deployment = try TemporaryDeployment(commandLine: true)
         for user in users { try deployment.addUser(user, password: GatewayClusterHarness.password(of: user)) }
         for device in devices {
             registrations[device.id] = try deployment.enroll(device.id, user: device.user, tags: device.tags)
         }
         nats = try NATSServer()
-        store = try ServiceProcess(["store", "--data-dir", deployment.directory])
+        if storeForwards {
+            let ports = try (0..<count).map { _ in try freeLoopbackPort() }
+            nodePorts = ports
+            store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--metrics", "127.0.0.1:0", "--loops", "1",
+                                        "--gateway", ports.map { "127.0.0.1:\($0)" }.joined(separator: ",")])
+        } else {
+            nodePorts = nil
+            store = try ServiceProcess(["store", "--data-dir", deployment.directory])
+        }
         names = (1...count).map { "g\($0)" }
         self.gatewayArguments = gatewayArguments
         self.loops = loops
@@ -61,8 +74,10 @@ public final class GatewayClusterHarness {
     public static func password(of user: String) -> String { "\(user)-pw" }
 
     private func startNode(_ name: String) throws -> ServiceProcess {
-        try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)",
-                            "--cluster", nats.url, "--node", name, "--loops", "\(loops)", "--metrics", "127.0.0.1:0"] + gatewayArguments)
+        let port = names.firstIndex(of: name).flatMap { nodePorts?[$0] } ?? 0
+        return try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)",
+                                   "--cluster", nats.url, "--node", name, "--loops", "\(loops)", "--metrics", "127.0.0.1:0"] + gatewayArguments,
+                                  listen: "127.0.0.1:\(port)")
     }
 
     /// The registration of an enrolled device, as the device presents it at HELLO.
