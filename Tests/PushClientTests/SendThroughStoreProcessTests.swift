@@ -154,4 +154,57 @@ struct SendThroughStoreProcessTests {
         #expect(second.metric("securepush_store_outbox_forwarded_total") == 50)
         #expect(try Self.nothingMore(device), "no push came twice")
     }
+
+    /// Pushes the device at `gateway` receives until it has every one of `sent`, each acknowledged.
+    static func receiveAll(_ sent: Set<[UInt8]>, device: BlockingWireClient) throws -> [[UInt8]] {
+        var received: [[UInt8]] = []
+        while Set(received) != sent {
+            let (header, message) = try device.receive(timeoutMs: 30_000)
+            guard case .push(let push) = message else { continue }
+            received.append(push.id)
+            _ = try device.send(.deliveryAck(DeliveryAck(id: push.id)), correlation: header.correlation)
+        }
+        return received
+    }
+
+    @Test("[4.17-4] the gateway goes down and comes back: SENDs are accepted meanwhile, wait in the outbox, and reach the device once it is back, each once")
+    func gatewayDownThenBack() throws {
+        let deployment = try TemporaryDeployment()
+        try deployment.addUser("alice", password: "alice-pw")
+        let registration = try deployment.enroll("phone")
+        let gatewayPort = try freeLoopbackPort()
+        var gateway: ServiceProcess? = try ServiceProcess(["gateway", "--data-dir", deployment.directory], listen: "127.0.0.1:\(gatewayPort)")
+        let store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(gatewayPort)",
+                                        "--metrics", "127.0.0.1:0", "--loops", "1"])
+        defer { _ = store.terminate(); _ = gateway?.terminate() }
+        let provider = try deployment.provider(store: store.port)
+        func sendTen(_ label: String) throws -> Set<[UInt8]> {
+            var ids: Set<[UInt8]> = []
+            for index in 0..<10 {
+                guard case .sendOK(let ok) = try provider.request(.send(SendRequest(user: "alice", payload: Array("\(label) \(index)".utf8)))) else {
+                    throw ServiceError.failed("a SEND failed")
+                }
+                ids.insert(ok.id.bytes)
+            }
+            return ids
+        }
+
+        var device = try Self.device(deployment, gateway: gatewayPort, registration: registration)
+        let before = try sendTen("before")
+        #expect(try Set(Self.receiveAll(before, device: device)) == before)
+
+        gateway?.killHard()
+        _ = gateway?.child.wait(seconds: 10)
+        gateway = nil
+        let during = try sendTen("during")
+        #expect(try waitUntil { store.metric("securepush_store_outbox_depth") == 10 })
+        #expect(try waitUntil { store.metric("securepush_store_outbox_gateway_link_up") == 0 })
+
+        gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory], listen: "127.0.0.1:\(gatewayPort)")
+        device = try Self.device(deployment, gateway: gatewayPort, registration: registration)
+        let received = try Self.receiveAll(during, device: device)
+        #expect(received.count == during.count && Set(received) == during, "each once, none of those delivered before the outage")
+        #expect(try waitUntil { store.metric("securepush_store_outbox_depth") == 0 })
+        #expect(try Self.nothingMore(device))
+    }
 }
