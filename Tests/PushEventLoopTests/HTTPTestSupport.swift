@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import PushClock
 import PushEventLoop
+import PushTestSupport
 import Synchronization
 
 /// An HTTPServer on a loop thread of its own, for the HTTP server tests.
@@ -72,110 +73,11 @@ func echo(_ request: HTTPServerRequest) {
     request.respond(status: 200, headers: [("Content-Type", "text/plain"), ("X-Echo", "yes")], body: Array(text.utf8))
 }
 
-struct HTTPTestResponse {
-    var status: Int
-    var headers: [String: String]
-    var body: String
-}
-
-/// A blocking client socket on 127.0.0.1 with a 5 s receive timeout.
-/// `@unchecked Sendable`: a test reads on one thread while it writes on another.
-final class HTTPTestClient: @unchecked Sendable {
-    let fd: Int32
-    private var buffered: [UInt8] = []
-
-    init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw EventLoopError.system(operation: "socket", errno: errno) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            throw EventLoopError.system(operation: "connect", errno: code)
-        }
-    }
-
-    deinit { Glibc.close(fd) }
-
-    func send(_ text: String) { send(Array(text.utf8)) }
-
-    func send(_ bytes: [UInt8]) {
-        var offset = 0
-        while offset < bytes.count {
-            let sent = bytes[offset...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
-            guard sent > 0 else { return }
-            offset += sent
-        }
-    }
-
-    /// One response (head, then Content-Length bytes of body); nil on EOF or timeout first.
-    func readResponse() -> HTTPTestResponse? {
-        while true {
-            if let end = headEnd() {
-                let head = String(decoding: buffered[..<end], as: UTF8.self)
-                var lines = head.split(separator: "\r\n" as Character).map(String.init)
-                guard !lines.isEmpty else { return nil }
-                let statusLine = lines.removeFirst().split(separator: " ")
-                guard statusLine.count >= 2, let status = Int(statusLine[1]) else { return nil }
-                var headers: [String: String] = [:]
-                for line in lines {
-                    guard let colon = line.firstIndex(of: ":") else { continue }
-                    headers[line[..<colon].lowercased()] = String(line[line.index(after: colon)...].drop { $0 == " " })
-                }
-                let length = Int(headers["content-length"] ?? "0") ?? 0
-                while buffered.count < end + 4 + length {
-                    guard fill() else { return nil }
-                }
-                let body = String(decoding: buffered[(end + 4)..<(end + 4 + length)], as: UTF8.self)
-                buffered.removeFirst(end + 4 + length)
-                return HTTPTestResponse(status: status, headers: headers, body: body)
-            }
-            guard fill() else { return nil }
-        }
-    }
-
-    /// Reads until the server closes (true) or the timeout (false).
-    func waitForClose() -> Bool {
-        while true {
-            var chunk = [UInt8](repeating: 0, count: 4096)
-            let count = recv(fd, &chunk, chunk.count, 0)
-            if count == 0 { return true }
-            if count < 0 { return errno == ECONNRESET }
-            buffered += chunk[..<count]
-        }
-    }
-
-    private func fill() -> Bool {
-        var chunk = [UInt8](repeating: 0, count: 16 * 1024)
-        let count = recv(fd, &chunk, chunk.count, 0)
-        guard count > 0 else { return false }
-        buffered += chunk[..<count]
-        return true
-    }
-
-    private func headEnd() -> Int? {
-        guard buffered.count >= 4 else { return nil }
-        for index in 0...(buffered.count - 4)
-        where buffered[index] == 13 && buffered[index + 1] == 10 && buffered[index + 2] == 13 && buffered[index + 3] == 10 {
-            return index
-        }
-        return nil
-    }
-}
-
 /// One request on a connection of its own.
 func httpExchange(port: Int, _ request: String) throws -> HTTPTestResponse? {
-    let client = try HTTPTestClient(port: port)
-    client.send(request)
-    return client.readResponse()
+    let client = try HTTPTestConnection(port: port, timeoutMs: 5_000)
+    try client.send(request)
+    return try? client.readResponse()
 }
 
 func milliseconds(since start: Int64) -> Int64 { Clocks.monotonicMilliseconds() - start }

@@ -23,7 +23,8 @@ public struct HTTPTestResponse: Sendable {
 
 /// An HTTP/1.1 client connection to 127.0.0.1 for tests that need what a library hides:
 /// keep-alive, raw and partial requests, a slow writer. Blocking, with a receive timeout.
-public final class HTTPTestConnection {
+/// `@unchecked Sendable`: a test may read on one thread while it writes on another.
+public final class HTTPTestConnection: @unchecked Sendable {
     private let fd: Int32
     private var buffered: [UInt8] = []
 
@@ -106,6 +107,17 @@ public final class HTTPTestConnection {
         let count = recv(fd, &byte, 1, 0)
         if count > 0 { buffered.append(byte) }
         return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+    }
+
+    /// Reads until the server closes (true) or the receive timeout passes (false).
+    public func waitForClose() -> Bool {
+        while true {
+            var chunk = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &chunk, chunk.count, 0)
+            if count == 0 { return true }
+            if count < 0 { return errno == ECONNRESET }
+            buffered += chunk[..<count]
+        }
     }
 
     private func headEnd() -> Int? {
