@@ -31,7 +31,7 @@ public struct LoadBenchmark: Sendable {
         defer { session.close() }
         var report = try run(scenario, session)
         if let fsync { report.extra.append(("disk_fsync_p50_us", fsync)) }
-        report.parameters.append(("tls", .boolean(target.tls != nil || target.embeddedTLS)))
+        if scenario != .http { report.parameters.append(("tls", .boolean(target.tls != nil || target.embeddedTLS))) }
         report.version = version
         report.startedAt = startedAt
         return report
@@ -45,6 +45,7 @@ public struct LoadBenchmark: Sendable {
         case .fanout: try FanoutBenchmark.run(session, shape)
         case .e2e: try EndToEndBenchmark.run(session, shape, bySend: target.bySend)
         case .connections: try ConnectionsBenchmark.run(session, shape)
+        case .http: try HTTPBenchmark.run(session, shape)
         }
     }
 
@@ -55,7 +56,7 @@ public struct LoadBenchmark: Sendable {
         case .fetch: shape.connections + 1
         case .push, .fanout: shape.connections + shape.devices
         case .e2e: (target.bySend ? 1 : 2) * shape.connections + 2 * shape.devices
-        case .connections: shape.connections
+        case .connections, .http: shape.connections
         }
     }
 }
