@@ -31,7 +31,7 @@ public struct LoadBenchmark: Sendable {
         defer { session.close() }
         var report = try run(scenario, session)
         if let fsync { report.extra.append(("disk_fsync_p50_us", fsync)) }
-        if scenario != .http { report.parameters.append(("tls", .boolean(target.tls != nil || target.embeddedTLS))) }
+        report.parameters.append(("tls", .boolean(target.tls != nil || target.embeddedTLS)))
         report.version = version
         report.startedAt = startedAt
         return report
