@@ -26,7 +26,7 @@ public struct LoadBenchmark: Sendable {
         let prepared = try BenchTarget.prepare(target, scenario: scenario, payloadSize: shape.payloadSize)
         defer { prepared.close() }
         // Durable writes wait for the disk: its fsync time explains the store's figures.
-        let fsync = scenario.needsStore && !prepared.storePIDs.isEmpty && prepared.database == nil ? DiskProbe.fsyncMedianMicros(in: prepared.dataDirectory) : nil
+        let fsync = scenario.needsStore && !prepared.storePIDs.isEmpty && prepared.database == nil && !prepared.dataDirectory.isEmpty ? DiskProbe.fsyncMedianMicros(in: prepared.dataDirectory) : nil
         let session = try BenchSession(scenario: scenario, target: prepared, showProgress: showProgress)
         defer { session.close() }
         var report = try run(scenario, session)
