@@ -24,10 +24,14 @@ final class BenchCredentials {
     /// How long the bench's registrations last: any run ends well before.
     static let registrationLifetimeMs: UInt64 = 24 * 3_600_000
 
-    init(_ deployment: Deployment) {
-        providerKey = deployment.providerKey
-        registrationSigner = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.registrationPurpose)
-        tokenSigner = CredentialSigner(serverKey: deployment.serverKey, purpose: CredentialSigner.fetchTokenPurpose)
+    convenience init(_ deployment: Deployment) {
+        self.init(providerKey: deployment.providerKey, serverKey: deployment.serverKey)
+    }
+
+    init(providerKey: SecretKey, serverKey: SecretKey) {
+        self.providerKey = providerKey
+        registrationSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose)
+        tokenSigner = CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose)
     }
 
     /// Valid for 300 s either side of now, once: make it just before HELLO.

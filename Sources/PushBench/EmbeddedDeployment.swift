@@ -1,8 +1,11 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClock
 import PushProcess
 import PushEventLoop
+import PushSecurity
+import PushStore
 
 /// `--embedded`: a temporary deployment with its own store and gateway as child processes
 /// of the same `securepush` executable, so one command measures everything. Everything
@@ -18,6 +21,10 @@ final class EmbeddedDeployment {
     private(set) var gateways: [ChildProcess] = []
     private(set) var storeEndpoints: [HostPort] = []
     private(set) var gatewayEndpoints: [HostPort] = []
+    /// The stores' HTTP provider APIs (`bench http`: each store serves `--http`).
+    private(set) var httpEndpoints: [HostPort] = []
+    /// The API token of provider "bench", minted before the stores start (`bench http`).
+    private(set) var apiToken: String?
     /// The broker of a cluster run.
     private(set) var nats: NATSServerProcess?
     /// The self-signed certificate the services serve with `tls` (clients trust it).
@@ -54,10 +61,16 @@ final class EmbeddedDeployment {
                 if database != nil { addedUser = user }
                 var extra = storeLoops.map { ["--loops", "\($0)"] } ?? []
                 if storesForward { extra += ["--gateway", gatewayEndpoints.map(\.description).joined(separator: ",")] + caFlags }
+                let servesHTTP = scenario == .http
+                if servesHTTP {
+                    apiToken = try EmbeddedDeployment.mintAPIToken(directory)
+                    extra += ["--http", "127.0.0.1:0"]
+                }
                 for index in 0..<storeCount {
                     let store = try spawn(executable, "store", name: storeCount == 1 ? "store" : "store\(index + 1)", extra: extra)
                     stores.append(store)
                     storeEndpoints.append(try EmbeddedDeployment.ready(store))
+                    if servesHTTP { httpEndpoints.append(try EmbeddedDeployment.ready(store, prefix: "http api on ")) }
                 }
             }
             if !storesForward { try startStores() }
@@ -122,8 +135,19 @@ final class EmbeddedDeployment {
         tlsFlags = ["--tls-cert", certificate, "--tls-key", key]
     }
 
-    private static func ready(_ child: ChildProcess) throws(BenchError) -> HostPort {
-        let address = try Children.line(child, prefix: "listening on ", seconds: 30)
+    /// A token for provider "bench" in the deployment's store database (what
+    /// `securepush provider token create bench` does).
+    private static func mintAPIToken(_ directory: String) throws(BenchError) -> String {
+        do {
+            let deployment = try Deployment.open(directory)
+            return try StoreDatabase(deployment).apiTokens().create(provider: "bench", nowMs: Clocks.wallMilliseconds()).text
+        } catch {
+            throw .setup("cannot mint the bench's API token: \(error)")
+        }
+    }
+
+    private static func ready(_ child: ChildProcess, prefix: String = "listening on ") throws(BenchError) -> HostPort {
+        let address = try Children.line(child, prefix: prefix, seconds: 30)
         guard let endpoint = HostPort(parsing: address) else { throw .child("\(child.name) announced an unreadable address: \(address)") }
         return endpoint
     }

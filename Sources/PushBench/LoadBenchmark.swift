@@ -26,7 +26,7 @@ public struct LoadBenchmark: Sendable {
         let prepared = try BenchTarget.prepare(target, scenario: scenario, payloadSize: shape.payloadSize)
         defer { prepared.close() }
         // Durable writes wait for the disk: its fsync time explains the store's figures.
-        let fsync = scenario.needsStore && !prepared.storePIDs.isEmpty && prepared.database == nil ? DiskProbe.fsyncMedianMicros(in: prepared.dataDirectory) : nil
+        let fsync = scenario.needsStore && !prepared.storePIDs.isEmpty && prepared.database == nil && !prepared.dataDirectory.isEmpty ? DiskProbe.fsyncMedianMicros(in: prepared.dataDirectory) : nil
         let session = try BenchSession(scenario: scenario, target: prepared, showProgress: showProgress)
         defer { session.close() }
         var report = try run(scenario, session)
@@ -45,6 +45,7 @@ public struct LoadBenchmark: Sendable {
         case .fanout: try FanoutBenchmark.run(session, shape)
         case .e2e: try EndToEndBenchmark.run(session, shape, bySend: target.bySend)
         case .connections: try ConnectionsBenchmark.run(session, shape)
+        case .http: try HTTPBenchmark.run(session, shape)
         }
     }
 
@@ -55,7 +56,7 @@ public struct LoadBenchmark: Sendable {
         case .fetch: shape.connections + 1
         case .push, .fanout: shape.connections + shape.devices
         case .e2e: (target.bySend ? 1 : 2) * shape.connections + 2 * shape.devices
-        case .connections: shape.connections
+        case .connections, .http: shape.connections
         }
     }
 }

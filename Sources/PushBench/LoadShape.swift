@@ -72,7 +72,7 @@ public struct LoadShape: Sendable, Equatable {
     /// The shape as report parameters (devices only where the scenario has them).
     func parameters(for scenario: Scenario) -> [(String, ReportValue)] {
         var list: [(String, ReportValue)] = [("connections", .integer(connections))]
-        if scenario.needsGateway { list.append(("devices", .integer(devices))) }
+        if scenario.needsGateway, scenario != .http { list.append(("devices", .integer(devices))) }
         if let rate {
             list.append(("rate", .number(rate)))
         } else {

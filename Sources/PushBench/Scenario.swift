@@ -13,17 +13,19 @@ public enum Scenario: String, CaseIterable, Sendable {
     case e2e
     /// N idle device connections; the gateway's resident memory per connection.
     case connections
+    /// `POST /v1/messages` to the store's HTTP provider API, timed until `201 Created`.
+    case http
 
     public var needsStore: Bool {
         switch self {
-        case .store, .fetch, .e2e: true
+        case .store, .fetch, .e2e, .http: true
         case .push, .fanout, .connections: false
         }
     }
 
     public var needsGateway: Bool {
         switch self {
-        case .push, .fanout, .e2e, .connections: true
+        case .push, .fanout, .e2e, .connections, .http: true
         case .store, .fetch: false
         }
     }
@@ -42,6 +44,7 @@ public enum Scenario: String, CaseIterable, Sendable {
         case .fanout: "One PUSH to a tag of --devices devices, timed until the last device has it."
         case .e2e: "The whole secure push: STORE, PUSH, delivery, FETCH, ACK; timed STORE -> FETCH_OK, every ACK_OK awaited."
         case .connections: "Hold --connections idle devices on the gateway; its memory per connection."
+        case .http: "POST /v1/messages to the store's HTTP API over keep-alive connections, timed until 201 (payload and push committed)."
         }
     }
 
@@ -63,6 +66,9 @@ public enum Scenario: String, CaseIterable, Sendable {
         case .connections:
             // duration: how long the connections are held idle before memory is read.
             LoadShape(connections: 15_000, devices: 15_000, inflight: 1, rate: nil, stop: .duration(3), payloadSize: 0, warmupSeconds: 0)
+        case .http:
+            // One request in flight per connection: HTTP/1.1 without pipelining.
+            LoadShape(connections: 4, devices: 1, inflight: 1, rate: nil, stop: .duration(5), payloadSize: 256, warmupSeconds: 1)
         }
     }
 }

@@ -49,10 +49,28 @@ public struct TargetOptions: Sendable {
     /// the embedded gateways, with `--gateway` naming them; a store given with `--store`
     /// must have been started so.
     public var bySend = false
+    /// `bench http` against a running store's HTTP API (loopback only) instead of an
+    /// embedded one, with `apiToken` as its bearer token.
+    public var httpURL: HostPort?
+    public var apiToken: String?
 
     public init() {}
 
-    public var isEmbedded: Bool { stores.isEmpty && gateways.isEmpty }
+    public var isEmbedded: Bool { stores.isEmpty && gateways.isEmpty && httpURL == nil }
+
+    /// `http://HOST:PORT` (a trailing slash allowed) with a numeric loopback host: the
+    /// bench sends traffic to this machine only.
+    public static func parseHTTPURL(_ text: String) throws(BenchError) -> HostPort {
+        var rest = Substring(text)
+        guard rest.hasPrefix("http://") else { throw .invalid("--http-url must be http://HOST:PORT, not '\(text)'") }
+        rest = rest.dropFirst("http://".count)
+        if rest.hasSuffix("/") { rest = rest.dropLast() }
+        guard let address = HostPort(parsing: rest), address.port > 0 else {
+            throw .invalid("--http-url must be http://HOST:PORT, not '\(text)'")
+        }
+        guard address.isLoopback else { throw .invalid("--http-url must name 127.0.0.1 or [::1]: the bench loads this machine only") }
+        return address
+    }
     /// Whether the embedded gateways join a cluster over nats-server.
     public var embeddedCluster: Bool { gatewayCount > 1 || cluster }
 
@@ -79,6 +97,17 @@ public struct TargetOptions: Sendable {
         if let storeLoops {
             guard (0...256).contains(storeLoops) else { throw .invalid("--store-loops must be 0 (one per core) to 256") }
             guard isEmbedded, scenario.needsStore else { throw .invalid("--store-loops is for the embedded store") }
+        }
+        if scenario == .http {
+            guard stores.isEmpty, gateways.isEmpty else { throw .invalid("http targets a running store by --http-url") }
+            if httpURL != nil {
+                guard let apiToken, !apiToken.isEmpty else {
+                    throw .invalid("--http-url needs --api-token (or SECUREPUSH_API_TOKEN): `securepush provider token create`")
+                }
+                guard !apiToken.utf8.contains(where: { $0 < 0x21 || $0 > 0x7E }) else { throw .invalid("--api-token holds spaces or control characters") }
+            }
+        } else if httpURL != nil || apiToken != nil {
+            throw .invalid("--http-url and --api-token go with http")
         }
         if scenario == .connections, gateways.count > 1 {
             throw .invalid("connections measures one gateway's memory: give one --gateway")
@@ -120,16 +149,27 @@ final class BenchTarget {
     /// How the bench's connections verify TLS services; nil for plain TCP.
     let tls: TLSContext?
     let serverName: String?
+    /// The store's HTTP API and what `bench http` sends there.
+    let http: HTTPTarget?
     private var embedded: EmbeddedDeployment?
     private var cleanup: (() -> Void)?
 
-    private init(stores: [HostPort], gateways: [HostPort], deployment: Deployment, user: String, password: String,
-                 gatewayPIDs: [pid_t], storePIDs: [pid_t], database: String?, dataDirectory: String, tls: TLSContext?, serverName: String?,
-                 embedded: EmbeddedDeployment?, cleanup: (() -> Void)?) {
+    private convenience init(stores: [HostPort], gateways: [HostPort], deployment: Deployment, user: String, password: String,
+                             gatewayPIDs: [pid_t], storePIDs: [pid_t], database: String?, dataDirectory: String, tls: TLSContext?,
+                             serverName: String?, http: HTTPTarget? = nil, embedded: EmbeddedDeployment?, cleanup: (() -> Void)?) {
+        self.init(stores: stores, gateways: gateways, credentials: BenchCredentials(deployment), storeDatabase: StoreDatabase(deployment),
+                  user: user, password: password, gatewayPIDs: gatewayPIDs, storePIDs: storePIDs, database: database,
+                  dataDirectory: dataDirectory, tls: tls, serverName: serverName, http: http, embedded: embedded, cleanup: cleanup)
+    }
+
+    private init(stores: [HostPort], gateways: [HostPort], credentials: BenchCredentials, storeDatabase: StoreDatabase?, user: String,
+                 password: String, gatewayPIDs: [pid_t], storePIDs: [pid_t], database: String?, dataDirectory: String, tls: TLSContext?,
+                 serverName: String?, http: HTTPTarget?, embedded: EmbeddedDeployment?, cleanup: (() -> Void)?) {
         self.stores = stores
         self.database = database
-        credentials = BenchCredentials(deployment)
-        storeDatabase = StoreDatabase(deployment)
+        self.credentials = credentials
+        self.storeDatabase = storeDatabase
+        self.http = http
         self.gateways = gateways
         self.user = user
         self.password = password
@@ -145,19 +185,21 @@ final class BenchTarget {
     deinit { close() }
 
     /// The store database of the deployment: the bench's devices are enrolled there, so
-    /// `--data-dir` must be the deployment the store itself uses.
-    let storeDatabase: StoreDatabase
+    /// `--data-dir` must be the deployment the store itself uses. Nil for a running
+    /// store's HTTP API, known by its address alone.
+    let storeDatabase: StoreDatabase?
 
     /// Enrolls the bench user's `devices` in the store's registry, so that they may LOGIN
     /// and their fetch tokens are accepted ([4.6-4], [7.3-3]).
     func enrollDevices(_ devices: [String], tags: [String] = []) throws(BenchError) {
+        guard let storeDatabase else { throw .setup("no deployment to enroll the bench's devices in") }
         try credentials.enroll(devices, user: user, tags: tags, database: storeDatabase)
     }
 
     /// Stops what the bench started and removes what it created (the devices it enrolled
     /// in a running deployment are revoked). Idempotent.
     func close() {
-        if embedded == nil { credentials.revokeEnrolled(database: storeDatabase) }
+        if embedded == nil, let storeDatabase { credentials.revokeEnrolled(database: storeDatabase) }
         cleanup?()
         cleanup = nil
         embedded?.close()
@@ -186,7 +228,7 @@ final class BenchTarget {
                                                   maxPayload: payloadSize, tls: options.embeddedTLS, database: options.database,
                                                   storeCount: options.storeCount, gatewayCount: options.gatewayCount,
                                                   cluster: options.embeddedCluster, gatewayLoops: options.gatewayLoops,
-                                                  storeLoops: options.storeLoops, storesForward: options.bySend)
+                                                  storeLoops: options.storeLoops, storesForward: options.bySend || scenario == .http)
             let deployment = try openDeployment(embedded.directory)
             var tls: TLSContext?
             if let certificate = embedded.certificatePath {
@@ -196,13 +238,45 @@ final class BenchTarget {
                     throw .setup("TLS: \(error)")
                 }
             }
+            var http: HTTPTarget?
+            if scenario == .http {
+                guard let endpoint = embedded.httpEndpoints.first, let token = embedded.apiToken else {
+                    throw .setup("the embedded store serves no HTTP API")
+                }
+                http = HTTPTarget(endpoint: endpoint, token: token, recipient: user, device: HTTPTarget.benchDevice)
+            }
             return BenchTarget(stores: embedded.storeEndpoints, gateways: embedded.gatewayEndpoints,
                                deployment: deployment, user: user, password: password,
                                gatewayPIDs: embedded.gateways.map(\.pid), storePIDs: embedded.stores.map(\.pid), database: options.database,
                                dataDirectory: embedded.directory,
-                               tls: tls, serverName: nil, embedded: embedded, cleanup: nil)
+                               tls: tls, serverName: nil, http: http, embedded: embedded, cleanup: nil)
         }
+        if scenario == .http { return try prepareRemoteHTTP(options) }
         return try prepareRemote(options, scenario: scenario, executable: executable)
+    }
+
+    /// A running store's HTTP API: the address and token are all the bench needs; the
+    /// recipient is `--user` (default `bench`), who must exist there. No credential is
+    /// signed, so the deployment's keys are not needed: the keys here sign nothing.
+    private static func prepareRemoteHTTP(_ options: TargetOptions) throws(BenchError) -> BenchTarget {
+        guard let endpoint = options.httpURL, let token = options.apiToken else { throw .invalid("http needs --http-url and --api-token") }
+        guard !options.embeddedTLS, options.tls == nil, options.database == nil, options.storeCount == 1 else {
+            throw .invalid("--tls, --ca-file, --database and --stores are not for --http-url")
+        }
+        let user = options.user ?? "bench"
+        guard !user.isEmpty, user.utf8.count <= 64 else { throw .invalid("--user must be 1 to 64 bytes") }
+        let credentials: BenchCredentials
+        do {
+            credentials = BenchCredentials(providerKey: try SecretKey.generate(), serverKey: try SecretKey.generate())
+        } catch {
+            throw .setup("\(error)")
+        }
+        let storePIDs = ProcessMemory.listeningProcess(port: endpoint.port).map { [$0] } ?? []
+        return BenchTarget(stores: [], gateways: [], credentials: credentials, storeDatabase: nil, user: user, password: "",
+                           gatewayPIDs: [], storePIDs: storePIDs, database: nil, dataDirectory: options.dataDirectory ?? "",
+                           tls: nil, serverName: nil,
+                           http: HTTPTarget(endpoint: endpoint, token: token, recipient: user, device: HTTPTarget.benchDevice),
+                           embedded: nil, cleanup: nil)
     }
 
     private static func prepareRemote(_ options: TargetOptions, scenario: Scenario, executable: String?) throws(BenchError) -> BenchTarget {

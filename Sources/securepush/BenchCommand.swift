@@ -31,7 +31,7 @@ struct BenchCommand: ParsableCommand {
         `securepush bench SCENARIO --help` lists a scenario's flags and defaults.
         """,
         subcommands: [BenchEcho.self, BenchStore.self, BenchFetch.self, BenchPush.self, BenchFanout.self, BenchE2E.self,
-                      BenchConnections.self])
+                      BenchConnections.self, BenchHTTP.self])
 }
 
 // MARK: - Scenarios
@@ -243,6 +243,41 @@ struct BenchConnections: LoadScenarioCommand {
         target.gatewayLoops = load.gatewayLoops
         return target
     }
+}
+
+struct BenchHTTP: LoadScenarioCommand {
+    static let scenario = Scenario.http
+    static let configuration = CommandConfiguration(
+        commandName: "http", abstract: scenario.summary,
+        discussion: """
+            Each connection keeps one request in flight (HTTP/1.1 without pipelining), so \
+            --connections is the load of a closed-loop run; --rate makes it open loop. The \
+            embedded deployment runs a gateway and a store with --gateway and --http, mints an \
+            API token for provider "bench", and every message goes to the bench user with a \
+            push to one enrolled device that is never connected (the gateway queues it).
+            """)
+
+    @OptionGroup(title: "Load") var load: Load
+    @OptionGroup(title: "Services (default: embedded)") var services: HTTPServiceFlags
+    @OptionGroup(title: "Output") var output: LoadOutputFlags
+
+    struct Load: ParsableArguments {
+        @Option(help: ArgumentHelp("Keep-alive connections, each with one POST in flight.", valueName: "n"))
+        var connections = Scenario.http.defaultShape.connections
+        @Option(help: ArgumentHelp("Bytes of each message's text.", valueName: "bytes")) var payloadSize = Scenario.http.defaultShape.payloadSize
+        @OptionGroup var pace: PaceFlags<BenchHTTP>
+    }
+
+    func shape() throws -> LoadShape {
+        var shape = try load.pace.shape(connections: load.connections)
+        guard shape.inflight == 1 else {
+            throw CommandFailure("--inflight must be 1 for http (no pipelining): raise --connections instead")
+        }
+        shape.payloadSize = load.payloadSize
+        return shape
+    }
+
+    func target() throws -> TargetOptions { try services.target() }
 }
 
 // MARK: - What the load scenarios share

@@ -1,3 +1,6 @@
+#if canImport(Glibc)
+import Glibc
+#endif
 import ArgumentParser
 import PushBench
 import PushEventLoop
@@ -121,6 +124,36 @@ struct BothServicesFlags: ParsableArguments {
     func target() throws -> TargetOptions {
         try makeTarget(embedded: embedded, tls: tls, stores: store, embeddedStores, gateway: gateway, dataDir: dataDir, user: user,
                        passwordFile: passwordFile, tlsClient)
+    }
+}
+
+/// `bench http`: the embedded deployment, or a running store's HTTP API on this machine.
+struct HTTPServiceFlags: ParsableArguments {
+    @Flag(help: "Start a gateway and a store serving --http for the run in a temporary deployment (the default).") var embedded = false
+    @Option(help: ArgumentHelp("A running store's HTTP API to load instead (127.0.0.1 or [::1] only); it must run with --gateway.",
+                               valueName: "http://host:port"))
+    var httpURL: String?
+    @Option(help: ArgumentHelp("The bearer token for --http-url (`securepush provider token create`) (default: $SECUREPUSH_API_TOKEN).",
+                               valueName: "token"))
+    var apiToken: String?
+    @Option(help: ArgumentHelp("The recipient of the messages sent to --http-url, an existing user (default: bench).", valueName: "name"))
+    var user: String?
+
+    func target() throws -> TargetOptions {
+        var target = TargetOptions()
+        guard let httpURL else {
+            if apiToken != nil || user != nil { throw CommandFailure("--api-token and --user go with --http-url") }
+            return target
+        }
+        if embedded { throw CommandFailure("--embedded excludes --http-url") }
+        do {
+            target.httpURL = try TargetOptions.parseHTTPURL(httpURL)
+        } catch {
+            throw CommandFailure(error.description)
+        }
+        target.apiToken = apiToken ?? getenv("SECUREPUSH_API_TOKEN").map { String(cString: $0) }
+        target.user = user
+        return target
     }
 }
 

@@ -46,6 +46,8 @@ struct BenchCommandTests {
             "e2e": common.union(output).union(pace).union(tls).union(stores).union(cluster).union(["--no-progress", "--connections", "--devices", "--payload-size", "--send",
                                                                      "--store", "--gateway", "--user", "--password-file"]),
             "connections": common.union(output).union(tls).union(["--no-progress", "--connections", "--duration", "--gateway", "--gateway-pid", "--gateway-loops"]),
+            "http": common.union(output).union(pace).union(["--no-progress", "--connections", "--payload-size", "--embedded", "--http-url",
+                                                             "--api-token", "--user"]),
         ]
         for (scenario, flags) in expected {
             #expect(try Self.flags(inHelpOf: ["bench", scenario]) == flags, "bench \(scenario) --help")

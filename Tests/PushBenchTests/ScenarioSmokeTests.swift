@@ -50,6 +50,37 @@ struct ScenarioSmokeTests {
         #expect(json["operations"] as? Double == 100)
     }
 
+    @Test func http() throws {
+        let json = try expectClean("http", ["--count", "200", "--connections", "2"])
+        #expect(json["request"] as? String == "http")
+        #expect(json["operations"] as? Double == 200)
+        let throughput = try #require(json["throughput_per_s"] as? Double)
+        #expect(throughput > 0)
+        let store = try #require(json["store"] as? String)
+        #expect(store.hasPrefix("http://127.0.0.1:"), "\(store)")
+    }
+
+    @Test func httpOpenLoop() throws {
+        let json = try expectClean("http", ["--rate", "200", "--duration", "1", "--connections", "2"])
+        #expect(json["rate"] as? Double == 200)
+        let operations = try #require(json["operations"] as? Double)
+        // 200/s for 1 s: every request the rate asked for, within the pacer's start.
+        #expect(operations >= 190 && operations <= 201, "\(operations)")
+    }
+
+    @Test func httpRefusesForeignTargetsAndPipelining() throws {
+        let remote = try SecurePushBinary.run(["bench", "http", "--http-url", "http://192.0.2.1:8080", "--api-token", "x"] + Self.quick)
+        #expect(remote.status != 0)
+        #expect(remote.stderr.contains("127.0.0.1"), "\(remote.stderr)")
+        let pipelined = try SecurePushBinary.run(["bench", "http", "--inflight", "4"] + Self.quick)
+        #expect(pipelined.status != 0)
+        #expect(pipelined.stderr.contains("--inflight"), "\(pipelined.stderr)")
+        guard ProcessInfo.processInfo.environment["SECUREPUSH_API_TOKEN"] == nil else { return }
+        let tokenless = try SecurePushBinary.run(["bench", "http", "--http-url", "http://127.0.0.1:9"] + Self.quick)
+        #expect(tokenless.status != 0)
+        #expect(tokenless.stderr.contains("--api-token"), "\(tokenless.stderr)")
+    }
+
     @Test func badValueIsOneLineAndForeignFlagsAreRefused() throws {
         let result = try SecurePushBinary.run(["bench", "store", "--inflight", "0"])
         #expect(result.status != 0)

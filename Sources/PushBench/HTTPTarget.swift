@@ -1,0 +1,47 @@
+import PushEventLoop
+
+/// Where `bench http` sends: the store's HTTP API, the bearer token, and what each
+/// message carries (its recipient and the device its push goes to).
+struct HTTPTarget {
+    let endpoint: HostPort
+    let token: String
+    let recipient: String
+    let device: String
+
+    /// The device the bench's messages push to (enrolled, never connected).
+    static let benchDevice = "bench-http-0"
+}
+
+/// The one request a link sends over and over, encoded once.
+enum HTTPRequestTemplate {
+    static func post(_ target: HTTPTarget, payloadSize: Int) -> [UInt8] {
+        // Printable ASCII that JSON takes as is, not all one byte.
+        let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
+        let text = String(decoding: (0..<payloadSize).map { alphabet[$0 % alphabet.count] }, as: UTF8.self)
+        let body = Array(("{\"recipient\":\(json(target.recipient)),\"text\":\"\(text)\",\"ttl_s\":\(StoreBenchmark.ttlSeconds),"
+            + "\"push\":{\"device\":\(json(target.device)),\"ttl_s\":\(EndToEndBenchmark.pushTTLSeconds)}}").utf8)
+        let head = "POST /v1/messages HTTP/1.1\r\n"
+            + "Host: \(target.endpoint)\r\n"
+            + "Authorization: Bearer \(target.token)\r\n"
+            + "Content-Type: application/json\r\n"
+            + "Content-Length: \(body.count)\r\n"
+            + "\r\n"
+        return Array(head.utf8) + body
+    }
+
+    /// `value` as a JSON string.
+    static func json(_ value: String) -> String {
+        var out = "\""
+        for scalar in value.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case _ where scalar.value < 0x20:
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}
