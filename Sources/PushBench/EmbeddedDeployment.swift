@@ -74,7 +74,7 @@ final class EmbeddedDeployment {
                 }
             }
             if !storesForward { try startStores() }
-            if scenario.needsGateway {
+            if scenario.needsGateway || storesForward {
                 // Started one after another: each announces its port before the next starts.
                 for index in 0..<gatewayCount {
                     let arguments = EmbeddedDeployment.clusterArguments(natsURL: nats?.clientURL, node: index + 1)

@@ -39,7 +39,7 @@ public struct LoadBenchmark: Sendable {
 
     private func run(_ scenario: Scenario, _ session: BenchSession) throws(BenchError) -> BenchReport {
         switch scenario {
-        case .store: try StoreBenchmark.run(session, shape)
+        case .store: try StoreBenchmark.run(session, shape, bySend: target.bySend)
         case .fetch: try FetchBenchmark.run(session, shape)
         case .push: try PushBenchmark.run(session, shape)
         case .fanout: try FanoutBenchmark.run(session, shape)

@@ -74,6 +74,12 @@ struct BenchStore: LoadScenarioCommand {
     struct Load: ParsableArguments {
         @Option(help: ArgumentHelp("Provider connections sending STOREs.", valueName: "n")) var connections = Scenario.store.defaultShape.connections
         @Option(help: ArgumentHelp("Payload bytes per STORE.", valueName: "bytes")) var payloadSize = Scenario.store.defaultShape.payloadSize
+        @Flag(help: ArgumentHelp("""
+            SENDs instead of STOREs: each commits its payload and a push to an enrolled device that never connects, which \
+            the store hands to a gateway (the protocol's counterpart of `bench http`; a --store must run with --gateway; \
+            embedded stores are started so).
+            """))
+        var send = false
         @OptionGroup var pace: PaceFlags<BenchStore>
     }
 
@@ -83,7 +89,11 @@ struct BenchStore: LoadScenarioCommand {
         return shape
     }
 
-    func target() throws -> TargetOptions { try services.target() }
+    func target() throws -> TargetOptions {
+        var target = try services.target()
+        target.bySend = load.send
+        return target
+    }
 }
 
 struct BenchFetch: LoadScenarioCommand {
