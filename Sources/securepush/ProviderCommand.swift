@@ -106,10 +106,4 @@ private func administer<T>(_ body: () throws(APITokenError) -> T) throws(Command
 }
 
 /// `2025-01-31T13:05:09Z`: a unix-ms instant in UTC.
-func utcISO8601(milliseconds: UInt64) -> String {
-    var seconds = time_t(clamping: milliseconds / 1000)
-    var parts = tm()
-    guard gmtime_r(&seconds, &parts) != nil else { return "\(milliseconds)" }
-    func two(_ value: Int32) -> String { value < 10 ? "0\(value)" : "\(value)" }
-    return "\(parts.tm_year + 1900)-\(two(parts.tm_mon + 1))-\(two(parts.tm_mday))T\(two(parts.tm_hour)):\(two(parts.tm_min)):\(two(parts.tm_sec))Z"
-}
+func utcISO8601(milliseconds: UInt64) -> String { UTCTime.iso8601(milliseconds: milliseconds) }

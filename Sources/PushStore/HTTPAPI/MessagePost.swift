@@ -27,46 +27,46 @@ struct MessagePost: Decodable {
         var collapseKey: String?
         var ttlSeconds: UInt32?
 
-        enum CodingKeys: String, CodingKey, CaseIterable {
+        enum Key: String, StrictKey {
             case device, tag, alert, priority
             case collapseKey = "collapse_key"
             case ttlSeconds = "ttl_s"
         }
 
         init(from decoder: Decoder) throws {
-            try StrictKeys.check(decoder, allowed: CodingKeys.allCases.map(\.rawValue), in: "push")
-            let container = try decoder.container(keyedBy: CodingKeys.self)
-            device = try container.decodeIfPresent(String.self, forKey: .device)
-            tag = try container.decodeIfPresent(String.self, forKey: .tag)
-            alert = try container.decodeIfPresent(Bool.self, forKey: .alert)
-            priority = try container.integer(UInt8.self, .priority, path: "push.")
-            collapseKey = try container.decodeIfPresent(String.self, forKey: .collapseKey)
-            ttlSeconds = try container.integer(UInt32.self, .ttlSeconds, path: "push.")
+            let container = try StrictKeys.container(decoder, Key.self, in: "push.")
+            device = try container.decodeIfPresent(String.self, forKey: .known(.device))
+            tag = try container.decodeIfPresent(String.self, forKey: .known(.tag))
+            alert = try container.decodeIfPresent(Bool.self, forKey: .known(.alert))
+            priority = try container.integer(UInt8.self, .known(.priority), path: "push.")
+            collapseKey = try container.decodeIfPresent(String.self, forKey: .known(.collapseKey))
+            ttlSeconds = try container.integer(UInt32.self, .known(.ttlSeconds), path: "push.")
         }
     }
 
-    enum CodingKeys: String, CodingKey, CaseIterable {
+    enum Key: String, StrictKey {
         case recipient, text, payload, push
         case ttlSeconds = "ttl_s"
         case readLimit = "read_limit"
     }
 
     init(from decoder: Decoder) throws {
-        try StrictKeys.check(decoder, allowed: CodingKeys.allCases.map(\.rawValue), in: nil)
-        let container = try decoder.container(keyedBy: CodingKeys.self)
-        recipient = try container.decode(String.self, forKey: .recipient)
-        text = try container.decodeIfPresent(String.self, forKey: .text)
-        payload = try container.decodeIfPresent(String.self, forKey: .payload)
-        ttlSeconds = try container.integer(UInt32.self, .ttlSeconds, path: "")
-        readLimit = try container.integer(UInt32.self, .readLimit, path: "")
-        push = try container.decodeIfPresent(PushOptions.self, forKey: .push)
+        let container = try StrictKeys.container(decoder, Key.self, in: "")
+        recipient = try container.decode(String.self, forKey: .known(.recipient))
+        text = try container.decodeIfPresent(String.self, forKey: .known(.text))
+        payload = try container.decodeIfPresent(String.self, forKey: .known(.payload))
+        ttlSeconds = try container.integer(UInt32.self, .known(.ttlSeconds), path: "")
+        readLimit = try container.integer(UInt32.self, .known(.readLimit), path: "")
+        push = try container.decodeIfPresent(PushOptions.self, forKey: .known(.push))
     }
+
+    private static let decoder = JSONDecoder()
 
     /// Decodes a request body: 400 when it is not JSON (or not an object), 422 when it is
     /// but does not describe a message.
     static func decode(_ body: [UInt8]) throws(ProviderAPIProblem) -> MessagePost {
         do {
-            return try JSONDecoder().decode(MessagePost.self, from: Data(body))
+            return try MessagePost.decoder.decode(MessagePost.self, from: Data(body))
         } catch let error as DecodingError {
             throw ProviderAPIProblem.describing(error)
         } catch let error as StrictKeys.Unknown {
@@ -131,24 +131,43 @@ extension KeyedDecodingContainer {
     }
 }
 
+/// The members a type knows, by their JSON names.
+protocol StrictKey: RawRepresentable<String>, CaseIterable, Sendable {}
+
+/// A coding key that takes any member's name, so that one keyed container both reads the
+/// known members and names the first unknown one.
+enum StrictCodingKey<Known: StrictKey>: CodingKey {
+    case known(Known)
+    case unknown(String)
+
+    init(stringValue: String) {
+        self = Known(rawValue: stringValue).map { .known($0) } ?? .unknown(stringValue)
+    }
+
+    init?(intValue: Int) { nil }
+    var intValue: Int? { nil }
+
+    var stringValue: String {
+        switch self {
+        case .known(let key): key.rawValue
+        case .unknown(let name): name
+        }
+    }
+}
+
 /// Refuses members a type does not know.
 enum StrictKeys {
     struct Unknown: Error {
         var path: String
     }
 
-    private struct AnyKey: CodingKey {
-        var stringValue: String
-        var intValue: Int? { nil }
-        init(stringValue: String) { self.stringValue = stringValue }
-        init?(intValue: Int) { nil }
-    }
-
-    static func check(_ decoder: Decoder, allowed: [String], in parent: String?) throws {
-        let container = try decoder.container(keyedBy: AnyKey.self)
-        if let unknown = container.allKeys.first(where: { !allowed.contains($0.stringValue) }) {
-            throw Unknown(path: parent.map { "\($0).\(unknown.stringValue)" } ?? unknown.stringValue)
+    static func container<Known: StrictKey>(_ decoder: Decoder, _ known: Known.Type, in parent: String) throws
+        -> KeyedDecodingContainer<StrictCodingKey<Known>> {
+        let container = try decoder.container(keyedBy: StrictCodingKey<Known>.self)
+        for key in container.allKeys {
+            if case .unknown(let name) = key { throw Unknown(path: parent + name) }
         }
+        return container
     }
 }
 

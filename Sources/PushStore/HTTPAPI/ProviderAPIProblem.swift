@@ -1,4 +1,5 @@
 import FoundationEssentials
+import PushClock
 import PushWire
 
 /// An error answer of the HTTP provider API: an RFC 9457 problem document
@@ -91,8 +92,5 @@ enum ProviderAPIJSON {
         return encoder
     }()
 
-    static func time(_ unixMs: UInt64) -> String {
-        Date(timeIntervalSince1970: Double(unixMs) / 1000)
-            .formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
-    }
+    static func time(_ unixMs: UInt64) -> String { UTCTime.iso8601(milliseconds: unixMs, fractional: true) }
 }

@@ -28,9 +28,9 @@ struct ProviderAPIResponse: Equatable {
         case .sendOK(let sent):
             var headers = [("Location", "/v1/messages/\(sent.id.hex)")]
             if sent.replayed { headers.append(("Idempotent-Replayed", "true")) }
-            return .json(201, SentMessage(id: sent.id.hex, createdAt: createdAt.map(ProviderAPIJSON.time),
-                                          expiresAt: ProviderAPIJSON.time(sent.expiresAt), replayed: sent.replayed),
-                         headers: headers)
+            let body = SentMessage(id: sent.id.hex, createdAt: createdAt.map(ProviderAPIJSON.time),
+                                   expiresAt: ProviderAPIJSON.time(sent.expiresAt), replayed: sent.replayed)
+            return ProviderAPIResponse(status: 201, headers: [("Content-Type", "application/json")] + headers, body: body.json)
         case .statusOK(let status):
             return .json(200, MessageStatus(status))
         case .recallOK:
@@ -47,6 +47,17 @@ struct ProviderAPIResponse: Equatable {
 
 /// The body of `201 Created`.
 struct SentMessage: Encodable {
+    /// The document, written directly: every value is hex digits, a time or a boolean, none
+    /// needs escaping, and this answer is the API's hot path (JSONEncoder's general
+    /// machinery cost more than the rest of building the response). Member order and
+    /// spelling are JSONEncoder's with sorted keys; a test holds the two equal.
+    var json: [UInt8] {
+        var text = "{"
+        if let createdAt { text += "\"created_at\":\"\(createdAt)\"," }
+        text += "\"expires_at\":\"\(expiresAt)\",\"id\":\"\(id)\",\"replayed\":\(replayed)}"
+        return Array(text.utf8)
+    }
+
     var id: String
     /// Absent when the answer replays an earlier request's ([4.17-5]).
     var createdAt: String?

@@ -1,0 +1,92 @@
+import Foundation
+@testable import PushStore
+import PushWire
+import Testing
+
+/// The HTTP provider API's parts that need no sockets: the body, the routes, the answers.
+@Suite("HTTP provider API without sockets")
+struct ProviderAPITests {
+    func post(_ json: String, key: String? = nil) throws(ProviderAPIProblem) -> SendRequest {
+        try MessagePost.decode(Array(json.utf8)).sendRequest(idempotencyKey: key)
+    }
+
+    func problem(_ json: String) -> ProviderAPIProblem? {
+        do {
+            _ = try post(json)
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    @Test("[4.17-1] [4.17-2] a body becomes the SEND it describes: text or base64 payload, the push's target and options, the key")
+    func bodyToSend() throws {
+        let send = try post(#"{"recipient":"alice","text":"hi","ttl_s":60,"read_limit":1,"push":{"device":"phone","alert":true,"priority":10,"collapse_key":"c","ttl_s":30}}"#,
+                            key: "k-1")
+        #expect(send == SendRequest(user: "alice", payload: Array("hi".utf8), ttlSeconds: 60, readLimit: 1, target: .device("phone"),
+                                    alert: true, priority: 10, collapseKey: "c", pushTTLSeconds: 30, idempotencyKey: "k-1"))
+        #expect(try post(#"{"recipient":"alice","payload":"AAEC/w==","push":{"tag":"work"}}"#)
+                == SendRequest(user: "alice", payload: [0, 1, 2, 255], target: .tag("work")))
+        #expect(try post(#"{"recipient":"alice","text":""}"#) == SendRequest(user: "alice", payload: []))
+    }
+
+    @Test("bad bodies: 400 when not JSON, 422 naming what is wrong otherwise")
+    func badBodies() {
+        #expect(problem("{")?.httpStatus == 400)
+        #expect(problem("")?.httpStatus == 400)
+        #expect(problem("[]")?.httpStatus == 422)
+        #expect(problem(#"{"text":"x"}"#)?.detail == "missing member recipient")
+        #expect(problem(#"{"recipient":"a","text":"x","push":{"devce":"p"}}"#)?.detail == "unknown member push.devce")
+        #expect(problem(#"{"recipient":"a","text":"x","extra":1}"#)?.detail == "unknown member extra")
+        #expect(problem(#"{"recipient":"a","text":"x","ttl_s":-1}"#)?.detail == "ttl_s must be an integer from 0 to 4294967295")
+        #expect(problem(#"{"recipient":"a","text":"x","ttl_s":1.5}"#)?.httpStatus == 422)
+        #expect(problem(#"{"recipient":"a","text":"x","push":{"priority":11}}"#)?.httpStatus == 422, "over the protocol's 10")
+        #expect(problem(#"{"recipient":"a","text":"x","push":{"device":"p","tag":"t"}}"#)?.httpStatus == 422)
+        #expect(problem(#"{"recipient":"a"}"#)?.detail == "give exactly one of text and payload")
+        #expect(problem(#"{"recipient":1,"text":"x"}"#)?.detail == "recipient has the wrong type")
+        #expect(problem(#"{"recipient":"\#(String(repeating: "u", count: 65))","text":"x"}"#)?.httpStatus == 422, "the wire's 64-byte limit")
+    }
+
+    @Test("routes: POST /v1/messages, GET and DELETE /v1/messages/{id}; 404 and 405 otherwise")
+    func routes() throws {
+        let id = PayloadID.random()
+        #expect(try ProviderAPIRoute.of(method: "POST", path: "/v1/messages") == .send)
+        #expect(try ProviderAPIRoute.of(method: "GET", path: "/v1/messages/\(id.hex)") == .status(id))
+        #expect(try ProviderAPIRoute.of(method: "DELETE", path: "/v1/messages/\(id.hex)") == .recall(id))
+        for (method, path, status) in [("GET", "/v1/messages", 405), ("PUT", "/v1/messages/\(id.hex)", 405), ("GET", "/v1/other", 404),
+                                       ("GET", "/v1/messages/xyz", 404), ("GET", "/", 404)] {
+            #expect(throws: ProviderAPIProblem.self) { try ProviderAPIRoute.of(method: method, path: path) }
+            do {
+                _ = try ProviderAPIRoute.of(method: method, path: path)
+            } catch {
+                #expect(error.httpStatus == status, "\(method) \(path)")
+            }
+        }
+    }
+
+    @Test("the 201 body written directly is what JSONEncoder writes with sorted keys, with and without created_at")
+    func sentMessageJSON() throws {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        for created in [Optional("2026-11-29T07:05:30.123Z"), nil] {
+            for replayed in [false, true] {
+                let body = SentMessage(id: PayloadID.random().hex, createdAt: created, expiresAt: "2026-11-30T07:05:30.123Z", replayed: replayed)
+                #expect(body.json == Array(try encoder.encode(body)))
+            }
+        }
+        #expect(ProviderAPIJSON.time(1_764_400_000_123) == "2025-11-29T07:06:40.123Z")
+        #expect(ProviderAPIJSON.time(5) == "1970-01-01T00:00:00.005Z")
+    }
+
+    @Test("protocol statuses map to the HTTP statuses a user expects; a keyed SEND's BUSY is 409")
+    func statusMapping() {
+        let cases: [(Status, Int)] = [(.badRequest, 422), (.unknownUser, 422), (.badToken, 401), (.forbidden, 403), (.notFound, 404),
+                                      (.gone, 410), (.conflict, 409), (.tooLarge, 413), (.rateLimited, 429), (.busy, 503),
+                                      (.shuttingDown, 503), (.internalError, 503)]
+        for (status, http) in cases {
+            #expect(ProviderAPIProblem(ErrorReply(status: status)).httpStatus == http, "\(status)")
+        }
+        #expect(ProviderAPIProblem(ErrorReply(status: .busy), keyedSend: true).httpStatus == 409)
+        #expect(ProviderAPIProblem(ErrorReply(status: .busy)).headers.contains { $0.0 == "Retry-After" })
+    }
+}
