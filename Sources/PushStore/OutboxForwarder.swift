@@ -254,10 +254,18 @@ public final class OutboxForwarder {
 
     // MARK: recording answers
 
+    /// Answers are recorded a moment after they come, many to a write: a record alone
+    /// would cost a commit of its own (an fsync, on SQLite) on the path of the next SEND's.
+    /// Losing the last moment's records to a crash costs only a push sent again, which the
+    /// gateway takes once ([4.17-8]); STATUS shows an answer that much later ([4.12-2]).
+    static let recordDelayMs = 50
+    static let recordBatch = 1024
+
     private func scheduleRecord() {
+        if answered.count >= OutboxForwarder.recordBatch { return flushAnswers() }
         guard !recordScheduled else { return }
         recordScheduled = true
-        loop.schedule(after: .zero) { [weak self] in self?.flushAnswers() }
+        loop.schedule(after: .milliseconds(OutboxForwarder.recordDelayMs)) { [weak self] in self?.flushAnswers() }
     }
 
     private func flushAnswers() {
