@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Testing
 import PushClient
 import PushProcess
@@ -245,5 +246,46 @@ struct HTTPAPIProcessTests {
         }
         let plain = try? HTTPTestConnection(port: setup.httpPort, timeoutMs: 2_000).request("GET", "/v1/messages")
         #expect(plain?.status == nil, "no HTTP answer on the HTTPS port")
+    }
+
+    @Test("[4.17-1] the store SIGKILLed while POSTs flow on four connections: after a restart every message answered 201 is there, with its push")
+    func acknowledgedPostsSurviveSIGKILL() throws {
+        let deployment = try TemporaryDeployment()
+        try deployment.addUser("alice", password: "alice-pw")
+        _ = try deployment.enroll("phone")
+        let storePort = try freeLoopbackPort(), httpPort = try freeLoopbackPort(), gatewayPort = try freeLoopbackPort()
+        let arguments = ["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(gatewayPort)", "--http", "127.0.0.1:\(httpPort)"]
+        let first = try ServiceProcess(arguments, listen: "127.0.0.1:\(storePort)")
+        let token = try SecurePushBinary.run(["provider", "token", "create", "billing", "--data-dir", deployment.directory])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let acknowledged = Mutex<[String]>([])
+        let senders = DispatchGroup()
+        for sender in 0..<4 {
+            DispatchQueue.global().async(group: senders) {
+                guard let http = try? HTTPTestConnection(port: httpPort, timeoutMs: 5_000) else { return }
+                for index in 0..<10_000 {
+                    let json = #"{"recipient":"alice","text":"message \#(sender)-\#(index)","push":{"device":"phone"}}"#
+                    guard let sent = try? http.post("/v1/messages", json: json, token: token), sent.status == 201,
+                          let id = (try? sent.json())?["id"] as? String else { return }
+                    acknowledged.withLock { $0.append(id) }
+                }
+            }
+        }
+        #expect(try waitUntil { acknowledged.withLock { $0.count } >= 400 })
+        first.killHard()
+        senders.wait()
+        _ = first.child.wait(seconds: 10)
+        let ids = acknowledged.withLock { $0 }
+
+        let second = try ServiceProcess(arguments, listen: "127.0.0.1:\(storePort)")
+        defer { _ = second.terminate() }
+        let http = try HTTPTestConnection(port: httpPort)
+        var missing: [String] = []
+        for id in ids {
+            let status = try http.request("GET", "/v1/messages/\(id)", headers: [("Authorization", "Bearer \(token)")])
+            let push = (try? status.json())?["push"] as? [String: Any]
+            if status.status != 200 || push?["state"] as? String == "none" { missing.append(id) }
+        }
+        #expect(missing.isEmpty, "\(missing.count) of \(ids.count) acknowledged messages lost or without their push")
     }
 }
