@@ -30,6 +30,13 @@ struct FailureWindowLimiter {
         }
     }
 
+    /// Other stores of the database have counted `limit` failures for `key` in the window
+    /// that started at `windowStart`: limited here too until it ends.
+    mutating func markLimited(_ key: String, windowStart: UInt64) {
+        if let window = windows[key], window.startMs == windowStart, window.failures >= limit { return }
+        windows[key] = Window(startMs: windowStart, failures: limit)
+    }
+
     mutating func recordSuccess(_ key: String) {
         windows[key] = nil
     }

@@ -97,6 +97,20 @@ public enum WriteOperation: Sendable {
     /// recorded is sent again after a restart, and the gateway takes the repeat as the
     /// same push ([4.13-12]), so nothing waits for these to be durable.
     case pushesHanded([HandedPush])
+    /// Tokens refused (forged fetch tokens, unknown or revoked API tokens), for the limit per
+    /// address kept in the database (`StoreBackend.sharesLoginLimits`) ([8-9]).
+    case tokenFailures([TokenFailure])
+}
+
+/// A refused token, counted against the client address that sent it ([8-9]).
+public struct TokenFailure: Sendable, Equatable {
+    public var address: String
+    public var nowMs: UInt64
+
+    public init(address: String, nowMs: UInt64) {
+        self.address = address
+        self.nowMs = nowMs
+    }
 }
 
 /// Successful FETCHes of one payload since the last batch.

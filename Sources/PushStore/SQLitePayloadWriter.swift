@@ -179,7 +179,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
         case .recordFetches(let tallies):
             for tally in tallies { try record(tally) }
             return .ok
-        case .loginAttempt:
+        case .loginAttempt, .tokenFailures:
             // One SQLite store serves its database alone: its own memory holds the limits.
             return .ok
         case .pushesHanded(let handed):

@@ -466,7 +466,35 @@ public final class StoreLogic {
     /// An HTTP API token refused (unknown, revoked or with the wrong secret): counted
     /// against the address as a forged fetch token is.
     func apiTokenRefused(address: String) {
-        shared.state.withLock { $0.badTokens.recordFailure(address, nowMs: clock()) }
+        tokenRefused(address: address, nowMs: clock())
+    }
+
+    /// Whether refused tokens are counted in the database too, so that every store of it
+    /// keeps one limit per address ([8-9]): set from the backend at start.
+    public var sharesTokenLimits = false
+
+    private func tokenRefused(address: String, nowMs: UInt64) {
+        let share = sharesTokenLimits
+        shared.state.withLock {
+            $0.badTokens.recordFailure(address, nowMs: nowMs)
+            if share { $0.tokenFailuresToShare.append(TokenFailure(address: address, nowMs: nowMs)) }
+        }
+    }
+
+    /// Refused tokens to count in the database, taken once.
+    public func takeTokenFailures() -> [TokenFailure] {
+        shared.state.withLock { state in
+            defer { state.tokenFailuresToShare = [] }
+            return state.tokenFailuresToShare
+        }
+    }
+
+    /// Addresses other stores of the database have limited ([8-9]).
+    public func markLimited(_ addresses: [LimitedAddress]) {
+        guard !addresses.isEmpty else { return }
+        shared.state.withLock { state in
+            for limited in addresses { state.badTokens.markLimited(limited.address, windowStart: limited.windowStart) }
+        }
     }
 
     /// The token checks shared by FETCH, SYNC and ACK that need no reads ([4.8-1], [4.8-2]).
@@ -485,7 +513,7 @@ public final class StoreLogic {
             session.verifiedClaims = claims
             return claims
         } catch {
-            if error.status == .badToken { shared.state.withLock { $0.badTokens.recordFailure(session.peerAddress, nowMs: nowMs) } }
+            if error.status == .badToken { tokenRefused(address: session.peerAddress, nowMs: nowMs) }
             throw Refusal(error.status, error.description)
         }
     }

@@ -19,6 +19,9 @@ public final class StoreProcessState: Sendable {
         /// Payloads recalled lately on any loop, so that no loop hands over a push for one
         /// that is still waiting in its memory ([4.17-4]); the oldest are forgotten first.
         var recalled = RecentIDs(capacity: 100_000)
+        /// Refused tokens not yet counted in the database, where every store of it counts
+        /// them (`StoreLogic.sharesTokenLimits`); empty otherwise.
+        var tokenFailuresToShare: [TokenFailure] = []
     }
 
     let state: Mutex<Guarded>

@@ -177,8 +177,25 @@ public protocol StoreBackend: AnyObject {
     var location: String { get }
     /// The kind of database, for the log: "sqlite" or "postgresql".
     var kind: String { get }
+    /// With limits kept in the database (`sharesLoginLimits`): the addresses that have had
+    /// `limit` tokens refused, by any store, in the window that started at `windowStart`
+    /// and has not ended by `nowMs` ([8-9]).
+    func limitedTokenAddresses(limit: Int, windowMs: UInt64, nowMs: UInt64,
+                               completion: @escaping (Result<[LimitedAddress], StoreBackendError>) -> Void)
+}
+
+/// An address over the BAD_TOKEN limit, from the database every store shares.
+public struct LimitedAddress: Sendable, Equatable {
+    public var address: String
+    public var windowStart: UInt64
 }
 
 extension StoreBackend {
     public func readNow(_ reads: StoreReads) -> Result<StoreReadResult, StoreBackendError>? { nil }
+
+    /// A store alone on its database keeps the limit in its own memory.
+    public func limitedTokenAddresses(limit: Int, windowMs: UInt64, nowMs: UInt64,
+                                      completion: @escaping (Result<[LimitedAddress], StoreBackendError>) -> Void) {
+        completion(.success([]))
+    }
 }

@@ -23,6 +23,7 @@ public final class StoreServer: ServiceHandler {
     /// The registry's last change this store has noticed and reported.
     private var noticedRegistrySequence: UInt64
     private var registryPollInFlight = false
+    private var tokenLimitPollInFlight = false
     private var logins = 0
     private var tallyTimer: LoopTimer?
     private var rateLimitLog = LogThrottle()
@@ -76,6 +77,7 @@ public final class StoreServer: ServiceHandler {
             self?.flushFetchTallies()
             self?.logDueRateLimits()
             self?.pollRegistry()
+            self?.shareTokenLimits()
         }
         logic.onTokenRevoked = { [unowned self] reason, claims, session in
             tokenRevoked(reason, claims: claims, session: session)
@@ -86,6 +88,25 @@ public final class StoreServer: ServiceHandler {
     public func stopTimers() {
         tallyTimer?.cancel()
         tallyTimer = nil
+    }
+
+    /// With limits kept in the database: this process's refused tokens counted there, and
+    /// the addresses any store has limited read back, five times a second, by the loop that
+    /// speaks for the process ([8-9]). A guesser spread over the stores meets the limit
+    /// within that much of its last refusal.
+    private func shareTokenLimits() {
+        guard logic.sharesTokenLimits, speaksForProcess, !tokenLimitPollInFlight else { return }
+        let failures = logic.takeTokenFailures()
+        if !failures.isEmpty { backend.submit(.tokenFailures(failures), ticket: 0) }
+        tokenLimitPollInFlight = true
+        let settings = logic.settings
+        backend.limitedTokenAddresses(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs,
+                                      nowMs: Clocks.wallMilliseconds()) { [weak self] result in
+            guard let self else { return }
+            tokenLimitPollInFlight = false
+            // A database that is down is the readiness check's and the registry poll's to report.
+            if case .success(let limited) = result { logic.markLimited(limited) }
+        }
     }
 
     /// One writer operation for many FETCHes instead of one UPDATE each.

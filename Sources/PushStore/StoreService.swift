@@ -103,6 +103,7 @@ public final class StoreService: LoopGroupMember {
         let shard = configuration.shard
         let logic = StoreLogic(settings: configuration.settings, serverKey: configuration.serverKey,
                                providerKey: configuration.providerKey, clock: clock, shared: shard?.shared)
+        logic.sharesTokenLimits = backend.sharesLoginLimits
         let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, backend: backend,
                                  admission: shard?.seat.admission, speaksForProcess: configuration.speaksForProcess)
         let host = server.host!

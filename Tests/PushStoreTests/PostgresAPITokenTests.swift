@@ -70,7 +70,7 @@ struct PostgresAPITokenTests {
             #expect(try PostgresSchema.version(on: old) == 3)
 
             let admin = try PostgresAdministration(url: url)
-            #expect(try PostgresSchema.version(on: old) == 4)
+            #expect(try PostgresSchema.version(on: old) == PostgresSchema.currentVersion)
             #expect(try admin.list(nowMs: 1).map(\.name) == ["alice"])
             #expect(try admin.apiTokens.list().isEmpty)
             let created = try admin.apiTokens.create(provider: "billing", nowMs: 5)

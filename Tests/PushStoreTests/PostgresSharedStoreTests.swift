@@ -40,6 +40,26 @@ struct PostgresSharedStoreTests {
         }
     }
 
+    @Test("[8-9] forged tokens spread over two stores meet one BAD_TOKEN limit per address: B refuses once A has counted the limit, until the window ends")
+    func badTokenLimitShared() async throws {
+        try await onOwnThread {
+            let (database, a, b) = try twoStores { $0.settings.badTokenWindowMs = 60_000 }
+            let forged = Fetch(id: PayloadID.random(), token: Array(repeating: 7, count: 80))
+            // The limit is 20 per address in the window: 15 at A, 5 at B.
+            for (index, store) in (Array(repeating: a, count: 15) + Array(repeating: b, count: 5)).enumerated() {
+                #expect(errorStatus(try store.device().request(.fetch(forged))) == .badToken, "refusal \(index + 1)")
+            }
+            #expect(waitUntil(timeoutSeconds: 5) {
+                (try? database.sql("SELECT failures FROM token_failures WHERE address = '127.0.0.1'").int64(0, 0)) == 20
+            }, "both stores counted in the database")
+            for store in [a, b] {
+                #expect(waitUntil(timeoutSeconds: 5) {
+                    (try? errorStatus(store.device().request(.fetch(Fetch(id: PayloadID.random(), token: store.token()))))) == .rateLimited
+                }, "even a genuine token is held back at either store")
+            }
+        }
+    }
+
     @Test("[8-10] [8-13] failed LOGINs of one user spread over two stores are held back as if made at one")
     func pairLimitShared() async throws {
         try await onOwnThread {

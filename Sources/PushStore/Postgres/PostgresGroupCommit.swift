@@ -32,6 +32,8 @@ final class PostgresGroupCommit {
     private let loop: EventLoop
     private let sealer: PayloadSealer
     private let limits: LoginThrottle.Settings
+    /// The window of the BAD_TOKEN limit per address ([8-9]).
+    private let tokenWindowMs: UInt64
     private let deliver: Delivery
     private var queue: [Pending] = []
     private(set) var inFlight = false
@@ -52,8 +54,9 @@ final class PostgresGroupCommit {
     /// requests that come first.
     static let maxGroup = 8192
 
-    init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, limits: LoginThrottle.Settings,
+    init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, limits: LoginThrottle.Settings, tokenWindowMs: UInt64,
          deliver: @escaping Delivery) {
+        self.tokenWindowMs = tokenWindowMs
         self.link = link
         self.loop = loop
         self.sealer = sealer
@@ -206,7 +209,7 @@ final class PostgresGroupCommit {
             case .recordFetches(let more):
                 tallies += more
                 plan.operations.append(.done)
-            case .loginAttempt, .pushesHanded:
+            case .loginAttempt, .pushesHanded, .tokenFailures:
                 plan.operations.append(.done)
             }
         }
@@ -249,6 +252,8 @@ final class PostgresGroupCommit {
                 plan.statements.append(fixed(PostgresWriteStatements.loginAttempt(attempt, settings: limits)))
             case .pushesHanded(let handed):
                 plan.statements.append(fixed(PostgresWriteStatements.pushesHanded(handed)))
+            case .tokenFailures(let failures):
+                plan.statements += PostgresWriteStatements.tokenFailures(failures, windowMs: tokenWindowMs).map(fixed)
             case .store, .recordFetches:
                 break
             }

@@ -26,14 +26,14 @@ public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
 /// removal fence and the login limits.
 public enum PostgresSchema {
     /// The version this build writes and reads.
-    public static let currentVersion: Int64 = 4
+    public static let currentVersion: Int64 = 5
 
     /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
     /// deployment's other users of the database do not take.
     static let migrationLock: Int64 = 0x7365_6375_7265_7075
 
     /// Migrations by the version they lead to, oldest first.
-    static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4)]
+    static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4), (5, version5)]
 
     /// Users have a random 63-bit id that payloads and registrations bind to, so a name
     /// removed and added again is another user; `created_at` dates the tokens a holder may
@@ -163,6 +163,16 @@ public enum PostgresSchema {
             created_at bigint NOT NULL,
             revoked_at bigint,
             scopes text NOT NULL DEFAULT 'send,status,recall'
+        )
+        """
+
+    /// Refused tokens per client address, in the window of the BAD_TOKEN limit ([8-9]):
+    /// counted by every store of the database, so a guesser cannot spread over them.
+    static let version5 = """
+        CREATE TABLE token_failures (
+            address text PRIMARY KEY,
+            window_start bigint NOT NULL,
+            failures integer NOT NULL
         )
         """
 

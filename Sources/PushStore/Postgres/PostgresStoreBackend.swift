@@ -115,7 +115,8 @@ public final class PostgresStoreBackend: StoreBackend {
         }
         readLinks = (0..<PostgresStoreBackend.readConnections).map { link("read \($0 + 1)") }
         writeLink = link("write")
-        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: LoginThrottle.Settings(settings)) {
+        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: LoginThrottle.Settings(settings),
+                                        tokenWindowMs: settings.badTokenWindowMs) {
             [weak self] tickets, outcomes in
             if outcomes != nil { self?.writesWorkSinceMs = Clocks.monotonicMilliseconds() }
             self?.onCommitted?(tickets, outcomes)
@@ -275,6 +276,22 @@ public final class PostgresStoreBackend: StoreBackend {
                                                        createdAt: try rows.uint(row, 3)))
                         }
                         return entries
+                    }.mapError { StoreBackendError($0) }
+                })
+            }
+        }
+    }
+
+    public func limitedTokenAddresses(limit: Int, windowMs: UInt64, nowMs: UInt64,
+                                      completion: @escaping (Result<[LimitedAddress], StoreBackendError>) -> Void) {
+        onReadConnection(completion) { run in
+            run("SELECT address, window_start FROM token_failures WHERE failures >= $1 AND window_start > $2",
+                [.int64(Int64(limit)), .uint(nowMs > windowMs ? nowMs - windowMs : 0)]) { result in
+                completion(result.mapError { StoreBackendError($0) }.flatMap { rows in
+                    Result { () throws(PostgresError) -> [LimitedAddress] in
+                        try rows.rows.indices.map { (row) throws(PostgresError) in
+                            LimitedAddress(address: try rows.text(row, 0), windowStart: try rows.uint(row, 1))
+                        }
                     }.mapError { StoreBackendError($0) }
                 })
             }

@@ -211,6 +211,33 @@ enum PostgresWriteStatements {
         ], prepared: true)
     }
 
+    /// Refused tokens counted per address in the window every store shares ([8-9]): one
+    /// upsert of each address's count (an address at most once, as ON CONFLICT requires),
+    /// its window started afresh once over (or when a clock stepped back), then the windows
+    /// that are over are forgotten.
+    static func tokenFailures(_ failures: [TokenFailure], windowMs: UInt64) -> [PostgresStatement] {
+        var byAddress: [String: (first: UInt64, count: Int64)] = [:]
+        for failure in failures {
+            let earlier = byAddress[failure.address]
+            byAddress[failure.address] = (min(earlier?.first ?? failure.nowMs, failure.nowMs), (earlier?.count ?? 0) + 1)
+        }
+        let addresses = Array(byAddress.keys)
+        let now = failures.map(\.nowMs).max() ?? 0
+        let open = "(excluded.window_start >= tf.window_start AND excluded.window_start - tf.window_start < $3)"
+        return [
+            PostgresStatement("""
+                INSERT INTO token_failures AS tf (address, window_start, failures)
+                SELECT * FROM unnest($1::text[], $2::bigint[], $4::bigint[])
+                ON CONFLICT (address) DO UPDATE
+                SET failures = CASE WHEN \(open) THEN tf.failures + excluded.failures ELSE excluded.failures END,
+                    window_start = CASE WHEN \(open) THEN tf.window_start ELSE excluded.window_start END
+                """, [.textArray(addresses), .int64Array(addresses.map { Int64(clamping: byAddress[$0]?.first ?? 0) }),
+                      .uint(windowMs), .int64Array(addresses.map { byAddress[$0]?.count ?? 0 })], prepared: true),
+            PostgresStatement("DELETE FROM token_failures WHERE window_start < $1",
+                              [.uint(now > windowMs ? now - windowMs : 0)], prepared: true),
+        ]
+    }
+
     /// Gateways' answers to outbox pushes ([4.12-2]).
     static func pushesHanded(_ handed: [HandedPush]) -> PostgresStatement {
         PostgresStatement("""
