@@ -39,7 +39,8 @@ struct BenchCommandTests {
         let cluster: Set = ["--gateways", "--nats", "--gateway-loops"]
         let expected: [String: Set<String>] = [
             "echo": common.union(output).union(["--inflight", "--payload-size", "--duration", "--warmup"]),
-            "store": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--payload-size", "--store", "--user"]),
+            "store": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--payload-size", "--store", "--user",
+                                                                                       "--send"]),
             "fetch": common.union(output).union(pace).union(tls).union(stores).union(["--no-progress", "--connections", "--payload-size", "--store", "--user"]),
             "push": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
             "fanout": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),

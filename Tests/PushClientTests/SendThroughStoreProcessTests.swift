@@ -155,13 +155,14 @@ struct SendThroughStoreProcessTests {
         #expect(try Self.nothingMore(device), "no push came twice")
     }
 
-    /// Pushes the device at `gateway` receives until it has every one of `sent`, each acknowledged.
+    /// The pushes of `sent` the device receives until it has every one, each acknowledged
+    /// (any other push acknowledged and left out).
     static func receiveAll(_ sent: Set<[UInt8]>, device: BlockingWireClient) throws -> [[UInt8]] {
         var received: [[UInt8]] = []
         while Set(received) != sent {
             let (header, message) = try device.receive(timeoutMs: 30_000)
             guard case .push(let push) = message else { continue }
-            received.append(push.id)
+            if sent.contains(push.id) { received.append(push.id) }
             _ = try device.send(.deliveryAck(DeliveryAck(id: push.id)), correlation: header.correlation)
         }
         return received
@@ -192,6 +193,9 @@ struct SendThroughStoreProcessTests {
         var device = try Self.device(deployment, gateway: gatewayPort, registration: registration)
         let before = try sendTen("before")
         #expect(try Set(Self.receiveAll(before, device: device)) == before)
+        // Every PUSH_ACK in before the outage: a push still unanswered when its gateway dies
+        // is sent again to the next one, which is right but not what this test counts.
+        #expect(try waitUntil { store.metric("securepush_store_outbox_depth") == 0 })
 
         gateway?.killHard()
         _ = gateway?.child.wait(seconds: 10)
