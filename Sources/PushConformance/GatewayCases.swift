@@ -30,10 +30,14 @@ enum GatewayCases {
             let provider = try ctx.gatewayProvider()
             try Expect.refused(provider, .fetch(Fetch(id: PayloadID.random(), token: [1])), .forbidden, "FETCH from a provider to the gateway")
             try Expect.refused(provider, .login(Login(user: "u", password: [1], deviceID: "d")), .forbidden, "LOGIN from a provider to the gateway")
+            // REGISTRY is a gateway's request to the store: from a provider, or a device, to
+            // the gateway it fails both checks, and the role check answers.
+            try Expect.refused(provider, .registry(RegistryRequest(cursor: 0)), .forbidden, "REGISTRY from a provider to the gateway")
             let device = try ctx.gatewayDevice(ctx.unique("dev"), user: ctx.unique("user"))
             try Expect.refused(device, .store(StoreRequest(user: "u", payload: [1])), .forbidden, "STORE from a device to the gateway")
             try Expect.refused(device, .status(StatusRequest(id: PayloadID.random())), .forbidden, "STATUS from a device to the gateway")
-            return "provider FETCH, LOGIN and device STORE, STATUS → FORBIDDEN"
+            try Expect.refused(device, .registry(RegistryRequest(cursor: 0)), .forbidden, "REGISTRY from a device to the gateway")
+            return "provider FETCH, LOGIN, REGISTRY and device STORE, STATUS, REGISTRY → FORBIDDEN"
         },
 
         ConformanceCase("gateway.push-rejected-whole", clause: "3.4-7", "a PUSH that fails a body check is not acted on at all") { ctx throws(CaseStop) in

@@ -55,6 +55,20 @@ struct RegistryLogicTests {
         #expect(status(of: try store.login(device: "phone", from: "10.9.9.9")) == .ok, "another address is not held back")
     }
 
+    @Test("[7.3-3] times equal to the token's issued_at count as before: a user added and a device enrolled in the token's millisecond leave it valid")
+    func equalTimesCountAsBefore() throws {
+        let store = try StoreFixture()
+        // alice was added at `now`; the phone is enrolled, and the token issued, at `now` too.
+        let registration = try store.enroll("phone")
+        #expect(registration.issuedAt == store.now)
+        let token = try store.token()
+        let claims = try FetchToken.open(token, signer: CredentialSigner(serverKey: store.serverKey, purpose: CredentialSigner.fetchTokenPurpose),
+                                         nowMs: store.now)
+        #expect(claims.issuedAt == store.now, "the same millisecond as the user and the registration")
+        let id = try store.store("for alice")
+        #expect(status(of: try store.send(.fetch(Fetch(id: id, token: token)), on: store.session(.device))) == .ok)
+    }
+
     @Test("[7.3-3] a token stops working once its device is revoked or enrolled again, and a new LOGIN of the re-enrolled device works")
     func tokensEndWithTheRegistration() throws {
         let store = try StoreFixture()

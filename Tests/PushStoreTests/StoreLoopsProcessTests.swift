@@ -172,6 +172,35 @@ struct StoreLoopsProcessTests {
         }
     }
 
+    @Test("[7.1-5] [5.1-3] a credential is remembered only once checked: refused BUSY at the connection limit, or for its version, it is accepted afterwards; accepted, never again")
+    func credentialsRefusedBeforeTheCheckAreNotRemembered() throws {
+        let store = try LoopedStore(loops: 2, ["--max-connections", "1"])
+        let credential = store.deployment.providerCredential(for: .store)
+        var holder: BlockingWireClient? = try store.provider()
+        let over = try store.reachable.connect()
+        #expect(errorStatus(try over.hello(Hello(role: .provider, credential: credential))) == .busy, "at the connection limit")
+        holder = nil
+        _ = holder
+        let unsupported = try store.reachable.connect()
+        #expect(errorStatus(try unsupported.hello(Hello(role: .provider, versionMin: 2, versionMax: 2, credential: credential)))
+                == .unsupportedVersion)
+        var accepted: BlockingWireClient?
+        #expect(try waitUntil {
+            // The holder's place is given back once its close is seen.
+            let client = try store.reachable.connect()
+            let reply = try client.hello(Hello(role: .provider, credential: credential))
+            if reply.type == .helloOK { accepted = client }
+            return errorStatus(reply) != .busy
+        })
+        #expect(accepted != nil, "neither refusal remembered the credential")
+        accepted = nil
+        _ = accepted
+        #expect(try waitUntil {
+            let again = try store.reachable.connect()
+            return errorStatus(try again.hello(Hello(role: .provider, credential: credential))) == .badCredentials
+        }, "accepted once, refused from then on")
+    }
+
     @Test("--max-connections counts the peers of every loop together: past it each HELLO is BUSY")
     func connectionCapCoversEveryLoop() throws {
         let store = try LoopedStore(loops: 4, ["--max-connections", "3"])
