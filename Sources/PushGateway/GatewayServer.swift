@@ -76,6 +76,12 @@ public final class GatewayServer: ServiceHandler {
     public func admit(_ hello: Hello, peer: Peer) -> Admission<GatewayPeer> {
         switch hello.role {
         case .provider:
+            // Until the registry is loaded the gateway cannot tell which offline devices a
+            // PUSH should be queued for: it would answer queued 0 for pushes it should keep.
+            // BUSY makes the provider retry ([4.16-12]).
+            guard logic.isRegistryReady else {
+                return .refuse(.busy, "the gateway is loading its device registry; retry", logDetail: "provider: registry not loaded yet")
+            }
             let now = wallClock()
             switch providerCredentials.check(hello, for: .gateway, nowMs: now, replays: replays) {
             case .admit: return .admit(.provider)

@@ -87,16 +87,21 @@ func errorStatus(_ message: Message) -> Status? {
 
 @Suite("Gateway following a store's registry, in-process", .serialized)
 struct GatewayRegistryServiceTests {
-    @Test("[7.4-4] a gateway started before its store answers device HELLOs with BUSY and is not ready, then loads once the store comes up")
+    @Test("[7.4-4] [4.16-12] a gateway started before its store answers device and provider HELLOs with BUSY and is not ready, then loads once the store comes up")
     func loadsWhenStoreComesUp() throws {
         let gateway = try FollowingGateway(storeUp: false)
         let phone = gateway.enroll("phone")
         #expect(errorStatus(try gateway.hello(phone).1) == .busy)
+        // [4.16-12] A provider too: a PUSH answered now could not queue for offline devices.
+        let credential = gateway.deployment.providerCredential(for: .gateway)
+        #expect(errorStatus(try gateway.reachable.connect().hello(Hello(role: .provider, credential: credential))) == .busy)
         #expect(!gateway.isReady)
         #expect(gateway.service.onLoop { $0.readiness() } == .notReady("loading the device registry from the store"))
         try gateway.startStore()
         #expect(waitUntil(timeoutSeconds: 15) { gateway.isCaughtUp }, "loaded after the store came up")
         _ = try gateway.connected(phone)
+        #expect(try gateway.reachable.connect().hello(Hello(role: .provider, credential: credential)).type == .helloOK,
+                "the credential refused BUSY before its check was not remembered ([7.1-5])")
         #expect(gateway.metricsText.contains("securepush_gateway_registry_loaded 1"))
         #expect(gateway.metricsText.contains("securepush_gateway_registry_link_up 1"))
     }
