@@ -37,7 +37,7 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("""
         The store whose device registry the gateway follows: only devices enrolled there (`securepush device enroll`) \
         connect, a revoked one is closed within seconds, and pushes are queued for enrolled devices that are offline; \
-        device HELLOs get BUSY until the registry is loaded (default: gateway.store in the config file; without it, any \
+        device and provider HELLOs get BUSY until the registry is loaded (default: gateway.store in the config file; without it, any \
         registration signed with the server key is accepted, which is for tests and development). Several stores over \
         one database may be given as HOST:PORT,HOST:PORT: the gateway follows the registry through one of them and moves \
         to the next, from where it was, when that one fails.
