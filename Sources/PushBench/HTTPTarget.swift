@@ -1,3 +1,4 @@
+import FoundationEssentials
 import PushEventLoop
 
 /// Where `bench http` sends: the store's HTTP API, the bearer token, and what each
@@ -14,12 +15,26 @@ struct HTTPTarget {
 
 /// The one request a link sends over and over, encoded once.
 enum HTTPRequestTemplate {
+    /// The body of `POST /v1/messages` (the store's `MessagePost`).
+    private struct Body: Encodable {
+        struct PushOptions: Encodable {
+            var device: String
+            var ttl_s: UInt32
+        }
+        var recipient: String
+        var text: String
+        var ttl_s: UInt32
+        var push: PushOptions
+    }
+
     static func post(_ target: HTTPTarget, payloadSize: Int) -> [UInt8] {
         // Printable ASCII that JSON takes as is, not all one byte.
         let alphabet = Array("abcdefghijklmnopqrstuvwxyz0123456789".utf8)
         let text = String(decoding: (0..<payloadSize).map { alphabet[$0 % alphabet.count] }, as: UTF8.self)
-        let body = Array(("{\"recipient\":\(json(target.recipient)),\"text\":\"\(text)\",\"ttl_s\":\(StoreBenchmark.ttlSeconds),"
-            + "\"push\":{\"device\":\(json(target.device)),\"ttl_s\":\(EndToEndBenchmark.pushTTLSeconds)}}").utf8)
+        let message = Body(recipient: target.recipient, text: text, ttl_s: StoreBenchmark.ttlSeconds,
+                           push: Body.PushOptions(device: target.device, ttl_s: EndToEndBenchmark.pushTTLSeconds))
+        // Strings and integers always encode.
+        let body = (try? JSONEncoder().encode(message)).map(Array.init) ?? []
         let head = "POST /v1/messages HTTP/1.1\r\n"
             + "Host: \(target.endpoint)\r\n"
             + "Authorization: Bearer \(target.token)\r\n"
@@ -27,21 +42,5 @@ enum HTTPRequestTemplate {
             + "Content-Length: \(body.count)\r\n"
             + "\r\n"
         return Array(head.utf8) + body
-    }
-
-    /// `value` as a JSON string.
-    static func json(_ value: String) -> String {
-        var out = "\""
-        for scalar in value.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20:
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }
