@@ -22,6 +22,7 @@ struct InitCommand: ParsableCommand {
 
     func run() throws {
         if let database, let problem = ConfigSchema.databaseURLProblem(database) { throw CommandFailure("--database: \(problem)") }
+        let before = InitCommand.entries(of: directory)
         do {
             let deployment = try Deployment.create(at: directory, settings: database.map { [("store.database", $0)] } ?? [])
             if database != nil {
@@ -29,7 +30,10 @@ struct InitCommand: ParsableCommand {
                 do {
                     _ = try store.users()
                 } catch {
-                    throw CommandFailure("created deployment in \(deployment.directory), but cannot set up \(store): \(error)")
+                    // Nothing half-made stays behind: the same init can simply be run again.
+                    InitCommand.remove(entriesNotIn: before, of: directory)
+                    throw CommandFailure("cannot set up \(store): \(error); nothing was created in \(directory): "
+                                         + "fix the database or the URL and run init again")
                 }
                 announce("created deployment in \(deployment.directory), its store data in \(store)")
             } else {
@@ -38,6 +42,25 @@ struct InitCommand: ParsableCommand {
         } catch let failure as Deployment.Failure {
             throw CommandFailure(failure.description)
         }
+    }
+
+    /// The names in `directory`, or nil when there is no such directory.
+    static func entries(of directory: String) -> Set<String>? {
+        guard let stream = opendir(directory) else { return nil }
+        defer { closedir(stream) }
+        var names: Set<String> = []
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != "." && name != ".." { names.insert(name) }
+        }
+        return names
+    }
+
+    /// Removes the files this run made in `directory` (those not in `before`), and the
+    /// directory itself when the run made it.
+    static func remove(entriesNotIn before: Set<String>?, of directory: String) {
+        for name in (entries(of: directory) ?? []).subtracting(before ?? []) { unlink(directory + "/" + name) }
+        if before == nil { rmdir(directory) }
     }
 }
 

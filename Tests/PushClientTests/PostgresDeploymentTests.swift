@@ -37,12 +37,22 @@ struct PostgresDeploymentTests {
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let bad = try SecurePushBinary.run(["init", directory, "--database", "mysql://root:hunter2@db/push"])
         #expect(bad.status != 0 && bad.stderr.contains("postgresql://") && !bad.stderr.contains("hunter2"), "\(bad.stderr)")
-        // A well-formed URL of a server that is not there: the deployment is made, the
-        // failure to reach the database is reported.
+        // A well-formed URL of a server that is not there: the failure to reach the
+        // database is reported, and nothing is left behind, so init can simply run again.
         let port = try readmeFreePort()
         let unreachable = try SecurePushBinary.run(["init", directory, "--database", "postgresql://u:hunter2@127.0.0.1:\(port)/push"])
-        #expect(unreachable.status != 0 && unreachable.stderr.contains("cannot set up") && !unreachable.stderr.contains("hunter2"),
-                "\(unreachable.stderr)")
+        #expect(unreachable.status != 0 && unreachable.stderr.contains("cannot set up") && !unreachable.stderr.contains("hunter2")
+                && unreachable.stderr.contains("nothing was created"), "\(unreachable.stderr)")
+        #expect(!FileManager.default.fileExists(atPath: directory), "the directory init made is gone again")
+        let existing = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-kept-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: existing, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: existing) }
+        try "mine".write(toFile: existing + "/notes.txt", atomically: true, encoding: .utf8)
+        let intoExisting = try SecurePushBinary.run(["init", existing, "--database", "postgresql://u@127.0.0.1:\(port)/push"])
+        #expect(intoExisting.status != 0)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: existing) == ["notes.txt"], "only what was there before stays")
+        let retried = try SecurePushBinary.run(["init", directory])
+        #expect(retried.status == 0, "init runs again after the failed one: \(retried.stderr)")
         let store = try SecurePushBinary.run(["store", "--data-dir", directory, "--listen", "127.0.0.1:0", "--database", "nonsense"])
         #expect(store.status != 0 && store.stderr.contains("--database"), "\(store.stderr)")
     }
