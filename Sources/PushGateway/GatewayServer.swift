@@ -79,7 +79,9 @@ public final class GatewayServer: ServiceHandler {
             // Until the registry is loaded the gateway cannot tell which offline devices a
             // PUSH should be queued for: it would answer queued 0 for pushes it should keep.
             // BUSY makes the provider retry ([4.16-12]).
-            guard logic.isRegistryReady else {
+            // On several loops a PUSH may be for a device whose home loop has not loaded
+            // its part yet: every loop's must be in.
+            guard loopForwarding.map({ $0.router.allRegistriesLoaded }) ?? logic.isRegistryReady else {
                 return .refuse(.busy, "the gateway is loading its device registry; retry", logDetail: "provider: registry not loaded yet")
             }
             let now = wallClock()
