@@ -212,9 +212,11 @@ enum PostgresWriteStatements {
     }
 
     /// Refused tokens counted per address in the window every store shares ([8-9]): one
-    /// upsert of each address's count (an address at most once, as ON CONFLICT requires),
-    /// its window started afresh once over (or when a clock stepped back), then the windows
-    /// that are over are forgotten.
+    /// upsert of each address's count (an address at most once, as ON CONFLICT requires).
+    /// Stores write their batches in any order, so a batch whose first failure is earlier
+    /// than the row's window still joins it (the window then starts at the earlier time);
+    /// one a whole window later starts a new window, and one a whole window earlier is
+    /// stale and changes nothing. Then the windows that are over are forgotten.
     static func tokenFailures(_ failures: [TokenFailure], windowMs: UInt64) -> [PostgresStatement] {
         var byAddress: [String: (first: UInt64, count: Int64)] = [:]
         for failure in failures {
@@ -223,14 +225,17 @@ enum PostgresWriteStatements {
         }
         let addresses = Array(byAddress.keys)
         let now = failures.map(\.nowMs).max() ?? 0
-        let open = "(excluded.window_start >= tf.window_start AND excluded.window_start - tf.window_start < $3)"
+        let newer = "excluded.window_start >= tf.window_start + $3"
+        let stale = "excluded.window_start + $3 <= tf.window_start"
         return [
             PostgresStatement("""
                 INSERT INTO token_failures AS tf (address, window_start, failures)
                 SELECT * FROM unnest($1::text[], $2::bigint[], $4::bigint[])
                 ON CONFLICT (address) DO UPDATE
-                SET failures = CASE WHEN \(open) THEN tf.failures + excluded.failures ELSE excluded.failures END,
-                    window_start = CASE WHEN \(open) THEN tf.window_start ELSE excluded.window_start END
+                SET failures = CASE WHEN \(newer) THEN excluded.failures WHEN \(stale) THEN tf.failures
+                                    ELSE tf.failures + excluded.failures END,
+                    window_start = CASE WHEN \(newer) THEN excluded.window_start WHEN \(stale) THEN tf.window_start
+                                        ELSE least(tf.window_start, excluded.window_start) END
                 """, [.textArray(addresses), .int64Array(addresses.map { Int64(clamping: byAddress[$0]?.first ?? 0) }),
                       .uint(windowMs), .int64Array(addresses.map { byAddress[$0]?.count ?? 0 })], prepared: true),
             PostgresStatement("DELETE FROM token_failures WHERE window_start < $1",
