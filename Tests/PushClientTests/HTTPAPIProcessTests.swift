@@ -201,7 +201,7 @@ struct HTTPAPIProcessTests {
         #expect(try waitUntil { setup.store.metric("securepush_store_http_deadline_closes_total") == 1 })
 
         let big = try setup.connection().request("GET", "/v1/messages/x", headers: [("X-Filler", String(repeating: "f", count: 9000))])
-        #expect((400..<500).contains(big.status), "\(big.status)")
+        #expect(big.status == 400, "evhttp answers an oversized head 400 itself: \(big.status)")
     }
 
     @Test("the HTTP connection cap answers one more connection 503 and closes it; a freed place serves again; the protocol port is not capped by it")

@@ -117,7 +117,8 @@ extension EventLoopSuite {
             defer { server.shutdown() }
             let filler = String(repeating: "b", count: 2000)
             let response = try #require(try httpExchange(port: server.port, "GET /h HTTP/1.1\r\nHost: x\r\nX-Filler: \(filler)\r\n\r\n"))
-            #expect((400..<500).contains(response.status), "status \(response.status)")
+            // evhttp 2.1 answers an oversized head 400 itself (not 431).
+            #expect(response.status == 400, "status \(response.status)")
             #expect(server.seenCount == 0)
         }
 
@@ -141,6 +142,8 @@ extension EventLoopSuite {
             }
             for byte in request {
                 try client.send([byte])
+                // The trickle is what is under test: a byte every 20 ms never completes the
+                // head before the 300 ms deadline.
                 usleep(20_000)
                 if closed.load(ordering: .relaxed) { break }
             }

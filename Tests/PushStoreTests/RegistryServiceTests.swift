@@ -80,11 +80,10 @@ struct RegistryServiceTests {
         let device = try store.device()
         guard case .fetchOK = try device.request(.fetch(Fetch(id: id, token: token))) else { Issue.record("FETCH failed"); return }
         try store.deployment.revoke("phone")
-        // The store looks for registry changes at most once a millisecond (usersRecheckMs):
-        // a FETCH in the same millisecond as the last look may still pass.
-        #expect(waitUntil(timeoutSeconds: 1, pollMilliseconds: 2) {
-            (try? errorStatus(device.request(.fetch(Fetch(id: id, token: token))))) == .badToken
-        })
+        // The store looks for registry changes at most once per usersRecheckMs (1 ms) of its
+        // clock; moved past that, the very next FETCH must see the revocation.
+        store.clock.advance(byMs: Int64(StoreSettings().usersRecheckMs))
+        #expect(errorStatus(try device.request(.fetch(Fetch(id: id, token: token)))) == .badToken)
         #expect(errorStatus(try device.request(.login(Login(user: "alice", password: Array("alice-pw".utf8), deviceID: "phone")))) == .badCredentials)
         let metrics = store.service.onLoop { $0.metrics.text } ?? ""
         #expect(metrics.contains(#"securepush_store_tokens_revoked_total{reason="device_not_enrolled"} 1"#), "\(metrics)")
