@@ -51,6 +51,11 @@ public struct ConformanceOptions: Sendable {
     /// The frame deadline ([5.4-5]) of the service the case talks to (the gateway when
     /// given with the keys, else the store).
     public var frameDeadlineMs: Int64 = 10_000
+    /// The gateway's delivery window in pushes and its output cap in bytes, which bounds
+    /// the bytes of unacknowledged pushes too ([4.14-5]); the spec's defaults unless the
+    /// gateway was configured otherwise.
+    public var gatewayDeliveryWindow = 64
+    public var gatewayMaxOutputBytes = 65_536
     /// How late a timer may fire ([5.4-6]), plus room for the suite's own scheduling.
     public var timerSlackMs: Int64 = 1_500
     /// CASE arguments: ids, id prefixes, clauses or clause prefixes; empty runs all.

@@ -10,6 +10,8 @@ extension GatewayFixture {
     struct Received {
         var missed: UInt32 = 0
         var ids: [String] = []
+        /// The correlation id of each PUSH in `ids`.
+        var correlations: [UInt32] = []
         var missedAfterPush = false
     }
 
@@ -23,6 +25,7 @@ extension GatewayFixture {
                 received.missed += report.missedCount
             case .push(let push):
                 received.ids.append(String(decoding: push.id, as: UTF8.self))
+                received.correlations.append(frame.header.correlation)
                 if acknowledge { try device.send(.deliveryAck(DeliveryAck(id: push.id)), correlation: frame.header.correlation) }
             case let other:
                 throw .fail("\(what): the device got \(describe(other))")
@@ -39,8 +42,8 @@ extension GatewayCases {
 
     /// Pushes `windowProbe` pushes to a connected device that reads and acknowledges
     /// nothing; returns the device and how many of the PUSH_ACKs said written.
-    static func fillWindow(_ gateway: GatewayFixture, _ ctx: CaseContext) throws(CaseStop) -> (device: WireSession, written: Int) {
-        let id = ctx.unique("dev")
+    static func fillWindow(_ gateway: GatewayFixture, _ ctx: CaseContext, id: String? = nil) throws(CaseStop) -> (device: WireSession, written: Int) {
+        let id = id ?? ctx.unique("dev")
         let device = try gateway.device(id)
         var written = 0
         var firstQueued: Int?
@@ -58,7 +61,15 @@ extension GatewayCases {
         guard firstQueued != nil else {
             throw .fail("all \(windowProbe) pushes to a device that acknowledged none were written at once: no delivery window")
         }
+        guard written > 0 else { throw .fail("the first push to a connected device with nothing in flight was queued, not written") }
         return (device, written)
+    }
+
+    /// The largest PUSH a gateway writes to a device ([4.14-1]): an id and a collapse key
+    /// of 64 bytes each, the key unique so that nothing collapses ([4.13-5]).
+    static func largePush(_ index: Int, _ ctx: CaseContext) -> (id: String, collapseKey: String) {
+        func padded(_ text: String) -> String { text + String(repeating: "x", count: max(0, 64 - text.utf8.count)) }
+        return (padded("b\(index)-"), padded(ctx.unique("k\(index)-")))
     }
 
     static let delivery: [ConformanceCase] = [
@@ -114,20 +125,68 @@ extension GatewayCases {
         ConformanceCase("gateway.delivery-window", clause: "4.14-5", "at most the delivery window is unacknowledged; each DELIVERY_ACK lets one more out") { ctx throws(CaseStop) in
             let gateway = try GatewayFixture(ctx)
             let (device, written) = try fillWindow(gateway, ctx)
-            var outstanding: [(UInt32, [UInt8])] = []
-            for _ in 0..<written {
-                let (correlation, push) = try gateway.nextPush(device, acknowledge: false, "a push inside the window")
-                outstanding.append((correlation, push.id))
+            // Pushes beyond the window may overflow a small queue, which MISSED reports at
+            // once ([4.15-1]): MISSED may come among them, pushes may not.
+            let held = try gateway.receiveAll(device, acknowledge: false, "the pushes inside the window")
+            try Expect.equal(held.ids.count, written, "pushes received before any DELIVERY_ACK against PUSH_ACKs that said written")
+            try device.send(.deliveryAck(DeliveryAck(id: Array(held.ids[0].utf8))), correlation: held.correlations[0])
+            let next = try gateway.receiveAll(device, acknowledge: false, "the push one DELIVERY_ACK lets out")
+            try Expect.equal(next.ids.count, 1, "pushes one DELIVERY_ACK let out of a full window")
+            return "window \(written): no push more while full (MISSED \(held.missed) for the queue's overflow); one DELIVERY_ACK → one more push (\(next.ids[0]))"
+        },
+
+        ConformanceCase("gateway.window-bytes", clause: "4.14-5", "the delivery window bounds unacknowledged pushes in bytes (the output cap) as well as in number") { ctx throws(CaseStop) in
+            let gateway = try GatewayFixture(ctx)
+            let (window, cap) = (ctx.options.gatewayDeliveryWindow, ctx.options.gatewayMaxOutputBytes)
+            let probe = largePush(0, ctx)
+            // What the device gets: the provider's PUSH without the fields 4.14-1 leaves out.
+            let frame = Push(target: nil, id: Array(probe.id.utf8), collapseKey: probe.collapseKey).deviceFrame(correlation: 1)
+            let expected = min(window, cap / frame.count)
+            guard expected < windowProbe else { throw .skip("a window of \(expected) pushes of \(frame.count) bytes is more than the case sends (\(windowProbe))") }
+            let id = ctx.unique("dev")
+            let device = try gateway.device(id)
+            var written = 0
+            for index in 0..<(expected + 4) {
+                let push = largePush(index, ctx)
+                let ack = try gateway.push(.device(id), id: push.id, collapseKey: push.collapseKey)
+                written += Int(ack.written)
             }
-            try device.expectSilence(ms: ctx.quietMs, "a full delivery window of \(written)")
-            try device.send(.deliveryAck(DeliveryAck(id: outstanding[0].1)), correlation: outstanding[0].0)
-            // Pushes beyond the window may have overflowed a small queue: a MISSED for them
-            // may come first ([4.15-3]).
-            var (_, answer) = try device.next(waitingFor: "the push one DELIVERY_ACK lets out")
-            if case .missed = answer { (_, answer) = try device.next(waitingFor: "the push one DELIVERY_ACK lets out, after MISSED") }
-            guard case .push(let next) = answer else { throw .fail("the push one DELIVERY_ACK lets out: the device got \(describe(answer)), expected PUSH") }
-            try device.expectSilence(ms: ctx.quietMs, "a window full again after one DELIVERY_ACK")
-            return "window \(written): silent when full; one DELIVERY_ACK → one more push (\(String(decoding: next.id, as: UTF8.self)))"
+            try Expect.equal(written, expected, "pushes of \(frame.count) bytes written to a device that acknowledges none, with a window of \(window) pushes and \(cap) bytes")
+            let got = try gateway.receiveAll(device, acknowledge: false, "the pushes inside the window")
+            try Expect.equal(got.ids.count, expected, "pushes the device received")
+            try device.expectAlive("a device whose window is full and which reads what it is sent")
+            let bound = expected == window ? "in number" : "in bytes"
+            return "\(expected) pushes of \(frame.count) bytes written (window \(window) pushes, \(cap) bytes: full \(bound)); the rest queued; the device still served"
+        },
+
+        ConformanceCase("gateway.missed-while-connected", clause: "4.15-1", "pushes a connected device's queue drops while its window is full are reported at once, before any DELIVERY_ACK") { ctx throws(CaseStop) in
+            let gateway = try GatewayFixture(ctx)
+            let (device, written) = try fillWindow(gateway, ctx)
+            let before = try gateway.receiveAll(device, acknowledge: false, "pushes and MISSED before any DELIVERY_ACK")
+            try Expect.equal(before.ids.count, written, "pushes received against PUSH_ACKs that said written")
+            for (id, correlation) in zip(before.ids, before.correlations) {
+                try device.send(.deliveryAck(DeliveryAck(id: Array(id.utf8))), correlation: correlation)
+            }
+            let after = try gateway.receiveAll(device, acknowledge: true, "the queued pushes")
+            let missed = Int(before.missed + after.missed)
+            try Expect.equal(written + after.ids.count + missed, windowProbe, "pushes delivered plus MISSED counts")
+            guard missed > 0 else { throw .skip("the queue held all \(windowProbe - written) pushes behind the window; nothing was dropped") }
+            try Expect.that(after.missed == 0, "\(after.missed) of \(missed) dropped pushes were reported only after the device acknowledged")
+            return "window \(written), then MISSED \(before.missed) while connected with nothing acknowledged; then \(after.ids.count) queued pushes"
+        },
+
+        ConformanceCase("gateway.missed-told-again", clause: "4.15-4", "a MISSED on a connection that closes with pushes unacknowledged is counted again in the next one") { ctx throws(CaseStop) in
+            let gateway = try GatewayFixture(ctx)
+            let id = ctx.unique("dev")
+            let (device, written) = try fillWindow(gateway, ctx, id: id)
+            let before = try gateway.receiveAll(device, acknowledge: false, "pushes and MISSED before any DELIVERY_ACK")
+            guard before.missed > 0 else { throw .skip("the queue held all \(windowProbe - written) pushes behind the window; nothing was dropped") }
+            try gateway.disconnect(device)
+            let again = try gateway.device(id)
+            let after = try gateway.receiveAll(again, acknowledge: true, "MISSED and the pushes kept, on the next connection")
+            try Expect.that(!after.missedAfterPush, "MISSED came after a push, not first [4.14-8]")
+            try Expect.equal(Int(after.missed) + after.ids.count, windowProbe, "the next connection's MISSED count plus its pushes, against the \(windowProbe) sent")
+            return "MISSED \(before.missed) unacknowledged, then closed; next connection: MISSED \(after.missed) + \(after.ids.count) pushes = \(windowProbe)"
         },
 
         ConformanceCase("gateway.ack-id-checked", clause: "4.14-6", "a DELIVERY_ACK with the right correlation but another id acknowledges nothing") { ctx throws(CaseStop) in

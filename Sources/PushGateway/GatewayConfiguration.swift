@@ -34,9 +34,12 @@ public struct GatewayConfiguration: Sendable {
     /// How long the store may hold a REGISTRY with nothing new to report.
     public var registryWaitMs = RegistryFollower.defaultWaitMs
     public var limits: ServiceLimits
-    /// Bytes of output a connection may leave unread before it is cut off ([5.5-4]). Pushes
-    /// to a device are paced to stay under it (see `GatewaySettings.deliveryWindow`).
-    public var maxOutputBytes: Int
+    /// Bytes of output a connection may leave unread before it is cut off ([5.5-4]), and of
+    /// pushes written to a device and not yet acknowledged ([4.14-5]).
+    public var maxOutputBytes: Int {
+        get { settings.maxOutputBytes }
+        set { settings.maxOutputBytes = newValue }
+    }
     public var logger: Logger
     /// Loop threads, each serving the devices whose home it is (`--loops`,
     /// `gateway.loops`); 0 runs one per core. On a cluster node each loop is a member of
@@ -57,7 +60,6 @@ public struct GatewayConfiguration: Sendable {
         settings = GatewaySettings()
         limits = ServiceLimits(name: "securepush-gateway", served: GatewayServer.served)
         limits.maxConnections = 20_000
-        maxOutputBytes = 64 * 1024
         logger = Logger(label: "securepush.gateway")
         wallClock = Clocks.wallMilliseconds
         monotonicClock = Clocks.monotonicMilliseconds

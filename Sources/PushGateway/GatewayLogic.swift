@@ -16,13 +16,33 @@ public struct GatewaySettings: Sendable {
     /// Pushes queued per device ([4.13-5]).
     public var queueCapacity = 100
     /// Pushes written to one device and not yet acknowledged with DELIVERY_ACK, at most; the
-    /// others wait in its queue and go out as acknowledgements free slots.
+    /// others wait in its queue and go out as acknowledgements free slots ([4.14-5]).
     public var deliveryWindow = 64
+    /// The output cap of a device's connection ([5.5-4]), which also bounds the bytes of
+    /// its unacknowledged pushes ([4.14-5]): pushes alone never pass the cap, so a device
+    /// that reads but does not acknowledge is paced, and only one that stops reading is
+    /// cut off.
+    public var maxOutputBytes = 64 * 1024
     /// Ids of PUSHes with `once` 1 remembered per loop, at most ([4.13-12]): past it the
     /// oldest is forgotten first, before its 300 s are up.
     public var onceMemory = 100_000
 
     public init() {}
+
+    /// The delivery window, in pushes and in bytes.
+    var window: DeliveryWindow { DeliveryWindow(pushes: deliveryWindow, bytes: maxOutputBytes) }
+}
+
+/// What a device may have written and not yet acknowledged ([4.14-5]).
+struct DeliveryWindow {
+    let pushes: Int
+    let bytes: Int
+
+    /// Whether a frame of `size` bytes may join what is in flight.
+    @inline(__always)
+    func admits(_ size: Int, after inFlight: InFlightPushes) -> Bool {
+        inFlight.count < pushes && Int(inFlight.byteCount) + size <= bytes
+    }
 }
 
 /// What the gateway knows of one device: its registration, its link while connected,
@@ -42,6 +62,14 @@ public final class DeviceRecord {
     @exclusivity(unchecked) public internal(set) var inFlight = InFlightPushes()
     /// Pushes dropped since the device was last told with MISSED.
     @exclusivity(unchecked) public internal(set) var missed: UInt32 = 0
+    /// Counted in a MISSED written on the current link that the device may not have read:
+    /// it has acknowledged no push written after it. Told again on the next link if this
+    /// one closes with pushes unacknowledged, so a device that stopped reading loses no
+    /// count ([4.15-4]).
+    @exclusivity(unchecked) var missedUnconfirmed: UInt32 = 0
+    /// When that MISSED was written (monotonic ns): acknowledging a push written later
+    /// shows the device read it.
+    @exclusivity(unchecked) var missedWrittenAtNs: UInt64 = 0
     /// In a cluster, from HELLO_OK until the queue the device left on other nodes has
     /// arrived: pushes wait behind it, so the device gets MISSED and its put-back pushes
     /// first ([4.14-8]). (Placed here, it fits in padding: no memory per device.)
@@ -241,6 +269,7 @@ public final class GatewayLogic {
         case .mismatched:
             metrics.deliveryAcksMismatched.increment()
         case .acknowledged(let writtenAtNs):
+            if record.missedUnconfirmed > 0, writtenAtNs > record.missedWrittenAtNs { record.missedUnconfirmed = 0 }
             metrics.deliveryDuration.observe(since: writtenAtNs)
             metrics.pushesAcknowledged.increment()
             if !record.queue.isEmpty || record.missed > 0 { pump(record) }
@@ -288,7 +317,7 @@ public final class GatewayLogic {
         if push.once || push.user != nil { return routeRestricted(push, to: target) }
         let queued = queuedPush(push)
         let connectedOnly = queued.connectedOnly
-        let window = settings.deliveryWindow
+        let window = settings.window
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
         forEachTarget(target, connectedOnly: connectedOnly) { record in
@@ -318,7 +347,7 @@ public final class GatewayLogic {
         }
         let queued = queuedPush(push)
         let connectedOnly = queued.connectedOnly
-        let window = settings.deliveryWindow
+        let window = settings.window
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
         func deliverHere(_ record: DeviceRecord) {
@@ -375,10 +404,10 @@ public final class GatewayLogic {
     /// the device is connected; kept for its next connection when it is not, unless the
     /// push is for connected devices only.
     @inline(__always)
-    func deliver(_ queued: QueuedPush, to record: DeviceRecord, window: Int) -> Delivery {
+    func deliver(_ queued: QueuedPush, to record: DeviceRecord, window: DeliveryWindow) -> Delivery {
         var linkClosed = false
         if let link = record.link {
-            if record.queue.isEmpty, record.inFlight.count < window, !record.holdsForQueue {
+            if record.queue.isEmpty, window.admits(queued.frame.count, after: record.inFlight), !record.holdsForQueue {
                 switch judge(queued.frame.count, room: link.outputRoom, mayWait: !record.inFlight.isEmpty) {
                 case .written:
                     actions.append(.push(link, frame: queued.frame))
@@ -397,6 +426,10 @@ public final class GatewayLogic {
             if !linkClosed, record.link === link {
                 // It goes out as acknowledgements come in.
                 enqueue(queued, for: record)
+                // What the queue dropped for it is reported now, not at the next
+                // acknowledgement, which a device that reads and never acknowledges
+                // would not send ([4.15-1]).
+                if record.missed > 0 { reportMissed(record) }
                 return .queued
             }
         }
@@ -420,21 +453,14 @@ public final class GatewayLogic {
         // The room left once the frames decided here are in the output.
         guard var room = link.outputRoom else { return }
         if record.missed > 0 {
-            let missed = Missed(missedCount: record.missed)
-            missedScratch.removeAll(keepingCapacity: true)
-            Message.missed(missed).encode(correlation: 0, into: &missedScratch)
-            // MISSED never waits: it is sent whatever is in flight.
-            guard judge(missedScratch.count, room: room, mayWait: false) == .written else {
-                cutOff(record, link: link)
-                return
+            switch writeMissed(record, link: link, room: room) {
+            case .written(let size): room -= size
+            case .full, .closed: return
             }
-            actions.append(.missed(link, missed))
-            room -= missedScratch.count
-            record.missed = 0
         }
-        let window = settings.deliveryWindow
+        let window = settings.window
         var writtenAtNs: UInt64 = 0
-        while record.inFlight.count < window, var next = record.queue.first {
+        while var next = record.queue.first, window.admits(next.frame.count, after: record.inFlight) {
             switch judge(next.frame.count, room: room, mayWait: !record.inFlight.isEmpty) {
             case .written: break
             case .full, .closed: return
@@ -453,9 +479,52 @@ public final class GatewayLogic {
         }
     }
 
+    /// MISSED to a connected device whose queue dropped pushes just now, unless its MISSED
+    /// is to come first after HELLO_OK ([4.14-8]) or is waiting for room already.
+    private func reportMissed(_ record: DeviceRecord) {
+        guard let link = record.link, !record.holdsForQueue, let room = link.outputRoom else { return }
+        _ = writeMissed(record, link: link, room: room)
+    }
+
+    enum MissedWrite {
+        case written(size: Int)
+        /// It waits for the next acknowledgement, which frees room (`pump`).
+        case full
+        /// Not written: the link takes no writes or was cut off.
+        case closed
+    }
+
+    /// MISSED with every push dropped since the device was last told ([4.15-1]). Like a
+    /// push it waits while pushes are in flight and the output has no room for it; with
+    /// nothing in flight, no room means the device has stopped reading ([5.5-4]).
+    private func writeMissed(_ record: DeviceRecord, link: DeviceLink, room: Int) -> MissedWrite {
+        let missed = Missed(missedCount: record.missed)
+        missedScratch.removeAll(keepingCapacity: true)
+        Message.missed(missed).encode(correlation: 0, into: &missedScratch)
+        switch judge(missedScratch.count, room: room, mayWait: !record.inFlight.isEmpty) {
+        case .written:
+            actions.append(.missed(link, missed))
+            record.missedUnconfirmed &+= record.missed
+            record.missedWrittenAtNs = Clocks.monotonicNanoseconds()
+            record.missed = 0
+            return .written(size: missedScratch.count)
+        case .full:
+            return .full
+        case .closed:
+            return .closed
+        case .cutsOff:
+            cutOff(record, link: link)
+            return .closed
+        }
+    }
+
     /// The link is gone: connected-only pushes are dropped, the rest of what was in
     /// flight goes back to the front of the queue; all that is dropped counts into MISSED.
     func takeBackInFlight(_ record: DeviceRecord) {
+        // A device that left pushes unacknowledged may not have read that MISSED either;
+        // one that acknowledged everything before it and closed is taken to have ([4.15-4]).
+        if !record.inFlight.isEmpty { record.missed &+= record.missedUnconfirmed }
+        record.missedUnconfirmed = 0
         let connectedOnly = record.queue.dropConnectedOnly()
         if connectedOnly > 0 {
             record.missed &+= UInt32(truncatingIfNeeded: connectedOnly)

@@ -219,6 +219,7 @@ public final class GatewayServer: ServiceHandler {
     }
 
     public func closed(_ peer: Peer, reason: CloseReason) {
+        // The connection's own cut; one the logic decided is counted at `.cutOff`.
         if reason == .slowConsumer { logic.metrics.slowConsumersCut.increment() }
         guard case .device(let record?)? = peer.state else { return }
         host.logger.debug("device disconnected", metadata: ["reason": "\(reason)"])
@@ -267,7 +268,9 @@ public final class GatewayServer: ServiceHandler {
         case .cutOff(let link):
             guard let peer = Self.peer(link) else { return }
             // The logic let the device go already; its queue leaves the node as for any close.
-            peer.connection.close(reason: .slowConsumer)
+            // Counted here: the close comes later, and may be a flush timeout.
+            logic.metrics.slowConsumersCut.increment()
+            host.cutOff(peer, "the device left more than \(host.maxOutputBytes) bytes unread")
             if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
         case .forward(to: .loop(let index)):
             guard let loopForwarding, let push = handling?.push, let tally = handlingTally() else { return }

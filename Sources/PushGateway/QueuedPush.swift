@@ -239,6 +239,9 @@ public struct InFlightPushes: Sendable {
     /// `storage[head...]` are in flight; what is before `head` was acknowledged.
     private var storage: [QueuedPush] = []
     private var headIndex: UInt32 = 0
+    /// The bytes of the frames in flight, which the delivery window bounds too ([4.14-5]).
+    /// (Beside `headIndex`, it fits in padding: no memory per device.)
+    public private(set) var byteCount: UInt32 = 0
 
     private var head: Int {
         get { Int(headIndex) }
@@ -253,6 +256,7 @@ public struct InFlightPushes: Sendable {
     public var pushes: ArraySlice<QueuedPush> { storage[head...] }
 
     public mutating func append(_ push: QueuedPush) {
+        byteCount &+= UInt32(truncatingIfNeeded: push.frame.count)
         storage.append(push)
     }
 
@@ -290,6 +294,7 @@ public struct InFlightPushes: Sendable {
     }
 
     public mutating func remove(at index: Int) {
+        byteCount &-= UInt32(truncatingIfNeeded: storage[index].frame.count)
         if index == storage.count - 1 {
             // The common case, one push in flight: a plain `removeLast`, far cheaper than
             // emptying the array through `removeAll(keepingCapacity:)`, and the push's
@@ -314,6 +319,7 @@ public struct InFlightPushes: Sendable {
         let all = Array(storage[head...])
         storage = []
         head = 0
+        byteCount = 0
         return all
     }
 }

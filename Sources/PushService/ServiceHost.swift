@@ -258,6 +258,20 @@ public final class ServiceHost<Handler: ServiceHandler> {
         perform(peer.session.goaway(status, text), on: peer)
     }
 
+    /// Cuts a slow consumer off ([5.5-4]): GOAWAY SLOW_CONSUMER goes past the output cap
+    /// (a peer that catches up reads why), then the connection closes once its output is
+    /// read, or after `timeout` without progress. The close is reported as `.local`, not
+    /// `.slowConsumer` (which is the connection's own cut, when a write passes the cap).
+    public func cutOff(_ peer: Peer, _ text: String, timeout: Duration = .seconds(1)) {
+        guard case .sendAndClose(let message, let correlation) = peer.session.goaway(.slowConsumer, text) else {
+            return peer.connection.close(reason: .slowConsumer)
+        }
+        // A frame past the cap that is not the server's own only pauses reading
+        // (`ServicePeer.onBackpressure`), which a closing connection does anyway.
+        write(message, correlation: correlation, to: peer)
+        peer.connection.closeAfterFlush(reason: .local, timeout: timeout)
+    }
+
     private func write(_ message: Message, correlation: UInt32, to peer: Peer) -> Bool {
         scratch.removeAll(keepingCapacity: true)
         message.encode(correlation: correlation, into: &scratch)

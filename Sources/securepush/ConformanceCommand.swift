@@ -98,6 +98,12 @@ struct ConformanceCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The frame deadline of the gateway (else the store), if configured away from the spec's 10000.", valueName: "ms"))
     var frameDeadlineMs = 10_000
 
+    @Option(help: ArgumentHelp("The gateway's delivery window, if configured away from the spec's 64.", valueName: "count"))
+    var gatewayDeliveryWindow = 64
+
+    @Option(help: ArgumentHelp("The gateway's output cap, if configured away from the spec's 65536.", valueName: "bytes"))
+    var gatewayMaxOutputBytes = 65_536
+
     @Option(help: ArgumentHelp("Write a JSON report here.", valueName: "file"))
     var json: String?
 
@@ -119,6 +125,8 @@ struct ConformanceCommand: ParsableCommand {
         guard (100...600_000).contains(handshakeDeadlineMs), (100...600_000).contains(frameDeadlineMs) else {
             throw ValidationError("--handshake-deadline-ms and --frame-deadline-ms must be 100 to 600000")
         }
+        guard gatewayDeliveryWindow >= 1 else { throw ValidationError("--gateway-delivery-window must be at least 1") }
+        guard gatewayMaxOutputBytes >= 1024 else { throw ValidationError("--gateway-max-output-bytes must be at least 1024") }
         if let user { try validateUserName(user) }
         var probe = ConformanceOptions()
         probe.vectorsDirectory = vectors
@@ -186,6 +194,8 @@ struct ConformanceCommand: ParsableCommand {
         options.quietMs = Int32(min(300, timeoutMs))
         options.handshakeDeadlineMs = Int64(handshakeDeadlineMs)
         options.frameDeadlineMs = Int64(frameDeadlineMs)
+        options.gatewayDeliveryWindow = gatewayDeliveryWindow
+        options.gatewayMaxOutputBytes = gatewayMaxOutputBytes
         options.selection = cases
         return options
     }

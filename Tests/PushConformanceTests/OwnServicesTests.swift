@@ -53,12 +53,14 @@ final class OwnServices {
         if gatewayLoops > 1 {
             gateway = try InProcessGatewayLoops(deployment, loops: gatewayLoops) {
                 $0.queueCapacity = 2
+                $0.maxOutputBytes = Self.gatewayMaxOutputBytes
                 $0.limits.timeouts.frameMs = Self.frameDeadlineMs
                 $0.tls = serverTLS
             }
         } else {
             gateway = try InProcessGateway(deployment) {
                 $0.queueCapacity = 2
+                $0.maxOutputBytes = Self.gatewayMaxOutputBytes
                 $0.limits.timeouts.frameMs = Self.frameDeadlineMs
                 $0.tls = serverTLS
             }
@@ -85,11 +87,14 @@ final class OwnServices {
     }
 
     static let frameDeadlineMs: Int64 = 3_000
+    /// Small enough that the window binds in bytes before it does in number ([4.14-5]).
+    static let gatewayMaxOutputBytes = 4_096
 
     var options: ConformanceOptions {
         var options = ConformanceOptions(store: HostPort(host: store.host, port: store.port), gateway: HostPort(host: gateway.host, port: gateway.port),
                                          keys: ConformanceKeys(deployment: deployment.deployment), user: user, password: Array(password.utf8))
         options.frameDeadlineMs = Self.frameDeadlineMs
+        options.gatewayMaxOutputBytes = Self.gatewayMaxOutputBytes
         if let certificateFile, let context = try? TLSContext.client(caFile: certificateFile) {
             options.tls = ConformanceTLS(context: context)
         }
@@ -99,7 +104,7 @@ final class OwnServices {
     var cliArguments: [String] {
         ["conformance", "--store", "\(store.host):\(store.port)", "--gateway", "\(gateway.host):\(gateway.port)",
          "--data-dir", deployment.directory, "--user", user, "--password-file", passwordFile,
-         "--frame-deadline-ms", "\(Self.frameDeadlineMs)"] + (certificateFile.map { ["--ca-file", $0] } ?? [])
+         "--frame-deadline-ms", "\(Self.frameDeadlineMs)", "--gateway-max-output-bytes", "\(Self.gatewayMaxOutputBytes)"] + (certificateFile.map { ["--ca-file", $0] } ?? [])
     }
 }
 

@@ -40,7 +40,7 @@ extension GatewayCluster {
         let connectedOnly = local.connectedOnly
         var remote: [String: [(deviceID: String, owner: QueueOwner)]] = [:]
         var offline: [(deviceID: String, owner: QueueOwner)] = []
-        let window = logic.settings.deliveryWindow
+        let window = logic.settings.window
         let user = push.user
         let onceID = push.once ? push.id : nil
         let nowMs = push.once ? logic.monotonicNow() : 0

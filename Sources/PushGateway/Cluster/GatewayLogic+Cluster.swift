@@ -31,7 +31,7 @@ extension GatewayLogic {
         var queuedCount: UInt32 = 0
         var away: [String] = []
         var repeated = false
-        let window = settings.deliveryWindow
+        let window = settings.window
         for deviceID in forwarded.deviceIDs {
             guard let record = devices[deviceID], record.link != nil else {
                 away.append(deviceID)
