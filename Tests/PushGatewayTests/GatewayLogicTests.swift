@@ -114,10 +114,11 @@ final class GatewayFixture {
     let logic: GatewayLogic
     let metrics = GatewayMetrics()
 
-    init(queueCapacity: Int = 100, window: Int = 64, onceMemory: Int = 100_000) {
+    init(queueCapacity: Int = 100, window: Int = 64, windowBytes: Int = 64 * 1024, onceMemory: Int = 100_000) {
         var settings = GatewaySettings()
         settings.queueCapacity = queueCapacity
         settings.deliveryWindow = window
+        settings.maxOutputBytes = windowBytes
         settings.onceMemory = onceMemory
         var clock: () -> Int64 = { 0 }
         logic = GatewayLogic(settings: settings, serverKey: serverKey, metrics: metrics,

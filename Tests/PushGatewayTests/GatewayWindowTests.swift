@@ -51,6 +51,79 @@ struct GatewayWindowTests {
         #expect(record.inFlight.isEmpty && record.queue.isEmpty && link.messages.isEmpty)
     }
 
+    @Test("[4.14-5] [4.13-10] the window bounds unacknowledged pushes in bytes too, by the output cap: a device that reads and does not acknowledge is paced, not cut off, whatever the turns")
+    func windowInBytes() {
+        let gateway = GatewayFixture(window: 1000, windowBytes: 1024)
+        let size = gateway.frameSize()
+        let fits = 1024 / size
+        let (record, link) = gateway.connect("phone")
+        var acks: [PushAck] = []
+        for id in 1...(fits + 3) {
+            acks.append(gateway.push(.device("phone"), id: UInt8(id)))
+            link.read()  // the device reads every push at once: the output is empty each time
+        }
+        #expect(acks.prefix(fits).allSatisfy { $0 == PushAck(written: 1, queued: 0) })
+        #expect(acks.suffix(3).allSatisfy { $0 == PushAck(written: 0, queued: 1) }, "behind a window full in bytes: queued")
+        #expect(record.inFlight.count == fits && Int(record.inFlight.byteCount) == fits * size)
+        #expect(link.open && record.isOnline && gateway.logic.metrics.slowConsumersCut.value == 0)
+
+        gateway.acknowledge(record, correlation: link.pushes[0].0, id: [1])
+        #expect(link.pushes.count == fits + 1, "one acknowledgement frees one frame's bytes: one more push")
+        var seen = 1
+        for _ in 0..<4 { gateway.acknowledgeAll(record, link, after: &seen) }
+        #expect(link.pushes.map { $0.1.id } == (1...(fits + 3)).map { [UInt8($0)] })
+        #expect(record.inFlight.isEmpty && record.inFlight.byteCount == 0 && record.queue.isEmpty)
+    }
+
+    @Test("[4.15-1] a connected device whose queue overflows behind its full window is told at once, with nothing acknowledged")
+    func missedWhileConnected() {
+        let gateway = GatewayFixture(queueCapacity: 2, window: 2)
+        let (record, link) = gateway.connect("phone")
+        for id in 1...4 { _ = gateway.push(.device("phone"), id: UInt8(id)) }
+        #expect(link.pushes.count == 2 && link.messages.isEmpty, "2 in flight, 2 queued")
+        _ = gateway.push(.device("phone"), id: 5)  // drops 3
+        #expect(link.messages == [.missed(Missed(missedCount: 1))])
+        _ = gateway.push(.device("phone"), id: 6)  // drops 4
+        #expect(link.messages == [.missed(Missed(missedCount: 1)), .missed(Missed(missedCount: 1))])
+        #expect(record.missed == 0 && record.missedUnconfirmed == 2)
+
+        var seen = 0
+        for _ in 0..<4 { gateway.acknowledgeAll(record, link, after: &seen) }
+        #expect(link.pushes.map { $0.1.id } == [[1], [2], [5], [6]])
+        #expect(record.missedUnconfirmed == 0, "pushes written after the MISSEDs were acknowledged: they were read")
+        gateway.disconnect(record, link: link)
+        let (_, again) = gateway.connect("phone")
+        #expect(again.messages.isEmpty && again.pushes.isEmpty, "nothing told twice")
+    }
+
+    @Test("[4.15-4] a MISSED on a connection that closes with pushes unacknowledged is told again on the next one; one followed by nothing in flight is not")
+    func missedToldAgain() {
+        let gateway = GatewayFixture(queueCapacity: 2, window: 2)
+        let (record, link) = gateway.connect("phone")
+        for id in 1...5 { _ = gateway.push(.device("phone"), id: UInt8(id)) }
+        #expect(link.messages == [.missed(Missed(missedCount: 1))])
+        gateway.disconnect(record, link: link)  // 1 and 2 never acknowledged
+        let (again, second) = gateway.connect("phone")
+        // In flight 1 and 2 go back to the front of a queue of 2 holding 4 and 5: the two
+        // oldest by arrival (1 and 2) drop, and the MISSED of the first link is told again.
+        #expect(second.messages == [.missed(Missed(missedCount: 3))])
+        var seen = 0
+        for _ in 0..<4 { gateway.acknowledgeAll(again, second, after: &seen) }
+        #expect(second.pushes.map { $0.1.id } == [[4], [5]])
+        #expect(3 + second.pushes.count == 5, "every push delivered or counted once on the next connection")
+
+        // Told after HELLO_OK with nothing to deliver, then closed: taken as read.
+        gateway.disconnect(again, link: second)
+        for id in 6...9 { _ = gateway.push(.device("phone"), id: UInt8(id)) }  // drops 6 and 7
+        let (third, thirdLink) = gateway.connect("phone")
+        #expect(thirdLink.messages == [.missed(Missed(missedCount: 2))])
+        seen = 0
+        for _ in 0..<4 { gateway.acknowledgeAll(third, thirdLink, after: &seen) }
+        gateway.disconnect(third, link: thirdLink)
+        let (_, fourth) = gateway.connect("phone")
+        #expect(fourth.messages.isEmpty, "every push written on it was acknowledged")
+    }
+
     @Test("[4.13-5] pushes waiting behind a full window go out higher priority first")
     func arrivalOrderBehindTheWindow() {
         let gateway = GatewayFixture(window: 1)
