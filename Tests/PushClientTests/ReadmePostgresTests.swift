@@ -41,6 +41,19 @@ struct ReadmePostgresTests {
         #expect(stored == ["true"], "createuser set a scram password: \(stored)")
         var file = stat()
         #expect(stat(walkthrough.root + "/srv/push2/pgpass", &file) == 0 && file.st_mode & 0o777 == 0o600, "the password file is owner-only")
+        // sslmode=require is what keeps it encrypted (libpq's default would fall back to
+        // plain TCP): with the server's TLS off, the README's URL no longer connects.
+        let deployment = walkthrough.root + "/srv/push2"
+        let before = try SecurePushBinary.run(["user", "list", "--data-dir", deployment])
+        #expect(before.status == 0 && before.stdout.contains("alice"), "\(before)")
+        try cluster.administer("ALTER SYSTEM SET ssl = off")
+        try cluster.administer("SELECT pg_reload_conf()::text")
+        let plain = waitUntil(timeoutSeconds: 10) {
+            (try? cluster.administer("SELECT setting FROM pg_settings WHERE name = 'ssl'")) == ["off"]
+        }
+        #expect(plain, "the server did not turn TLS off")
+        let refused = try SecurePushBinary.run(["user", "list", "--data-dir", deployment])
+        #expect(refused.status != 0 && refused.stderr.contains("SSL"), "\(refused)")
     }
 
     @Test("without the README's password file line, init fails, saying how to give the password", .timeLimit(.minutes(2)))

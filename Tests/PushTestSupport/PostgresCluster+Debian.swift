@@ -17,10 +17,17 @@ extension PostgresCluster {
 
         """
 
-    static let debianServerOptions = [
-        "-c", "password_encryption=scram-sha-256",
-        "-c", "ssl=on", "-c", "ssl_cert_file=server.crt", "-c", "ssl_key_file=server.key",
-    ]
+    /// In postgresql.conf, as Debian has them, rather than on the command line: a test may
+    /// then change them with ALTER SYSTEM and a reload.
+    static let debianSettings = """
+
+        # Debian's postgresql package
+        password_encryption = scram-sha-256
+        ssl = on
+        ssl_cert_file = 'server.crt'
+        ssl_key_file = 'server.key'
+
+        """
 
     /// Host and local methods are set in pg_hba.conf afterwards; the superuser gets a
     /// password (scram, from a file the server's user can read) so that `administer` and
@@ -44,6 +51,18 @@ extension PostgresCluster {
             throw PostgresClusterError("cannot write the server's certificate: \(error)")
         }
         for path in [certificate, key] { try giveToServer(path) }
+    }
+
+    /// Appends `debianSettings` to initdb's postgresql.conf (keeping its owner).
+    func writeDebianSettings() throws {
+        let path = dataDirectory + "/postgresql.conf"
+        let fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        guard fd >= 0 else { throw PostgresClusterError("cannot open \(path): \(String(cString: strerror(errno)))") }
+        defer { close(fd) }
+        let bytes = Array(Self.debianSettings.utf8)
+        guard bytes.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) == bytes.count else {
+            throw PostgresClusterError("cannot write \(path)")
+        }
     }
 
     /// Hex of 16 random bytes.

@@ -236,6 +236,7 @@ public final class PostgresCluster: @unchecked Sendable {
         case .debian:
             hba = Self.debianHBA
             try writeDebianCertificate()
+            try writeDebianSettings()
         }
         guard Self.writeFile(dataDirectory + "/pg_hba.conf", hba) else { throw PostgresClusterError("cannot write pg_hba.conf") }
     }
@@ -253,12 +254,11 @@ public final class PostgresCluster: @unchecked Sendable {
     }
 
     private func launch() throws {
-        var arguments = asServerUser + [
+        let arguments = asServerUser + [
             binaries.postgres, "-D", dataDirectory, "-p", String(port),
             "-c", "listen_addresses=127.0.0.1", "-c", "unix_socket_directories=\(directory)",
             "-c", "fsync=on", "-c", "synchronous_commit=on", "-c", "shared_buffers=16MB", "-c", "max_connections=200",
         ]
-        if setup == .debian { arguments += Self.debianServerOptions }
         let server: ChildProcess
         do {
             server = try ChildProcess(executable: arguments[0], arguments: Array(arguments.dropFirst()), name: "postgres")
