@@ -83,7 +83,7 @@ struct ReadmePostgresTests {
             commands: ["scripts/install.sh"] + commands,
             substitutions: ["localhost:5432": "localhost:\(cluster.port)", "sudo -u postgres ": try asServerUser(cluster)],
             environment: ["PGHOST": cluster.directory, "PGPORT": String(cluster.port)],
-            input: ["createuser --pwprompt": "\(password)\n\(password)\n", "read -rsp": "\(password)\n"])
+            input: ["createuser --pwprompt": "\(password)\n\(password)\n", "read -rs password": "\(password)\n"])
     }
 
     static func asServerUser(_ cluster: PostgresCluster) throws -> String {
