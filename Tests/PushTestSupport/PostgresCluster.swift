@@ -63,7 +63,7 @@ public final class PostgresCluster: @unchecked Sendable {
     let superuserPassword: String?
     private let binaries: (initdb: String, postgres: String)
     /// Prefix that runs a command as the server's user (empty when not root).
-    let asServerUser: [String]
+    private let asServerUser: [String]
     /// The server's user and group when the tests run as root, who own its files.
     let owner: (uid: uid_t, gid: gid_t)?
     /// Guards the four fields below (tests share the cluster across threads).
@@ -100,7 +100,7 @@ public final class PostgresCluster: @unchecked Sendable {
             let started: Result<PostgresCluster, PostgresClusterError>
             do {
                 started = .success(try start(setup))
-                if clusters.isEmpty { atexit { PostgresCluster.stopShared() } }
+                _ = stopSharedAtExit
             } catch let error as PostgresClusterError {
                 started = .failure(error)
             } catch {
@@ -111,6 +111,9 @@ public final class PostgresCluster: @unchecked Sendable {
         }
         return try result.get()
     }
+
+    /// Registered with the first shared cluster that starts (a static is initialized once).
+    private static let stopSharedAtExit: Void = { atexit { PostgresCluster.stopShared() } }()
 
     private static func stopShared() {
         for case .success(let cluster) in sharedClusters.withLock({ Array($0.values) }) { cluster.stop() }
