@@ -13,7 +13,7 @@ public final class PostgresBlockingConnection {
         }
         PQsetNoticeProcessor(conn, sp_pq_ignore_notice, nil)
         guard PQstatus(conn) == CONNECTION_OK else {
-            let message = Self.errorMessage(conn)
+            let message = PostgresConnectHint.explained(Self.errorMessage(conn))
             PQfinish(conn)
             throw .connection(message)
         }

@@ -112,7 +112,8 @@ extension PostgresConnection {
         let connection = keepAliveWhileConnecting
         keepAliveWhileConnecting = nil
         // Deferred: this may run inside connect() itself.
-        deferred { withExtendedLifetime(connection) { completion(.failure(.connection(message))) } }
+        let explained = PostgresConnectHint.explained(message)
+        deferred { withExtendedLifetime(connection) { completion(.failure(.connection(explained))) } }
     }
 
     private func readable() {

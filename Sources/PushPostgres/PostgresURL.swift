@@ -4,11 +4,11 @@ import Glibc
 /// Connection strings: a `postgresql://` URL or libpq's `key=value` form, read by libpq
 /// itself (PQconninfoParse) so that what validates here is what connects.
 public enum PostgresURL {
-    /// Throws `.invalidURL` naming the problem when libpq cannot parse `conninfo`. The
-    /// message never contains the password, even where libpq's own message would quote the
-    /// whole URL.
+    /// Throws `.invalidURL` naming the problem when libpq cannot parse `conninfo`, or when
+    /// it names a password file (`passfile`) by a relative path. The message never contains
+    /// the password, even where libpq's own message would quote the whole URL.
     public static func validate(_ conninfo: String) throws(PostgresError) {
-        _ = try parse(conninfo)
+        try PostgresPassfile.checkPath(try parse(conninfo))
     }
 
     /// `conninfo` with its password (in the URL's user info, a `password` query parameter
@@ -24,9 +24,12 @@ public enum PostgresURL {
     /// plus `synchronous_commit=on` (a COMMIT completes only once it is on disk, whatever the
     /// server's default), UTF-8 on the wire (text values are Swift strings), a bounded
     /// connect time, and `applicationName` for pg_stat_activity unless the string names one.
+    /// A password file it names must be usable (`PostgresPassfile`).
     static func sessionParameters(_ conninfo: String, applicationName: String = "securepush") throws(PostgresError)
         -> [(key: String, value: String)] {
         var parameters = try parse(conninfo)
+        try PostgresPassfile.checkPath(parameters)
+        try PostgresPassfile.checkFile(parameters)
         func set(_ key: String, _ value: (String?) -> String?) {
             let index = parameters.firstIndex { $0.key == key }
             let new = value(index.map { parameters[$0].value })

@@ -95,6 +95,13 @@ public enum ConfigSchema {
     /// Room a STORE frame needs beside its payload (the store raises its frame limit by it).
     static let largestPayload = FrameLimits.ceiling - 1024
 
+    /// How `store.database` and `--database` take the password and TLS: the same words in
+    /// the config table, `init --help` and `store --help`.
+    public static let databaseURLNote = """
+        The URL is libpq's: put the password in an owner-only password file named by passfile=ABSOLUTE-PATH \
+        (lines HOST:PORT:DATABASE:USER:PASSWORD), not in the URL, and add sslmode=require over TCP.
+        """
+
     public static let keys: [ConfigKey] = [
         ConfigKey("store.listen", .address, default: "127.0.0.1:7070",
                   "Address the store listens on.", services: [.store], flag: "--listen", inTemplate: true),
@@ -112,8 +119,8 @@ public enum ConfigSchema {
         ConfigKey("gateway.node", .nodeName, default: nil, example: "gateway-1",
                   "This gateway's name in its cluster, unique there (default: the host name and the listen port).",
                   services: [.gateway], flag: "--node"),
-        ConfigKey("store.database", .databaseURL, default: nil, example: "postgresql://securepush@127.0.0.1:5432/securepush",
-                  "Keep the store's data in this PostgreSQL database, which any number of stores can share; unset, in the SQLite file store.sqlite in the deployment directory.",
+        ConfigKey("store.database", .databaseURL, default: nil, example: "postgresql://securepush@localhost:5432/securepush?sslmode=require&passfile=/srv/push/pgpass",
+                  "Keep the store's data in this PostgreSQL database, which any number of stores can share; unset, in the SQLite file store.sqlite in the deployment directory. " + databaseURLNote,
                   services: [.store], flag: "--database"),
         ConfigKey("store.http", .address, default: nil, example: "127.0.0.1:8080",
                   "Serve the HTTP provider API (POST /v1/messages, GET and DELETE /v1/messages/{id}) at this address, with the store's TLS certificate when it has one; requests authenticate with API tokens (`securepush provider token create`).",

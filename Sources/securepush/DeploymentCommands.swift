@@ -16,7 +16,7 @@ struct InitCommand: ParsableCommand {
     var directory: String
     @Option(help: ArgumentHelp("""
         Keep the store's data in this PostgreSQL database (store.database in the config), which any number of \
-        stores can share; its tables are created now (default: a SQLite file in the directory).
+        stores can share; its tables are created now (default: a SQLite file in the directory). \(ConfigSchema.databaseURLNote)
         """, valueName: "postgresql://..."))
     var database: String?
 

@@ -24,7 +24,7 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("""
         Keep the data in this PostgreSQL database, which any number of stores can share; its tables are created or \
         brought up to date at start (default: store.database in the config file, else the SQLite file store.sqlite in \
-        the deployment directory).
+        the deployment directory). \(ConfigSchema.databaseURLNote)
         """, valueName: "postgresql://..."))
     var database: String?
     @Option(help: ArgumentHelp("TLS certificate, PEM (default: none, plain TCP).", valueName: "file")) var tlsCert: String?

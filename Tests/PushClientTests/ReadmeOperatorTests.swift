@@ -19,12 +19,18 @@ final class OperatorWalkthrough {
     let expectedText: String
     private(set) var shell: ChildProcess?
 
-    /// - Parameter substitutions: text replaced in every command after the ports were
-    ///   (a database URL of the README by the test's own).
-    init(commands: [String], substitutions: [String: String] = [:]) throws {
+    /// - Parameters:
+    ///   - substitutions: text replaced in every command after the ports were (a database
+    ///     URL of the README by the test's own).
+    ///   - environment: exported before the first command.
+    ///   - input: for a command containing the key, what is typed at its prompts: piped
+    ///     to it on stdin.
+    init(commands: [String], substitutions: [String: String] = [:], environment: [String: String] = [:],
+         input: [String: String] = [:]) throws {
         root = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-readme-\(UUID().uuidString)").path
         var ports: [String: Int] = [:]
         var lines = OperatorWalkthrough.prelude(root: root)
+        for (name, value) in environment.sorted(by: { $0.key < $1.key }) { lines.append("export \(name)=\(quoted(value))") }
         var device: String?
         var text: String?
         for (index, written) in commands.enumerated() {
@@ -40,14 +46,22 @@ final class OperatorWalkthrough {
                 if ports[port] == nil { ports[port] = try readmeFreePort() }
                 command = command.replacingOccurrences(of: "-p \(port)", with: "-p \(ports[port] ?? 0)")
             }
+            if command != "scripts/install.sh" {
+                let program = command.hasPrefix("printf ") ? command.split(separator: "|", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" : command
+                guard Self.runnablePrefixes.contains(where: { program.hasPrefix($0) }) else {
+                    throw ReadmeFailure("""
+                        the walk-through runs `\(written)`: only securepush, curl and nats-server commands (with a printf for a \
+                        password), PostgreSQL's createuser and createdb as postgres, the making of a directory and a password \
+                        file, and scripts/install.sh are run here
+                        """)
+                }
+            }
             for (written, replacement) in substitutions { command = command.replacingOccurrences(of: written, with: replacement) }
             if command == "scripts/install.sh" {
                 command = "SECUREPUSH_BINARY=\(quoted(SecurePushBinary.path)) \(quoted(Readme.repositoryRoot + "/scripts/install.sh")) \(quoted(root + "/prefix"))"
-            } else {
-                let program = command.hasPrefix("printf ") ? command.split(separator: "|", maxSplits: 1).last.map { $0.trimmingCharacters(in: .whitespaces) } ?? "" : command
-                guard program.hasPrefix("securepush ") || program.hasPrefix("curl ") || program.hasPrefix("nats-server ") else {
-                    throw ReadmeFailure("the walk-through runs `\(written)`: only securepush, curl and nats-server commands (with a printf for a password) and scripts/install.sh are run here")
-                }
+            }
+            if let typed = input.first(where: { written.contains($0.key) })?.value {
+                command = "printf %s \(quoted(typed)) | " + command
             }
             if let match = command.firstMatch(of: /--text "([^"]*)"/) { text = String(match.output.1) }
             lines.append("echo \(quoted("+ " + written)) >&2")
@@ -84,6 +98,11 @@ final class OperatorWalkthrough {
             throw error
         }
     }
+
+    /// What a README command may start with (after a `printf ... |`).
+    static let runnablePrefixes = [
+        "securepush ", "curl ", "nats-server ", "sudo -u postgres createuser ", "sudo -u postgres createdb ", "install -d ", "(umask 077 ",
+    ]
 
     /// Strict bash; the README's background jobs stopped in reverse order with SIGTERM
     /// when the script ends or is told to, each exit status written to `exits`.
@@ -196,25 +215,6 @@ struct ReadmeOperatorTests {
         #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
         let backgroundJobs = commands.filter { Readme.withoutComment($0).hasSuffix("&") }.count
         #expect(walkthrough.exits.count == backgroundJobs, "\(walkthrough.exits)")
-        for line in walkthrough.exits { #expect(line.hasSuffix(" exited 0"), "SIGTERM: \(line)\n\(walkthrough.diagnostics)") }
-    }
-
-    @Test("several stores on PostgreSQL: init --database, two stores, a gateway and clients given both, the device shows what was sent",
-          .enabled(if: PostgresCluster.testsEnabled), .timeLimit(.minutes(3)))
-    func postgresWalkthrough() throws {
-        let commands = Readme.commands(Readme.shellBlocks(in: try Readme.text(), heading: "### Several stores on PostgreSQL"))
-        let written = try #require(commands.first?.firstMatch(of: /--database (\S+)/)).output.1
-        // Run after the main walk-through's install, which puts securepush on PATH.
-        let walkthrough = try OperatorWalkthrough(commands: ["scripts/install.sh"] + commands, substitutions: [String(written): try PostgresCluster.shared().createDatabase()])
-        try walkthrough.start()
-        let shown = waitUntil(timeoutSeconds: 120) {
-            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
-                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
-        }
-        let status = walkthrough.stop()
-        #expect(shown && walkthrough.foregroundDone && walkthrough.deviceText.contains(walkthrough.expectedText),
-                "device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
-        #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
         for line in walkthrough.exits { #expect(line.hasSuffix(" exited 0"), "SIGTERM: \(line)\n\(walkthrough.diagnostics)") }
     }
 

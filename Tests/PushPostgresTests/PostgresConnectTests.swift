@@ -31,6 +31,16 @@ import Testing
         #expect(throws: Never.self) { try PostgresURL.validate("host=/tmp dbname=x") }
     }
 
+    @Test("a passfile must be named by an absolute path, in either syntax")
+    func relativePassfile() {
+        for conninfo in ["postgresql://ann@h/db?passfile=pgpass", "host=h dbname=db passfile='conf/pgpass'"] {
+            #expect { try PostgresURL.validate(conninfo) } throws: { error in
+                (error as? PostgresError)?.kind == .invalidURL && "\(error)".contains("is not an absolute path")
+            }
+        }
+        #expect(throws: Never.self) { try PostgresURL.validate("postgresql://ann@h/db?sslmode=require&passfile=/srv/push/pgpass") }
+    }
+
     @Test("redacted() masks a password in the user info, the query or a key=value pair")
     func redaction() {
         #expect(PostgresURL.redacted("postgresql://ann:s3cret@h:5432/db") == "postgresql://ann:****@h:5432/db")

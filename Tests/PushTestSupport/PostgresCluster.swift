@@ -12,7 +12,8 @@ public struct PostgresClusterError: Error, CustomStringConvertible {
 
 /// A throwaway PostgreSQL server a test run starts itself: initdb into a temporary
 /// directory, `postgres` on a free port of 127.0.0.1 with trust authentication for
-/// 127.0.0.1 only, its Unix socket in that directory, fsync on.
+/// 127.0.0.1 only, its Unix socket in that directory, fsync on. `.debian` sets it up as
+/// Debian's postgresql package does instead (PostgresCluster+Debian.swift).
 ///
 /// initdb and postgres refuse to run as root, so as root both run as the `postgres` system
 /// user (Debian's postgresql package creates it) through `setpriv`, which execs in place: the
@@ -41,14 +42,30 @@ public final class PostgresCluster: @unchecked Sendable {
         install Debian's postgresql package (.ci/run does)
         """
 
+    /// How clients authenticate and whether it speaks TLS.
+    public enum Setup: Sendable, Hashable {
+        /// Trust on 127.0.0.1, no TLS: tests connect as the superuser without a password.
+        case trust
+        /// As Debian's package configures it: peer on the Unix socket, scram-sha-256 on
+        /// TCP (127.0.0.1 and ::1), `password_encryption = scram-sha-256`, `ssl = on` with a
+        /// self-signed certificate. It listens on 127.0.0.1 only (Debian: localhost), where
+        /// its port was found free.
+        case debian
+    }
+
+    public let setup: Setup
     public private(set) var port: Int
     /// The temporary directory: data/ inside it, and the Unix socket.
     public let directory: String
     /// The superuser the URLs connect as.
     public let user: String
+    /// The superuser's password with `.debian` (its TCP logins need one), else nil.
+    let superuserPassword: String?
     private let binaries: (initdb: String, postgres: String)
     /// Prefix that runs a command as the server's user (empty when not root).
     private let asServerUser: [String]
+    /// The server's user and group when the tests run as root, who own its files.
+    let owner: (uid: uid_t, gid: gid_t)?
     /// Guards the four fields below (tests share the cluster across threads).
     private let lock = PlainLock()
     private var server: ChildProcess?
@@ -56,12 +73,12 @@ public final class PostgresCluster: @unchecked Sendable {
     private var databases = 0
     private var stopped = false
 
-    private var dataDirectory: String { directory + "/data" }
+    var dataDirectory: String { directory + "/data" }
 
     /// Its own cluster, for tests that kill or restart it.
-    public static func start() throws -> PostgresCluster {
+    public static func start(_ setup: Setup = .trust) throws -> PostgresCluster {
         guard let binaries else { throw PostgresClusterError(missingMessage) }
-        let cluster = try PostgresCluster(binaries: binaries)
+        let cluster = try PostgresCluster(binaries: binaries, setup: setup)
         do {
             try cluster.initialize()
             try cluster.launchOnAFreePort()
@@ -72,34 +89,40 @@ public final class PostgresCluster: @unchecked Sendable {
         return cluster
     }
 
-    private static let sharedCluster = Mutex<Result<PostgresCluster, PostgresClusterError>?>(nil)
+    private static let sharedClusters = Mutex<[Setup: Result<PostgresCluster, PostgresClusterError>]>([:])
 
-    /// One cluster for the whole test process, started on first use and stopped at exit.
-    /// A failed start is remembered: every test that asks gets the same error, quickly.
-    public static func shared() throws -> PostgresCluster {
-        let result = sharedCluster.withLock { slot -> Result<PostgresCluster, PostgresClusterError> in
-            if let slot { return slot }
+    /// One cluster of each setup for the whole test process, started on first use and
+    /// stopped at exit. A failed start is remembered: every test that asks gets the same
+    /// error, quickly.
+    public static func shared(_ setup: Setup = .trust) throws -> PostgresCluster {
+        let result = sharedClusters.withLock { clusters -> Result<PostgresCluster, PostgresClusterError> in
+            if let known = clusters[setup] { return known }
             let started: Result<PostgresCluster, PostgresClusterError>
             do {
-                started = .success(try start())
-                atexit { PostgresCluster.stopShared() }
+                started = .success(try start(setup))
+                _ = stopSharedAtExit
             } catch let error as PostgresClusterError {
                 started = .failure(error)
             } catch {
                 started = .failure(PostgresClusterError("\(error)"))
             }
-            slot = started
+            clusters[setup] = started
             return started
         }
         return try result.get()
     }
 
+    /// Registered with the first shared cluster that starts (a static is initialized once).
+    private static let stopSharedAtExit: Void = { atexit { PostgresCluster.stopShared() } }()
+
     private static func stopShared() {
-        if case .success(let cluster)? = sharedCluster.withLock({ $0 }) { cluster.stop() }
+        for case .success(let cluster) in sharedClusters.withLock({ Array($0.values) }) { cluster.stop() }
     }
 
-    private init(binaries: (initdb: String, postgres: String)) throws {
+    private init(binaries: (initdb: String, postgres: String), setup: Setup) throws {
         self.binaries = binaries
+        self.setup = setup
+        superuserPassword = setup == .debian ? Self.randomPassword() : nil
         port = try Self.freePort()
         var owner: (uid: uid_t, gid: gid_t)?
         if geteuid() == 0 {
@@ -123,11 +146,13 @@ public final class PostgresCluster: @unchecked Sendable {
             user = getpwuid(geteuid()).flatMap { $0.pointee.pw_name.map { String(cString: $0) } } ?? "postgres"
             asServerUser = []
         }
+        self.owner = owner
     }
 
-    /// postgresql://USER@127.0.0.1:PORT/DATABASE
+    /// postgresql://USER@127.0.0.1:PORT/DATABASE (with `.debian`, USER:PASSWORD@)
     public func url(database: String = "postgres") -> String {
-        "postgresql://\(user)@127.0.0.1:\(port)/\(database)"
+        let credentials = superuserPassword.map { "\(user):\($0)" } ?? user
+        return "postgresql://\(credentials)@127.0.0.1:\(port)/\(database)"
     }
 
     /// A new empty database; its URL.
@@ -201,13 +226,21 @@ public final class PostgresCluster: @unchecked Sendable {
     // MARK: starting
 
     private func initialize() throws {
-        let arguments = asServerUser + [
+        var arguments = asServerUser + [
             binaries.initdb, "-D", dataDirectory, "-U", user, "-A", "trust", "-E", "UTF8", "--locale=C", "--no-sync",
         ]
+        if setup == .debian { arguments += try debianInitdbArguments() }
         let (status, _, errors) = try ChildProcess.run(executable: arguments[0], arguments: Array(arguments.dropFirst()), seconds: 120)
         guard status == 0 else { throw PostgresClusterError("initdb failed (status \(status)): \(errors)") }
-        // Trust for TCP from 127.0.0.1 only; initdb's file is replaced, keeping its owner.
-        let hba = "# securepush tests: trust on loopback only\nhost all all 127.0.0.1/32 trust\n"
+        // initdb's file is replaced, keeping its owner.
+        let hba: String
+        switch setup {
+        case .trust: hba = "# securepush tests: trust on loopback only\nhost all all 127.0.0.1/32 trust\n"
+        case .debian:
+            hba = Self.debianHBA
+            try writeDebianCertificate()
+            try writeDebianSettings()
+        }
         guard Self.writeFile(dataDirectory + "/pg_hba.conf", hba) else { throw PostgresClusterError("cannot write pg_hba.conf") }
     }
 
@@ -339,7 +372,7 @@ public final class PostgresCluster: @unchecked Sendable {
         return String(decoding: bytes, as: UTF8.self)
     }
 
-    private static func writeFile(_ path: String, _ text: String) -> Bool {
+    static func writeFile(_ path: String, _ text: String) -> Bool {
         let fd = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
         guard fd >= 0 else { return false }
         defer { close(fd) }
