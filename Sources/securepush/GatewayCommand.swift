@@ -72,10 +72,10 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Pushes queued per offline device; past it the oldest is dropped and the device told with MISSED (default: \(GatewayCommand.defaults.queueCapacity)).",
                                valueName: "count"))
     var queueCapacity: Int?
-    @Option(help: ArgumentHelp("Bytes of output a connection may leave unread before it is cut off as a slow consumer (default: \(GatewayCommand.defaults.maxOutputBytes)).",
+    @Option(help: ArgumentHelp("Bytes of pushes written to a device and not yet acknowledged, at most (the rest wait in its queue), and of output a connection may leave unread before it is cut off as a slow consumer, with GOAWAY SLOW_CONSUMER (default: \(GatewayCommand.defaults.maxOutputBytes)).",
                                valueName: "bytes"))
     var maxOutputBytes: Int?
-    @Option(help: ArgumentHelp("Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most; the others wait in its queue until acknowledgements free room (default: \(GatewayCommand.defaults.deliveryWindow)).",
+    @Option(help: ArgumentHelp("Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most, within --max-output-bytes of them; the others wait in its queue until acknowledgements free room, and what its full queue drops is told to the device at once with MISSED (default: \(GatewayCommand.defaults.deliveryWindow)).",
                                valueName: "count"))
     var deliveryWindow: Int?
     @Option(help: ArgumentHelp("Ids of PUSHes with once 1 each loop remembers for 300 s, to answer a repeat with the first one's counts instead of delivering it again; past it the oldest is forgotten first (default: \(GatewayCommand.defaults.onceMemory)).",

@@ -220,6 +220,47 @@ struct GatewayDeliveryProcessTests {
         _ = stalled
     }
 
+    @Test("""
+        [4.14-5] [4.13-10] [4.15-1] [5.5-4] issue 29's slow consumer: --max-output-bytes 4096 --delivery-window 65536, a device that \
+        reads and never acknowledges gets what its window holds in bytes, every later push is queued, the queue's overflow \
+        comes as MISSED while it is connected, nothing cuts it off; its acknowledgements bring the rest
+        """)
+    func readsButNeverAcknowledges() throws {
+        let gateway = try GatewayProcess(arguments: ["--max-output-bytes", "4096", "--delivery-window", "65536", "--metrics", "127.0.0.1:0"])
+        let provider = try gateway.provider()
+        let phone = try gateway.device("phone")
+        let frameSize = Push(target: nil, id: Array(longID("n", 0).utf8)).deviceFrame(correlation: 1).count
+        let fits = 4096 / frameSize
+        let ids = (0..<(fits + 100 + 60)).map { longID("n", $0) }  // the window, a queue of 100, 60 more
+        let acks = try gateway.pushAll(ids, to: .device("phone"), via: provider)
+        #expect(acks.prefix(fits).allSatisfy { $0 == PushAck(written: 1, queued: 0) })
+        #expect(acks.dropFirst(fits).allSatisfy { $0 == PushAck(written: 0, queued: 1) }, "behind a window full in bytes")
+
+        // Read everything the gateway sends without acknowledging anything.
+        var received: [(correlation: UInt32, id: [UInt8])] = []
+        var missed = 0
+        while let frame = try? phone.receive(timeoutMs: 500) {
+            switch frame.message {
+            case .push(let push): received.append((frame.header.correlation, push.id))
+            case .missed(let report): missed += Int(report.missedCount)
+            default: Issue.record("the device got \(frame.message)")
+            }
+        }
+        print("figures: binary, cap 4096, window 65536, \(ids.count) pushes of \(frameSize) bytes to a device that reads and never acknowledges: \(received.count) written, MISSED \(missed) while connected")
+        #expect(received.count == fits)
+        #expect(missed == 60, "the queue of 100 dropped the 60 oldest, told at once")
+        var text = try gateway.scrapeMetrics()
+        #expect(metricValue(text, "securepush_gateway_slow_consumers_cut_total") == 0)
+        #expect(metricValue(text, "securepush_gateway_devices_online") == 1)
+
+        for push in received { _ = try phone.send(.deliveryAck(DeliveryAck(id: push.id)), correlation: push.correlation) }
+        let (rest, missedLater) = phone.collect(accountingFor: 100)
+        #expect(missedLater == 0)
+        #expect(rest == Array(ids.suffix(100)), "the 100 kept, once, in order")
+        text = try gateway.scrapeMetrics()
+        #expect(metricValue(text, "securepush_gateway_slow_consumers_cut_total") == 0)
+    }
+
     @Test("--queue-capacity 1000 and the default output cap: a reconnect with a backlog of 1,000 gets HELLO_OK and every push once, in order, without being cut")
     func bigBacklogReconnect() throws {
         let gateway = try GatewayProcess(arguments: ["--queue-capacity", "1000", "--metrics", "127.0.0.1:0"])
