@@ -189,13 +189,9 @@ public final class GatewayServer: ServiceHandler {
     private func handlingTally() -> PushTally? {
         guard let handled = handling else { return nil }
         if let tally = handled.tally { return tally }
-        let (correlation, peer, startNs) = (handled.correlation, handled.peer, handled.startNs)
-        // The host and metrics rather than a weak server: a weak reference would give the
-        // server a side table, and every retain of it on the push path the slow way.
-        let tally = PushTally { [host = host!, metrics = logic.metrics] ack in
-            host.respond(ack, correlation: correlation, to: peer)
-            metrics.pushDuration.observe(since: startNs)
-        }
+        // The server strongly: a weak reference would give it a side table, and every
+        // retain of it on the push path the slow way.
+        let tally = PushTally(.provider(self, handled.peer, correlation: handled.correlation, startNs: handled.startNs))
         handling?.tally = tally
         return tally
     }

@@ -44,3 +44,48 @@ final class TurnBatches<Destination: Hashable, Item> {
         sending.removeAll(keepingCapacity: true)
     }
 }
+
+/// `TurnBatches` for destinations numbered `0..<count`, the loops of a process: a slot per
+/// destination rather than a hashed key per item. Loop-confined.
+final class LoopBatches<Item> {
+    private let loop: EventLoop
+    private let send: (Int, [Item]) -> Void
+    @exclusivity(unchecked) private var pending: [[Item]]
+    /// The destinations with items waiting, in the order their first item came.
+    @exclusivity(unchecked) private var waiting: [Int] = []
+    @exclusivity(unchecked) private var sending: [Int] = []
+    @exclusivity(unchecked) private var flush: LoopTimer?
+
+    /// - Parameter send: called at the end of the turn, once per destination with items.
+    init(loop: EventLoop, count: Int, send: @escaping (Int, [Item]) -> Void) {
+        self.loop = loop
+        self.send = send
+        pending = Array(repeating: [], count: count)
+    }
+
+    func append(_ item: Item, for index: Int) {
+        if pending[index].isEmpty { waiting.append(index) }
+        pending[index].append(item)
+        guard flush == nil else { return }
+        // Unowned, as the timer is cancelled in deinit (see `TurnBatches`).
+        flush = loop.schedule(after: .zero) { [unowned self] in sendPending() }
+    }
+
+    deinit { flush?.cancel() }
+
+    /// Hands over what waits now rather than at the end of the turn.
+    func sendPending() {
+        flush?.cancel()
+        flush = nil
+        swap(&waiting, &sending)
+        for index in sending {
+            var items: [Item] = []
+            swap(&items, &pending[index])
+            // The batch goes to another thread with its buffer: the next starts at its
+            // size rather than growing to it again by doubling.
+            pending[index].reserveCapacity(items.count)
+            send(index, items)
+        }
+        sending.removeAll(keepingCapacity: true)
+    }
+}

@@ -11,18 +11,17 @@ final class LoopForwarding {
     let router: GatewayLoopRouter
     private unowned let server: GatewayServer
     /// Pushes for other loops and answers to them, each sent at the end of the turn.
-    @exclusivity(unchecked) private var pushes: TurnBatches<Int, LoopPush>!
-    @exclusivity(unchecked) private var answers: TurnBatches<Int, LoopPushAck>!
+    @exclusivity(unchecked) private var pushes: LoopBatches<LoopPush>!
+    @exclusivity(unchecked) private var answers: LoopBatches<LoopPushAck>!
     /// The tallies of PUSHes sent to other loops, by the token their answer names.
-    @exclusivity(unchecked) private var awaiting: [UInt64: PushTally] = [:]
-    @exclusivity(unchecked) private var nextToken: UInt64 = 0
+    @exclusivity(unchecked) private var awaiting = TokenTable<PushTally>()
 
     init(placement: LoopPlacement, router: GatewayLoopRouter, loop: EventLoop, server: GatewayServer) {
         self.placement = placement
         self.router = router
         self.server = server
-        pushes = TurnBatches(loop: loop) { [unowned self] index, batch in send(batch, to: index) }
-        answers = TurnBatches(loop: loop) { [unowned self] index, acks in
+        pushes = LoopBatches(loop: loop, count: placement.count) { [unowned self] index, batch in send(batch, to: index) }
+        answers = LoopBatches(loop: loop, count: placement.count) { [unowned self] index, acks in
             router.withServer(index) { server in server.loopForwarding?.answered(acks) }
         }
     }
@@ -30,9 +29,7 @@ final class LoopForwarding {
     /// Sends `push` to loop `index`, for the devices whose home it is; its counts join `tally`.
     func forward(_ push: Push, to index: Int, tally: PushTally) {
         tally.begin()
-        awaiting[nextToken] = tally
-        pushes.append(LoopPush(push: push, token: nextToken), for: index)
-        nextToken &+= 1
+        pushes.append(LoopPush(push: push, token: awaiting.insert(tally)), for: index)
     }
 
     private func send(_ batch: [LoopPush], to index: Int) {
@@ -50,7 +47,7 @@ final class LoopForwarding {
             let token = loopPush.token
             var tally: PushTally?
             let ack = server.route(loopPush.push) {
-                if tally == nil { tally = PushTally { [answers] ack in answers?.append(LoopPushAck(token: token, ack: ack), for: origin) } }
+                if tally == nil { tally = PushTally(.loop(self, origin: origin, token: token)) }
                 return tally
             }
             server.carryOut()
@@ -64,11 +61,52 @@ final class LoopForwarding {
         answers.sendPending()
     }
 
+    /// The counts of a share this loop took, for the loop that sent it.
+    func answer(_ ack: LoopPushAck, to origin: Int) {
+        answers.append(ack, for: origin)
+    }
+
     func answered(_ acks: [LoopPushAck]) {
         for answer in acks {
-            guard let tally = awaiting.removeValue(forKey: answer.token) else { continue }
+            guard let tally = awaiting.remove(answer.token) else { continue }
             tally.add(answer.ack)
             tally.end()
         }
+    }
+}
+
+/// Values under consecutive tokens, most taken back in about the order given: a window of
+/// slots from the oldest token still held, so that neither giving nor taking hashes.
+struct TokenTable<Value> {
+    private var slots: [Value?] = []
+    /// Slots before `head` were taken; `slots[head]` holds token `firstToken`.
+    private var head = 0
+    private var firstToken: UInt64 = 0
+
+    /// Holds `value`; returns its token.
+    mutating func insert(_ value: Value) -> UInt64 {
+        slots.append(value)
+        return firstToken &+ UInt64(slots.count - 1 - head)
+    }
+
+    /// The value under `token`, which is then free; nil if none is held.
+    mutating func remove(_ token: UInt64) -> Value? {
+        let offset = token &- firstToken
+        guard offset < UInt64(slots.count - head) else { return nil }
+        let index = head + Int(offset)
+        guard let value = slots[index] else { return nil }
+        slots[index] = nil
+        while head < slots.count, slots[head] == nil {
+            head += 1
+            firstToken &+= 1
+        }
+        if head == slots.count {
+            slots.removeAll(keepingCapacity: true)
+            head = 0
+        } else if head >= 64, head * 2 >= slots.count {
+            slots.removeSubrange(0..<head)
+            head = 0
+        }
+        return value
     }
 }
