@@ -3,6 +3,7 @@ import PushClock
 import PushEventLoop
 import PushPostgres
 import PushSecurity
+import PushService
 import PushSession
 import PushWire
 
@@ -56,6 +57,14 @@ public final class PostgresStoreBackend: StoreBackend {
     private var stopped = false
     private var finishing: [() -> Void] = []
     private var finishTimer: LoopTimer?
+    /// The data keys as last read from the database, and what opens them.
+    private var keys: PostgresStoreKeys?
+    private var keyTimer: LoopTimer?
+    private var refreshingKeys = false
+    /// Why the keys last read could not be used (this host's data-keys file differs).
+    private var keyProblem: String?
+    private var keyProblemLog = LogThrottle(intervalMs: 10_000)
+    private var resealer: PostgresResealer!
 
     /// Validates the URL, checks the schema (applying migrations) over a blocking
     /// connection, then opens the loop's connections; requests that come before they are
@@ -71,6 +80,7 @@ public final class PostgresStoreBackend: StoreBackend {
         }
         let database = PostgresURL.redacted(url)
         let registrySequence: UInt64
+        let keys: PostgresStoreKeys
         do {
             let connection = try PostgresBlockingConnection(url)
             defer { connection.close() }
@@ -80,6 +90,11 @@ public final class PostgresStoreBackend: StoreBackend {
                 throw StartFailure.schema(database: database, error)
             }
             registrySequence = try PostgresRegistryTable.lastChange(on: connection)
+            do {
+                keys = try PostgresStoreKeys(path: dataKeysPath, on: connection)
+            } catch {
+                throw StartFailure.dataKeys(path: dataKeysPath, "\(error)")
+            }
         } catch let failure as StartFailure {
             throw failure
         } catch let error as PostgresError {
@@ -87,14 +102,9 @@ public final class PostgresStoreBackend: StoreBackend {
         } catch {
             throw .cannotConnect(database: database, PostgresError(kind: .connection, message: "\(error)"))
         }
-        let ring: DataKeyRing
-        do {
-            ring = try DataKeyRing(path: dataKeysPath)
-        } catch {
-            throw .dataKeys(path: dataKeysPath, "\(error)")
-        }
         let backend = PostgresStoreBackend(url: url, database: database, registrySequence: registrySequence, settings: settings,
-                                           sealer: PayloadSealer(ring: ring), clock: clock, logger: logger, loopIndex: loopIndex, loop: loop)
+                                           sealer: PayloadSealer(ring: keys.ring), clock: clock, logger: logger, loopIndex: loopIndex, loop: loop)
+        backend.keys = keys
         backend.committer.outboxOwner = outboxOwner
         backend.committer.pushLeaseMs = settings.outboxLeaseMs
         return backend
@@ -158,6 +168,11 @@ public final class PostgresStoreBackend: StoreBackend {
         sweepTimer = loop.schedule(after: .milliseconds(Int(clamping: settings.sweepIntervalMs)), repeating: true) { [weak self] in
             self?.sweep()
         }
+        resealer = PostgresResealer(link: writeLink, loop: loop, sealer: sealer)
+        resealer.onError = { [weak self] error in self?.logger.warning("re-sealing payloads failed", metadata: ["error": "\(error)"]) }
+        keyTimer = loop.schedule(after: .milliseconds(PostgresDataKeys.refreshMs), repeating: true) { [weak self] in
+            self?.refreshKeys()
+        }
     }
 
     deinit { stopLinks() }
@@ -172,7 +187,41 @@ public final class PostgresStoreBackend: StoreBackend {
         for link in [writeLink] + readLinks {
             if let problem = link.problem { return "\(link.name) connection: \(problem)" }
         }
-        return nil
+        return keyProblem
+    }
+
+    // MARK: data keys
+
+    /// Reads the data keys again (every `PostgresDataKeys.refreshMs`): a key added on any
+    /// host seals here from when it is due, and a pass of re-sealing starts when one is.
+    private func refreshKeys() {
+        guard !refreshingKeys, !stopped else { return }
+        refreshingKeys = true
+        readLink().use { [weak self] connection, _ in
+            guard let connection else {
+                self?.refreshingKeys = false
+                return
+            }
+            connection.query(PostgresDataKeys.select) { [weak self] result in
+                guard let self else { return }
+                refreshingKeys = false
+                // A database that is down is the readiness check's to report.
+                guard case .success(let rows) = result, let snapshot = try? PostgresDataKeys.decode(rows) else { return }
+                apply(snapshot)
+            }
+        }
+    }
+
+    private func apply(_ snapshot: PostgresDataKeys.Snapshot) {
+        guard let keys else { return }
+        do throws(DataKeyError) {
+            try keys.install(snapshot)
+            keyProblem = nil
+        } catch {
+            keyProblem = "\(error)"
+            if keyProblemLog.event(nowMs: Clocks.monotonicMilliseconds()) != nil { logger.error("cannot use the database's data keys", metadata: ["error": "\(error)"]) }
+        }
+        if snapshot.resealDue, snapshot.current == sealer.ring.currentID { resealer.startIfFree() }
     }
 
     // MARK: reads
@@ -435,6 +484,8 @@ public final class PostgresStoreBackend: StoreBackend {
         stopped = true
         sweepTimer?.cancel()
         sweepTimer = nil
+        keyTimer?.cancel()
+        keyTimer = nil
         let queued = committer.takeQueued()
         if !queued.isEmpty {
             do {
