@@ -78,7 +78,7 @@ struct DataAtRestTests {
         let store = try StoreFixture()
         let old = try (0..<300).map { try store.store("old \($0)") }
         let keys = try DataKeyAdministration(databasePath: store.databasePath)
-        #expect(try keys.rotate() == 2)
+        #expect(try keys.rotate().keyID == 2)
         #expect(try keys.prune() == [], "key 1 still seals 300 payloads")
         let new = try store.store("new")
         #expect(try store.row(new).keyID == 2, "the writer looks at the key file before it seals")
@@ -140,7 +140,7 @@ struct DataAtRestTests {
         #expect(try store.row(ids[1]).keyID == 2, "a clear body is sealed")
         #expect(try store.locate(ids[1])?.body == Array("clear".utf8))
         #expect(try keys.usage().map { [$0.keyID, UInt32($0.rows)] } == [[1, 0], [2, 3], [9, 1]], "key 9's row is left as it was")
-        #expect(try keys.usage().last?.inFile == false)
+        #expect(try keys.usage().last?.isHeld == false)
     }
 
     @Test("key prune --reseal re-seals what no running store has, then prunes")
