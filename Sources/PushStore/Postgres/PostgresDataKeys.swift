@@ -113,7 +113,7 @@ enum PostgresDataKeys {
     /// use, the keys that sealed what is stored so far. They seal at once (every host has
     /// the file already).
     static func importIfEmpty(_ fileKeys: [DataKey], on connection: PostgresBlockingConnection) throws {
-        _ = try connection.query("SELECT pg_advisory_xact_lock($1)", [.int64(lock)])
+        _ = try connection.query("SELECT 1 FROM pg_advisory_xact_lock($1)", [.int64(lock)])
         guard try !connection.query("SELECT EXISTS (SELECT 1 FROM data_keys)").bool(0, 0) else { return }
         let wrapping = try DataKeyWrapping(fileKeys: fileKeys)
         for key in fileKeys {
@@ -154,7 +154,7 @@ enum PostgresDataKeys {
     /// added earlier does); returns its id and when it starts to seal.
     static func add(fileKeys: [DataKey], on connection: PostgresBlockingConnection) throws -> (id: UInt32, activeAt: UInt64, nowMs: UInt64) {
         try connection.transaction {
-            _ = try connection.query("SELECT pg_advisory_xact_lock($1)", [.int64(lock)])
+            _ = try connection.query("SELECT 1 FROM pg_advisory_xact_lock($1)", [.int64(lock)])
             let last = try connection.query("SELECT coalesce(max(id), 0), coalesce(max(active_at), 0), \(nowSQL) FROM data_keys")
             let id = try last.uint(0, 0) + 1
             guard id <= UInt64(UInt32.max) else { throw DataKeyError.malformed("data_keys", line: 0) }
