@@ -24,7 +24,7 @@ public struct DataKeyUsage: Sendable, Equatable {
     /// The rule of `key prune` on either backend: a key held that neither seals now nor
     /// will, and that no row uses. Each backend then removes it only where no row can take
     /// it meanwhile.
-    static func prunable(_ usage: [DataKeyUsage]) -> [UInt32] {
+    public static func prunable(_ usage: [DataKeyUsage]) -> [UInt32] {
         guard let current = usage.first(where: \.isCurrent)?.keyID else { return [] }
         return usage.filter { $0.isHeld && $0.keyID != 0 && $0.keyID < current && $0.rows == 0 }.map(\.keyID)
     }

@@ -58,7 +58,7 @@ struct KeyCommand: ParsableCommand {
     struct Prune: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove the data keys, other than the newest, that no payload uses.")
         @Option(help: "The deployment directory.") var dataDir: String
-        @Flag(help: "First re-seal every payload under the newest key here, instead of waiting for a running store to.")
+        @Flag(help: "First re-seal every payload under the current key here, instead of waiting for a running store to.")
         var reseal = false
 
         func run() throws {
@@ -68,10 +68,14 @@ struct KeyCommand: ParsableCommand {
                 if unreadable > 0 { announce("\(unreadable) payload\(unreadable == 1 ? "" : "s") could not be opened and keep their key") }
             }
             let removed = try failing { try keys.prune() }
-            let left = try failing { try keys.usage() }.filter { !$0.isCurrent && $0.rows > 0 }
             announce(removed.isEmpty ? "no data key removed" : "removed data key\(removed.count == 1 ? "" : "s") \(removed.map(String.init).joined(separator: ", "))")
-            for key in left where key.keyID != 0 {
+            let after = try failing { try keys.usage() }
+            for key in after.filter({ !$0.isCurrent && $0.rows > 0 && $0.keyID != 0 }) {
                 announce("data key \(key.keyID) still seals \(key.rows) payload\(key.rows == 1 ? "" : "s")")
+            }
+            // PostgreSQL keeps a key superseded moments ago: a store may still seal under it.
+            for id in DataKeyUsage.prunable(after) {
+                announce("data key \(id) was superseded too recently for every store to have moved on; prune again in a few seconds")
             }
         }
     }
