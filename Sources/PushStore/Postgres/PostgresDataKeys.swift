@@ -192,38 +192,3 @@ enum PostgresDataKeys {
         return rows
     }
 }
-
-/// One store's ring of the database's data keys, and what it needs to take in the keys
-/// another host adds. Loop-confined, like the ring.
-final class PostgresStoreKeys {
-    let ring: DataKeyRing
-    private let fileKeys: [DataKey]
-    private let wrapping: DataKeyWrapping
-    private var known: [UInt32: DataKey]
-
-    /// Imports the host's file into a database without keys, then reads the table.
-    init(path: String, on connection: PostgresBlockingConnection) throws(PostgresDataKeyError) {
-        let fileKeys = try PostgresDataKeys.fileKeys(path, on: connection)
-        let loaded = try PostgresDataKeys.load(fileKeys: fileKeys, on: connection)
-        self.fileKeys = fileKeys
-        wrapping = try PostgresStoreKeys.keys { () throws(DataKeyError) in try DataKeyWrapping(fileKeys: fileKeys) }
-        ring = try PostgresStoreKeys.keys { () throws(DataKeyError) in
-            guard let current = loaded.snapshot.current else { throw .noKeys("the database's data_keys") }
-            return try DataKeyRing(keys: loaded.keys, current: current)
-        }
-        known = Dictionary(loaded.keys.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-    }
-
-    private static func keys<T>(_ body: () throws(DataKeyError) -> T) throws(PostgresDataKeyError) -> T {
-        do throws(DataKeyError) { return try body() } catch { throw .keys(error) }
-    }
-
-    /// The keys of `snapshot` into the ring, its current key sealing from now on. Throws,
-    /// changing nothing, if a key does not open with this host's file.
-    func install(_ snapshot: PostgresDataKeys.Snapshot) throws(DataKeyError) {
-        let keys = try PostgresDataKeys.unwrap(snapshot.rows, with: wrapping, fileKeys: fileKeys, known: known)
-        guard let current = snapshot.current else { throw .noKeys("the database's data_keys") }
-        try ring.install(keys, current: current)
-        known = Dictionary(keys.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-    }
-}

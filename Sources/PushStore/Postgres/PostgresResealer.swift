@@ -22,7 +22,7 @@ final class PostgresResealer {
     /// Pause between batches, so that the store's own groups go between them.
     static let pauseMs = 5
 
-    private let link: PostgresLink
+    let link: PostgresLink
     private let loop: EventLoop
     private let sealer: PayloadSealer
     private(set) var running = false

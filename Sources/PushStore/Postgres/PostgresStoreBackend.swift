@@ -3,7 +3,6 @@ import PushClock
 import PushEventLoop
 import PushPostgres
 import PushSecurity
-import PushService
 import PushSession
 import PushWire
 
@@ -59,12 +58,6 @@ public final class PostgresStoreBackend: StoreBackend {
     private var finishTimer: LoopTimer?
     /// The data keys as last read from the database, and what opens them.
     private var keys: PostgresStoreKeys?
-    private var keyTimer: LoopTimer?
-    private var refreshingKeys = false
-    /// Why the keys last read could not be used (this host's data-keys file differs).
-    private var keyProblem: String?
-    private var keyProblemLog = LogThrottle(intervalMs: 10_000)
-    private var resealer: PostgresResealer!
 
     /// Validates the URL, checks the schema (applying migrations) over a blocking
     /// connection, then opens the loop's connections; requests that come before they are
@@ -105,6 +98,9 @@ public final class PostgresStoreBackend: StoreBackend {
         let backend = PostgresStoreBackend(url: url, database: database, registrySequence: registrySequence, settings: settings,
                                            sealer: PayloadSealer(ring: keys.ring), clock: clock, logger: logger, loopIndex: loopIndex, loop: loop)
         backend.keys = keys
+        let resealer = PostgresResealer(link: backend.writeLink, loop: loop, sealer: backend.sealer)
+        resealer.onError = { error in logger.warning("re-sealing payloads failed", metadata: ["error": "\(error)"]) }
+        keys.follow(on: loop, readLink: { [weak backend] in backend?.readLink() ?? resealer.link }, resealer: resealer, logger: logger)
         backend.committer.outboxOwner = outboxOwner
         backend.committer.pushLeaseMs = settings.outboxLeaseMs
         return backend
@@ -168,11 +164,6 @@ public final class PostgresStoreBackend: StoreBackend {
         sweepTimer = loop.schedule(after: .milliseconds(Int(clamping: settings.sweepIntervalMs)), repeating: true) { [weak self] in
             self?.sweep()
         }
-        resealer = PostgresResealer(link: writeLink, loop: loop, sealer: sealer)
-        resealer.onError = { [weak self] error in self?.logger.warning("re-sealing payloads failed", metadata: ["error": "\(error)"]) }
-        keyTimer = loop.schedule(after: .milliseconds(PostgresDataKeys.refreshMs), repeating: true) { [weak self] in
-            self?.refreshKeys()
-        }
     }
 
     deinit { stopLinks() }
@@ -187,41 +178,7 @@ public final class PostgresStoreBackend: StoreBackend {
         for link in [writeLink] + readLinks {
             if let problem = link.problem { return "\(link.name) connection: \(problem)" }
         }
-        return keyProblem
-    }
-
-    // MARK: data keys
-
-    /// Reads the data keys again (every `PostgresDataKeys.refreshMs`): a key added on any
-    /// host seals here from when it is due, and a pass of re-sealing starts when one is.
-    private func refreshKeys() {
-        guard !refreshingKeys, !stopped else { return }
-        refreshingKeys = true
-        readLink().use { [weak self] connection, _ in
-            guard let connection else {
-                self?.refreshingKeys = false
-                return
-            }
-            connection.query(PostgresDataKeys.select) { [weak self] result in
-                guard let self else { return }
-                refreshingKeys = false
-                // A database that is down is the readiness check's to report.
-                guard case .success(let rows) = result, let snapshot = try? PostgresDataKeys.decode(rows) else { return }
-                apply(snapshot)
-            }
-        }
-    }
-
-    private func apply(_ snapshot: PostgresDataKeys.Snapshot) {
-        guard let keys else { return }
-        do throws(DataKeyError) {
-            try keys.install(snapshot)
-            keyProblem = nil
-        } catch {
-            keyProblem = "\(error)"
-            if keyProblemLog.event(nowMs: Clocks.monotonicMilliseconds()) != nil { logger.error("cannot use the database's data keys", metadata: ["error": "\(error)"]) }
-        }
-        if snapshot.resealDue, snapshot.current == sealer.ring.currentID { resealer.startIfFree() }
+        return keys?.problem
     }
 
     // MARK: reads
@@ -484,8 +441,7 @@ public final class PostgresStoreBackend: StoreBackend {
         stopped = true
         sweepTimer?.cancel()
         sweepTimer = nil
-        keyTimer?.cancel()
-        keyTimer = nil
+        keys?.stop()
         let queued = committer.takeQueued()
         if !queued.isEmpty {
             do {
