@@ -154,4 +154,52 @@ struct PostgresDataKeyTests {
             }
         }
     }
+
+    @Test("a database from before the keys table: migrating without the keys leaves an earlier build's STOREs going in; the first store imports the file's key and links the payloads to it; what was sealed before still opens")
+    func upgradeFromFileKeys() async throws {
+        try await onOwnThread {
+            let url = try PostgresCluster.shared().createDatabase()
+            let old = try PostgresBlockingConnection(url)
+            defer { old.close() }
+            try old.execute("CREATE TABLE schema_version (version bigint PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            for (version, sql) in PostgresSchema.migrations where version <= 5 {
+                try old.execute(sql)
+                _ = try old.query("INSERT INTO schema_version (version) VALUES ($1)", [.int64(version)])
+            }
+            let deployment = try TemporaryDeployment(database: url)
+            let hash = try PasswordHash.make(password: Array("alice-pw".utf8), iterations: 1000)
+            _ = try old.query("INSERT INTO users (id, name, password_hash, created_at) VALUES (42, 'alice', $1, 1000)", [.text(hash.encoded)])
+            let sealer = PayloadSealer(ring: try DataKeyRing(path: DataKeyFile.path(inDirectory: deployment.directory)))
+            func storeAsEarlierBuild(_ text: String) throws -> PayloadID {
+                let id = PayloadID.random()
+                let (keyID, sealed) = try sealer.seal(Array(text.utf8), id: id, userID: 42)
+                _ = try old.query("""
+                    INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit) VALUES ($1, 42, $2, $3, 0, $4, 0)
+                    """, [.bytes(id.bytes), .int64(Int64(keyID)), .bytes(sealed), .int64(Int64(PostgresDeployment.nowMs + 3_600_000))])
+                return id
+            }
+            var ids = [try storeAsEarlierBuild("before 1")]
+            _ = try PostgresAdministration(url: url)
+            #expect(try PostgresSchema.version(on: old) == PostgresSchema.currentVersion)
+            ids.append(try storeAsEarlierBuild("before 2"))
+
+            let service = try InProcessStore(deployment) { $0.database = url }
+            let linked = "SELECT count(*) FROM pg_constraint WHERE conname = '\(PostgresDataKeys.foreignKey)'"
+            #expect(try old.query(linked).int64(0, 0) == 1)
+            #expect(try old.query("SELECT id FROM data_keys").rows == [[.int64(1)]])
+            let host = UpgradedHost(deployment: deployment, reachable: service)
+            let token = try host.login("alice")
+            for id in ids {
+                guard case .fetchOK(let fetched) = try host.device().request(.fetch(Fetch(id: id, token: token))) else {
+                    Issue.record("FETCH \(id)"); continue
+                }
+                #expect(String(decoding: fetched.payload, as: UTF8.self).hasPrefix("before "))
+            }
+        }
+    }
+}
+
+private struct UpgradedHost: StoreUnderTest {
+    let deployment: TemporaryDeployment
+    let reachable: any ReachableService
 }

@@ -111,16 +111,25 @@ enum PostgresDataKeys {
 
     /// Copies the file's keys into an empty table, in the caller's transaction: on first
     /// use, the keys that sealed what is stored so far. They seal at once (every host has
-    /// the file already).
+    /// the file already). Then links the payloads to the table by the foreign key, NOT VALID
+    /// (rows stored so far name keys now in the table; checking them would scan it all
+    /// under a lock that holds back every STORE).
     static func importIfEmpty(_ fileKeys: [DataKey], on connection: PostgresBlockingConnection) throws {
         _ = try connection.query("SELECT 1 FROM pg_advisory_xact_lock($1)", [.int64(lock)])
-        guard try !connection.query("SELECT EXISTS (SELECT 1 FROM data_keys)").bool(0, 0) else { return }
-        let wrapping = try DataKeyWrapping(fileKeys: fileKeys)
-        for key in fileKeys {
-            let (wrappedBy, sealed) = try wrapping.wrap(key)
-            _ = try connection.query("""
-                INSERT INTO data_keys (id, wrapped, wrapped_by, added_at, active_at) VALUES ($1, $2, $3, \(nowSQL), 0)
-                """, [.int64(Int64(key.id)), .bytes(sealed), .int64(Int64(wrappedBy))])
+        if try !connection.query("SELECT EXISTS (SELECT 1 FROM data_keys)").bool(0, 0) {
+            let wrapping = try DataKeyWrapping(fileKeys: fileKeys)
+            for key in fileKeys {
+                let (wrappedBy, sealed) = try wrapping.wrap(key)
+                _ = try connection.query("""
+                    INSERT INTO data_keys (id, wrapped, wrapped_by, added_at, active_at) VALUES ($1, $2, $3, \(nowSQL), 0)
+                    """, [.int64(Int64(key.id)), .bytes(sealed), .int64(Int64(wrappedBy))])
+            }
+        }
+        let linked = try connection.query("SELECT EXISTS (SELECT 1 FROM pg_constraint WHERE conname = $1 AND conrelid = 'payloads'::regclass)", [.text(foreignKey)])
+        if try !linked.bool(0, 0) {
+            try connection.execute("""
+                ALTER TABLE payloads ADD CONSTRAINT \(foreignKey) FOREIGN KEY (key_id) REFERENCES data_keys (id) NOT VALID
+                """)
         }
     }
 

@@ -179,10 +179,11 @@ public enum PostgresSchema {
 
     /// The data keys, shared by every store (`PostgresDataKeys`): each wrapped under a key of
     /// the deployment's `data-keys` file (`wrapped_by`), sealing from `active_at` (unix ms,
-    /// the database's clock). The foreign key from `payloads.key_id` makes removing a key
-    /// some row uses fail, and a row sealed under a removed key fail to go in; NOT VALID
-    /// because the rows already there name keys imported from the file only at first use.
-    /// `data_key_reseal.key_id`: the key the last finished re-sealing pass moved rows to.
+    /// the database's clock). The foreign key from `payloads.key_id` is added by the first
+    /// import of the file's keys, in its transaction (`PostgresDataKeys.importIfEmpty`): a
+    /// migration has no keys, and a store of an earlier build still running meanwhile goes
+    /// on sealing under the file's key. `data_key_reseal.key_id`: the key the last finished
+    /// re-sealing pass moved rows to.
     static let version6 = """
         CREATE TABLE data_keys (
             id bigint PRIMARY KEY CHECK (id BETWEEN 1 AND 4294967295),
@@ -191,8 +192,6 @@ public enum PostgresSchema {
             added_at bigint NOT NULL,
             active_at bigint NOT NULL
         );
-        ALTER TABLE payloads ADD CONSTRAINT \(PostgresDataKeys.foreignKey)
-            FOREIGN KEY (key_id) REFERENCES data_keys (id) NOT VALID;
         CREATE TABLE data_key_reseal (
             id integer PRIMARY KEY CHECK (id = 1),
             key_id bigint NOT NULL
