@@ -7,21 +7,22 @@ struct KeyCommand: ParsableCommand {
         commandName: "key",
         abstract: "Manage the data keys that encrypt payloads at rest.",
         discussion: """
-        Payloads are stored sealed with AES-256-GCM under the current data key. `key rotate` adds a \\
-        key for new writes; running stores re-seal older payloads under it in the background, in \\
+        Payloads are stored sealed with AES-256-GCM under the current data key. `key rotate` adds a \
+        key for new writes; running stores re-seal older payloads under it in the background, in \
         small batches between writes. `key prune` removes the keys no payload uses any more.
 
-        SQLite: the keys are the deployment's data-keys file. A running store notices a new key \\
+        SQLite: the keys are the deployment's data-keys file. A running store notices a new key \
         within a second (a stopped one when it next starts).
 
-        PostgreSQL (store.database set): the keys live in the database, each wrapped (AES-256-GCM) \\
-        under a key derived from the data-keys file, which every store host holds, identical, from \\
-        setup on and never changes. Run the key commands on any host: every store reads the keys \\
-        each second, and a new key seals only from 2 seconds after it was added, so every store \\
-        knows it before any payload is sealed under it; nothing is copied between hosts. One store \\
-        at a time re-seals, once every store has sealed under the new key for 5 seconds. `key prune` \\
-        removes a key only 5 seconds after it was superseded, and the database refuses to remove \\
-        a key any payload still uses.
+        PostgreSQL (store.database set): the keys live in the database, each wrapped (AES-256-GCM) \
+        under a key derived (HKDF) from the data-keys file, which every store host holds, identical, \
+        from setup on and which never changes. Run the key commands on any host: every store reads \
+        the keys each second, and a new key seals only from \(seconds(PostgresDataKeyAdministration.activationDelayMs)) \
+        after it was added, so every store knows it before any payload is sealed under it; nothing \
+        is copied between hosts. Once it has sealed for \(seconds(PostgresDataKeyAdministration.settleMs)), one store \
+        at a time re-seals the older payloads and `key prune` may remove the old key; the database \
+        refuses to remove a key any payload still uses.
+
         """,
         subcommands: [Rotate.self, Status.self, Prune.self])
 

@@ -8,6 +8,11 @@ import PushSecurity
 /// keys superseded for `PostgresDataKeys.settleMs`, and the foreign key from the payloads
 /// refuses the removal of any key a row uses, committed before or while it runs.
 public final class PostgresDataKeyAdministration: DataKeyAdministering {
+    /// How long after `rotate` a new key seals, and how long after it superseded the key
+    /// before re-sealing begins and `prune` may remove the old one (for help texts).
+    public static let activationDelayMs = PostgresDataKeys.activationDelayMs
+    public static let settleMs = PostgresDataKeys.settleMs
+
     private let connection: PostgresBlockingConnection
     private let fileKeys: [DataKey]
     public let database: String
