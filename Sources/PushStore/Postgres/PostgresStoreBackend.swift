@@ -11,7 +11,8 @@ import PushWire
 /// one statement per request on a read connection; writes are group-committed on a write
 /// connection (`PostgresGroupCommit`). Nothing is cached between requests, so what one
 /// store or command commits, every store sees on its next request; the login limits live
-/// in the database too (`sharesLoginLimits`).
+/// in the database too (`sharesLoginLimits`). The data keys are read again every second
+/// (`PostgresStoreKeys`).
 public final class PostgresStoreBackend: StoreBackend {
     /// Why the backend did not start. No case carries the URL's password.
     public enum StartFailure: Error, CustomStringConvertible {
