@@ -25,6 +25,17 @@ extension StoreFixture {
 
 @Suite("Payloads at rest")
 struct DataAtRestTests {
+    @Test("the prune rule both backends share: a key held, older than the current one, that no row uses")
+    func pruneRule() {
+        func key(_ id: UInt32, rows: Int = 0, held: Bool = true, current: UInt32 = 3, pending: Bool = false) -> DataKeyUsage {
+            DataKeyUsage(keyID: id, rows: rows, isHeld: held, isCurrent: id == current, sealsInMs: pending ? 2_000 : nil)
+        }
+        let usage = [key(0, rows: 4, held: false), key(1), key(2, rows: 1), key(3), key(4, pending: true), key(5, held: false)]
+        #expect(DataKeyUsage.prunable(usage) == [1])
+        #expect(DataKeyUsage.prunable([key(1), key(2)]) == [], "no key current: nothing is known to supersede them")
+        #expect(DataKeyUsage.merge(held: [1, 3], rows: [2: 5, 3: 1], current: 3, sealsInMs: [3: 10]).map(\.keyID) == [1, 2, 3])
+    }
+
     @Test("a body is stored sealed under the newest data key and read back in clear")
     func sealedAtRest() throws {
         let store = try StoreFixture()
