@@ -24,6 +24,14 @@ public enum DataKeyError: Error, Equatable, Sendable, CustomStringConvertible {
     case cannotWrite(String, errno: Int32)
     case randomUnavailable
     case cipher(CipherError)
+    /// A data key kept in the database is wrapped under a key of the `data-keys` file that
+    /// this host's copy does not hold.
+    case wrappingKeyMissing(id: UInt32, wrappedBy: UInt32)
+    /// It does not open under this host's key of that id: the file differs from the one
+    /// that wrapped it (or the row was altered).
+    case unwrapFailed(id: UInt32, wrappedBy: UInt32)
+    /// The file's key of this id is not the database's key of that id.
+    case differs(id: UInt32)
 
     public var description: String {
         switch self {
@@ -35,6 +43,12 @@ public enum DataKeyError: Error, Equatable, Sendable, CustomStringConvertible {
         case .cannotWrite(let path, let code): "cannot write \(path): \(String(cString: strerror(code)))"
         case .randomUnavailable: "the system random generator failed"
         case .cipher(let error): error.description
+        case .wrappingKeyMissing(let id, let by):
+            "data key \(id) in the database is wrapped under key \(by) of the data-keys file, which this host's data-keys file does not hold: copy the deployment's data-keys file here"
+        case .unwrapFailed(let id, let by):
+            "data key \(id) in the database does not open under key \(by) of this host's data-keys file: this host's file differs from the deployment's"
+        case .differs(let id):
+            "key \(id) of this host's data-keys file is not the database's data key \(id): this host's file differs from the deployment's"
         }
     }
 }
@@ -147,7 +161,7 @@ public enum DataKeyFile {
         }
     }
 
-    private static func fresh(id: UInt32) throws(DataKeyError) -> DataKey {
+    public static func fresh(id: UInt32) throws(DataKeyError) -> DataKey {
         guard let bytes = try? SecureRandom.bytes(AES256GCM.keyByteCount), let key = DataKey(id: id, bytes: bytes) else {
             throw .randomUnavailable
         }

@@ -5,8 +5,11 @@ import Glibc
 /// The data keys of one deployment as one thread uses them: a cipher per key, the newest
 /// for new data, and a cheap way to notice that another process changed the file.
 /// Not thread-safe: the store's writer thread and its loop each keep their own ring.
+///
+/// A ring without a file (PostgreSQL, whose keys live in the database) holds what its
+/// owner last `install`ed.
 public final class DataKeyRing {
-    public let path: String
+    public let path: String?
     private var ciphers: [UInt32: AES256GCM] = [:]
     public private(set) var currentID: UInt32 = 0
     private var stamp = FileStamp()
@@ -16,6 +19,19 @@ public final class DataKeyRing {
         self.path = path
         _ = try DataKeyFile.readOrCreate(path)
         try reload()
+    }
+
+    /// A ring of keys kept elsewhere; `current` seals new data.
+    public init(keys: [DataKey], current: UInt32) throws(DataKeyError) {
+        path = nil
+        try install(keys, current: current)
+    }
+
+    /// Replaces the keys of a ring without a file, keeping the ciphers already made.
+    public func install(_ keys: [DataKey], current: UInt32) throws(DataKeyError) {
+        guard keys.contains(where: { $0.id == current }) else { throw .noKeys("the database's data_keys") }
+        ciphers = try DataKeyRing.ciphers(for: keys, reusing: ciphers)
+        currentID = current
     }
 
     /// The cipher of the newest key, which seals everything new.
@@ -38,18 +54,31 @@ public final class DataKeyRing {
     /// did. A file that became unreadable keeps the keys already known and throws.
     @discardableResult
     public func refreshIfChanged() throws(DataKeyError) -> Bool {
-        guard FileStamp(path: path) != stamp else { return false }
+        guard let path, FileStamp(path: path) != stamp else { return false }
         try reload()
         return true
     }
 
     private func reload() throws(DataKeyError) {
+        guard let path else { return }
         let before = FileStamp(path: path)
         let keys = try DataKeyFile.read(path)
+        let fresh = try DataKeyRing.ciphers(for: keys, reusing: ciphers)
+        guard let newest = keys.last?.id else { throw .noKeys(path) }
+        // What is about to be sealed under a new key must not outlive the key's file in a crash.
+        if newest != currentID { DataKeyFile.syncDirectory(of: path) }
+        ciphers = fresh
+        currentID = newest
+        stamp = before
+    }
+}
+
+extension DataKeyRing {
+    static func ciphers(for keys: [DataKey], reusing known: [UInt32: AES256GCM]) throws(DataKeyError) -> [UInt32: AES256GCM] {
         var fresh: [UInt32: AES256GCM] = [:]
         for key in keys {
-            if let known = ciphers[key.id] {
-                fresh[key.id] = known
+            if let cipher = known[key.id] {
+                fresh[key.id] = cipher
                 continue
             }
             do throws(CipherError) {
@@ -58,12 +87,7 @@ public final class DataKeyRing {
                 throw .cipher(error)
             }
         }
-        guard let newest = keys.last?.id else { throw .noKeys(path) }
-        // What is about to be sealed under a new key must not outlive the key's file in a crash.
-        if newest != currentID { DataKeyFile.syncDirectory(of: path) }
-        ciphers = fresh
-        currentID = newest
-        stamp = before
+        return fresh
     }
 }
 

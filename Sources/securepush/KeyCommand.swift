@@ -5,12 +5,24 @@ import PushStore
 struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "key",
-        abstract: "Manage the data keys that encrypt payloads at rest (the deployment's data-keys file).",
+        abstract: "Manage the data keys that encrypt payloads at rest.",
         discussion: """
-        Payloads are stored sealed with AES-256-GCM under the newest data key. `key rotate` adds a \\
-        key for new writes; a running store notices it within a second and re-seals older payloads \\
-        in the background, in small batches between writes (a stopped one does so when it next \\
-        starts). `key prune` removes the keys no payload uses any more.
+        Payloads are stored sealed with AES-256-GCM under the current data key. `key rotate` adds a \
+        key for new writes; running stores re-seal older payloads under it in the background, in \
+        small batches between writes. `key prune` removes the keys no payload uses any more.
+
+        SQLite: the keys are the deployment's data-keys file. A running store notices a new key \
+        within a second (a stopped one when it next starts).
+
+        PostgreSQL (store.database set): the keys live in the database, each wrapped (AES-256-GCM) \
+        under a key derived (HKDF) from the data-keys file, which every store host holds, identical, \
+        from setup on and which never changes. Run the key commands on any host: every store reads \
+        the keys each second, and a new key seals only from \(seconds(PostgresDataKeyAdministration.activationDelayMs)) \
+        after it was added, so every store knows it before any payload is sealed under it; nothing \
+        is copied between hosts. Once it has sealed for \(seconds(PostgresDataKeyAdministration.settleMs)), one store \
+        at a time re-seals the older payloads and `key prune` may remove the old key; the database \
+        refuses to remove a key any payload still uses.
+
         """,
         subcommands: [Rotate.self, Status.self, Prune.self])
 
@@ -20,14 +32,11 @@ struct KeyCommand: ParsableCommand {
 
         func run() throws {
             let keys = try openKeys(dataDir)
-            let id: UInt32
-            do {
-                id = try keys.rotate()
-            } catch {
-                throw CommandFailure("\(error)")
-            }
-            let older = try keys.usage().filter { $0.keyID != id }.reduce(0) { $0 + $1.rows }
-            announce("added data key \(id); \(older) payload\(older == 1 ? "" : "s") still under older keys (a running store re-seals them in the background)")
+            let added = try failing { try keys.rotate() }
+            let id = added.keyID
+            let older = try failing { try keys.usage() }.filter { $0.keyID != id }.reduce(0) { $0 + $1.rows }
+            let when = added.sealsInMs == 0 ? "" : ", which every store seals under from \(seconds(added.sealsInMs)) from now"
+            announce("added data key \(id)\(when); \(older) payload\(older == 1 ? "" : "s") still under older keys (a running store re-seals them in the background)")
         }
     }
 
@@ -36,10 +45,12 @@ struct KeyCommand: ParsableCommand {
         @Option(help: "The deployment directory.") var dataDir: String
 
         func run() throws {
-            for key in try openKeys(dataDir).usage() {
+            let keys = try openKeys(dataDir)
+            for key in try failing({ try keys.usage() }) {
                 let name = key.keyID == 0 ? "clear" : "\(key.keyID)"
-                let notes = [key.isCurrent ? "current" : nil, key.keyID == 0 ? "stored in clear by an earlier build" : nil,
-                             key.inFile || key.keyID == 0 ? nil : "MISSING from the data-keys file"].compactMap { $0 }
+                let notes = [key.isCurrent ? "current" : nil, key.sealsInMs.map { "seals from \(seconds($0)) from now" },
+                             key.keyID == 0 ? "stored in clear by an earlier build" : nil,
+                             key.isHeld || key.keyID == 0 ? nil : "MISSING from the deployment's keys"].compactMap { $0 }
                 announce("key \(name): \(key.rows) payload\(key.rows == 1 ? "" : "s")" + (notes.isEmpty ? "" : " (\(notes.joined(separator: ", ")))"))
             }
         }
@@ -48,38 +59,51 @@ struct KeyCommand: ParsableCommand {
     struct Prune: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Remove the data keys, other than the newest, that no payload uses.")
         @Option(help: "The deployment directory.") var dataDir: String
-        @Flag(help: "First re-seal every payload under the newest key here, instead of waiting for a running store to.")
+        @Flag(help: "First re-seal every payload under the current key here, instead of waiting for a running store to.")
         var reseal = false
 
         func run() throws {
             let keys = try openKeys(dataDir)
             if reseal {
-                let unreadable = try keys.resealAll()
+                let unreadable = try failing { try keys.resealAll() }
                 if unreadable > 0 { announce("\(unreadable) payload\(unreadable == 1 ? "" : "s") could not be opened and keep their key") }
             }
-            let removed = try keys.prune()
-            let left = try keys.usage().filter { !$0.isCurrent && $0.rows > 0 }
+            let removed = try failing { try keys.prune() }
             announce(removed.isEmpty ? "no data key removed" : "removed data key\(removed.count == 1 ? "" : "s") \(removed.map(String.init).joined(separator: ", "))")
-            for key in left where key.keyID != 0 {
+            let after = try failing { try keys.usage() }
+            for key in after.filter({ !$0.isCurrent && $0.rows > 0 && $0.keyID != 0 }) {
                 announce("data key \(key.keyID) still seals \(key.rows) payload\(key.rows == 1 ? "" : "s")")
+            }
+            // PostgreSQL keeps a key superseded moments ago: a store may still seal under it.
+            for id in DataKeyUsage.prunable(after) {
+                announce("data key \(id) was superseded too recently for every store to have moved on; prune again in a few seconds")
             }
         }
     }
 }
 
-private func openKeys(_ dataDir: String) throws -> DataKeyAdministration {
+private func openKeys(_ dataDir: String) throws -> DataKeyAdministering {
     let deployment = try openDeployment(dataDir)
-    if case .postgres = StoreDatabase(deployment) {
-        // Every store host holds its own copy of data-keys: a key added on one is unknown
-        // to the others until copied, so rotation there is a procedure, not one command.
-        throw CommandFailure("""
-            the key commands work on a SQLite store only; with store.database set, the data keys in \(dataDir)/data-keys \
-            are shared by copying the file to every store host
-            """)
+    return try failing { () throws -> DataKeyAdministering in
+        switch StoreDatabase(deployment) {
+        case .postgres(let url):
+            try PostgresDataKeyAdministration(url: url, dataKeysPath: DataKeyFile.path(inDirectory: deployment.directory))
+        case .sqlite(let path):
+            try DataKeyAdministration(databasePath: path)
+        }
     }
+}
+
+/// `body`, its error as the command's message.
+private func failing<T>(_ body: () throws -> T) throws -> T {
     do {
-        return try DataKeyAdministration(databasePath: StoreFiles.databasePath(dataDir))
+        return try body()
     } catch {
         throw CommandFailure("\(error)")
     }
+}
+
+private func seconds(_ ms: UInt64) -> String {
+    let whole = (ms + 999) / 1000
+    return "\(whole) second\(whole == 1 ? "" : "s")"
 }

@@ -12,7 +12,7 @@ import PushWire
 /// one database that clients fail over between.
 @Suite("Deployments on PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresDeploymentTests {
-    @Test("init --database writes store.database and creates the tables; user and device commands then work on PostgreSQL; key commands say why they do not")
+    @Test("init --database writes store.database and creates the tables; user, device and key commands then work on PostgreSQL")
     func commandsOnPostgres() throws {
         let url = try PostgresCluster.shared().createDatabase()
         let deployment = try TemporaryDeployment(commandLine: true, database: url)
@@ -26,7 +26,10 @@ struct PostgresDeploymentTests {
         #expect(try PostgresAdministration(url: url).enrolled(deviceID: "phone")?.user == "alice", "recorded in PostgreSQL")
         #expect(!FileManager.default.fileExists(atPath: StoreFiles.databasePath(deployment.directory)), "no SQLite file made")
         let keys = try SecurePushBinary.run(["key", "status", "--data-dir", deployment.directory])
-        #expect(keys.status != 0 && keys.stderr.contains("SQLite store only"), "\(keys.stderr)")
+        #expect(keys.status == 0 && keys.stdout.contains("key 1: 0 payloads (current)"), "\(keys)")
+        let rotated = try SecurePushBinary.run(["key", "rotate", "--data-dir", deployment.directory])
+        #expect(rotated.status == 0 && rotated.stdout.contains("added data key 2, which every store seals under from 2 seconds from now"),
+                "\(rotated)")
         let removed = try SecurePushBinary.run(["user", "remove", "alice", "--data-dir", deployment.directory])
         #expect(removed.status == 0 && removed.stdout.contains("1 device revoked"), "\(removed)")
     }

@@ -163,4 +163,35 @@ struct DataKeyFileTests {
         #expect(ring.currentID == 2)
         #expect(ring.cipher(for: 7) == nil)
     }
+
+    @Test("a wrapped data key opens only under the file key that wrapped it and only as its own id; a ring of supplied keys seals under the one it is told")
+    func wrapping() throws {
+        let file = try [DataKeyFile.fresh(id: 1), DataKeyFile.fresh(id: 2)]
+        let wrapping = try DataKeyWrapping(fileKeys: file)
+        let key = try DataKeyFile.fresh(id: 7)
+        let (wrappedBy, sealed) = try wrapping.wrap(key)
+        #expect(wrappedBy == 2, "the file's newest key wraps")
+        #expect(try wrapping.unwrap(id: 7, wrappedBy: 2, sealed: sealed) == key)
+        #expect(throws: DataKeyError.unwrapFailed(id: 8, wrappedBy: 2), "not under another id") {
+            try wrapping.unwrap(id: 8, wrappedBy: 2, sealed: sealed)
+        }
+        #expect(throws: DataKeyError.unwrapFailed(id: 7, wrappedBy: 1), "not under another file key") {
+            try wrapping.unwrap(id: 7, wrappedBy: 1, sealed: sealed)
+        }
+        let otherFile = try DataKeyWrapping(fileKeys: [DataKeyFile.fresh(id: 1), DataKeyFile.fresh(id: 2)])
+        #expect(throws: DataKeyError.unwrapFailed(id: 7, wrappedBy: 2), "not with another host's file") {
+            try otherFile.unwrap(id: 7, wrappedBy: 2, sealed: sealed)
+        }
+        #expect(throws: DataKeyError.wrappingKeyMissing(id: 7, wrappedBy: 2)) {
+            try DataKeyWrapping(fileKeys: [file[0]]).unwrap(id: 7, wrappedBy: 2, sealed: sealed)
+        }
+
+        let ring = try DataKeyRing(keys: [file[0], key], current: 1)
+        #expect(ring.currentID == 1 && ring.path == nil)
+        try ring.install([file[0], key], current: 7)
+        #expect(ring.currentID == 7 && ring.keyIDs == [1, 7])
+        #expect(try ring.refreshIfChanged() == false)
+        #expect(throws: DataKeyError.noKeys("the database's data_keys")) { try ring.install([file[0]], current: 7) }
+        #expect(ring.currentID == 7, "a refused install changes nothing")
+    }
 }

@@ -19,6 +19,9 @@ final class PostgresDeployment: @unchecked Sendable {
         deployment = try TemporaryDeployment()
         self.url = try url ?? PostgresCluster.shared().createDatabase()
         admin = try PostgresAdministration(url: self.url)
+        // The database's data keys, from this deployment's file, as its first store or key
+        // command makes them: rows a test writes itself are sealed under key 1.
+        _ = try PostgresDataKeyAdministration(url: self.url, dataKeysPath: DataKeyFile.path(inDirectory: deployment.directory))
         if users {
             try addUser("alice", password: "alice-pw")
             try addUser("bob", password: "bob-pw")

@@ -35,6 +35,14 @@ public final class TemporaryDeployment {
         deployment = try Deployment.open(directory)
     }
 
+    /// A copy of `other`'s directory, as another host of the same deployment holds it.
+    public init(copying other: TemporaryDeployment) throws {
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-test-\(UUID().uuidString)").path
+        madeByCommandLine = other.madeByCommandLine
+        try FileManager.default.copyItem(atPath: other.directory, toPath: directory)
+        deployment = try Deployment.open(directory)
+    }
+
     deinit { try? FileManager.default.removeItem(atPath: directory) }
 
     public func addUser(_ name: String, password: String) throws {

@@ -142,17 +142,6 @@ public final class PostgresAdministration: UserAdministering, RegistryAdminister
     /// The provider API tokens, on this administration's connection.
     public var apiTokens: APITokenAdministering { PostgresAPITokens(connection: connection) }
 
-    // MARK: data keys
-
-    /// How many payload bodies each data key seals, for `securepush key list` and `prune`
-    /// on this database.
-    public func rowsPerDataKey() throws -> [UInt32: Int] {
-        let result = try connection.query("SELECT key_id, count(*) FROM payloads WHERE key_id IS NOT NULL GROUP BY key_id")
-        var rows: [UInt32: Int] = [:]
-        for row in result.rows.indices { rows[UInt32(truncatingIfNeeded: try result.int64(row, 0))] = Int(try result.int64(row, 1)) }
-        return rows
-    }
-
     public func close() { connection.close() }
 }
 

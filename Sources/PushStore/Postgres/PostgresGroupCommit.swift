@@ -271,8 +271,6 @@ final class PostgresGroupCommit {
     }
 
     private func commit(_ batch: [Pending], on connection: PostgresConnection) {
-        // A key added by `securepush key rotate` seals from the next group on (one stat).
-        _ = try? sealer.ring.refreshIfChanged()
         let plan = plan(batch, fixed: preparing(on: connection))
         guard !plan.statements.isEmpty else {
             finished(batch, outcomes: outcomes(plan, results: []), because: nil)
@@ -337,6 +335,9 @@ final class PostgresGroupCommit {
     /// What an operation's own failure means for its request. A STORE whose recipient was
     /// removed as it committed fails its foreign key: UNKNOWN_USER, as if it had come after.
     private static func outcome(of error: PostgresError, for operation: WriteOperation) -> WriteOutcome {
+        // Sealed under a data key pruned meanwhile: the store's next read of the keys has the
+        // current one. Never under prune's rules, which wait until every store has moved on.
+        if error.sqlState == "23503", error.message.contains(PostgresDataKeys.foreignKey) { return .failed(.internalError) }
         if case .store = operation, error.sqlState == "23503" { return .failed(.unknownUser) }
         // Another store committed a SEND with the same key meanwhile ([4.17-6]).
         if case .store(let new) = operation, new.idempotency != nil, error.sqlState == "23505" { return .failed(.busy) }

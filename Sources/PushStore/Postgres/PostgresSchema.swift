@@ -26,14 +26,15 @@ public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
 /// removal fence and the login limits.
 public enum PostgresSchema {
     /// The version this build writes and reads.
-    public static let currentVersion: Int64 = 5
+    public static let currentVersion: Int64 = 6
 
     /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
     /// deployment's other users of the database do not take.
     static let migrationLock: Int64 = 0x7365_6375_7265_7075
 
     /// Migrations by the version they lead to, oldest first.
-    static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4), (5, version5)]
+    static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4), (5, version5),
+                                                                 (6, version6)]
 
     /// Users have a random 63-bit id that payloads and registrations bind to, so a name
     /// removed and added again is another user; `created_at` dates the tokens a holder may
@@ -174,6 +175,28 @@ public enum PostgresSchema {
             window_start bigint NOT NULL,
             failures integer NOT NULL
         )
+        """
+
+    /// The data keys, shared by every store (`PostgresDataKeys`): each wrapped under a key of
+    /// the deployment's `data-keys` file (`wrapped_by`), sealing from `active_at` (unix ms,
+    /// the database's clock). The foreign key from `payloads.key_id` is added by the first
+    /// import of the file's keys, in its transaction (`PostgresDataKeys.importIfEmpty`): a
+    /// migration has no keys, and a store of an earlier build still running meanwhile goes
+    /// on sealing under the file's key. `data_key_reseal.key_id`: the key the last finished
+    /// re-sealing pass moved rows to.
+    static let version6 = """
+        CREATE TABLE data_keys (
+            id bigint PRIMARY KEY CHECK (id BETWEEN 1 AND 4294967295),
+            wrapped bytea NOT NULL,
+            wrapped_by bigint NOT NULL,
+            added_at bigint NOT NULL,
+            active_at bigint NOT NULL
+        );
+        CREATE TABLE data_key_reseal (
+            id integer PRIMARY KEY CHECK (id = 1),
+            key_id bigint NOT NULL
+        );
+        INSERT INTO data_key_reseal (id, key_id) VALUES (1, 0)
         """
 
     /// The version the database is at: 0 before the first migration.

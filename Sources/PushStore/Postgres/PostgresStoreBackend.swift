@@ -11,7 +11,8 @@ import PushWire
 /// one statement per request on a read connection; writes are group-committed on a write
 /// connection (`PostgresGroupCommit`). Nothing is cached between requests, so what one
 /// store or command commits, every store sees on its next request; the login limits live
-/// in the database too (`sharesLoginLimits`).
+/// in the database too (`sharesLoginLimits`). The data keys are read again every second
+/// (`PostgresStoreKeys`).
 public final class PostgresStoreBackend: StoreBackend {
     /// Why the backend did not start. No case carries the URL's password.
     public enum StartFailure: Error, CustomStringConvertible {
@@ -56,6 +57,8 @@ public final class PostgresStoreBackend: StoreBackend {
     private var stopped = false
     private var finishing: [() -> Void] = []
     private var finishTimer: LoopTimer?
+    /// The data keys as last read from the database, and what opens them.
+    private var keys: PostgresStoreKeys?
 
     /// Validates the URL, checks the schema (applying migrations) over a blocking
     /// connection, then opens the loop's connections; requests that come before they are
@@ -71,6 +74,7 @@ public final class PostgresStoreBackend: StoreBackend {
         }
         let database = PostgresURL.redacted(url)
         let registrySequence: UInt64
+        let keys: PostgresStoreKeys
         do {
             let connection = try PostgresBlockingConnection(url)
             defer { connection.close() }
@@ -80,6 +84,11 @@ public final class PostgresStoreBackend: StoreBackend {
                 throw StartFailure.schema(database: database, error)
             }
             registrySequence = try PostgresRegistryTable.lastChange(on: connection)
+            do {
+                keys = try PostgresStoreKeys(path: dataKeysPath, on: connection)
+            } catch {
+                throw StartFailure.dataKeys(path: dataKeysPath, "\(error)")
+            }
         } catch let failure as StartFailure {
             throw failure
         } catch let error as PostgresError {
@@ -87,14 +96,12 @@ public final class PostgresStoreBackend: StoreBackend {
         } catch {
             throw .cannotConnect(database: database, PostgresError(kind: .connection, message: "\(error)"))
         }
-        let ring: DataKeyRing
-        do {
-            ring = try DataKeyRing(path: dataKeysPath)
-        } catch {
-            throw .dataKeys(path: dataKeysPath, "\(error)")
-        }
         let backend = PostgresStoreBackend(url: url, database: database, registrySequence: registrySequence, settings: settings,
-                                           sealer: PayloadSealer(ring: ring), clock: clock, logger: logger, loopIndex: loopIndex, loop: loop)
+                                           sealer: PayloadSealer(ring: keys.ring), clock: clock, logger: logger, loopIndex: loopIndex, loop: loop)
+        backend.keys = keys
+        let resealer = PostgresResealer(link: backend.writeLink, loop: loop, sealer: backend.sealer)
+        resealer.onError = { error in logger.warning("re-sealing payloads failed", metadata: ["error": "\(error)"]) }
+        keys.follow(on: loop, readLink: { [weak backend] in backend?.readLink() ?? resealer.link }, resealer: resealer, logger: logger)
         backend.committer.outboxOwner = outboxOwner
         backend.committer.pushLeaseMs = settings.outboxLeaseMs
         return backend
@@ -172,7 +179,7 @@ public final class PostgresStoreBackend: StoreBackend {
         for link in [writeLink] + readLinks {
             if let problem = link.problem { return "\(link.name) connection: \(problem)" }
         }
-        return nil
+        return keys?.problem
     }
 
     // MARK: reads
@@ -435,6 +442,7 @@ public final class PostgresStoreBackend: StoreBackend {
         stopped = true
         sweepTimer?.cancel()
         sweepTimer = nil
+        keys?.stop()
         let queued = committer.takeQueued()
         if !queued.isEmpty {
             do {
