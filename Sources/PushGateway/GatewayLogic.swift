@@ -57,19 +57,22 @@ public final class DeviceRecord {
     @exclusivity(unchecked) public internal(set) var link: DeviceLink?
     /// Waiting: the device is offline, or its window is full.
     @exclusivity(unchecked) public internal(set) var queue: DeviceQueue
+    /// Pushes dropped since the device was last told with MISSED. (After the queue, it
+    /// fills the queue's last word: the fields are in the order that packs them.)
+    @exclusivity(unchecked) public internal(set) var missed: UInt32 = 0
     /// Written on the current link and awaiting DELIVERY_ACK, in the order written; at most
     /// `GatewaySettings.deliveryWindow`.
     @exclusivity(unchecked) public internal(set) var inFlight = InFlightPushes()
-    /// Pushes dropped since the device was last told with MISSED.
-    @exclusivity(unchecked) public internal(set) var missed: UInt32 = 0
     /// Counted in a MISSED written on the current link that the device may not have read:
     /// it has acknowledged no push written after it. Told again on the next link if this
     /// one closes with pushes unacknowledged, so a device that stopped reading loses no
     /// count ([4.15-4]).
     @exclusivity(unchecked) var missedUnconfirmed: UInt32 = 0
-    /// When that MISSED was written (monotonic ns): acknowledging a push written later
-    /// shows the device read it.
-    @exclusivity(unchecked) var missedWrittenAtNs: UInt64 = 0
+    /// When that MISSED was written, in 1,024 ns units of the monotonic clock, wrapping
+    /// every 73 minutes: acknowledging a push written later shows the device read it.
+    /// (32 bits with the two counts beside it keep a device's record in its malloc size
+    /// class; the comparison is wrong only for a MISSED unconfirmed for over 36 minutes.)
+    @exclusivity(unchecked) var missedWrittenAt: UInt32 = 0
     /// In a cluster, from HELLO_OK until the queue the device left on other nodes has
     /// arrived: pushes wait behind it, so the device gets MISSED and its put-back pushes
     /// first ([4.14-8]). (Placed here, it fits in padding: no memory per device.)
@@ -86,6 +89,9 @@ public final class DeviceRecord {
     }
 
     public var isOnline: Bool { link != nil }
+
+    /// `missedWrittenAt`'s clock.
+    static func coarseTime(_ nanoseconds: UInt64) -> UInt32 { UInt32(truncatingIfNeeded: nanoseconds >> 10) }
 }
 
 /// The gateway's routing and delivery (SPEC.md 4.13 to 4.15), without sockets: each call
@@ -269,7 +275,9 @@ public final class GatewayLogic {
         case .mismatched:
             metrics.deliveryAcksMismatched.increment()
         case .acknowledged(let writtenAtNs):
-            if record.missedUnconfirmed > 0, writtenAtNs > record.missedWrittenAtNs { record.missedUnconfirmed = 0 }
+            if record.missedUnconfirmed > 0, Int32(bitPattern: DeviceRecord.coarseTime(writtenAtNs) &- record.missedWrittenAt) > 0 {
+                record.missedUnconfirmed = 0
+            }
             metrics.deliveryDuration.observe(since: writtenAtNs)
             metrics.pushesAcknowledged.increment()
             if !record.queue.isEmpty || record.missed > 0 { pump(record) }
@@ -505,7 +513,7 @@ public final class GatewayLogic {
         case .written:
             actions.append(.missed(link, missed))
             record.missedUnconfirmed &+= record.missed
-            record.missedWrittenAtNs = Clocks.monotonicNanoseconds()
+            record.missedWrittenAt = DeviceRecord.coarseTime(Clocks.monotonicNanoseconds())
             record.missed = 0
             return .written(size: missedScratch.count)
         case .full:

@@ -77,7 +77,9 @@ public struct DeviceQueue: Sendable {
     /// No entry expires before this (it may be lower than the true earliest after
     /// removals, which only costs a scan that finds nothing).
     private var earliestExpiryMs = Int64.max
-    public let capacity: Int
+    /// 32 bits, like the indexes: with them the queue takes 28 bytes, and the record that
+    /// holds it puts a 32-bit count in the rest of the word.
+    private let storedCapacity: UInt32
     private var headIndex: UInt32 = 0
     /// How many of the first entries are returned pushes, which go before any priority.
     private var returnedCount: UInt32 = 0
@@ -100,8 +102,10 @@ public struct DeviceQueue: Sendable {
         case queuedDroppingOldest
     }
 
+    public var capacity: Int { Int(storedCapacity) }
+
     public init(capacity: Int) {
-        self.capacity = max(1, capacity)
+        self.storedCapacity = UInt32(clamping: max(1, capacity))
     }
 
     public var isEmpty: Bool { head == storage.count }
