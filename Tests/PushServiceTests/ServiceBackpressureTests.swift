@@ -39,13 +39,18 @@ final class CountingClient {
     var helloOK = false
     var replies = 0
     var closed = false
+    /// The status of the GOAWAY the server sent, if it sent one.
+    var goaway: Status?
 
     init(loop: EventLoop, port: Int) {
         Connection.connect(loop: loop, host: "127.0.0.1", port: port) { [self] result in
             guard case .success(let connection) = result else { closed = true; return }
             self.connection = connection
-            connection.callbacks.frame = { [unowned self] _, header, _ in
+            connection.callbacks.frame = { [unowned self] _, header, body in
                 if header.type == .helloOK { helloOK = true } else if header.type == .fetchOK { replies += 1 }
+                if header.type == .goaway, case .goaway(let message)? = try? Message.decode(header: header, body: body) {
+                    goaway = message.status
+                }
             }
             connection.callbacks.close = { [unowned self] _, _ in closed = true }
         }
@@ -107,6 +112,30 @@ struct ServiceBackpressureTests {
         #expect(service.closeReasons == [.slowConsumer])
         client.connection?.resumeReading()
         #expect(loop.run(until: { client.closed }), "the client reads what the kernel held, then the end")
+    }
+
+    @Test("[5.5-4] a peer the service cuts off as a slow consumer gets GOAWAY SLOW_CONSUMER past the cap, then the close, once it reads")
+    func cutOffSendsGoaway() throws {
+        let loop = try EventLoop()
+        let (service, client) = try Self.start(loop)
+        client.connection?.pauseReading()
+        let peer = try #require(service.peer)
+        // Frames of the server's own, up to the cap: the peer reads nothing. (Not replies:
+        // requests the server then holds unread would make its close a reset, which
+        // discards what the peer has not read yet.)
+        var sent = 0
+        while peer.connection.outputBufferedBytes + 8_000 < service.host.maxOutputBytes, sent < 10_000 {
+            service.host.send(BigReplies.reply, correlation: 0, to: peer)
+            sent += 1
+        }
+        #expect(peer.connection.outputBufferedBytes > 0, "output waits in the server")
+        service.host.cutOff(peer, "left too much unread", timeout: .seconds(10))
+        #expect(service.closeReasons.isEmpty, "closed only once the GOAWAY is read (or the timeout passes)")
+        client.connection?.resumeReading()
+        #expect(loop.run(until: { client.closed }, timeoutSeconds: 30))
+        #expect(client.replies == sent, "every frame before the GOAWAY")
+        #expect(client.goaway == .slowConsumer)
+        #expect(service.closeReasons == [.local])
     }
 
     @Test("a peer held for unread replies that is then pushed to beyond the cap is cut as a slow consumer")
