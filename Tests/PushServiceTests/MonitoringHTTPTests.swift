@@ -112,7 +112,7 @@ struct MonitoringHTTPTests {
         #expect(try monitor.exchange(request).status == 400, "\(request.debugDescription)")
     }
 
-    /// HTTPEndpoint refused these with 400; evhttp passes them on, and the path decides.
+    /// evhttp passes these on rather than answering 400; the path decides, and serves none.
     @Test("a target without its slash or after two spaces is an unknown path; a header without a name is ignored")
     func whatEvhttpAccepts() throws {
         let monitor = try MonitorUnderTest()
