@@ -17,11 +17,28 @@ public enum Readiness: Equatable, Sendable {
 ///   answers nothing, which is what a liveness probe needs to see.
 /// - `GET /readyz`: 200 `ready` when the service is listening and willing to take traffic,
 ///   503 with a one-line reason otherwise (draining, disk not writable, ...).
+///
+/// Any other path is 404, any other method 405 (`Allow: GET`). Every answer carries
+/// `Connection: close` and the connection closes after it: one request per connection.
+/// It is served by `HTTPServer` (evhttp), whose own answers (400 for what it cannot parse
+/// or a head over `limits.maxHeaderBytes`, 413 for a body over `limits.maxBodyBytes`, 503
+/// over `maxConnections`) and request deadline apply; see there.
+///
+/// While listening, the endpoint's server is kept alive by the loop; `stop()` (or the
+/// loop shutting down) ends that.
 public final class MonitoringEndpoint {
-    private var endpoint: HTTPEndpoint?
+    private var server: HTTPServer?
 
     /// The bound port (the real one when 0 was asked for); 0 once stopped.
-    public var port: Int { endpoint?.port ?? 0 }
+    public var port: Int { server?.port ?? 0 }
+
+    /// A scrape needs a short head and no body; a client that takes over 5 s to send its
+    /// request is closed.
+    public static let defaultLimits = HTTPServerLimits(maxHeaderBytes: 8 * 1024, maxBodyBytes: 4 * 1024,
+                                                       requestDeadline: .seconds(5))
+    /// Scrapers and probes open a connection or two at a time; the cap bounds what slow
+    /// or hostile clients can hold (file descriptors, buffers) in the service's process.
+    public static let defaultMaxConnections = 128
 
     /// Binds `host` (numeric) and `port` (0: any free port) on `loop` and starts answering.
     ///
@@ -35,34 +52,20 @@ public final class MonitoringEndpoint {
     /// series with the same labels summed, what only one loop registers passed through.
     public init(loop: EventLoop, host: String, port: Int, metrics: MetricsRegistry,
                 others: [MetricsSource] = [], othersTimeout: Duration = .seconds(2),
+                limits: HTTPServerLimits = MonitoringEndpoint.defaultLimits,
+                maxConnections: Int = MonitoringEndpoint.defaultMaxConnections,
                 readiness: @escaping () -> Readiness) throws(EventLoopError) {
-        let handle = loop.handle
-        endpoint = try HTTPEndpoint(loop: loop, host: host, port: port) { path in
-            switch path {
-            case "/metrics":
-                guard !others.isEmpty else { return (200, MetricsRegistry.contentType, metrics.render()) }
-                var local: MetricsSnapshot?
-                let remote = MetricsSource.gather(others, timeout: othersTimeout, callingLoop: handle) { local = metrics.snapshot() }
-                let merged = MetricsSnapshot.merged((local.map { [$0] } ?? []) + remote)
-                return (200, MetricsRegistry.contentType, merged.render())
-            case "/healthz":
-                return (200, MonitoringEndpoint.plainText, Array("ok\n".utf8))
-            case "/readyz":
-                switch readiness() {
-                case .ready: return (200, MonitoringEndpoint.plainText, Array("ready\n".utf8))
-                case .notReady(let reason): return (503, MonitoringEndpoint.plainText, Array("not ready: \(reason)\n".utf8))
-                }
-            default:
-                return nil
-            }
+        let pages = MonitoringPages(metrics: metrics, others: others, othersTimeout: othersTimeout,
+                                    callingLoop: loop.handle, readiness: readiness)
+        server = try HTTPServer(loop: loop, host: host, port: port, tls: nil, limits: limits,
+                                gate: HTTPConnectionGate(maxConnections: maxConnections)) { request in
+            pages.answer(request.method, request.path).send(to: request)
         }
     }
 
-    /// Stops listening and closes open requests. Idempotent.
+    /// Stops listening and closes open connections. Idempotent.
     public func stop() {
-        endpoint?.stop()
-        endpoint = nil
+        server?.stop()
+        server = nil
     }
-
-    static let plainText = "text/plain; charset=utf-8"
 }
