@@ -65,6 +65,17 @@ extension GatewayCases {
         return (device, written)
     }
 
+    /// `fillWindow`, then everything the device receives before it acknowledges anything:
+    /// exactly the pushes PUSH_ACK said were written, and MISSED for what the queue dropped
+    /// behind them ([4.15-1]).
+    static func fillAndRead(_ gateway: GatewayFixture, _ ctx: CaseContext, id: String? = nil) throws(CaseStop)
+        -> (device: WireSession, written: Int, held: GatewayFixture.Received) {
+        let (device, written) = try fillWindow(gateway, ctx, id: id)
+        let held = try gateway.receiveAll(device, acknowledge: false, "pushes and MISSED before any DELIVERY_ACK")
+        try Expect.equal(held.ids.count, written, "pushes received before any DELIVERY_ACK against PUSH_ACKs that said written")
+        return (device, written, held)
+    }
+
     /// The largest PUSH a gateway writes to a device ([4.14-1]): an id and a collapse key
     /// of 64 bytes each, the key unique so that nothing collapses ([4.13-5]).
     static func largePush(_ index: Int, _ ctx: CaseContext) -> (id: String, collapseKey: String) {
@@ -124,11 +135,7 @@ extension GatewayCases {
 
         ConformanceCase("gateway.delivery-window", clause: "4.14-5", "at most the delivery window is unacknowledged; each DELIVERY_ACK lets one more out") { ctx throws(CaseStop) in
             let gateway = try GatewayFixture(ctx)
-            let (device, written) = try fillWindow(gateway, ctx)
-            // Pushes beyond the window may overflow a small queue, which MISSED reports at
-            // once ([4.15-1]): MISSED may come among them, pushes may not.
-            let held = try gateway.receiveAll(device, acknowledge: false, "the pushes inside the window")
-            try Expect.equal(held.ids.count, written, "pushes received before any DELIVERY_ACK against PUSH_ACKs that said written")
+            let (device, written, held) = try fillAndRead(gateway, ctx)
             try device.send(.deliveryAck(DeliveryAck(id: Array(held.ids[0].utf8))), correlation: held.correlations[0])
             let next = try gateway.receiveAll(device, acknowledge: false, "the push one DELIVERY_ACK lets out")
             try Expect.equal(next.ids.count, 1, "pushes one DELIVERY_ACK let out of a full window")
@@ -161,9 +168,7 @@ extension GatewayCases {
 
         ConformanceCase("gateway.missed-while-connected", clause: "4.15-1", "pushes a connected device's queue drops while its window is full are reported at once, before any DELIVERY_ACK") { ctx throws(CaseStop) in
             let gateway = try GatewayFixture(ctx)
-            let (device, written) = try fillWindow(gateway, ctx)
-            let before = try gateway.receiveAll(device, acknowledge: false, "pushes and MISSED before any DELIVERY_ACK")
-            try Expect.equal(before.ids.count, written, "pushes received against PUSH_ACKs that said written")
+            let (device, written, before) = try fillAndRead(gateway, ctx)
             for (id, correlation) in zip(before.ids, before.correlations) {
                 try device.send(.deliveryAck(DeliveryAck(id: Array(id.utf8))), correlation: correlation)
             }
@@ -178,8 +183,7 @@ extension GatewayCases {
         ConformanceCase("gateway.missed-told-again", clause: "4.15-4", "a MISSED on a connection that closes with pushes unacknowledged is counted again in the next one") { ctx throws(CaseStop) in
             let gateway = try GatewayFixture(ctx)
             let id = ctx.unique("dev")
-            let (device, written) = try fillWindow(gateway, ctx, id: id)
-            let before = try gateway.receiveAll(device, acknowledge: false, "pushes and MISSED before any DELIVERY_ACK")
+            let (device, written, before) = try fillAndRead(gateway, ctx, id: id)
             guard before.missed > 0 else { throw .skip("the queue held all \(windowProbe - written) pushes behind the window; nothing was dropped") }
             try gateway.disconnect(device)
             let again = try gateway.device(id)
