@@ -94,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess",
+                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess", "PushNATS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

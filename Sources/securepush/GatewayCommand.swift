@@ -63,6 +63,7 @@ struct GatewayCommand: ParsableCommand {
                                valueName: "count"))
     var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup(title: "Secured links to NATS (cluster nodes)") var nats: NATSLinkOptions
     @Option(help: ArgumentHelp("""
         Event-loop threads: each accepts connections and serves the devices whose id hashes to it, and a PUSH reaches \
         the others' devices through them; 0 runs one per core (default: gateway.loops in the config file, else 0). On a \
@@ -107,11 +108,18 @@ struct GatewayCommand: ParsableCommand {
     private func clusterConfiguration(_ deployment: Deployment, port: Int) throws -> ClusterConfiguration? {
         guard let servers = cluster ?? deployment.config["gateway.cluster"] else {
             if node != nil { throw CommandFailure("--node needs --cluster (or gateway.cluster in the config file)") }
+            _ = try nats.security(config: deployment.config, clustered: false)
             return nil
         }
         let name = node ?? deployment.config["gateway.node"] ?? GatewayCommand.defaultNodeName(port: port)
-        let configuration = ClusterConfiguration(servers: servers.split(separator: ",").map(String.init), node: name)
+        var configuration = ClusterConfiguration(servers: servers.split(separator: ",").map(String.init), node: name)
         if let problem = configuration.problem { throw CommandFailure(problem) }
+        if let security = try nats.security(config: deployment.config, clustered: true) { configuration.security = security }
+        do {
+            try configuration.checkNATSAccess()
+        } catch {
+            throw CommandFailure("\(error)")
+        }
         return configuration
     }
 
