@@ -42,8 +42,12 @@ extension NATSConnection {
             return
         default:
             let error = NATSError.library(status)
-            let reason: String
+            var reason: String
             if case .library(_, let text) = error { reason = text } else { reason = error.description }
+            if security.tls != nil, reason.contains("Expected 'PONG'") {
+                // What libnats sees when a server that verifies clients drops one after the handshake.
+                reason += " (the server closed the connection after the TLS handshake: does it want a client certificate, signed by a CA it trusts?)"
+            }
             throw .refused(server: NATSNames.redacted(servers), reason: reason)
         }
     }

@@ -11,7 +11,7 @@ public struct NATSSecurity: Sendable, Equatable {
         public var certificateFile: String?
         public var keyFile: String?
         /// The name the server's certificate must carry (libnats' expected hostname);
-        /// nil checks the chain only (see `applyTLS`).
+        /// nil: the host of the URL connected to, as libnats checks by default.
         public var serverName: String?
 
         public init(caFile: String, certificateFile: String? = nil, keyFile: String? = nil, serverName: String? = nil) {

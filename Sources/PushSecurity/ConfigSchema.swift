@@ -136,7 +136,7 @@ public enum ConfigSchema {
                   "The private key (PEM) of gateway.nats_cert.",
                   services: [.gateway], flag: "--nats-key"),
         ConfigKey("gateway.nats_server_name", .word, default: nil, example: "nats.example",
-                  "The name the NATS server's certificate must carry (default: the chain to gateway.nats_ca is checked, not the name).",
+                  "The name the NATS server's certificate must carry (default: the host of the gateway.cluster URL connected to).",
                   services: [.gateway], flag: "--nats-server-name"),
         ConfigKey("gateway.nats_user", .word, default: nil, example: "gateway",
                   "Authenticate to NATS as this user, with the password in gateway.nats_password_file.",

@@ -15,7 +15,7 @@ struct NATSLinkOptions: ParsableArguments {
     var natsCert: String?
     @Option(help: ArgumentHelp("The private key (PEM) of --nats-cert (default: gateway.nats_key).", valueName: "file"))
     var natsKey: String?
-    @Option(help: ArgumentHelp("The name the NATS server's certificate must carry; needs --nats-ca (default: gateway.nats_server_name; unset, the chain is checked, not the name).",
+    @Option(help: ArgumentHelp("The name the NATS server's certificate must carry; needs --nats-ca (default: gateway.nats_server_name, else the host of the --cluster URL connected to).",
                                valueName: "name"))
     var natsServerName: String?
     @Option(help: ArgumentHelp("Authenticate to NATS as this user; needs --nats-password-file (default: gateway.nats_user).", valueName: "user"))

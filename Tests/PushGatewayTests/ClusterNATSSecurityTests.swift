@@ -117,8 +117,8 @@ struct ClusterNATSSecurityTests {
 
         let withoutClientCertificate = try refusedStart(nats, ["--nats-ca", material.authority.certificateFile,
                                                                "--nats-user", "gateway", "--nats-password-file", material.passwordFile])
-        #expect(withoutClientCertificate.status != 0 && withoutClientCertificate.stderr.contains("refused the connection"),
-                "\(withoutClientCertificate)")
+        #expect(withoutClientCertificate.status != 0 && withoutClientCertificate.stderr.contains("refused the connection")
+                    && withoutClientCertificate.stderr.contains("client certificate"), "\(withoutClientCertificate)")
 
         let wrongPasswordFile = material.directory + "/wrong.password"
         try Material.writeOwnerOnly(wrongPasswordFile, "not-the-password\n")
@@ -129,8 +129,23 @@ struct ClusterNATSSecurityTests {
         #expect(!wrongPassword.stderr.contains("not-the-password"))
 
         // The same node with the right files starts: the refusals were about them.
-        let node = try ServiceProcess(["gateway", "--data-dir", try TemporaryDeployment(commandLine: true).directory,
+        let deployment = try TemporaryDeployment(commandLine: true)
+        let node = try ServiceProcess(["gateway", "--data-dir", deployment.directory,
                                        "--cluster", nats.url, "--node", "accepted"] + material.nodeArguments)
+        #expect(node.terminate() == 0, "\(node.standardErrorText())")
+    }
+
+    @Test("the server's certificate must carry the URL's host, or the name --nats-server-name gives")
+    func serverName() throws {
+        let material = try Material()
+        let elsewhere = try material.authority.issue("elsewhere", subjectAltNames: "DNS:nats.example")
+        let nats = try NATSServer(security: NATSServerSecurity(tls: .init(certificateFile: elsewhere.certificate, keyFile: elsewhere.key)))
+        let mismatch = try refusedStart(nats, ["--nats-ca", material.authority.certificateFile])
+        #expect(mismatch.status != 0 && mismatch.stderr.contains("mismatch"), "\(mismatch)")
+
+        let deployment = try TemporaryDeployment(commandLine: true)
+        let node = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--cluster", nats.url, "--node", "named",
+                                       "--nats-ca", material.authority.certificateFile, "--nats-server-name", "nats.example"])
         #expect(node.terminate() == 0, "\(node.standardErrorText())")
     }
 
