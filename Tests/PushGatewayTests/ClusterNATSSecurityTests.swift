@@ -95,6 +95,32 @@ struct ClusterNATSSecurityTests {
         #expect(!node.standardErrorText().contains(Self.token))
     }
 
+    @Test("an NATS credentials file (user JWT and nkey seed; operator and accounts made here, no nsc): the node joins; a user of an unknown account is refused")
+    func credentialsFile() throws {
+        let material = try Material()
+        let auth = try NATSDecentralizedAuth()
+        let serverConfig = material.directory + "/nats-server.conf"
+        try Material.writeOwnerOnly(serverConfig, auth.serverConfig)
+        let nats = try NATSServer(security: NATSServerSecurity(authentication: .configFile(serverConfig)))
+        let credentials = material.directory + "/gateway.creds"
+        try Material.writeOwnerOnly(credentials, auth.credentials)
+
+        let deployment = try TemporaryDeployment(commandLine: true)
+        let node = try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--cluster", nats.url, "--node", "creds",
+                                       "--metrics", "127.0.0.1:0", "--nats-credentials", credentials])
+        defer { _ = node.terminate() }
+        let port = try #require(node.announcedMetricsPort)
+        #expect(waitUntil(timeoutSeconds: 20, pollMilliseconds: 50) { (try? HTTPGet.fetch(port: port, path: "/readyz").status) == 200 },
+                "\(node.standardErrorText())\n\(nats.log)")
+        let seed = try #require(auth.credentials.split(separator: "\n").first { $0.hasPrefix("SU") })
+        #expect(!node.standardErrorText().contains(seed))
+
+        let strangers = material.directory + "/stranger.creds"
+        try Material.writeOwnerOnly(strangers, try NATSDecentralizedAuth(userIssuedByStranger: true).credentials)
+        let refused = try refusedStart(nats, ["--nats-credentials", strangers])
+        #expect(refused.status != 0 && refused.stderr.contains("Authorization Violation"), "\(refused)")
+    }
+
     /// Runs a node that must not start: its exit status and stderr.
     private func refusedStart(_ nats: NATSServer, _ arguments: [String], cluster: String? = nil) throws -> (status: Int32, stderr: String) {
         let deployment = try TemporaryDeployment(commandLine: true)

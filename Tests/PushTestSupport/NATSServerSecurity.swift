@@ -18,6 +18,9 @@ public struct NATSServerSecurity: Sendable {
         case none
         case user(String, password: String)
         case token(String)
+        /// A config file of nats-server's own (`-c`), as for JWT authentication
+        /// (`NATSDecentralizedAuth`).
+        case configFile(String)
     }
 
     public var tls: TLS?
@@ -39,6 +42,7 @@ public struct NATSServerSecurity: Sendable {
         case .none: break
         case .user(let user, let password): arguments += ["--user", user, "--pass", password]
         case .token(let token): arguments += ["--auth", token]
+        case .configFile(let path): arguments += ["-c", path]
         }
         return arguments
     }
