@@ -52,7 +52,8 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("""
         Join a gateway cluster through this NATS server (JetStream on: nats-server -js), or several, comma-separated: \
         devices may connect to any node, a PUSH to any node reaches every target wherever it is connected, and offline \
-        devices' queues are kept in JetStream (default: gateway.cluster in the config file; without it, the gateway runs \
+        devices' queues are kept in JetStream; tls://host:port, or --nats-ca, connects over TLS, and credentials go in \
+        the --nats-* files, never in the URL (default: gateway.cluster in the config file; without it, the gateway runs \
         alone with its queues in memory).
         """, valueName: "nats://host:port"))
     var cluster: String?
