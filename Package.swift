@@ -94,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess",
+                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess", "PushNATS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -106,7 +106,7 @@ let package = Package(
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [
             "PushClock", "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushService", "PushStore", "PushGateway",
-            "PushPostgres", "PushNATS",
+            "PushPostgres", "PushNATS", "COpenSSL",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),

@@ -1,4 +1,5 @@
 import PushEventLoop
+import PushNATS
 import PushSecurity
 import PushService
 import PushSession
@@ -101,7 +102,7 @@ public final class GatewayService: LoopGroupMember {
         configuration.logger.info("gateway ready", metadata: ["listen": "\(configuration.host):\(service.port)"])
         if let clusterConfiguration = configuration.cluster {
             configuration.logger.info("node of a cluster: devices may connect to any node, queues are kept in JetStream",
-                                      metadata: ["node": "\(clusterConfiguration.node)", "nats": "\(clusterConfiguration.servers.joined(separator: ","))"])
+                                      metadata: ["node": "\(clusterConfiguration.node)", "nats": "\(NATSNames.redacted(clusterConfiguration.servers))", "nats_tls": "\(clusterConfiguration.security.tls != nil)"])
         }
         if let follower {
             configuration.logger.info("following the device registry of the store; device HELLOs get BUSY until it is loaded",

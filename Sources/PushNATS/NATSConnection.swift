@@ -34,7 +34,9 @@ public final class NATSConnection {
     ///   - servers: `nats://HOST:PORT` URLs, tried in order (libnats randomizes none here).
     ///   - name: the client name the server shows for this connection.
     ///   - connectTimeout: each attempt's TCP connect and handshake.
-    public init(loop: EventLoop, servers: [String], name: String, connectTimeout: Duration = .seconds(1)) throws(NATSError) {
+    ///   - security: TLS and credentials (`NATSSecurity`); none by default.
+    public init(loop: EventLoop, servers: [String], name: String, connectTimeout: Duration = .seconds(1),
+                security: NATSSecurity = NATSSecurity()) throws(NATSError) {
         guard !servers.isEmpty else { throw .invalidURL("no servers") }
         for server in servers { try NATSNames.checkServer(server) }
         self.loop = loop
@@ -50,6 +52,7 @@ public final class NATSConnection {
         defer { if !relayHandedOver { Unmanaged<NATSEventRelay>.fromOpaque(relayContext).release() } }
         try NATSConnection.configure(options, servers: servers, name: name, connectTimeout: connectTimeout,
                                      driver: driver.context, relay: relayContext)
+        try security.apply(to: options)
         var made: OpaquePointer?
         let status = natsConnection_Connect(&made, options)
         guard status == NATS_OK || status == NATS_NOT_YET_CONNECTED, let made else {

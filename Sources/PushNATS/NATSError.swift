@@ -15,6 +15,12 @@ public enum NATSError: Error, Equatable, Sendable {
     /// A subject (or stream name) that is not a valid NATS subject: empty, an empty token,
     /// whitespace or a control character. Refused before anything is sent.
     case invalidSubject(String)
+    /// A TLS file libnats could not load (missing, unreadable, not PEM, a key that does not
+    /// match its certificate).
+    case tlsFile(path: String, reason: String)
+    /// A server answered but refused the connection: TLS (its certificate, ours) or the
+    /// credentials. Retrying cannot help.
+    case refused(server: String, reason: String)
 
     /// JetStream's "wrong last sequence" (10071): an expected last sequence did not match.
     public var isWrongLastSequence: Bool {
@@ -41,7 +47,7 @@ public enum NATSError: Error, Equatable, Sendable {
 extension NATSError: CustomStringConvertible {
     public var description: String {
         switch self {
-        case .invalidURL(let url): "invalid NATS server URL: \(url)"
+        case .invalidURL(let url): "invalid NATS server URL: \(NATSNames.redacted(url))"
         case .library(let status, let text): "libnats error \(status): \(text)"
         case .notConnected: "not connected to NATS"
         case .timeout: "NATS request timed out"
@@ -49,6 +55,8 @@ extension NATSError: CustomStringConvertible {
         case .jetStream(let code, let errorCode, let description): "JetStream error \(code)/\(errorCode): \(description)"
         case .malformedReply(let text): "malformed NATS reply: \(text)"
         case .invalidSubject(let subject): "invalid NATS subject: \(subject)"
+        case .tlsFile(let path, let reason): "cannot load the NATS TLS file \(path): \(reason)"
+        case .refused(let server, let reason): "NATS server \(server) refused the connection: \(reason)"
         }
     }
 }

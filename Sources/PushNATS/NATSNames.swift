@@ -1,6 +1,6 @@
 /// Checks on what callers hand over before any of it reaches the wire: a subject with a
 /// space would be split into another protocol field by the server, so it is refused here.
-enum NATSNames {
+public enum NATSNames {
     /// A subject to publish or subscribe to: dot-separated, non-empty tokens of printable
     /// ASCII or UTF-8 without whitespace. Wildcards (`*`, `>`) pass only when `wildcards`.
     static func checkSubject(_ subject: String, wildcards: Bool = false) throws(NATSError) {
@@ -50,5 +50,19 @@ enum NATSNames {
               !portText.isEmpty, portText.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
               let port = Int(portText), (1...65535).contains(port)
         else { throw .invalidURL(url) }
+    }
+
+    /// The URL with any `user:password@` or `token@` replaced by `***@`, for logs and errors.
+    public static func redacted(_ url: String) -> String {
+        guard let at = url.lastIndex(of: "@") else { return url }
+        var start = url.startIndex
+        if let colon = url.firstIndex(of: ":"), url[colon...].hasPrefix("://") { start = url.index(colon, offsetBy: 3) }
+        guard start <= at else { return url }
+        return String(url[..<start]) + "***" + String(url[at...])
+    }
+
+    /// The servers, each redacted, comma-separated.
+    public static func redacted(_ urls: [String]) -> String {
+        urls.map { redacted($0) }.joined(separator: ",")
     }
 }

@@ -21,6 +21,11 @@ public struct ConfigKey: Sendable {
         case natsURLList
         /// A cluster node's name: 1 to 64 letters, digits, `-` or `_`.
         case nodeName
+        /// A file named by its absolute path: a relative one would depend on the directory
+        /// the service happens to be started in.
+        case absolutePath
+        /// One word of printable characters, no whitespace (a user or host name).
+        case word
     }
 
     /// The name as written; for a shared key, the bare name (`handshake_timeout_ms`).
@@ -81,8 +86,10 @@ public struct ConfigKey: Sendable {
             return "\(range.lowerBound) to \(range.upperBound)" + (unit.map { " " + $0 } ?? "")
         case .choice(let choices): return ConfigSchema.list(choices, conjunction: "or")
         case .databaseURL: return "postgresql://USER@HOST:PORT/DATABASE"
-        case .natsURLList: return "nats://HOST:PORT[,nats://HOST:PORT...]"
+        case .natsURLList: return "nats://HOST:PORT[,tls://HOST:PORT...]"
         case .nodeName: return "NAME"
+        case .absolutePath: return "/ABSOLUTE/PATH"
+        case .word: return "NAME"
         }
     }
 }
@@ -114,11 +121,35 @@ public enum ConfigSchema {
                   "Hand the pushes of SENDs to this gateway (several, comma-separated: nodes of one cluster, used one at a time); unset, the store refuses SEND.",
                   services: [.store], flag: "--gateway"),
         ConfigKey("gateway.cluster", .natsURLList, default: nil, example: "nats://127.0.0.1:4222",
-                  "Join a gateway cluster through these NATS servers (JetStream on): devices may connect to any node, pushes reach them wherever they are, and offline queues are kept in JetStream; unset, the gateway runs alone with its queues in memory.",
+                  "Join a gateway cluster through these NATS servers (JetStream on; tls:// URLs connect over TLS): devices may connect to any node, pushes reach them wherever they are, and offline queues are kept in JetStream; unset, the gateway runs alone with its queues in memory.",
                   services: [.gateway], flag: "--cluster"),
         ConfigKey("gateway.node", .nodeName, default: nil, example: "gateway-1",
                   "This gateway's name in its cluster, unique there (default: the host name and the listen port).",
                   services: [.gateway], flag: "--node"),
+        ConfigKey("gateway.nats_ca", .absolutePath, default: nil, example: "/srv/push/nats-ca.pem",
+                  "Connect to NATS over TLS, trusting the server certificates this CA file (PEM) signed; unset, plain TCP unless a URL says tls://.",
+                  services: [.gateway], flag: "--nats-ca"),
+        ConfigKey("gateway.nats_cert", .absolutePath, default: nil, example: "/srv/push/nats-client.pem",
+                  "This node's client certificate (PEM) for NATS servers that verify clients; with gateway.nats_key and gateway.nats_ca.",
+                  services: [.gateway], flag: "--nats-cert"),
+        ConfigKey("gateway.nats_key", .absolutePath, default: nil, example: "/srv/push/nats-client.key",
+                  "The private key (PEM) of gateway.nats_cert.",
+                  services: [.gateway], flag: "--nats-key"),
+        ConfigKey("gateway.nats_server_name", .word, default: nil, example: "nats.example",
+                  "The name the NATS server's certificate must carry (default: the host of the gateway.cluster URL connected to).",
+                  services: [.gateway], flag: "--nats-server-name"),
+        ConfigKey("gateway.nats_user", .word, default: nil, example: "gateway",
+                  "Authenticate to NATS as this user, with the password in gateway.nats_password_file.",
+                  services: [.gateway], flag: "--nats-user"),
+        ConfigKey("gateway.nats_password_file", .absolutePath, default: nil, example: "/srv/push/nats.password",
+                  "An owner-only file whose first line is gateway.nats_user's NATS password.",
+                  services: [.gateway], flag: "--nats-password-file"),
+        ConfigKey("gateway.nats_token_file", .absolutePath, default: nil, example: "/srv/push/nats.token",
+                  "Authenticate to NATS with the token on the first line of this owner-only file (instead of a user).",
+                  services: [.gateway], flag: "--nats-token-file"),
+        ConfigKey("gateway.nats_credentials", .absolutePath, default: nil, example: "/srv/push/gateway.creds",
+                  "Authenticate to NATS with this owner-only NATS credentials file (a user JWT and its nkey seed, as nsc writes it; instead of a user or token).",
+                  services: [.gateway], flag: "--nats-credentials"),
         ConfigKey("store.database", .databaseURL, default: nil, example: "postgresql://securepush@localhost:5432/securepush?sslmode=require&passfile=/srv/push/pgpass",
                   "Keep the store's data in this PostgreSQL database, which any number of stores can share; unset, in the SQLite file store.sqlite in the deployment directory. " + databaseURLNote,
                   services: [.store], flag: "--database"),

@@ -38,21 +38,44 @@ extension ConfigSchema {
         case .databaseURL:
             return databaseURLProblem(value).map { "a postgresql:// URL (\($0))" }
         case .natsURLList:
-            return natsURLListProblem(value).map { "nats://HOST:PORT[,nats://HOST:PORT...] (\($0))" }
+            return natsURLListProblem(value).map { "nats://HOST:PORT[,tls://HOST:PORT...] (\($0))" }
         case .nodeName:
             return nodeNameProblem(value).map { "a node name (\($0))" }
+        case .absolutePath:
+            return value.hasPrefix("/") && value.count > 1 ? nil : "an absolute path, as in /srv/push/file"
+        case .word:
+            let printable = !value.isEmpty && value.utf8.allSatisfy { $0 > 0x20 && $0 != 0x7F }
+            return printable ? nil : "one word, without spaces"
         }
     }
 
-    /// Checks NATS server URLs by their shape: `nats://HOST:PORT`, comma-separated.
+    /// Checks NATS server URLs by their shape: `nats://HOST:PORT` or `tls://HOST:PORT`,
+    /// comma-separated. Credentials in a URL are refused, and not repeated in the answer:
+    /// they would sit on the command line or in the config file in clear, and in logs.
     public static func natsURLListProblem(_ text: String) -> String? {
         let elements = text.split(separator: ",", omittingEmptySubsequences: false)
         for (index, element) in elements.enumerated() {
             let which = elements.count > 1 ? "URL \(index + 1) of \(elements.count): " : ""
-            guard element.hasPrefix("nats://") else { return which + "it must start with nats://" }
-            if let problem = addressProblem(String(element.dropFirst("nats://".count))) { return which + problem }
+            guard let scheme = ["nats://", "tls://"].first(where: { element.hasPrefix($0) }) else {
+                return which + "it must start with nats:// or tls://"
+            }
+            if element.contains("@") {
+                return which + "credentials do not go in the URL: use a user and password file, a token file or a credentials file"
+            }
+            if let problem = addressProblem(String(element.dropFirst(scheme.count))) { return which + problem }
         }
         return nil
+    }
+
+    /// The value as an error may show it: a NATS URL list without what precedes an `@`.
+    public static func displayValue(_ value: String, of kind: ConfigKey.Kind) -> String {
+        guard kind == .natsURLList, value.contains("@") else { return value }
+        return value.split(separator: ",", omittingEmptySubsequences: false).map { element in
+            guard let at = element.lastIndex(of: "@") else { return String(element) }
+            var start = element.startIndex
+            if let colon = element.firstIndex(of: ":"), element[colon...].hasPrefix("://") { start = element.index(colon, offsetBy: 3) }
+            return start <= at ? String(element[..<start]) + "***" + String(element[at...]) : String(element)
+        }.joined(separator: ",")
     }
 
     /// A node name becomes a NATS subject token: 1 to 64 letters, digits, `-` or `_`.

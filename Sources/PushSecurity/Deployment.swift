@@ -128,7 +128,8 @@ public struct Deployment: Sendable {
             case .unknownKey(let suggestion)?:
                 throw Failure.unknownKey(path, line: number, key: key, suggestion: suggestion)
             case .invalidValue(let expected)?:
-                throw Failure.invalidValue(path, line: number, key: key, value: value, expected: expected)
+                let shown = ConfigSchema.key(named: key).map { ConfigSchema.displayValue(value, of: $0.key.kind) } ?? value
+                throw Failure.invalidValue(path, line: number, key: key, value: shown, expected: expected)
             case nil:
                 break
             }

@@ -52,7 +52,8 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("""
         Join a gateway cluster through this NATS server (JetStream on: nats-server -js), or several, comma-separated: \
         devices may connect to any node, a PUSH to any node reaches every target wherever it is connected, and offline \
-        devices' queues are kept in JetStream (default: gateway.cluster in the config file; without it, the gateway runs \
+        devices' queues are kept in JetStream; tls://host:port, or --nats-ca, connects over TLS, and credentials go in \
+        the --nats-* files, never in the URL (default: gateway.cluster in the config file; without it, the gateway runs \
         alone with its queues in memory).
         """, valueName: "nats://host:port"))
     var cluster: String?
@@ -63,6 +64,7 @@ struct GatewayCommand: ParsableCommand {
                                valueName: "count"))
     var maxConnections: Int?
     @OptionGroup var connection: ConnectionOptions
+    @OptionGroup(title: "Secured links to NATS (cluster nodes)") var nats: NATSLinkOptions
     @Option(help: ArgumentHelp("""
         Event-loop threads: each accepts connections and serves the devices whose id hashes to it, and a PUSH reaches \
         the others' devices through them; 0 runs one per core (default: gateway.loops in the config file, else 0). On a \
@@ -107,11 +109,18 @@ struct GatewayCommand: ParsableCommand {
     private func clusterConfiguration(_ deployment: Deployment, port: Int) throws -> ClusterConfiguration? {
         guard let servers = cluster ?? deployment.config["gateway.cluster"] else {
             if node != nil { throw CommandFailure("--node needs --cluster (or gateway.cluster in the config file)") }
+            _ = try nats.security(config: deployment.config, clustered: false)
             return nil
         }
         let name = node ?? deployment.config["gateway.node"] ?? GatewayCommand.defaultNodeName(port: port)
-        let configuration = ClusterConfiguration(servers: servers.split(separator: ",").map(String.init), node: name)
+        var configuration = ClusterConfiguration(servers: servers.split(separator: ",").map(String.init), node: name)
         if let problem = configuration.problem { throw CommandFailure(problem) }
+        if let security = try nats.security(config: deployment.config, clustered: true) { configuration.security = security }
+        do {
+            try configuration.checkNATSAccess()
+        } catch {
+            throw CommandFailure("\(error)")
+        }
         return configuration
     }
 

@@ -52,7 +52,7 @@ final class OperatorWalkthrough {
                     throw ReadmeFailure("""
                         the walk-through runs `\(written)`: only securepush, curl and nats-server commands (with a printf for a \
                         password), PostgreSQL's createuser and createdb as postgres, the making of a directory and a password \
-                        file, and scripts/install.sh are run here
+                        file, openssl req for certificates, and scripts/install.sh are run here
                         """)
                 }
             }
@@ -102,6 +102,7 @@ final class OperatorWalkthrough {
     /// What a README command may start with (after a `printf ... |`).
     static let runnablePrefixes = [
         "securepush ", "curl ", "nats-server ", "sudo -u postgres createuser ", "sudo -u postgres createdb ", "install -d ", "(umask 077 ",
+        "openssl req ",
     ]
 
     /// Strict bash; the README's background jobs stopped in reverse order with SIGTERM
@@ -234,6 +235,31 @@ struct ReadmeOperatorTests {
                 "device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
         #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
         // nats-server exits 1 on SIGTERM by design; the securepush services must exit 0.
+        let background = commands.filter { Readme.withoutComment($0).hasSuffix("&") }
+        let natsJob = try #require(background.firstIndex { $0.hasPrefix("nats-server ") })
+        for line in walkthrough.exits where !line.hasPrefix("job \(natsJob) ") {
+            #expect(line.hasSuffix(" exited 0"), "SIGTERM: \(line)\n\(walkthrough.diagnostics)")
+        }
+    }
+
+    @Test("a cluster over NATS with TLS and a password: a CA and certificates by openssl, nats-server verifying clients, two nodes; the device on node 2 shows what was sent through node 1; the password is in no log",
+          .enabled(if: NATSServer.available), .timeLimit(.minutes(3)))
+    func securedClusterWalkthrough() throws {
+        let commands = Readme.commands(Readme.shellBlocks(in: try Readme.text(), heading: "#### The links to NATS: TLS and credentials"))
+        let nodes = commands.filter { $0.contains("--cluster tls://") }
+        #expect(nodes.count == 2 && nodes.allSatisfy { $0.contains("--nats-password-file ") && $0.contains("--nats-cert ") })
+        let password = "nats-walkthrough-\(UInt32.random(in: 1...UInt32.max))"
+        let walkthrough = try OperatorWalkthrough(commands: ["scripts/install.sh"] + commands, input: ["read -rs password": password + "\n"])
+        try walkthrough.start()
+        let shown = waitUntil(timeoutSeconds: 120) {
+            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
+                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
+        }
+        let status = walkthrough.stop()
+        #expect(shown && walkthrough.foregroundDone && walkthrough.deviceText.contains(walkthrough.expectedText),
+                "device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
+        #expect(status == 0, "the script exited \(String(describing: status))\n\(walkthrough.diagnostics)")
+        #expect(!walkthrough.diagnostics.contains(password), "a log shows the NATS password")
         let background = commands.filter { Readme.withoutComment($0).hasSuffix("&") }
         let natsJob = try #require(background.firstIndex { $0.hasPrefix("nats-server ") })
         for line in walkthrough.exits where !line.hasPrefix("job \(natsJob) ") {

@@ -115,6 +115,25 @@ struct ConfigFileTests {
                 == "\(path):1: store.max_payload_bytes = 'big': expected an integer from 1 to 16776192")
     }
 
+    @Test("NATS keys: tls:// URLs, absolute paths and one-word names pass; credentials in a URL are refused and not repeated")
+    func natsKeys() throws {
+        let temporary = try ConfigDirectory()
+        let deployment = try temporary.open([
+            "gateway.cluster = tls://nats-1.example:4222,nats://127.0.0.1:4222",
+            "gateway.nats_ca = /srv/push/nats-ca.pem",
+            "gateway.nats_user = gateway",
+            "gateway.nats_password_file = /srv/push/nats.password",
+            "gateway.nats_server_name = nats.example",
+        ])
+        #expect(deployment.config["gateway.nats_user"] == "gateway")
+        #expect(ConfigSchema.problem(name: "gateway.nats_ca", value: "relative/ca.pem") != nil)
+        #expect(ConfigSchema.problem(name: "gateway.nats_user", value: "two words") != nil)
+        #expect(ConfigSchema.problem(name: "gateway.cluster", value: "http://h:1") != nil)
+        let failure = try #require(temporary.failure(["gateway.cluster = nats://gateway:s3cret@127.0.0.1:4222"]))
+        #expect(failure.description.contains("credentials do not go in the URL"), "\(failure)")
+        #expect(!failure.description.contains("s3cret"), "\(failure)")
+    }
+
     @Test("good values of every kind are accepted, with comments and spacing")
     func goodValues() throws {
         let temporary = try ConfigDirectory()

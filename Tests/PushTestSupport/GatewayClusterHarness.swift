@@ -45,14 +45,17 @@ public final class GatewayClusterHarness {
     ///   - gatewayArguments: passed to every node (e.g. `--queue-capacity 2`).
     ///   - storeForwards: the store hands SENDs' pushes to the nodes (`store --gateway`
     ///     with every node's address, the first first), and serves /metrics.
+    ///   - natsSecurity: TLS and authentication the nats-server asks for (the nodes' own
+    ///     flags for them go in `gatewayArguments`).
     public init(nodes count: Int = 3, loops: Int = 1, users: [String] = ["alice"], devices: [ClusterDevice] = [],
-                gatewayArguments: [String] = [], storeForwards: Bool = false) throws {
+                gatewayArguments: [String] = [], storeForwards: Bool = false,
+                natsSecurity: NATSServerSecurity = NATSServerSecurity()) throws {
         deployment = try TemporaryDeployment(commandLine: true)
         for user in users { try deployment.addUser(user, password: GatewayClusterHarness.password(of: user)) }
         for device in devices {
             registrations[device.id] = try deployment.enroll(device.id, user: device.user, tags: device.tags)
         }
-        nats = try NATSServer()
+        nats = try NATSServer(security: natsSecurity)
         if storeForwards {
             let ports = try (0..<count).map { _ in try freeLoopbackPort() }
             nodePorts = ports

@@ -43,10 +43,14 @@ public final class NATSServer: @unchecked Sendable {
     /// nats://127.0.0.1:PORT
     public var url: String { "nats://127.0.0.1:\(port)" }
 
+    /// TLS and client authentication the server asks for (`NATSServerSecurity`).
+    public let security: NATSServerSecurity
+
     /// Starts the server and waits until it accepts TCP connections.
-    public init() throws {
+    public init(security: NATSServerSecurity = NATSServerSecurity()) throws {
         guard let binary = Self.binary else { throw NATSServerError(Self.missingMessage) }
         executable = binary
+        self.security = security
         port = try freeLoopbackPort()
         monitorPort = try freeLoopbackPort()
         var template = Array("/tmp/securepush-nats-XXXXXX".utf8CString)
@@ -117,7 +121,7 @@ public final class NATSServer: @unchecked Sendable {
         let arguments = [
             "-a", "127.0.0.1", "-p", String(port), "-m", String(monitorPort),
             "-js", "-sd", directory, "-P", directory + "/nats.pid",
-        ]
+        ] + security.arguments
         let server: ChildProcess
         do {
             server = try ChildProcess(executable: executable, arguments: arguments, name: "nats-server")

@@ -1,7 +1,11 @@
+import PushNATS
+
 /// How a gateway joins a cluster (`securepush gateway --cluster URL --node NAME`).
 public struct ClusterConfiguration: Sendable {
-    /// NATS servers, as nats://HOST:PORT; JetStream must be enabled on them.
+    /// NATS servers, as nats://HOST:PORT (or tls://); JetStream must be enabled on them.
     public var servers: [String]
+    /// TLS and credentials for the NATS connections; none by default.
+    public var security = NATSSecurity()
     /// Unique in the cluster: other nodes address this one by it.
     public var node: String
     public var subjects = ClusterSubjects()
@@ -44,8 +48,8 @@ public struct ClusterConfiguration: Sendable {
     /// Why the configuration cannot be used, if it cannot.
     public var problem: String? {
         if servers.isEmpty { return "--cluster needs at least one nats://HOST:PORT" }
-        for server in servers where !server.hasPrefix("nats://") {
-            return "cluster server \"\(server)\" is not a nats://HOST:PORT URL"
+        for server in servers where !server.hasPrefix("nats://") && !server.hasPrefix("tls://") {
+            return "cluster server \"\(NATSNames.redacted(server))\" is not a nats://HOST:PORT or tls://HOST:PORT URL"
         }
         if !ClusterSubjects.isValidNodeName(node) {
             return "node name \"\(node)\" must be 1 to 64 letters, digits, '-' or '_'"

@@ -56,7 +56,7 @@ final class GatewayCluster {
         self.loop = loop
         self.logger = logger
         metrics = ClusterMetrics(registry: logic.metrics.registry, countsNodes: configuration.loop == 0)
-        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.member)")
+        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.member)", security: configuration.security)
         jetStream = JetStream(connection: connection)
         directory = ClusterDirectory(localNode: configuration.member, placement: placement)
         queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,

@@ -1,0 +1,54 @@
+import CNats
+import Glibc
+
+extension NATSConnection {
+    /// One connection attempt through the servers in order, on libnats' own threads, closed
+    /// again at once: it tells a refusal (a server's certificate not trusted, ours missing
+    /// or rejected, wrong credentials), which retrying never mends, from a server not
+    /// there yet, which a connection finds later by itself. Returns when connected or
+    /// when no server answered; throws `.refused` with libnats' reason otherwise.
+    ///
+    /// A `NATSConnection` retries every failure for ever in the background, so a service
+    /// calls this before starting, to fail at once with the reason.
+    public static func probe(servers: [String], name: String, security: NATSSecurity,
+                             timeout: Duration = .seconds(2)) throws(NATSError) {
+        guard !servers.isEmpty else { throw .invalidURL("no servers") }
+        for server in servers { try NATSNames.checkServer(server) }
+        var options: OpaquePointer?
+        try check(natsOptions_Create(&options))
+        guard let options else { throw .library(status: -1, text: "natsOptions_Create returned nothing") }
+        defer { natsOptions_Destroy(options) }
+        let milliseconds = max(1, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
+        let copies = servers.map { strdup($0) }
+        defer { for copy in copies { free(copy) } }
+        var pointers = copies.map { $0.map { UnsafePointer($0) } }
+        try check(natsOptions_SetServers(options, &pointers, Int32(pointers.count)))
+        try check(natsOptions_SetName(options, name))
+        try check(natsOptions_SetNoRandomize(options, true))
+        try check(natsOptions_SetTimeout(options, milliseconds))
+        try check(natsOptions_SetAllowReconnect(options, false))
+        try security.apply(to: options)
+        var made: OpaquePointer?
+        let status = natsConnection_Connect(&made, options)
+        if let made {
+            natsConnection_Close(made)
+            natsConnection_Destroy(made)
+        }
+        switch status {
+        case NATS_OK:
+            return
+        case NATS_NO_SERVER, NATS_TIMEOUT:
+            // Nothing answered: the connection itself keeps trying.
+            return
+        default:
+            let error = NATSError.library(status)
+            var reason: String
+            if case .library(_, let text) = error { reason = text } else { reason = error.description }
+            if security.tls != nil, reason.contains("Expected 'PONG'") {
+                // What libnats sees when a server that verifies clients drops one after the handshake.
+                reason += " (the server closed the connection after the TLS handshake: does it want a client certificate, signed by a CA it trusts?)"
+            }
+            throw .refused(server: NATSNames.redacted(servers), reason: reason)
+        }
+    }
+}

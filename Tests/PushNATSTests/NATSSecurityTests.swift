@@ -1,0 +1,103 @@
+import Foundation
+import PushEventLoop
+import PushNATS
+import PushTestSupport
+import Testing
+
+/// NATSSecurity on the connection itself: TLS with a client certificate and a user, the
+/// start-up probe's verdicts, and URLs redacted wherever they are shown.
+@Suite("NATS connections with TLS and credentials", .serialized, .enabled(if: NATSServer.testsEnabled))
+struct NATSSecurityTests {
+    /// A CA, a server certificate for 127.0.0.1 and a client certificate, removed at deinit.
+    final class Certificates {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-nats-cert-\(UUID().uuidString)").path
+        let authority: TestCertificateAuthority
+        let server: (certificate: String, key: String)
+        let client: (certificate: String, key: String)
+
+        init() throws {
+            authority = try TestCertificateAuthority(name: "nats", in: directory)
+            server = try authority.issue("server", subjectAltNames: "IP:127.0.0.1")
+            client = try authority.issue("client")
+        }
+
+        deinit { try? FileManager.default.removeItem(atPath: directory) }
+
+        func serverSecurity(_ authentication: NATSServerSecurity.Authentication) -> NATSServerSecurity {
+            NATSServerSecurity(tls: .init(certificateFile: server.certificate, keyFile: server.key, clientCAFile: authority.certificateFile),
+                               authentication: authentication)
+        }
+
+        func clientSecurity(_ credentials: NATSSecurity.Credentials) -> NATSSecurity {
+            NATSSecurity(tls: .init(caFile: authority.certificateFile, certificateFile: client.certificate, keyFile: client.key),
+                         credentials: credentials)
+        }
+    }
+
+    @Test("over TLS with a client certificate and a user: a message goes round through the server")
+    func roundTrip() async throws {
+        let certificates = try Certificates()
+        let serverSecurity = certificates.serverSecurity(.user("u", password: "p"))
+        let server = try await onOwnThread { try NATSServer(security: serverSecurity) }
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        // Two connections: a connection does not get its own messages (no echo).
+        let security = certificates.clientSecurity(.user("u", password: "p"))
+        let subscriber = try NATSConnection(loop: loop, servers: [server.url], name: "tls-sub", security: security)
+        let publisher = try NATSConnection(loop: loop, servers: [server.url], name: "tls-pub", security: security)
+        #expect(loop.run(until: { subscriber.isConnected && publisher.isConnected }, timeoutSeconds: 10), "\(server.log)")
+        var received: [UInt8]?
+        try subscriber.subscribe("secure.echo") { received = $0.data }
+        try settle(loop, subscriber)
+        try publisher.publish("secure.echo", [1, 2, 3])
+        #expect(loop.run(until: { received != nil }, timeoutSeconds: 5))
+        #expect(received == [1, 2, 3])
+        subscriber.close()
+        publisher.close()
+    }
+
+    @Test("the probe: passes when connected or when nothing answers; a wrong password or CA is a refusal with the server's reason")
+    func probe() async throws {
+        let certificates = try Certificates()
+        let serverSecurity = certificates.serverSecurity(.user("u", password: "p"))
+        let server = try await onOwnThread { try NATSServer(security: serverSecurity) }
+        try NATSConnection.probe(servers: [server.url], name: "probe", security: certificates.clientSecurity(.user("u", password: "p")))
+        let nobody = try freeLoopbackPort()
+        try NATSConnection.probe(servers: ["nats://127.0.0.1:\(nobody)"], name: "probe", security: certificates.clientSecurity(.none))
+
+        do {
+            try NATSConnection.probe(servers: [server.url], name: "probe", security: certificates.clientSecurity(.user("u", password: "wrong")))
+            Issue.record("a wrong password passed the probe")
+        } catch {
+            guard case .refused(let named, let reason) = error else { throw error }
+            #expect(named == server.url && reason.contains("Authorization Violation"), "\(reason)")
+        }
+        // The server's own certificate as the CA: it did not sign itself.
+        var untrusted = certificates.clientSecurity(.user("u", password: "p"))
+        untrusted.tls?.caFile = certificates.server.certificate
+        #expect(throws: NATSError.self) { try NATSConnection.probe(servers: [server.url], name: "probe", security: untrusted) }
+    }
+
+    @Test("a TLS file that cannot be loaded is named")
+    func missingFile() throws {
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        let security = NATSSecurity(tls: .init(caFile: "/nonexistent/ca.pem"))
+        do {
+            _ = try NATSConnection(loop: loop, servers: ["nats://127.0.0.1:4222"], name: "t", security: security)
+            Issue.record("a missing CA file was accepted")
+        } catch {
+            guard case .tlsFile(let path, _) = error else { throw error }
+            #expect(path == "/nonexistent/ca.pem")
+        }
+    }
+
+    @Test("URLs are shown without what precedes an @")
+    func redaction() {
+        #expect(NATSNames.redacted("nats://user:secret@host:4222") == "nats://***@host:4222")
+        #expect(NATSNames.redacted("tls://token@host:4222") == "tls://***@host:4222")
+        #expect(NATSNames.redacted("nats://host:4222") == "nats://host:4222")
+        #expect(NATSNames.redacted(["nats://a:b@h:1", "nats://h:2"]) == "nats://***@h:1,nats://h:2")
+        #expect(!NATSError.invalidURL("nats://u:secret@h:x").description.contains("secret"))
+    }
+}
