@@ -70,7 +70,7 @@ let package = Package(
         .target(name: "PushPostgres", dependencies: ["CPostgres", "PushEventLoop"]),
         // The only importer of CNats: a NATS client whose socket the event loop watches
         // (libnats in its external-event-loop mode), and JetStream's JSON API over it.
-        .target(name: "PushNATS", dependencies: ["CNats", "PushEventLoop"]),
+        .target(name: "PushNATS", dependencies: ["CNats", "PushClock", "PushEventLoop"]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
             "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "CSQLite", "PushPostgres",

@@ -132,7 +132,10 @@ extension GatewayCluster {
             let batch = ForwardBatch(id: id, pushes: part.map { ForwardedPush(push: $0.push, deviceIDs: $0.targets.map(\.deviceID)) })
             let timer = loop.schedule(after: configuration.forwardTimeout) { [weak self] in self?.forwardTimedOut(id) }
             awaitingReplies[id] = AwaitedBatch(node: node, forwards: part, timer: timer)
+            // Not left in the reconnect buffer while the link is down: delivered after the
+            // timeout, it would be written while its PUSH_ACK says it was not.
             do {
+                guard connection.isConnected else { throw NATSError.notConnected }
                 try connection.publish(subjects.pushes(for: node), batch.encoded(), reply: subjects.replies(for: localNode))
             } catch {
                 forwardTimedOut(id)

@@ -1,4 +1,5 @@
 import Logging
+import PushClock
 import PushEventLoop
 import PushNATS
 import PushSession
@@ -28,6 +29,12 @@ final class GatewayCluster {
     private var heartbeatTimer: LoopTimer?
     private var streamReady = false
     private var ensuringStream = false
+    /// Bumped at each (re)connect: an answer to an earlier stream check is not this link's.
+    private var streamGeneration = 0
+    /// Set at a reconnect: once the stream answers, every device here has its queue taken.
+    private var takeAllWhenStreamReady = false
+    /// Whether the last heartbeat found the NATS link answering (for logging its changes).
+    private var linkWasUp = true
     /// Set after (re)connecting: the next heartbeat asks every node for its presence.
     private var wantsPresence = true
     private var pendingPresence: [PresenceChange] = []
@@ -39,6 +46,13 @@ final class GatewayCluster {
     var nextBatchID: UInt64 = 0
     private var stopped = false
     private var holds: [String: Hold] = [:]
+    /// Takes that failed (JetStream away or starting) for devices still connected here.
+    private var takeRetries: [String: LoopTimer] = [:]
+    /// Devices whose queue this node wrote while it knew of no node holding them: if
+    /// presence later shows one connected somewhere (a node that was cut off and is back),
+    /// that node is told to take the queue. Bounded by `maxUnplacedQueues`.
+    private var unplacedQueues: Set<String> = []
+    static let maxUnplacedQueues = 100_000
     private var finishWaiters: [() -> Void] = []
 
     var subjects: ClusterSubjects { configuration.subjects }
@@ -56,7 +70,8 @@ final class GatewayCluster {
         self.loop = loop
         self.logger = logger
         metrics = ClusterMetrics(registry: logic.metrics.registry, countsNodes: configuration.loop == 0)
-        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.member)")
+        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.member)",
+                                        ping: configuration.natsPing)
         jetStream = JetStream(connection: connection)
         directory = ClusterDirectory(localNode: configuration.member, placement: placement)
         queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
@@ -64,8 +79,16 @@ final class GatewayCluster {
         outgoing = TurnBatches(loop: loop) { [weak self] node, forwards in self?.send(forwards, to: node) }
     }
 
-    /// Connected to NATS with the queue stream in place.
-    var isReady: Bool { connection.isConnected && streamReady }
+    /// Connected to NATS, the link answering, with the queue stream in place.
+    var isReady: Bool { linkIsUp && streamReady }
+
+    /// Connected, and the socket brought something (a PONG at least, one a ping interval)
+    /// lately: a link cut without a reset looks connected to libnats until its pings fail.
+    var linkIsUp: Bool {
+        guard connection.isConnected else { return false }
+        let silentMs = Clocks.monotonicMilliseconds() - connection.lastInboundMs
+        return silentMs <= 2 * Int64(configuration.natsPing.interval / .milliseconds(1))
+    }
 
     func start() throws(NATSError) {
         connection.onEvent = { [weak self] event in self?.connectionChanged(event) }
@@ -83,11 +106,20 @@ final class GatewayCluster {
         case .connected, .reconnected:
             metrics.natsConnected.set(1)
             logger.info("connected to NATS", metadata: ["node": "\(localNode)", "event": "\(event)"])
-            ensureStream()
+            // Nobody could be heard while away: every node gets a full timeout to be heard
+            // again, after our presence went out and theirs was asked for.
+            directory.heardFromAll(nowMs: logic.monotonicNow())
             // Changes may have been lost while away: ask for everyone's presence, and tell ours.
             wantsPresence = true
             beat()
             announceAll()
+            // Queues may have been written meanwhile for devices connected here, by nodes
+            // that took this one for dead: taken once JetStream answers again.
+            streamGeneration += 1
+            streamReady = false
+            ensuringStream = false
+            takeAllWhenStreamReady = event == .reconnected
+            ensureStream()
         case .disconnected:
             metrics.natsConnected.set(0)
             logger.warning("lost the connection to NATS; reconnecting", metadata: ["node": "\(localNode)"])
@@ -99,12 +131,17 @@ final class GatewayCluster {
     private func ensureStream() {
         guard !streamReady, !ensuringStream else { return }
         ensuringStream = true
+        let generation = streamGeneration
         jetStream.ensureStream(ClusterQueues.stream(subjects)) { [weak self] result in
-            guard let self else { return }
+            guard let self, generation == self.streamGeneration else { return }
             self.ensuringStream = false
             switch result {
             case .success:
                 self.streamReady = true
+                if self.takeAllWhenStreamReady {
+                    self.takeAllWhenStreamReady = false
+                    self.takeEveryLocalQueue()
+                }
             case .failure(let error):
                 self.logger.error("cannot set up the JetStream stream for offline queues (is JetStream enabled: nats-server -js?)",
                                   metadata: ["error": "\(error)", "stream": "\(self.subjects.streamName)"])
@@ -122,9 +159,23 @@ final class GatewayCluster {
         if connection.isConnected, (try? connection.publish(subjects.heartbeats, heartbeat.encoded())) != nil {
             wantsPresence = false
         }
-        let deadline = nowMs - Int64(configuration.nodeTimeout / .milliseconds(1))
-        for node in directory.removeNodes(silentSince: deadline) where speaksForNode && !configuration.isSibling(node) {
-            logger.warning("a cluster node went silent; its devices count as offline until they connect again", metadata: ["node": "\(node)"])
+        let linkUp = linkIsUp
+        if linkUp != linkWasUp {
+            linkWasUp = linkUp
+            if linkUp {
+                logger.info("the NATS link answers again", metadata: ["node": "\(localNode)"])
+            } else {
+                logger.warning("the NATS link is silent; not ready, devices here are still served", metadata: ["node": "\(localNode)"])
+            }
+        }
+        if linkUp {
+            let deadline = nowMs - Int64(configuration.nodeTimeout / .milliseconds(1))
+            for node in directory.removeNodes(silentSince: deadline) where speaksForNode && !configuration.isSibling(node) {
+                logger.warning("a cluster node went silent; its devices count as offline until they connect again", metadata: ["node": "\(node)"])
+            }
+        } else {
+            // Cut off, this node hears nobody: the others are not taken for dead for it.
+            directory.heardFromAll(nowMs: nowMs)
         }
         countNodes()
     }
@@ -159,8 +210,16 @@ final class GatewayCluster {
         guard let batch = try? PresenceBatch(decoding: message.data) else { return metrics.malformed.increment() }
         guard batch.node != localNode else { return }
         if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new { announceAll() }
+        var toTake: [String] = []
         for change in batch.changes {
             if case .replaceLocal(let deviceID) = directory.apply(change, from: batch.node) { replaceElsewhere(deviceID) }
+            if change.online, !unplacedQueues.isEmpty, directory.node(of: change.deviceID) == batch.node,
+               unplacedQueues.remove(change.deviceID) != nil {
+                toTake.append(change.deviceID)
+            }
+        }
+        if !toTake.isEmpty {
+            try? connection.publish(subjects.takes(for: batch.node), TakeNotice(deviceIDs: toTake).encoded())
         }
     }
 
@@ -201,6 +260,7 @@ final class GatewayCluster {
     /// A device was admitted here: every node learns it, and its queue comes from JetStream.
     func deviceArrived(_ record: DeviceRecord) {
         let deviceID = record.deviceID
+        unplacedQueues.remove(deviceID)
         let previous = directory.node(of: deviceID)
         let stamp = directory.stampForNewConnection(of: deviceID, wallMs: logic.wallClock())
         let change = PresenceChange(deviceID: deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags.list)
@@ -245,6 +305,7 @@ final class GatewayCluster {
     func deviceLeft(_ record: DeviceRecord) {
         let deviceID = record.deviceID
         holds.removeValue(forKey: deviceID)?.handover?.cancel()
+        takeRetries.removeValue(forKey: deviceID)?.cancel()
         if let released = logic.release(record) { hand(released, of: deviceID) }
         guard let location = directory.devices[deviceID]?.location, location.node == localNode else { return }
         let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags.list)
@@ -281,9 +342,11 @@ final class GatewayCluster {
 
     private func take(_ deviceID: String) {
         holds[deviceID]?.takePending = true
-        queues.submit(.take { [weak self] taken in
+        takeRetries.removeValue(forKey: deviceID)?.cancel()
+        queues.submit(.take { [weak self] result in
             guard let self else { return }
-            if let taken {
+            switch result {
+            case .taken(let taken):
                 if let record = self.logic.devices[deviceID], record.link != nil {
                     self.metrics.queuesTaken.increment()
                     self.logic.absorb(taken, into: record)
@@ -292,15 +355,49 @@ final class GatewayCluster {
                     // Gone again while the queue was read: it goes back for the next connection.
                     self.hand(taken, of: deviceID)
                 }
+            case .empty:
+                break
+            case .failed:
+                self.retryTake(deviceID)
             }
             self.holds[deviceID]?.takePending = false
             self.releaseHold(deviceID)
         }, for: deviceID)
     }
 
+    /// A take failed for a device that may still be here: tried again in a second while
+    /// the link is up; a link that is down takes every queue when it is back.
+    private func retryTake(_ deviceID: String) {
+        guard takeRetries[deviceID] == nil, logic.devices[deviceID]?.link != nil else { return }
+        takeRetries[deviceID] = loop.schedule(after: .seconds(1)) { [weak self] in
+            guard let self else { return }
+            self.takeRetries[deviceID] = nil
+            guard self.logic.devices[deviceID]?.link != nil else { return }
+            if self.linkIsUp {
+                self.take(deviceID)
+            } else {
+                self.retryTake(deviceID)
+            }
+        }
+    }
+
+    /// After a reconnect: the queue of every device connected here, which other nodes may
+    /// have written while they could not see it here.
+    private func takeEveryLocalQueue() {
+        let connected = logic.devices.compactMap { $0.value.link != nil ? $0.key : nil }
+        guard !connected.isEmpty else { return }
+        logger.info("taking the queues of the devices connected here after reconnecting",
+                    metadata: ["node": "\(localNode)", "devices": "\(connected.count)"])
+        for deviceID in connected { take(deviceID) }
+    }
+
     /// After a queue was written: the device may have connected somewhere meanwhile.
     func notifyHolder(of deviceID: String) {
-        guard let node = directory.node(of: deviceID) else { return }
+        guard let node = directory.node(of: deviceID) else {
+            if unplacedQueues.count >= GatewayCluster.maxUnplacedQueues, let any = unplacedQueues.first { unplacedQueues.remove(any) }
+            unplacedQueues.insert(deviceID)
+            return
+        }
         if node == localNode {
             if logic.devices[deviceID]?.link != nil { take(deviceID) }
             return
@@ -343,6 +440,8 @@ final class GatewayCluster {
         stopped = true
         heartbeatTimer?.cancel()
         presenceFlush?.cancel()
+        for timer in takeRetries.values { timer.cancel() }
+        takeRetries = [:]
         outgoing.cancel()
         for awaited in awaitingReplies.values { awaited.timer.cancel() }
         awaitingReplies = [:]
