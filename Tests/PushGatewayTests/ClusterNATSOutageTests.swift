@@ -1,0 +1,70 @@
+import Foundation
+import Testing
+import PushClient
+import PushClock
+import PushEventLoop
+import PushTestSupport
+import PushWire
+
+/// Issue 28, item 1: no acknowledged push stays stuck while its device is connected. The
+/// nats-server is SIGKILLed and restarted under load, several times; devices stay
+/// connected to their nodes throughout, so nothing but the cluster can bring them a push
+/// (no reconnect, hence no SYNC).
+@Suite("A gateway cluster through NATS outages, devices connected", .serialized, .enabled(if: NATSServer.testsEnabled))
+struct ClusterNATSOutageTests {
+    /// After the last restart, every acknowledged push is shown within this long.
+    static let recoveryBoundSeconds = 10.0
+
+    @Test("nats-server SIGKILLed and restarted 3 times under load: every acknowledged push shown exactly once, no device reconnects, no node taken for dead")
+    func natsKilledAndRestarted() throws {
+        let devices = (0..<4).map { ClusterDevice("d\($0)") }
+        let cluster = try startCluster(devices: devices)
+        // Device k on node k mod 3, and given only that node: it never moves.
+        let fleet = try DeviceFleet(store: ServerLink.Endpoint(host: "127.0.0.1", port: cluster.store.port),
+                                    gateways: try (0..<3).map { HostPort(host: "127.0.0.1", port: try cluster.node($0).port) },
+                                    devices: devices, onlyHome: true, registration: cluster.registration)
+        try fleet.loginAll()
+        #expect(fleet.run(until: { fleet.connectedDevices == devices.count }), "every device reached its gateway")
+        for device in devices { try cluster.waitUntilEveryNodeRoutes(to: device.id) }
+
+        let traffic = DeviceTraffic(fleet: fleet, providerKey: cluster.deployment.deployment.providerKey,
+                                    devices: devices.map(\.id), via: [0, 1, 2])
+        traffic.start(everyMs: 40)
+        let everyNodeReady = throttled { (0..<3).allSatisfy { cluster.isReady($0) } }
+        var lastRestartMs: Int64 = 0
+        for round in 1...3 {
+            let before = traffic.sent
+            #expect(fleet.run(until: { traffic.sent >= before + 25 }), "round \(round): sends flow")
+            cluster.nats.kill()
+            let killedAt = traffic.sent
+            // The operator's gap: about 2 s of sends with no server.
+            #expect(fleet.run(until: { traffic.sent >= killedAt + 50 }), "round \(round): sends while the server is away")
+            try cluster.nats.restart()
+            lastRestartMs = Clocks.monotonicMilliseconds()
+            let ready = fleet.run(until: everyNodeReady, timeoutSeconds: 20)
+            print("round \(round): every node ready \(Clocks.monotonicMilliseconds() - lastRestartMs) ms after nats-server restarted")
+            #expect(ready, "round \(round): every node ready again: \(cluster.diagnostics())")
+        }
+        // Sends right after the server is back: those the operator found queued for connected devices.
+        let afterLast = traffic.sent
+        #expect(fleet.run(until: { traffic.sent >= afterLast + 25 }))
+        traffic.stop()
+        #expect(fleet.run(until: { traffic.finished == traffic.sent }, timeoutSeconds: 20), "\(traffic.finished) of \(traffic.sent) sends finished")
+
+        let allShown = fleet.run(until: { traffic.everyAcknowledgedShown }, timeoutSeconds: Self.recoveryBoundSeconds)
+        print("every acknowledged push shown \(Clocks.monotonicMilliseconds() - lastRestartMs) ms after the last restart "
+              + "(\(traffic.acknowledged.count) of \(traffic.sent) acknowledged)")
+        #expect(allShown, "stuck: \(traffic.unshown().mapValues { Array($0.prefix(5)) })\n\(cluster.diagnostics())")
+        #expect(traffic.shownTwice().isEmpty, "\(traffic.shownTwice().prefix(5))")
+        #expect(traffic.overcounted.isEmpty, "\(traffic.overcounted.prefix(5))")
+        #expect(traffic.failures.isEmpty, "\(traffic.failures.prefix(5))")
+        #expect(traffic.acknowledged.count > traffic.sent / 2, "most sends were acknowledged")
+        for device in devices {
+            #expect(fleet.connects(of: device.id) == 1, "\(device.id) never reconnected")
+        }
+        for index in 0..<3 {
+            let log = (try? cluster.node(index).standardErrorText()) ?? ""
+            #expect(!log.contains("a cluster node went silent"), "\(cluster.names[index]) took a live node for dead")
+        }
+    }
+}
