@@ -14,6 +14,7 @@ import PushWire
 struct ClusterNATSOutageTests {
     /// After the last restart, every acknowledged push is shown within this long.
     static let recoveryBoundSeconds = 10.0
+    static let outageMs: Int64 = 3_000
 
     @Test("nats-server SIGKILLed and restarted 3 times under load: every acknowledged push shown exactly once, no device reconnects, no node taken for dead")
     func natsKilledAndRestarted() throws {
@@ -36,9 +37,9 @@ struct ClusterNATSOutageTests {
             let before = traffic.sent
             #expect(fleet.run(until: { traffic.sent >= before + 25 }), "round \(round): sends flow")
             cluster.nats.kill()
-            let killedAt = traffic.sent
-            // The operator's gap: about 2 s of sends with no server.
-            #expect(fleet.run(until: { traffic.sent >= killedAt + 50 }), "round \(round): sends while the server is away")
+            let killedAt = Clocks.monotonicMilliseconds()
+            // The operator's gap: 3 s with no server (the node timeout), sends going on.
+            fleet.run(until: { Clocks.monotonicMilliseconds() - killedAt >= Self.outageMs }, timeoutSeconds: 10)
             try cluster.nats.restart()
             lastRestartMs = Clocks.monotonicMilliseconds()
             let ready = fleet.run(until: everyNodeReady, timeoutSeconds: 20)
@@ -66,5 +67,25 @@ struct ClusterNATSOutageTests {
             let log = (try? cluster.node(index).standardErrorText()) ?? ""
             #expect(!log.contains("a cluster node went silent"), "\(cluster.names[index]) took a live node for dead")
         }
+    }
+
+    @Test("a node paused past the node timeout: a push queued meanwhile for its connected device reaches it once the node is heard again, without a reconnect")
+    func pausedNodeGetsItsQueue() throws {
+        let cluster = try startCluster(devices: [ClusterDevice("phone")])
+        let phone = try cluster.connectDevice("phone", to: 1)
+        try cluster.waitUntilEveryNodeRoutes(to: "phone")
+        let paused = try cluster.node(1).child
+        paused.signal(SIGSTOP)
+        defer { paused.signal(SIGCONT) }
+        #expect(waitUntil(timeoutSeconds: 10) { cluster.metric(0, "securepush_gateway_cluster_nodes") == 2 }, "g1 took g2 for dead")
+        // g1 counts phone offline now: the push waits in JetStream, and g2 cannot be told.
+        #expect(try cluster.provider(via: 0).push(.device("phone"), id: "while-paused") == PushAck(written: 0, queued: 1))
+        paused.signal(SIGCONT)
+        let resumedAt = Clocks.monotonicMilliseconds()
+        #expect(try phone.nextFrame(timeoutMs: 10_000) == .push("while-paused"), "\(cluster.diagnostics())")
+        print("the push queued while g2 was paused reached its device \(Clocks.monotonicMilliseconds() - resumedAt) ms after g2 resumed")
+        try cluster.waitUntilRoutes(to: "phone", via: 0)
+        #expect(try cluster.provider(via: 0).push(.device("phone"), id: "after") == PushAck(written: 1, queued: 0))
+        #expect(phone.drain() == [.push("after")])
     }
 }

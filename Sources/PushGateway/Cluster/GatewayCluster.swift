@@ -202,6 +202,15 @@ final class GatewayCluster {
         }
         countNodes()
         if arrival == .new || heartbeat.wantsPresence { announceAll() }
+        // Back after being taken for dead (a pause, a cut it did not notice), it does not
+        // know it was forgotten and will not tell its devices again unless asked.
+        if arrival == .new, heartbeat.devices > 0, !heartbeat.wantsPresence { askForPresence() }
+    }
+
+    /// The next heartbeat, sent now, asks every node for its presence.
+    private func askForPresence() {
+        wantsPresence = true
+        beat()
     }
 
     // MARK: presence
@@ -209,7 +218,11 @@ final class GatewayCluster {
     private func presenceArrived(_ message: NATSMessage) {
         guard let batch = try? PresenceBatch(decoding: message.data) else { return metrics.malformed.increment() }
         guard batch.node != localNode else { return }
-        if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new { announceAll() }
+        if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new {
+            announceAll()
+            // This batch may be one change: the rest of what that node holds is asked for.
+            askForPresence()
+        }
         var toTake: [String] = []
         for change in batch.changes {
             if case .replaceLocal(let deviceID) = directory.apply(change, from: batch.node) { replaceElsewhere(deviceID) }
