@@ -52,14 +52,15 @@ public final class ShownIDFile {
         return Array(ids.suffix(capacity))
     }
 
-    /// Appends `id`; `newest` gives the ids to keep (oldest first) when the file is rewritten.
+    /// Appends `id`; `newest` gives the ids to keep (oldest first, `id` among them) when
+    /// the file is rewritten.
     public func append(_ id: PayloadID, newest: () -> [PayloadID]) throws(Failure) {
-        if lines >= 2 * capacity { try rewrite(newest()) }
         let fd = try openForAppend()
         let bytes = Array((id.hex + "\n").utf8)
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == bytes.count else { throw .cannotWrite(path, errno: errno) }
         lines += 1
+        if lines >= 2 * capacity { try rewrite(newest()) }
     }
 
     private func openForAppend() throws(Failure) -> Int32 {

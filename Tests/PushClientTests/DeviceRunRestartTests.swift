@@ -65,4 +65,26 @@ struct DeviceRunRestartTests {
         let file = (try? Deployment.readFile(first.stateDirectory + "/" + ShownIDFile.fileName)) ?? ""
         #expect(file == shownBefore.hex + "\n" + new.hex + "\n")
     }
+
+    @Test("the shown-id file keeps the newest ids: past twice its capacity it is rewritten with the newest, and skips damaged lines")
+    func shownFileIsBounded() throws {
+        let deployment = try TemporaryDeployment()
+        let directory = deployment.directory + "/device-state"
+        try Deployment.makeDirectories(directory)
+        let ids = (1...8).map { PayloadID(high: 0, low: UInt64($0)) }
+        let file = ShownIDFile(directory: directory, capacity: 3)
+        #expect(file.load() == [])
+        var remembered: [PayloadID] = []
+        for id in ids {
+            remembered.append(id)
+            try file.append(id) { Array(remembered.suffix(3)) }
+        }
+        // The sixth line made it rewrite the file with the newest 3; two more followed.
+        let text = try Deployment.readFile(file.path)
+        #expect(text == ids[3...].map { $0.hex + "\n" }.joined())
+        #expect(ShownIDFile(directory: directory, capacity: 3).load() == Array(ids.suffix(3)))
+        #expect(ShownIDFile(directory: directory, capacity: 10).load() == Array(ids.suffix(5)))
+        try Deployment.writePrivate(file.path, "not an id\n" + ids[0].hex + "\n" + String(ids[1].hex.prefix(20)) + "\n")
+        #expect(ShownIDFile(directory: directory).load() == [ids[0]])
+    }
 }

@@ -70,6 +70,20 @@ struct ClusterUnitTests {
         #expect(seen == ["phone"], "without a registry, a device seen once still matches its targets (SPEC 1.1)")
     }
 
+    @Test("silence a node could not hear (its own link down) is not the others': after it, each gets a full timeout again")
+    func heardFromAll() {
+        let directory = ClusterDirectory(localNode: "a")
+        directory.heard(from: "b", boot: 1, nowMs: 1_000)
+        directory.heard(from: "c", boot: 1, nowMs: 9_000)
+        directory.apply(PresenceChange(deviceID: "phone", online: true, stamp: 1, user: "alice", tags: []), from: "b")
+        directory.heardFromAll(nowMs: 8_000)
+        #expect(directory.nodes["b"]?.lastHeardMs == 8_000)
+        #expect(directory.nodes["c"]?.lastHeardMs == 9_000, "a later hearing stays")
+        #expect(directory.removeNodes(silentSince: 7_000) == [])
+        #expect(directory.node(of: "phone") == "b", "b keeps its devices")
+        #expect(directory.removeNodes(silentSince: 8_500) == ["b"])
+    }
+
     @Test("[4.13-5] [4.15-3] a record queues like a device's queue: collapse, priority, TTL and overflow into MISSED")
     func recordRules() {
         let now = Self.wallNow
