@@ -84,6 +84,27 @@ struct ClusterUnitTests {
         #expect(directory.removeNodes(silentSince: 8_500) == ["b"])
     }
 
+    @Test("a queue written for a device no node was known to hold: the node it turns out connected to is told to take it, unless it connected after the write")
+    func unplacedQueues() {
+        var unplaced = UnplacedQueues()
+        unplaced.wrote("phone", atWallMs: 100_000)
+        unplaced.wrote("tablet", atWallMs: 100_000)
+        unplaced.wrote("watch", atWallMs: 100_000)
+        let phoneFirst = unplaced.holderMustTake("phone", connectedSince: 40_000)
+        let phoneAgain = unplaced.holderMustTake("phone", connectedSince: 40_000)
+        let tablet = unplaced.holderMustTake("tablet", connectedSince: 100_000 + UnplacedQueues.clockSkewMs)
+        let watch = unplaced.holderMustTake("watch", connectedSince: 100_001 + UnplacedQueues.clockSkewMs)
+        #expect(phoneFirst, "connected before the write: its own take came first")
+        #expect(!phoneAgain, "told once")
+        #expect(tablet, "within the clock skew")
+        #expect(!watch, "connected after the write: it took the queue when it connected")
+        #expect(unplaced.isEmpty)
+        unplaced.wrote("phone", atWallMs: 1)
+        unplaced.forget("phone")
+        let forgotten = unplaced.holderMustTake("phone", connectedSince: 0)
+        #expect(!forgotten, "connected here since: taken here")
+    }
+
     @Test("[4.13-5] [4.15-3] a record queues like a device's queue: collapse, priority, TTL and overflow into MISSED")
     func recordRules() {
         let now = Self.wallNow

@@ -46,13 +46,11 @@ final class GatewayCluster {
     var nextBatchID: UInt64 = 0
     private var stopped = false
     private var holds: [String: Hold] = [:]
-    /// Takes that failed (JetStream away or starting) for devices still connected here.
-    private var takeRetries: [String: LoopTimer] = [:]
-    /// Devices whose queue this node wrote while it knew of no node holding them: if
-    /// presence later shows one connected somewhere (a node that was cut off and is back),
-    /// that node is told to take the queue. Bounded by `maxUnplacedQueues`.
-    private var unplacedQueues: Set<String> = []
-    static let maxUnplacedQueues = 100_000
+    /// Takes that failed (JetStream away or starting) for devices still connected here,
+    /// and the delay before the next one (see `retryTake`).
+    var takeRetries: [String: LoopTimer] = [:]
+    var takeRetryDelays: [String: Duration] = [:]
+    var unplacedQueues = UnplacedQueues()
     private var finishWaiters: [() -> Void] = []
 
     var subjects: ClusterSubjects { configuration.subjects }
@@ -80,7 +78,15 @@ final class GatewayCluster {
     }
 
     /// Connected to NATS, the link answering, with the queue stream in place.
-    var isReady: Bool { linkIsUp && streamReady }
+    var isReady: Bool { notReadyReason == nil }
+
+    /// Why /readyz says not ready, if it does.
+    var notReadyReason: String? {
+        if !connection.isConnected { return "no connection to the cluster's NATS server" }
+        if !linkIsUp { return "the cluster's NATS server does not answer" }
+        if !streamReady { return "setting up the JetStream stream for offline queues" }
+        return nil
+    }
 
     /// Connected, and the socket brought something (a PONG at least, one a ping interval)
     /// lately: a link cut without a reset looks connected to libnats until its pings fail.
@@ -223,17 +229,10 @@ final class GatewayCluster {
             // This batch may be one change: the rest of what that node holds is asked for.
             askForPresence()
         }
-        var toTake: [String] = []
         for change in batch.changes {
             if case .replaceLocal(let deviceID) = directory.apply(change, from: batch.node) { replaceElsewhere(deviceID) }
-            if change.online, !unplacedQueues.isEmpty, directory.node(of: change.deviceID) == batch.node,
-               unplacedQueues.remove(change.deviceID) != nil {
-                toTake.append(change.deviceID)
-            }
         }
-        if !toTake.isEmpty {
-            try? connection.publish(subjects.takes(for: batch.node), TakeNotice(deviceIDs: toTake).encoded())
-        }
+        askToTakeUnplaced(batch.changes, from: batch.node)
     }
 
     private func announce(_ change: PresenceChange) {
@@ -273,7 +272,7 @@ final class GatewayCluster {
     /// A device was admitted here: every node learns it, and its queue comes from JetStream.
     func deviceArrived(_ record: DeviceRecord) {
         let deviceID = record.deviceID
-        unplacedQueues.remove(deviceID)
+        unplacedQueues.forget(deviceID)
         let previous = directory.node(of: deviceID)
         let stamp = directory.stampForNewConnection(of: deviceID, wallMs: logic.wallClock())
         let change = PresenceChange(deviceID: deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags.list)
@@ -318,7 +317,7 @@ final class GatewayCluster {
     func deviceLeft(_ record: DeviceRecord) {
         let deviceID = record.deviceID
         holds.removeValue(forKey: deviceID)?.handover?.cancel()
-        takeRetries.removeValue(forKey: deviceID)?.cancel()
+        forgetTakeRetry(deviceID)
         if let released = logic.release(record) { hand(released, of: deviceID) }
         guard let location = directory.devices[deviceID]?.location, location.node == localNode else { return }
         let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags.list)
@@ -353,7 +352,7 @@ final class GatewayCluster {
         }, for: deviceID)
     }
 
-    private func take(_ deviceID: String) {
+    func take(_ deviceID: String) {
         holds[deviceID]?.takePending = true
         takeRetries.removeValue(forKey: deviceID)?.cancel()
         queues.submit(.take { [weak self] result in
@@ -368,8 +367,9 @@ final class GatewayCluster {
                     // Gone again while the queue was read: it goes back for the next connection.
                     self.hand(taken, of: deviceID)
                 }
+                self.takeRetryDelays[deviceID] = nil
             case .empty:
-                break
+                self.takeRetryDelays[deviceID] = nil
             case .failed:
                 self.retryTake(deviceID)
             }
@@ -378,39 +378,9 @@ final class GatewayCluster {
         }, for: deviceID)
     }
 
-    /// A take failed for a device that may still be here: tried again in a second while
-    /// the link is up; a link that is down takes every queue when it is back.
-    private func retryTake(_ deviceID: String) {
-        guard takeRetries[deviceID] == nil, logic.devices[deviceID]?.link != nil else { return }
-        takeRetries[deviceID] = loop.schedule(after: .seconds(1)) { [weak self] in
-            guard let self else { return }
-            self.takeRetries[deviceID] = nil
-            guard self.logic.devices[deviceID]?.link != nil else { return }
-            if self.linkIsUp {
-                self.take(deviceID)
-            } else {
-                self.retryTake(deviceID)
-            }
-        }
-    }
-
-    /// After a reconnect: the queue of every device connected here, which other nodes may
-    /// have written while they could not see it here.
-    private func takeEveryLocalQueue() {
-        let connected = logic.devices.compactMap { $0.value.link != nil ? $0.key : nil }
-        guard !connected.isEmpty else { return }
-        logger.info("taking the queues of the devices connected here after reconnecting",
-                    metadata: ["node": "\(localNode)", "devices": "\(connected.count)"])
-        for deviceID in connected { take(deviceID) }
-    }
-
     /// After a queue was written: the device may have connected somewhere meanwhile.
     func notifyHolder(of deviceID: String) {
-        guard let node = directory.node(of: deviceID) else {
-            if unplacedQueues.count >= GatewayCluster.maxUnplacedQueues, let any = unplacedQueues.first { unplacedQueues.remove(any) }
-            unplacedQueues.insert(deviceID)
-            return
-        }
+        guard let node = directory.node(of: deviceID) else { return wroteUnplacedQueue(of: deviceID) }
         if node == localNode {
             if logic.devices[deviceID]?.link != nil { take(deviceID) }
             return
@@ -455,6 +425,7 @@ final class GatewayCluster {
         presenceFlush?.cancel()
         for timer in takeRetries.values { timer.cancel() }
         takeRetries = [:]
+        takeRetryDelays = [:]
         outgoing.cancel()
         for awaited in awaitingReplies.values { awaited.timer.cancel() }
         awaitingReplies = [:]

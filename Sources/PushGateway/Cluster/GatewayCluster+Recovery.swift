@@ -1,0 +1,65 @@
+import PushNATS
+import PushWire
+
+/// How a node makes sure no queue in JetStream is left behind for a device connected to
+/// it after NATS, or this node's link to it, was away: the queues of every device here are
+/// taken after a reconnect, a take that failed is tried again, and a node that was taken
+/// for dead is told to take the queues written for its devices meanwhile.
+extension GatewayCluster {
+    static let firstTakeRetry: Duration = .seconds(1)
+    static let longestTakeRetry: Duration = .seconds(30)
+
+    /// A take failed for a device that may still be here: tried again after a delay that
+    /// doubles while takes keep failing (JetStream away for long is not asked every second
+    /// for every device); while the link is down, only when it answers again.
+    func retryTake(_ deviceID: String) {
+        guard takeRetries[deviceID] == nil, logic.devices[deviceID]?.link != nil else { return }
+        let delay = takeRetryDelays[deviceID] ?? GatewayCluster.firstTakeRetry
+        takeRetryDelays[deviceID] = min(delay * 2, GatewayCluster.longestTakeRetry)
+        takeRetries[deviceID] = loop.schedule(after: delay) { [weak self] in
+            guard let self else { return }
+            self.takeRetries[deviceID] = nil
+            guard self.logic.devices[deviceID]?.link != nil else {
+                self.takeRetryDelays[deviceID] = nil
+                return
+            }
+            if self.linkIsUp {
+                self.take(deviceID)
+            } else {
+                self.retryTake(deviceID)
+            }
+        }
+    }
+
+    func forgetTakeRetry(_ deviceID: String) {
+        takeRetries.removeValue(forKey: deviceID)?.cancel()
+        takeRetryDelays[deviceID] = nil
+    }
+
+    /// After a reconnect: the queue of every device connected here, which other nodes may
+    /// have written while they could not see it here.
+    func takeEveryLocalQueue() {
+        let connected = logic.devices.compactMap { $0.value.link != nil ? $0.key : nil }
+        guard !connected.isEmpty else { return }
+        logger.info("taking the queues of the devices connected here after reconnecting",
+                    metadata: ["node": "\(localNode)", "devices": "\(connected.count)"])
+        for deviceID in connected { take(deviceID) }
+    }
+
+    /// A queue was written for a device no node was known to hold.
+    func wroteUnplacedQueue(of deviceID: String) {
+        unplacedQueues.wrote(deviceID, atWallMs: logic.wallClock())
+    }
+
+    /// A presence batch from `node` was applied: the devices it shows connected there whose
+    /// queue this node wrote without knowing of them are that node's to take.
+    func askToTakeUnplaced(_ changes: [PresenceChange], from node: String) {
+        guard !unplacedQueues.isEmpty else { return }
+        let toTake = changes.filter { change in
+            change.online && directory.node(of: change.deviceID) == node
+                && unplacedQueues.holderMustTake(change.deviceID, connectedSince: change.stamp)
+        }.map(\.deviceID)
+        guard !toTake.isEmpty else { return }
+        try? connection.publish(subjects.takes(for: node), TakeNotice(deviceIDs: toTake).encoded())
+    }
+}
