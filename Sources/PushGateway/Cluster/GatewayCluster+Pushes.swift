@@ -169,8 +169,13 @@ extension GatewayCluster {
     /// shows each payload once all the same.
     func queueInstead(_ awaited: AwaitedBatch) {
         metrics.forwardsFailed.increment()
-        logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
-                       metadata: ["node": "\(awaited.node)", "pushes": "\(awaited.forwards.count)"])
+        if linkIsUp {
+            logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
+                           metadata: ["node": "\(awaited.node)", "pushes": "\(awaited.forwards.count)"])
+        } else {
+            // Said once when the link went silent; the queue writes fail as well until it is back.
+            logger.debug("the NATS link is down: forwarded pushes go unanswered", metadata: ["node": "\(awaited.node)"])
+        }
         for forward in awaited.forwards {
             if !forward.push.connectedOnly {
                 for target in forward.targets { queue(forward.push, for: target.deviceID, owner: target.owner, tally: forward.tally) }
