@@ -56,6 +56,12 @@ extension ClusterNetnsTests {
         let ready = fleet.run(until: throttled { setup.isReady(cutNode) }, timeoutSeconds: 15)
         print("g3 ready again \(Clocks.monotonicMilliseconds() - healedAt) ms after the heal")
         #expect(ready, "g3 reconnected: \(setup.diagnostics())")
+        // What g3 could not reach it did not count: pushes through it for the device on g2
+        // went neither to it nor to a queue while the cut lasted.
+        let countedThroughCutNode = traffic.acknowledged.filter { (_, sent: DeviceTraffic.Acknowledged) -> Bool in
+            sent.via == cutNode && sent.device == "other" && sent.atMs > cutAt && sent.atMs < healedAt
+        }
+        #expect(countedThroughCutNode.isEmpty, "counted while g3 could reach neither g2 nor JetStream: \(countedThroughCutNode.keys.prefix(3))")
         let afterHeal = traffic.sent
         #expect(fleet.run(until: { traffic.sent >= afterHeal + 10 }))
         traffic.stop()
