@@ -120,7 +120,7 @@ let package = Package(
         // Against a real PostgreSQL server each test run starts itself (PostgresCluster).
         .testTarget(name: "PushPostgresTests", dependencies: ["PushPostgres", "PushEventLoop", "PushTestSupport"]),
         // Against a real nats-server each test starts itself (NATSServer).
-        .testTarget(name: "PushNATSTests", dependencies: ["PushNATS", "PushEventLoop", "PushTestSupport"]),
+        .testTarget(name: "PushNATSTests", dependencies: ["PushClock", "PushNATS", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushClock", "PushEventLoop", "PushWire", "PushSession", "PushProcess", "PushTestSupport"]),
     ]
 )
