@@ -1,11 +1,32 @@
+import PushClock
 import PushNATS
 import PushWire
 
-/// How a node makes sure no queue in JetStream is left behind for a device connected to
-/// it after NATS, or this node's link to it, was away: the queues of every device here are
-/// taken after a reconnect, a take that failed is tried again, and a node that was taken
-/// for dead is told to take the queues written for its devices meanwhile.
+/// How a node knows its NATS link answers, and makes sure no queue in JetStream is left
+/// behind for a device connected to it after NATS, or this node's link to it, was away:
+/// the queues of every device here are taken after a reconnect, a take that failed is
+/// tried again, and a node that was taken for dead is told to take the queues written for
+/// its devices meanwhile.
 extension GatewayCluster {
+    /// Connected to NATS, the link answering, with the queue stream in place.
+    var isReady: Bool { notReadyReason == nil }
+
+    /// Why /readyz says not ready, if it does.
+    var notReadyReason: String? {
+        if !connection.isConnected { return "no connection to the cluster's NATS server" }
+        if !linkIsUp { return "the cluster's NATS server does not answer" }
+        if !streamReady { return "setting up the JetStream stream for offline queues" }
+        return nil
+    }
+
+    /// Connected, and the socket brought something (a PONG at least, one a ping interval)
+    /// lately: a link cut without a reset looks connected to libnats until its pings fail.
+    var linkIsUp: Bool {
+        guard connection.isConnected else { return false }
+        let silentMs = Clocks.monotonicMilliseconds() - connection.lastInboundMs
+        return silentMs <= 2 * Int64(configuration.natsPing.interval / .milliseconds(1))
+    }
+
     static let firstTakeRetry: Duration = .seconds(1)
     static let longestTakeRetry: Duration = .seconds(30)
 

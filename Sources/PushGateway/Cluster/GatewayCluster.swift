@@ -1,5 +1,4 @@
 import Logging
-import PushClock
 import PushEventLoop
 import PushNATS
 import PushSession
@@ -27,7 +26,7 @@ final class GatewayCluster {
     private let boot = UInt64.random(in: 1...UInt64.max)
     private var subscriptions: [NATSSubscription] = []
     private var heartbeatTimer: LoopTimer?
-    private var streamReady = false
+    private(set) var streamReady = false
     private var ensuringStream = false
     /// Bumped at each (re)connect: an answer to an earlier stream check is not this link's.
     private var streamGeneration = 0
@@ -75,25 +74,6 @@ final class GatewayCluster {
         queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
                                wallClock: logic.wallClock, metrics: metrics)
         outgoing = TurnBatches(loop: loop) { [weak self] node, forwards in self?.send(forwards, to: node) }
-    }
-
-    /// Connected to NATS, the link answering, with the queue stream in place.
-    var isReady: Bool { notReadyReason == nil }
-
-    /// Why /readyz says not ready, if it does.
-    var notReadyReason: String? {
-        if !connection.isConnected { return "no connection to the cluster's NATS server" }
-        if !linkIsUp { return "the cluster's NATS server does not answer" }
-        if !streamReady { return "setting up the JetStream stream for offline queues" }
-        return nil
-    }
-
-    /// Connected, and the socket brought something (a PONG at least, one a ping interval)
-    /// lately: a link cut without a reset looks connected to libnats until its pings fail.
-    var linkIsUp: Bool {
-        guard connection.isConnected else { return false }
-        let silentMs = Clocks.monotonicMilliseconds() - connection.lastInboundMs
-        return silentMs <= 2 * Int64(configuration.natsPing.interval / .milliseconds(1))
     }
 
     func start() throws(NATSError) {
