@@ -70,7 +70,7 @@ let package = Package(
         .target(name: "PushPostgres", dependencies: ["CPostgres", "PushEventLoop"]),
         // The only importer of CNats: a NATS client whose socket the event loop watches
         // (libnats in its external-event-loop mode), and JetStream's JSON API over it.
-        .target(name: "PushNATS", dependencies: ["CNats", "PushEventLoop"]),
+        .target(name: "PushNATS", dependencies: ["CNats", "PushClock", "PushEventLoop"]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
             "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "CSQLite", "PushPostgres",
@@ -120,7 +120,7 @@ let package = Package(
         // Against a real PostgreSQL server each test run starts itself (PostgresCluster).
         .testTarget(name: "PushPostgresTests", dependencies: ["PushPostgres", "PushEventLoop", "PushTestSupport"]),
         // Against a real nats-server each test starts itself (NATSServer).
-        .testTarget(name: "PushNATSTests", dependencies: ["PushNATS", "PushEventLoop", "PushTestSupport"]),
+        .testTarget(name: "PushNATSTests", dependencies: ["PushClock", "PushNATS", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushEventLoopTests", dependencies: ["PushClock", "PushEventLoop", "PushWire", "PushSession", "PushProcess", "PushTestSupport"]),
     ]
 )

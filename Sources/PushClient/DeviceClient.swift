@@ -59,6 +59,9 @@ public enum DeviceEvent: Equatable, Sendable {
     case tokenRejected(Status)
     /// A kept ID can never be shown (not found, gone, or not this user's).
     case dropped(PayloadID, Status)
+    /// A shown ID could not be written to the state directory: a restart with it may
+    /// show that payload again.
+    case shownNotSaved(ShownIDFile.Failure)
 }
 
 /// The device side of secure push: pushes from the gateway carry only IDs; the
@@ -69,7 +72,8 @@ public enum DeviceEvent: Equatable, Sendable {
 /// The store is the source of truth: the device SYNCs with it after every store connect,
 /// after every gateway connect (a gateway that crashed lost its queue and the pushes in
 /// flight) and on MISSED, so a lost push only delays a message. Every ID is shown at most
-/// once for the life of the object, however often pushes and SYNC name it. A backlog is
+/// once for the life of the object, however often pushes and SYNC name it, and, with a
+/// `ShownIDFile`, for the life of its state directory. A backlog is
 /// fetched `fetchWindow` FETCHes at a time. Loop-confined.
 ///
 /// The store endpoint may list several stores over one database: the store link moves to
@@ -110,6 +114,7 @@ public final class DeviceClient {
     private let gateway: ServerLink
     private let store: ServerLink
     private let tokenStore: TokenStore?
+    private let shownFile: ShownIDFile?
     private var token: TokenStore.Saved?
     private var tokenVersion = 0
     private var shown = ShownIDs(capacity: DeviceClient.rememberedIDs)
@@ -131,11 +136,14 @@ public final class DeviceClient {
     /// - Parameters:
     ///   - registration: the credential `securepush device enroll` issued.
     ///   - tokenStore: where the fetch token lives; nil keeps it in memory only.
+    ///   - shownFile: where the ids shown are remembered across restarts; nil, in memory only.
     public init(loop: EventLoop, gateway: ServerLink.Endpoint, store: ServerLink.Endpoint, registration: [UInt8],
-                deviceID: String, tokenStore: TokenStore?) {
+                deviceID: String, tokenStore: TokenStore?, shownFile: ShownIDFile? = nil) {
         self.loop = loop
         self.deviceID = deviceID
         self.tokenStore = tokenStore
+        self.shownFile = shownFile
+        for id in shownFile?.load() ?? [] { shown.insert(id) }
         self.gateway = ServerLink(loop: loop, endpoint: gateway) { Hello(role: .device, credential: registration, name: "securepush-device") }
         let issuedAt = Registration.readUnverified(registration)?.issuedAt
         self.gateway.mayPass = { error in DeviceClient.mayBeUnheardEnrolment(error, issuedAt: issuedAt, nowMs: Clocks.wallMilliseconds()) }
@@ -353,7 +361,12 @@ public final class DeviceClient {
 
     private func markShown(_ id: PayloadID) {
         genericShown.remove(id)
-        shown.insert(id)
+        guard shown.insert(id), let shownFile else { return }
+        do {
+            try shownFile.append(id) { shown.oldestFirst }
+        } catch {
+            onEvent?(.shownNotSaved(error))
+        }
     }
 
     private func retryLater() {
@@ -464,8 +477,10 @@ struct ShownIDs {
 
     func contains(_ id: PayloadID) -> Bool { members.contains(id) }
 
-    mutating func insert(_ id: PayloadID) {
-        guard members.insert(id).inserted else { return }
+    /// True if `id` was not remembered yet.
+    @discardableResult
+    mutating func insert(_ id: PayloadID) -> Bool {
+        guard members.insert(id).inserted else { return false }
         if ring.count < capacity {
             ring.append(id)
         } else {
@@ -473,5 +488,8 @@ struct ShownIDs {
             ring[oldest] = id
             oldest = (oldest + 1) % capacity
         }
+        return true
     }
+
+    var oldestFirst: [PayloadID] { Array(ring[oldest...] + ring[..<oldest]) }
 }

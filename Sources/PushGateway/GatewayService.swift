@@ -143,7 +143,7 @@ public final class GatewayService: LoopGroupMember {
         if host.isDraining { return .notReady("draining: the gateway is shutting down") }
         if !host.isListening { return .notReady("not listening") }
         if !logic.isRegistryReady { return .notReady("loading the device registry from the store") }
-        if let cluster, !cluster.isReady { return .notReady("connecting to the cluster's NATS server and JetStream") }
+        if let reason = cluster?.notReadyReason { return .notReady(reason) }
         return .ready
     }
 

@@ -1,5 +1,6 @@
 import CNats
 import Glibc
+import PushClock
 import PushEventLoop
 
 /// A NATS client connection on an `EventLoop`: libnats in its external-event-loop mode,
@@ -30,13 +31,34 @@ public final class NATSConnection {
     /// The reconnect buffer: what publishes made while disconnected can hold.
     public static let reconnectBufferBytes: Int32 = 8 * 1024 * 1024
 
+    /// How a dead server link is noticed: libnats sends a PING every `interval` and
+    /// drops the link when more than `maxOutstanding` go unanswered, so a link that went
+    /// silent is noticed within `interval` × (`maxOutstanding` + 1).
+    public struct PingSettings: Sendable, Equatable {
+        public var interval: Duration
+        public var maxOutstanding: Int32
+
+        public init(interval: Duration, maxOutstanding: Int32) {
+            self.interval = interval
+            self.maxOutstanding = maxOutstanding
+        }
+
+        /// About 30 s to notice, instead of libnats' default 4 minutes.
+        public static let standard = PingSettings(interval: .seconds(10), maxOutstanding: 3)
+    }
+
+    /// `Clocks.monotonicMilliseconds()` when the socket last brought anything (a PONG
+    /// included), or when the link was last made.
+    public private(set) var lastInboundMs: Int64 = Clocks.monotonicMilliseconds()
+
     /// - Parameters:
     ///   - servers: `nats://HOST:PORT` URLs, tried in order (libnats randomizes none here).
     ///   - name: the client name the server shows for this connection.
     ///   - connectTimeout: each attempt's TCP connect and handshake.
+    ///   - ping: how a dead link is noticed.
     ///   - security: TLS and credentials (`NATSSecurity`); none by default.
     public init(loop: EventLoop, servers: [String], name: String, connectTimeout: Duration = .seconds(1),
-                security: NATSSecurity = NATSSecurity()) throws(NATSError) {
+                ping: PingSettings = .standard, security: NATSSecurity = NATSSecurity()) throws(NATSError) {
         guard !servers.isEmpty else { throw .invalidURL("no servers") }
         for server in servers { try NATSNames.checkServer(server) }
         self.loop = loop
@@ -50,7 +72,7 @@ public final class NATSConnection {
         let relayContext = Unmanaged.passRetained(relay).toOpaque()
         var relayHandedOver = false
         defer { if !relayHandedOver { Unmanaged<NATSEventRelay>.fromOpaque(relayContext).release() } }
-        try NATSConnection.configure(options, servers: servers, name: name, connectTimeout: connectTimeout,
+        try NATSConnection.configure(options, servers: servers, name: name, connectTimeout: connectTimeout, ping: ping,
                                      driver: driver.context, relay: relayContext)
         try security.apply(to: options)
         var made: OpaquePointer?
@@ -63,7 +85,11 @@ public final class NATSConnection {
         relayHandedOver = true
         connection = made
         relay.connection = self
-        driver.afterRead = { [weak self] in self?.deliverMessages() }
+        driver.afterRead = { [weak self] in
+            guard let self else { return }
+            self.lastInboundMs = Clocks.monotonicMilliseconds()
+            self.deliverMessages()
+        }
         driver.onLoopShutdown = { [weak self] in self?.loopShutDown() }
         if status == NATS_OK {
             // libnats calls the connected callback only for a connection made in the background.
@@ -76,10 +102,10 @@ public final class NATSConnection {
     }
 
     private static func configure(
-        _ options: OpaquePointer, servers: [String], name: String, connectTimeout: Duration,
+        _ options: OpaquePointer, servers: [String], name: String, connectTimeout: Duration, ping: PingSettings,
         driver: UnsafeMutableRawPointer, relay: UnsafeMutableRawPointer
     ) throws(NATSError) {
-        let milliseconds = max(1, connectTimeout.components.seconds * 1000 + connectTimeout.components.attoseconds / 1_000_000_000_000_000)
+        let connectMilliseconds = milliseconds(connectTimeout)
         let copies = servers.map { strdup($0) }
         defer { for copy in copies { free(copy) } }
         var pointers = copies.map { $0.map { UnsafePointer($0) } }
@@ -88,13 +114,12 @@ public final class NATSConnection {
         try check(natsOptions_SetNoRandomize(options, true))
         // A node never wants the messages it published itself.
         try check(natsOptions_SetNoEcho(options, true))
-        try check(natsOptions_SetTimeout(options, milliseconds))
+        try check(natsOptions_SetTimeout(options, connectMilliseconds))
         try check(natsOptions_SetMaxReconnect(options, -1))
         try check(natsOptions_SetReconnectWait(options, 250))
         try check(natsOptions_SetReconnectBufSize(options, reconnectBufferBytes))
-        // A dead peer is noticed in about 30 s instead of libnats' default 4 minutes.
-        try check(natsOptions_SetPingInterval(options, 10_000))
-        try check(natsOptions_SetMaxPingsOut(options, 3))
+        try check(natsOptions_SetPingInterval(options, milliseconds(ping.interval)))
+        try check(natsOptions_SetMaxPingsOut(options, max(1, ping.maxOutstanding)))
         // Without it libnats starts a flusher thread that signals writes from its own
         // thread; with it, a publish asks the loop for writability right away and the loop
         // writes everything buffered in that iteration at once.
@@ -108,6 +133,10 @@ public final class NATSConnection {
         try check(natsOptions_SetClosedCB(options, natsRelayClosed, relay))
         // Asynchronous errors (a slow consumer) would otherwise be printed to stderr.
         try check(natsOptions_SetErrorHandler(options, natsRelayError, nil))
+    }
+
+    private static func milliseconds(_ duration: Duration) -> Int64 {
+        max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
     static func check(_ status: natsStatus) throws(NATSError) {
@@ -235,6 +264,7 @@ public final class NATSConnection {
     }
 
     func deliver(_ event: NATSConnectionEvent) {
+        if event == .connected || event == .reconnected { lastInboundMs = Clocks.monotonicMilliseconds() }
         if event == .closed, connection != nil {
             // libnats gave up by itself (it does not, with reconnects unlimited).
             close(failingWith: .notConnected, deferred: false)

@@ -37,6 +37,10 @@ extension NATSConnection {
     /// `.timeout` after `timeout`, `.noResponders` when the server reports nobody
     /// subscribed (a 503 status), or `.notConnected` if the connection closes first.
     /// Always completes on the loop, never inside this call.
+    ///
+    /// Fails with `.notConnected` at once while the link is down, unlike `publish`: a
+    /// request left in the reconnect buffer would reach the server after its caller was
+    /// told it failed, and a JetStream write the caller gave up on must not happen later.
     public func request(
         _ subject: String, _ data: [UInt8], headers: [(String, String)] = [], timeout: Duration,
         completion: @escaping (Result<NATSMessage, NATSError>) -> Void
@@ -44,7 +48,7 @@ extension NATSConnection {
         do throws(NATSError) {
             try NATSNames.checkSubject(subject)
             for (name, value) in headers { try NATSNames.checkHeader(name, value) }
-            guard let connection else { throw .notConnected }
+            guard let connection, isConnected else { throw .notConnected }
             let inbox = requests.inbox ?? newInbox()
             requests.inbox = inbox
             requests.serial &+= 1

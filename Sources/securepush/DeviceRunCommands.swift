@@ -49,7 +49,8 @@ extension DeviceCommand {
             }
             let loop = try EventLoop()
             let device = DeviceClient(loop: loop, gateway: try endpoint(gateway, caFile: caFile), store: try endpoint(store, caFile: caFile),
-                                      registration: registration, deviceID: claims.deviceID, tokenStore: tokens)
+                                      registration: registration, deviceID: claims.deviceID, tokenStore: tokens,
+                                      shownFile: ShownIDFile(directory: state.directory))
             device.onNotification = { notification in
                 announce("\(localTimeNow()) \(notification.id.hex) \(notification.text)")
             }
@@ -69,6 +70,8 @@ extension DeviceCommand {
                     // The address that failed; the device moves on to the next of a list.
                     let address = service == "gateway" ? device.gatewayAddress : device.storeAddress
                     states.report(service, "\(describe(error, talkingTo: service, at: address, tls: caFile != nil)); retrying")
+                case .shownNotSaved(let failure):
+                    writeStandardError("\(failure): after a restart this notification may be shown again\n")
                 case .tokenRejected(let status):
                     writeStandardError("fetch token refused (\(status)): run `securepush device login`\n")
                 case .loggedIn(let expiresAt):

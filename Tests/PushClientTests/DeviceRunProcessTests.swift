@@ -35,6 +35,7 @@ final class DeviceRunProcess {
     let child: ChildProcess
     let stateDirectory: String
     let output: GrowingFile
+    private let runArguments: [String]
 
     /// - Parameters:
     ///   - registration: the device's credential; written to a file as `device enroll` does.
@@ -49,9 +50,17 @@ final class DeviceRunProcess {
         let login = try SecurePushBinary.run(["device", "login", "--store", storeAddress, "--user", user, "--device", device,
                                               "--state-dir", stateDirectory] + extra, stdin: password + "\n")
         guard login.status == 0 else { throw ServiceError.failed("device login: \(login.stderr)") }
-        child = try ChildProcess(executable: SecurePushBinary.path,
-                                 arguments: ["device", "run", "--gateway", gatewayAddress, "--store", storeAddress,
-                                             "--credential", credential, "--state-dir", stateDirectory] + extra)
+        runArguments = ["device", "run", "--gateway", gatewayAddress, "--store", storeAddress,
+                        "--credential", credential, "--state-dir", stateDirectory] + extra
+        child = try ChildProcess(executable: SecurePushBinary.path, arguments: runArguments)
+        output = GrowingFile(path: child.stdoutPath)
+    }
+
+    /// `device run` started again as `previous` was, with its state directory (stop that one first).
+    init(restarting previous: DeviceRunProcess) throws {
+        stateDirectory = previous.stateDirectory
+        runArguments = previous.runArguments
+        child = try ChildProcess(executable: SecurePushBinary.path, arguments: runArguments)
         output = GrowingFile(path: child.stdoutPath)
     }
 

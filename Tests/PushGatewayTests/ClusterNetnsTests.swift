@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PushClient
+import PushEventLoop
 import PushProcess
 import PushTestSupport
 import PushWire
@@ -41,7 +42,8 @@ struct ClusterNetnsTests {
     }
 }
 
-/// A nats-server and a store on the bridge address, a gateway per namespace.
+/// A nats-server on the bridge's second address (so a namespace can be cut off from it
+/// alone) and a store on its first, a gateway per namespace.
 final class NetnsCluster {
     let hosts: NetworkNamespaces
     let deployment: TemporaryDeployment
@@ -51,25 +53,25 @@ final class NetnsCluster {
     let storePort: Int
     private(set) var gateways: [(child: ChildProcess, port: Int, metricsPort: Int)] = []
 
-    init(hosts: NetworkNamespaces) throws {
+    init(hosts: NetworkNamespaces, devices: [ClusterDevice] = [ClusterDevice("phone")]) throws {
         self.hosts = hosts
         deployment = try TemporaryDeployment(commandLine: true)
-        try deployment.addUser("alice", password: "alice-pw")
-        try deployment.enroll("phone")
+        for user in Set(devices.map(\.user)) { try deployment.addUser(user, password: GatewayClusterHarness.password(of: user)) }
+        for device in devices { try deployment.enroll(device.id, user: device.user, tags: device.tags) }
         natsDirectory = deployment.directory + "/nats"
         let natsPort = try freeLoopbackPort()
         nats = try ChildProcess(executable: NATSServer.binary ?? "nats-server",
-                                arguments: ["-a", hosts.hostAddress, "-p", String(natsPort), "-js", "-sd", natsDirectory], name: "nats-server")
+                                arguments: ["-a", hosts.secondHostAddress, "-p", String(natsPort), "-js", "-sd", natsDirectory], name: "nats-server")
         store = try ChildProcess(executable: SecurePushBinary.path,
                                  arguments: ["store", "--data-dir", deployment.directory, "--listen", "\(hosts.hostAddress):0"], name: "store")
         storePort = try NetnsCluster.port(of: store, line: "listening on ")
-        guard waitUntil(timeoutSeconds: 20, { (try? BlockingWireClient(host: hosts.hostAddress, port: natsPort)) != nil }) else {
+        guard waitUntil(timeoutSeconds: 20, { (try? BlockingWireClient(host: hosts.secondHostAddress, port: natsPort)) != nil }) else {
             throw ServiceError.failed("nats-server did not listen: \(nats.standardErrorTail)")
         }
         for (index, address) in hosts.addresses.enumerated() {
             let child = try hosts.start(in: index, SecurePushBinary.path, [
                 "gateway", "--data-dir", deployment.directory, "--listen", "\(address):0", "--metrics", "\(address):0",
-                "--store", "\(hosts.hostAddress):\(storePort)", "--cluster", "nats://\(hosts.hostAddress):\(natsPort)", "--node", "g\(index + 1)",
+                "--store", "\(hosts.hostAddress):\(storePort)", "--cluster", "nats://\(hosts.secondHostAddress):\(natsPort)", "--node", "g\(index + 1)",
             ], name: "gateway g\(index + 1)")
             let port = try NetnsCluster.port(of: child, line: "listening on ")
             let metricsPort = try NetnsCluster.port(of: child, line: "metrics on ")
@@ -96,11 +98,24 @@ final class NetnsCluster {
     }
 
     func metric(_ index: Int, _ name: String) -> Double? {
-        guard let client = try? BlockingWireClient(host: hosts.addresses[index], port: gateways[index].metricsPort),
-              (try? client.sendRaw(Array("GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".utf8))) != nil else { return nil }
-        let line = client.readAll().split(separator: "\r\n").flatMap { $0.split(separator: "\n") }.first { $0.hasPrefix(name + " ") }
+        guard let response = get(index, "/metrics") else { return nil }
+        let line = response.split(separator: "\r\n").flatMap { $0.split(separator: "\n") }.first { $0.hasPrefix(name + " ") }
         return line.flatMap { Double($0.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)) }
     }
+
+    /// Whether node `index`'s /readyz answers 200.
+    func isReady(_ index: Int) -> Bool {
+        get(index, "/readyz")?.hasPrefix("HTTP/1.1 200") ?? false
+    }
+
+    private func get(_ index: Int, _ path: String) -> String? {
+        guard let client = try? BlockingWireClient(host: hosts.addresses[index], port: gateways[index].metricsPort),
+              (try? client.sendRaw(Array("GET \(path) HTTP/1.1\r\nHost: x\r\n\r\n".utf8))) != nil else { return nil }
+        return client.readAll()
+    }
+
+    var storeEndpoint: ServerLink.Endpoint { ServerLink.Endpoint(host: hosts.hostAddress, port: storePort) }
+    var gatewayAddresses: [HostPort] { gateways.indices.map { HostPort(host: hosts.addresses[$0], port: gateways[$0].port) } }
 
     func waitUntilFormed() throws {
         let formed = waitUntil(timeoutSeconds: 20) {

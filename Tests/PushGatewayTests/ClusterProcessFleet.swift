@@ -18,14 +18,25 @@ final class DeviceFleet {
     private var connectCounts: [String: Int] = [:]
     private(set) var stoppedDevices: [String] = []
 
-    init(_ cluster: GatewayClusterHarness, devices: [ClusterDevice]) throws {
+    convenience init(_ cluster: GatewayClusterHarness, devices: [ClusterDevice]) throws {
+        try self.init(store: ServerLink.Endpoint(host: "127.0.0.1", port: cluster.store.port),
+                      gateways: try cluster.names.indices.map { HostPort(host: "127.0.0.1", port: try cluster.node($0).port) },
+                      devices: devices, registration: cluster.registration)
+    }
+
+    /// - Parameter homes: the node each device starts on (default: device k on node k mod N);
+    ///   a device given one node only (`onlyHome`) never moves.
+    init(store: ServerLink.Endpoint, gateways: [HostPort], devices: [ClusterDevice], homes: [Int]? = nil, onlyHome: Bool = false,
+         registration: (String) throws -> [UInt8]) throws {
         loop = try EventLoop()
         self.devices = devices
-        storeEndpoint = ServerLink.Endpoint(host: "127.0.0.1", port: cluster.store.port)
-        gatewayAddresses = try cluster.names.indices.map { HostPort(host: "127.0.0.1", port: try cluster.node($0).port) }
+        storeEndpoint = store
+        gatewayAddresses = gateways
         for (position, device) in devices.enumerated() {
-            let client = DeviceClient(loop: loop, gateway: gatewayEndpoint(first: position % gatewayAddresses.count), store: storeEndpoint,
-                                      registration: try cluster.registration(device.id), deviceID: device.id, tokenStore: nil)
+            let home = homes.map { $0[position % $0.count] } ?? position % gatewayAddresses.count
+            let gateway = onlyHome ? ServerLink.Endpoint(host: gateways[home].host, port: gateways[home].port) : gatewayEndpoint(first: home)
+            let client = DeviceClient(loop: loop, gateway: gateway, store: storeEndpoint,
+                                      registration: try registration(device.id), deviceID: device.id, tokenStore: nil)
             let id = device.id
             client.onNotification = { [unowned self] in self.shown[id, default: []].append($0.text) }
             client.onEvent = { [unowned self] event in

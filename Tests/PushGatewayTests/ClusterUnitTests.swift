@@ -70,6 +70,41 @@ struct ClusterUnitTests {
         #expect(seen == ["phone"], "without a registry, a device seen once still matches its targets (SPEC 1.1)")
     }
 
+    @Test("silence a node could not hear (its own link down) is not the others': after it, each gets a full timeout again")
+    func heardFromAll() {
+        let directory = ClusterDirectory(localNode: "a")
+        directory.heard(from: "b", boot: 1, nowMs: 1_000)
+        directory.heard(from: "c", boot: 1, nowMs: 9_000)
+        directory.apply(PresenceChange(deviceID: "phone", online: true, stamp: 1, user: "alice", tags: []), from: "b")
+        directory.heardFromAll(nowMs: 8_000)
+        #expect(directory.nodes["b"]?.lastHeardMs == 8_000)
+        #expect(directory.nodes["c"]?.lastHeardMs == 9_000, "a later hearing stays")
+        #expect(directory.removeNodes(silentSince: 7_000) == [])
+        #expect(directory.node(of: "phone") == "b", "b keeps its devices")
+        #expect(directory.removeNodes(silentSince: 8_500) == ["b"])
+    }
+
+    @Test("a queue written for a device no node was known to hold: the node it turns out connected to is told to take it, unless it connected after the write")
+    func unplacedQueues() {
+        var unplaced = UnplacedQueues()
+        unplaced.wrote("phone", atWallMs: 100_000)
+        unplaced.wrote("tablet", atWallMs: 100_000)
+        unplaced.wrote("watch", atWallMs: 100_000)
+        let phoneFirst = unplaced.holderMustTake("phone", connectedSince: 40_000)
+        let phoneAgain = unplaced.holderMustTake("phone", connectedSince: 40_000)
+        let tablet = unplaced.holderMustTake("tablet", connectedSince: 100_000 + UnplacedQueues.clockSkewMs)
+        let watch = unplaced.holderMustTake("watch", connectedSince: 100_001 + UnplacedQueues.clockSkewMs)
+        #expect(phoneFirst, "connected before the write: its own take came first")
+        #expect(!phoneAgain, "told once")
+        #expect(tablet, "within the clock skew")
+        #expect(!watch, "connected after the write: it took the queue when it connected")
+        #expect(unplaced.isEmpty)
+        unplaced.wrote("phone", atWallMs: 1)
+        unplaced.forget("phone")
+        let forgotten = unplaced.holderMustTake("phone", connectedSince: 0)
+        #expect(!forgotten, "connected here since: taken here")
+    }
+
     @Test("[4.13-5] [4.15-3] a record queues like a device's queue: collapse, priority, TTL and overflow into MISSED")
     func recordRules() {
         let now = Self.wallNow

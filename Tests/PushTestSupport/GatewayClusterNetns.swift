@@ -19,6 +19,9 @@ public final class NetworkNamespaces {
     public let hostAddress: String
     /// Namespace K's address.
     public let addresses: [String]
+    /// A second address of the root namespace on the bridge, for a service that one
+    /// namespace can be cut off from (`cut(_:from:)`) while it still reaches `hostAddress`.
+    public let secondHostAddress: String
     private var removed = false
 
     /// Whether namespaces can be made here: root, and `ip netns add` works.
@@ -37,11 +40,15 @@ public final class NetworkNamespaces {
         while used.contains("10.200.\(subnet).") { subnet = 1 + subnet % 250 }
         bridge = "spbr\(pid % 10_000_000)"
         hostAddress = "10.200.\(subnet).1"
+        secondHostAddress = "10.200.\(subnet).2"
         namespaces = (1...count).map { "securepush-\(pid)-\($0)" }
         addresses = (1...count).map { "10.200.\(subnet).\(10 + $0)" }
         do {
             try NetworkNamespaces.run(["link", "add", bridge, "type", "bridge"])
             try NetworkNamespaces.run(["addr", "add", "\(hostAddress)/24", "dev", bridge])
+            // Added second, so it is secondary: connections from the root namespace keep
+            // `hostAddress` as their source.
+            try NetworkNamespaces.run(["addr", "add", "\(secondHostAddress)/24", "dev", bridge])
             try NetworkNamespaces.run(["link", "set", bridge, "up"])
             for (index, namespace) in namespaces.enumerated() {
                 let outside = "spv\(pid % 1_000_000)-\(index + 1)"
@@ -67,6 +74,16 @@ public final class NetworkNamespaces {
         removed = true
         for namespace in namespaces { _ = try? NetworkNamespaces.run(["netns", "del", namespace]) }
         _ = try? NetworkNamespaces.run(["link", "del", bridge])
+    }
+
+    /// Namespace `index` loses every packet to `address` (a blackhole route: nothing
+    /// answers, no reset, as when a network link dies) until `heal(_:from:)`.
+    public func cut(_ index: Int, from address: String) throws {
+        try NetworkNamespaces.run(["-n", namespaces[index], "route", "add", "blackhole", "\(address)/32"])
+    }
+
+    public func heal(_ index: Int, from address: String) throws {
+        try NetworkNamespaces.run(["-n", namespaces[index], "route", "del", "blackhole", "\(address)/32"])
     }
 
     /// `ip netns exec NAMESPACE executable arguments…` as a child process: `ip` becomes the

@@ -88,6 +88,16 @@ public final class NATSServer: @unchecked Sendable {
         server.killHard()
     }
 
+    /// SIGSTOP: the server keeps its sockets open but answers nothing, as a hung server or
+    /// a network that drops every packet; `resume()` lets it go on.
+    public func pause() {
+        lock.withLock { server?.signal(SIGSTOP) }
+    }
+
+    public func resume() {
+        lock.withLock { server?.signal(SIGCONT) }
+    }
+
     /// Starts the server again on the same ports and store directory.
     public func restart() throws {
         guard lock.withLock({ server == nil }) else { throw NATSServerError("the server is still running") }

@@ -17,6 +17,10 @@ public struct ClusterConfiguration: Sendable {
     /// How long a node waits for another to answer a push it forwarded, before it queues
     /// the push in JetStream for that node's devices instead.
     public var forwardTimeout: Duration = .seconds(2)
+    /// How this node notices that its own NATS link went dead (a server killed without a
+    /// reset, a network cut): within 3 s, and while it is gone the node says it is not
+    /// ready and counts no other node as silent (it cannot hear them).
+    public var natsPing = NATSConnection.PingSettings(interval: .seconds(1), maxOutstanding: 2)
     /// Device ids per forwarded push message, at most (NATS' default message limit is 1 MiB).
     public var maxDevicesPerForward = 16_384
     /// Which loop of its node this copy is for: each loop of a node joins the cluster as a

@@ -143,6 +143,11 @@ final class ClusterDirectory {
         return dead
     }
 
+    /// Every node counts as heard from now: while this node's own link was down it heard
+    /// nobody, and silence it could not have heard is not theirs.
+    func heardFromAll(nowMs: Int64) {
+        for (node, known) in nodes where known.lastHeardMs < nowMs { nodes[node]?.lastHeardMs = nowMs }
+    }
 
     private func forgetDevices(of node: String) {
         for (deviceID, device) in devices where device.location?.node == node {

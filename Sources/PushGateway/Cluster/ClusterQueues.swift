@@ -14,8 +14,16 @@ final class ClusterQueues {
         /// What a node held for a device whose connection there ended, merged ahead of
         /// what the queue holds.
         case merge(QueueRecord, done: (Bool) -> Void)
-        /// Empties the queue and hands over what it held (nil if nothing, or on failure).
-        case take(done: (QueueRecord?) -> Void)
+        /// Empties the queue and hands over what it held.
+        case take(done: (TakeResult) -> Void)
+    }
+
+    enum TakeResult {
+        case taken(QueueRecord)
+        /// The queue held nothing.
+        case empty
+        /// JetStream could not be read or written: the queue is as it was, to take again.
+        case failed
     }
 
     /// Rounds retried after a conflict before the operations fail: only a queue written
@@ -125,7 +133,13 @@ final class ClusterQueues {
             case .append(_, _, let done), .merge(_, let done):
                 done(succeeded)
             case .take(let done):
-                done(takenOnce)
+                if !succeeded {
+                    done(.failed)
+                } else if let record = takenOnce {
+                    done(.taken(record))
+                } else {
+                    done(.empty)
+                }
                 takenOnce = nil
             }
         }

@@ -132,7 +132,10 @@ extension GatewayCluster {
             let batch = ForwardBatch(id: id, pushes: part.map { ForwardedPush(push: $0.push, deviceIDs: $0.targets.map(\.deviceID)) })
             let timer = loop.schedule(after: configuration.forwardTimeout) { [weak self] in self?.forwardTimedOut(id) }
             awaitingReplies[id] = AwaitedBatch(node: node, forwards: part, timer: timer)
+            // Not left in the reconnect buffer while the link is down: delivered after the
+            // timeout, it would be written while its PUSH_ACK says it was not.
             do {
+                guard connection.isConnected else { throw NATSError.notConnected }
                 try connection.publish(subjects.pushes(for: node), batch.encoded(), reply: subjects.replies(for: localNode))
             } catch {
                 forwardTimedOut(id)
@@ -166,8 +169,13 @@ extension GatewayCluster {
     /// shows each payload once all the same.
     func queueInstead(_ awaited: AwaitedBatch) {
         metrics.forwardsFailed.increment()
-        logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
-                       metadata: ["node": "\(awaited.node)", "pushes": "\(awaited.forwards.count)"])
+        if linkIsUp {
+            logger.warning("a cluster node did not answer forwarded pushes; queueing them in JetStream",
+                           metadata: ["node": "\(awaited.node)", "pushes": "\(awaited.forwards.count)"])
+        } else {
+            // Said once when the link went silent; the queue writes fail as well until it is back.
+            logger.debug("the NATS link is down: forwarded pushes go unanswered", metadata: ["node": "\(awaited.node)"])
+        }
         for forward in awaited.forwards {
             if !forward.push.connectedOnly {
                 for target in forward.targets { queue(forward.push, for: target.deviceID, owner: target.owner, tally: forward.tally) }

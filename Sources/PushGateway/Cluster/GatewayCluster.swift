@@ -26,8 +26,14 @@ final class GatewayCluster {
     private let boot = UInt64.random(in: 1...UInt64.max)
     private var subscriptions: [NATSSubscription] = []
     private var heartbeatTimer: LoopTimer?
-    private var streamReady = false
+    private(set) var streamReady = false
     private var ensuringStream = false
+    /// Bumped at each (re)connect: an answer to an earlier stream check is not this link's.
+    private var streamGeneration = 0
+    /// Set at a reconnect: once the stream answers, every device here has its queue taken.
+    private var takeAllWhenStreamReady = false
+    /// Whether the last heartbeat found the NATS link answering (for logging its changes).
+    private var linkWasUp = true
     /// Set after (re)connecting: the next heartbeat asks every node for its presence.
     private var wantsPresence = true
     private var pendingPresence: [PresenceChange] = []
@@ -39,6 +45,11 @@ final class GatewayCluster {
     var nextBatchID: UInt64 = 0
     private var stopped = false
     private var holds: [String: Hold] = [:]
+    /// Takes that failed (JetStream away or starting) for devices still connected here,
+    /// and the delay before the next one (see `retryTake`).
+    var takeRetries: [String: LoopTimer] = [:]
+    var takeRetryDelays: [String: Duration] = [:]
+    var unplacedQueues = UnplacedQueues()
     private var finishWaiters: [() -> Void] = []
 
     var subjects: ClusterSubjects { configuration.subjects }
@@ -56,16 +67,14 @@ final class GatewayCluster {
         self.loop = loop
         self.logger = logger
         metrics = ClusterMetrics(registry: logic.metrics.registry, countsNodes: configuration.loop == 0)
-        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.member)", security: configuration.security)
+        connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.member)",
+                                        ping: configuration.natsPing, security: configuration.security)
         jetStream = JetStream(connection: connection)
         directory = ClusterDirectory(localNode: configuration.member, placement: placement)
         queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
                                wallClock: logic.wallClock, metrics: metrics)
         outgoing = TurnBatches(loop: loop) { [weak self] node, forwards in self?.send(forwards, to: node) }
     }
-
-    /// Connected to NATS with the queue stream in place.
-    var isReady: Bool { connection.isConnected && streamReady }
 
     func start() throws(NATSError) {
         connection.onEvent = { [weak self] event in self?.connectionChanged(event) }
@@ -83,11 +92,20 @@ final class GatewayCluster {
         case .connected, .reconnected:
             metrics.natsConnected.set(1)
             logger.info("connected to NATS", metadata: ["node": "\(localNode)", "event": "\(event)"])
-            ensureStream()
+            // Nobody could be heard while away: every node gets a full timeout to be heard
+            // again, after our presence went out and theirs was asked for.
+            directory.heardFromAll(nowMs: logic.monotonicNow())
             // Changes may have been lost while away: ask for everyone's presence, and tell ours.
             wantsPresence = true
             beat()
             announceAll()
+            // Queues may have been written meanwhile for devices connected here, by nodes
+            // that took this one for dead: taken once JetStream answers again.
+            streamGeneration += 1
+            streamReady = false
+            ensuringStream = false
+            takeAllWhenStreamReady = event == .reconnected
+            ensureStream()
         case .disconnected:
             metrics.natsConnected.set(0)
             logger.warning("lost the connection to NATS; reconnecting", metadata: ["node": "\(localNode)"])
@@ -99,12 +117,17 @@ final class GatewayCluster {
     private func ensureStream() {
         guard !streamReady, !ensuringStream else { return }
         ensuringStream = true
+        let generation = streamGeneration
         jetStream.ensureStream(ClusterQueues.stream(subjects)) { [weak self] result in
-            guard let self else { return }
+            guard let self, generation == self.streamGeneration else { return }
             self.ensuringStream = false
             switch result {
             case .success:
                 self.streamReady = true
+                if self.takeAllWhenStreamReady {
+                    self.takeAllWhenStreamReady = false
+                    self.takeEveryLocalQueue()
+                }
             case .failure(let error):
                 self.logger.error("cannot set up the JetStream stream for offline queues (is JetStream enabled: nats-server -js?)",
                                   metadata: ["error": "\(error)", "stream": "\(self.subjects.streamName)"])
@@ -122,9 +145,23 @@ final class GatewayCluster {
         if connection.isConnected, (try? connection.publish(subjects.heartbeats, heartbeat.encoded())) != nil {
             wantsPresence = false
         }
-        let deadline = nowMs - Int64(configuration.nodeTimeout / .milliseconds(1))
-        for node in directory.removeNodes(silentSince: deadline) where speaksForNode && !configuration.isSibling(node) {
-            logger.warning("a cluster node went silent; its devices count as offline until they connect again", metadata: ["node": "\(node)"])
+        let linkUp = linkIsUp
+        if linkUp != linkWasUp {
+            linkWasUp = linkUp
+            if linkUp {
+                logger.info("the NATS link answers again", metadata: ["node": "\(localNode)"])
+            } else {
+                logger.warning("the NATS link is silent; not ready, devices here are still served", metadata: ["node": "\(localNode)"])
+            }
+        }
+        if linkUp {
+            let deadline = nowMs - Int64(configuration.nodeTimeout / .milliseconds(1))
+            for node in directory.removeNodes(silentSince: deadline) where speaksForNode && !configuration.isSibling(node) {
+                logger.warning("a cluster node went silent; its devices count as offline until they connect again", metadata: ["node": "\(node)"])
+            }
+        } else {
+            // Cut off, this node hears nobody: the others are not taken for dead for it.
+            directory.heardFromAll(nowMs: nowMs)
         }
         countNodes()
     }
@@ -151,6 +188,15 @@ final class GatewayCluster {
         }
         countNodes()
         if arrival == .new || heartbeat.wantsPresence { announceAll() }
+        // Back after being taken for dead (a pause, a cut it did not notice), it does not
+        // know it was forgotten and will not tell its devices again unless asked.
+        if arrival == .new, heartbeat.devices > 0, !heartbeat.wantsPresence { askForPresence() }
+    }
+
+    /// The next heartbeat, sent now, asks every node for its presence.
+    private func askForPresence() {
+        wantsPresence = true
+        beat()
     }
 
     // MARK: presence
@@ -158,10 +204,15 @@ final class GatewayCluster {
     private func presenceArrived(_ message: NATSMessage) {
         guard let batch = try? PresenceBatch(decoding: message.data) else { return metrics.malformed.increment() }
         guard batch.node != localNode else { return }
-        if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new { announceAll() }
+        if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new {
+            announceAll()
+            // This batch may be one change: the rest of what that node holds is asked for.
+            askForPresence()
+        }
         for change in batch.changes {
             if case .replaceLocal(let deviceID) = directory.apply(change, from: batch.node) { replaceElsewhere(deviceID) }
         }
+        askToTakeUnplaced(batch.changes, from: batch.node)
     }
 
     private func announce(_ change: PresenceChange) {
@@ -201,6 +252,7 @@ final class GatewayCluster {
     /// A device was admitted here: every node learns it, and its queue comes from JetStream.
     func deviceArrived(_ record: DeviceRecord) {
         let deviceID = record.deviceID
+        unplacedQueues.forget(deviceID)
         let previous = directory.node(of: deviceID)
         let stamp = directory.stampForNewConnection(of: deviceID, wallMs: logic.wallClock())
         let change = PresenceChange(deviceID: deviceID, online: true, stamp: stamp, user: record.user, tags: record.tags.list)
@@ -245,6 +297,7 @@ final class GatewayCluster {
     func deviceLeft(_ record: DeviceRecord) {
         let deviceID = record.deviceID
         holds.removeValue(forKey: deviceID)?.handover?.cancel()
+        forgetTakeRetry(deviceID)
         if let released = logic.release(record) { hand(released, of: deviceID) }
         guard let location = directory.devices[deviceID]?.location, location.node == localNode else { return }
         let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags.list)
@@ -279,11 +332,13 @@ final class GatewayCluster {
         }, for: deviceID)
     }
 
-    private func take(_ deviceID: String) {
+    func take(_ deviceID: String) {
         holds[deviceID]?.takePending = true
-        queues.submit(.take { [weak self] taken in
+        takeRetries.removeValue(forKey: deviceID)?.cancel()
+        queues.submit(.take { [weak self] result in
             guard let self else { return }
-            if let taken {
+            switch result {
+            case .taken(let taken):
                 if let record = self.logic.devices[deviceID], record.link != nil {
                     self.metrics.queuesTaken.increment()
                     self.logic.absorb(taken, into: record)
@@ -292,6 +347,11 @@ final class GatewayCluster {
                     // Gone again while the queue was read: it goes back for the next connection.
                     self.hand(taken, of: deviceID)
                 }
+                self.takeRetryDelays[deviceID] = nil
+            case .empty:
+                self.takeRetryDelays[deviceID] = nil
+            case .failed:
+                self.retryTake(deviceID)
             }
             self.holds[deviceID]?.takePending = false
             self.releaseHold(deviceID)
@@ -300,7 +360,7 @@ final class GatewayCluster {
 
     /// After a queue was written: the device may have connected somewhere meanwhile.
     func notifyHolder(of deviceID: String) {
-        guard let node = directory.node(of: deviceID) else { return }
+        guard let node = directory.node(of: deviceID) else { return wroteUnplacedQueue(of: deviceID) }
         if node == localNode {
             if logic.devices[deviceID]?.link != nil { take(deviceID) }
             return
@@ -343,6 +403,9 @@ final class GatewayCluster {
         stopped = true
         heartbeatTimer?.cancel()
         presenceFlush?.cancel()
+        for timer in takeRetries.values { timer.cancel() }
+        takeRetries = [:]
+        takeRetryDelays = [:]
         outgoing.cancel()
         for awaited in awaitingReplies.values { awaited.timer.cancel() }
         awaitingReplies = [:]

@@ -1,0 +1,88 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PushSecurity
+import PushWire
+
+/// The payload ids a device has shown, in its state directory next to its fetch token,
+/// so that a device restarted with that directory shows none of them again: a push or a
+/// SYNC may name an id again after it was shown (a queue handed on twice in a cluster, an
+/// ACK that was not durable yet).
+///
+/// One id a line, 32 hex digits, owner-only, appended as each id is shown (before the app
+/// gets it). Bounded: past twice `capacity` lines the file is rewritten with the newest
+/// `capacity`. A write survives the process being killed; a machine crash may lose the
+/// last ids written. Unreadable lines are skipped.
+public final class ShownIDFile {
+    public static let fileName = "shown-ids"
+    public let path: String
+    public let capacity: Int
+    private var descriptor: Int32 = -1
+    private var lines = 0
+
+    public enum Failure: Error, Equatable, Sendable, CustomStringConvertible {
+        case cannotOpen(String, errno: Int32)
+        case cannotWrite(String, errno: Int32)
+
+        public var description: String {
+            switch self {
+            case .cannotOpen(let path, let code): "cannot open \(path): \(String(cString: strerror(code)))"
+            case .cannotWrite(let path, let code): "cannot write \(path): \(String(cString: strerror(code)))"
+            }
+        }
+    }
+
+    public init(directory: String, capacity: Int = DeviceClient.rememberedIDs) {
+        path = directory + "/" + ShownIDFile.fileName
+        self.capacity = max(1, capacity)
+    }
+
+    deinit {
+        if descriptor >= 0 { close(descriptor) }
+    }
+
+    /// The ids in the file, oldest first, the newest `capacity` of them.
+    public func load() -> [PayloadID] {
+        guard let text = try? Deployment.readFile(path) else { return [] }
+        var ids: [PayloadID] = []
+        for line in text.split(separator: "\n") {
+            if let id = PayloadID(hex: String(line)) { ids.append(id) }
+        }
+        lines = ids.count
+        return Array(ids.suffix(capacity))
+    }
+
+    /// Appends `id`; `newest` gives the ids to keep (oldest first, `id` among them) when
+    /// the file is rewritten.
+    public func append(_ id: PayloadID, newest: () -> [PayloadID]) throws(Failure) {
+        let fd = try openForAppend()
+        let bytes = Array((id.hex + "\n").utf8)
+        let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        guard written == bytes.count else { throw .cannotWrite(path, errno: errno) }
+        lines += 1
+        if lines >= 2 * capacity { try rewrite(newest()) }
+    }
+
+    private func openForAppend() throws(Failure) -> Int32 {
+        if descriptor >= 0 { return descriptor }
+        let fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .cannotOpen(path, errno: errno) }
+        descriptor = fd
+        return fd
+    }
+
+    /// Replaces the file with `ids` (written whole under another name, then renamed).
+    private func rewrite(_ ids: [PayloadID]) throws(Failure) {
+        let kept = ids.suffix(capacity)
+        do {
+            try Deployment.writePrivate(path, kept.map { $0.hex + "\n" }.joined())
+        } catch {
+            throw .cannotWrite(path, errno: errno)
+        }
+        if descriptor >= 0 {
+            close(descriptor)
+            descriptor = -1
+        }
+        lines = kept.count
+    }
+}
