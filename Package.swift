@@ -114,6 +114,7 @@ let package = Package(
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
             "PushClock", "PushGateway", "PushService", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
+            "PushNATS", "PushEventLoop",
         ]),
         .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),

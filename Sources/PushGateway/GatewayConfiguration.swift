@@ -74,6 +74,9 @@ public struct GatewayConfiguration: Sendable {
         if let capacity = deployment.integer("queue_capacity", for: .gateway) { settings.queueCapacity = capacity }
         if let window = deployment.integer("delivery_window", for: .gateway) { settings.deliveryWindow = window }
         if let ids = deployment.integer("once_memory", for: .gateway) { settings.onceMemory = ids }
+        if let seconds = deployment.integer("max_push_ttl_s", for: .gateway).flatMap(UInt32.init(exactly:)) {
+            settings.maxPushTTLSeconds = seconds
+        }
         if let bytes = deployment.integer("max_output_bytes", for: .gateway) { maxOutputBytes = bytes }
         if let connections = deployment.integer("max_connections", for: .gateway) { limits.maxConnections = connections }
         if let count = deployment.integer("loops", for: .gateway) { loops = count }
@@ -118,6 +121,7 @@ public struct GatewayConfiguration: Sendable {
         guard settings.queueCapacity >= 1 else { throw .invalidConfiguration("the queue capacity must be at least 1") }
         guard settings.deliveryWindow >= 1 else { throw .invalidConfiguration("the delivery window must be at least 1") }
         guard settings.onceMemory >= 1 else { throw .invalidConfiguration("the once memory must be at least 1 id") }
+        guard settings.maxPushTTLSeconds >= 1 else { throw .invalidConfiguration("the longest push TTL must be at least 1 s") }
         guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
         if let problem = limits.problem { throw .invalidConfiguration(problem) }
         if let problem = cluster?.problem { throw .invalidConfiguration(problem) }

@@ -26,8 +26,15 @@ public struct GatewaySettings: Sendable {
     /// Ids of PUSHes with `once` 1 remembered per loop, at most ([4.13-12]): past it the
     /// oldest is forgotten first, before its 300 s are up.
     public var onceMemory = 100_000
+    /// The longest a push is kept for an offline device ([4.13-5] lets the gateway keep it
+    /// for less than its `ttl_s`); on a cluster also the age at which JetStream drops a
+    /// queue record, so an abandoned one does not live for ever. Default 30 days.
+    public var maxPushTTLSeconds: UInt32 = 2_592_000
 
     public init() {}
+
+    /// The seconds a push is kept for offline devices: its `ttl_s`, at most the bound.
+    func ttlSeconds(of push: Push) -> UInt32 { min(push.ttlSeconds, maxPushTTLSeconds) }
 
     /// The delivery window, in pushes and in bytes.
     var window: DeliveryWindow { DeliveryWindow(pushes: deliveryWindow, bytes: maxOutputBytes) }
@@ -387,7 +394,7 @@ public final class GatewayLogic {
         let connectedOnly = push.ttlSeconds == 0
         return QueuedPush(sequence: sequence, frame: push.deviceFrame(correlation: sequence),
                           priority: push.priority, collapseKey: push.collapseKey,
-                          expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(push.ttlSeconds) * 1000,
+                          expiresAtMs: connectedOnly ? .max : monotonicClock() + Int64(settings.ttlSeconds(of: push)) * 1000,
                           connectedOnly: connectedOnly, once: push.once, writtenAtNs: Clocks.monotonicNanoseconds())
     }
 

@@ -63,7 +63,7 @@ public final class GatewayService: LoopGroupMember {
             clusterConfiguration.loop = configuration.shard?.seat.index ?? 0
             do {
                 cluster = try GatewayCluster(configuration: clusterConfiguration, logic: logic, loop: loop,
-                                             placement: configuration.shard?.placement, logger: configuration.logger)
+                                             seal: ClusterSeal(serverKey: configuration.serverKey), placement: configuration.shard?.placement, logger: configuration.logger)
                 try cluster?.start()
             } catch {
                 throw .cannotJoinCluster("\(error)")

@@ -34,11 +34,15 @@ public struct StoredMessage: Sendable, Equatable {
     public var sequence: UInt64
     public var subject: String
     public var data: [UInt8]
+    /// When the server stored it (its `Nats-Time-Stamp`), in Unix milliseconds: set by the
+    /// server, not by whoever published the message.
+    public var storedAtMs: UInt64?
 
-    public init(sequence: UInt64, subject: String, data: [UInt8]) {
+    public init(sequence: UInt64, subject: String, data: [UInt8], storedAtMs: UInt64? = nil) {
         self.sequence = sequence
         self.subject = subject
         self.data = data
+        self.storedAtMs = storedAtMs
     }
 }
 
@@ -155,6 +159,7 @@ public final class JetStream {
         guard let sequenceText = message.header("Nats-Sequence"), let sequence = UInt64(sequenceText),
               let subject = message.header("Nats-Subject")
         else { return .failure(.malformedReply("direct get reply without Nats-Sequence and Nats-Subject")) }
-        return .success(StoredMessage(sequence: sequence, subject: subject, data: message.data))
+        let storedAtMs = message.header("Nats-Time-Stamp").flatMap(NATSTimestamp.unixMilliseconds)
+        return .success(StoredMessage(sequence: sequence, subject: subject, data: message.data, storedAtMs: storedAtMs))
     }
 }

@@ -83,6 +83,10 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Ids of PUSHes with once 1 each loop remembers for 300 s, to answer a repeat with the first one's counts instead of delivering it again; past it the oldest is forgotten first (default: \(GatewayCommand.defaults.onceMemory)).",
                                valueName: "count"))
     var onceMemory: Int?
+    @Option(name: .customLong("max-push-ttl-s"),
+            help: ArgumentHelp("Longest a push waits for an offline device, in seconds: a PUSH asking longer is kept this long; on a cluster also how long JetStream keeps a queue record not written since (default: \(GatewayCommand.defaults.settings.maxPushTTLSeconds)).",
+                               valueName: "seconds"))
+    var maxPushTTL: UInt32?
     @Option(help: ArgumentHelp("Keepalive in milliseconds (0 turns it off); silent peers are closed after 1.5 times this (default: \(GatewayCommand.defaults.limits.keepaliveMs)).",
                                valueName: "ms"))
     var keepaliveMs: UInt32?
@@ -98,6 +102,7 @@ struct GatewayCommand: ParsableCommand {
         if let maxOutputBytes, maxOutputBytes < 1024 { throw ValidationError("--max-output-bytes must be at least 1024") }
         if let deliveryWindow, deliveryWindow < 1 { throw ValidationError("--delivery-window must be at least 1") }
         if let onceMemory, onceMemory < 1 { throw ValidationError("--once-memory must be at least 1") }
+        if let maxPushTTL, maxPushTTL < 1 { throw ValidationError("--max-push-ttl-s must be at least 1") }
         if let loops, !(0...GatewayConfiguration.maxLoops).contains(loops) {
             throw ValidationError("--loops must be 0 (one per core) to \(GatewayConfiguration.maxLoops)")
         }
@@ -146,6 +151,7 @@ struct GatewayCommand: ParsableCommand {
         if let maxOutputBytes { configuration.maxOutputBytes = maxOutputBytes }
         if let deliveryWindow { configuration.deliveryWindow = deliveryWindow }
         if let onceMemory { configuration.onceMemory = onceMemory }
+        if let maxPushTTL { configuration.settings.maxPushTTLSeconds = maxPushTTL }
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
         configuration.loops = loops ?? deployment.integer("loops", for: .gateway) ?? 0
         connection.apply(to: &configuration.limits)

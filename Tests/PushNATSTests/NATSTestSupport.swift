@@ -52,3 +52,8 @@ extension JetStream {
         return String(decoding: reply.data, as: UTF8.self)
     }
 }
+
+extension StoredMessage {
+    /// As stored, without the server's time stamp, which no test can predict.
+    var withoutStoredTime: StoredMessage { StoredMessage(sequence: sequence, subject: subject, data: data) }
+}

@@ -14,6 +14,7 @@ final class ClusterMetrics {
     let queuesTaken: MetricCounter
     let replacedElsewhere: MetricCounter
     let malformed: MetricCounter
+    let rejected: MetricCounter
 
     init(registry: MetricsRegistry, countsNodes: Bool = true) {
         let prefix = "securepush_gateway_cluster"
@@ -35,5 +36,7 @@ final class ClusterMetrics {
         replacedElsewhere = registry.counter("\(prefix)_replaced_elsewhere_total",
                                              help: "Device connections closed with GOAWAY REPLACED for a newer connection on another node.")
         malformed = registry.counter("\(prefix)_messages_malformed_total", help: "Cluster messages dropped because they did not parse.")
+        rejected = registry.counter("\(prefix)_messages_rejected_total",
+                                    help: "Cluster messages and queue records not trusted because their authentication failed: unsealed, forged, moved to another subject, out of the time window, or replayed.")
     }
 }

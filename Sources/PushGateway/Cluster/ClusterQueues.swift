@@ -33,6 +33,10 @@ final class ClusterQueues {
     private let jetStream: JetStream
     private let subjects: ClusterSubjects
     private let capacity: Int
+    private let maxPushTTLSeconds: UInt32
+    private let seal: ClusterSeal
+    /// The member name records written here are sealed under.
+    private let writer: String
     private let wallClock: () -> UInt64
     private let metrics: ClusterMetrics
     /// Operations waiting per device; a key is present while a round runs for that device.
@@ -40,19 +44,26 @@ final class ClusterQueues {
     /// Called whenever no round is running any more (for a drain that waits for them).
     var onIdle: (() -> Void)?
 
-    init(jetStream: JetStream, subjects: ClusterSubjects, capacity: Int, wallClock: @escaping () -> UInt64, metrics: ClusterMetrics) {
+    init(jetStream: JetStream, subjects: ClusterSubjects, capacity: Int, maxPushTTLSeconds: UInt32, seal: ClusterSeal, writer: String,
+         wallClock: @escaping () -> UInt64, metrics: ClusterMetrics) {
         self.jetStream = jetStream
         self.subjects = subjects
         self.capacity = capacity
+        self.maxPushTTLSeconds = maxPushTTLSeconds
+        self.seal = seal
+        self.writer = writer
         self.wallClock = wallClock
         self.metrics = metrics
     }
 
     var isIdle: Bool { waiting.isEmpty }
 
-    /// The stream's configuration: one message per device subject, kept on disk.
-    static func stream(_ subjects: ClusterSubjects) -> StreamConfig {
-        StreamConfig(name: subjects.streamName, subjects: [subjects.queueWildcard], maxMessagesPerSubject: 1, maxAge: .zero)
+    /// The stream's configuration: one message per device subject, kept on disk until it
+    /// is older than the longest push TTL. Every write is a new message, so only a record
+    /// no push was written to for that long goes, and all its pushes had expired.
+    var stream: StreamConfig {
+        StreamConfig(name: subjects.streamName, subjects: [subjects.queueWildcard], maxMessagesPerSubject: 1,
+                     maxAge: .seconds(Int64(maxPushTTLSeconds)))
     }
 
     func submit(_ operation: Operation, for deviceID: String) {
@@ -73,21 +84,28 @@ final class ClusterQueues {
                 self.metrics.queueFailures.increment()
                 self.finish(operations, for: deviceID, taken: nil, succeeded: false)
             case .success(let stored):
-                let current: QueueRecord
-                do {
-                    current = try stored.map { try QueueRecord(decoding: $0.data) } ?? QueueRecord(user: "")
-                } catch {
-                    // Unreadable (damaged, or a major version this build does not read):
-                    // replaced, not trusted in part.
-                    self.metrics.malformed.increment()
-                    current = QueueRecord(user: "")
+                var current = QueueRecord(user: "")
+                var replacing = false
+                if let stored {
+                    do throws(ClusterQueueReadError) {
+                        current = try ClusterQueueRecords.read(stored, subject: subject, seal: self.seal)
+                    } catch {
+                        // Not trusted in part, never delivered: the queue is taken as empty,
+                        // and the next write here replaces the record.
+                        switch error {
+                        case .unauthenticated: self.metrics.rejected.increment()
+                        case .malformed: self.metrics.malformed.increment()
+                        }
+                        replacing = true
+                    }
                 }
-                self.apply(operations, to: current, expected: stored?.sequence ?? 0, for: deviceID, attempt: attempt)
+                self.apply(operations, to: current, expected: stored?.sequence ?? 0, replacing: replacing, for: deviceID, attempt: attempt)
             }
         }
     }
 
-    private func apply(_ operations: [Operation], to current: QueueRecord, expected: UInt64, for deviceID: String, attempt: Int) {
+    private func apply(_ operations: [Operation], to current: QueueRecord, expected: UInt64, replacing: Bool, for deviceID: String,
+                       attempt: Int) {
         let now = wallClock()
         var record = current.expiring(nowWallMs: now, capacity: capacity)
         var taken: QueueRecord?
@@ -104,13 +122,14 @@ final class ClusterQueues {
                 record = QueueRecord(owner: record.owner)
             }
         }
-        if record == current {
+        if record == current, !replacing {
             finish(operations, for: deviceID, taken: taken, succeeded: true)
             return
         }
-        // An empty queue is written as an empty message: the subject keeps one either way.
-        let bytes = record.isEmpty ? [] : record.encoded()
-        jetStream.publish(subjects.queue(of: deviceID), bytes, expectedLastSubjectSequence: expected) { [weak self] result in
+        // An empty queue is sealed around an empty message: the subject keeps one either way.
+        let subject = subjects.queue(of: deviceID)
+        let bytes = seal.seal(record.isEmpty ? [] : record.encoded(), subject: subject, sender: writer, sentAtMs: now, nonce: expected)
+        jetStream.publish(subject, bytes, expectedLastSubjectSequence: expected) { [weak self] result in
             guard let self else { return }
             switch result {
             case .success:
@@ -149,6 +168,35 @@ final class ClusterQueues {
         } else {
             waiting[deviceID] = nil
             if waiting.isEmpty { onIdle?() }
+        }
+    }
+}
+
+enum ClusterQueueReadError: Error {
+    case unauthenticated(ClusterAuthError)
+    case malformed(ClusterDecodeError)
+}
+
+enum ClusterQueueRecords {
+    /// The record a stored message holds, if a node of this deployment wrote it there.
+    /// Its seal covers the subject (no record moves to another device), its time must be
+    /// within the window of the time JetStream stored it (a copy of an old record written
+    /// again later is refused), and the sequence it replaced must come before its own.
+    static func read(_ stored: StoredMessage, subject: String, seal: ClusterSeal) throws(ClusterQueueReadError) -> QueueRecord {
+        let opened: ClusterSeal.Opened
+        do throws(ClusterAuthError) {
+            opened = try seal.open(stored.data, subject: subject)
+            guard let storedAtMs = stored.storedAtMs,
+                  opened.sentAtMs <= storedAtMs &+ ClusterSeal.windowMs, storedAtMs <= opened.sentAtMs &+ ClusterSeal.windowMs
+            else { throw .stale }
+            guard opened.nonce < stored.sequence else { throw .replayed }
+        } catch {
+            throw .unauthenticated(error)
+        }
+        do throws(ClusterDecodeError) {
+            return try QueueRecord(decoding: opened.message)
+        } catch {
+            throw .malformed(error)
         }
     }
 }

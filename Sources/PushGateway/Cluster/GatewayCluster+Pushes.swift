@@ -82,7 +82,7 @@ extension GatewayCluster {
         if push.once { logic.metrics.onceRemembered.set(logic.once.count) }
         if !remote.isEmpty || !offline.isEmpty {
             let clusterPush = ClusterPush(deviceFrame: local.frame, priority: push.priority, collapseKey: push.collapseKey,
-                                          expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(push.ttlSeconds) * 1000,
+                                          expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(logic.settings.ttlSeconds(of: push)) * 1000,
                                           user: user, once: push.once)
             for (node, targets) in remote { forward(clusterPush, to: targets, at: node, tally: tally) }
             for target in offline { queue(clusterPush, for: target.deviceID, owner: target.owner, tally: tally) }
@@ -136,7 +136,7 @@ extension GatewayCluster {
             // timeout, it would be written while its PUSH_ACK says it was not.
             do {
                 guard connection.isConnected else { throw NATSError.notConnected }
-                try connection.publish(subjects.pushes(for: node), batch.encoded(), reply: subjects.replies(for: localNode))
+                try publishSealed(subjects.pushes(for: node), batch.encoded())
             } catch {
                 forwardTimedOut(id)
             }
@@ -144,9 +144,13 @@ extension GatewayCluster {
     }
 
     func repliesArrived(_ message: NATSMessage) {
-        guard let replies = try? ForwardReplies(decoding: message.data) else { return metrics.malformed.increment() }
+        guard let opened = opened(message) else { return }
+        guard let replies = try? ForwardReplies(decoding: opened.message) else { return metrics.malformed.increment() }
         // A reply after its timeout finds nothing: those pushes were queued in JetStream.
-        guard let awaited = awaitingReplies.removeValue(forKey: replies.id) else { return }
+        // Only the node the batch went to answers it.
+        guard let awaited = awaitingReplies[replies.id] else { return }
+        guard awaited.node == opened.sender else { return rejected(.wrongSender, message) }
+        awaitingReplies[replies.id] = nil
         awaited.timer.cancel()
         guard replies.counts.count == awaited.forwards.count else {
             metrics.malformed.increment()
@@ -198,13 +202,15 @@ extension GatewayCluster {
     }
 
     func forwardArrived(_ message: NATSMessage) {
-        guard let replySubject = message.reply, let batch = try? ForwardBatch(decoding: message.data) else {
-            return metrics.malformed.increment()
-        }
+        guard let opened = opened(message) else { return }
+        guard let batch = try? ForwardBatch(decoding: opened.message) else { return metrics.malformed.increment() }
+        // Answered on the sender's reply subject, named by the authenticated sender rather
+        // than by the message's reply field, which the tag does not cover.
+        let replySubject = subjects.replies(for: opened.sender)
         metrics.forwardsReceived.increment(by: Int64(batch.pushes.count))
         var counts = [ForwardReplies.Counts](repeating: ForwardReplies.Counts(written: 0, queued: 0), count: batch.pushes.count)
         let all = PushTally { [weak self] _ in
-            try? self?.connection.publish(replySubject, ForwardReplies(id: batch.id, counts: counts).encoded())
+            try? self?.publishSealed(replySubject, ForwardReplies(id: batch.id, counts: counts).encoded())
         }
         for (index, forwarded) in batch.pushes.enumerated() {
             let delivered = logic.deliverForwarded(forwarded)

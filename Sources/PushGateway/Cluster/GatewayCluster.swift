@@ -23,6 +23,11 @@ final class GatewayCluster {
     private let jetStream: JetStream
     let directory: ClusterDirectory
     let queues: ClusterQueues
+    /// Authenticates what this member sends and receives (`ClusterSeal`).
+    let seal: ClusterSeal
+    var replayGuard = ClusterReplayGuard(windowMs: ClusterSeal.windowMs)
+    /// The nonce of the next message sent: a random start, one more per message.
+    var nextNonce = UInt64.random(in: 0...UInt64.max)
     private let boot = UInt64.random(in: 1...UInt64.max)
     private var subscriptions: [NATSSubscription] = []
     private var heartbeatTimer: LoopTimer?
@@ -60,8 +65,9 @@ final class GatewayCluster {
 
     /// - Parameter placement: on a node of several loops, this loop's place: it keeps and
     ///   routes to only the devices whose home it is.
-    init(configuration: ClusterConfiguration, logic: GatewayLogic, loop: EventLoop, placement: LoopPlacement? = nil,
-         logger: Logger) throws(NATSError) {
+    init(configuration: ClusterConfiguration, logic: GatewayLogic, loop: EventLoop, seal: ClusterSeal,
+         placement: LoopPlacement? = nil, logger: Logger) throws(NATSError) {
+        self.seal = seal
         self.configuration = configuration
         self.logic = logic
         self.loop = loop
@@ -72,6 +78,7 @@ final class GatewayCluster {
         jetStream = JetStream(connection: connection)
         directory = ClusterDirectory(localNode: configuration.member, placement: placement)
         queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
+                               maxPushTTLSeconds: logic.settings.maxPushTTLSeconds, seal: seal, writer: configuration.member,
                                wallClock: logic.wallClock, metrics: metrics)
         outgoing = TurnBatches(loop: loop) { [weak self] node, forwards in self?.send(forwards, to: node) }
     }
@@ -118,7 +125,7 @@ final class GatewayCluster {
         guard !streamReady, !ensuringStream else { return }
         ensuringStream = true
         let generation = streamGeneration
-        jetStream.ensureStream(ClusterQueues.stream(subjects)) { [weak self] result in
+        jetStream.ensureStream(queues.stream) { [weak self] result in
             guard let self, generation == self.streamGeneration else { return }
             self.ensuringStream = false
             switch result {
@@ -142,7 +149,7 @@ final class GatewayCluster {
         guard !stopped else { return }
         let nowMs = logic.monotonicNow()
         let heartbeat = NodeHeartbeat(node: localNode, boot: boot, devices: Int(logic.metrics.devicesOnline.value), wantsPresence: wantsPresence)
-        if connection.isConnected, (try? connection.publish(subjects.heartbeats, heartbeat.encoded())) != nil {
+        if connection.isConnected, (try? publishSealed(subjects.heartbeats, heartbeat.encoded())) != nil {
             wantsPresence = false
         }
         let linkUp = linkIsUp
@@ -175,7 +182,9 @@ final class GatewayCluster {
     }
 
     private func heartbeatArrived(_ message: NATSMessage) {
-        guard let heartbeat = try? NodeHeartbeat(decoding: message.data) else { return metrics.malformed.increment() }
+        guard let opened = opened(message) else { return }
+        guard let heartbeat = try? NodeHeartbeat(decoding: opened.message) else { return metrics.malformed.increment() }
+        guard heartbeat.node == opened.sender else { return rejected(.wrongSender, message) }
         if heartbeat.node == localNode {
             if heartbeat.boot != boot {
                 logger.error("another gateway uses this node name; give each node its own --node", metadata: ["node": "\(configuration.node)"])
@@ -202,7 +211,9 @@ final class GatewayCluster {
     // MARK: presence
 
     private func presenceArrived(_ message: NATSMessage) {
-        guard let batch = try? PresenceBatch(decoding: message.data) else { return metrics.malformed.increment() }
+        guard let opened = opened(message) else { return }
+        guard let batch = try? PresenceBatch(decoding: opened.message) else { return metrics.malformed.increment() }
+        guard batch.node == opened.sender else { return rejected(.wrongSender, message) }
         guard batch.node != localNode else { return }
         if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new {
             announceAll()
@@ -238,7 +249,7 @@ final class GatewayCluster {
             let end = min(changes.count, start + 1_000)
             let batch = PresenceBatch(node: localNode, boot: boot, changes: Array(changes[start..<end]))
             do {
-                try connection.publish(subjects.presence, batch.encoded())
+                try publishSealed(subjects.presence, batch.encoded())
             } catch {
                 logger.warning("cannot publish presence; it is sent again after reconnecting", metadata: ["error": "\(error)"])
                 return
@@ -314,7 +325,7 @@ final class GatewayCluster {
             hand(released, of: deviceID)
         } else if let node = directory.node(of: deviceID), node != localNode {
             // Nothing to hand over: the new node need not wait for it.
-            try? connection.publish(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
+            try? publishSealed(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
         }
     }
 
@@ -365,11 +376,12 @@ final class GatewayCluster {
             if logic.devices[deviceID]?.link != nil { take(deviceID) }
             return
         }
-        try? connection.publish(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
+        try? publishSealed(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
     }
 
     private func takeNoticeArrived(_ message: NATSMessage) {
-        guard let notice = try? TakeNotice(decoding: message.data) else { return metrics.malformed.increment() }
+        guard let opened = opened(message) else { return }
+        guard let notice = try? TakeNotice(decoding: opened.message) else { return metrics.malformed.increment() }
         for deviceID in notice.deviceIDs where logic.devices[deviceID]?.link != nil {
             // The old node's handover, if this device waited for it: the take ends the wait.
             holds[deviceID]?.handover?.cancel()

@@ -1,0 +1,35 @@
+import PushNATS
+
+/// Every message between members is sealed (`ClusterSeal`); what arrives unsealed, forged,
+/// moved from another subject, out of the time window or replayed is dropped and counted.
+extension GatewayCluster {
+    func publishSealed(_ subject: String, _ message: [UInt8]) throws(NATSError) {
+        let nonce = nextNonce
+        nextNonce &+= 1
+        try connection.publish(subject, seal.seal(message, subject: subject, sender: localNode, sentAtMs: logic.wallClock(), nonce: nonce))
+    }
+
+    /// The message inside `message` if it is genuine and new; nil, counted, otherwise.
+    func opened(_ message: NATSMessage) -> ClusterSeal.Opened? {
+        do throws(ClusterAuthError) {
+            let opened = try seal.open(message.data, subject: message.subject)
+            try replayGuard.admit(sentAtMs: opened.sentAtMs, nonce: opened.nonce, nowMs: logic.wallClock())
+            return opened
+        } catch {
+            rejected(error, message)
+            return nil
+        }
+    }
+
+    func rejected(_ error: ClusterAuthError, _ message: NATSMessage) {
+        metrics.rejected.increment()
+        // Debug only: a flood of forgeries must not become a flood of log lines.
+        logger.debug("dropped a cluster message that failed authentication", metadata: ["subject": "\(message.subject)", "reason": "\(error)"])
+    }
+}
+
+extension ClusterSeal {
+    /// How far a message's time may be from the receiver's clock: the nodes' clocks are
+    /// kept in step by NTP, well within it.
+    static let windowMs: UInt64 = 30_000
+}

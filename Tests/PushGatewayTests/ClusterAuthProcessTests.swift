@@ -1,0 +1,129 @@
+import Testing
+import PushClient
+import PushClock
+import PushEventLoop
+import PushNATS
+import PushSecurity
+import PushTestSupport
+import PushWire
+@testable import PushGateway
+
+/// Issue 28, item 2: a NATS client without the deployment's keys can neither inject a push
+/// nor rewrite a device's queue. Real nodes, a real nats-server, and a plain NATS client of
+/// the test's own publishing what an attacker with NATS access could.
+@Suite("A gateway cluster refuses what a plain NATS client forges", .serialized, .enabled(if: NATSServer.testsEnabled))
+struct ClusterAuthProcessTests {
+    static let rejected = "securepush_gateway_cluster_messages_rejected_total"
+
+    @Test("a forged forward, one sealed under another key, and a replayed genuine one are dropped and counted; genuine pushes still arrive")
+    func forgedForward() throws {
+        let cluster = try startCluster(nodes: 2, devices: [ClusterDevice("phone")])
+        let phone = try cluster.connectDevice("phone", to: 0)
+        try cluster.waitUntilEveryNodeRoutes(to: "phone")
+        #expect(phone.drain() == [])
+        let intruder = try PlainNATSClient(url: cluster.nats.url)
+        let subject = "securepush.node.g1.push"
+        var captured: [UInt8]?
+        try intruder.subscribe(subject) { captured = $0 }
+
+        #expect(try cluster.provider(via: 1).push(.device("phone"), id: "genuine") == PushAck(written: 1, queued: 0), "\(cluster.diagnostics())")
+        #expect(try phone.nextFrame() == .push("genuine"))
+        #expect(intruder.loop.run(until: { captured != nil }, timeoutSeconds: 5), "the genuine forward was seen on NATS")
+
+        let forged = ForwardBatch(id: 1, pushes: [ForwardedPush(push: Self.push("forged"), deviceIDs: ["phone"])]).encoded()
+        let otherDeployment = ClusterSeal(serverKey: try SecretKey.generate())
+        try intruder.publish(subject, forged)
+        try intruder.publish(subject, otherDeployment.seal(forged, subject: subject, sender: "g2", sentAtMs: Clocks.wallMilliseconds(), nonce: 1))
+        if let captured { try intruder.publish(subject, captured) }
+        #expect(waitUntil { cluster.metric(0, Self.rejected) == 3 }, "\(String(describing: cluster.metric(0, Self.rejected)))")
+        #expect(phone.drain() == [], "nothing forged or replayed was delivered")
+
+        #expect(try cluster.provider(via: 1).push(.device("phone"), id: "after") == PushAck(written: 1, queued: 0))
+        #expect(try phone.nextFrame() == .push("after"))
+        #expect(cluster.metric(1, Self.rejected) == 0, "genuine traffic is never refused")
+    }
+
+    @Test("a queue record written by a plain client (or by the build before authentication) is not delivered, is counted, and is replaced by the next genuine write")
+    func forgedQueueRecord() throws {
+        let cluster = try startCluster(nodes: 2, devices: [ClusterDevice("tablet")])
+        let intruder = try PlainNATSClient(url: cluster.nats.url)
+        let subject = "securepush.queue.tablet"
+        let record = QueueRecord(user: "alice", entries: [QueueRecord.Entry(push: Self.push("forged-queued"), returned: false, rank: 0)])
+        try intruder.publishToStream(subject, record.encoded())
+
+        #expect(try cluster.provider(via: 0).push(.device("tablet"), id: "genuine-queued") == PushAck(written: 0, queued: 1),
+                "\(cluster.diagnostics())")
+        #expect(cluster.metric(0, Self.rejected) == 1)
+        let tablet = try cluster.connectDevice("tablet", to: 1)
+        #expect(try tablet.nextFrame() == .push("genuine-queued"))
+        #expect(tablet.drain() == [], "the forged entry was never delivered")
+        #expect(cluster.metric(1, Self.rejected) == 0, "the genuine write had replaced it")
+    }
+
+    @Test("with gateway.max_push_ttl_s, a queue record not written for that long leaves JetStream")
+    func recordsExpire() throws {
+        let cluster = try startCluster(nodes: 1, devices: [ClusterDevice("watch")], gatewayArguments: ["--max-push-ttl-s", "2"])
+        #expect(try cluster.provider(via: 0).push(.device("watch"), id: "short", ttl: 3_600) == PushAck(written: 0, queued: 1),
+                "\(cluster.diagnostics())")
+        let reader = try PlainNATSClient(url: cluster.nats.url)
+        #expect(try reader.lastStored("securepush.queue.watch") != nil)
+        #expect(waitUntil(timeoutSeconds: 15, pollMilliseconds: 250) { (try? reader.lastStored("securepush.queue.watch")) == .some(nil) },
+                "the record outlived the bound")
+    }
+
+    static func push(_ id: String) -> ClusterPush {
+        let frame = Push(target: nil, id: Array(id.utf8)).deviceFrame(correlation: 0)
+        return ClusterPush(deviceFrame: frame, priority: Push.defaultPriority, collapseKey: nil, expiresAtWallMs: Clocks.wallMilliseconds() + 600_000)
+    }
+}
+
+/// A NATS client with no key of the deployment: what anyone let into the NATS account has.
+final class PlainNATSClient {
+    let loop: EventLoop
+    let connection: NATSConnection
+    let jetStream: JetStream
+    private var subscriptions: [NATSSubscription] = []
+
+    init(url: String) throws {
+        loop = try EventLoop()
+        connection = try NATSConnection(loop: loop, servers: [url], name: "intruder")
+        jetStream = JetStream(connection: connection)
+        guard loop.run(until: { self.connection.isConnected }, timeoutSeconds: 10) else { throw ServiceError.failed("not connected to \(url)") }
+    }
+
+    deinit {
+        connection.close()
+        loop.shutdown()
+    }
+
+    func subscribe(_ subject: String, _ handler: @escaping ([UInt8]) -> Void) throws {
+        subscriptions.append(try connection.subscribe(subject) { handler($0.data) })
+        try flush()
+    }
+
+    func publish(_ subject: String, _ data: [UInt8]) throws {
+        try connection.publish(subject, data)
+        try flush()
+    }
+
+    func publishToStream(_ subject: String, _ data: [UInt8]) throws {
+        _ = try complete { self.jetStream.publish(subject, data, completion: $0) }.get()
+    }
+
+    func lastStored(_ subject: String) throws -> StoredMessage? {
+        try complete { self.jetStream.lastMessage(stream: "SECUREPUSH_QUEUES", subject: subject, completion: $0) }.get()
+    }
+
+    /// Returns once the server has processed what was sent before: a request nobody answers
+    /// comes back only after the messages ahead of it.
+    private func flush() throws {
+        _ = try complete { self.connection.request("flush.nobody", [], timeout: .seconds(5), completion: $0) }
+    }
+
+    private func complete<T>(_ start: (@escaping (T) -> Void) -> Void) throws -> T {
+        var outcome: T?
+        start { outcome = $0 }
+        guard loop.run(until: { outcome != nil }, timeoutSeconds: 10), let outcome else { throw ServiceError.failed("NATS did not answer") }
+        return outcome
+    }
+}
