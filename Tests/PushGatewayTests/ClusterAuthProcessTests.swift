@@ -57,7 +57,7 @@ struct ClusterAuthProcessTests {
         let tablet = try cluster.connectDevice("tablet", to: 1)
         #expect(try tablet.nextFrame() == .push("genuine-queued"))
         #expect(tablet.drain() == [], "the forged entry was never delivered")
-        #expect(cluster.metric(1, Self.rejected) == 0, "the genuine write had replaced it")
+        #expect(cluster.metric(1, Self.rejected) == 0, "the genuine write had replaced it \(cluster.diagnostics())")
     }
 
     @Test("with gateway.max_push_ttl_s, a queue record not written for that long leaves JetStream")

@@ -81,6 +81,6 @@ extension GatewayCluster {
                 && unplacedQueues.holderMustTake(change.deviceID, connectedSince: change.stamp)
         }.map(\.deviceID)
         guard !toTake.isEmpty else { return }
-        try? connection.publish(subjects.takes(for: node), TakeNotice(deviceIDs: toTake).encoded())
+        try? publishSealed(subjects.takes(for: node), TakeNotice(deviceIDs: toTake).encoded())
     }
 }
