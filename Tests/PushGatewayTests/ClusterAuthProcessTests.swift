@@ -15,7 +15,7 @@ import PushWire
 struct ClusterAuthProcessTests {
     static let rejected = "securepush_gateway_cluster_messages_rejected_total"
 
-    @Test("a forged forward, one sealed under another key, and a replayed genuine one are dropped and counted; genuine pushes still arrive")
+    @Test("a forged forward, one sealed under another key, a replayed genuine one and forged presence are dropped and counted; genuine pushes still arrive")
     func forgedForward() throws {
         let cluster = try startCluster(nodes: 2, devices: [ClusterDevice("phone")])
         let phone = try cluster.connectDevice("phone", to: 0)
@@ -35,12 +35,17 @@ struct ClusterAuthProcessTests {
         try intruder.publish(subject, forged)
         try intruder.publish(subject, otherDeployment.seal(forged, subject: subject, sender: "g2", sentAtMs: Clocks.wallMilliseconds(), nonce: 1))
         if let captured { try intruder.publish(subject, captured) }
-        #expect(waitUntil { cluster.metric(0, Self.rejected) == 3 }, "\(String(describing: cluster.metric(0, Self.rejected)))")
+        // Forged presence: "phone left g1", which would make g2 queue its pushes instead of forwarding them.
+        let left = PresenceChange(deviceID: "phone", online: false, stamp: .max, user: "alice", tags: [])
+        try intruder.publish("securepush.presence", PresenceBatch(node: "g1", boot: 1, changes: [left]).encoded())
+        #expect(waitUntil { cluster.metric(0, Self.rejected) == 4 && cluster.metric(1, Self.rejected) == 1 },
+                "\(String(describing: cluster.metric(0, Self.rejected))) \(String(describing: cluster.metric(1, Self.rejected)))")
         #expect(phone.drain() == [], "nothing forged or replayed was delivered")
 
-        #expect(try cluster.provider(via: 1).push(.device("phone"), id: "after") == PushAck(written: 1, queued: 0))
+        #expect(try cluster.provider(via: 1).push(.device("phone"), id: "after") == PushAck(written: 1, queued: 0),
+                "g2 still routes to g1")
         #expect(try phone.nextFrame() == .push("after"))
-        #expect(cluster.metric(1, Self.rejected) == 0, "genuine traffic is never refused")
+        #expect(cluster.metric(1, Self.rejected) == 1, "genuine traffic is never refused")
     }
 
     @Test("a queue record written by a plain client (or by the build before authentication) is not delivered, is counted, and is replaced by the next genuine write")
