@@ -11,7 +11,7 @@ struct GatewayConfigKeysTests {
         let path = temporary.directory + "/" + Deployment.configFile
         let text = try Deployment.readFile(path)
             + "gateway.queue_capacity = 7\ngateway.max_output_bytes = 2048\ngateway.delivery_window = 3\n"
-            + "gateway.max_connections = 99\ngateway.keepalive_ms = 1500\nstore.keepalive_ms = 9\n"
+            + "gateway.max_connections = 99\ngateway.keepalive_ms = 1500\nstore.keepalive_ms = 9\ngateway.max_push_ttl_s = 60\n"
         try Deployment.writePrivate(path, text)
         let configuration = GatewayConfiguration(deployment: try Deployment.open(temporary.directory), host: "127.0.0.1", port: 0)
         #expect(configuration.queueCapacity == 7)
@@ -19,6 +19,7 @@ struct GatewayConfigKeysTests {
         #expect(configuration.deliveryWindow == 3)
         #expect(configuration.limits.maxConnections == 99)
         #expect(configuration.limits.keepaliveMs == 1_500, "the store's key does not apply")
+        #expect(configuration.settings.maxPushTTLSeconds == 60)
     }
 
     @Test("without the keys the gateway keeps its defaults")
@@ -31,6 +32,7 @@ struct GatewayConfigKeysTests {
         #expect(configuration.deliveryWindow == plain.deliveryWindow)
         #expect(configuration.limits.maxConnections == plain.limits.maxConnections)
         #expect(configuration.limits.keepaliveMs == plain.limits.keepaliveMs)
+        #expect(configuration.settings.maxPushTTLSeconds == plain.settings.maxPushTTLSeconds)
     }
 
     @Test("the defaults ConfigSchema documents are the gateway's defaults")
@@ -43,6 +45,8 @@ struct GatewayConfigKeysTests {
         #expect(documented("gateway.delivery_window") == "\(plain.deliveryWindow)")
         #expect(documented("gateway.max_connections") == "\(plain.limits.maxConnections)")
         #expect(documented("gateway.keepalive_ms") == "\(plain.limits.keepaliveMs)")
+        #expect(documented("gateway.max_push_ttl_s") == "\(plain.settings.maxPushTTLSeconds)")
+        #expect(plain.settings.maxPushTTLSeconds == 30 * 86_400)
         #expect(documented("handshake_timeout_ms") == "\(plain.limits.timeouts.handshakeMs)")
         #expect(documented("max_pending_handshakes") == "\(plain.limits.maxPendingHandshakes)")
     }
