@@ -65,12 +65,21 @@ struct ClusterAuthProcessTests {
         #expect(cluster.metric(1, Self.rejected) == 0, "the genuine write had replaced it \(cluster.diagnostics())")
     }
 
-    @Test("with gateway.max_push_ttl_s, a queue record not written for that long leaves JetStream")
+    @Test("with gateway.max_push_ttl_s, a stream an earlier build made is given that max_age, and a queue record not written for that long leaves it")
     func recordsExpire() throws {
         let cluster = try startCluster(nodes: 1, devices: [ClusterDevice("watch")], gatewayArguments: ["--max-push-ttl-s", "2"])
+        let reader = try PlainNATSClient(url: cluster.nats.url)
+        #expect(try reader.streamInfo().contains("\"max_age\":2000000000,"))
+        // As the build before the bound made it: records kept for ever.
+        try reader.ensureStream(StreamConfig(name: "SECUREPUSH_QUEUES", subjects: ["securepush.queue.>"], maxMessagesPerSubject: 1, maxAge: .zero))
+        #expect(try reader.streamInfo().contains("\"max_age\":0,"))
+        cluster.kill(0)
+        try cluster.restart(0)
+        try cluster.waitUntilFormed()
+        #expect(try reader.streamInfo().contains("\"max_age\":2000000000,"), "updated at start")
+
         #expect(try cluster.provider(via: 0).push(.device("watch"), id: "short", ttl: 3_600) == PushAck(written: 0, queued: 1),
                 "\(cluster.diagnostics())")
-        let reader = try PlainNATSClient(url: cluster.nats.url)
         #expect(try reader.lastStored("securepush.queue.watch") != nil)
         #expect(waitUntil(timeoutSeconds: 15, pollMilliseconds: 250) { (try? reader.lastStored("securepush.queue.watch")) == .some(nil) },
                 "the record outlived the bound")
@@ -113,6 +122,15 @@ final class PlainNATSClient {
 
     func publishToStream(_ subject: String, _ data: [UInt8]) throws {
         _ = try complete { self.jetStream.publish(subject, data, completion: $0) }.get()
+    }
+
+    func ensureStream(_ config: StreamConfig) throws {
+        try complete { self.jetStream.ensureStream(config, completion: $0) }.get()
+    }
+
+    func streamInfo() throws -> String {
+        let reply = try complete { self.connection.request("$JS.API.STREAM.INFO.SECUREPUSH_QUEUES", [], timeout: .seconds(5), completion: $0) }.get()
+        return String(decoding: reply.data, as: UTF8.self)
     }
 
     func lastStored(_ subject: String) throws -> StoredMessage? {
