@@ -42,6 +42,16 @@ struct ClusterAuthProcessTests {
                 "\(String(describing: cluster.metric(0, Self.rejected))) \(String(describing: cluster.metric(1, Self.rejected)))")
         #expect(phone.drain() == [], "nothing forged or replayed was delivered")
 
+        // With the deployment's key: one sealed a minute ago is refused, a fresh one is delivered.
+        let deploymentSeal = ClusterSeal(serverKey: try Deployment.readKey(cluster.directory + "/" + Deployment.serverKeyFile))
+        let keyed = ForwardBatch(id: 2, pushes: [ForwardedPush(push: Self.push("keyed"), deviceIDs: ["phone"])]).encoded()
+        let nowMs = Clocks.wallMilliseconds()
+        try intruder.publish(subject, deploymentSeal.seal(keyed, subject: subject, sender: "g2", sentAtMs: nowMs - 60_000, nonce: 1))
+        #expect(waitUntil { cluster.metric(0, Self.rejected) == 5 })
+        #expect(phone.drain() == [], "a stale message is not delivered")
+        try intruder.publish(subject, deploymentSeal.seal(keyed, subject: subject, sender: "g2", sentAtMs: nowMs, nonce: 2))
+        #expect(try phone.nextFrame() == .push("keyed"), "what the key seals is taken: the refusals above are the seal's")
+
         #expect(try cluster.provider(via: 1).push(.device("phone"), id: "after") == PushAck(written: 1, queued: 0),
                 "g2 still routes to g1")
         #expect(try phone.nextFrame() == .push("after"))
