@@ -23,8 +23,15 @@ extension GatewayCluster {
 
     func rejected(_ error: ClusterAuthError, _ message: NATSMessage) {
         metrics.rejected.increment()
-        // Debug only: a flood of forgeries must not become a flood of log lines.
-        logger.debug("dropped a cluster message that failed authentication", metadata: ["subject": "\(message.subject)", "reason": "\(error)"])
+        // A warning at most once a minute: a flood of forgeries must not become one of log lines.
+        let nowMs = logic.monotonicNow()
+        if let last = lastRejectionWarningMs, nowMs - last < 60_000 {
+            logger.debug("dropped a cluster message that failed authentication", metadata: ["subject": "\(message.subject)", "reason": "\(error)"])
+            return
+        }
+        lastRejectionWarningMs = nowMs
+        logger.warning("dropped a cluster message that failed authentication (a node of another build or deployment, a clock out of step, or a forgery); the others this minute are counted in securepush_gateway_cluster_messages_rejected_total",
+                       metadata: ["subject": "\(message.subject)", "reason": "\(error)"])
     }
 }
 

@@ -28,6 +28,7 @@ final class GatewayCluster {
     var replayGuard = ClusterReplayGuard(windowMs: ClusterSeal.windowMs)
     /// The nonce of the next message sent: a random start, one more per message.
     var nextNonce = UInt64.random(in: 0...UInt64.max)
+    var lastRejectionWarningMs: Int64?
     private let boot = UInt64.random(in: 1...UInt64.max)
     private var subscriptions: [NATSSubscription] = []
     private var heartbeatTimer: LoopTimer?
