@@ -18,14 +18,7 @@ extension NATSConnection {
         try check(natsOptions_Create(&options))
         guard let options else { throw .library(status: -1, text: "natsOptions_Create returned nothing") }
         defer { natsOptions_Destroy(options) }
-        let milliseconds = max(1, timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000)
-        let copies = servers.map { strdup($0) }
-        defer { for copy in copies { free(copy) } }
-        var pointers = copies.map { $0.map { UnsafePointer($0) } }
-        try check(natsOptions_SetServers(options, &pointers, Int32(pointers.count)))
-        try check(natsOptions_SetName(options, name))
-        try check(natsOptions_SetNoRandomize(options, true))
-        try check(natsOptions_SetTimeout(options, milliseconds))
+        try configureServers(options, servers: servers, name: name, timeout: timeout)
         try check(natsOptions_SetAllowReconnect(options, false))
         try security.apply(to: options)
         var made: OpaquePointer?

@@ -105,16 +105,9 @@ public final class NATSConnection {
         _ options: OpaquePointer, servers: [String], name: String, connectTimeout: Duration, ping: PingSettings,
         driver: UnsafeMutableRawPointer, relay: UnsafeMutableRawPointer
     ) throws(NATSError) {
-        let connectMilliseconds = milliseconds(connectTimeout)
-        let copies = servers.map { strdup($0) }
-        defer { for copy in copies { free(copy) } }
-        var pointers = copies.map { $0.map { UnsafePointer($0) } }
-        try check(natsOptions_SetServers(options, &pointers, Int32(pointers.count)))
-        try check(natsOptions_SetName(options, name))
-        try check(natsOptions_SetNoRandomize(options, true))
+        try configureServers(options, servers: servers, name: name, timeout: connectTimeout)
         // A node never wants the messages it published itself.
         try check(natsOptions_SetNoEcho(options, true))
-        try check(natsOptions_SetTimeout(options, connectMilliseconds))
         try check(natsOptions_SetMaxReconnect(options, -1))
         try check(natsOptions_SetReconnectWait(options, 250))
         try check(natsOptions_SetReconnectBufSize(options, reconnectBufferBytes))
@@ -133,6 +126,17 @@ public final class NATSConnection {
         try check(natsOptions_SetClosedCB(options, natsRelayClosed, relay))
         // Asynchronous errors (a slow consumer) would otherwise be printed to stderr.
         try check(natsOptions_SetErrorHandler(options, natsRelayError, nil))
+    }
+
+    /// The servers, tried in the order given, the connection's name and the connect timeout.
+    static func configureServers(_ options: OpaquePointer, servers: [String], name: String, timeout: Duration) throws(NATSError) {
+        let copies = servers.map { strdup($0) }
+        defer { for copy in copies { free(copy) } }
+        var pointers = copies.map { $0.map { UnsafePointer($0) } }
+        try check(natsOptions_SetServers(options, &pointers, Int32(pointers.count)))
+        try check(natsOptions_SetName(options, name))
+        try check(natsOptions_SetNoRandomize(options, true))
+        try check(natsOptions_SetTimeout(options, milliseconds(timeout)))
     }
 
     private static func milliseconds(_ duration: Duration) -> Int64 {
