@@ -15,7 +15,7 @@ import PushWire
 struct ClusterAuthProcessTests {
     static let rejected = "securepush_gateway_cluster_messages_rejected_total"
 
-    @Test("a forged forward, one sealed under another key, a replayed genuine one and forged presence are dropped and counted; genuine pushes still arrive")
+    @Test("a forged forward, one sealed under another key, a replayed genuine one, forged presence and presence sealed in another node's name are dropped and counted; genuine pushes still arrive")
     func forgedForward() throws {
         let cluster = try startCluster(nodes: 2, devices: [ClusterDevice("phone")])
         let phone = try cluster.connectDevice("phone", to: 0)
@@ -52,10 +52,18 @@ struct ClusterAuthProcessTests {
         try intruder.publish(subject, deploymentSeal.seal(keyed, subject: subject, sender: "g2", sentAtMs: nowMs, nonce: 2))
         #expect(try phone.nextFrame() == .push("keyed"), "what the key seals is taken: the refusals above are the seal's")
 
+        // With the key, in another node's name: presence sealed by "g2" that speaks for "g1"
+        // ("phone left g1") is refused by both nodes, whichever holds the key.
+        let impostor = PresenceBatch(node: "g1", boot: 1, changes: [left]).encoded()
+        try intruder.publish("securepush.presence",
+                             deploymentSeal.seal(impostor, subject: "securepush.presence", sender: "g2", sentAtMs: Clocks.wallMilliseconds(), nonce: 3))
+        #expect(waitUntil { cluster.metric(0, Self.rejected) == 6 && cluster.metric(1, Self.rejected) == 2 },
+                "\(String(describing: cluster.metric(0, Self.rejected))) \(String(describing: cluster.metric(1, Self.rejected)))")
+
         #expect(try cluster.provider(via: 1).push(.device("phone"), id: "after") == PushAck(written: 1, queued: 0),
                 "g2 still routes to g1")
         #expect(try phone.nextFrame() == .push("after"))
-        #expect(cluster.metric(1, Self.rejected) == 1, "genuine traffic is never refused")
+        #expect(cluster.metric(1, Self.rejected) == 2, "genuine traffic is never refused")
     }
 
     @Test("a queue record written by a plain client (or by the build before authentication) is not delivered, is counted, and is replaced by the next genuine write")
