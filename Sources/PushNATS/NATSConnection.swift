@@ -6,7 +6,9 @@ import PushEventLoop
 /// A NATS client connection on an `EventLoop`: libnats in its external-event-loop mode,
 /// its socket watched by the loop (see `NATSSocketDriver`). Loop-confined.
 ///
-/// Connects in the background and retries for ever, so a server started later is found;
+/// Connects in the background and retries for ever, so a server started later is found
+/// (libnats gives up only when a server refuses it twice in a row with the same
+/// authorization error: then `.closed` comes with `gaveUpReason` set);
 /// reconnects by itself and resubscribes; publishes made while disconnected wait in
 /// libnats' reconnect buffer (8 MiB). Every callback runs on the loop thread.
 ///
@@ -46,6 +48,9 @@ public final class NATSConnection {
         /// About 30 s to notice, instead of libnats' default 4 minutes.
         public static let standard = PingSettings(interval: .seconds(10), maxOutstanding: 3)
     }
+
+    /// Why libnats gave up on the connection by itself, if it did (then it stays closed).
+    public private(set) var gaveUpReason: String?
 
     /// `Clocks.monotonicMilliseconds()` when the socket last brought anything (a PONG
     /// included), or when the link was last made.
@@ -269,8 +274,13 @@ public final class NATSConnection {
 
     func deliver(_ event: NATSConnectionEvent) {
         if event == .connected || event == .reconnected { lastInboundMs = Clocks.monotonicMilliseconds() }
-        if event == .closed, connection != nil {
-            // libnats gave up by itself (it does not, with reconnects unlimited).
+        if event == .closed, let closing = connection {
+            // libnats gave up by itself: with reconnects unlimited, only after a server
+            // refused it twice in a row with the same authorization error.
+            var text: UnsafePointer<CChar>?
+            let status = natsConnection_GetLastError(closing, &text)
+            gaveUpReason = text.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
+                ?? String(cString: natsStatus_GetText(status))
             close(failingWith: .notConnected, deferred: false)
         }
         onEvent?(event)

@@ -101,3 +101,28 @@ struct NATSSecurityTests {
         #expect(!NATSError.invalidURL("nats://u:secret@h:x").description.contains("secret"))
     }
 }
+
+@Suite("NATSConnection when libnats gives up", .enabled(if: NATSServer.testsEnabled))
+struct NATSGiveUpTests {
+    @Test("a server that refuses the credentials twice in a row: libnats gives up for good, and the connection closes and keeps its last error")
+    func refusedCredentialsGiveUp() async throws {
+        let server = try await onOwnThread { try NATSServer(security: NATSServerSecurity(authentication: .token("the-right-token"))) }
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        var security = NATSSecurity()
+        security.credentials = .token("a-wrong-token")
+        let connection: NATSConnection
+        do {
+            connection = try NATSConnection(loop: loop, servers: [server.url], name: "refused", security: security)
+        } catch {
+            // Refused inside init: nothing to give up on later.
+            #expect("\(error)".contains("Authorization") || "\(error)".contains("authorization"), "\(error)")
+            return
+        }
+        let log = EventLog(connection)
+        #expect(loop.run(until: { log.events.contains(.closed) }, timeoutSeconds: 10), "\(log.events)")
+        // libnats reports its last error ("no server available" once it has given up).
+        #expect(connection.gaveUpReason != nil)
+        #expect(!connection.isConnected && !log.events.contains(.connected))
+    }
+}

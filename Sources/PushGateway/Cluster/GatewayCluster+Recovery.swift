@@ -13,6 +13,7 @@ extension GatewayCluster {
 
     /// Why /readyz says not ready, if it does.
     var notReadyReason: String? {
+        if let reason = connection.gaveUpReason { return "the NATS client gave up (\(reason)); restart this node" }
         if !connection.isConnected { return "no connection to the cluster's NATS server" }
         if !linkIsUp { return "the cluster's NATS server does not answer" }
         if !streamReady { return "setting up the JetStream stream for offline queues" }

@@ -119,6 +119,10 @@ final class GatewayCluster {
             logger.warning("lost the connection to NATS; reconnecting", metadata: ["node": "\(localNode)"])
         case .closed:
             metrics.natsConnected.set(0)
+            if let reason = connection.gaveUpReason {
+                logger.error("the NATS client gave up on the cluster's NATS server; this node stays not ready until it is restarted",
+                             metadata: ["node": "\(localNode)", "reason": "\(reason)"])
+            }
         }
     }
 
