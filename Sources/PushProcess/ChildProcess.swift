@@ -74,6 +74,7 @@ public final class ChildProcess {
             throw Failure("cannot start \(executable): \(String(cString: strerror(result)))")
         }
         pid = child
+        OrphanGuard.watch(child)
     }
 
     deinit {

@@ -43,6 +43,9 @@ public final class NetworkNamespaces {
         secondHostAddress = "10.200.\(subnet).2"
         namespaces = (1...count).map { "securepush-\(pid)-\($0)" }
         addresses = (1...count).map { "10.200.\(subnet).\(10 + $0)" }
+        // Removed even if this process dies before `remove()` (the veths go with them).
+        for namespace in namespaces { OrphanGuard.cleanUp(ip: ["netns", "del", namespace]) }
+        OrphanGuard.cleanUp(ip: ["link", "del", bridge])
         do {
             try NetworkNamespaces.run(["link", "add", bridge, "type", "bridge"])
             try NetworkNamespaces.run(["addr", "add", "\(hostAddress)/24", "dev", bridge])
