@@ -92,7 +92,8 @@ public final class NATSConnection {
         relay.connection = self
         driver.afterRead = { [weak self] in
             guard let self else { return }
-            self.lastInboundMs = Clocks.monotonicMilliseconds()
+            // Only a live link's reads count: libnats closing a dead socket raises one too.
+            if self.isConnected { self.lastInboundMs = Clocks.monotonicMilliseconds() }
             self.deliverMessages()
         }
         driver.onLoopShutdown = { [weak self] in self?.loopShutDown() }

@@ -94,6 +94,7 @@ struct NATSReconnectTests {
         #expect(loop.run(until: { log.events.contains(.disconnected) }, timeoutSeconds: 5))
         let noticedMs = Clocks.monotonicMilliseconds() - pausedAt
         #expect(noticedMs < 1_500, "noticed after \(noticedMs) ms")
+        #expect(Clocks.monotonicMilliseconds() - connection.lastInboundMs >= noticedMs - 400, "nothing came in since the pause")
         // Not left in the reconnect buffer to reach the server after the caller gave up.
         let startedMs = Clocks.monotonicMilliseconds()
         let result = try wait(loop) { connection.request("nobody.home", [], timeout: .seconds(5), completion: $0) }
