@@ -71,7 +71,7 @@ public struct CredentialSigner: Sendable {
 
 /// What LOGIN hands a device: who it is and until when it may FETCH.
 public struct FetchToken: Equatable, Sendable {
-    public static let fieldTable: [FieldTag] = [.user, .deviceID, .expiresAt, .issuedAt]
+    public static let fieldTable: FieldTable = [.user, .deviceID, .expiresAt, .issuedAt]
     public var user: String
     public var deviceID: String
     /// Unix milliseconds.
@@ -110,7 +110,7 @@ public struct FetchToken: Equatable, Sendable {
 
 /// A device's long-lived registration with the gateway: its id, its user and its tags.
 public struct Registration: Equatable, Sendable {
-    public static let fieldTable: [FieldTag] = [.user, .deviceID, .expiresAt, .tags, .issuedAt]
+    public static let fieldTable: FieldTable = [.user, .deviceID, .expiresAt, .tags, .issuedAt]
     /// What leaves a HELLO carrying it within the 1024 bytes a server accepts before
     /// HELLO_OK ([7.4-3], [5.1-7]).
     public static let maxSignedBytes = 896

@@ -13,7 +13,7 @@ extension SessionCore {
     /// Whether requests may be sent now: after HELLO_OK and before any GOAWAY ([5.1-1], [5.5-2]).
     public var acceptsRequests: Bool { phase == .open }
 
-    mutating func clientReceived(_ message: Message, correlation: UInt32) -> SessionAction {
+    mutating func clientReceived(_ message: consuming Message, correlation: UInt32) -> SessionAction {
         if phase == .handshaking { return handshakeReply(message, correlation: correlation) }
         switch message {
         case .ping:

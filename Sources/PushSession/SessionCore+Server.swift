@@ -8,7 +8,7 @@ extension SessionCore {
         return nil
     }
 
-    mutating func serverReceived(_ message: Message, correlation: UInt32) -> SessionAction {
+    mutating func serverReceived(_ message: consuming Message, correlation: UInt32) -> SessionAction {
         guard phase == .open || phase == .draining else { return beforeAdmission(message, correlation: correlation) }
         switch message {
         case .hello:
@@ -32,7 +32,7 @@ extension SessionCore {
     }
 
     /// Role, then service ([4.1-5]), then max_inflight ([5.3-4]).
-    private mutating func serve(_ message: Message, correlation: UInt32) -> SessionAction {
+    private mutating func serve(_ message: consuming Message, correlation: UInt32) -> SessionAction {
         let type = message.type
         if let role, !RolePolicy.allows(type, from: role) {
             return .send(.error(ErrorReply(status: .forbidden, message: "\(type) is not allowed for a \(role)")), correlation: correlation)

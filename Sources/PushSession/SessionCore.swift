@@ -162,8 +162,9 @@ public struct SessionCore {
         } catch {
             return undecodable(header, error: error)
         }
-        return isServer ? serverReceived(message, correlation: header.correlation)
-                        : clientReceived(message, correlation: header.correlation)
+        // Handed on, not copied: a copy of a PUSH retains every array and string in it.
+        if isServer { return serverReceived(message, correlation: header.correlation) }
+        return clientReceived(message, correlation: header.correlation)
     }
 
     /// Whether a frame with this header is the owner's business alone, so a driver that

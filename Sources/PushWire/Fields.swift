@@ -83,20 +83,72 @@ public struct FieldWriter {
     }
 }
 
+/// The tags one message type reads (every tag of a message is below 128), written as an
+/// array literal. Each tag's slot in a `FieldSet` is kept in four bits of a table indexed
+/// by the tag, so finding it is a shift and a mask, not a search; and the table holds no
+/// references, so a `FieldSet` copies without reference counting.
+public struct FieldTable: ExpressibleByArrayLiteral, Sendable, Equatable {
+    /// Slot + 1 of each listed tag, 16 tags to a word; 0 for a tag not listed.
+    private var slots: InlineArray<8, UInt64>
+    public let count: Int
+
+    public init(_ tags: [FieldTag]) {
+        precondition(tags.count <= FieldSet.capacity, "field tables hold at most \(FieldSet.capacity) fields")
+        var slots = InlineArray<8, UInt64>(repeating: 0)
+        for (slot, tag) in tags.enumerated() {
+            precondition(tag.rawValue < 128, "field tables hold tags below 128")
+            let (word, shift) = FieldTable.position(of: tag)
+            precondition(slots[word] >> shift & 0xF == 0, "field tables list a tag once")
+            slots[word] |= UInt64(slot + 1) << shift
+        }
+        self.slots = slots
+        count = tags.count
+    }
+
+    public init(arrayLiteral tags: FieldTag...) { self.init(tags) }
+
+    public static func == (lhs: FieldTable, rhs: FieldTable) -> Bool { lhs.tags == rhs.tags }
+
+    /// The listed tags in the table's order.
+    public var tags: [FieldTag] {
+        var tags = [FieldTag](repeating: FieldTag(rawValue: 0), count: count)
+        for raw in 0..<UInt8(128) {
+            if let slot = slot(of: FieldTag(rawValue: raw)) { tags[slot] = FieldTag(rawValue: raw) }
+        }
+        return tags
+    }
+
+    public func contains(_ tag: FieldTag) -> Bool { slot(of: tag) != nil }
+
+    @inline(__always)
+    func slot(of tag: FieldTag) -> Int? {
+        guard tag.rawValue < 128 else { return nil }
+        let (word, shift) = FieldTable.position(of: tag)
+        let stored = Int(truncatingIfNeeded: slots[word] >> shift & 0xF)
+        return stored == 0 ? nil : stored - 1
+    }
+
+    @inline(__always)
+    private static func position(of tag: FieldTag) -> (word: Int, shift: UInt64) {
+        (Int(tag.rawValue >> 4), UInt64(tag.rawValue & 0xF) << 2)
+    }
+}
+
 /// The fields of one body, scanned once and checked against a message's field table.
 ///
 /// Only tags in `allowed` are recorded; every other tag is skipped ([3.4-2], [3.4-3]) unless the
 /// message is `strict` (PUSH), where any other tag is an error. Values are views into the
-/// body, so a FieldSet must not outlive it.
+/// body, so a FieldSet must not outlive it. It holds no references, so a copy costs no
+/// reference counting.
 public struct FieldSet {
+    static let capacity = 12
     private let body: UnsafeRawBufferPointer
-    private let allowed: [FieldTag]
-    // Start and length of each allowed field, by its index in `allowed`; -1 when absent.
+    private let allowed: FieldTable
+    // Start and length of each allowed field, by its slot in `allowed`; -1 when absent.
     private var starts: InlineArray<12, Int32>
     private var lengths: InlineArray<12, Int32>
 
-    public init(body: UnsafeRawBufferPointer, allowed: [FieldTag], type: MessageType, strict: Bool = false) throws(WireError) {
-        precondition(allowed.count <= 12, "field tables hold at most 12 fields")
+    public init(body: UnsafeRawBufferPointer, allowed: FieldTable, type: MessageType, strict: Bool = false) throws(WireError) {
         self.body = body
         self.allowed = allowed
         self.starts = InlineArray(repeating: -1)
@@ -108,7 +160,7 @@ public struct FieldSet {
             let start = offset + 1 + width
             guard length <= body.count - start else { throw .truncatedField }
             offset = start + length
-            guard let slot = allowed.firstIndex(of: tag) else {
+            guard let slot = allowed.slot(of: tag) else {
                 if strict { throw .unexpectedField(tag: tag.rawValue, in: type) }
                 continue
             }
@@ -141,7 +193,7 @@ public struct FieldSet {
     }
 
     private func value(_ tag: FieldTag) -> UnsafeRawBufferPointer? {
-        guard let slot = allowed.firstIndex(of: tag), starts[slot] >= 0 else { return nil }
+        guard let slot = allowed.slot(of: tag), starts[slot] >= 0 else { return nil }
         let start = Int(starts[slot])
         return UnsafeRawBufferPointer(rebasing: body[start..<start + Int(lengths[slot])])
     }

@@ -137,4 +137,17 @@ struct FieldRuleTests {
             }
         }
     }
+
+    @Test("a field table finds each listed tag, in listing order, and no other, 0xFF and tags above 127 included")
+    func fieldTableSlots() {
+        let table: FieldTable = [.once, .id, .user, .issuedAt]
+        #expect(table.count == 4)
+        #expect(table.tags == [.once, .id, .user, .issuedAt])
+        for raw in 0...UInt8.max {
+            let tag = FieldTag(rawValue: raw)
+            #expect(table.contains(tag) == [.once, .id, .user, .issuedAt].contains(tag), "tag \(raw)")
+        }
+        #expect(Push.fieldTable.tags == [.user, .id, .ttlSeconds, .targetKind, .target, .alert, .priority, .collapseKey, .once])
+        #expect(FieldTable([]).count == 0 && FieldTable([]).tags.isEmpty)
+    }
 }

@@ -17,7 +17,7 @@ public enum PeerRole: UInt8, Sendable, CustomStringConvertible {
 /// HELLO: the first frame of every connection.
 public struct Hello: WireMessage {
     public static let type = MessageType.hello
-    public static let fieldTable: [FieldTag] = [.role, .versionMin, .versionMax, .credential, .maxFrame, .keepaliveMs, .maxInflight, .name]
+    public static let fieldTable: FieldTable = [.role, .versionMin, .versionMax, .credential, .maxFrame, .keepaliveMs, .maxInflight, .name]
 
     public var role: PeerRole
     public var versionMin: UInt8
@@ -67,7 +67,7 @@ public struct Hello: WireMessage {
 /// HELLO_OK: the limits in force for the rest of the connection.
 public struct HelloOK: WireMessage {
     public static let type = MessageType.helloOK
-    public static let fieldTable: [FieldTag] = [.maxFrame, .keepaliveMs, .maxInflight, .version, .name]
+    public static let fieldTable: FieldTable = [.maxFrame, .keepaliveMs, .maxInflight, .version, .name]
 
     public var version: UInt8
     public var maxFrame: UInt32
@@ -114,7 +114,7 @@ public struct Pong: EmptyWireMessage {
 /// The reason travels in the header's status.
 public struct Goaway: WireMessage {
     public static let type = MessageType.goaway
-    public static let fieldTable: [FieldTag] = [.message, .lastCorrelation]
+    public static let fieldTable: FieldTable = [.message, .lastCorrelation]
 
     public var status: Status
     public var lastCorrelation: UInt32
@@ -142,7 +142,7 @@ public struct Goaway: WireMessage {
 /// ERROR: the reply to any request that failed; the status travels in the header.
 public struct ErrorReply: WireMessage {
     public static let type = MessageType.error
-    public static let fieldTable: [FieldTag] = [.message]
+    public static let fieldTable: FieldTable = [.message]
 
     public var status: Status
     public var message: String?

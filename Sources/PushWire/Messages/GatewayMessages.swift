@@ -55,7 +55,7 @@ public enum PushTarget: Equatable, Hashable, Sendable, CustomStringConvertible {
 /// outside this table is refused rather than skipped, so no payload can ride the push path.
 public struct Push: WireMessage {
     public static let type = MessageType.push
-    public static let fieldTable: [FieldTag] = [.user, .id, .ttlSeconds, .targetKind, .target, .alert, .priority, .collapseKey, .once]
+    public static let fieldTable: FieldTable = [.user, .id, .ttlSeconds, .targetKind, .target, .alert, .priority, .collapseKey, .once]
     public static let rejectsUnlistedFields = true
     public static let defaultPriority: UInt8 = 5
     public static let maxPriority: UInt8 = 10
@@ -86,15 +86,15 @@ public struct Push: WireMessage {
     }
 
     public init(fields: FieldSet) throws(WireError) {
-        id = try fields.required(.id, FieldSet.bytes)
+        // The checks first, so a malformed PUSH allocates nothing.
+        let alert = try fields.uint8(.alert, in: 0...1) == 1
+        let priority = try fields.uint8(.priority, in: 0...Push.maxPriority) ?? Push.defaultPriority
+        let once = try fields.uint8(.once, in: 0...1) == 1
+        let target = try fields.pushTarget()
+        guard let id = fields.bytes(.id) else { throw .missingField(.id) }
         guard !id.isEmpty else { throw .badFieldValue(.id) }
-        target = try fields.pushTarget()
-        alert = try fields.uint8(.alert, in: 0...1) == 1
-        priority = try fields.uint8(.priority, in: 0...Push.maxPriority) ?? Push.defaultPriority
-        collapseKey = fields.string(.collapseKey)
-        ttlSeconds = fields.uint32(.ttlSeconds) ?? Push.defaultTTLSeconds
-        user = fields.string(.user)
-        once = try fields.uint8(.once, in: 0...1) == 1
+        self.init(target: target, id: id, alert: alert, priority: priority, collapseKey: fields.string(.collapseKey),
+                  ttlSeconds: fields.uint32(.ttlSeconds) ?? Push.defaultTTLSeconds, user: fields.string(.user), once: once)
     }
 
     public func writeFields(to writer: inout FieldWriter) {
@@ -154,7 +154,7 @@ public struct Push: WireMessage {
 /// PUSH_ACK: how many devices a PUSH was written to and how many it was queued for.
 public struct PushAck: WireMessage {
     public static let type = MessageType.pushAck
-    public static let fieldTable: [FieldTag] = [.written, .queued]
+    public static let fieldTable: FieldTable = [.written, .queued]
 
     public var written: UInt32
     public var queued: UInt32
@@ -191,7 +191,7 @@ public struct PushAck: WireMessage {
 /// DELIVERY_ACK: a device confirms a PUSH; unconfirmed pushes are delivered again.
 public struct DeliveryAck: WireMessage {
     public static let type = MessageType.deliveryAck
-    public static let fieldTable: [FieldTag] = [.id]
+    public static let fieldTable: FieldTable = [.id]
 
     public var id: [UInt8]
 
@@ -207,7 +207,7 @@ public struct DeliveryAck: WireMessage {
 /// MISSED: the gateway dropped pushes for this device; it should SYNC with the store.
 public struct Missed: WireMessage {
     public static let type = MessageType.missed
-    public static let fieldTable: [FieldTag] = [.missedCount]
+    public static let fieldTable: FieldTable = [.missedCount]
 
     public var missedCount: UInt32
 

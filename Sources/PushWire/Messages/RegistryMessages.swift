@@ -3,7 +3,7 @@
 /// `waitMs`, so a revocation reaches the gateway as soon as it is made.
 public struct RegistryRequest: WireMessage {
     public static let type = MessageType.registry
-    public static let fieldTable: [FieldTag] = [.cursor, .limit, .waitMs]
+    public static let fieldTable: FieldTable = [.cursor, .limit, .waitMs]
     public static let defaultLimit: UInt32 = 200
     public static let maxLimit: UInt32 = 1000
     public static let maxWaitMs: UInt32 = 30_000
@@ -56,7 +56,7 @@ public struct RegistryEntry: Equatable, Sendable {
 /// (u16, big-endian) and the credential.
 public struct RegistryOK: WireMessage {
     public static let type = MessageType.registryOK
-    public static let fieldTable: [FieldTag] = [.cursor, .hasMore, .registrations]
+    public static let fieldTable: FieldTable = [.cursor, .hasMore, .registrations]
     /// Entries are registrations, which a HELLO limits to 896 bytes ([7.4-3]).
     public static let maxCredentialBytes = 1024
 

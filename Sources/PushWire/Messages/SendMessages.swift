@@ -3,7 +3,7 @@
 /// gateway itself.
 public struct SendRequest: WireMessage {
     public static let type = MessageType.send
-    public static let fieldTable: [FieldTag] = [
+    public static let fieldTable: FieldTable = [
         .user, .payload, .ttlSeconds, .readLimit, .targetKind, .target, .alert, .priority, .collapseKey,
         .pushTTLSeconds, .idempotencyKey,
     ]
@@ -76,7 +76,7 @@ public struct SendRequest: WireMessage {
 /// SEND_OK: the new payload's id and expiry, once the payload and its push are durable.
 public struct SendOK: WireMessage {
     public static let type = MessageType.sendOK
-    public static let fieldTable: [FieldTag] = [.expiresAt, .id, .replayed]
+    public static let fieldTable: FieldTable = [.expiresAt, .id, .replayed]
 
     public var id: PayloadID
     public var expiresAt: UInt64

@@ -1,7 +1,7 @@
 /// LOGIN: a device trades a user's password for a fetch token.
 public struct Login: WireMessage {
     public static let type = MessageType.login
-    public static let fieldTable: [FieldTag] = [.user, .password, .deviceID]
+    public static let fieldTable: FieldTable = [.user, .password, .deviceID]
 
     public var user: String
     public var password: [UInt8]
@@ -28,7 +28,7 @@ public struct Login: WireMessage {
 
 public struct LoginOK: WireMessage {
     public static let type = MessageType.loginOK
-    public static let fieldTable: [FieldTag] = [.token, .expiresAt]
+    public static let fieldTable: FieldTable = [.token, .expiresAt]
 
     public var token: [UInt8]
     public var expiresAt: UInt64
@@ -52,7 +52,7 @@ public struct LoginOK: WireMessage {
 /// STORE: a provider hands the store a payload for one user.
 public struct StoreRequest: WireMessage {
     public static let type = MessageType.store
-    public static let fieldTable: [FieldTag] = [.user, .payload, .ttlSeconds, .readLimit]
+    public static let fieldTable: FieldTable = [.user, .payload, .ttlSeconds, .readLimit]
     public static let defaultTTLSeconds: UInt32 = 86_400
 
     public var user: String
@@ -85,7 +85,7 @@ public struct StoreRequest: WireMessage {
 
 public struct StoreOK: WireMessage {
     public static let type = MessageType.storeOK
-    public static let fieldTable: [FieldTag] = [.expiresAt, .id]
+    public static let fieldTable: FieldTable = [.expiresAt, .id]
 
     public var id: PayloadID
     public var expiresAt: UInt64
@@ -115,8 +115,12 @@ public protocol TokenedIDRequest: WireMessage {
     init(id: PayloadID, token: [UInt8]?)
 }
 
+/// Computed tables would be built on every decode: these are built once.
+private let tokenedIDFieldTable: FieldTable = [.token, .id]
+private let idOnlyFieldTable: FieldTable = [.id]
+
 extension TokenedIDRequest {
-    public static var fieldTable: [FieldTag] { [.token, .id] }
+    public static var fieldTable: FieldTable { tokenedIDFieldTable }
 
     public init(fields: FieldSet) throws(WireError) {
         self.init(id: try fields.requiredPayloadID(), token: fields.bytes(.token))
@@ -142,7 +146,7 @@ public struct Fetch: TokenedIDRequest {
 
 public struct FetchOK: WireMessage {
     public static let type = MessageType.fetchOK
-    public static let fieldTable: [FieldTag] = [.expiresAt, .id, .payload, .createdAt]
+    public static let fieldTable: FieldTable = [.expiresAt, .id, .payload, .createdAt]
 
     public var id: PayloadID
     public var payload: [UInt8]
@@ -174,7 +178,7 @@ public struct FetchOK: WireMessage {
 /// SYNC: a device asks for its unread IDs after a cursor, a page at a time.
 public struct Sync: WireMessage {
     public static let type = MessageType.sync
-    public static let fieldTable: [FieldTag] = [.token, .cursor, .limit]
+    public static let fieldTable: FieldTable = [.token, .cursor, .limit]
     public static let defaultLimit: UInt32 = 100
     public static let maxLimit: UInt32 = 1000
 
@@ -203,7 +207,7 @@ public struct Sync: WireMessage {
 
 public struct SyncOK: WireMessage {
     public static let type = MessageType.syncOK
-    public static let fieldTable: [FieldTag] = [.cursor, .ids, .hasMore]
+    public static let fieldTable: FieldTable = [.cursor, .ids, .hasMore]
 
     public var ids: [PayloadID]
     /// The cursor to send in the next SYNC.
@@ -257,7 +261,7 @@ public protocol IDOnlyMessage: WireMessage {
 }
 
 extension IDOnlyMessage {
-    public static var fieldTable: [FieldTag] { [.id] }
+    public static var fieldTable: FieldTable { idOnlyFieldTable }
     public init(fields: FieldSet) throws(WireError) { self.init(id: try fields.requiredPayloadID()) }
     public func writeFields(to writer: inout FieldWriter) { writer.append(.id, id) }
 }
@@ -304,7 +308,7 @@ public enum PayloadState: UInt8, Sendable, CustomStringConvertible {
 
 public struct StatusOK: WireMessage {
     public static let type = MessageType.statusOK
-    public static let fieldTable: [FieldTag] = [.expiresAt, .id, .state, .fetchCount, .fetchedAt, .createdAt, .written, .queued, .pushState]
+    public static let fieldTable: FieldTable = [.expiresAt, .id, .state, .fetchCount, .fetchedAt, .createdAt, .written, .queued, .pushState]
 
     public var id: PayloadID
     public var state: PayloadState

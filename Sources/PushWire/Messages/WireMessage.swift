@@ -3,7 +3,7 @@
 public protocol WireMessage: Equatable, Sendable {
     static var type: MessageType { get }
     /// The tags this message's table lists; other tags are skipped when read.
-    static var fieldTable: [FieldTag] { get }
+    static var fieldTable: FieldTable { get }
     /// True where any tag outside the table is an error rather than skipped (PUSH).
     static var rejectsUnlistedFields: Bool { get }
     init(fields: FieldSet) throws(WireError)
@@ -24,7 +24,7 @@ extension WireMessage {
 public protocol EmptyWireMessage: WireMessage { init() }
 
 extension EmptyWireMessage {
-    public static var fieldTable: [FieldTag] { [] }
+    public static var fieldTable: FieldTable { FieldTable([]) }
     public init(fields: FieldSet) throws(WireError) { self.init() }
     public func writeFields(to writer: inout FieldWriter) {}
 }
