@@ -141,6 +141,14 @@ public final class GatewayLogic {
     /// Decided and not carried out yet, in order; `carryOut` empties it and keeps its
     /// capacity, so the hot path allocates no buffer per push.
     @exclusivity(unchecked) public internal(set) var actions: [GatewayAction] = []
+    /// Called while a decision is still being made (a fan-out) each time it has gathered
+    /// `actionBatch` actions, so that the driver may carry them out before it ends and the
+    /// first devices get their frames while the last are decided. The driver must not call
+    /// into the logic from it: what it learns meanwhile waits for its `carryOut` after the
+    /// decision.
+    public var actionsGathered: (() -> Void)?
+    /// As many as the event loop stages small writes for in one turn.
+    static let actionBatch = 128
     /// The buffer `carryOut` walks while new actions go to `actions`.
     @exclusivity(unchecked) private var carrying: [GatewayAction] = []
     /// Where a MISSED is encoded to learn its size.
@@ -428,6 +436,7 @@ public final class GatewayLogic {
                     actions.append(.push(link, frame: queued.frame))
                     record.inFlight.append(queued)
                     metrics.pushesWritten.increment()
+                    if actions.count >= GatewayLogic.actionBatch, let actionsGathered { actionsGathered() }
                     return .written
                 case .full:
                     break

@@ -71,6 +71,7 @@ public final class GatewayServer: ServiceHandler {
         providerCredentials = HelloCredential.provider(providerKey)
         self.wallClock = wallClock
         host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self, admission: admission)
+        logic.actionsGathered = { [unowned self] in carryOutGathered() }
     }
 
     public func admit(_ hello: Hello, peer: Peer) -> Admission<GatewayPeer> {
@@ -234,7 +235,7 @@ public final class GatewayServer: ServiceHandler {
     /// that may decide actions. A connection that closes while its actions are carried out
     /// (one the logic did not foresee, as a failed allocation) is reported afterwards.
     func carryOut() {
-        guard !carryingOut, !logic.actions.isEmpty else { return }
+        guard !carryingOut, !logic.actions.isEmpty || !closedWhileCarryingOut.isEmpty else { return }
         carryingOut = true
         logic.carryOut { perform($0) }
         carryingOut = false
@@ -242,6 +243,17 @@ public final class GatewayServer: ServiceHandler {
             guard case .device(let record?)? = peer.state else { continue }
             linkClosed(record, peer: peer)
         }
+    }
+
+    /// The logic is still deciding (a fan-out) and has gathered a batch: its frames go out
+    /// now, so the first devices need not wait for the last to be decided. A connection
+    /// that closes meanwhile is reported to the logic only by the `carryOut` that follows
+    /// the decision, never into it.
+    private func carryOutGathered() {
+        guard !carryingOut else { return }
+        carryingOut = true
+        logic.carryOut { perform($0) }
+        carryingOut = false
     }
 
     private func perform(_ action: consuming GatewayAction) {
