@@ -11,6 +11,7 @@ extension NATSConnection {
     /// The first attempt comes `first` after giving up; the delay doubles while reopened
     /// connections are refused too, up to `longest`, each jittered (between half and all
     /// of it) so that the nodes of a cluster refused together do not come back together.
+    /// As in `init`, each new connection's first attempt is made on the loop.
     public struct ReopenSettings: Sendable, Equatable {
         public var first: Duration
         public var longest: Duration
