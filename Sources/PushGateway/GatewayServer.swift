@@ -171,7 +171,7 @@ public final class GatewayServer: ServiceHandler {
         let tally = handling?.tally
         handling = nil
         // Nothing went elsewhere: the counts are all here, and no tally was made.
-        guard let tally else { return answer(push: ack, correlation: correlation, peer: peer, startNs: startNs) }
+        guard let tally else { return answer(push: ack, unreached: 0, correlation: correlation, peer: peer, startNs: startNs) }
         tally.add(ack)
         tally.seal()
     }
@@ -197,8 +197,18 @@ public final class GatewayServer: ServiceHandler {
         return tally
     }
 
-    func answer(push ack: PushAck, correlation: UInt32, peer: Peer, startNs: UInt64) {
-        host.respond(ack, correlation: correlation, to: peer)
+    /// PUSH_ACK, or BUSY when some matching devices were `unreached`: only the cluster
+    /// could reach them, and it could not be reached. The devices that could be reached
+    /// have the push; the provider retries, as for any BUSY, and a store forwarding a SEND
+    /// keeps its push until a gateway answers PUSH_ACK ([4.13-13], [4.17-4]).
+    func answer(push ack: PushAck, unreached: UInt32, correlation: UInt32, peer: Peer, startNs: UInt64) {
+        if unreached > 0 {
+            let text = "\(unreached) of the devices this push matched are reachable only through the gateway cluster, "
+                + "which this node cannot reach now (written \(ack.written), queued \(ack.queued)); retry"
+            host.respond(.error(ErrorReply(status: .busy, message: text)), correlation: correlation, to: peer)
+        } else {
+            host.respond(ack, correlation: correlation, to: peer)
+        }
         logic.metrics.pushDuration.observe(since: startNs)
     }
 

@@ -19,6 +19,9 @@ final class PushTally {
 
     @exclusivity(unchecked) private(set) var written: UInt32 = 0
     @exclusivity(unchecked) private(set) var queued: UInt32 = 0
+    /// Matching devices only the cluster could reach, while this node could not reach NATS
+    /// or JetStream: the PUSH is then answered BUSY, for its sender to retry ([4.13-13]).
+    @exclusivity(unchecked) private(set) var unreached: UInt32 = 0
     @exclusivity(unchecked) private var outstanding = 1
     @exclusivity(unchecked) private var completion: Completion
 
@@ -39,6 +42,10 @@ final class PushTally {
         add(written: ack.written, queued: ack.queued)
     }
 
+    func add(unreached: UInt32) {
+        self.unreached &+= unreached
+    }
+
     /// One more part to wait for.
     func begin() { outstanding += 1 }
 
@@ -50,10 +57,11 @@ final class PushTally {
         let ack = PushAck(written: written, queued: queued)
         switch completion {
         case .provider(let server, let peer, let correlation, let startNs):
-            server.answer(push: ack, correlation: correlation, peer: peer, startNs: startNs)
+            server.answer(push: ack, unreached: unreached, correlation: correlation, peer: peer, startNs: startNs)
         case .loop(let forwarding, let origin, let token):
-            forwarding.answer(LoopPushAck(token: token, ack: ack), to: origin)
+            forwarding.answer(LoopPushAck(token: token, ack: ack, unreached: unreached), to: origin)
         case .call(let completion):
+            // A forwarded push's counts: the cluster's reply has no place for `unreached`.
             completion(ack)
         case .done:
             return

@@ -8,7 +8,8 @@ import PushEventLoop
 ///
 /// Connects in the background and retries for ever, so a server started later is found
 /// (libnats gives up only when a server refuses it twice in a row with the same
-/// authorization error: then `.closed` comes with `gaveUpReason` set);
+/// authorization error: then `.closed` comes with `gaveUpReason` set, or, with `reopen`
+/// settings, `.gaveUp` and a new libnats connection later, see `ReopenSettings`);
 /// reconnects by itself and resubscribes; publishes made while disconnected wait in
 /// libnats' reconnect buffer (8 MiB). Every callback runs on the loop thread.
 ///
@@ -18,16 +19,23 @@ import PushEventLoop
 public final class NATSConnection {
     let loop: EventLoop
     var connection: OpaquePointer?
-    let driver: NATSSocketDriver
-    private let relay: NATSEventRelay
+    /// The socket driver and event relay of the libnats connection open now (each
+    /// libnats connection gets its own: a closed one's are never used again).
+    var driver: NATSSocketDriver
+    var relay: NATSEventRelay
+    /// What each libnats connection is opened with, the first and any reopened one.
+    let settings: Settings
+    /// Set while libnats' giving up is answered by opening a new connection.
+    var reopen: ReopenState?
     /// Live subscriptions, in subscribe order: the connection keeps them (a caller may
     /// drop its NATSSubscription and still get messages until `cancel()`).
     var subscriptions: [NATSSubscription] = []
     var requests = NATSRequests()
 
     /// Connection events, on the loop: `.connected` once the first connection is made,
-    /// then `.disconnected` / `.reconnected` as the link comes and goes, `.closed` after
-    /// `close()`.
+    /// then `.disconnected` / `.reconnected` as the link comes and goes (a reopened
+    /// connection's first link included), `.gaveUp` when libnats gave up and a new
+    /// connection will be opened, `.closed` after `close()` or when libnats gave up for good.
     public var onEvent: ((NATSConnectionEvent) -> Void)?
 
     /// The reconnect buffer: what publishes made while disconnected can hold.
@@ -49,12 +57,13 @@ public final class NATSConnection {
         public static let standard = PingSettings(interval: .seconds(10), maxOutstanding: 3)
     }
 
-    /// Why libnats gave up on the connection by itself, if it did (then it stays closed).
-    public private(set) var gaveUpReason: String?
+    /// Why libnats gave up on the connection by itself, if it did: then it stays closed,
+    /// or, with `ReopenSettings`, until a reopened connection is up.
+    public internal(set) var gaveUpReason: String?
 
     /// `Clocks.monotonicMilliseconds()` when the socket last brought anything (a PONG
     /// included), or when the link was last made.
-    public private(set) var lastInboundMs: Int64 = Clocks.monotonicMilliseconds()
+    public internal(set) var lastInboundMs: Int64 = Clocks.monotonicMilliseconds()
 
     /// - Parameters:
     ///   - servers: `nats://HOST:PORT` URLs, tried in order (libnats randomizes none here).
@@ -62,76 +71,25 @@ public final class NATSConnection {
     ///   - connectTimeout: each attempt's TCP connect and handshake.
     ///   - ping: how a dead link is noticed.
     ///   - security: TLS and credentials (`NATSSecurity`); none by default.
+    ///   - reopen: whether, and how soon, a connection libnats gave up on is opened again;
+    ///     nil (the default): it stays closed.
     public init(loop: EventLoop, servers: [String], name: String, connectTimeout: Duration = .seconds(1),
-                ping: PingSettings = .standard, security: NATSSecurity = NATSSecurity()) throws(NATSError) {
+                ping: PingSettings = .standard, security: NATSSecurity = NATSSecurity(),
+                reopen: ReopenSettings? = nil) throws(NATSError) {
         guard !servers.isEmpty else { throw .invalidURL("no servers") }
         for server in servers { try NATSNames.checkServer(server) }
         self.loop = loop
-        driver = NATSSocketDriver(loop: loop)
-        relay = NATSEventRelay(handle: loop.handle)
-        var options: OpaquePointer?
-        try NATSConnection.check(natsOptions_Create(&options))
-        guard let options else { throw .library(status: -1, text: "natsOptions_Create returned nothing") }
-        defer { natsOptions_Destroy(options) }
-        // Released by the closed callback, the last one libnats makes (on its thread).
-        let relayContext = Unmanaged.passRetained(relay).toOpaque()
-        var relayHandedOver = false
-        defer { if !relayHandedOver { Unmanaged<NATSEventRelay>.fromOpaque(relayContext).release() } }
-        try NATSConnection.configure(options, servers: servers, name: name, connectTimeout: connectTimeout, ping: ping,
-                                     driver: driver.context, relay: relayContext)
-        try security.apply(to: options)
-        var made: OpaquePointer?
-        let status = natsConnection_Connect(&made, options)
-        guard status == NATS_OK || status == NATS_NOT_YET_CONNECTED, let made else {
-            let error = NATSError.library(status)
-            driver.stop()
-            throw error
-        }
-        relayHandedOver = true
-        connection = made
-        relay.connection = self
-        driver.afterRead = { [weak self] in
-            guard let self else { return }
-            // Only a live link's reads count: libnats closing a dead socket raises one too.
-            if self.isConnected { self.lastInboundMs = Clocks.monotonicMilliseconds() }
-            self.deliverMessages()
-        }
-        driver.onLoopShutdown = { [weak self] in self?.loopShutDown() }
-        if status == NATS_OK {
-            // libnats calls the connected callback only for a connection made in the background.
-            loop.schedule(after: .zero) { [weak self] in self?.deliver(.connected) }
-        }
+        settings = Settings(servers: servers, name: name, connectTimeout: connectTimeout, ping: ping, security: security,
+                            reopen: reopen)
+        let link = try NATSConnection.open(on: loop, settings)
+        driver = link.driver
+        relay = link.relay
+        connection = link.connection
+        adopt(link)
     }
 
     deinit {
         close(failingWith: .notConnected, deferred: false)
-    }
-
-    private static func configure(
-        _ options: OpaquePointer, servers: [String], name: String, connectTimeout: Duration, ping: PingSettings,
-        driver: UnsafeMutableRawPointer, relay: UnsafeMutableRawPointer
-    ) throws(NATSError) {
-        try configureServers(options, servers: servers, name: name, timeout: connectTimeout)
-        // A node never wants the messages it published itself.
-        try check(natsOptions_SetNoEcho(options, true))
-        try check(natsOptions_SetMaxReconnect(options, -1))
-        try check(natsOptions_SetReconnectWait(options, 250))
-        try check(natsOptions_SetReconnectBufSize(options, reconnectBufferBytes))
-        try check(natsOptions_SetPingInterval(options, milliseconds(ping.interval)))
-        try check(natsOptions_SetMaxPingsOut(options, max(1, ping.maxOutstanding)))
-        // Without it libnats starts a flusher thread that signals writes from its own
-        // thread; with it, a publish asks the loop for writability right away and the loop
-        // writes everything buffered in that iteration at once.
-        try check(natsOptions_SetSendAsap(options, true))
-        try check(natsOptions_SetEventLoop(options, driver, natsDriverAttach, natsDriverRead, natsDriverWrite, natsDriverDetach))
-        // With a connected callback, a failed first connect returns NATS_NOT_YET_CONNECTED
-        // and retries in the background (without one, natsConnection_Connect retries inline).
-        try check(natsOptions_SetRetryOnFailedConnect(options, true, natsRelayConnected, relay))
-        try check(natsOptions_SetDisconnectedCB(options, natsRelayDisconnected, relay))
-        try check(natsOptions_SetReconnectedCB(options, natsRelayReconnected, relay))
-        try check(natsOptions_SetClosedCB(options, natsRelayClosed, relay))
-        // Asynchronous errors (a slow consumer) would otherwise be printed to stderr.
-        try check(natsOptions_SetErrorHandler(options, natsRelayError, nil))
     }
 
     /// The servers, tried in the order given, the connection's name and the connect timeout.
@@ -145,7 +103,7 @@ public final class NATSConnection {
         try check(natsOptions_SetTimeout(options, milliseconds(timeout)))
     }
 
-    private static func milliseconds(_ duration: Duration) -> Int64 {
+    static func milliseconds(_ duration: Duration) -> Int64 {
         max(1, duration.components.seconds * 1000 + duration.components.attoseconds / 1_000_000_000_000_000)
     }
 
@@ -211,18 +169,18 @@ public final class NATSConnection {
     }
 
     /// Messages on `subject` (wildcards allowed) go to `handler` on the loop thread until
-    /// the subscription is cancelled or the connection closed. Kept across reconnects.
+    /// the subscription is cancelled or the connection closed. Kept across reconnects, and
+    /// made again on a reopened connection.
     @discardableResult
     public func subscribe(_ subject: String, _ handler: @escaping (NATSMessage) -> Void) throws(NATSError) -> NATSSubscription {
         try NATSNames.checkSubject(subject, wildcards: true)
-        guard let connection else { throw .notConnected }
-        var made: OpaquePointer?
-        try NATSConnection.check(natsConnection_SubscribeSync(&made, connection, subject))
-        guard let made else { throw .library(status: -1, text: "natsConnection_SubscribeSync returned nothing") }
-        // Messages wait in the subscription only until the end of the read event that
-        // brought them, so a limit would only drop bursts.
-        _ = natsSubscription_SetPendingLimits(made, -1, -1)
-        let subscription = NATSSubscription(connection: self, subscription: made, subject: subject, handler: handler)
+        let subscription = NATSSubscription(connection: self, subject: subject, handler: handler)
+        if let connection {
+            try subscription.bind(to: connection)
+        } else if reopen == nil {
+            throw .notConnected
+        }
+        // While waiting to reopen: made on the next connection, with the others.
         subscriptions.append(subscription)
         return subscription
     }
@@ -247,16 +205,28 @@ public final class NATSConnection {
     }
 
     func close(failingWith error: NATSError, deferred: Bool) {
-        guard let closing = connection else { return }
-        connection = nil
+        let wasReopening = reopen != nil && connection == nil
+        reopen?.timer?.cancel()
+        reopen = nil
+        let dropped = subscriptions
+        subscriptions = []
+        if let closing = connection {
+            connection = nil
+            endLink(closing, failingWith: error, deferred: deferred)
+        }
+        for subscription in dropped { subscription.release() }
+        // No libnats connection is left to report its close: said here.
+        if wasReopening { loop.schedule(after: .zero) { [weak self] in self?.onEvent?(.closed) } }
+    }
+
+    /// Closes and destroys one libnats connection; the subscriptions keep their handlers.
+    func endLink(_ closing: OpaquePointer, failingWith error: NATSError, deferred: Bool) {
         // Sent without waiting: natsConnection_Close would ask the loop to write what is
         // buffered, and the loop is busy here.
         if driver.wantsWrite { natsConnection_ProcessWriteEvent(closing) }
         natsConnection_Close(closing)
         // Freed after the close, which marked them closed: no UNSUB for each goes out.
-        let dropped = subscriptions
-        subscriptions = []
-        for subscription in dropped { subscription.release() }
+        for subscription in subscriptions { subscription.unbind() }
         let orphans = requests.removeAll()
         natsConnection_Destroy(closing)
         driver.stop()
@@ -269,12 +239,20 @@ public final class NATSConnection {
     }
 
     /// The loop is shutting down and will run nothing later: close now, fail now.
-    private func loopShutDown() {
+    func loopShutDown() {
         close(failingWith: .notConnected, deferred: false)
     }
 
     func deliver(_ event: NATSConnectionEvent) {
-        if event == .connected || event == .reconnected { lastInboundMs = Clocks.monotonicMilliseconds() }
+        var event = event
+        if event == .connected || event == .reconnected {
+            lastInboundMs = Clocks.monotonicMilliseconds()
+            if reopen != nil {
+                // A reopened connection's first link: to its user, a reconnect.
+                reopened()
+                event = .reconnected
+            }
+        }
         if event == .closed, let closing = connection {
             // libnats gave up by itself: with reconnects unlimited, only after a server
             // refused it twice in a row with the same authorization error.
@@ -282,7 +260,14 @@ public final class NATSConnection {
             let status = natsConnection_GetLastError(closing, &text)
             gaveUpReason = text.map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 }
                 ?? String(cString: natsStatus_GetText(status))
-            close(failingWith: .notConnected, deferred: false)
+            if settings.reopen != nil {
+                connection = nil
+                endLink(closing, failingWith: .notConnected, deferred: false)
+                scheduleReopen()
+                event = .gaveUp
+            } else {
+                close(failingWith: .notConnected, deferred: false)
+            }
         }
         onEvent?(event)
     }

@@ -61,9 +61,10 @@ extension NATSError: CustomStringConvertible {
     }
 }
 
-/// The events a connection reports on its loop.
+/// The events a connection reports on its loop. `gaveUp`: libnats gave up on the
+/// connection and a new one will be opened (`NATSConnection.ReopenSettings`).
 public enum NATSConnectionEvent: Equatable, Sendable {
-    case connected, disconnected, reconnected, closed
+    case connected, disconnected, reconnected, gaveUp, closed
 }
 
 /// Counters from libnats, since the connection was made.

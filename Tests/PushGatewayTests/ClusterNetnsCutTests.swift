@@ -57,7 +57,10 @@ extension ClusterNetnsTests {
         print("g3 ready again \(Clocks.monotonicMilliseconds() - healedAt) ms after the heal")
         #expect(ready, "g3 reconnected: \(setup.diagnostics())")
         // What g3 could not reach it did not count: pushes through it for the device on g2
-        // went neither to it nor to a queue while the cut lasted.
+        // went neither to it nor to a queue while the cut lasted, and were answered BUSY
+        // for the provider to retry ([4.13-13]).
+        #expect(traffic.busy.contains { $0.hasSuffix("-for-other-via-g\(cutNode + 1)") },
+                "pushes through g3 for the device on g2 answered BUSY during the cut")
         let countedThroughCutNode = traffic.acknowledged.filter { (_, sent: DeviceTraffic.Acknowledged) -> Bool in
             sent.via == cutNode && sent.device == "other" && sent.atMs > cutAt && sent.atMs < healedAt
         }

@@ -27,6 +27,9 @@ final class DeviceTraffic {
     /// Sends whose PUSH_ACK counted their one device more than once.
     private(set) var overcounted: [String] = []
     private(set) var failures: [String] = []
+    /// Sends whose PUSH a node answered BUSY (SPEC.md 4.13-13: it could not reach the
+    /// device through NATS): not acknowledged, and not a failure of the cluster's.
+    private(set) var busy: [String] = []
 
     /// - Parameter via: the nodes whose providers take turns; device k of `devices` gets
     ///   send k mod their count.
@@ -70,6 +73,8 @@ final class DeviceTraffic {
                 if counted >= 1 {
                     self.acknowledged[text] = Acknowledged(device: device, via: node, ack: receipt.delivery, atMs: Clocks.monotonicMilliseconds())
                 }
+            case .failure(.status(.busy, _)):
+                self.busy.append(text)
             case .failure(let error):
                 self.failures.append("\(text): \(error)")
             }

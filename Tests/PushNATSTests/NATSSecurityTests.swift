@@ -126,3 +126,57 @@ struct NATSGiveUpTests {
         #expect(!connection.isConnected && !log.events.contains(.connected))
     }
 }
+
+@Suite("NATSConnection reopening after libnats gave up", .enabled(if: NATSServer.testsEnabled))
+struct NATSReopenTests {
+    static func writeConfig(_ path: String, token: String) throws {
+        guard FileManager.default.createFile(atPath: path, contents: Data("authorization { token: \"\(token)\" }\n".utf8),
+                                             attributes: [.posixPermissions: 0o600])
+        else { throw TimedOut(description: "cannot write \(path)") }
+    }
+
+    @Test("refused twice in a row after a restart: .gaveUp with the reason, new connections after a backoff while refused, then .reconnected with the subscriptions made again")
+    func reopensWithItsSubscriptions() async throws {
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-nats-reopen-\(UUID().uuidString)").path
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let config = directory + "/auth.conf"
+        try Self.writeConfig(config, token: "the-token")
+        let server = try await onOwnThread { try NATSServer(security: NATSServerSecurity(authentication: .configFile(config))) }
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        var security = NATSSecurity()
+        security.credentials = .token("the-token")
+        let connection = try NATSConnection(loop: loop, servers: [server.url], name: "reopening", security: security,
+                                            reopen: .init(first: .milliseconds(100), longest: .milliseconds(400)))
+        let log = EventLog(connection)
+        var received: [[UInt8]] = []
+        try connection.subscribe("reopen.test") { received.append($0.data) }
+        #expect(loop.run(until: { connection.isConnected }))
+
+        try Self.writeConfig(config, token: "another-token")
+        server.stop()
+        try server.restart()
+        #expect(loop.run(until: { log.events.contains(.gaveUp) }, timeoutSeconds: 10), "\(log.events)")
+        #expect(connection.isReopening && connection.gaveUpReason != nil && !connection.isConnected)
+        // Reopened connections are refused too and give up again, each after a longer wait.
+        #expect(loop.run(until: { connection.reopenAttempts >= 2 }, timeoutSeconds: 10), "\(log.events)")
+        #expect(!log.events.contains(.closed))
+
+        try Self.writeConfig(config, token: "the-token")
+        server.stop()
+        try server.restart()
+        #expect(loop.run(until: { log.events.last == .reconnected && connection.isConnected }, timeoutSeconds: 10), "\(log.events)")
+        #expect(!connection.isReopening && connection.gaveUpReason == nil)
+        var senderSecurity = NATSSecurity()
+        senderSecurity.credentials = .token("the-token")
+        let sender = try NATSConnection(loop: loop, servers: [server.url], name: "sender", security: senderSecurity)
+        #expect(loop.run(until: { sender.isConnected }))
+        try settle(loop, connection)
+        try sender.publish("reopen.test", [7])
+        #expect(loop.run(until: { received == [[7]] }), "\(received)")
+
+        connection.close()
+        #expect(loop.run(until: { log.events.last == .closed }))
+    }
+}

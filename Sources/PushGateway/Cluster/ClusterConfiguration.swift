@@ -21,6 +21,9 @@ public struct ClusterConfiguration: Sendable {
     /// reset, a network cut): within 3 s, and while it is gone the node says it is not
     /// ready and counts no other node as silent (it cannot hear them).
     public var natsPing = NATSConnection.PingSettings(interval: .seconds(1), maxOutstanding: 2)
+    /// How soon a NATS connection libnats gave up on (a server refused it twice in a row
+    /// with the same authorization error) is opened again: 1 s, doubling to 30 s, jittered.
+    public var natsReopen = NATSConnection.ReopenSettings.standard
     /// Device ids per forwarded push message, at most (NATS' default message limit is 1 MiB).
     public var maxDevicesPerForward = 16_384
     /// Which loop of its node this copy is for: each loop of a node joins the cluster as a

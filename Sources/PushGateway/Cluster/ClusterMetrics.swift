@@ -12,6 +12,7 @@ final class ClusterMetrics {
     let queueConflicts: MetricCounter
     let queueFailures: MetricCounter
     let queuesTaken: MetricCounter
+    let unreached: MetricCounter
     let replacedElsewhere: MetricCounter
     let malformed: MetricCounter
     let rejected: MetricCounter
@@ -32,6 +33,8 @@ final class ClusterMetrics {
                                           help: "Queue writes retried because another node wrote the same queue first.")
         queueFailures = registry.counter("\(prefix)_queue_failures_total",
                                          help: "Queue reads or writes that failed (NATS or JetStream unavailable); the pushes they carried were not queued.")
+        unreached = registry.counter("\(prefix)_pushes_unreached_total",
+                                     help: "Devices a PUSH matched that only the cluster could reach while NATS or JetStream could not be reached; the PUSH was answered BUSY.")
         queuesTaken = registry.counter("\(prefix)_queues_taken_total", help: "Queues taken from JetStream for devices connected here.")
         replacedElsewhere = registry.counter("\(prefix)_replaced_elsewhere_total",
                                              help: "Device connections closed with GOAWAY REPLACED for a newer connection on another node.")

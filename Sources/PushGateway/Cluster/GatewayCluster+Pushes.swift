@@ -81,6 +81,13 @@ extension GatewayCluster {
         // Looking ids up forgets those whose window is up.
         if push.once { logic.metrics.onceRemembered.set(logic.once.count) }
         if !remote.isEmpty || !offline.isEmpty {
+            guard linkIsUp else {
+                // Forwards and queue writes could not go out: these devices are refused
+                // rather than left uncounted, so that the sender retries ([4.13-13]).
+                unreachable(UInt32(clamping: remote.values.reduce(offline.count) { $0 + $1.count }), tally: tally)
+                server?.carryOut()
+                return
+            }
             let clusterPush = ClusterPush(deviceFrame: local.frame, priority: push.priority, collapseKey: push.collapseKey,
                                           expiresAtWallMs: connectedOnly ? 0 : nowWall + UInt64(logic.settings.ttlSeconds(of: push)) * 1000,
                                           user: user, once: push.once)
@@ -180,12 +187,22 @@ extension GatewayCluster {
             // Said once when the link went silent; the queue writes fail as well until it is back.
             logger.debug("the NATS link is down: forwarded pushes go unanswered", metadata: ["node": "\(awaited.node)"])
         }
+        let linkUp = linkIsUp
         for forward in awaited.forwards {
             if !forward.push.connectedOnly {
                 for target in forward.targets { queue(forward.push, for: target.deviceID, owner: target.owner, tally: forward.tally) }
+            } else if !linkUp {
+                // Connected elsewhere, for all this node knows: not reached, rather than absent.
+                unreachable(UInt32(forward.targets.count), tally: forward.tally)
             }
             forward.tally.end()
         }
+    }
+
+    /// Devices that only NATS could reach, and it could not be reached.
+    func unreachable(_ devices: UInt32, tally: PushTally) {
+        tally.add(unreached: devices)
+        metrics.unreached.increment(by: Int64(devices))
     }
 
     /// Appends `push` to the device's queue record; a push with `once` the record holds
@@ -196,6 +213,8 @@ extension GatewayCluster {
             if written {
                 tally.add(queued: 1)
                 self?.notifyHolder(of: deviceID)
+            } else {
+                self?.unreachable(1, tally: tally)
             }
             tally.end()
         }, for: deviceID)

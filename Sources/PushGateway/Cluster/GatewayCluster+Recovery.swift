@@ -1,5 +1,7 @@
+import Logging
 import PushClock
 import PushNATS
+import PushService
 import PushWire
 
 /// How a node knows its NATS link answers, and makes sure no queue in JetStream is left
@@ -13,7 +15,10 @@ extension GatewayCluster {
 
     /// Why /readyz says not ready, if it does.
     var notReadyReason: String? {
-        if let reason = connection.gaveUpReason { return "the NATS client gave up (\(reason)); restart this node" }
+        if connection.isReopening {
+            let reason = connection.gaveUpReason ?? "refused"
+            return "the NATS client gave up (\(reason)); opening a new connection (\(connection.reopenAttempts) failed so far)"
+        }
         if !connection.isConnected { return "no connection to the cluster's NATS server" }
         if !linkIsUp { return "the cluster's NATS server does not answer" }
         if !streamReady { return "setting up the JetStream stream for offline queues" }
@@ -26,6 +31,35 @@ extension GatewayCluster {
         guard connection.isConnected else { return false }
         let silentMs = Clocks.monotonicMilliseconds() - connection.lastInboundMs
         return silentMs <= 2 * Int64(configuration.natsPing.interval / .milliseconds(1))
+    }
+
+    /// libnats gave up on the NATS connection; it opens a new one after a backoff, and the
+    /// reconnect that follows recovers as any other (presence, queues taken).
+    func natsGaveUp() {
+        let nowMs = Clocks.monotonicMilliseconds()
+        let metadata: Logger.Metadata = ["node": "\(localNode)", "reason": "\(connection.gaveUpReason ?? "")",
+                                         "failed_reopens": "\(connection.reopenAttempts)"]
+        if gaveUpAtMs == nil {
+            gaveUpAtMs = nowMs
+            _ = reopenLog.event(nowMs: nowMs)
+            logger.error("the NATS client gave up on the cluster's NATS server; not ready, opening a new connection after a backoff",
+                         metadata: metadata)
+        } else if let count = reopenLog.event(nowMs: nowMs) {
+            var metadata = metadata
+            metadata["times"] = "\(count)"
+            logger.warning("the NATS server refused a new connection too; trying again after a longer backoff", metadata: metadata)
+        } else {
+            logger.debug("the NATS server refused a new connection too", metadata: metadata)
+        }
+    }
+
+    /// Connected: if after giving up, the new connection is up.
+    func natsReopened() {
+        guard let since = gaveUpAtMs else { return }
+        gaveUpAtMs = nil
+        reopenLog = LogThrottle(intervalMs: 60_000)
+        logger.info("a new NATS connection is up after the NATS client gave up",
+                    metadata: ["node": "\(localNode)", "after_ms": "\(Clocks.monotonicMilliseconds() - since)"])
     }
 
     static let firstTakeRetry: Duration = .seconds(1)

@@ -1,6 +1,7 @@
 import Logging
 import PushEventLoop
 import PushNATS
+import PushService
 import PushSession
 import PushWire
 
@@ -29,6 +30,10 @@ final class GatewayCluster {
     /// The nonce of the next message sent: a random start, one more per message.
     var nextNonce = UInt64.random(in: 0...UInt64.max)
     var lastRejectionWarningMs: Int64?
+    /// Failed reopens of the NATS connection, logged at most once a minute.
+    var reopenLog = LogThrottle(intervalMs: 60_000)
+    /// When the NATS client last gave up, until a reopened connection is up.
+    var gaveUpAtMs: Int64?
     private let boot = UInt64.random(in: 1...UInt64.max)
     private var subscriptions: [NATSSubscription] = []
     private var heartbeatTimer: LoopTimer?
@@ -75,7 +80,7 @@ final class GatewayCluster {
         self.logger = logger
         metrics = ClusterMetrics(registry: logic.metrics.registry, countsNodes: configuration.loop == 0)
         connection = try NATSConnection(loop: loop, servers: configuration.servers, name: "securepush-gateway-\(configuration.member)",
-                                        ping: configuration.natsPing, security: configuration.security)
+                                        ping: configuration.natsPing, security: configuration.security, reopen: configuration.natsReopen)
         jetStream = JetStream(connection: connection)
         directory = ClusterDirectory(localNode: configuration.member, placement: placement)
         queues = ClusterQueues(jetStream: jetStream, subjects: configuration.subjects, capacity: logic.settings.queueCapacity,
@@ -100,6 +105,7 @@ final class GatewayCluster {
         case .connected, .reconnected:
             metrics.natsConnected.set(1)
             logger.info("connected to NATS", metadata: ["node": "\(localNode)", "event": "\(event)"])
+            natsReopened()
             // Nobody could be heard while away: every node gets a full timeout to be heard
             // again, after our presence went out and theirs was asked for.
             directory.heardFromAll(nowMs: logic.monotonicNow())
@@ -117,12 +123,11 @@ final class GatewayCluster {
         case .disconnected:
             metrics.natsConnected.set(0)
             logger.warning("lost the connection to NATS; reconnecting", metadata: ["node": "\(localNode)"])
+        case .gaveUp:
+            metrics.natsConnected.set(0)
+            natsGaveUp()
         case .closed:
             metrics.natsConnected.set(0)
-            if let reason = connection.gaveUpReason {
-                logger.error("the NATS client gave up on the cluster's NATS server; this node stays not ready until it is restarted",
-                             metadata: ["node": "\(localNode)", "reason": "\(reason)"])
-            }
         }
     }
 

@@ -40,4 +40,6 @@ struct LoopPush: Sendable {
 struct LoopPushAck: Sendable {
     var token: UInt64
     var ack: PushAck
+    /// See `PushTally.unreached`.
+    var unreached: UInt32 = 0
 }

@@ -70,6 +70,7 @@ final class LoopForwarding {
         for answer in acks {
             guard let tally = awaiting.remove(answer.token) else { continue }
             tally.add(answer.ack)
+            tally.add(unreached: answer.unreached)
             tally.end()
         }
     }
