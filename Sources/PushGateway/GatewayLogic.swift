@@ -133,7 +133,7 @@ public final class GatewayLogic {
     @exclusivity(unchecked) private var nextSequence: UInt32 = 1
     /// Which loop of the gateway this logic serves, when it has several: its registry keeps
     /// only the devices whose home this loop is.
-    public var placement: LoopPlacement? {
+    @exclusivity(unchecked) public var placement: LoopPlacement? {
         didSet { registry?.placement = placement }
     }
     /// Called once, when the registry is first loaded.

@@ -21,6 +21,18 @@ struct LoopPlacementTests {
         for count in perLoop { #expect((1_800...2_200).contains(count), "\(perLoop)") }
     }
 
+    @Test("the home is FNV-1a of the id's UTF-8 bytes modulo the loop count (fixed values: every loop and every build agree)")
+    func fnv() {
+        #expect(LoopPlacement.home(of: "", count: 7) == Int(0xcbf2_9ce4_8422_2325 % UInt64(7)))
+        // FNV-1a of "a" is 0xaf63dc4c8601ec8c; of "device-42" computed byte by byte below.
+        #expect(LoopPlacement.home(of: "a", count: 1_000_003) == Int(UInt64(0xaf63_dc4c_8601_ec8c) % 1_000_003))
+        for id in ["device-42", "ünïcödé-phone", String(repeating: "x", count: 200)] {
+            var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+            for byte in Array(id.utf8) { hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3 }
+            #expect(LoopPlacement.home(of: id, count: 13) == Int(hash % 13), "\(id)")
+        }
+    }
+
     @Test("a loop's registry keeps only the devices whose home it is; users and tags match those")
     func registryShare() {
         let ids = (0..<40).map { "phone-\($0)" }
