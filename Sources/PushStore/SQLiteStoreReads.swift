@@ -82,10 +82,10 @@ public final class SQLiteStoreReads {
         if let query = reads.registry {
             registry = try reader.registryChanges(after: query.cursor, limit: query.limit, maxBytes: query.maxBytes)
         }
-        var result = StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread, registry: registry)
-        if let key = reads.idempotency { result.idempotency = try reader.idempotencyRecord(key) }
-        if let id = reads.apiToken { result.apiToken = try reader.apiToken(id: id) }
-        return result
+        let idempotency = try reads.idempotency.flatMap { try reader.idempotencyRecord($0) }
+        let apiToken = try reads.apiToken.flatMap { try reader.apiToken(id: $0) }
+        return StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread,
+                               registry: registry, idempotency: idempotency, apiToken: apiToken)
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.

@@ -113,7 +113,8 @@ public struct StoreReadResult: Sendable, Equatable {
 
     public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, sequence: UInt64? = nil,
                 unread: UnreadPage? = nil, registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil,
-                apiToken: APITokenRecord? = nil) {
+                idempotency: IdempotencyRecord? = nil, apiToken: APITokenRecord? = nil) {
+        self.idempotency = idempotency
         self.apiToken = apiToken
         self.user = user
         self.device = device

@@ -163,8 +163,10 @@ public final class StoreServer: ServiceHandler {
         }
     }
 
-    private func perform(_ action: StoreAction, for request: Message, requester: StoreRequester, startNs: UInt64) {
-        switch action {
+    private func perform(_ action: consuming StoreAction, for request: Message, requester: StoreRequester, startNs: UInt64) {
+        // Consumed: binding the payloads of a borrowed action copied them (the reads and
+        // the pending request are a few hundred bytes).
+        switch consume action {
         case .reply(let message):
             respond(message, to: requester)
             answered(request, with: message, requester: requester, startNs: startNs)
@@ -210,7 +212,7 @@ public final class StoreServer: ServiceHandler {
     }
 
     /// Carries on with a request whose reads are done, if its connection still is.
-    private func resume(_ pending: PendingRequest, with result: Result<StoreReadResult, StoreBackendError>, for request: Message,
+    private func resume(_ pending: consuming PendingRequest, with result: consuming Result<StoreReadResult, StoreBackendError>, for request: Message,
                         requester: StoreRequester, startNs: UInt64) {
         guard requester.isOpen, let session = requester.session else { return }
         perform(logic.resume(pending, with: result, session: session), for: request, requester: requester, startNs: startNs)
