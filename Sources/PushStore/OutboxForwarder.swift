@@ -217,7 +217,11 @@ public final class OutboxForwarder {
         let from = link.currentAddress
         let nowMs = Clocks.monotonicMilliseconds()
         // Not ready: already moving on, and this BUSY is of a push sent before.
-        guard link.isReady, busyPauses?.busy(at: from, nowMs: nowMs) == true else { return }
+        guard link.isReady else { return }
+        guard busyPauses?.busy(at: from, nowMs: nowMs) == true else {
+            // A BUSY within this address's pause, which the link did not leave: try again later.
+            return pause(ms: OutboxForwarder.retryPauseMs)
+        }
         metrics.busyMoves.increment()
         wasUp = false
         if let count = busyLog.event(nowMs: nowMs) {

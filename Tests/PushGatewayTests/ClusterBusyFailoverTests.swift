@@ -55,3 +55,33 @@ extension ClusterCutOffPushTests {
         #expect(phone.drain().isEmpty, "delivered once")
     }
 }
+
+extension ClusterCutOffPushTests {
+    @Test("[4.13-13] [4.17-4] every node cut off: the store goes round its nodes more and more slowly instead of flapping, keeps the push, and hands it over once NATS is back")
+    func storePausesWhenEveryNodeIsBusy() throws {
+        // The device is offline: its queue is in JetStream, which neither node reaches.
+        let cluster = try GatewayClusterHarness(nodes: 2, devices: [ClusterDevice("away")], storeForwards: true)
+        try cluster.waitUntilFormed()
+        #expect(try waitUntil { cluster.store.metric("securepush_store_outbox_gateway_link_up") == 1 })
+
+        cluster.nats.stop()
+        #expect(waitUntil(timeoutSeconds: 10, pollMilliseconds: 50) { !cluster.isReady(0) && !cluster.isReady(1) }, "\(cluster.diagnostics())")
+        let provider = try cluster.deployment.provider(store: cluster.store.port)
+        let reply = try provider.request(.send(SendRequest(user: "alice", payload: Array("nowhere to go".utf8), target: .device("away"))))
+        guard case .sendOK = reply else { throw ServiceError.failed("SEND refused: \(reply)") }
+        Thread.sleep(forTimeInterval: 6)
+        // Pauses of 1, 2 and 4 s per node: about 6 moves in 6 s (without them, one per round trip).
+        let moves = cluster.store.metric("securepush_store_outbox_busy_moves_total") ?? 0
+        print("every node BUSY for 6 s: \(Int(moves)) moves")
+        #expect(moves >= 2 && moves <= 8, "moved on \(moves) times in 6 s")
+        #expect(cluster.store.metric("securepush_store_outbox_depth") == 1, "the push is still in the outbox")
+        let logged = cluster.store.standardErrorText().split(separator: "\n").filter { $0.contains("answered a SEND's push BUSY") }
+        #expect(logged.count == 1, "logged at most once a minute: \(logged.count)")
+
+        try cluster.nats.restart()
+        try cluster.waitUntilFormed()
+        #expect(waitUntil(timeoutSeconds: 20, pollMilliseconds: 100) { cluster.store.metric("securepush_store_outbox_depth") == 0 },
+                "\(cluster.diagnostics())")
+        #expect(cluster.store.metric("securepush_store_outbox_forwarded_total") == 1)
+    }
+}
