@@ -36,6 +36,13 @@ struct AddressRotation {
         failuresInRound = 0
     }
 
+    /// The owner left the address at `index`, which had not failed, for the next
+    /// (`ServerLink.moveOn`): the round of failures, if one starts, starts there.
+    mutating func movedOn() {
+        index = (index + 1) % count
+        failuresInRound = 0
+    }
+
     /// The attempt at `index` failed, or its connection ended. `wasConnected`: the
     /// connection had been made (it dropped, or the server refused HELLO). `shuttingDown`:
     /// the server said GOAWAY SHUTTING_DOWN, so another address is tried at once.

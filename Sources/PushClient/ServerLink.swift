@@ -19,7 +19,8 @@ import PushWire
 /// (`AddressRotation`). Requests outstanding on a connection that ends fail with
 /// `.disconnected` and are never sent again, to this address or another: a STORE whose
 /// reply was lost may have been committed. Requests still queued (never sent) go to the
-/// next connection, whichever address it is.
+/// next connection, whichever address it is. The owner may also move the link on itself
+/// (`moveOn`), when a server's answer says another address may do better.
 ///
 /// `onDown` says why the connection went down, in words a person can act on: a GOAWAY's
 /// reason, a TLS server that a plain client reached, a refusal. Failures that retrying
@@ -107,6 +108,8 @@ public final class ServerLink: ConnectionHandler {
     private var closeCause: ClientError?
     /// Whether the current connection has received any frame.
     private var heardFromServer = false
+    /// While `moveOn` waits for the current connection's outstanding replies: until when.
+    private var leavingUntil: Int64?
     public static let maxQueuedRequests = 100_000
 
     public init(loop: EventLoop, endpoint: Endpoint, hello: @escaping () -> Hello) {
@@ -119,7 +122,14 @@ public final class ServerLink: ConnectionHandler {
     /// The address connected to, or being tried (the one that failed, in `onDown`).
     public var currentAddress: HostPort { endpoint.addresses.addresses[rotation.index] }
 
-    public var isReady: Bool { connection != nil && session.acceptsRequests }
+    /// Whether a request made now is sent now (else it waits for a connection).
+    public var isReady: Bool { isConnected && leavingUntil == nil }
+
+    private var isConnected: Bool { connection != nil && session.acceptsRequests }
+
+    /// Longest `moveOn` waits for outstanding replies; those still missing then fail with
+    /// `.disconnected`, as on a connection that ends.
+    public static let moveOnWaitMs: Int64 = 10_000
 
     public func start() {
         guard connection == nil, !stopped else { return }
@@ -153,7 +163,7 @@ public final class ServerLink: ConnectionHandler {
     /// A one-way message or a reply to the server's request (DELIVERY_ACK, PONG).
     @discardableResult
     public func reply(_ message: Message, correlation: UInt32) -> Bool {
-        guard isReady else { return false }
+        guard isConnected else { return false }
         return write(message, correlation: correlation)
     }
 
@@ -208,6 +218,7 @@ public final class ServerLink: ConnectionHandler {
 
     private func down(_ error: ClientError, wasConnected: Bool) {
         connection = nil
+        leavingUntil = nil
         fail(window.abandonOutstanding(), .disconnected)
         onDown?(error)
         if stopsFor(error), !stopped {
@@ -235,6 +246,40 @@ public final class ServerLink: ConnectionHandler {
         }
     }
 
+    /// Leaves the current address for the next one (wrapping), as a failure would but without
+    /// one: requests made from now on wait, the connection is closed once the requests
+    /// outstanding on it are answered (or after `moveOnWaitMs`), and the next address is
+    /// connected to at once, not reported down. For an owner whose server answered in a way
+    /// another address may not (BUSY from a node cut off from its peers). Nothing with one
+    /// address, or while not connected or already moving on.
+    public func moveOn() {
+        guard endpoint.addresses.count > 1, isReady else { return }
+        leavingUntil = Clocks.monotonicMilliseconds() + ServerLink.moveOnWaitMs
+        // On the next turn: this may run in the completion of the last outstanding reply.
+        let leaving = connection
+        loop.schedule(after: .zero) { [weak self] in
+            guard let self, self.connection === leaving else { return }
+            self.leaveIfAnswered()
+        }
+    }
+
+    private func leaveIfAnswered() {
+        if leavingUntil != nil, window.outstanding.isEmpty { leave() }
+    }
+
+    /// Closes the connection `moveOn` is leaving (no GOAWAY: nothing is outstanding but
+    /// what `moveOnWaitMs` gave up on, [5.5-6]) and connects to the next address.
+    private func leave() {
+        guard let connection else { return }
+        leavingUntil = nil
+        self.connection = nil  // `onClose` ignores a connection that is no longer ours
+        session.closed()
+        connection.closeAfterFlush(timeout: .seconds(2))
+        fail(window.abandonOutstanding(), .disconnected)
+        rotation.movedOn()
+        connect()
+    }
+
     /// Closes the current connection on our side and reports it down once.
     private func drop(_ error: ClientError) {
         guard let connection else { return }
@@ -245,6 +290,7 @@ public final class ServerLink: ConnectionHandler {
 
     private func tick() {
         guard let connection else { return }
+        if let until = leavingUntil, Clocks.monotonicMilliseconds() >= until { return leave() }
         let handshaking = session.phase == .handshaking
         let action = session.timerFired(now: Clocks.monotonicMilliseconds(), lastReceivedAt: connection.lastReadMillis,
                                         partialFrameSince: connection.partialFrameSinceMillis)
@@ -308,6 +354,7 @@ public final class ServerLink: ConnectionHandler {
             deliver(message, correlation: correlation)
         case .malformedReply(let correlation, let error):
             window.complete(correlation)?(.failure(.status(error.status, error.description)))
+            leaveIfAnswered()
         case .goaway(let goaway, let closeNow):
             closeCause = .goaway(goaway.status, goaway.message)
             onServerMessage?(.goaway(goaway), 0)
@@ -335,6 +382,7 @@ public final class ServerLink: ConnectionHandler {
             // Replies are matched by correlation id alone; unknown ones are dropped ([5.3-5]).
             window.complete(correlation)?(.success(message))
         }
+        leaveIfAnswered()
         flushQueued()
     }
 

@@ -118,7 +118,7 @@ public enum ConfigSchema {
                   "Follow this store's device registry (several stores over one database, comma-separated, are tried in order): only enrolled devices connect, and pushes are queued for enrolled devices that are offline.",
                   services: [.gateway], flag: "--store"),
         ConfigKey("store.gateway", .addressList, default: nil, example: "127.0.0.1:7071",
-                  "Hand the pushes of SENDs to this gateway (several, comma-separated: nodes of one cluster, used one at a time); unset, the store refuses SEND.",
+                  "Hand the pushes of SENDs to this gateway (several, comma-separated: nodes of one cluster, used one at a time, the next when one fails or answers BUSY); unset, the store refuses SEND.",
                   services: [.store], flag: "--gateway"),
         ConfigKey("gateway.cluster", .natsURLList, default: nil, example: "nats://127.0.0.1:4222",
                   "Join a gateway cluster through these NATS servers (JetStream on; tls:// URLs connect over TLS): devices may connect to any node, pushes reach them wherever they are, and offline queues are kept in JetStream; unset, the gateway runs alone with its queues in memory.",

@@ -13,7 +13,11 @@ import PushWire
 ///
 /// Entries live in the database (the outbox) from their commit on; what this holds in
 /// memory is only the work queue. A push whose connection ends before its answer is sent
-/// again on the next one; a gateway's ERROR sends it again after a pause. Nothing is dropped
+/// again on the next one; a gateway's ERROR sends it again after a pause. With several
+/// gateway addresses a BUSY instead moves the link on to the next address, where the push
+/// goes again at once unless that gateway too answered BUSY lately (`GatewayBusyPauses`):
+/// a cluster node cut off from the others answers BUSY for devices another node can reach
+/// ([4.13-13]). Nothing is dropped
 /// but a push whose payload has expired ([4.17-4]): a RECALLed payload's push may still be
 /// sent, and a device that fetches it gets NOT_FOUND, as for any recalled payload.
 ///
@@ -54,6 +58,10 @@ public final class OutboxForwarder {
     private var stopped = false
     private var wasUp = false
     private var downLog = LogThrottle(intervalMs: 60_000)
+    /// With several gateway addresses: which answered BUSY lately, and for how long they
+    /// wait. Nil with one address, where a BUSY is retried after a pause like any ERROR.
+    private var busyPauses: GatewayBusyPauses?
+    private var busyLog = LogThrottle(intervalMs: 60_000)
     /// Pushes committed while memory held `maxHeld`, not yet read back from the database.
     private var spilled = 0
 
@@ -94,6 +102,7 @@ public final class OutboxForwarder {
         // A gateway that refuses the credential may be one being set up: keep trying, and
         // say so in the log.
         link.stopOnPermanentFailure = false
+        if gateway.addresses.count > 1 { busyPauses = GatewayBusyPauses() }
     }
 
     public func start() {
@@ -139,6 +148,9 @@ public final class OutboxForwarder {
 
     private func pump() {
         guard !stopped, link.isReady, pauseTimer == nil else { return }
+        if let waitMs = busyPauses?.waitMs(at: link.currentAddress, nowMs: Clocks.monotonicMilliseconds()), waitMs > 0 {
+            return pause(ms: Int(waitMs))
+        }
         refillFromDatabase()
         let nowMs = wallClock()
         while inFlight.count < OutboxForwarder.maxInFlight, head < queue.count {
@@ -170,6 +182,7 @@ public final class OutboxForwarder {
             metrics.forwarded.increment()
             metrics.latency.observe(nanoseconds: (nowMs > entry.createdAt ? nowMs - entry.createdAt : 0) * 1_000_000)
             answered.append(HandedPush(sequence: entry.sequence, ack: ack, handedAt: nowMs))
+            busyPauses?.acknowledged(at: link.currentAddress)
             scheduleRecord()
             pump()
         case .success(let other):
@@ -177,6 +190,8 @@ public final class OutboxForwarder {
         case .failure(.disconnected), .failure(.stopped):
             // The connection ended before the answer: sent again on the next ([4.17-4]).
             requeue(entry)
+        case .failure(.status(.busy, let text)) where busyPauses != nil:
+            moveOn(entry, because: text)
         case .failure(let error):
             retry(entry, because: "\(error)")
         }
@@ -190,8 +205,35 @@ public final class OutboxForwarder {
                            metadata: ["gateway": "\(link.currentAddress)", "error": "\(reason)", "times": "\(count)"])
         }
         requeue(entry)
+        pause(ms: OutboxForwarder.retryPauseMs)
+    }
+
+    /// A gateway's BUSY, with other addresses to try: the push goes again through the next
+    /// one, once the pushes still outstanding here are answered (`ServerLink.moveOn`); the
+    /// BUSYs of those pushes only requeue theirs.
+    private func moveOn(_ entry: OutboxEntry, because text: String?) {
+        metrics.retries.increment()
+        requeue(entry)
+        let from = link.currentAddress
+        let nowMs = Clocks.monotonicMilliseconds()
+        // Not ready: already moving on, and this BUSY is of a push sent before.
+        guard link.isReady else { return }
+        guard busyPauses?.busy(at: from, nowMs: nowMs) == true else {
+            // A BUSY within this address's pause, which the link did not leave: try again later.
+            return pause(ms: OutboxForwarder.retryPauseMs)
+        }
+        metrics.busyMoves.increment()
+        wasUp = false
+        if let count = busyLog.event(nowMs: nowMs) {
+            logger.info("a gateway answered a SEND's push BUSY; handing the pushes of SENDs to the next gateway",
+                        metadata: ["gateway": "\(from)", "error": "\(text ?? "BUSY")", "times": "\(count)"])
+        }
+        link.moveOn()
+    }
+
+    private func pause(ms: Int) {
         guard pauseTimer == nil else { return }
-        pauseTimer = loop.schedule(after: .milliseconds(OutboxForwarder.retryPauseMs)) { [weak self] in
+        pauseTimer = loop.schedule(after: .milliseconds(ms)) { [weak self] in
             self?.pauseTimer = nil
             self?.pump()
         }
@@ -244,11 +286,7 @@ public final class OutboxForwarder {
         case .failure(let error):
             // Read again after the pause; the pushes stay in the outbox meanwhile.
             logger.warning("cannot read the outbox; trying again", metadata: ["error": "\(error)"])
-            guard pauseTimer == nil else { return }
-            pauseTimer = loop.schedule(after: .milliseconds(OutboxForwarder.retryPauseMs)) { [weak self] in
-                self?.pauseTimer = nil
-                self?.pump()
-            }
+            pause(ms: OutboxForwarder.retryPauseMs)
         }
     }
 
@@ -309,43 +347,5 @@ public final class OutboxForwarder {
         guard oldest != .max else { return 0 }
         let now = wallClock()
         return now > oldest ? Double(now - oldest) / 1000 : 0
-    }
-}
-
-/// The outbox's metrics, one set per loop (summed over loops, but for the oldest age and the
-/// link, which carry the loop's number).
-public final class OutboxMetrics {
-    public let forwarded: MetricCounter
-    public let retries: MetricCounter
-    public let expired: MetricCounter
-    public let recalled: MetricCounter
-    public let latency: LatencyHistogram
-    public let linkUp: MetricGauge
-    private let registry: MetricsRegistry
-    private let loopLabel: MetricsRegistry.Labels
-
-    public init(registry: MetricsRegistry, loop: Int?) {
-        self.registry = registry
-        let prefix = "securepush_store_outbox"
-        loopLabel = loop.map { [("loop", "\($0)")] } ?? []
-        forwarded = registry.counter("\(prefix)_forwarded_total", help: "Pushes of SENDs a gateway answered with PUSH_ACK.")
-        retries = registry.counter("\(prefix)_retries_total",
-                                   help: "Pushes of SENDs a gateway answered with an ERROR, to be sent again after a pause.")
-        expired = registry.counter("\(prefix)_expired_total",
-                                   help: "Pushes of SENDs dropped unsent because their payload expired while no gateway took them.")
-        recalled = registry.counter("\(prefix)_recalled_total",
-                                    help: "Pushes of SENDs dropped unsent because their payload was recalled while no gateway had taken them.")
-        latency = registry.histogram("\(prefix)_forward_latency_seconds",
-                                     help: "From a SEND's payload being stored to a gateway's PUSH_ACK for its push, in seconds.")
-        linkUp = registry.gauge("\(prefix)_gateway_link_up", help: "1 while this loop is connected to a gateway, else 0.",
-                                labels: loopLabel)
-    }
-
-    func collect(depth: @escaping () -> Double, oldestAge: @escaping () -> Double) {
-        registry.gauge("securepush_store_outbox_depth",
-                       help: "Pushes of SENDs committed and not yet answered by a gateway (PUSH_ACK).", collect: depth)
-        registry.gauge("securepush_store_outbox_oldest_age_seconds",
-                       help: "Age of the oldest push of a SEND not yet answered by a gateway, in seconds (0 when none waits).",
-                       labels: loopLabel, collect: oldestAge)
     }
 }

@@ -52,7 +52,7 @@ struct StoreCommand: ParsableCommand {
     var maxConnections: Int?
     @Option(help: ArgumentHelp("""
         Hand the pushes of SENDs to this gateway, connecting as a provider; several nodes of one cluster may be given \
-        as HOST:PORT,HOST:PORT, used one at a time. A SEND's payload and push are committed together and the push is \
+        as HOST:PORT,HOST:PORT, used one at a time (the next when one fails or answers BUSY). A SEND's payload and push are committed together and the push is \
         kept until a gateway has taken it, across restarts (default: store.gateway in the config file; without it, the \
         store refuses SEND and providers use STORE and PUSH).
         """, valueName: "host:port"), transform: parseGatewayAddresses)

@@ -80,6 +80,23 @@ struct StoreFailoverListTests {
         #expect(rotation.index == 0, "wrapped around to the first address")
     }
 
+    @Test("moving on (a BUSY the owner would rather take elsewhere) goes to the next address, wrapping, and a failure there starts a new round")
+    func movedOn() {
+        var rotation = AddressRotation(count: 2)
+        rotation.random = { $0.upperBound }
+        rotation.connected()
+        rotation.movedOn()
+        #expect(rotation.index == 1)
+        // The next address refuses: back to the first at once, not after a backoff.
+        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 0, everyAddressFailed: false))
+        #expect(rotation.index == 0)
+        rotation.connected()
+        rotation.movedOn()
+        rotation.connected()
+        rotation.movedOn()
+        #expect(rotation.index == 0, "wrapped around")
+    }
+
     @Test("with one address every failure is a round: the backoff a single-address link always had")
     func singleAddress() {
         var rotation = AddressRotation(count: 1)

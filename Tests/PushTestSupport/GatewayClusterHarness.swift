@@ -37,6 +37,9 @@ public final class GatewayClusterHarness {
     /// With `storeForwards`, each node's port, fixed before the store starts (it is given
     /// them all) and kept across a restart.
     private let nodePorts: [Int]?
+    /// The relays of the nodes that reach the nats-server through one (`natsRelayed`), by
+    /// index: `cut()` cuts that node alone off from NATS.
+    public let natsRelays: [Int: TCPRelay]
 
     public var directory: String { deployment.directory }
 
@@ -45,22 +48,29 @@ public final class GatewayClusterHarness {
     ///   - gatewayArguments: passed to every node (e.g. `--queue-capacity 2`).
     ///   - storeForwards: the store hands SENDs' pushes to the nodes (`store --gateway`
     ///     with every node's address, the first first), and serves /metrics.
+    ///   - storeGateways: with `storeForwards`, the nodes whose addresses the store is
+    ///     given, in that order (nil: every node).
+    ///   - natsRelayed: nodes that reach the nats-server through a `TCPRelay` of their own.
     ///   - natsSecurity: TLS and authentication the nats-server asks for (the nodes' own
     ///     flags for them go in `gatewayArguments`).
     public init(nodes count: Int = 3, loops: Int = 1, users: [String] = ["alice"], devices: [ClusterDevice] = [],
-                gatewayArguments: [String] = [], storeForwards: Bool = false,
-                natsSecurity: NATSServerSecurity = NATSServerSecurity()) throws {
+                gatewayArguments: [String] = [], storeForwards: Bool = false, storeGateways: [Int]? = nil,
+                natsRelayed: Set<Int> = [], natsSecurity: NATSServerSecurity = NATSServerSecurity()) throws {
         deployment = try TemporaryDeployment(commandLine: true)
         for user in users { try deployment.addUser(user, password: GatewayClusterHarness.password(of: user)) }
         for device in devices {
             registrations[device.id] = try deployment.enroll(device.id, user: device.user, tags: device.tags)
         }
         nats = try NATSServer(security: natsSecurity)
+        var relays: [Int: TCPRelay] = [:]
+        for index in natsRelayed { relays[index] = try TCPRelay(to: nats.port) }
+        natsRelays = relays
         if storeForwards {
             let ports = try (0..<count).map { _ in try freeLoopbackPort() }
             nodePorts = ports
+            let given = storeGateways.map { $0.map { ports[$0] } } ?? ports
             store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--metrics", "127.0.0.1:0", "--loops", "1",
-                                        "--gateway", ports.map { "127.0.0.1:\($0)" }.joined(separator: ",")])
+                                        "--gateway", given.map { "127.0.0.1:\($0)" }.joined(separator: ",")])
         } else {
             nodePorts = nil
             store = try ServiceProcess(["store", "--data-dir", deployment.directory])
@@ -77,9 +87,11 @@ public final class GatewayClusterHarness {
     public static func password(of user: String) -> String { "\(user)-pw" }
 
     private func startNode(_ name: String) throws -> ServiceProcess {
-        let port = names.firstIndex(of: name).flatMap { nodePorts?[$0] } ?? 0
+        let index = names.firstIndex(of: name)
+        let port = index.flatMap { nodePorts?[$0] } ?? 0
+        let natsURL = index.flatMap { natsRelays[$0]?.url } ?? nats.url
         return try ServiceProcess(["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)",
-                                   "--cluster", nats.url, "--node", name, "--loops", "\(loops)", "--metrics", "127.0.0.1:0"] + gatewayArguments,
+                                   "--cluster", natsURL, "--node", name, "--loops", "\(loops)", "--metrics", "127.0.0.1:0"] + gatewayArguments,
                                   listen: "127.0.0.1:\(port)")
     }
 
@@ -179,6 +191,7 @@ public final class GatewayClusterHarness {
         for node in running { node.child.signal(SIGTERM) }
         for node in running where node.child.wait(seconds: 15) == nil { node.killHard() }
         _ = store.terminate()
+        for relay in natsRelays.values { relay.cut() }
     }
 
     /// The end of every live node's log and the nats-server's, for failure messages.

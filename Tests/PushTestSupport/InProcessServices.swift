@@ -67,6 +67,11 @@ public final class InProcessGateway: ReachableService {
     /// Runs `body` on the gateway's loop and waits for it; nil once stopped.
     public func onLoop<T>(_ body: @escaping @Sendable (GatewayService) -> T) -> T? { hosted.onLoop(body) }
 
+    /// PUSH requests it accepted from providers so far.
+    public var pushesAccepted: UInt64 {
+        onLoop { $0.logic.metrics.pushesAccepted.value } ?? 0
+    }
+
     /// Whether the gateway has seen `device` connect and is holding a link to it now.
     public func isOnline(_ device: String) -> Bool {
         onLoop { $0.logic.devices[device]?.isOnline ?? false } ?? false
