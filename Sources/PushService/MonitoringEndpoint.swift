@@ -22,7 +22,9 @@ public enum Readiness: Equatable, Sendable {
 /// `Connection: close` and the connection closes after it: one request per connection.
 /// It is served by `HTTPServer` (evhttp), whose own answers (400 for what it cannot parse
 /// or a head over `limits.maxHeaderBytes`, 413 for a body over `limits.maxBodyBytes`, 503
-/// over `maxConnections`) and request deadline apply; see there.
+/// over `maxConnections`) and request deadline apply; see there. Those refusals are counted
+/// in `metrics` as `securepush_monitoring_refused_at_cap_total` and
+/// `securepush_monitoring_deadline_closes_total`.
 ///
 /// While listening, the endpoint's server is kept alive by the loop; `stop()` (or the
 /// loop shutting down) ends that.
@@ -57,11 +59,19 @@ public final class MonitoringEndpoint {
                 readiness: @escaping () -> Readiness) throws(EventLoopError) {
         let pages = MonitoringPages(metrics: metrics, others: others, othersTimeout: othersTimeout,
                                     callingLoop: loop.handle, readiness: readiness)
-        server = try HTTPServer(loop: loop, host: host, port: port, tls: nil, limits: limits,
-                                gate: HTTPConnectionGate(maxConnections: maxConnections)) { request in
+        let server = try HTTPServer(loop: loop, host: host, port: port, tls: nil, limits: limits,
+                                    gate: HTTPConnectionGate(maxConnections: maxConnections)) { request in
             pages.answer(request.method, request.path).send(to: request)
         }
+        self.server = server
+        // One endpoint per registry; a second one's refusals would go uncounted.
+        if !metrics.contains(MonitoringEndpoint.refusedMetric) {
+            metrics.watchRefusals(of: server, prefix: "securepush_monitoring", connections: "Monitoring endpoint",
+                                  cap: "its connection cap")
+        }
     }
+
+    static let refusedMetric = "securepush_monitoring_refused_at_cap_total"
 
     /// Stops listening and closes open connections. Idempotent.
     public func stop() {

@@ -60,14 +60,7 @@ final class StoreHTTPMetrics {
 
     /// Counters the loop's server keeps.
     func watch(_ http: HTTPServer) {
-        registry.counter("securepush_store_http_refused_at_cap_total",
-                         help: "HTTP API connections answered 503 and closed because the HTTP connection cap was reached.") {
-            Double(http.refusedAtCap)
-        }
-        registry.counter("securepush_store_http_deadline_closes_total",
-                         help: "HTTP API connections closed because a request did not arrive whole within the request deadline.") {
-            Double(http.closedAtDeadline)
-        }
+        registry.watchRefusals(of: http, prefix: "securepush_store_http", connections: "HTTP API", cap: "the HTTP connection cap")
     }
 
     func answered(route: ProviderAPIRoute?, status: Int, provider: String?) {
