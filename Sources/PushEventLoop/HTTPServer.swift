@@ -4,8 +4,9 @@ import Glibc
 /// An HTTP/1.1 server on one loop: libevent's evhttp, which parses requests, writes
 /// responses and owns each connection. Loop-confined, like Listener.
 ///
-/// evhttp answers some requests itself, with `Connection: close`, a small HTML body
-/// (`Content-Type: text/html`) and the connection closed after; the handler never sees them:
+/// evhttp answers some requests itself, with `Connection: close` and the connection closed
+/// after, the body its small HTML page unless `errorPages` replaces it (see there); the
+/// handler never sees them:
 /// - a request line or header it cannot parse, an HTTP version other than 1.x, or a head
 ///   over `maxHeaderBytes`: 400;
 /// - a body over `maxBodyBytes`, announced by Content-Length (even with
@@ -17,8 +18,8 @@ import Glibc
 /// (`http://host/p`) gives `/p`.
 ///
 /// Connections: each takes a place in the `gate` from accept until evhttp frees it. Over
-/// the cap, a plain connection gets a fixed 503 (problem+json, code BUSY, Retry-After: 1)
-/// and is closed; a TLS one is closed. A request must arrive whole within
+/// the cap, a plain connection gets a fixed 503 (`errorPages`', or problem+json with code
+/// BUSY; Retry-After: 1) and is closed; a TLS one is closed. A request must arrive whole within
 /// `requestDeadline` of the connection opening or of the previous response being handed
 /// over, else the connection is shut down; the time the handler holds a request does not
 /// count.
@@ -27,6 +28,9 @@ public final class HTTPServer: LoopResource {
     public let limits: HTTPServerLimits
     public let tls: TLSContext?
     private let gate: HTTPConnectionGate
+    /// nil: evhttp's own HTML pages are left as they are.
+    let errorPages: HTTPErrorPages?
+    let busyResponse: [UInt8]
     /// Dropped at stop(), so a handler that holds the server makes no cycle.
     private var handle: ((HTTPServerRequest) -> Void)?
     private var http: OpaquePointer?
@@ -38,6 +42,10 @@ public final class HTTPServer: LoopResource {
     /// Accepted, and not yet given their evhttp connection (see `adoptNew`).
     private var unadopted: [HTTPServerConnection] = []
     private var adoptEvent: OpaquePointer?
+    /// Connections whose output evhttp wrote to, to be looked at on this pass (see
+    /// `HTTPErrorPages`).
+    private var pendingOutput: [HTTPServerConnection] = []
+    private var rewriteEvent: OpaquePointer?
     /// Connections refused at the gate's cap.
     public private(set) var refusedAtCap: UInt64 = 0
     /// Connections closed by `requestDeadline`.
@@ -52,36 +60,41 @@ public final class HTTPServer: LoopResource {
     /// (0 = any free port).
     public convenience init(
         loop: EventLoop, host: String, port: Int, tls: TLSContext?, limits: HTTPServerLimits,
-        gate: HTTPConnectionGate, handle: @escaping (HTTPServerRequest) -> Void
+        gate: HTTPConnectionGate, errorPages: HTTPErrorPages? = nil, handle: @escaping (HTTPServerRequest) -> Void
     ) throws(EventLoopError) {
         guard loop.acceptsNewResources else { throw .libevent("the event loop has shut down") }
         let resolved = try SocketAddress.resolve(host: host, port: port, forListening: true)
         guard !resolved.isEmpty else { throw .invalidAddress(host) }
         let bound = try Listener.bindAll(resolved)
-        try self.init(loop: loop, sockets: bound, tls: tls, shared: false, limits: limits, gate: gate, handle: handle)
+        try self.init(loop: loop, sockets: bound, tls: tls, shared: false, limits: limits, gate: gate, errorPages: errorPages,
+                      handle: handle)
     }
 
     /// Accepts on `loop` from the same listening sockets as another HTTPServer (on
     /// another loop thread), with its TLS context; like Listener(loop:sharing:onAccept:).
     public convenience init(
         loop: EventLoop, sharing shared: SharedListenSockets, limits: HTTPServerLimits,
-        gate: HTTPConnectionGate, handle: @escaping (HTTPServerRequest) -> Void
+        gate: HTTPConnectionGate, errorPages: HTTPErrorPages? = nil, handle: @escaping (HTTPServerRequest) -> Void
     ) throws(EventLoopError) {
         guard loop.acceptsNewResources else { throw .libevent("the event loop has shut down") }
         let copies = try Listener.duplicate(shared.descriptors)
         let bound = zip(copies, shared.addresses).map { Listener.BoundSocket(fd: $0, address: $1) }
-        try self.init(loop: loop, sockets: bound, tls: shared.tls, shared: true, limits: limits, gate: gate, handle: handle)
+        try self.init(loop: loop, sockets: bound, tls: shared.tls, shared: true, limits: limits, gate: gate,
+                      errorPages: errorPages, handle: handle)
     }
 
     /// Serves on `bound` (closed here on failure); shared sockets listen already.
     private init(
         loop: EventLoop, sockets bound: [Listener.BoundSocket], tls: TLSContext?, shared: Bool,
-        limits: HTTPServerLimits, gate: HTTPConnectionGate, handle: @escaping (HTTPServerRequest) -> Void
+        limits: HTTPServerLimits, gate: HTTPConnectionGate, errorPages: HTTPErrorPages?,
+        handle: @escaping (HTTPServerRequest) -> Void
     ) throws(EventLoopError) {
         self.loop = loop
         self.limits = limits
         self.tls = tls
         self.gate = gate
+        self.errorPages = errorPages
+        busyResponse = errorPages?.busyResponse() ?? HTTPServerConnection.busyResponse
         self.handle = handle
         self.addresses = bound.map(\.address)
         self.isShared = shared
@@ -92,6 +105,9 @@ public final class HTTPServer: LoopResource {
         }
         self.http = http
         adoptEvent = event_new(loop.base, -1, 0, httpAdoptCallback, Unmanaged.passUnretained(self).toOpaque())
+        if errorPages != nil {
+            rewriteEvent = event_new(loop.base, -1, 0, httpRewriteCallback, Unmanaged.passUnretained(self).toOpaque())
+        }
         configure(http)
         for socket in bound {
             // Not LEV_OPT_CLOSE_ON_FREE: `stop()` closes the sockets itself (see there).
@@ -104,6 +120,7 @@ public final class HTTPServer: LoopResource {
                 evhttp_free(http)
                 self.http = nil
                 if let adoptEvent { event_free(adoptEvent) }
+                if let rewriteEvent { event_free(rewriteEvent) }
                 for fd in sockets { Glibc.close(fd) }
                 throw .system(operation: "listen \(socket.address)", errno: code)
             }
@@ -146,6 +163,9 @@ public final class HTTPServer: LoopResource {
         unadopted = []
         if let adoptEvent { event_free(adoptEvent) }
         adoptEvent = nil
+        pendingOutput = []
+        if let rewriteEvent { event_free(rewriteEvent) }
+        rewriteEvent = nil
         // evhttp_free runs the close callback of the adopted connections (kept alive for
         // it); this also covers the others.
         let open = Array(connections.values)
@@ -203,6 +223,21 @@ public final class HTTPServer: LoopResource {
         for connection in batch { connection.adopt(loop: loop, deadline: limits.requestDeadline) }
     }
 
+    /// evhttp wrote to `connection`'s output: looked at once the callback writing is over,
+    /// still before the loop waits again and so before any of it reaches the socket (the
+    /// bufferevent writes only when the socket is reported writable).
+    func outputWritten(by connection: HTTPServerConnection) {
+        pendingOutput.append(connection)
+        if pendingOutput.count == 1, let rewriteEvent { event_active(rewriteEvent, Int32(sp_EV_TIMEOUT), 0) }
+    }
+
+    fileprivate func rewriteWritten() {
+        let batch = pendingOutput
+        pendingOutput = []
+        guard let errorPages else { return }
+        for connection in batch { connection.replaceErrorPage(errorPages) }
+    }
+
     fileprivate func received(_ raw: OpaquePointer) {
         guard let evcon = evhttp_request_get_connection(raw),
               let bev = evhttp_connection_get_bufferevent(evcon),
@@ -244,6 +279,12 @@ private func httpAdoptCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMuta
     guard let context else { return }
     let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
     withExtendedLifetime(server) { server.adoptNew() }
+}
+
+private func httpRewriteCallback(_ fd: Int32, _ what: Int16, _ context: UnsafeMutableRawPointer?) {
+    guard let context else { return }
+    let server = Unmanaged<HTTPServer>.fromOpaque(context).takeUnretainedValue()
+    withExtendedLifetime(server) { server.rewriteWritten() }
 }
 
 private func httpRequestCallback(_ raw: OpaquePointer?, _ context: UnsafeMutableRawPointer?) {

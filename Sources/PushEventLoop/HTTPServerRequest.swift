@@ -84,7 +84,9 @@ public final class HTTPServerRequest {
         // frees the request.
         // A reason with a line break would let the caller write headers of its own.
         let phrase = reason.map { String($0.filter { $0 != "\r" && $0 != "\n" }) }
+        connection?.writingOwn = true
         evhttp_send_reply(raw, code, phrase, nil)
+        connection?.writingOwn = false
         connection?.responseHandedOver()
     }
 

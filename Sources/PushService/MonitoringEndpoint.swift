@@ -22,8 +22,8 @@ public enum Readiness: Equatable, Sendable {
 /// `Connection: close` and the connection closes after it: one request per connection.
 /// It is served by `HTTPServer` (evhttp), whose own answers (400 for what it cannot parse
 /// or a head over `limits.maxHeaderBytes`, 413 for a body over `limits.maxBodyBytes`, 503
-/// over `maxConnections`) and request deadline apply; see there. Those refusals are counted
-/// in `metrics` as `securepush_monitoring_refused_at_cap_total` and
+/// over `maxConnections`; in plain text here) and request deadline apply; see there. Those
+/// refusals are counted in `metrics` as `securepush_monitoring_refused_at_cap_total` and
 /// `securepush_monitoring_deadline_closes_total`.
 ///
 /// While listening, the endpoint's server is kept alive by the loop; `stop()` (or the
@@ -60,7 +60,8 @@ public final class MonitoringEndpoint {
         let pages = MonitoringPages(metrics: metrics, others: others, othersTimeout: othersTimeout,
                                     callingLoop: loop.handle, readiness: readiness)
         let server = try HTTPServer(loop: loop, host: host, port: port, tls: nil, limits: limits,
-                                    gate: HTTPConnectionGate(maxConnections: maxConnections)) { request in
+                                    gate: HTTPConnectionGate(maxConnections: maxConnections),
+                                    errorPages: MonitoringEndpoint.errorPages) { request in
             pages.answer(request.method, request.path).send(to: request)
         }
         self.server = server
@@ -72,6 +73,11 @@ public final class MonitoringEndpoint {
     }
 
     static let refusedMetric = "securepush_monitoring_refused_at_cap_total"
+
+    /// The server's own answers (400, 413, 417, 503 at the cap) in plain text, like the pages'.
+    static let errorPages = HTTPErrorPages(contentType: "text/plain; charset=utf-8") { status, reason in
+        Array((status == 503 ? "too many open connections, retry later\n" : reason.lowercased() + "\n").utf8)
+    }
 
     /// Stops listening and closes open connections. Idempotent.
     public func stop() {

@@ -91,7 +91,7 @@ struct MonitoringHTTPTests {
         }
     }
 
-    /// evhttp answers these itself: 400, with a small HTML body.
+    /// evhttp answers these itself: 400, its HTML page replaced by plain text.
     @Test("a head over 8 KiB is refused with 400 without waiting for its end")
     func oversizeHead() throws {
         let monitor = try MonitorUnderTest()
@@ -109,7 +109,10 @@ struct MonitoringHTTPTests {
     ])
     func malformed(request: String) throws {
         let monitor = try MonitorUnderTest()
-        #expect(try monitor.exchange(request).status == 400, "\(request.debugDescription)")
+        let response = try monitor.exchange(request)
+        #expect(response.status == 400, "\(request.debugDescription)")
+        #expect(response.headers["content-type"] == "text/plain; charset=utf-8" && response.text == "bad request\n",
+                "\(request.debugDescription): \(response.text)")
     }
 
     /// evhttp passes these on rather than answering 400; the path decides, and serves none.
@@ -144,6 +147,7 @@ struct MonitoringHTTPTests {
                 let refused = try third.readResponse()
                 #expect(refused.status == 503)
                 #expect(refused.headers["connection"] == "close")
+                #expect(refused.headers["content-type"] == "text/plain; charset=utf-8" && refused.headers["retry-after"] == "1")
                 #expect(third.waitForClose())
             }
         }

@@ -1,5 +1,6 @@
 import FoundationEssentials
 import PushClock
+import PushEventLoop
 import PushWire
 
 /// An error answer of the HTTP provider API: an RFC 9457 problem document
@@ -75,11 +76,28 @@ struct ProviderAPIProblem: Error, Equatable {
         case 410: "Gone"
         case 413: "Content Too Large"
         case 415: "Unsupported Media Type"
+        case 417: "Expectation Failed"
         case 422: "Unprocessable Content"
         case 429: "Too Many Requests"
         case 503: "Service Unavailable"
         default: "Internal Server Error"
         }
+    }
+}
+
+extension ProviderAPIProblem {
+    /// What the HTTP server answers itself, as problem documents: a request evhttp cannot
+    /// read (400), a body over the limit (413), an `Expect` other than 100-continue (417),
+    /// a connection over the cap (503).
+    static let errorPages = HTTPErrorPages(contentType: "application/problem+json") { status, _ in
+        let problem = switch status {
+        case 413: ProviderAPIProblem(413, Status.tooLarge.name, "the request body is over the size limit")
+        case 417: ProviderAPIProblem(417, Status.badRequest.name, "the only expectation served is 100-continue")
+        case 503: ProviderAPIProblem(503, Status.busy.name, "too many open connections, retry later")
+        default: ProviderAPIProblem(status, Status.badRequest.name,
+                                    "not an HTTP/1.x request this server can read, or its head is over the size limit")
+        }
+        return problem.body
     }
 }
 

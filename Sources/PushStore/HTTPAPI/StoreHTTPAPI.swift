@@ -48,10 +48,12 @@ final class StoreHTTPAPI {
         var handler: ((HTTPServerRequest) -> Void)?
         let handle: (HTTPServerRequest) -> Void = { request in handler?(request) }
         if let sockets = shared.sockets {
-            http = try HTTPServer(loop: loop, sharing: sockets, limits: configuration.limits, gate: shared.gate, handle: handle)
+            http = try HTTPServer(loop: loop, sharing: sockets, limits: configuration.limits, gate: shared.gate,
+                                  errorPages: ProviderAPIProblem.errorPages, handle: handle)
         } else {
             http = try HTTPServer(loop: loop, host: configuration.host, port: configuration.port, tls: tls,
-                                  limits: configuration.limits, gate: shared.gate, handle: handle)
+                                  limits: configuration.limits, gate: shared.gate, errorPages: ProviderAPIProblem.errorPages,
+                                  handle: handle)
             shared.sockets = try http.sharedSockets()
         }
         metrics.watch(http)
