@@ -300,7 +300,7 @@ private struct UncheckedBox<Value>: @unchecked Sendable {
     init(_ value: Value) { self.value = value }
 }
 
-private final class TemporaryDirectory {
+final class TemporaryDirectory {
     let path: String
     init() throws {
         var template = Array("/tmp/http-tests-XXXXXX".utf8CString)
@@ -314,7 +314,7 @@ private final class TemporaryDirectory {
 }
 
 /// curl's standard output; fails unless it exits 0.
-private func runCurl(_ arguments: [String]) throws -> String {
+func runCurl(_ arguments: [String]) throws -> String {
     var pipeFDs: [Int32] = [0, 0]
     guard pipe(&pipeFDs) == 0 else { throw EventLoopError.system(operation: "pipe", errno: errno) }
     var actions = posix_spawn_file_actions_t()

@@ -17,7 +17,7 @@ final class HTTPTestServer: @unchecked Sendable {
 
     init(
         limits: HTTPServerLimits = HTTPServerLimits(), gate: HTTPConnectionGate = HTTPConnectionGate(maxConnections: 100),
-        tls: TLSContext? = nil, host: String = "127.0.0.1", sharing: SharedListenSockets? = nil,
+        tls: TLSContext? = nil, host: String = "127.0.0.1", sharing: SharedListenSockets? = nil, errorPages: HTTPErrorPages? = nil,
         handler: @escaping @Sendable (EventLoop, HTTPServerRequest) -> Void = { _, request in echo(request) }
     ) throws {
         self.gate = gate
@@ -31,9 +31,10 @@ final class HTTPTestServer: @unchecked Sendable {
                     handler(loop, request)
                 }
                 let made = if let sharing {
-                    try HTTPServer(loop: loop, sharing: sharing, limits: limits, gate: gate, handle: handle)
+                    try HTTPServer(loop: loop, sharing: sharing, limits: limits, gate: gate, errorPages: errorPages, handle: handle)
                 } else {
-                    try HTTPServer(loop: loop, host: host, port: 0, tls: tls, limits: limits, gate: gate, handle: handle)
+                    try HTTPServer(loop: loop, host: host, port: 0, tls: tls, limits: limits, gate: gate, errorPages: errorPages,
+                                   handle: handle)
                 }
                 server = made
                 port = made.port
