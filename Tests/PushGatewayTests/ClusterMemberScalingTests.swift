@@ -1,0 +1,120 @@
+import Foundation
+import Testing
+import PushClient
+import PushTestSupport
+import PushWire
+
+/// What grows with a cluster's members (issue 25): each loop of a node is a member with a
+/// NATS connection of its own, but the node sends one heartbeat for all of them
+/// (CLUSTER.md, "One heartbeat per node"). The nats-server's monitoring endpoint counts
+/// what travels; the cluster idles while it does (no devices, no pushes).
+@Suite("Cluster heartbeats per node, not per member, every part a process", .serialized, .enabled(if: NATSServer.testsEnabled))
+struct ClusterMemberScalingTests {
+    /// The nats-server's counters (/varz), and each connection's published messages by name (/connz).
+    struct NATSCounts {
+        var inMsgs: Double
+        var outMsgs: Double
+        var publishedBy: [String: Double]
+
+        init(_ nats: NATSServer) throws {
+            let varz = try Self.json(nats, "/varz")
+            inMsgs = (varz["in_msgs"] as? NSNumber)?.doubleValue ?? -1
+            outMsgs = (varz["out_msgs"] as? NSNumber)?.doubleValue ?? -1
+            let connz = try Self.json(nats, "/connz?limit=1024")
+            publishedBy = [:]
+            for connection in connz["connections"] as? [[String: Any]] ?? [] {
+                guard let name = connection["name"] as? String else { continue }
+                publishedBy[name] = (connection["in_msgs"] as? NSNumber)?.doubleValue ?? -1
+            }
+        }
+
+        static func json(_ nats: NATSServer, _ path: String) throws -> [String: Any] {
+            // HTTPGet's HTTP/1.1 request leaves nats-server's connection open for seconds:
+            // this one asks it to close, so the counters are read when asked for.
+            let client = try BlockingWireClient(host: "127.0.0.1", port: nats.monitorPort)
+            try client.sendRaw(Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".utf8))
+            let response = client.readAll()
+            guard let end = response.range(of: "\r\n\r\n") else { throw ServiceError.failed("no HTTP response head: \(response)") }
+            let chunked = response[..<end.lowerBound].lowercased().contains("transfer-encoding: chunked")
+            let rest = String(response[end.upperBound...])
+            let body = chunked ? dechunked(rest) : rest
+            return try JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any] ?? [:]
+        }
+
+        /// An HTTP/1.1 chunked body's data.
+        static func dechunked(_ body: String) -> String {
+            var bytes = Array(body.utf8)[...]
+            var out: [UInt8] = []
+            while let lineEnd = bytes.firstIndex(of: UInt8(ascii: "\r")),
+                  let size = Int(String(decoding: bytes[bytes.startIndex..<lineEnd], as: UTF8.self), radix: 16), size > 0 {
+                let start = lineEnd + 2
+                guard start + size <= bytes.endIndex else { break }
+                out += bytes[start..<start + size]
+                bytes = bytes[min(bytes.endIndex, start + size + 2)...]
+            }
+            return String(decoding: out, as: UTF8.self)
+        }
+    }
+
+    /// Messages a second through the nats-server over `seconds` of an idle cluster that formed.
+    static func idleRates(_ cluster: GatewayClusterHarness, seconds: Double = 5) throws -> (published: Double, delivered: Double, before: NATSCounts, after: NATSCounts) {
+        // Presence asked and answered at start-up is over by now.
+        Thread.sleep(forTimeInterval: 2)
+        let before = try NATSCounts(cluster.nats)
+        Thread.sleep(forTimeInterval: seconds)
+        let after = try NATSCounts(cluster.nats)
+        return ((after.inMsgs - before.inMsgs) / seconds, (after.outMsgs - before.outMsgs) / seconds, before, after)
+    }
+
+    @Test("an idle cluster's NATS messages grow with nodes × members, not members²: 2 nodes × 4 loops and 1 node × 8 loops",
+          arguments: [(2, 4), (1, 8)])
+    func heartbeatDeliveries(nodes: Int, loops: Int) throws {
+        let cluster = try startCluster(nodes: nodes, loops: loops, devices: [])
+        let members = Double(nodes * loops)
+        let rates = try Self.idleRates(cluster)
+        print("NATS messages/s, idle cluster of \(nodes) node(s) × \(loops) loops: published \(rates.published), delivered \(rates.delivered)")
+        // One heartbeat a node a second, to every member; per member it was members².
+        #expect(rates.published <= Double(nodes) + 1, "\(rates.published) published/s")
+        #expect(rates.delivered <= Double(nodes) * members + 4, "\(rates.delivered) delivered/s; per-member heartbeats deliver \(members * members)")
+        #expect(cluster.liveIndices.allSatisfy { cluster.isReady($0) })
+    }
+
+    @Test("2 nodes of 2 loops: the cluster forms, delivers across nodes, only loop 0 sends heartbeats, a killed node is dropped within the timeout")
+    func twoNodesOfTwoLoops() throws {
+        let ids = ClusterLoopsProcessTests.ids("phone", perLoop: 1).flatMap { $0 }
+        let cluster = try startCluster(nodes: 2, loops: 2, devices: ids.map { ClusterDevice($0) })
+        // Devices on both loops of g2, pushed via g1.
+        var clients: [String: BlockingWireClient] = [:]
+        for id in ids {
+            clients[id] = try cluster.connectDevice(id, to: 1)
+            try cluster.waitUntilEveryNodeRoutes(to: id)
+            #expect(clients[id]?.drain() == [], "the probes acknowledged")
+        }
+        for id in ids {
+            #expect(try cluster.provider(via: 0).push(.device(id), id: "to-\(id)") == PushAck(written: 1, queued: 0), "\(cluster.diagnostics())")
+            #expect(try clients[id]?.nextFrame() == .push("to-\(id)"))
+        }
+
+        // Idle, each node's loop 1 publishes nothing: its node's heartbeat speaks for it.
+        let rates = try Self.idleRates(cluster, seconds: 3)
+        for name in ["g1", "g2"] {
+            let loop1 = "securepush-gateway-\(name)~1"
+            let published = (rates.after.publishedBy[loop1] ?? -1) - (rates.before.publishedBy[loop1] ?? 0)
+            #expect(published == 0, "\(loop1) published \(published) in 3 s: \(rates.after.publishedBy)")
+            let loop0 = "securepush-gateway-\(name)"
+            let beats = (rates.after.publishedBy[loop0] ?? 0) - (rates.before.publishedBy[loop0] ?? 0)
+            #expect((2...4).contains(beats), "\(loop0) published \(beats) heartbeats in 3 s: \(rates.before.publishedBy) then \(rates.after.publishedBy)")
+        }
+
+        // Killed, g2 and both its loops are dropped within the node timeout (3 s) and a beat.
+        cluster.kill(1)
+        let start = Date()
+        #expect(waitUntil(timeoutSeconds: 6) { cluster.metric(0, "securepush_gateway_cluster_nodes") == 1 }, "\(cluster.diagnostics())")
+        #expect(Date().timeIntervalSince(start) < 5)
+        for id in ids {
+            // Both of g2's members taken for dead: queued, not forwarded to a dead node.
+            let ack = try cluster.provider(via: 0).push(.device(id), id: "after-kill-\(id)")
+            #expect(ack == PushAck(written: 0, queued: 1), "\(id): \(cluster.diagnostics())")
+        }
+    }
+}
