@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import PushClient
+import PushGateway
 import PushTestSupport
 import PushWire
 
@@ -15,16 +16,23 @@ struct ClusterMemberScalingTests {
         var inMsgs: Double
         var outMsgs: Double
         var publishedBy: [String: Double]
+        /// Presence messages NATS delivered to each connection, by name.
+        var presenceTo: [String: Double]
 
         init(_ nats: NATSServer) throws {
             let varz = try Self.json(nats, "/varz")
             inMsgs = (varz["in_msgs"] as? NSNumber)?.doubleValue ?? -1
             outMsgs = (varz["out_msgs"] as? NSNumber)?.doubleValue ?? -1
-            let connz = try Self.json(nats, "/connz?limit=1024")
+            let connz = try Self.json(nats, "/connz?limit=1024&subs=detail")
             publishedBy = [:]
+            presenceTo = [:]
             for connection in connz["connections"] as? [[String: Any]] ?? [] {
                 guard let name = connection["name"] as? String else { continue }
                 publishedBy[name] = (connection["in_msgs"] as? NSNumber)?.doubleValue ?? -1
+                for subscription in connection["subscriptions_list_detail"] as? [[String: Any]] ?? [] {
+                    guard (subscription["subject"] as? String)?.hasPrefix("securepush.presence") == true else { continue }
+                    presenceTo[name, default: 0] += (subscription["msgs"] as? NSNumber)?.doubleValue ?? 0
+                }
             }
         }
 
@@ -118,5 +126,34 @@ struct ClusterMemberScalingTests {
             let ack = try cluster.provider(via: 0).push(.device(id), id: "after-kill-\(id)")
             #expect(ack == PushAck(written: 0, queued: 1), "\(id): \(cluster.diagnostics())")
         }
+    }
+
+    @Test("2 nodes × 4 loops: a device's connect reaches one member of the other node (its home there), not every member")
+    func presenceToTheHomeMember() throws {
+        var byLoop = Array(repeating: [String](), count: 4)
+        var serial = 0
+        while byLoop.contains(where: { $0.count < 2 }) {
+            let id = "phone\(serial)"
+            serial += 1
+            let home = LoopPlacement.home(of: id, count: 4)
+            if byLoop[home].count < 2 { byLoop[home].append(id) }
+        }
+        let ids = byLoop.flatMap { $0 }
+        let cluster = try startCluster(nodes: 2, loops: 4, devices: ids.map { ClusterDevice($0) })
+        let before = try NATSCounts(cluster.nats)
+        var clients: [BlockingWireClient] = []
+        for id in ids {
+            clients.append(try cluster.connectDevice(id, to: 0))
+            try cluster.waitUntilEveryNodeRoutes(to: id)
+        }
+        let after = try NATSCounts(cluster.nats)
+        var delivered: [String: Double] = [:]
+        for (name, count) in after.presenceTo { delivered[name] = count - (before.presenceTo[name] ?? 0) }
+        // One batch per connect, each to the member of g2 that is the device's home there:
+        // every member of g2 holds two of the eight. To every member but the sender, it was 56.
+        #expect(delivered.values.reduce(0, +) == Double(ids.count), "\(delivered)")
+        for loop in 1..<4 { #expect(delivered["securepush-gateway-g2~\(loop)"] == 2, "\(delivered)") }
+        #expect(delivered["securepush-gateway-g2"] == 2, "\(delivered)")
+        for client in clients { #expect(client.drain() == [], "the probes acknowledged") }
     }
 }

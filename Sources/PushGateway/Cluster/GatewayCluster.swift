@@ -98,7 +98,9 @@ final class GatewayCluster {
     func start() throws(NATSError) {
         connection.onEvent = { [weak self] event in self?.connectionChanged(event) }
         subscriptions.append(try connection.subscribe(subjects.heartbeats) { [weak self] in self?.heartbeatArrived($0) })
-        subscriptions.append(try connection.subscribe(subjects.presence) { [weak self] in self?.presenceArrived($0) })
+        for subject in subjects.presenceSubjects(for: directory.placement) {
+            subscriptions.append(try connection.subscribe(subject) { [weak self] in self?.presenceArrived($0) })
+        }
         subscriptions.append(try connection.subscribe(subjects.pushes(for: localNode)) { [weak self] in self?.forwardArrived($0) })
         subscriptions.append(try connection.subscribe(subjects.takes(for: localNode)) { [weak self] in self?.takeNoticeArrived($0) })
         subscriptions.append(try connection.subscribe(subjects.replies(for: localNode)) { [weak self] in self?.repliesArrived($0) })
@@ -161,6 +163,11 @@ final class GatewayCluster {
 
     // MARK: nodes
 
+    /// Whether a node of a build before node heartbeats and presence buckets was heard lately.
+    private func previousBuildAround(nowMs: Int64) -> Bool {
+        previousBuildHeardMs.map { nowMs - $0 <= 2 * Int64(configuration.nodeTimeout / .milliseconds(1)) } ?? false
+    }
+
     /// The node's loops: the members its heartbeat speaks for.
     private var loops: Int { directory.placement?.count ?? 1 }
 
@@ -169,8 +176,7 @@ final class GatewayCluster {
         let nowMs = logic.monotonicNow()
         // Loop 0's heartbeat speaks for the node; another loop sends one only to ask for
         // presence, or for nodes of the previous build, which hear no other.
-        let previousBuildAround = previousBuildHeardMs.map { nowMs - $0 <= 2 * Int64(configuration.nodeTimeout / .milliseconds(1)) } ?? false
-        if speaksForNode || wantsPresence || previousBuildAround {
+        if speaksForNode || wantsPresence || previousBuildAround(nowMs: nowMs) {
             let heartbeat = NodeHeartbeat(node: localNode, boot: boot, devices: Int(logic.metrics.devicesOnline.value),
                                           wantsPresence: wantsPresence, loops: loops)
             if connection.isConnected, (try? publishSealed(subjects.heartbeats, heartbeat.encoded())) != nil {
@@ -270,19 +276,31 @@ final class GatewayCluster {
         publishPresence(directory.localPresence())
     }
 
+    /// A batch per bucket, each change in its device's; also unbucketed while a node of the
+    /// previous build, which hears only that, is about.
     private func publishPresence(_ changes: [PresenceChange]) {
+        var byBucket: [Int: [PresenceChange]] = [:]
+        for change in changes { byBucket[ClusterSubjects.presenceBucket(of: change.deviceID), default: []].append(change) }
+        for (bucket, changes) in byBucket {
+            guard publishPresence(changes, on: subjects.presence(bucket: bucket)) else { return }
+        }
+        if previousBuildAround(nowMs: logic.monotonicNow()) { _ = publishPresence(changes, on: subjects.presence) }
+    }
+
+    private func publishPresence(_ changes: [PresenceChange], on subject: String) -> Bool {
         var start = 0
         while start < changes.count {
             let end = min(changes.count, start + 1_000)
             let batch = PresenceBatch(node: localNode, boot: boot, changes: Array(changes[start..<end]))
             do {
-                try publishSealed(subjects.presence, batch.encoded())
+                try publishSealed(subject, batch.encoded())
             } catch {
                 logger.warning("cannot publish presence; it is sent again after reconnecting", metadata: ["error": "\(error)"])
-                return
+                return false
             }
             start = end
         }
+        return true
     }
 
     // MARK: devices
