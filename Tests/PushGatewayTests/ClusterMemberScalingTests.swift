@@ -7,9 +7,10 @@ import PushWire
 
 /// What grows with a cluster's members (issue 25): each loop of a node is a member with a
 /// NATS connection of its own, but the node sends one heartbeat for all of them
-/// (CLUSTER.md, "One heartbeat per node"). The nats-server's monitoring endpoint counts
-/// what travels; the cluster idles while it does (no devices, no pushes).
-@Suite("Cluster heartbeats per node, not per member, every part a process", .serialized, .enabled(if: NATSServer.testsEnabled))
+/// (CLUSTER.md, "One heartbeat per node"), and a device's presence goes to its home member
+/// of each node ("Presence by bucket"). The nats-server's monitoring endpoint counts what
+/// travels.
+@Suite("Cluster heartbeats per node and presence per home member, every part a process", .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterMemberScalingTests {
     /// The nats-server's counters (/varz), and each connection's published messages by name (/connz).
     struct NATSCounts {
