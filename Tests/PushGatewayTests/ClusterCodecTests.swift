@@ -32,6 +32,7 @@ struct ClusterCodecTests {
         "heartbeat": .heartbeat(heartbeat),
         "heartbeat_zero_integers": .heartbeat(NodeHeartbeat(node: "g-2", boot: 0, devices: 0, wantsPresence: false)),
         "heartbeat_widest_boot": .heartbeat(NodeHeartbeat(node: "g3", boot: .max, devices: 1, wantsPresence: false)),
+        "heartbeat_node_of_loops": .heartbeat(NodeHeartbeat(node: "g1", boot: 42, devices: 7, wantsPresence: true, loops: 4)),
         "presence": .presence(PresenceBatch(node: "g2", boot: 5, changes: [
             PresenceChange(deviceID: "phone", online: true, stamp: 9, user: "alice", tags: ["news", "sport"]),
             PresenceChange(deviceID: "tablet", online: false, stamp: 3, user: "bob", tags: []),

@@ -32,6 +32,7 @@ NODE, BOOT, DEVICES, WANTS_PRESENCE, CHANGE, DEVICE_ID, ONLINE, STAMP, USER, DEV
 BATCH_ID, FORWARDED, COUNTS, WRITTEN, QUEUED = range(0x0B, 0x10)
 FRAME_BODY, PRIORITY, COLLAPSE_KEY, EXPIRES_AT_MS, ENROLMENT, MISSED, ENTRY, RETURNED, RANK = range(0x10, 0x19)
 PUSH_USER, ONCE = range(0x19, 0x1B)
+LOOPS = 0x1B
 
 U32_MAX = 2**32 - 1
 U64_MAX = 2**64 - 1
@@ -69,9 +70,13 @@ def push_fields(body, priority, collapse, expires, user=None, once=False):
     return out
 
 
-def heartbeat(node, boot, devices, wants):
-    return message(string(NODE, node) + integer(BOOT, boot) + integer(DEVICES, devices)
-                   + integer(WANTS_PRESENCE, 1 if wants else 0))
+def heartbeat(node, boot, devices, wants, loops=0):
+    body = (string(NODE, node) + integer(BOOT, boot) + integer(DEVICES, devices)
+            + integer(WANTS_PRESENCE, 1 if wants else 0))
+    # Absent when 0, so the heartbeat of a build before node heartbeats has its bytes.
+    if loops:
+        body += integer(LOOPS, loops)
+    return message(body)
 
 
 def presence(node, boot, changes):
@@ -136,6 +141,8 @@ VECTORS = [
      "integers of value 0 have empty values"),
     ("heartbeat_widest_boot", "NodeHeartbeat", heartbeat("g3", U64_MAX, 1, False), "encoding",
      "the largest boot takes 8 bytes"),
+    ("heartbeat_node_of_loops", "NodeHeartbeat", heartbeat("g1", 42, 7, True, loops=4), "encoding",
+     "the heartbeat of `heartbeat` from a node of 4 loops: it speaks for g1, g1~1, g1~2 and g1~3"),
     ("presence", "PresenceBatch",
      presence("g2", 5, [("phone", True, 9, "alice", ["news", "sport"]), ("tablet", False, 3, "bob", [])]),
      "encoding", "two changes, the first with two device tags"),

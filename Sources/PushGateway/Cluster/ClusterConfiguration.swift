@@ -30,6 +30,9 @@ public struct ClusterConfiguration: Sendable {
     /// member of its own, with its own NATS connection, and holds the devices whose home
     /// it is (`LoopPlacement`).
     var loop = 0
+    /// Random per process start, shared by the node's loops (set when they start): every
+    /// member of a node speaks under one boot, which the node's heartbeat names for all.
+    var boot: UInt64?
 
     /// The name this loop goes by in the cluster: the node's name for its first loop,
     /// NAME~K for loop K. A node name cannot hold `~`, so no other node's name is taken.
@@ -40,11 +43,6 @@ public struct ClusterConfiguration: Sendable {
     /// The node a member name belongs to.
     static func node(ofMember member: String) -> Substring {
         member.split(separator: memberSeparator, maxSplits: 1, omittingEmptySubsequences: false).first ?? Substring(member)
-    }
-
-    /// Whether `member` is another loop of this node.
-    func isSibling(_ member: String) -> Bool {
-        member != self.member && ClusterConfiguration.node(ofMember: member) == node
     }
 
     public init(servers: [String], node: String) {

@@ -34,6 +34,9 @@ final class ClusterDirectory {
     let localNode: String
     private(set) var devices: [String: Device] = [:]
     private(set) var nodes: [String: Node] = [:]
+    /// Members taken for dead and not heard from since: heard again, their presence is
+    /// needed, and a member a node heartbeat speaks for does not know it must send it.
+    private(set) var forgotten: [String: UInt64] = [:]
     private var byUser: [String: Set<String>] = [:]
     private var byTag: [String: Set<String>] = [:]
 
@@ -118,6 +121,9 @@ final class ClusterDirectory {
         /// A node not heard from before, or back under a new boot: it needs this node's
         /// presence, and what its earlier boot held is gone.
         case new
+        /// A node taken for dead (silent too long), heard again under the same boot: it may
+        /// not know it was forgotten.
+        case back
     }
 
     @discardableResult
@@ -129,18 +135,19 @@ final class ClusterDirectory {
         }
         if nodes[node] != nil { forgetDevices(of: node) }
         nodes[node] = Node(boot: boot, lastHeardMs: nowMs)
-        return .new
+        return forgotten.removeValue(forKey: node) == boot ? .back : .new
     }
 
     /// Nodes silent since `deadlineMs` are taken as dead: their devices are offline (they
     /// will reconnect to a live node, which announces them again). Returns their names.
     func removeNodes(silentSince deadlineMs: Int64) -> [String] {
-        let dead = nodes.filter { $0.value.lastHeardMs < deadlineMs }.map(\.key)
-        for node in dead {
+        let dead = nodes.filter { $0.value.lastHeardMs < deadlineMs }
+        for (node, known) in dead {
             nodes[node] = nil
+            forgotten[node] = known.boot
             forgetDevices(of: node)
         }
-        return dead
+        return Array(dead.keys)
     }
 
     /// Every node counts as heard from now: while this node's own link was down it heard

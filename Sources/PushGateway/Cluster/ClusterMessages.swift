@@ -12,16 +12,22 @@ enum ClusterMessages {
     static let untaggedVersion: UInt8 = 1
 }
 
-/// Sent by every node each `ClusterSettings.heartbeatInterval`: it is alive, under which
-/// boot, and whether it needs everyone's presence (it just started or reconnected to NATS,
-/// and so may have missed changes).
+/// Sent each `ClusterSettings.heartbeatInterval` by the member that speaks for a node (its
+/// loop 0, named as the node): the node is alive, under which boot, and whether it needs
+/// everyone's presence (it just started or reconnected to NATS, and so may have missed
+/// changes). With `loops`, it speaks for every member of the node (CLUSTER.md, "One
+/// heartbeat per node"); another member sends one of its own only to ask for presence, or
+/// while a node of the previous build is heard.
 struct NodeHeartbeat: Equatable {
     var node: String
-    /// Random per process start: a node restarted under the same name holds none of the
-    /// devices its last run held.
+    /// Random per process start, shared by a node's members: a node restarted under the
+    /// same name holds none of the devices its last run held.
     var boot: UInt64
     var devices: Int
     var wantsPresence: Bool
+    /// The sender's node runs this many loops; 0 (absent): a build before node heartbeats,
+    /// whose heartbeat speaks for its sender alone.
+    var loops: Int
 
     func encoded() -> [UInt8] {
         var writer = ClusterWriter()
@@ -29,14 +35,16 @@ struct NodeHeartbeat: Equatable {
         writer.integer(.boot, boot)
         writer.integer(.devices, devices)
         writer.flag(.wantsPresence, wantsPresence)
+        if loops > 0 { writer.integer(.loops, loops) }
         return writer.finish()
     }
 
-    init(node: String, boot: UInt64, devices: Int, wantsPresence: Bool) {
+    init(node: String, boot: UInt64, devices: Int, wantsPresence: Bool, loops: Int = 0) {
         self.node = node
         self.boot = boot
         self.devices = devices
         self.wantsPresence = wantsPresence
+        self.loops = loops
     }
 
     init(decoding bytes: [UInt8]) throws(ClusterDecodeError) {
@@ -49,16 +57,18 @@ struct NodeHeartbeat: Equatable {
         var boot: UInt64 = 0
         var devices = 0
         var wantsPresence = false
+        var loops = 0
         while let field = try fields.next() {
             switch field.tag {
             case .node: node = field.string
             case .boot: boot = try field.integer()
             case .devices: devices = Int(clamping: try field.integer())
             case .wantsPresence: wantsPresence = try field.flag()
+            case .loops: loops = Int(clamping: try field.integer())
             default: continue
             }
         }
-        self.init(node: try node.required(.node), boot: boot, devices: devices, wantsPresence: wantsPresence)
+        self.init(node: try node.required(.node), boot: boot, devices: devices, wantsPresence: wantsPresence, loops: loops)
     }
 }
 

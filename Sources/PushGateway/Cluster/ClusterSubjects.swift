@@ -2,8 +2,11 @@
 /// can share a NATS server. Device ids become subject tokens through `token(_:)`.
 ///
 /// - `PREFIX.nodes`: every node's heartbeat, to every node.
-/// - `PREFIX.presence`: devices connecting and leaving, to every node (a connect is rarer
-///   than a push by far, and every node must know where a device is to route to it).
+/// - `PREFIX.presence.B`: devices connecting and leaving, by bucket B of the device id
+///   (`presenceBucket(of:)`), to the members of every node that can be the device's home
+///   there (`presenceSubjects(for:)`); every node must know where a device is to route to it.
+/// - `PREFIX.presence`: the same, unbucketed, as builds before the buckets publish it: read
+///   always, written while such a node is heard.
 /// - `PREFIX.node.NAME.push`: pushes for devices connected to node NAME, as requests; the
 ///   reply carries what that node wrote and queued. Only nodes holding a target get one.
 /// - `PREFIX.node.NAME.reply`: the answers to the pushes NAME forwarded (a subject per
@@ -20,6 +23,8 @@ public struct ClusterSubjects: Sendable, Equatable {
 
     var heartbeats: String { "\(prefix).nodes" }
     var presence: String { "\(prefix).presence" }
+    func presence(bucket: Int) -> String { "\(prefix).presence.\(bucket)" }
+    var presenceWildcard: String { "\(prefix).presence.*" }
     func pushes(for node: String) -> String { "\(prefix).node.\(node).push" }
     func takes(for node: String) -> String { "\(prefix).node.\(node).take" }
     func replies(for node: String) -> String { "\(prefix).node.\(node).reply" }

@@ -33,4 +33,6 @@ struct ClusterTag: RawRepresentable, Hashable, Sendable {
     static let pushUser = ClusterTag(rawValue: 0x19)
     /// A push's `once` ([4.13-12]).
     static let once = ClusterTag(rawValue: 0x1A)
+    /// How many loops (members) the heartbeat's node runs.
+    static let loops = ClusterTag(rawValue: 0x1B)
 }

@@ -34,7 +34,12 @@ final class GatewayCluster {
     var reopenLog = LogThrottle(intervalMs: 60_000)
     /// When the NATS client last gave up, until a reopened connection is up.
     var gaveUpAtMs: Int64?
-    private let boot = UInt64.random(in: 1...UInt64.max)
+    /// The node's boot, the same on each of its members (`ClusterConfiguration.boot`).
+    private let boot: UInt64
+    /// When a heartbeat of a build before node heartbeats (no `loops`) was last heard: while
+    /// such nodes are about, every member of this node sends heartbeats of its own, the only
+    /// ones they hear.
+    private var previousBuildHeardMs: Int64?
     private var subscriptions: [NATSSubscription] = []
     private var heartbeatTimer: LoopTimer?
     private(set) var streamReady = false
@@ -75,6 +80,7 @@ final class GatewayCluster {
          placement: LoopPlacement? = nil, logger: Logger) throws(NATSError) {
         self.seal = seal
         self.configuration = configuration
+        boot = configuration.boot ?? UInt64.random(in: 1...UInt64.max)
         self.logic = logic
         self.loop = loop
         self.logger = logger
@@ -92,7 +98,9 @@ final class GatewayCluster {
     func start() throws(NATSError) {
         connection.onEvent = { [weak self] event in self?.connectionChanged(event) }
         subscriptions.append(try connection.subscribe(subjects.heartbeats) { [weak self] in self?.heartbeatArrived($0) })
-        subscriptions.append(try connection.subscribe(subjects.presence) { [weak self] in self?.presenceArrived($0) })
+        for subject in subjects.presenceSubjects(for: directory.placement) {
+            subscriptions.append(try connection.subscribe(subject) { [weak self] in self?.presenceArrived($0) })
+        }
         subscriptions.append(try connection.subscribe(subjects.pushes(for: localNode)) { [weak self] in self?.forwardArrived($0) })
         subscriptions.append(try connection.subscribe(subjects.takes(for: localNode)) { [weak self] in self?.takeNoticeArrived($0) })
         subscriptions.append(try connection.subscribe(subjects.replies(for: localNode)) { [weak self] in self?.repliesArrived($0) })
@@ -155,12 +163,25 @@ final class GatewayCluster {
 
     // MARK: nodes
 
+    /// Whether a node of a build before node heartbeats and presence buckets was heard lately.
+    private func previousBuildAround(nowMs: Int64) -> Bool {
+        previousBuildHeardMs.map { nowMs - $0 <= 2 * Int64(configuration.nodeTimeout / .milliseconds(1)) } ?? false
+    }
+
+    /// The node's loops: the members its heartbeat speaks for.
+    private var loops: Int { directory.placement?.count ?? 1 }
+
     private func beat() {
         guard !stopped else { return }
         let nowMs = logic.monotonicNow()
-        let heartbeat = NodeHeartbeat(node: localNode, boot: boot, devices: Int(logic.metrics.devicesOnline.value), wantsPresence: wantsPresence)
-        if connection.isConnected, (try? publishSealed(subjects.heartbeats, heartbeat.encoded())) != nil {
-            wantsPresence = false
+        // Loop 0's heartbeat speaks for the node; another loop sends one only to ask for
+        // presence, or for nodes of the previous build, which hear no other.
+        if speaksForNode || wantsPresence || previousBuildAround(nowMs: nowMs) {
+            let heartbeat = NodeHeartbeat(node: localNode, boot: boot, devices: Int(logic.metrics.devicesOnline.value),
+                                          wantsPresence: wantsPresence, loops: loops)
+            if connection.isConnected, (try? publishSealed(subjects.heartbeats, heartbeat.encoded())) != nil {
+                wantsPresence = false
+            }
         }
         let linkUp = linkIsUp
         if linkUp != linkWasUp {
@@ -173,7 +194,7 @@ final class GatewayCluster {
         }
         if linkUp {
             let deadline = nowMs - Int64(configuration.nodeTimeout / .milliseconds(1))
-            for node in directory.removeNodes(silentSince: deadline) where speaksForNode && !configuration.isSibling(node) {
+            for node in directory.removeNodes(silentSince: deadline) where speaksForNode && !node.contains(ClusterConfiguration.memberSeparator) {
                 logger.warning("a cluster node went silent; its devices count as offline until they connect again", metadata: ["node": "\(node)"])
             }
         } else {
@@ -195,21 +216,22 @@ final class GatewayCluster {
         guard let opened = opened(message) else { return }
         guard let heartbeat = try? NodeHeartbeat(decoding: opened.message) else { return metrics.malformed.increment() }
         guard heartbeat.node == opened.sender else { return rejected(.wrongSender, message) }
-        if heartbeat.node == localNode {
+        // This node's own members share its process: alive while it is, never tracked.
+        if ClusterConfiguration.node(ofMember: heartbeat.node) == configuration.node {
             if heartbeat.boot != boot {
                 logger.error("another gateway uses this node name; give each node its own --node", metadata: ["node": "\(configuration.node)"])
             }
             return
         }
-        let arrival = directory.heard(from: heartbeat.node, boot: heartbeat.boot, nowMs: logic.monotonicNow())
-        if arrival == .new, speaksForNode, !configuration.isSibling(heartbeat.node) {
-            logger.info("a cluster node joined", metadata: ["node": "\(heartbeat.node)"])
+        let nowMs = logic.monotonicNow()
+        if heartbeat.loops == 0 { previousBuildHeardMs = nowMs }
+        guard let effect = directory.heard(heartbeat, nowMs: nowMs) else { return metrics.malformed.increment() }
+        for member in effect.arrived where speaksForNode && !member.contains(ClusterConfiguration.memberSeparator) {
+            logger.info("a cluster node joined", metadata: ["node": "\(member)", "loops": "\(max(1, heartbeat.loops))"])
         }
         countNodes()
-        if arrival == .new || heartbeat.wantsPresence { announceAll() }
-        // Back after being taken for dead (a pause, a cut it did not notice), it does not
-        // know it was forgotten and will not tell its devices again unless asked.
-        if arrival == .new, heartbeat.devices > 0, !heartbeat.wantsPresence { askForPresence() }
+        if effect.announce { announceAll() }
+        if effect.askForPresence { askForPresence() }
     }
 
     /// The next heartbeat, sent now, asks every node for its presence.
@@ -224,8 +246,9 @@ final class GatewayCluster {
         guard let opened = opened(message) else { return }
         guard let batch = try? PresenceBatch(decoding: opened.message) else { return metrics.malformed.increment() }
         guard batch.node == opened.sender else { return rejected(.wrongSender, message) }
-        guard batch.node != localNode else { return }
-        if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) == .new {
+        // A sibling holds only devices whose home it is, none of this member's.
+        guard ClusterConfiguration.node(ofMember: batch.node) != configuration.node else { return }
+        if directory.heard(from: batch.node, boot: batch.boot, nowMs: logic.monotonicNow()) != .known {
             announceAll()
             // This batch may be one change: the rest of what that node holds is asked for.
             askForPresence()
@@ -253,19 +276,31 @@ final class GatewayCluster {
         publishPresence(directory.localPresence())
     }
 
+    /// A batch per bucket, each change in its device's; also unbucketed while a node of the
+    /// previous build, which hears only that, is about.
     private func publishPresence(_ changes: [PresenceChange]) {
+        var byBucket: [Int: [PresenceChange]] = [:]
+        for change in changes { byBucket[ClusterSubjects.presenceBucket(of: change.deviceID), default: []].append(change) }
+        for (bucket, changes) in byBucket {
+            guard publishPresence(changes, on: subjects.presence(bucket: bucket)) else { return }
+        }
+        if previousBuildAround(nowMs: logic.monotonicNow()) { _ = publishPresence(changes, on: subjects.presence) }
+    }
+
+    private func publishPresence(_ changes: [PresenceChange], on subject: String) -> Bool {
         var start = 0
         while start < changes.count {
             let end = min(changes.count, start + 1_000)
             let batch = PresenceBatch(node: localNode, boot: boot, changes: Array(changes[start..<end]))
             do {
-                try publishSealed(subjects.presence, batch.encoded())
+                try publishSealed(subject, batch.encoded())
             } catch {
                 logger.warning("cannot publish presence; it is sent again after reconnecting", metadata: ["error": "\(error)"])
-                return
+                return false
             }
             start = end
         }
+        return true
     }
 
     // MARK: devices

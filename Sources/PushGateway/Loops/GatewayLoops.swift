@@ -10,6 +10,7 @@ public typealias GatewayLoops = ServiceLoopGroup<GatewayService>
 extension ServiceLoopGroup where Member == GatewayService {
     public static func start(_ configuration: GatewayConfiguration, on loop: EventLoop) throws(GatewayServiceError) -> GatewayLoops {
         try configuration.validate()
+        let configuration = configuration.withClusterBoot()
         let members = LoopMembers<GatewayService>(count: configuration.effectiveLoopCount)
         let router = GatewayLoopRouter(members: members)
         let replays = CredentialReplayGuard()
@@ -25,5 +26,14 @@ extension ServiceLoopGroup where Member == GatewayService {
             },
             cannotStart: { .invalidConfiguration($0) },
             cannotShare: { .cannotListen(host: configuration.host, port: $1, $0) })
+    }
+}
+
+extension GatewayConfiguration {
+    /// The node's boot for every loop of this start (`ClusterConfiguration.boot`).
+    fileprivate func withClusterBoot() -> GatewayConfiguration {
+        var copy = self
+        copy.cluster?.boot = UInt64.random(in: 1...UInt64.max)
+        return copy
     }
 }
