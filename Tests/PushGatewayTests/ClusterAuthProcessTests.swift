@@ -77,6 +77,8 @@ struct ClusterAuthProcessTests {
         #expect(try cluster.provider(via: 0).push(.device("tablet"), id: "genuine-queued") == PushAck(written: 0, queued: 1),
                 "\(cluster.diagnostics())")
         #expect(cluster.metric(0, Self.rejected) == 1)
+        #expect(waitUntil { ((try? cluster.node(0).standardErrorText()) ?? "").contains("refused a device's queue record in JetStream") },
+                "the refusal is logged \(cluster.diagnostics())")
         let tablet = try cluster.connectDevice("tablet", to: 1)
         #expect(try tablet.nextFrame() == .push("genuine-queued"))
         #expect(tablet.drain() == [], "the forged entry was never delivered")

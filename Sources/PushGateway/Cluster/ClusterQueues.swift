@@ -43,6 +43,9 @@ final class ClusterQueues {
     private var waiting: [String: [Operation]] = [:]
     /// Called whenever no round is running any more (for a drain that waits for them).
     var onIdle: (() -> Void)?
+    /// Called for a stored record that is not read (it failed authentication or cannot be
+    /// decoded), which the next write replaces: for the log.
+    var onRefusedRecord: ((_ deviceID: String, _ error: ClusterQueueReadError) -> Void)?
 
     init(jetStream: JetStream, subjects: ClusterSubjects, capacity: Int, maxPushTTLSeconds: UInt32, seal: ClusterSeal, writer: String,
          wallClock: @escaping () -> UInt64, metrics: ClusterMetrics) {
@@ -96,6 +99,7 @@ final class ClusterQueues {
                         case .unauthenticated: self.metrics.rejected.increment()
                         case .malformed: self.metrics.malformed.increment()
                         }
+                        self.onRefusedRecord?(deviceID, error)
                         replacing = true
                     }
                 }

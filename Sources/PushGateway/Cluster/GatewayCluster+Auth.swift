@@ -1,3 +1,4 @@
+import Logging
 import PushNATS
 
 /// Every message between members is sealed (`ClusterSeal`); what arrives unsealed, forged,
@@ -32,6 +33,19 @@ extension GatewayCluster {
         lastRejectionWarningMs = nowMs
         logger.warning("dropped a cluster message that failed authentication (a node of another build or deployment, a clock out of step, or a forgery); the others this minute are counted in securepush_gateway_cluster_messages_rejected_total",
                        metadata: ["subject": "\(message.subject)", "reason": "\(error)"])
+    }
+}
+
+extension GatewayCluster {
+    /// A device's queue record that was not read: its pushes are not delivered, and the
+    /// next write replaces it. A warning at most once a minute, like a refused message.
+    func refusedQueueRecord(_ deviceID: String, _ error: ClusterQueueReadError) {
+        let metadata: Logger.Metadata = ["device": "\(deviceID)", "reason": "\(error)"]
+        guard let count = queueRecordRefusals.event(nowMs: logic.monotonicNow()) else {
+            return logger.debug("refused a device's queue record in JetStream", metadata: metadata)
+        }
+        logger.warning("refused a device's queue record in JetStream (a node of another build or deployment, or a client writing the stream): its pushes are not delivered and the next write replaces it; counted in securepush_gateway_cluster_messages_rejected_total or _malformed_total",
+                       metadata: metadata.merging(["times": "\(count)"]) { $1 })
     }
 }
 

@@ -30,6 +30,8 @@ final class GatewayCluster {
     /// The nonce of the next message sent: a random start, one more per message.
     var nextNonce = UInt64.random(in: 0...UInt64.max)
     var lastRejectionWarningMs: Int64?
+    /// Queue records refused (`refusedQueueRecord`), logged at most once a minute.
+    var queueRecordRefusals = LogThrottle(intervalMs: 60_000)
     /// Failed reopens of the NATS connection, logged at most once a minute.
     var reopenLog = LogThrottle(intervalMs: 60_000)
     /// When the NATS client last gave up, until a reopened connection is up.
@@ -93,6 +95,7 @@ final class GatewayCluster {
                                maxPushTTLSeconds: logic.settings.maxPushTTLSeconds, seal: seal, writer: configuration.member,
                                wallClock: logic.wallClock, metrics: metrics)
         outgoing = TurnBatches(loop: loop) { [weak self] node, forwards in self?.send(forwards, to: node) }
+        queues.onRefusedRecord = { [weak self] deviceID, error in self?.refusedQueueRecord(deviceID, error) }
     }
 
     func start() throws(NATSError) {
