@@ -174,9 +174,13 @@ struct SendThroughStoreProcessTests {
         try deployment.addUser("alice", password: "alice-pw")
         let registration = try deployment.enroll("phone")
         let gatewayPort = try freeLoopbackPort()
-        var gateway: ServiceProcess? = try ServiceProcess(["gateway", "--data-dir", deployment.directory], listen: "127.0.0.1:\(gatewayPort)")
         let store = try ServiceProcess(["store", "--data-dir", deployment.directory, "--gateway", "127.0.0.1:\(gatewayPort)",
                                         "--metrics", "127.0.0.1:0", "--loops", "1"])
+        // Following the store's registry, the gateway queues a push for the enrolled device
+        // while it is offline: without it, a push the store hands over before the device
+        // reconnects matches no device (SPEC 1.1), and the device would learn of it by SYNC.
+        let gatewayArguments = ["gateway", "--data-dir", deployment.directory, "--store", "127.0.0.1:\(store.port)"]
+        var gateway: ServiceProcess? = try ServiceProcess(gatewayArguments, listen: "127.0.0.1:\(gatewayPort)")
         defer { _ = store.terminate(); _ = gateway?.terminate() }
         let provider = try deployment.provider(store: store.port)
         func sendTen(_ label: String) throws -> Set<[UInt8]> {
@@ -204,7 +208,7 @@ struct SendThroughStoreProcessTests {
         #expect(try waitUntil { store.metric("securepush_store_outbox_depth") == 10 })
         #expect(try waitUntil { store.metric("securepush_store_outbox_gateway_link_up") == 0 })
 
-        gateway = try ServiceProcess(["gateway", "--data-dir", deployment.directory], listen: "127.0.0.1:\(gatewayPort)")
+        gateway = try ServiceProcess(gatewayArguments, listen: "127.0.0.1:\(gatewayPort)")
         device = try Self.device(deployment, gateway: gatewayPort, registration: registration)
         let received = try Self.receiveAll(during, device: device)
         #expect(received.count == during.count && Set(received) == during, "each once, none of those delivered before the outage")
