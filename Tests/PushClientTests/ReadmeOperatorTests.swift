@@ -164,6 +164,14 @@ final class OperatorWalkthrough {
         }
     }
 
+    /// Waits until the device showed the text and the commands after it are done, or a
+    /// command or job failed first; true only in the first case.
+    func waitUntilShown(timeoutSeconds: Double = 120) -> Bool {
+        waitUntil(timeoutSeconds: timeoutSeconds) {
+            (deviceText.contains(expectedText) && foregroundDone) || shell?.hasExited == true || aJobExited
+        } && deviceText.contains(expectedText) && foregroundDone
+    }
+
     var exits: [String] {
         ((try? String(contentsOfFile: root + "/exits", encoding: .utf8)) ?? "").split(separator: "\n").map(String.init)
     }
@@ -204,10 +212,7 @@ struct ReadmeOperatorTests {
         #expect(commands.contains("scripts/install.sh"), "the section says how securepush gets on PATH")
         let walkthrough = try OperatorWalkthrough(commands: commands)
         try walkthrough.start()
-        let shown = waitUntil(timeoutSeconds: 120) {
-            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
-                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
-        }
+        let shown = walkthrough.waitUntilShown()
         let failedEarly = walkthrough.shell?.hasExited == true || walkthrough.aJobExited
         let status = walkthrough.stop()
         #expect(shown && !failedEarly && walkthrough.deviceText.contains(walkthrough.expectedText),
@@ -226,10 +231,7 @@ struct ReadmeOperatorTests {
         #expect(commands.filter { $0.contains("--cluster nats://") }.count == 3)
         let walkthrough = try OperatorWalkthrough(commands: ["scripts/install.sh"] + commands)
         try walkthrough.start()
-        let shown = waitUntil(timeoutSeconds: 120) {
-            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
-                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
-        }
+        let shown = walkthrough.waitUntilShown()
         let status = walkthrough.stop()
         #expect(shown && walkthrough.foregroundDone && walkthrough.deviceText.contains(walkthrough.expectedText),
                 "device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")
@@ -251,10 +253,7 @@ struct ReadmeOperatorTests {
         let password = "nats-walkthrough-\(UInt32.random(in: 1...UInt32.max))"
         let walkthrough = try OperatorWalkthrough(commands: ["scripts/install.sh"] + commands, input: ["read -rs password": password + "\n"])
         try walkthrough.start()
-        let shown = waitUntil(timeoutSeconds: 120) {
-            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
-                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
-        }
+        let shown = walkthrough.waitUntilShown()
         let status = walkthrough.stop()
         #expect(shown && walkthrough.foregroundDone && walkthrough.deviceText.contains(walkthrough.expectedText),
                 "device stdout: \(walkthrough.deviceText.debugDescription)\n\(walkthrough.diagnostics)")

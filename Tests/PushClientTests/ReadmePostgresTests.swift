@@ -21,10 +21,7 @@ struct ReadmePostgresTests {
         let commands = Readme.commands(Readme.shellBlocks(in: try Readme.text(), heading: Self.heading))
         let walkthrough = try Self.walkthrough(commands, on: cluster)
         try walkthrough.start()
-        let shown = waitUntil(timeoutSeconds: 120) {
-            (walkthrough.deviceText.contains(walkthrough.expectedText) && walkthrough.foregroundDone)
-                || walkthrough.shell?.hasExited == true || walkthrough.aJobExited
-        }
+        let shown = walkthrough.waitUntilShown()
         // While the stores run: every connection of the README's role is encrypted.
         let connections = shown ? try cluster.administer("""
             SELECT count(*) FILTER (WHERE s.ssl) || ' encrypted, ' || count(*) FILTER (WHERE NOT s.ssl) || ' plain'
