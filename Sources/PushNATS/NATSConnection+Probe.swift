@@ -37,11 +37,20 @@ extension NATSConnection {
             let error = NATSError.library(status)
             var reason: String
             if case .library(_, let text) = error { reason = text } else { reason = error.description }
-            if security.tls != nil, reason.contains("Expected 'PONG'") {
-                // What libnats sees when a server that verifies clients drops one after the handshake.
-                reason += " (the server closed the connection after the TLS handshake: does it want a client certificate, signed by a CA it trusts?)"
+            let overTLS = security.tls != nil || servers.contains { $0.hasPrefix("tls://") }
+            if overTLS, reason.contains("Expected 'PONG'") {
+                // libnats' words ("Expected 'PONG', got ''") when a server that verifies
+                // clients closes the connection once the TLS handshake is done.
+                reason = Self.closedAfterHandshake(clientCertificate: security.tls?.certificateFile != nil)
             }
             throw .refused(server: NATSNames.redacted(servers), reason: reason)
         }
+    }
+
+    /// Why a server closed the connection at the end of the TLS handshake, most likely.
+    static func closedAfterHandshake(clientCertificate: Bool) -> String {
+        clientCertificate
+            ? "it closed the connection at the end of the TLS handshake: most likely it does not trust the client certificate given (is it signed by a CA the server trusts, and still valid?)"
+            : "it closed the connection at the end of the TLS handshake: most likely it requires a client certificate, and none was given"
     }
 }

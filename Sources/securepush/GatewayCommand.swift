@@ -106,8 +106,10 @@ struct GatewayCommand: ParsableCommand {
         if let loops, !(0...GatewayConfiguration.maxLoops).contains(loops) {
             throw ValidationError("--loops must be 0 (one per core) to \(GatewayConfiguration.maxLoops)")
         }
-        if let cluster, let problem = ConfigSchema.natsURLListProblem(cluster) { throw ValidationError("--cluster: \(problem)") }
-        if let node, let problem = ConfigSchema.nodeNameProblem(node) { throw ValidationError("--node: \(problem)") }
+        // One line and exit 1, as the same mistake in the config file (gateway.cluster,
+        // gateway.node) is reported: the value is wrong, not the command line's shape.
+        if let cluster, let problem = ConfigSchema.natsURLListProblem(cluster) { throw CommandFailure("--cluster: \(problem)") }
+        if let node, let problem = ConfigSchema.nodeNameProblem(node) { throw CommandFailure("--node: \(problem)") }
     }
 
     /// The cluster to join, from the flags or the config file; nil to run alone.

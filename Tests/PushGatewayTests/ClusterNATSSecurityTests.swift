@@ -143,8 +143,11 @@ struct ClusterNATSSecurityTests {
 
         let withoutClientCertificate = try refusedStart(nats, ["--nats-ca", material.authority.certificateFile,
                                                                "--nats-user", "gateway", "--nats-password-file", material.passwordFile])
+        // Issue 42, item 5: what happened and its likely cause, not libnats' "Expected 'PONG', got ''".
         #expect(withoutClientCertificate.status != 0 && withoutClientCertificate.stderr.contains("refused the connection")
-                    && withoutClientCertificate.stderr.contains("client certificate"), "\(withoutClientCertificate)")
+                    && withoutClientCertificate.stderr.contains("closed the connection at the end of the TLS handshake")
+                    && withoutClientCertificate.stderr.contains("requires a client certificate, and none was given")
+                    && !withoutClientCertificate.stderr.contains("PONG"), "\(withoutClientCertificate)")
 
         let wrongPasswordFile = material.directory + "/wrong.password"
         try Material.writeOwnerOnly(wrongPasswordFile, "not-the-password\n")
@@ -205,9 +208,18 @@ struct ClusterNATSSecurityTests {
         let userWithoutFile = try refusedStart(nats, ["--nats-user", "gateway"])
         #expect(userWithoutFile.status != 0 && userWithoutFile.stderr.contains("--nats-password-file"), "\(userWithoutFile)")
 
+        // Issue 42, item 5: one line and exit 1 from the flag, as from the config file.
         let inURL = try refusedStart(nats, [], cluster: "nats://gateway:hunter2-in-url@127.0.0.1:\(nats.port)")
-        #expect(inURL.status != 0 && inURL.stderr.contains("credentials do not go in the URL"), "\(inURL)")
+        #expect(inURL.status == 1 && inURL.stderr.contains("--cluster: credentials do not go in the URL"), "\(inURL)")
+        #expect(inURL.stderr.split(separator: "\n").count == 1 && !inURL.stderr.contains("USAGE"), "\(inURL)")
         #expect(!inURL.stderr.contains("hunter2-in-url"))
+        let inConfig = try TemporaryDeployment()
+        let configFile = inConfig.directory + "/securepush.conf"
+        try (try String(contentsOfFile: configFile, encoding: .utf8) + "gateway.cluster = nats://gateway:hunter2-in-url@127.0.0.1:\(nats.port)\n")
+            .write(toFile: configFile, atomically: true, encoding: .utf8)
+        let inConfigURL = try SecurePushBinary.run(["gateway", "--data-dir", inConfig.directory, "--listen", "127.0.0.1:0"])
+        #expect(inConfigURL.status == 1 && inConfigURL.stderr.contains("credentials do not go in the URL")
+                    && inConfigURL.stderr.split(separator: "\n").count == 1 && !inConfigURL.stderr.contains("hunter2-in-url"), "\(inConfigURL)")
 
         let deployment = try TemporaryDeployment()
         let config = deployment.directory + "/securepush.conf"
