@@ -140,6 +140,20 @@ public final class GatewayClusterHarness {
         return Double(line.dropFirst(key.count).trimmingCharacters(in: .whitespaces))
     }
 
+    /// A node's samples of `name`, by the value of their `label`; nil if /metrics could not
+    /// be read or has no such sample.
+    public func metric(_ index: Int, _ name: String, by label: String) -> [String: Double]? {
+        guard let port = try? node(index).announcedMetricsPort, let text = try? HTTPGet.metrics(port: port),
+              let exposition = try? MetricsExposition(parsing: text) else { return nil }
+        var values: [String: Double] = [:]
+        for family in exposition.families {
+            for sample in family.samples where sample.name == name {
+                if let value = sample.labels[label] { values[value, default: 0] += sample.value }
+            }
+        }
+        return values.isEmpty ? nil : values
+    }
+
     // MARK: clients
 
     /// A device connected to node `index` (retrying BUSY while the node loads the registry).

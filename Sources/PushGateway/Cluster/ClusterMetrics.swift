@@ -15,7 +15,8 @@ final class ClusterMetrics {
     let unreached: MetricCounter
     let replacedElsewhere: MetricCounter
     let malformed: MetricCounter
-    let rejected: MetricCounter
+    /// By `ClusterAuthError`, each counted under its `reason` label.
+    private let rejectedByReason: [ClusterAuthError: MetricCounter]
 
     init(registry: MetricsRegistry, countsNodes: Bool = true) {
         let prefix = "securepush_gateway_cluster"
@@ -39,7 +40,15 @@ final class ClusterMetrics {
         replacedElsewhere = registry.counter("\(prefix)_replaced_elsewhere_total",
                                              help: "Device connections closed with GOAWAY REPLACED for a newer connection on another node.")
         malformed = registry.counter("\(prefix)_messages_malformed_total", help: "Cluster messages dropped because they did not parse.")
-        rejected = registry.counter("\(prefix)_messages_rejected_total",
-                                    help: "Cluster messages and queue records not trusted because their authentication failed: unsealed, forged, moved to another subject, out of the time window, or replayed.")
+        rejectedByReason = Dictionary(uniqueKeysWithValues: ClusterAuthError.allCases.map { reason in
+            (reason, registry.counter("\(prefix)_messages_rejected_total",
+                                      help: "Cluster messages and queue records not trusted because their authentication failed, by reason: unsealed, truncated, bad_tag (forged, altered or moved to another subject), sender (sealed by one member in another's name), clock (out of the time window) or replayed.",
+                                      labels: [("reason", reason.rawValue)]))
+        })
+    }
+
+    /// Counts a message or record refused for `reason`.
+    func rejected(_ reason: ClusterAuthError) {
+        rejectedByReason[reason]?.increment()
     }
 }

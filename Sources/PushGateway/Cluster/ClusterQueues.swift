@@ -96,7 +96,7 @@ final class ClusterQueues {
                         // Not trusted in part, never delivered: the queue is taken as empty,
                         // and the next write here replaces the record.
                         switch error {
-                        case .unauthenticated: self.metrics.rejected.increment()
+                        case .unauthenticated(let reason): self.metrics.rejected(reason)
                         case .malformed: self.metrics.malformed.increment()
                         }
                         self.onRefusedRecord?(deviceID, error)
@@ -176,9 +176,17 @@ final class ClusterQueues {
     }
 }
 
-enum ClusterQueueReadError: Error {
+enum ClusterQueueReadError: Error, CustomStringConvertible {
     case unauthenticated(ClusterAuthError)
     case malformed(ClusterDecodeError)
+
+    /// For the log: a refusal's reason as the metric's `reason` label names it.
+    var description: String {
+        switch self {
+        case .unauthenticated(let reason): reason.rawValue
+        case .malformed(let error): "malformed (\(error))"
+        }
+    }
 }
 
 enum ClusterQueueRecords {

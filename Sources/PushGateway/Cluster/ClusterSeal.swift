@@ -1,17 +1,19 @@
 import PushSecurity
 
 /// Why a cluster message or queue record was not trusted.
-enum ClusterAuthError: Error, Equatable {
+/// Why a cluster message or queue record was not trusted. The raw value is the `reason`
+/// label of `securepush_gateway_cluster_messages_rejected_total` and of the log line.
+enum ClusterAuthError: String, Error, Equatable, CaseIterable {
     /// Not sealed at all: written by a build before authentication, or by a client without the key.
     case unsealed
     case truncated
     /// The tag does not match: forged, altered, or moved from another subject.
-    case badTag
+    case badTag = "bad_tag"
     /// Sealed by one node, but the body names another.
-    case wrongSender
+    case wrongSender = "sender"
     /// Its time is outside the window around the receiver's clock (or, for a queue
     /// record, around the time JetStream stored it).
-    case stale
+    case stale = "clock"
     /// A nonce already seen within the window.
     case replayed
 }

@@ -23,16 +23,16 @@ extension GatewayCluster {
     }
 
     func rejected(_ error: ClusterAuthError, _ message: NATSMessage) {
-        metrics.rejected.increment()
+        metrics.rejected(error)
         // A warning at most once a minute: a flood of forgeries must not become one of log lines.
         let nowMs = logic.monotonicNow()
         if let last = lastRejectionWarningMs, nowMs - last < 60_000 {
-            logger.debug("dropped a cluster message that failed authentication", metadata: ["subject": "\(message.subject)", "reason": "\(error)"])
+            logger.debug("dropped a cluster message that failed authentication", metadata: ["subject": "\(message.subject)", "reason": "\(error.rawValue)"])
             return
         }
         lastRejectionWarningMs = nowMs
         logger.warning("dropped a cluster message that failed authentication (a node of another build or deployment, a clock out of step, or a forgery); the others this minute are counted in securepush_gateway_cluster_messages_rejected_total",
-                       metadata: ["subject": "\(message.subject)", "reason": "\(error)"])
+                       metadata: ["subject": "\(message.subject)", "reason": "\(error.rawValue)"])
     }
 }
 
