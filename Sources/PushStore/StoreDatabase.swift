@@ -41,6 +41,16 @@ public enum StoreDatabase: Sendable, Equatable, CustomStringConvertible {
         }
     }
 
+    /// The data keys that seal payloads, as `securepush key` manages them: the data-keys file
+    /// in `directory` (SQLite), or the database's keys opened with that file (PostgreSQL; the
+    /// file's keys are imported into a database that has none yet).
+    public func dataKeys(directory: String) throws -> DataKeyAdministering {
+        switch self {
+        case .sqlite(let path): try DataKeyAdministration(databasePath: path)
+        case .postgres(let url): try PostgresDataKeyAdministration(url: url, dataKeysPath: DataKeyFile.path(inDirectory: directory))
+        }
+    }
+
     /// The device registry, created with the schema if the database is new.
     public func registry() throws -> RegistryAdministering {
         switch self {

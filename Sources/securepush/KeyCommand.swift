@@ -57,7 +57,7 @@ struct KeyCommand: ParsableCommand {
     }
 
     struct Prune: ParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Remove the data keys, other than the newest, that no payload uses.")
+        static let configuration = CommandConfiguration(abstract: "Remove the data keys, other than the newest, that no payload uses; name each key kept and why.")
         @Option(help: "The deployment directory.") var dataDir: String
         @Flag(help: "First re-seal every payload under the current key here, instead of waiting for a running store to.")
         var reseal = false
@@ -70,13 +70,10 @@ struct KeyCommand: ParsableCommand {
             }
             let removed = try failing { try keys.prune() }
             announce(removed.isEmpty ? "no data key removed" : "removed data key\(removed.count == 1 ? "" : "s") \(removed.map(String.init).joined(separator: ", "))")
-            let after = try failing { try keys.usage() }
-            for key in after.filter({ !$0.isCurrent && $0.rows > 0 && $0.keyID != 0 }) {
-                announce("data key \(key.keyID) still seals \(key.rows) payload\(key.rows == 1 ? "" : "s")")
-            }
-            // PostgreSQL keeps a key superseded moments ago: a store may still seal under it.
-            for id in DataKeyUsage.prunable(after) {
-                announce("data key \(id) was superseded too recently for every store to have moved on; prune again in a few seconds")
+            for kept in try failing({ try keys.keepReasons() }) where !removed.contains(kept.keyID) {
+                // No reason left: a payload took the key while prune ran, or it settled just now.
+                let why = kept.reasons.isEmpty ? ["it was in use while prune ran; prune again"] : kept.reasons.map(\.description)
+                announce("kept data key \(kept.keyID): " + why.joined(separator: "; "))
             }
         }
     }
@@ -84,14 +81,7 @@ struct KeyCommand: ParsableCommand {
 
 private func openKeys(_ dataDir: String) throws -> DataKeyAdministering {
     let deployment = try openDeployment(dataDir)
-    return try failing { () throws -> DataKeyAdministering in
-        switch StoreDatabase(deployment) {
-        case .postgres(let url):
-            try PostgresDataKeyAdministration(url: url, dataKeysPath: DataKeyFile.path(inDirectory: deployment.directory))
-        case .sqlite(let path):
-            try DataKeyAdministration(databasePath: path)
-        }
-    }
+    return try failing { try StoreDatabase(deployment).dataKeys(directory: deployment.directory) }
 }
 
 /// `body`, its error as the command's message.

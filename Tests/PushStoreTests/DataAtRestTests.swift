@@ -36,6 +36,29 @@ struct DataAtRestTests {
         #expect(DataKeyUsage.merge(held: [1, 3], rows: [2: 5, 3: 1], current: 3, sealsInMs: [3: 10]).map(\.keyID) == [1, 2, 3])
     }
 
+    @Test("the reasons prune keeps a key for, one rule for both backends: current, not sealing yet, superseded within the settle time, payloads under it")
+    func keepReasons() {
+        var recent = DataKeyUsage(keyID: 2, rows: 7, isHeld: true, isCurrent: false)
+        recent.supersededAgoMs = 1_200
+        let usage = [DataKeyUsage(keyID: 0, rows: 4, isHeld: false, isCurrent: false),
+                     DataKeyUsage(keyID: 1, rows: 0, isHeld: true, isCurrent: false, supersededAgoMs: 60_000),
+                     recent,
+                     DataKeyUsage(keyID: 3, rows: 1, isHeld: true, isCurrent: true),
+                     DataKeyUsage(keyID: 4, rows: 0, isHeld: true, isCurrent: false, sealsInMs: 1_500)]
+        let reasons = DataKeyUsage.keepReasons(usage, settleMs: 5_000, resealing: .startsIn(ms: 3_800))
+        #expect(reasons.map(\.keyID) == [1, 2, 3, 4], "every key held, the clear rows' 0 not a key")
+        #expect(reasons.map(\.reasons) == [[], [.supersededRecently(agoMs: 1_200, settleMs: 5_000), .sealsPayloads(7, .startsIn(ms: 3_800))],
+                                          [.current], [.notSealingYet(inMs: 1_500)]])
+        #expect(DataKeyUsage.prunable(usage, settleMs: 5_000) == [1])
+        #expect(reasons[1].reasons.map(\.description) == [
+            "superseded less than 5 seconds ago (1 second ago): a store may still seal under it; it may go from 4 seconds from now",
+            "7 payloads still sealed under it: re-sealing begins in 4 seconds, once every store seals under the current key",
+        ])
+        // SQLite: nothing settles, the store's writer re-seals in the background.
+        #expect(DataKeyUsage.keepReasons(usage, settleMs: 0, resealing: .inBackground)[1].reasons
+                == [.sealsPayloads(7, .inBackground)])
+    }
+
     @Test("a body is stored sealed under the newest data key and read back in clear")
     func sealedAtRest() throws {
         let store = try StoreFixture()

@@ -38,9 +38,26 @@ public final class PostgresDataKeyAdministration: DataKeyAdministering {
     public func usage() throws -> [DataKeyUsage] {
         let snapshot = try PostgresDataKeys.decode(connection.query(PostgresDataKeys.select.sql))
         var pending: [UInt32: UInt64] = [:]
-        for row in snapshot.rows where row.activeAt > snapshot.nowMs { pending[row.id] = row.activeAt - snapshot.nowMs }
+        var superseded: [UInt32: UInt64] = [:]
+        for row in snapshot.rows {
+            if row.activeAt > snapshot.nowMs { pending[row.id] = row.activeAt - snapshot.nowMs }
+            // A newer key sealing since this long: the first to begin after it.
+            let newer = snapshot.rows.filter { $0.id > row.id && $0.activeAt <= snapshot.nowMs }.map(\.activeAt).min()
+            if let newer { superseded[row.id] = snapshot.nowMs - newer }
+        }
         return DataKeyUsage.merge(held: snapshot.rows.map(\.id), rows: try PostgresDataKeys.rowsPerKey(on: connection),
-                                  current: snapshot.current ?? 0, sealsInMs: pending)
+                                  current: snapshot.current ?? 0, sealsInMs: pending, supersededAgoMs: superseded)
+    }
+
+    public var settleMs: UInt64 { PostgresDataKeys.settleMs }
+
+    /// From the table's clock and pass marker, and whether a store holds the re-sealing lock.
+    public func resealing() throws -> DataKeyResealing {
+        let snapshot = try PostgresDataKeys.decode(connection.query(PostgresDataKeys.select.sql))
+        guard let current = snapshot.current, let row = snapshot.rows.first(where: { $0.id == current }) else { return .due }
+        if row.activeAt + PostgresDataKeys.settleMs > snapshot.nowMs { return .startsIn(ms: row.activeAt + PostgresDataKeys.settleMs - snapshot.nowMs) }
+        if try PostgresResealer.isRunning(on: connection) { return .running }
+        return snapshot.resealedTo >= current ? .finished : .due
     }
 
     /// Walks the whole table once, beside any store's pass: each row is written back only
@@ -66,7 +83,7 @@ public final class PostgresDataKeyAdministration: DataKeyAdministering {
     }
 
     public func prune() throws -> [UInt32] {
-        try DataKeyUsage.prunable(usage()).filter { (id) throws(PostgresError) in
+        try DataKeyUsage.prunable(usage(), settleMs: settleMs).filter { (id) throws(PostgresError) in
             try PostgresDataKeys.remove(id, settleMs: PostgresDataKeys.settleMs, on: connection)
         }
     }

@@ -22,6 +22,16 @@ final class PostgresResealer {
     /// Pause between batches, so that the store's own groups go between them.
     static let pauseMs = 5
 
+    /// Whether a store of the database holds `lock`: a pass runs (pg_locks shows a bigint
+    /// advisory lock as its high and low 32 bits, in classid and objid).
+    static func isRunning(on connection: PostgresBlockingConnection) throws -> Bool {
+        try connection.query("""
+            SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND objsubid = 1
+            AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+            AND classid::bigint = $1 AND objid::bigint = $2)
+            """, [.int64(lock >> 32), .int64(lock & 0xFFFF_FFFF)]).bool(0, 0)
+    }
+
     let link: PostgresLink
     private let loop: EventLoop
     private let sealer: PayloadSealer
