@@ -32,6 +32,16 @@ public enum DataKeyError: Error, Equatable, Sendable, CustomStringConvertible {
     case unwrapFailed(id: UInt32, wrappedBy: UInt32)
     /// The file's key of this id is not the database's key of that id.
     case differs(id: UInt32)
+    /// This host has no data-keys file, and the database holds the deployment's keys.
+    case notCopied(String)
+
+    /// The database's keys are wrapped under another data-keys file than this one.
+    public var isAnotherDeploymentsFile: Bool {
+        switch self {
+        case .wrappingKeyMissing, .unwrapFailed, .differs: true
+        default: false
+        }
+    }
 
     public var description: String {
         switch self {
@@ -47,6 +57,8 @@ public enum DataKeyError: Error, Equatable, Sendable, CustomStringConvertible {
             "data key \(id) in the database is wrapped under key \(by) of the data-keys file, which this host's data-keys file does not hold: copy the deployment's data-keys file here"
         case .unwrapFailed(let id, let by):
             "data key \(id) in the database does not open under key \(by) of this host's data-keys file: this host's file differs from the deployment's"
+        case .notCopied(let path):
+            "\(path) does not exist, and the database holds the deployment's data keys: copy the deployment's directory (with its data-keys file) from a host of the deployment"
         case .differs(let id):
             "key \(id) of this host's data-keys file is not the database's data key \(id): this host's file differs from the deployment's"
         }
@@ -124,6 +136,11 @@ public enum DataKeyFile {
                 return [first]
             }
         }
+    }
+
+    /// Writes a new file holding one fresh key (`securepush init`).
+    public static func create(_ path: String) throws(DataKeyError) {
+        try write([try fresh(id: 1)], to: path)
     }
 
     /// Adds a key with the next id, which from now on encrypts new data; returns it.

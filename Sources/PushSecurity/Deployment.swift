@@ -2,8 +2,11 @@
 import Glibc
 #endif
 
-/// A deployment directory made by `securepush init`: the server key, the provider key and
-/// a config file, each readable by its owner only ([8-6]).
+/// A deployment directory made by `securepush init`: the server key, the provider key, the
+/// data keys (`DataKeyFile`) and a config file, each readable by its owner only ([8-6]).
+/// `create` makes every file a host of the deployment needs, so that a copy of the
+/// directory made right after it serves on another host: nothing a second host would need
+/// is made later, on first use.
 public struct Deployment: Sendable {
     public static let serverKeyFile = "server.key"
     public static let providerKeyFile = "provider.key"
@@ -30,6 +33,7 @@ public struct Deployment: Sendable {
         case duplicateKey(String, line: Int, key: String, firstLine: Int)
         case tooOpen(String)
         case cannotCreate(String, errno: Int32)
+        case dataKeys(DataKeyError)
 
         public var description: String {
             switch self {
@@ -50,6 +54,7 @@ public struct Deployment: Sendable {
                 "\(path):\(line): \(key) is already set on line \(firstLine)"
             case .tooOpen(let path): "\(path) is readable by others; run chmod 600 on it"
             case .cannotCreate(let path, let code): "cannot create \(path): \(String(cString: strerror(code)))"
+            case .dataKeys(let error): error.description
             }
         }
     }
@@ -57,8 +62,9 @@ public struct Deployment: Sendable {
     /// What `securepush init` writes: made from `ConfigSchema`, so it names every key.
     public static var defaultConfig: String { ConfigSchema.defaultConfigText }
 
-    /// Creates `directory` with fresh keys and the default config, with `settings` set in
-    /// it (each checked like a line of the file). Refuses to overwrite.
+    /// Creates `directory` with fresh keys (server, provider, the first data key) and the
+    /// default config, with `settings` set in it (each checked like a line of the file).
+    /// Refuses to overwrite a key.
     public static func create(at directory: String, settings: [(key: String, value: String)] = []) throws -> Deployment {
         for (number, setting) in settings.enumerated() {
             if case .invalidValue(let expected)? = ConfigSchema.problem(name: setting.key, value: setting.value) {
@@ -66,7 +72,7 @@ public struct Deployment: Sendable {
             }
         }
         try makeDirectories(directory)
-        for name in [serverKeyFile, providerKeyFile] {
+        for name in [serverKeyFile, providerKeyFile, DataKeyFile.fileName] {
             let path = directory + "/" + name
             if access(path, F_OK) == 0 { throw Failure.exists(path) }
         }
@@ -74,6 +80,11 @@ public struct Deployment: Sendable {
         let provider = try SecretKey.generate()
         try writePrivate(directory + "/" + serverKeyFile, server.fileText)
         try writePrivate(directory + "/" + providerKeyFile, provider.fileText)
+        do {
+            try DataKeyFile.create(DataKeyFile.path(inDirectory: directory))
+        } catch {
+            throw Failure.dataKeys(error)
+        }
         let configPath = directory + "/" + configFile
         if access(configPath, F_OK) != 0 { try writePrivate(configPath, config(setting: settings)) }
         return try open(directory)

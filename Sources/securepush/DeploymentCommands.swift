@@ -29,6 +29,14 @@ struct InitCommand: ParsableCommand {
                 let store = StoreDatabase(deployment)
                 do {
                     _ = try store.users()
+                    // The file's keys go into the database now: every file a store host
+                    // needs exists, and a copy of the directory made from here on serves.
+                    _ = try store.dataKeys(directory: deployment.directory)
+                } catch PostgresDataKeyError.keys(let error) where error.isAnotherDeploymentsFile {
+                    InitCommand.remove(entriesNotIn: before, of: directory)
+                    throw CommandFailure("cannot set up \(store): it holds the data keys of another deployment (\(error)); nothing was "
+                                         + "created in \(directory): to add a store host to that deployment, copy its directory "
+                                         + "here instead of running init; for a new deployment, give init a database of its own")
                 } catch {
                     // Nothing half-made stays behind: the same init can simply be run again.
                     InitCommand.remove(entriesNotIn: before, of: directory)

@@ -34,6 +34,24 @@ struct PostgresDeploymentTests {
         #expect(removed.status == 0 && removed.stdout.contains("1 device revoked"), "\(removed)")
     }
 
+    @Test("init makes every file a store host needs, data-keys too, and puts its keys in the database; init on a database that holds another deployment's keys is refused, leaving nothing")
+    func initMakesEveryFile() throws {
+        let url = try PostgresCluster.shared().createDatabase()
+        let first = try TemporaryDeployment(commandLine: true, database: url)
+        #expect(FileManager.default.fileExists(atPath: DataKeyFile.path(inDirectory: first.directory)), "init made data-keys")
+        let status = try SecurePushBinary.run(["key", "status", "--data-dir", first.directory])
+        #expect(status.status == 0 && status.stdout.contains("key 1: 0 payloads (current)"), "\(status)")
+        let lone = try TemporaryDeployment(commandLine: true)
+        #expect(FileManager.default.fileExists(atPath: DataKeyFile.path(inDirectory: lone.directory)), "on SQLite too")
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-second-init-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let second = try SecurePushBinary.run(["init", directory, "--database", url])
+        #expect(second.status == 1 && second.stderr.contains("holds the data keys of another deployment")
+                && second.stderr.contains("copy its directory here instead of running init"), "\(second)")
+        #expect(!FileManager.default.fileExists(atPath: directory), "nothing left behind")
+    }
+
     @Test("a malformed --database is refused with one line and a non-zero exit, naming no password")
     func badDatabaseURL() throws {
         let directory = FileManager.default.temporaryDirectory.appendingPathComponent("securepush-bad-url-\(UUID().uuidString)").path

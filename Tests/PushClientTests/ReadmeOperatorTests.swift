@@ -17,6 +17,8 @@ final class OperatorWalkthrough {
     let deviceOutput: String
     /// What `send --text` pushes.
     let expectedText: String
+    /// The free port that stands for each port the README writes (`"7070"` → 41234).
+    let ports: [String: Int]
     private(set) var shell: ChildProcess?
 
     /// - Parameters:
@@ -51,7 +53,7 @@ final class OperatorWalkthrough {
                 guard Self.runnablePrefixes.contains(where: { program.hasPrefix($0) }) else {
                     throw ReadmeFailure("""
                         the walk-through runs `\(written)`: only securepush, curl and nats-server commands (with a printf for a \
-                        password), PostgreSQL's createuser and createdb as postgres, the making of a directory and a password \
+                        password), PostgreSQL's createuser and createdb as postgres, the making of a directory, its copy and a password \
                         file, openssl req for certificates, and scripts/install.sh are run here
                         """)
                 }
@@ -86,6 +88,7 @@ final class OperatorWalkthrough {
         }
         deviceOutput = device
         expectedText = text
+        self.ports = ports
         script = root + "/walkthrough.sh"
         // Only now, so that a walk-through the test refuses leaves nothing behind.
         do {
@@ -102,7 +105,7 @@ final class OperatorWalkthrough {
     /// What a README command may start with (after a `printf ... |`).
     static let runnablePrefixes = [
         "securepush ", "curl ", "nats-server ", "sudo -u postgres createuser ", "sudo -u postgres createdb ", "install -d ", "(umask 077 ",
-        "openssl req ",
+        "openssl req ", "cp -a ",
     ]
 
     /// Strict bash; the README's background jobs stopped in reverse order with SIGTERM

@@ -1,6 +1,10 @@
 import Foundation
 import Testing
+import PushClient
+import PushClock
+import PushSecurity
 import PushTestSupport
+import PushWire
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -8,12 +12,13 @@ import Glibc
 /// README.md's "Several stores on PostgreSQL", run as written against a server set up as
 /// Debian's package sets it up (peer on the socket, scram-sha-256 and TLS on TCP): the
 /// role and database made with the README's createuser and createdb, the password typed
-/// at their prompts, the password file, init, two stores, a gateway and a device.
+/// at their prompts, the password file, init, the copy of the directory for the second
+/// store host made right after it, two stores (one on each directory), a gateway and a device.
 @Suite("README: several stores on a PostgreSQL server set up as Debian's", .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct ReadmePostgresTests {
     static let heading = "### Several stores on PostgreSQL"
 
-    @Test("createuser --pwprompt, createdb, the password file, init --database with sslmode and passfile: the device shows what was sent, over TLS connections",
+    @Test("createuser --pwprompt, createdb, the password file, init --database with sslmode and passfile, the second host's copy made right after init: both stores serve, each fetches what the other stored, and the device shows what was sent, over TLS connections",
           .timeLimit(.minutes(3)))
     func walkthrough() throws {
         let cluster = try PostgresCluster.start(.debian)
@@ -22,6 +27,10 @@ struct ReadmePostgresTests {
         let walkthrough = try Self.walkthrough(commands, on: cluster)
         try walkthrough.start()
         let shown = walkthrough.waitUntilShown()
+        // Issue 42, item 3: the copy made right after init holds every file a store host
+        // needs; each store opens what the other sealed.
+        let across = shown ? try Self.fetchedAcross(walkthrough) : []
+        #expect(shown && across == ["stored at 7070, fetched at 7072", "stored at 7072, fetched at 7070"], "\(across)\n\(walkthrough.diagnostics)")
         // While the stores run: every connection of the README's role is encrypted.
         let connections = shown ? try cluster.administer("""
             SELECT count(*) FILTER (WHERE s.ssl) || ' encrypted, ' || count(*) FILTER (WHERE NOT s.ssl) || ' plain'
@@ -68,6 +77,37 @@ struct ReadmePostgresTests {
         #expect(status != nil && status != 0, "init succeeded without a password file\n\(walkthrough.diagnostics)")
         #expect(shell.standardError.contains("/srv/push2/pgpass (passfile= in the URL) does not exist"), "\(walkthrough.diagnostics)")
         #expect(!walkthrough.foregroundDone)
+    }
+
+    /// A payload stored through each of the README's two stores (with the provider key of
+    /// the directory it serves), then fetched through the other with a token from LOGIN
+    /// there: the texts fetched, `stored at A, fetched at B` with the README's ports.
+    static func fetchedAcross(_ walkthrough: OperatorWalkthrough) throws -> [String] {
+        let stores = [("7070", "/srv/push2"), ("7072", "/srv/push2-b")]
+        var fetched: [String] = []
+        for (index, (port, directory)) in stores.enumerated() {
+            let (otherPort, _) = stores[1 - index]
+            guard let storeAt = walkthrough.ports[port], let fetchAt = walkthrough.ports[otherPort] else {
+                throw ReadmeFailure("the walk-through has no stores on 7070 and 7072")
+            }
+            let deployment = try Deployment.open(walkthrough.root + directory)
+            let provider = try BlockingWireClient(host: "127.0.0.1", port: storeAt, timeoutMs: 10_000)
+            let credential = HelloCredential.provider(deployment.providerKey).make(for: .store, nowMs: Clocks.wallMilliseconds())
+            guard case .helloOK = try provider.hello(Hello(role: .provider, credential: credential)) else {
+                throw ReadmeFailure("the store on \(port) refused the provider")
+            }
+            let text = "stored at \(port), fetched at \(otherPort)"
+            let stored = try provider.request(.store(StoreRequest(user: "alice", payload: Array(text.utf8))))
+            guard case .storeOK(let ok) = stored else { throw ReadmeFailure("STORE at \(port): \(stored)") }
+            let device = try BlockingWireClient(host: "127.0.0.1", port: fetchAt, timeoutMs: 10_000)
+            guard case .helloOK = try device.hello(Hello(role: .device)) else { throw ReadmeFailure("the store on \(otherPort) refused the device") }
+            let login = try device.request(.login(Login(user: "alice", password: Array("secret".utf8), deviceID: "phone")))
+            guard case .loginOK(let token) = login else { throw ReadmeFailure("LOGIN at \(otherPort): \(login)") }
+            let reply = try device.request(.fetch(Fetch(id: ok.id, token: token.token)))
+            guard case .fetchOK(let payload) = reply else { throw ReadmeFailure("FETCH at \(otherPort) of what \(port) stored: \(reply)") }
+            fetched.append(String(decoding: payload.payload, as: UTF8.self))
+        }
+        return fetched
     }
 
     /// The README's commands, adapted to the test's server only where they must be: its

@@ -99,13 +99,14 @@ enum PostgresDataKeys {
 
     // MARK: blocking (store start, the key commands)
 
-    /// The host's `data-keys` file. A missing one is made only for a database without keys:
-    /// the first host's file becomes the deployment's.
+    /// The host's `data-keys` file. `securepush init` makes it; a missing one (a deployment
+    /// made by an earlier build) is made only for a database without keys: the first host's
+    /// file becomes the deployment's.
     static func fileKeys(_ path: String, on connection: PostgresBlockingConnection) throws(PostgresDataKeyError) -> [DataKey] {
         let read = Result { () throws(DataKeyError) in try DataKeyFile.read(path) }
         guard case .failure(.missing) = read else { return try read.mapError { PostgresDataKeyError.keys($0) }.get() }
         let any = Result { () throws(PostgresError) in try connection.query("SELECT EXISTS (SELECT 1 FROM data_keys)").bool(0, 0) }
-        if try any.mapError({ PostgresDataKeyError.database($0) }).get() { throw .keys(.missing(path)) }
+        if try any.mapError({ PostgresDataKeyError.database($0) }).get() { throw .keys(.notCopied(path)) }
         return try Result { () throws(DataKeyError) in try DataKeyFile.readOrCreate(path) }.mapError { PostgresDataKeyError.keys($0) }.get()
     }
 
