@@ -76,12 +76,12 @@ struct ProviderScopeScenarios {
             #expect(Self.visible(other) == Self.visible(none), "\(method): another provider's id answers as one that does not exist")
         }
         let status = try call("GET", id, token: billing, on: http)
-        #expect(status.status == 200 && (try status.json())["state"] as? String == "stored", "\(status.text)")
+        #expect(try status.status == 200 && (try status.json())["state"] as? String == "stored", "\(status.text)")
         guard case .fetchOK(let fetched) = try fetch(id) else { Issue.record("alice's phone could not fetch the message"); return }
         #expect(fetched.payload == Array("for billing's eyes".utf8))
         #expect(try call("DELETE", id, token: billing, on: http).status == 204)
         let after = try call("GET", id, token: billing, on: http)
-        #expect(after.status == 200 && (try after.json())["state"] as? String == "gone", "\(after.text)")
+        #expect(try after.status == 200 && (try after.json())["state"] as? String == "gone", "\(after.text)")
         #expect(try call("GET", id, token: crm, on: http).status == 404, "gone or not, still not crm's")
     }
 
