@@ -73,5 +73,20 @@ extension StoreCases {
             try Expect.equal(try fixture.status(stored.id).state, .gone, "state after RECALL")
             return "NOT_FOUND; stored → fetched → gone"
         },
+
+        ConformanceCase("store.status-key-holders", clause: "4.12-4",
+                        "the provider key's holders are one provider: a payload stored on one provider connection is asked about and recalled on another") { ctx throws(CaseStop) in
+            let fixture = try StoreFixture(ctx)
+            let stored = try fixture.store(ttl: 300)
+            let elsewhere = try ctx.storeProvider()
+            let status = try elsewhere.request(.status(StatusRequest(id: stored.id)))
+            guard case .statusOK(let ok) = status, ok.id == stored.id else {
+                throw .fail("STATUS on another provider connection was answered \(describe(status))")
+            }
+            let recalled = try elsewhere.request(.recall(Recall(id: stored.id)))
+            guard case .recallOK = recalled else { throw .fail("RECALL on another provider connection was answered \(describe(recalled))") }
+            try Expect.equal(try fixture.status(stored.id).state, .gone, "STATUS on the first connection after the other's RECALL")
+            return "STATUS_OK and RECALL_OK on a second connection; gone on the first"
+        },
     ]
 }

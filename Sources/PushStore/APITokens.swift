@@ -29,7 +29,9 @@ public struct APITokenRecord: Sendable, Equatable {
 }
 
 /// What an API token may do: send (POST /v1/messages), read a message's status (GET) and
-/// recall one (DELETE). A backend that only sends is given a token that only sends.
+/// recall one (DELETE). A backend that only sends is given a token that only sends. Status
+/// and recall reach the messages the token's own provider sent; `any-provider` widens them
+/// to every provider's, for an operator's tool ([4.12-4]), and grants nothing by itself.
 public struct APITokenScopes: OptionSet, Sendable, Hashable, CustomStringConvertible {
     public let rawValue: Int
     public init(rawValue: Int) { self.rawValue = rawValue }
@@ -37,9 +39,13 @@ public struct APITokenScopes: OptionSet, Sendable, Hashable, CustomStringConvert
     public static let send = APITokenScopes(rawValue: 1)
     public static let status = APITokenScopes(rawValue: 2)
     public static let recall = APITokenScopes(rawValue: 4)
+    /// Status and recall reach the messages of every provider, not only the token's own.
+    public static let anyProvider = APITokenScopes(rawValue: 8)
+    /// What a token is given when nothing else is asked: its own provider's messages only.
     public static let all: APITokenScopes = [.send, .status, .recall]
 
-    private static let names: [(String, APITokenScopes)] = [("send", .send), ("status", .status), ("recall", .recall)]
+    private static let names: [(String, APITokenScopes)] = [("send", .send), ("status", .status), ("recall", .recall),
+                                                            ("any-provider", .anyProvider)]
 
     /// Comma-separated names, as stored and as `--scope` takes them: "send,status,recall".
     public var description: String {

@@ -41,9 +41,12 @@ public struct NewPayload: Sendable, Equatable {
     public var push: Push?
     /// A SEND's idempotency key, recorded with the payload ([4.17-5]).
     public var idempotency: IdempotencyRecord?
+    /// The provider that sent it (`ProviderIdentity.name`), recorded in the same commit:
+    /// only that provider's STATUS and RECALL see it ([4.12-3]).
+    public var sender: String
 
     public init(id: PayloadID, user: String, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32,
-                push: Push? = nil) {
+                push: Push? = nil, sender: String) {
         self.id = id
         self.user = user
         self.body = body
@@ -51,6 +54,7 @@ public struct NewPayload: Sendable, Equatable {
         self.expiresAt = expiresAt
         self.readLimit = readLimit
         self.push = push
+        self.sender = sender
     }
 }
 
@@ -70,6 +74,8 @@ public struct StoredPayload: Sendable, Equatable {
     public var life: PayloadLife
     /// What became of its push; read for STATUS only (`StoreReads.pushOutcome`).
     public var push: PushOutcome = .none
+    /// The provider that sent it; nil for a payload stored before senders were recorded.
+    public var sender: String?
 
     /// Whether a FETCH may still read it at `nowMs`.
     public func isReadable(nowMs: UInt64) -> Bool { life.afterSweep(expiresAt: expiresAt, nowMs: nowMs) == .live }

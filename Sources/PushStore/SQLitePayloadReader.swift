@@ -31,12 +31,14 @@ public final class SQLitePayloadReader: PayloadReader {
         connection = try SQLitePayloadDatabase.open(path: path)
         sealer = try PayloadSealer(databasePath: path)
         bySequence = try connection.prepare("""
-            SELECT id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life
+            SELECT id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life,
+                   sender
             FROM payloads WHERE seq = ?
             """)
         // The same columns, the body's place taken by a NULL.
         metadataBySequence = try connection.prepare("""
-            SELECT id_high, id_low, user_id, key_id, NULL, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life
+            SELECT id_high, id_low, user_id, key_id, NULL, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life,
+                   sender
             FROM payloads WHERE seq = ?
             """)
         everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads")
@@ -100,7 +102,7 @@ public final class SQLitePayloadReader: PayloadReader {
             createdAt: UInt64(bitPattern: row.int(5)), expiresAt: UInt64(bitPattern: row.int(6)),
             readLimit: UInt32(truncatingIfNeeded: row.int(7)), readCount: UInt32(truncatingIfNeeded: row.int(8)),
             fetchCount: UInt32(truncatingIfNeeded: row.int(9)), fetchedAt: UInt64(bitPattern: row.int(10)),
-            life: PayloadLife(rawValue: row.int(11)) ?? .expired)
+            life: PayloadLife(rawValue: row.int(11)) ?? .expired, sender: row.isNull(12) ? nil : row.text(12))
     }
 
     public func pushOutcome(sequence: UInt64) throws -> PushOutcome {

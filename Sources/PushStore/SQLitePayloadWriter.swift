@@ -44,8 +44,8 @@ public final class SQLitePayloadWriter: PayloadWriter {
         sealer = try PayloadSealer(databasePath: path)
         resealer = try PayloadResealer(connection: connection, sealer: sealer)
         insert = try connection.prepare("""
-            INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, sender)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
         userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
         lookup = try connection.prepare("SELECT user_id, read_limit, read_count, life FROM payloads WHERE seq = ?")
@@ -121,6 +121,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             try insert.set(6, new.createdAt)
             try insert.set(7, new.expiresAt)
             try insert.set(8, Int64(new.readLimit))
+            try insert.set(9, new.sender)
             try insert.runBound()
             let sequence = connection.lastInsertedRow
             if let push = new.push {

@@ -4,7 +4,7 @@ import PushSecurity
 /// The store database's tables, and the changes that bring a database written by an
 /// earlier build up to them. `PRAGMA user_version` records how far a file has come.
 enum SQLiteSchema {
-    static let currentVersion: Int64 = 5
+    static let currentVersion: Int64 = 6
 
     /// Users have a random internal id that payloads bind to, so a name removed and added
     /// again is another user. `created_at` also dates the tokens a user may present: one
@@ -41,6 +41,13 @@ enum SQLiteSchema {
         )
         """
     }
+
+    /// Which provider sent each payload (`ProviderIdentity.name`), written with the row: only
+    /// that provider's STATUS and RECALL see it ([4.12-3]). NULL for a payload stored before
+    /// senders were recorded, which any provider sees, as it did then. Added by a statement
+    /// of its own, to a new file as to an old one, so that `payloadsTable` keeps the shape
+    /// migration 2 copies into.
+    static let senderColumn = "ALTER TABLE payloads ADD COLUMN sender TEXT"
 
     static let receiptsTable = """
         CREATE TABLE IF NOT EXISTS receipts (
@@ -109,7 +116,7 @@ enum SQLiteSchema {
         """
 
     static var fresh: String {
-        [usersTable("users"), payloadsTable("payloads"), receiptsTable, metaAndTriggers, indexes, RegistryTable.schema, pushesTable,
+        [usersTable("users"), payloadsTable("payloads"), senderColumn, receiptsTable, metaAndTriggers, indexes, RegistryTable.schema, pushesTable,
          idempotencyTable, APITokenTable.schema]
             .joined(separator: ";\n")
     }
@@ -129,6 +136,8 @@ enum SQLiteSchema {
         }),
         // Provider API tokens, for the store's HTTP provider API.
         (5, { connection throws(SQLiteError) in try connection.execute(APITokenTable.schema) }),
+        // Each payload's sender (SPEC.md 4.12-3); rows already there keep none.
+        (6, { connection throws(SQLiteError) in try connection.execute(senderColumn) }),
     ]
 
     /// Creates the tables of a new file, or brings an existing one up to date, in one

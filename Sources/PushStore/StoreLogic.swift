@@ -13,9 +13,11 @@ public final class StoreSession {
     public internal(set) var role: PeerRole
     /// The connection's frame size once HELLO_OK settled it: a REGISTRY_OK must fit.
     public internal(set) var maxFrame = FrameLimits.defaultMaxFrame
-    /// Whose idempotency keys a SEND's key is one of ([4.17-7]): every holder of the
-    /// provider key is one provider; each provider of the HTTP API's tokens is another.
-    public let idempotencyScope: String
+    /// The provider its requests speak for: the sender recorded with what it stores, the
+    /// owner of its SEND keys ([4.17-7]), and what its STATUS and RECALL may see ([4.12-3]).
+    /// Every holder of the provider key is one provider; each provider of the HTTP API's
+    /// tokens is another (`ProviderIdentity`).
+    public let provider: ProviderIdentity
     // The last token that verified, so a device's stream of FETCHes pays for one HMAC.
     var verifiedToken: [UInt8] = []
     var verifiedClaims: FetchToken?
@@ -47,10 +49,10 @@ public final class StoreSession {
         var mixed: Bool
     }
 
-    public init(peerAddress: String, role: PeerRole, idempotencyScope: String = IdempotencyKey.providerScope) {
+    public init(peerAddress: String, role: PeerRole, provider: ProviderIdentity = .keyHolders) {
         self.peerAddress = peerAddress
         self.role = role
-        self.idempotencyScope = idempotencyScope
+        self.provider = provider
     }
 
     func startLogin(_ login: Login, userID: UInt64?, sharedLimits: Bool) {
@@ -201,7 +203,7 @@ public final class StoreLogic {
     public func handle(_ message: Message, session: StoreSession) -> StoreAction {
         do throws(Refusal) {
             switch message {
-            case .store(let store): return try handleStore(store)
+            case .store(let store): return try handleStore(store, session: session)
             case .send(let send): return try handleSend(send, session: session)
             case .login(let login):
                 let limits = LoginLimitKey(user: login.user, address: LoginThrottle.addressKey(session.peerAddress))
@@ -218,7 +220,8 @@ public final class StoreLogic {
             case .ack(let ack):
                 let claims = try claims(ack.token, session: session, nowMs: clock())
                 return .read(StoreReads(user: claims.user, device: claims.deviceID, payload: ack.id, sequenceOnly: true), .ack(ack, claims))
-            case .recall(let recall): return .read(StoreReads(payload: recall.id, sequenceOnly: true), .recall(recall))
+            // The row, not only its sequence: whose it is decides ([4.11-3]).
+            case .recall(let recall): return .read(StoreReads(payload: recall.id), .recall(recall))
             case .status(let request): return .read(StoreReads(payload: request.id, pushOutcome: true), .status(request))
             case .registry(let request): return .read(registryReads(request, session: session), .registry(request))
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
@@ -270,10 +273,10 @@ public final class StoreLogic {
                 let fetched = shared.state.withLock { $0.fetchTallies.removeValue(forKey: sequence) }
                 return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched), .ackOK(ack.id))
             case .recall(let recall):
-                guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
-                return .commit(.recall(sequence: sequence), .recallOK(recall.id))
-            case .status(let request): return try status(request, found: found, nowMs: now)
-            case .send(let send, let key): return try sendOnce(send, key: key, earlier: found.idempotency, nowMs: now)
+                let payload = try askable(found, session: session)
+                return .commit(.recall(sequence: payload.sequence), .recallOK(recall.id))
+            case .status(let request): return try status(request, payload: try askable(found, session: session), nowMs: now)
+            case .send(let send, let key): return try sendOnce(send, key: key, earlier: found.idempotency, session: session, nowMs: now)
             case .registry(let request):
                 let page = found.registry ?? RegistryPage(entries: [], cursor: request.cursor, hasMore: false)
                 if page.entries.isEmpty && request.waitMs > 0 { return .hold(request) }
@@ -359,21 +362,21 @@ public final class StoreLogic {
                      succeeded: succeeded, nowMs: nowMs)
     }
 
-    private func handleStore(_ store: StoreRequest) throws(Refusal) -> StoreAction {
-        let payload = try newPayload(store)
+    private func handleStore(_ store: StoreRequest, session: StoreSession) throws(Refusal) -> StoreAction {
+        let payload = try newPayload(store, session: session)
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
 
-    /// STORE's checks ([4.7-3], [4.7-4]) and the payload they allow. Whether the user exists
-    /// is decided by the writer, in the transaction that stores the payload (UNKNOWN_USER):
-    /// a STORE reads nothing.
-    private func newPayload(_ store: StoreRequest) throws(Refusal) -> NewPayload {
+    /// STORE's checks ([4.7-3], [4.7-4]) and the payload they allow, with the session's
+    /// provider as its sender ([4.12-3]). Whether the user exists is decided by the writer,
+    /// in the transaction that stores the payload (UNKNOWN_USER): a STORE reads nothing.
+    private func newPayload(_ store: StoreRequest, session: StoreSession) throws(Refusal) -> NewPayload {
         guard store.payload.count <= settings.maxPayloadBytes else { throw Refusal(.tooLarge, "payload over \(settings.maxPayloadBytes) bytes") }
         guard store.ttlSeconds > 0 else { throw Refusal(.badRequest, "ttl_s must be above 0") }
         let now = clock()
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
         return NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
-                          expiresAt: now + ttl * 1000, readLimit: store.readLimit)
+                          expiresAt: now + ttl * 1000, readLimit: store.readLimit, sender: session.provider.name)
     }
 
     /// SEND: STORE's checks, the target's ([4.17-2]), then one commit of the payload and its
@@ -389,15 +392,15 @@ public final class StoreLogic {
             throw Refusal(.badRequest, "a SEND pushes to its recipient's devices only: target user \(name) is not the recipient")
         }
         if let key = send.idempotencyKey {
-            let scoped = IdempotencyKey(scope: session.idempotencyScope, key: key)
+            let scoped = IdempotencyKey(scope: session.provider.idempotencyScope, key: key)
             return .read(StoreReads(idempotency: scoped), .send(send, scoped))
         }
-        return try commitSend(send, key: nil, nowMs: clock())
+        return try commitSend(send, key: nil, session: session, nowMs: clock())
     }
 
     /// A keyed SEND: the earlier one's answer, CONFLICT, BUSY while the earlier one is being
     /// committed, or a commit that records the key with the payload ([4.17-5], [4.17-6]).
-    private func sendOnce(_ send: SendRequest, key: IdempotencyKey, earlier: IdempotencyRecord?,
+    private func sendOnce(_ send: SendRequest, key: IdempotencyKey, earlier: IdempotencyRecord?, session: StoreSession,
                           nowMs: UInt64) throws(Refusal) -> StoreAction {
         if let earlier, earlier.expiresAt > nowMs {
             guard earlier.requestHash == IdempotencyRecord.requestHash(send) else {
@@ -405,11 +408,11 @@ public final class StoreLogic {
             }
             return .reply(.sendOK(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true)))
         }
-        return try commitSend(send, key: key, nowMs: nowMs)
+        return try commitSend(send, key: key, session: session, nowMs: nowMs)
     }
 
-    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, nowMs: UInt64) throws(Refusal) -> StoreAction {
-        var payload = try newPayload(send.storeRequest)
+    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, session: StoreSession, nowMs: UInt64) throws(Refusal) -> StoreAction {
+        var payload = try newPayload(send.storeRequest, session: session)
         let push = Push(target: send.target ?? .user(send.user), id: payload.id.bytes, alert: send.alert, priority: send.priority,
                         collapseKey: send.collapseKey, ttlSeconds: send.pushTTLSeconds ?? send.ttlSeconds, user: send.user, once: true)
         payload.push = push
@@ -538,8 +541,18 @@ public final class StoreLogic {
         }
     }
 
-    private func status(_ request: StatusRequest, found: StoreReadResult, nowMs: UInt64) throws(Refusal) -> StoreAction {
-        guard var payload = found.payload else { throw Refusal(.notFound, "no such payload") }
+    /// The payload a STATUS or RECALL asks about, if its session's provider may see it
+    /// ([4.11-3], [4.12-3]): another provider's payload is refused exactly as an id that does
+    /// not exist, same status, same words, so that the reply tells nothing of its existence.
+    private func askable(_ found: StoreReadResult, session: StoreSession) throws(Refusal) -> StoredPayload {
+        guard let payload = found.payload, session.provider.mayAsk(about: payload.sender) else {
+            throw Refusal(.notFound, "no such payload")
+        }
+        return payload
+    }
+
+    private func status(_ request: StatusRequest, payload found: StoredPayload, nowMs: UInt64) throws(Refusal) -> StoreAction {
+        var payload = found
         let sequence = payload.sequence
         if let tally = shared.state.withLock({ $0.fetchTallies[sequence] }) {
             payload.fetchCount += tally.count

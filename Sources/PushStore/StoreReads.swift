@@ -18,8 +18,8 @@ public struct StoreReads: Sendable, Equatable {
     public var payload: PayloadID?
     /// Read and open its body too (FETCH only).
     public var body = false
-    /// Of the payload only its sequence is needed (ACK, RECALL: the writer checks the row
-    /// again in the transaction that changes it). A backend that keeps the ID-to-sequence
+    /// Of the payload only its sequence is needed (ACK: the writer checks the row again in
+    /// the transaction that changes it; RECALL reads the row, whose sender decides). A backend that keeps the ID-to-sequence
     /// map in memory answers `StoreReadResult.sequence` from it without reading the row;
     /// another may answer `payload` as usual.
     public var sequenceOnly = false

@@ -16,7 +16,12 @@ struct ProviderCommand: ParsableCommand {
             abstract: "Create, list or revoke provider API tokens (Authorization: Bearer sp_<id>_<secret>).",
             discussion: """
             The store keeps only a hash of each token's secret: the token is shown once, when it is created. \
-            A revoked token is refused from the store's next request on, and stays listed.
+            A revoked token is refused from the store's next request on, and stays listed. \
+            A token's status (GET) and recall (DELETE) reach only the messages its own provider sent; another \
+            provider's message is answered 404, exactly as an id that does not exist. The provider named \
+            provider-key is the one that holds the deployment's provider key (securepush send, status and recall), \
+            so a token made for that name sees what they sent. The scope any-provider widens status and recall to \
+            every provider's messages, for an operator's tool.
             """,
             subcommands: [Create.self, List.self, Revoke.self])
 
@@ -25,7 +30,7 @@ struct ProviderCommand: ParsableCommand {
                 abstract: "Create a token for a provider and print it (alone, on stdout): it is shown this once.")
             @Argument(help: "The provider's name (1 to 64 characters: letters, digits, '-', '_', '.').") var name: String
             @Option(help: "The deployment directory.") var dataDir: String
-            @Option(help: ArgumentHelp("What the token may do, comma-separated: send (POST /v1/messages), status (GET) and recall (DELETE) (default: all three).",
+            @Option(help: ArgumentHelp("What the token may do, comma-separated: send (POST /v1/messages), status (GET) and recall (DELETE) of its provider's own messages (default: these three); add any-provider to let status and recall reach every provider's messages.",
                                        valueName: "scopes"))
             var scope: String?
 
@@ -33,7 +38,7 @@ struct ProviderCommand: ParsableCommand {
                 guard APIToken.isValidProviderName(name) else { throw CommandFailure("\(APITokenError.invalidProviderName(name))") }
                 let scopes = try scope.map { text in
                     guard let scopes = APITokenScopes(names: text) else {
-                        throw CommandFailure("--scope: '\(text)' is not a comma-separated list of send, status and recall")
+                        throw CommandFailure("--scope: '\(text)' is not a comma-separated list of send, status, recall and any-provider")
                     }
                     return scopes
                 } ?? .all

@@ -196,7 +196,12 @@ func readPayloadFile(_ path: String) throws -> [UInt8] {
 }
 
 struct StatusCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "status", abstract: "Tell what became of a payload.")
+    static let configuration = CommandConfiguration(
+        commandName: "status", abstract: "Tell what became of a payload.",
+        discussion: """
+        Only of a payload the provider key's holders sent (with send, or over the HTTP API with a token made for \
+        the provider provider-key): another provider's id is answered NOT_FOUND, as one that does not exist.
+        """)
 
     @OptionGroup var provider: ProviderOptions
     @Argument(help: ArgumentHelp("The payload ID (32 hex digits) that `send` printed.", valueName: "id")) var id: PayloadID
@@ -224,7 +229,12 @@ struct StatusCommand: ParsableCommand {
 }
 
 struct RecallCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "recall", abstract: "Make a payload gone before it is read.")
+    static let configuration = CommandConfiguration(
+        commandName: "recall", abstract: "Make a payload gone before it is read.",
+        discussion: """
+        Only a payload the provider key's holders sent (with send, or over the HTTP API with a token made for \
+        the provider provider-key): another provider's id is answered NOT_FOUND, as one that does not exist.
+        """)
 
     @OptionGroup var provider: ProviderOptions
     @Argument(help: ArgumentHelp("The payload ID (32 hex digits) that `send` printed.", valueName: "id")) var id: PayloadID

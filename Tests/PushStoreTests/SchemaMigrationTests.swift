@@ -111,7 +111,7 @@ struct SchemaMigrationTests {
         try writeVersion0(scratch.path)
         let writer = try SQLitePayloadWriter(path: scratch.path)
         let outcome = try writer.commit([.store(NewPayload(id: PayloadID(high: 10, low: 10), user: "alice", body: [1],
-                                                           createdAt: 1, expiresAt: 9_999_999_999_999, readLimit: 0))])
+                                                           createdAt: 1, expiresAt: 9_999_999_999_999, readLimit: 0, sender: "provider-key"))])
         #expect(outcome == [.stored(sequence: 10)], "dave's row 9 was the highest; SYNC cursors of 9 must still see what comes next")
     }
 

@@ -123,8 +123,7 @@ final class StoreHTTPAPI {
             } catch {
                 return answer(request, .problem(error), route: route, provider: record.provider)
             }
-            let session = StoreSession(peerAddress: request.peerHost, role: .provider,
-                                       idempotencyScope: StoreHTTPAPI.idempotencyScope(of: record.provider))
+            let session = StoreSession(peerAddress: request.peerHost, role: .provider, provider: ProviderIdentity(apiToken: record))
             let call = StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
                 self?.answer(request, .answering(reply, to: route, keyed: keyed, createdAt: createdAt), route: route,
                              provider: record.provider)
@@ -156,10 +155,6 @@ final class StoreHTTPAPI {
         guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
         return String(parts[1].trimmingWhitespace())
     }
-
-    /// The idempotency keys of one API provider, apart from the binary protocol's
-    /// provider's and every other API provider's ([4.17-7]).
-    static func idempotencyScope(of provider: String) -> String { "api:" + provider }
 
     private func answer(_ request: HTTPServerRequest, _ response: ProviderAPIResponse, route: ProviderAPIRoute?, provider: String?) {
         request.respond(status: response.status, reason: ProviderAPIProblem.reason(response.status), headers: response.headers,

@@ -45,7 +45,7 @@ struct PostgresReadStatement {
         let sql = """
             SELECT r.n, u.id, u.created_at, NULL::text, d.user_id, d.issued_at, d.expires_at,
                    p.seq, p.user_id, p.key_id, CASE WHEN r.body THEN p.body END, p.created_at, p.expires_at,
-                   p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life
+                   p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life, p.sender
             FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[]) WITH ORDINALITY AS r (name, device, id, body, n)
             LEFT JOIN users u ON u.name = r.name
             LEFT JOIN registrations d ON d.device_id = r.device AND d.state = 1
@@ -80,7 +80,7 @@ struct PostgresReadStatement {
         if let id = reads.payload {
             payloadColumn = columns.count
             columns += ["p.seq", "p.user_id", "p.key_id", reads.body ? "p.body" : "NULL::bytea", "p.created_at", "p.expires_at",
-                        "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life"]
+                        "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life", "p.sender"]
             joins.append("LEFT JOIN payloads p ON p.id = \(parameter(.id(id)))")
             if reads.pushOutcome {
                 pushColumn = columns.count
@@ -163,7 +163,8 @@ struct PostgresReadStatement {
                 createdAt: try result.uint(row, column + 4), expiresAt: try result.uint(row, column + 5),
                 readLimit: UInt32(clamping: try result.uint(row, column + 6)), readCount: UInt32(clamping: try result.uint(row, column + 7)),
                 fetchCount: UInt32(clamping: try result.uint(row, column + 8)), fetchedAt: try result.uint(row, column + 9),
-                life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired)
+                life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired,
+                sender: result.isNull(row, column + 11) ? nil : try result.text(row, column + 11))
             if let column = pushColumn, !result.isNull(row, column) {
                 found.payload?.push = try result.int64(row, column) == OutboxState.handed.rawValue
                     ? .handed(PushAck(written: UInt32(clamping: try result.uint(row, column + 1)),

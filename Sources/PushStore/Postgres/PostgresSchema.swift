@@ -26,7 +26,7 @@ public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
 /// removal fence and the login limits.
 public enum PostgresSchema {
     /// The version this build writes and reads.
-    public static let currentVersion: Int64 = 6
+    public static let currentVersion: Int64 = 7
 
     /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
     /// deployment's other users of the database do not take.
@@ -34,7 +34,7 @@ public enum PostgresSchema {
 
     /// Migrations by the version they lead to, oldest first.
     static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4), (5, version5),
-                                                                 (6, version6)]
+                                                                 (6, version6), (7, version7)]
 
     /// Users have a random 63-bit id that payloads and registrations bind to, so a name
     /// removed and added again is another user; `created_at` dates the tokens a holder may
@@ -197,6 +197,14 @@ public enum PostgresSchema {
             key_id bigint NOT NULL
         );
         INSERT INTO data_key_reseal (id, key_id) VALUES (1, 0)
+        """
+
+    /// Which provider sent each payload (`ProviderIdentity.name`), written by the INSERT that
+    /// stores it: only that provider's STATUS and RECALL see it ([4.12-3]). NULL for a payload
+    /// stored before senders were recorded, which any provider sees, as it did then. Adding a
+    /// nullable column without a default rewrites no row.
+    static let version7 = """
+        ALTER TABLE payloads ADD COLUMN sender text
         """
 
     /// The version the database is at: 0 before the first migration.

@@ -26,10 +26,11 @@ enum PostgresWriteStatements {
     /// `RETURNING` says which rows went in and as which seq.
     static func insert(_ rows: ArraySlice<SealedPayload>) -> PostgresStatement {
         PostgresStatement("""
-            INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit)
-            SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit
-            FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[])
-                 AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit)
+            INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit, sender)
+            SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit, v.sender
+            FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[],
+                        $9::text[])
+                 AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit, sender)
             JOIN users u ON u.name = v.name AND u.id = v.user_id
             RETURNING id, seq
             """, [
@@ -37,6 +38,7 @@ enum PostgresWriteStatements {
             .int64Array(rows.map { Int64(clamping: $0.userID) }), .int64Array(rows.map { Int64($0.keyID) }),
             .bytesArray(rows.map(\.sealed)), .int64Array(rows.map { Int64(clamping: $0.payload.createdAt) }),
             .int64Array(rows.map { Int64(clamping: $0.payload.expiresAt) }), .int64Array(rows.map { Int64($0.payload.readLimit) }),
+            .textArray(rows.map { $0.payload.sender }),
         ], prepared: true)
     }
 
