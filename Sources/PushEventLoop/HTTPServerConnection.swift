@@ -184,6 +184,8 @@ final class HTTPServerConnection {
         let (contentType, body) = HTTPServerConnection.refusalBody(refusal, pages: server?.errorPages)
         if let output = evhttp_request_get_output_headers(raw) {
             _ = evhttp_add_header(output, "Content-Type", contentType)
+            // evhttp gives an HTTP/1.0 response none, its end being the close.
+            _ = evhttp_add_header(output, "Content-Length", "\(body.count)")
             _ = evhttp_add_header(output, "Connection", "close")
         }
         if let buffer = evhttp_request_get_output_buffer(raw) {
@@ -318,7 +320,10 @@ final class HTTPServerConnection {
         let refusal: HTTPRequestRefusal = switch status {
         case 413: .bodyTooLarge
         case 417: .expectationFailed
-        default: recorder.head == nil && recorder.bytes.count > (server?.limits.maxHeaderBytes ?? 0) ? .headTooLarge : .malformed
+        // A head evhttp refused for a value it could not read (`Content-Length: 3, 3`, a
+        // Transfer-Encoding it does not know) is counted by the rule it broke.
+        default: recorder.head.flatMap { HTTPRequestHead.parse($0).1 }
+            ?? (recorder.head == nil && recorder.bytes.count > (server?.limits.maxHeaderBytes ?? 0) ? .headTooLarge : .malformed)
         }
         server?.countRefusal(refusal)
         guard let pages, let replacement = pages.replacing(evhttps) else { return }
