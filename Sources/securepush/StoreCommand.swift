@@ -32,7 +32,11 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("""
         Serve the HTTP provider API at this address: POST /v1/messages sends (as SEND does), GET and DELETE \
         /v1/messages/ID report and recall; requests carry an API token from `securepush provider token create` \
-        (default: store.http in the config file; none without it). With --tls-cert it serves HTTPS.
+        (default: store.http in the config file; none without it). With --tls-cert it serves HTTPS. A head RFC 9112 \
+        refuses (two Content-Lengths or one not digits alone, Transfer-Encoding other than chunked alone or with \
+        Content-Length, HTTP/1.1 without Host, two Hosts or Authorizations, obs-fold, a space before a colon) gets 400 \
+        and the connection is closed; Expect: 100-continue gets its 100 Continue only once the token has been checked \
+        (else 401, or 413 over the size limit, without the body being read).
         """, valueName: "host:port"))
     var http: HostPort?
     @Option(help: ArgumentHelp("Most open HTTP API connections at once, apart from --max-connections (default: \(StoreHTTPConfiguration.defaultMaxConnections), or store.http_max_connections in the config file).",
