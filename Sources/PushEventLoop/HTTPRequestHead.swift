@@ -65,9 +65,9 @@ public enum HTTPRequestRefusal: String, CaseIterable, Sendable {
 }
 
 /// A request head as the client sent it, read from the raw bytes (no I/O): the request
-/// line and the header fields in order, names as sent. What `HTTPServer` checks the rules
-/// of RFC 9112 on that evhttp does not (`refusal`), and what it shows its owner for an
-/// `Expect: 100-continue` before the body is read (`HTTPContinueRequest`).
+/// line and the header fields in order, names as sent: what `HTTPServer` shows its owner
+/// for an `Expect: 100-continue` before the body is read (`HTTPContinueRequest`). `check`
+/// holds the rules of RFC 9112 that evhttp does not, for every request.
 public struct HTTPRequestHead: Sendable {
     public var method: String
     /// The request target as sent.
@@ -102,64 +102,120 @@ public struct HTTPRequestHead: Sendable {
 
     /// Reads `bytes`, which hold a whole head (its blank line included, leading blank lines
     /// allowed). Lines end in CRLF or a bare LF, as evhttp reads them. nil for what is not
-    /// a request line and fields; evhttp refuses that itself.
-    public static func parse(_ bytes: ArraySlice<UInt8>) -> (HTTPRequestHead?, HTTPRequestRefusal?) {
-        var lines: [ArraySlice<UInt8>] = []
-        var start = bytes.startIndex
-        for index in bytes.indices where bytes[index] == 10 {
-            var line = bytes[start..<index]
-            if line.last == 13 { line = line.dropLast() }
-            start = index + 1
-            if line.isEmpty {
-                if lines.isEmpty { continue }
-                break
+    /// a request line and fields (evhttp refuses that itself) or breaks a rule (`check`).
+    public static func parse(_ bytes: ArraySlice<UInt8>) -> HTTPRequestHead? {
+        guard case .passes = check(bytes) else { return nil }
+        var head: HTTPRequestHead?
+        forEachLine(bytes) { line in
+            guard var parsed = head else {
+                let parts = line.split(separator: 32, omittingEmptySubsequences: true)
+                head = HTTPRequestHead(method: text(parts[0]), target: text(parts[1]), version: text(parts[2]), headers: [])
+                return true
             }
-            lines.append(line)
+            let colon = line.firstIndex(of: 58) ?? line.endIndex
+            parsed.headers.append((text(line[..<colon]), text(trimmed(line[line.index(after: colon)...]))))
+            head = parsed
+            return true
         }
-        guard let requestLine = lines.first else { return (nil, nil) }
-        let parts = requestLine.split(separator: 32, omittingEmptySubsequences: true)
-        guard parts.count == 3 else { return (nil, nil) }
-        var head = HTTPRequestHead(method: text(parts[0]), target: text(parts[1]), version: text(parts[2]), headers: [])
-        for line in lines.dropFirst() {
-            if line.first == 32 || line.first == 9 { return (head, .obsFold) }
-            guard let colon = line.firstIndex(of: 58) else { return (head, .invalidFieldName) }
-            let name = line[line.startIndex..<colon]
-            guard !name.isEmpty, name.allSatisfy(isTokenByte) else { return (head, .invalidFieldName) }
-            var value = line[(colon + 1)...]
-            while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
-            while let last = value.last, last == 32 || last == 9 { value = value.dropLast() }
-            head.headers.append((text(name), text(value)))
-        }
-        return (head, head.refusal)
+        return head
     }
 
-    /// The first RFC 9112 rule this head breaks that evhttp lets through, or nil.
-    public var refusal: HTTPRequestRefusal? {
-        let lengths = values("Content-Length")
-        if lengths.count > 1 { return .duplicateContentLength }
-        if let length = lengths.first {
-            if length.contains(",") { return .duplicateContentLength }
-            if length.isEmpty || !length.utf8.allSatisfy({ (48...57).contains($0) }) { return .invalidContentLength }
-        }
-        let codings = values("Transfer-Encoding")
-        if !codings.isEmpty {
-            guard codings.count == 1, lengths.isEmpty, isHTTP11OrLater, codings[0].lowercased() == "chunked" else {
-                return .transferEncoding
-            }
-        }
-        if !HTTPRequestHead.methodsWithBody.contains(method), !codings.isEmpty || lengths.contains(where: { $0 != "0" }) {
-            return .unreadBody
-        }
-        let hosts = values("Host")
-        if hosts.count > 1 { return .duplicateHost }
-        if hosts.isEmpty && isHTTP11OrLater { return .missingHost }
-        if values("Authorization").count > 1 { return .duplicateAuthorization }
-        return nil
+    /// What `check` found.
+    public enum Check: Equatable, Sendable {
+        case passes
+        case refused(HTTPRequestRefusal)
+        /// Not a request line and fields at all.
+        case unreadable
     }
+
+    /// The first RFC 9112 rule the head in `bytes` breaks that evhttp lets through. Run on
+    /// every request, so it reads the bytes in place, comparing only the names it needs.
+    public static func check(_ bytes: ArraySlice<UInt8>) -> Check {
+        var method: ArraySlice<UInt8>?
+        var isHTTP11 = false
+        var lengths = 0, codings = 0, hosts = 0, authorizations = 0
+        var lengthValue: ArraySlice<UInt8> = []
+        var codingValue: ArraySlice<UInt8> = []
+        var found: Check = .passes
+        forEachLine(bytes) { line in
+            guard method != nil else {
+                let parts = line.split(separator: 32, omittingEmptySubsequences: true)
+                guard parts.count == 3 else { found = .unreadable; return false }
+                method = parts[0]
+                isHTTP11 = !parts[2].elementsEqual(http10)
+                return true
+            }
+            if line.first == 32 || line.first == 9 { found = .refused(.obsFold); return false }
+            guard let colon = line.firstIndex(of: 58) else { found = .refused(.invalidFieldName); return false }
+            let name = line[..<colon]
+            guard !name.isEmpty, name.allSatisfy(isTokenByte) else { found = .refused(.invalidFieldName); return false }
+            if named(name, contentLength) {
+                lengths += 1
+                lengthValue = trimmed(line[line.index(after: colon)...])
+            } else if named(name, transferEncoding) {
+                codings += 1
+                codingValue = trimmed(line[line.index(after: colon)...])
+            } else if named(name, host) {
+                hosts += 1
+            } else if named(name, authorization) {
+                authorizations += 1
+            }
+            return true
+        }
+        guard case .passes = found else { return found }
+        guard let method else { return .unreadable }
+        if lengths > 1 || lengthValue.contains(44) { return .refused(.duplicateContentLength) }
+        if lengths == 1, lengthValue.isEmpty || !lengthValue.allSatisfy({ (48...57).contains($0) }) { return .refused(.invalidContentLength) }
+        if codings > 0, codings > 1 || lengths > 0 || !isHTTP11 || !named(codingValue, chunked) { return .refused(.transferEncoding) }
+        if codings > 0 || (lengths == 1 && !lengthValue.allSatisfy { $0 == 48 }) {
+            if !methodsWithBody.contains(where: { method.elementsEqual($0) }) { return .refused(.unreadBody) }
+        }
+        if hosts > 1 { return .refused(.duplicateHost) }
+        if hosts == 0 && isHTTP11 { return .refused(.missingHost) }
+        if authorizations > 1 { return .refused(.duplicateAuthorization) }
+        return .passes
+    }
+
+    /// Calls `body` with each line of the head (ends cut off, leading blank lines skipped)
+    /// until the blank line or until `body` returns false.
+    private static func forEachLine(_ bytes: ArraySlice<UInt8>, _ body: (ArraySlice<UInt8>) -> Bool) {
+        var start = bytes.startIndex
+        var sawLine = false
+        while start < bytes.endIndex, let end = bytes[start...].firstIndex(of: 10) {
+            var line = bytes[start..<end]
+            if line.last == 13 { line = line.dropLast() }
+            start = end + 1
+            if line.isEmpty {
+                if sawLine { return }
+                continue
+            }
+            sawLine = true
+            guard body(line) else { return }
+        }
+    }
+
+    private static func trimmed(_ value: ArraySlice<UInt8>) -> ArraySlice<UInt8> {
+        var value = value
+        while let first = value.first, first == 32 || first == 9 { value = value.dropFirst() }
+        while let last = value.last, last == 32 || last == 9 { value = value.dropLast() }
+        return value
+    }
+
+    /// Whether `name` is `lowercase`, compared ASCII case-insensitively.
+    private static func named(_ name: ArraySlice<UInt8>, _ lowercase: [UInt8]) -> Bool {
+        name.count == lowercase.count && zip(name, lowercase).allSatisfy { ($0 | 0x20) == $1 }
+    }
+
+    private static let contentLength = Array("content-length".utf8)
+    private static let transferEncoding = Array("transfer-encoding".utf8)
+    private static let host = Array("host".utf8)
+    private static let authorization = Array("authorization".utf8)
+    private static let chunked = Array("chunked".utf8)
+    private static let http10 = Array("HTTP/1.0".utf8)
 
     /// The methods whose body evhttp 2.1 reads; for any other it takes what follows the
     /// head for the next request.
-    static let methodsWithBody: Set<String> = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT"]
+    static let methodsWithBody = ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "CONNECT"].map { Array($0.utf8) }
 
     private static func text(_ bytes: ArraySlice<UInt8>) -> String { String(decoding: bytes, as: UTF8.self) }
 
@@ -210,18 +266,17 @@ struct HTTPHeadRecorder {
     mutating func append<Bytes: Collection<UInt8>>(_ more: Bytes) {
         guard isOpen else { return }
         bytes.append(contentsOf: more.prefix(room))
-        while scanned < bytes.count, headEnd == nil {
-            if bytes[scanned] == 10 {
-                let length = scanned - lineStart - (scanned > lineStart && bytes[scanned - 1] == 13 ? 1 : 0)
-                if length > 0 {
-                    sawLine = true
-                } else if sawLine {
-                    headEnd = scanned + 1
-                }
-                lineStart = scanned + 1
+        while headEnd == nil, let end = bytes[scanned...].firstIndex(of: 10) {
+            let length = end - lineStart - (end > lineStart && bytes[end - 1] == 13 ? 1 : 0)
+            if length > 0 {
+                sawLine = true
+            } else if sawLine {
+                headEnd = end + 1
             }
-            scanned += 1
+            lineStart = end + 1
+            scanned = end + 1
         }
+        if headEnd == nil { scanned = bytes.count }
         if headEnd == nil && bytes.count > limit { overflowed = true }
     }
 

@@ -117,8 +117,11 @@ final class HTTPServerConnection {
     /// evhttp's) is refused rather than let through unchecked.
     func headRefusal() -> HTTPRequestRefusal? {
         guard let bytes = recorder.head else { return .headTooLarge }
-        let (head, refusal) = HTTPRequestHead.parse(bytes)
-        return head == nil ? .malformed : refusal
+        switch HTTPRequestHead.check(bytes) {
+        case .passes: return nil
+        case .refused(let refusal): return refusal
+        case .unreadable: return .malformed
+        }
     }
 
     /// Whether a response was already sent for the request being read (see `answerBeforeBody`).
@@ -226,7 +229,7 @@ final class HTTPServerConnection {
     /// owner asks the server's owner (`HTTPServer.vetContinue`) or lets it go at once.
     private func holdContinue(_ line: [UInt8]) {
         continueHeld = line
-        let parsed = recorder.head.map { HTTPRequestHead.parse($0).0 } ?? nil
+        let parsed = recorder.head.flatMap(HTTPRequestHead.parse)
         if let refusal = headRefusal() {
             server?.countRefusal(refusal)
             let (contentType, body) = HTTPServerConnection.refusalBody(refusal, pages: server?.errorPages)
@@ -322,7 +325,7 @@ final class HTTPServerConnection {
         case 417: .expectationFailed
         // A head evhttp refused for a value it could not read (`Content-Length: 3, 3`, a
         // Transfer-Encoding it does not know) is counted by the rule it broke.
-        default: recorder.head.flatMap { HTTPRequestHead.parse($0).1 }
+        default: recorder.head.flatMap { if case .refused(let broken) = HTTPRequestHead.check($0) { broken } else { nil } }
             ?? (recorder.head == nil && recorder.bytes.count > (server?.limits.maxHeaderBytes ?? 0) ? .headTooLarge : .malformed)
         }
         server?.countRefusal(refusal)
