@@ -7,25 +7,35 @@
 /// wrote (status 400 or more, `Content-Type: text/html`) by this one, status line kept.
 public struct HTTPErrorPages: Sendable {
     public var contentType: String
-    /// The body for `status`, given evhttp's reason phrase for it.
-    public var body: @Sendable (_ status: Int, _ reason: String) -> [UInt8]
+    /// The body for `status`, given its reason phrase and, for a request the server refused
+    /// (`HTTPRequestRefusal`), why in one sentence.
+    public var body: @Sendable (_ status: Int, _ reason: String, _ detail: String?) -> [UInt8]
 
-    public init(contentType: String, body: @escaping @Sendable (_ status: Int, _ reason: String) -> [UInt8]) {
+    public init(contentType: String, body: @escaping @Sendable (_ status: Int, _ reason: String, _ detail: String?) -> [UInt8]) {
         self.contentType = contentType
         self.body = body
     }
 
     /// The whole 503 sent to a connection over the cap.
     func busyResponse() -> [UInt8] {
-        let body = body(503, "Service Unavailable")
+        let body = body(503, "Service Unavailable", nil)
         let head = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: \(contentType)\r\nConnection: close\r\nRetry-After: 1\r\n"
             + "Content-Length: \(body.count)\r\n\r\n"
         return Array(head.utf8) + body
     }
 
-    /// `written` with its headers and body replaced, when it is one of evhttp's own error
-    /// pages; nil otherwise (a response of ours, a `100 Continue`, something cut short).
-    func replacing(_ written: [UInt8]) -> [UInt8]? {
+    /// Whether `written` is evhttp's `100 Continue` (`HTTP/1.x 100 Continue`, no headers).
+    static func isContinue(_ written: [UInt8]) -> Bool {
+        written.count == 25 && written.starts(with: Array("HTTP/1.".utf8)) && written[8...].elementsEqual(Array(" 100 Continue\r\n\r\n".utf8))
+    }
+
+    /// The status of `written` when it is one of evhttp's own error pages (status 400 or
+    /// more, `Content-Type: text/html`), else nil.
+    static func evhttpPageStatus(_ written: [UInt8]) -> Int? {
+        pageParts(written)?.status
+    }
+
+    private static func pageParts(_ written: [UInt8]) -> (status: Int, lineEnd: Int, headEnd: Int)? {
         let crlf: [UInt8] = [13, 10]
         guard let lineEnd = HTTPErrorPages.find(crlf, in: written, from: 0),
               let headEnd = HTTPErrorPages.find(crlf + crlf, in: written, from: lineEnd)
@@ -38,8 +48,16 @@ public struct HTTPErrorPages: Sendable {
         else { return nil }
         let head = String(decoding: written[lineEnd..<headEnd], as: UTF8.self).lowercased()
         guard head.contains("\r\ncontent-type: text/html") else { return nil }
+        return (status, lineEnd, headEnd)
+    }
+
+    /// `written` with its headers and body replaced, when it is one of evhttp's own error
+    /// pages; nil otherwise (a response of ours, a `100 Continue`, something cut short).
+    func replacing(_ written: [UInt8]) -> [UInt8]? {
+        guard let (status, lineEnd, headEnd) = HTTPErrorPages.pageParts(written) else { return nil }
+        let line = written[..<lineEnd]
         let reason = String(decoding: line.dropFirst(13), as: UTF8.self)
-        let body = body(status, reason)
+        let body = body(status, reason, nil)
         let headers = "\r\nContent-Type: \(contentType)\r\nContent-Length: \(body.count)\r\nConnection: close\r\n\r\n"
         // evhttp leaves the page's body out of an answer to HEAD.
         let hadBody = headEnd + 4 < written.count

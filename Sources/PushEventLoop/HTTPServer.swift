@@ -11,14 +11,22 @@ import Glibc
 ///   over `maxHeaderBytes`: 400;
 /// - a body over `maxBodyBytes`, announced by Content-Length (even with
 ///   `Expect: 100-continue`) or as chunks arrive: 413.
-/// `Expect: 100-continue` within the limit gets its `100 Continue` from evhttp; chunked
+/// The server itself refuses, 400 and closed after, what RFC 9112 says must be refused and
+/// evhttp lets through (`HTTPRequestRefusal`): two Content-Lengths (evhttp would frame by
+/// the first, and what followed it would be read as a request of its own), one that is
+/// not digits alone, Transfer-Encoding other than `chunked` alone on 1.1 without
+/// Content-Length, a 1.1 request without Host, two Hosts, two Authorizations, an obs-fold,
+/// whitespace before a colon. Every refusal, evhttp's and these, is counted by reason
+/// (`refusals`).
+/// `Expect: 100-continue` within the limit gets its `100 Continue` once the head has passed
+/// those checks and `vetContinue`, if set, has let it (see `HTTPContinueRequest`); chunked
 /// bodies arrive whole. Every method reaches the handler (unknown ones as `.other`), so
 /// it answers 405 itself. The path is what the request line holds between the method and
 /// the version, query cut off, not decoded: it may hold spaces; an absolute-form target
 /// (`http://host/p`) gives `/p`.
 ///
 /// Connections: each takes a place in the `gate` from accept until evhttp frees it. Over
-/// the cap, a plain connection gets a fixed 503 (`errorPages`', or problem+json with code
+/// the cap, or over the cap for its address, a plain connection gets a fixed 503 (`errorPages`', or problem+json with code
 /// BUSY; Retry-After: 1) and is closed; a TLS one is closed. A request must arrive whole within
 /// `requestDeadline` of the connection opening or of the previous response being handed
 /// over, else the connection is shut down; the time the handler holds a request does not
@@ -33,6 +41,9 @@ public final class HTTPServer: LoopResource {
     let busyResponse: [UInt8]
     /// Dropped at stop(), so a handler that holds the server makes no cycle.
     private var handle: ((HTTPServerRequest) -> Void)?
+    /// Asked about each `Expect: 100-continue` request before its body is read (a token, a
+    /// route); nil lets every one continue. Dropped at stop(), like the handler.
+    public var vetContinue: ((HTTPContinueRequest) -> Void)?
     private var http: OpaquePointer?
     private var sockets: [Int32] = []
     private var addresses: [SocketAddress]
@@ -48,6 +59,10 @@ public final class HTTPServer: LoopResource {
     private var rewriteEvent: OpaquePointer?
     /// Connections refused at the gate's cap.
     public private(set) var refusedAtCap: UInt64 = 0
+    /// Connections refused at the gate's cap for one address.
+    public private(set) var refusedPerAddress: UInt64 = 0
+    /// Requests refused before the handler saw them, by `HTTPRequestRefusal.allCases` index.
+    private var requestRefusals = [UInt64](repeating: 0, count: HTTPRequestRefusal.allCases.count)
     /// Connections closed by `requestDeadline`.
     public private(set) var closedAtDeadline: UInt64 = 0
     /// Open connections of this server (those holding a place in the gate).
@@ -105,9 +120,7 @@ public final class HTTPServer: LoopResource {
         }
         self.http = http
         adoptEvent = event_new(loop.base, -1, 0, httpAdoptCallback, Unmanaged.passUnretained(self).toOpaque())
-        if errorPages != nil {
-            rewriteEvent = event_new(loop.base, -1, 0, httpRewriteCallback, Unmanaged.passUnretained(self).toOpaque())
-        }
+        rewriteEvent = event_new(loop.base, -1, 0, httpRewriteCallback, Unmanaged.passUnretained(self).toOpaque())
         configure(http)
         for socket in bound {
             // Not LEV_OPT_CLOSE_ON_FREE: `stop()` closes the sockets itself (see there).
@@ -160,6 +173,7 @@ public final class HTTPServer: LoopResource {
         guard let http else { return }
         self.http = nil
         handle = nil
+        vetContinue = nil
         unadopted = []
         if let adoptEvent { event_free(adoptEvent) }
         adoptEvent = nil
@@ -186,16 +200,12 @@ public final class HTTPServer: LoopResource {
     // MARK: - From the C callbacks
 
     /// A new connection's bufferevent (evhttp sets the socket on it). Its connection is
-    /// adopted once evhttp has made it, on this same loop pass (see `adoptNew`).
+    /// adopted, and given its place in the gate, once evhttp has made it and knows its
+    /// address, on this same loop pass (see `adoptNew`).
     fileprivate func newConnection() -> OpaquePointer? {
-        let admitted = gate.enter()
-        if !admitted { refusedAtCap += 1 }
         let made: OpaquePointer?
         if let tls {
-            guard let ssl = tls.makeServerSSL() else {
-                if admitted { gate.leave() }
-                return nil
-            }
+            guard let ssl = tls.makeServerSSL() else { return nil }
             made = bufferevent_openssl_socket_new(
                 loop.base, -1, ssl, bufferevent_ssl_state(rawValue: UInt32(sp_BUFFEREVENT_SSL_ACCEPTING)),
                 sp_BEV_OPT_CLOSE_ON_FREE)
@@ -203,12 +213,8 @@ public final class HTTPServer: LoopResource {
         } else {
             made = bufferevent_socket_new(loop.base, -1, sp_BEV_OPT_CLOSE_ON_FREE)
         }
-        guard let bev = made else {
-            if admitted { gate.leave() }
-            return nil
-        }
-        let connection = HTTPServerConnection(server: self, gate: gate, refused: !admitted, tls: tls != nil, bev: bev)
-        if admitted { connectionCount += 1 }
+        guard let bev = made else { return nil }
+        let connection = HTTPServerConnection(server: self, gate: gate, tls: tls != nil, bev: bev)
         connections[bev] = connection
         unadopted.append(connection)
         if unadopted.count == 1, let adoptEvent { event_active(adoptEvent, Int32(sp_EV_TIMEOUT), 0) }
@@ -234,8 +240,7 @@ public final class HTTPServer: LoopResource {
     fileprivate func rewriteWritten() {
         let batch = pendingOutput
         pendingOutput = []
-        guard let errorPages else { return }
-        for connection in batch { connection.replaceErrorPage(errorPages) }
+        for connection in batch { connection.lookAtOutput(errorPages) }
     }
 
     fileprivate func received(_ raw: OpaquePointer) {
@@ -251,6 +256,14 @@ public final class HTTPServer: LoopResource {
             connection.refuseRequest(raw)
             return
         }
+        if connection.isAnsweredBeforeBody {
+            connection.dropAnsweredRequest(raw)
+            return
+        }
+        if let refusal = connection.headRefusal() {
+            connection.refuse(raw, refusal)
+            return
+        }
         let request = HTTPServerRequest(raw: raw, connection: connection)
         connection.requestTaken(request)
         handle?(request)
@@ -258,6 +271,26 @@ public final class HTTPServer: LoopResource {
 
     func countDeadlineClose() {
         closedAtDeadline += 1
+    }
+
+    func countRefusal(_ refusal: HTTPConnectionGate.Refusal) {
+        switch refusal {
+        case .atCap: refusedAtCap += 1
+        case .perAddress: refusedPerAddress += 1
+        }
+    }
+
+    func countRefusal(_ refusal: HTTPRequestRefusal) {
+        if let index = HTTPRequestRefusal.allCases.firstIndex(of: refusal) { requestRefusals[index] += 1 }
+    }
+
+    /// Requests refused for `reason` before the handler saw them.
+    public func refusals(_ reason: HTTPRequestRefusal) -> UInt64 {
+        HTTPRequestRefusal.allCases.firstIndex(of: reason).map { requestRefusals[$0] } ?? 0
+    }
+
+    func connectionStarted() {
+        connectionCount += 1
     }
 
     func connectionFinished() {

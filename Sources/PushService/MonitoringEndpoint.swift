@@ -75,8 +75,8 @@ public final class MonitoringEndpoint {
     static let refusedMetric = "securepush_monitoring_refused_at_cap_total"
 
     /// The server's own answers (400, 413, 417, 503 at the cap) in plain text, like the pages'.
-    static let errorPages = HTTPErrorPages(contentType: "text/plain; charset=utf-8") { status, reason in
-        Array((status == 503 ? "too many open connections, retry later\n" : reason.lowercased() + "\n").utf8)
+    static let errorPages = HTTPErrorPages(contentType: "text/plain; charset=utf-8") { status, reason, detail in
+        Array((status == 503 ? "too many open connections, retry later\n" : (detail ?? reason.lowercased()) + "\n").utf8)
     }
 
     /// Stops listening and closes open connections. Idempotent.

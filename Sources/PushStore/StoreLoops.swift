@@ -16,7 +16,7 @@ extension ServiceLoopGroup where Member == StoreService {
         let count = configuration.effectiveLoopCount
         let writerGroup = try sharedWriter(configuration, loops: count)
         let shared = StoreProcessState(settings: configuration.settings)
-        let http = configuration.http.map { StoreHTTPShared(maxConnections: $0.maxConnections) }
+        let http = configuration.http.map { StoreHTTPShared($0) }
         return try start(
             LoopMembers(count: count), name: "store", admission: AdmissionGate(limits: configuration.limits), on: loop,
             member: { seat, loop throws(StoreServiceError) in

@@ -113,7 +113,7 @@ public final class StoreService: LoopGroupMember {
         if let http = configuration.http {
             do {
                 httpAPI = try StoreHTTPAPI(server: server, configuration: http, tls: configuration.tls,
-                                           shared: shard?.http ?? StoreHTTPShared(maxConnections: http.maxConnections),
+                                           shared: shard?.http ?? StoreHTTPShared(http),
                                            speaksForProcess: configuration.speaksForProcess, logger: configuration.logger, loop: loop)
             } catch {
                 server.stopTimers()

@@ -32,12 +32,19 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("""
         Serve the HTTP provider API at this address: POST /v1/messages sends (as SEND does), GET and DELETE \
         /v1/messages/ID report and recall; requests carry an API token from `securepush provider token create` \
-        (default: store.http in the config file; none without it). With --tls-cert it serves HTTPS.
+        (default: store.http in the config file; none without it). With --tls-cert it serves HTTPS. A head RFC 9112 \
+        refuses (two Content-Lengths or one not digits alone, Transfer-Encoding other than chunked alone or with \
+        Content-Length, HTTP/1.1 without Host, two Hosts or Authorizations, obs-fold, a space before a colon) gets 400 \
+        and the connection is closed; Expect: 100-continue gets its 100 Continue only once the token has been checked \
+        (else 401, or 413 over the size limit, without the body being read).
         """, valueName: "host:port"))
     var http: HostPort?
     @Option(help: ArgumentHelp("Most open HTTP API connections at once, apart from --max-connections (default: \(StoreHTTPConfiguration.defaultMaxConnections), or store.http_max_connections in the config file).",
                                valueName: "count"))
     var httpMaxConnections: Int?
+    @Option(help: ArgumentHelp("Most open HTTP API connections from one client address at once, so that one address cannot take every place; one more from it is answered 503 and closed (default: \(StoreHTTPConfiguration.defaultMaxConnectionsPerAddress), or store.http_max_connections_per_address in the config file). Behind a proxy every request comes from its address: raise it.",
+                               valueName: "count"))
+    var httpMaxConnectionsPerAddress: Int?
     @Option(help: ArgumentHelp("An HTTP API request must arrive whole within this long of its connection opening or of the previous response; also the keep-alive idle limit (default: 10000, or store.http_request_timeout_ms in the config file).",
                                valueName: "ms"))
     var httpRequestTimeoutMs: Int?
@@ -117,6 +124,10 @@ struct StoreCommand: ParsableCommand {
             if let count = httpMaxConnections ?? deployment.integer("http_max_connections", for: .store) {
                 guard count > 0 else { throw CommandFailure("--http-max-connections must be above 0") }
                 http.maxConnections = count
+            }
+            if let count = httpMaxConnectionsPerAddress ?? deployment.integer("http_max_connections_per_address", for: .store) {
+                guard count > 0 else { throw CommandFailure("--http-max-connections-per-address must be above 0") }
+                http.maxConnectionsPerAddress = count
             }
             if let ms = httpRequestTimeoutMs ?? deployment.integer("http_request_timeout_ms", for: .store) {
                 guard ms >= 100 else { throw CommandFailure("--http-request-timeout-ms must be 100 or more") }

@@ -5,7 +5,7 @@ import Testing
 extension EventLoopSuite {
     /// HTTPServer swapping evhttp's own HTML error pages for `HTTPErrorPages`.
     @Suite struct HTTPErrorPagesTests {
-        static let pages = HTTPErrorPages(contentType: "text/x-test") { status, reason in Array("page \(status) \(reason)".utf8) }
+        static let pages = HTTPErrorPages(contentType: "text/x-test") { status, reason, _ in Array("page \(status) \(reason)".utf8) }
 
         @Test func evhttpsOwnRefusalsGetThePages() throws {
             var limits = HTTPServerLimits()

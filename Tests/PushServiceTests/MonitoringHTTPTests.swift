@@ -63,7 +63,7 @@ struct MonitoringHTTPTests {
     @Test("the query is not part of the path; HTTP/1.0, LF-only lines and a request in pieces are served")
     func lenientButExact() throws {
         let monitor = try MonitorUnderTest()
-        #expect(try monitor.exchange("GET /healthz?verbose=1 HTTP/1.1\r\n\r\n").text == "ok\n")
+        #expect(try monitor.exchange("GET /healthz?verbose=1 HTTP/1.1\r\nHost: x\r\n\r\n").text == "ok\n")
         let old = try monitor.exchange("GET /healthz HTTP/1.0\nHost: x\n\n")
         #expect(old.text == "ok\n" && old.headers["content-length"] == "3", "\(old)")
         let pieces = try monitor.exchange("GET /readyz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n", in: 7)
@@ -74,7 +74,7 @@ struct MonitoringHTTPTests {
     @Test("an unknown path is 404 in plain text")
     func notFound() throws {
         let monitor = try MonitorUnderTest()
-        let response = try monitor.exchange("GET /nothing-here HTTP/1.1\r\n\r\n")
+        let response = try monitor.exchange("GET /nothing-here HTTP/1.1\r\nHost: x\r\n\r\n")
         #expect(response.status == 404)
         #expect(response.headers["content-type"] == "text/plain; charset=utf-8")
         #expect(response.text == "not found\n")
@@ -84,7 +84,7 @@ struct MonitoringHTTPTests {
     func methodNotAllowed() throws {
         let monitor = try MonitorUnderTest()
         for method in ["POST", "PUT", "DELETE", "HEAD", "OPTIONS", "BREW"] {
-            let response = try monitor.exchange("\(method) /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n")
+            let response = try monitor.exchange("\(method) /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
             #expect(response.status == 405, "\(method)")
             #expect(response.headers["allow"] == "GET", "\(method)")
             #expect(response.text == (method == "HEAD" ? "" : "method not allowed\n"), "\(method)")
@@ -116,12 +116,18 @@ struct MonitoringHTTPTests {
     }
 
     /// evhttp passes these on rather than answering 400; the path decides, and serves none.
-    @Test("a target without its slash or after two spaces is an unknown path; a header without a name is ignored")
+    /// A header without a name, which evhttp ignores, and a 1.1 request without Host are
+    /// refused by the server itself (RFC 9112 5.1, 3.2).
+    @Test("a target without its slash or after two spaces is an unknown path; a header without a name, or no Host on 1.1, is 400")
     func whatEvhttpAccepts() throws {
         let monitor = try MonitorUnderTest()
-        #expect(try monitor.exchange("GET metrics HTTP/1.1\r\n\r\n").status == 404)
-        #expect(try monitor.exchange("GET  /metrics HTTP/1.1\r\n\r\n").status == 404)
-        #expect(try monitor.exchange("GET /healthz HTTP/1.1\r\n: no name\r\n\r\n").text == "ok\n")
+        #expect(try monitor.exchange("GET metrics HTTP/1.1\r\nHost: x\r\n\r\n").status == 404)
+        #expect(try monitor.exchange("GET  /metrics HTTP/1.1\r\nHost: x\r\n\r\n").status == 404)
+        let nameless = try monitor.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n: no name\r\n\r\n")
+        #expect(nameless.status == 400 && nameless.text.contains("header name"), "\(nameless.text)")
+        let hostless = try monitor.exchange("GET /healthz HTTP/1.1\r\n\r\n")
+        #expect(hostless.status == 400 && hostless.text.contains("Host"), "\(hostless.text)")
+        #expect(try monitor.exchange("GET /healthz HTTP/1.0\r\n\r\n").text == "ok\n")
     }
 
     @Test("a connection that sends no whole request within the deadline is closed")
@@ -152,6 +158,6 @@ struct MonitoringHTTPTests {
             }
         }
         // The two held connections are closed now.
-        #expect(waitUntil { (try? monitor.exchange("GET /healthz HTTP/1.1\r\n\r\n"))?.status == 200 })
+        #expect(waitUntil { (try? monitor.exchange("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n"))?.status == 200 })
     }
 }

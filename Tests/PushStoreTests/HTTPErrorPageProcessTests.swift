@@ -1,3 +1,4 @@
+import Foundation
 import PushTestSupport
 import Testing
 
@@ -54,11 +55,16 @@ struct HTTPErrorPageProcessTests {
         }
     }
 
+    /// The 100 Continue comes once the token has been checked (a request without one gets
+    /// its 401 instead: `HTTPEdgeProcessTests`).
     @Test("after evhttp's own 100 Continue, a chunk over the body limit is answered 413 as problem+json")
     func afterContinue() throws {
         let store = try Store()
+        let token = try SecurePushBinary.run(["provider", "token", "create", "billing", "--data-dir", store.deployment.directory])
+            .stdout.trimmingCharacters(in: .whitespacesAndNewlines)
         let connection = try HTTPTestConnection(port: try #require(store.service.announcedHTTPPort), timeoutMs: 5_000)
-        try connection.send("POST /v1/messages HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n")
+        try connection.send("POST /v1/messages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer \(token)\r\nExpect: 100-continue\r\n"
+                            + "Transfer-Encoding: chunked\r\n\r\n")
         #expect(try connection.readResponse().status == 100)
         try connection.send("10000000\r\n")
         let refused = try connection.readResponse()

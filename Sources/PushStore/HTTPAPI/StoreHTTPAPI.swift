@@ -12,15 +12,21 @@ public struct StoreHTTPConfiguration: Sendable {
     public var limits: HTTPServerLimits
     /// Open HTTP connections at once, over all loops; apart from the protocol's own cap.
     public var maxConnections: Int
+    /// Open HTTP connections from one client address at once, so that one address cannot
+    /// take every place.
+    public var maxConnectionsPerAddress: Int
 
     public static let defaultMaxConnections = 1024
+    public static let defaultMaxConnectionsPerAddress = 256
 
     public init(host: String, port: Int, limits: HTTPServerLimits = HTTPServerLimits(),
-                maxConnections: Int = StoreHTTPConfiguration.defaultMaxConnections) {
+                maxConnections: Int = StoreHTTPConfiguration.defaultMaxConnections,
+                maxConnectionsPerAddress: Int = StoreHTTPConfiguration.defaultMaxConnectionsPerAddress) {
         self.host = host
         self.port = port
         self.limits = limits
         self.maxConnections = maxConnections
+        self.maxConnectionsPerAddress = maxConnectionsPerAddress
     }
 }
 
@@ -58,6 +64,7 @@ final class StoreHTTPAPI {
         }
         metrics.watch(http)
         handler = { [unowned self] request in serve(request) }
+        http.vetContinue = { [unowned self] pending in vet(pending) }
     }
 
     /// Answers what is in flight; new requests get 503 from now on.
@@ -78,43 +85,12 @@ final class StoreHTTPAPI {
                                                                headers: [("Retry-After", "1"), ("Connection", "close")])),
                           route: route, provider: nil)
         }
-        guard let authorization = request.header("Authorization") else {
-            return answer(request, .problem(ProviderAPIProblem(401, Status.authRequired.name,
-                                                               "send an API token: Authorization: Bearer <token>",
-                                                               headers: [("WWW-Authenticate", "Bearer")])),
-                          route: route, provider: nil)
-        }
-        guard !server.logic.tokensLimited(address: request.peerHost) else {
-            return answer(request, .problem(ProviderAPIProblem(429, Status.rateLimited.name,
-                                                               "too many rejected tokens from this address; try again later",
-                                                               headers: [("Retry-After", "10")])),
-                          route: route, provider: nil)
-        }
-        guard let token = StoreHTTPAPI.bearer(authorization).flatMap(APIToken.parse) else {
-            server.logic.apiTokenRefused(address: request.peerHost)
-            refusedToken(nil, known: nil, peer: request.peerHost)
-            return answer(request, .problem(ProviderAPIProblem(401, Status.badToken.name, "not an API token: Authorization: Bearer sp_...",
-                                                               headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])),
-                          route: route, provider: nil)
-        }
-        server.read(StoreReads(apiToken: token.id)) { [weak self] result in
+        authorize(request.header("Authorization"), route: route, peer: request.peerHost) { [weak self] outcome in
             guard let self else { return }
-            guard case .success(let found) = result else {
-                return answer(request, .problem(ProviderAPIProblem(503, Status.internalError.name, "cannot read the API tokens",
-                                                                   headers: [("Retry-After", "1")])),
-                              route: route, provider: nil)
-            }
-            guard let record = found.apiToken, APIToken.accepts(token.secret, record) else {
-                server.logic.apiTokenRefused(address: request.peerHost)
-                refusedToken(token.id, known: found.apiToken, peer: request.peerHost)
-                return answer(request, .problem(ProviderAPIProblem(401, Status.badToken.name, "unknown or revoked API token",
-                                                                   headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")])),
-                              route: route, provider: nil)
-            }
-            guard record.scopes.contains(route.scope) else {
-                return answer(request, .problem(ProviderAPIProblem(403, Status.forbidden.name,
-                                                                   "this token may not \(route.scope); it may: \(record.scopes)")),
-                              route: route, provider: record.provider)
+            let record: APITokenRecord
+            switch outcome {
+            case .refused(let problem, let provider): return answer(request, .problem(problem), route: route, provider: provider)
+            case .accepted(let accepted): record = accepted
             }
             let message: Message
             let keyed: Bool
@@ -130,6 +106,78 @@ final class StoreHTTPAPI {
             }
             server.serve(message, call: call)
         }
+    }
+
+    /// What checking a request's API token came to.
+    private enum Authorization {
+        case accepted(APITokenRecord)
+        /// The problem to answer, and the token's provider once the token was accepted.
+        case refused(ProviderAPIProblem, provider: String?)
+    }
+
+    /// The API token checks of a request for `route`, the same for a whole request (`serve`)
+    /// and for a head held before its body (`vet`): a bearer token, not refused too often
+    /// from this address, known, not revoked, the secret right, with the route's scope.
+    /// Answers at once, or after the token's read.
+    private func authorize(_ authorization: String?, route: ProviderAPIRoute, peer: String,
+                           then decide: @escaping (Authorization) -> Void) {
+        guard let authorization else {
+            return decide(.refused(ProviderAPIProblem(401, Status.authRequired.name, "send an API token: Authorization: Bearer <token>",
+                                                      headers: [("WWW-Authenticate", "Bearer")]), provider: nil))
+        }
+        guard !server.logic.tokensLimited(address: peer) else {
+            return decide(.refused(ProviderAPIProblem(429, Status.rateLimited.name, "too many rejected tokens from this address; try again later",
+                                                      headers: [("Retry-After", "10")]), provider: nil))
+        }
+        guard let token = StoreHTTPAPI.bearer(authorization).flatMap(APIToken.parse) else {
+            server.logic.apiTokenRefused(address: peer)
+            refusedToken(nil, known: nil, peer: peer)
+            return decide(.refused(ProviderAPIProblem(401, Status.badToken.name, "not an API token: Authorization: Bearer sp_...",
+                                                      headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]), provider: nil))
+        }
+        server.read(StoreReads(apiToken: token.id)) { [weak self] result in
+            guard let self else { return }
+            guard case .success(let found) = result else {
+                return decide(.refused(ProviderAPIProblem(503, Status.internalError.name, "cannot read the API tokens",
+                                                          headers: [("Retry-After", "1")]), provider: nil))
+            }
+            guard let record = found.apiToken, APIToken.accepts(token.secret, record) else {
+                server.logic.apiTokenRefused(address: peer)
+                refusedToken(token.id, known: found.apiToken, peer: peer)
+                return decide(.refused(ProviderAPIProblem(401, Status.badToken.name, "unknown or revoked API token",
+                                                          headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]), provider: nil))
+            }
+            guard record.scopes.contains(route.scope) else {
+                return decide(.refused(ProviderAPIProblem(403, Status.forbidden.name, "this token may not \(route.scope); it may: \(record.scopes)"),
+                                       provider: record.provider))
+            }
+            decide(.accepted(record))
+        }
+    }
+
+    /// A request with `Expect: 100-continue`, before its body: its route and token are
+    /// checked first, so a request that would be refused is answered without its body
+    /// being sent. One that passes is checked again, whole, by `serve`.
+    private func vet(_ pending: HTTPContinueRequest) {
+        let route: ProviderAPIRoute
+        do throws(ProviderAPIProblem) {
+            route = try ProviderAPIRoute.of(method: pending.head.method, path: pending.head.path)
+        } catch {
+            return refuse(pending, error, route: nil, provider: nil)
+        }
+        authorize(pending.head.header("Authorization"), route: route, peer: pending.peerHost) { [weak self] outcome in
+            switch outcome {
+            case .accepted: pending.proceed()
+            case .refused(let problem, let provider): self?.refuse(pending, problem, route: route, provider: provider)
+            }
+        }
+    }
+
+    private func refuse(_ pending: HTTPContinueRequest, _ problem: ProviderAPIProblem, route: ProviderAPIRoute?, provider: String?) {
+        let response = ProviderAPIResponse.problem(problem)
+        pending.refuse(status: response.status, reason: ProviderAPIProblem.reason(response.status), headers: response.headers,
+                       body: response.body)
+        metrics.answered(route: route, status: response.status, provider: provider)
     }
 
     /// The protocol request an HTTP request stands for, and whether it is a SEND with an

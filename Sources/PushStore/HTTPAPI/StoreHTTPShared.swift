@@ -2,7 +2,7 @@ import PushEventLoop
 import PushService
 import Synchronization
 
-/// What the loops of one store share for the HTTP API: the connection cap, the listening
+/// What the loops of one store share for the HTTP API: the connection caps, the listening
 /// sockets the first loop bound (the others accept on them too), and the answers counted
 /// by route, status and provider.
 final class StoreHTTPShared: Sendable {
@@ -10,8 +10,8 @@ final class StoreHTTPShared: Sendable {
     private let bound = Mutex<SharedListenSockets?>(nil)
     private let counts = Mutex<[StoreHTTPMetrics.AnswerKey: Int]>([:])
 
-    init(maxConnections: Int) {
-        gate = HTTPConnectionGate(maxConnections: maxConnections)
+    init(_ configuration: StoreHTTPConfiguration) {
+        gate = HTTPConnectionGate(maxConnections: configuration.maxConnections, maxPerAddress: configuration.maxConnectionsPerAddress)
     }
 
     /// Set by the first loop once it listens; the others start after it.
