@@ -76,6 +76,8 @@ extension DeviceCommand {
                     writeStandardError("fetch token refused (\(status)): run `securepush device login`\n")
                 case .loggedIn(let expiresAt):
                     writeStandardError("logged in (token valid until \(localTime(milliseconds: expiresAt))); fetching kept notifications\n")
+                case .olderNotListed(let count):
+                    announce("\(localTimeNow()) \(count) older unread notification\(count == 1 ? "" : "s") not shown")
                 case .stopped(let permanent):
                     failure = permanent
                     loop.stop()

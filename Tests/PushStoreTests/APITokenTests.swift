@@ -152,7 +152,7 @@ extension SchemaMigrationTests {
             """)
         old.close()
         let tokens = try APITokenAdministration(databasePath: scratch.path)
-        #expect(try scratch.integer("PRAGMA user_version") == 5)
+        #expect(try scratch.integer("PRAGMA user_version") == SQLiteSchema.currentVersion)
         #expect(try tokens.list().isEmpty)
         let reader = try SQLitePayloadReader(path: scratch.path)
         #expect(try reader.user(named: "alice")?.id == 42)
