@@ -54,6 +54,10 @@ public enum DeviceEvent: Equatable, Sendable {
     case stopped(PermanentFailure)
     /// The gateway dropped pushes; the device SYNCs with the store.
     case missed(UInt32)
+    /// A SYNC listed the newest unread IDs and this many older ones it did not list
+    /// ([4.9-5]): they are not shown now, and are listed by later SYNCs once the newer
+    /// ones are acknowledged.
+    case olderNotListed(UInt32)
     case loggedIn(expiresAt: UInt64)
     /// The store refused the token (expired, rejected or absent); log in again.
     case tokenRejected(Status)
@@ -100,7 +104,8 @@ public final class DeviceClient {
     public static let rememberedIDs = 100_000
     /// FETCHes in flight at once.
     public static let fetchWindow = 32
-    /// IDs per SYNC page.
+    /// IDs a SYNC asks for: the newest this many unread are shown at once; older ones are
+    /// counted, not listed ([4.9-5]).
     static let syncPageSize: UInt32 = 500
     /// How long to wait before asking again after the store answered with a failure that
     /// is not about the token or the payload (BUSY, RATE_LIMITED, an internal error).
@@ -383,8 +388,10 @@ public final class DeviceClient {
 
     // MARK: sync
 
-    /// Asks the store for every unread ID ([4.15-2]), page by page, and fetches what is
-    /// new. A request while a SYNC runs starts another one after it.
+    /// Asks the store for its newest unread IDs ([4.15-2]), one page, and fetches what is
+    /// new; the store counts the older ones it left out, which the device reports rather
+    /// than pulls ([4.9-5]). From a 1.3 store (no count, oldest first) it pages on to the
+    /// end, as 1.3 devices do. A request while a SYNC runs starts another one after it.
     private func synchronize() {
         guard !stopped, let token = usableToken(), store.isReady else { return fetchKept() }
         guard !syncing else {
@@ -402,7 +409,8 @@ public final class DeviceClient {
             guard let self, !self.stopped else { return }
             switch result {
             case .success(.syncOK(let page)):
-                for id in page.ids {
+                // Newest first: kept oldest first, so a page is shown in the order it was sent.
+                for id in page.ids.reversed() {
                     if self.shown.contains(id) {
                         // Shown before but the ACK was not durable: acknowledge again, do not show again.
                         self.acknowledge(id, token: token)
@@ -411,7 +419,10 @@ public final class DeviceClient {
                     }
                 }
                 self.fetchKept()
-                if page.hasMore, page.cursor > cursor {
+                if page.olderCount > 0 {
+                    self.onEvent?(.olderNotListed(page.olderCount))
+                } else if page.hasMore, page.cursor > cursor {
+                    // No count with more to list: a 1.3 store, which lists oldest first.
                     return self.syncPage(after: page.cursor, token: token)
                 }
             case .failure(.status(let status, _)) where DeviceClient.isTokenRefusal(status):

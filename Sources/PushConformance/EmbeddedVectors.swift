@@ -2215,6 +2215,22 @@ field ids 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b0f9e8d7c6b5a49382716f5e4d3c2b1a0a1b2c3
 field has_more 01
 end
 
+# a listing's first page, newest first, and 1,600,000 older ids not sent; a 1.3 peer skips older_count
+vector sync_ok_older_count
+clause 4.9-1
+clause 4.9-5
+hex a7 01 17 00 00 00 00 09 00 00 00 00 00 00 00 35
+hex 19 08 00 00 00 00 00 00 00 2d 1b 20 a1 b2 c3 d4
+hex e5 f6 07 18 29 3a 4b 5c 6d 7e 8f 90 0f 9e 8d 7c
+hex 6b 5a 49 38 27 16 f5 e4 d3 c2 b1 a0 1c 01 01 3f
+hex 04 00 18 6a 00
+expect message SYNC_OK correlation=9 status=OK
+field cursor 000000000000002d
+field ids a1b2c3d4e5f60718293a4b5c6d7e8f900f9e8d7c6b5a49382716f5e4d3c2b1a0
+field has_more 01
+field older_count 00186a00
+end
+
 # an empty ids value: 0 is a multiple of 16
 vector sync_ok_no_ids
 clause 4.9-3

@@ -13,12 +13,12 @@ enum SendCases {
             let ok = try send.sendOK(SendRequest(user: send.user, payload: Array("by SEND".utf8), ttlSeconds: 600,
                                                  target: .device(deviceID), pushTTLSeconds: 300))
             let push = try send.push(of: ok.id, on: device, "the store's PUSH for the SEND")
-            let fetched = try send.fixture.fetch(ok.id, token: send.fixture.token)
+            let fetched = try send.fixture.fetch(ok.id, token: try ctx.token(user: send.user, device: deviceID))
             guard case .fetchOK(let payload) = fetched, payload.payload == Array("by SEND".utf8) else {
-                throw .fail("FETCH of the SEND's id was answered \(describe(fetched))")
+                throw .fail("FETCH of the SEND's id by its device was answered \(describe(fetched))")
             }
             try Expect.that(push.alert == false && push.collapseKey == nil, "the PUSH carries alert or a collapse key the SEND did not")
-            return "PUSH of id \(ok.id) on the device; FETCH gives the payload"
+            return "PUSH of id \(ok.id) on the device; FETCH by that device gives the payload"
         },
 
         ConformanceCase("send.status", clause: "4.12-2", "STATUS of a SEND's payload: push_state 2 with written and queued once the gateway answered; none for STORE") { ctx throws(CaseStop) in
@@ -110,6 +110,27 @@ enum SendCases {
             }
             return "the second connection got the first id, replayed"
         },
+
+        ConformanceCase("send.audience", clause: "4.9-4", "a SEND to one device, or to a tag, is listed and readable only by the devices it was pushed to") { ctx throws(CaseStop) in
+            let send = try SendFixture(ctx)
+            let target = try ctx.enrolledDevice(tags: [ctx.unique("tag")])
+            let targetToken = try ctx.token(user: send.user, device: target.deviceID)
+            let toDevice = try send.sendOK(SendRequest(user: send.user, payload: Array("for one device".utf8), target: .device(target.deviceID)))
+            let toTag = try send.sendOK(SendRequest(user: send.user, payload: Array("for a tag".utf8), target: .tag(target.tags[0])))
+            // Enrolled after both SENDs, with the same tag: of neither audience.
+            let later = try ctx.enrolledDevice(tags: target.tags)
+            let laterToken = try ctx.token(user: send.user, device: later.deviceID)
+            for (token, name) in [(send.fixture.token, "the reader device"), (laterToken, "a device enrolled afterwards with the tag")] {
+                let listed = try send.fixture.syncAllOrSkip(token: token)
+                try Expect.that(!listed.contains(toDevice.id) && !listed.contains(toTag.id), "SYNC of \(name) lists what was sent to another device")
+                try send.fixture.fetchRefused(toDevice.id, token: token, .forbidden, "FETCH by \(name) of what was sent to another device")
+                try send.fixture.fetchRefused(toTag.id, token: token, .forbidden, "FETCH by \(name) of what was sent to a tag it did not have")
+            }
+            let listed = try send.fixture.syncAllOrSkip(token: targetToken)
+            try Expect.that(listed.contains(toDevice.id) && listed.contains(toTag.id), "SYNC of the target device does not list what was sent to it")
+            guard case .fetchOK = try send.fixture.fetch(toDevice.id, token: targetToken) else { throw .fail("FETCH by the target device failed") }
+            return "listed and readable by the device and the tag's device only; FORBIDDEN for the others"
+        },
     ]
 
 }
@@ -145,7 +166,8 @@ struct SendFixture {
     /// the enrolment), else under a fresh registration.
     func recipientDevice() throws(CaseStop) -> (String, WireSession) {
         guard try ctx.gatewayFollowsRegistry() else {
-            let deviceID = ctx.unique("dev")
+            // Enrolled at the store too, so that it can read what is sent to it alone ([4.9-4]).
+            let deviceID = try ctx.enrolledDevice().deviceID
             return (deviceID, try ctx.gatewayDevice(deviceID, user: user))
         }
         let record = try ctx.enrolledDevice()

@@ -70,13 +70,13 @@ extension StoreCases {
             return "fetch_count 0 → 2, state fetched, fetched_at set"
         },
 
-        ConformanceCase("store.sync-unread", clause: "4.9-1", "SYNC lists the user's live ids this device has not ACKed, oldest first") { ctx throws(CaseStop) in
+        ConformanceCase("store.sync-unread", clause: "4.9-1", "SYNC lists the user's live ids this device has not ACKed, newest first") { ctx throws(CaseStop) in
             let fixture = try StoreFixture(ctx)
             let a = try fixture.store(ttl: 300).id, b = try fixture.store(ttl: 300).id, c = try fixture.store(ttl: 300).id
             let listed = try fixture.syncAllOrSkip(token: fixture.token)
             let positions = [a, b, c].map { listed.firstIndex(of: $0) }
             guard let pa = positions[0], let pb = positions[1], let pc = positions[2] else { throw .fail("SYNC did not list all three new payloads") }
-            try Expect.that(pa < pb && pb < pc, "SYNC listed three payloads out of storage order")
+            try Expect.that(pa > pb && pb > pc, "SYNC listed three payloads other than newest first")
             guard case .ackOK = try fixture.device.request(.ack(Ack(id: a, token: fixture.token))) else { throw .fail("ACK failed") }
             guard case .recallOK = try fixture.provider.request(.recall(Recall(id: b))) else { throw .fail("RECALL failed") }
             let after = try fixture.syncAllOrSkip(token: fixture.token)
@@ -88,7 +88,7 @@ extension StoreCases {
             try Expect.that(elsewhere.contains(a) && elsewhere.contains(c) && !elsewhere.contains(b), "another device's SYNC must list the ACKed and unread payloads and not the recalled one")
             let stranger = try fixture.syncAllOrSkip(token: try fixture.otherUserToken())
             try Expect.that(!stranger.contains(a) && !stranger.contains(c), "another user's SYNC lists this user's payloads")
-            return "oldest first; ACKed hidden for this device only; recalled hidden; other users see nothing"
+            return "newest first; ACKed hidden for this device only; recalled hidden; other users see nothing"
         },
 
         ConformanceCase("store.sync-cursor", clause: "4.9-2", "SYNC pages follow the cursor the previous page returned") { ctx throws(CaseStop) in
@@ -100,8 +100,8 @@ extension StoreCases {
             // Only this case's ids are compared: another client of the same user may store
             // or recall payloads between the two listings.
             let mine = Set(ours)
-            try Expect.that(paged.filter(mine.contains) == ours, "pages of 1 did not list the three new payloads once each, in order")
-            try Expect.that(whole.filter(mine.contains) == ours, "one page of up to 1000 did not list the three new payloads in order")
+            try Expect.that(paged.filter(mine.contains) == ours.reversed(), "pages of 1 did not list the three new payloads once each, newest first")
+            try Expect.that(whole.filter(mine.contains) == ours.reversed(), "one page of up to 1000 did not list the three new payloads newest first")
             return "\(paged.count) pages of 1 list the new payloads as one full page does, no repeats"
         },
 
@@ -117,6 +117,23 @@ extension StoreCases {
             guard case .syncOK(let large) = big else { throw .fail("SYNC with limit 5000 was answered \(describe(big))") }
             try Expect.that(large.ids.count <= 1000 && large.ids.count >= 2, "SYNC with limit 5000 returned \(large.ids.count) ids")
             return "limit 0 → 1 id and has_more; limit 5000 → \(large.ids.count) ids"
+        },
+
+        ConformanceCase("store.sync-older-count", clause: "4.9-5", "a listing's first page counts the older unread ids it did not send; later pages do not") { ctx throws(CaseStop) in
+            let fixture = try StoreFixture(ctx)
+            let ours = [try fixture.store(ttl: 300).id, try fixture.store(ttl: 300).id, try fixture.store(ttl: 300).id]
+            let whole = try fixture.syncAllOrSkip(token: fixture.token)
+            let answer = try fixture.device.request(.sync(Sync(token: fixture.token, limit: 1)))
+            guard case .syncOK(let first) = answer else { throw .fail("SYNC with limit 1 was answered \(describe(answer))") }
+            try Expect.that(first.hasMore, "has_more after one of at least three unread ids")
+            // Another client of the same user may store or recall meanwhile: ours are older than
+            // what it stores, so at least two of them stay counted.
+            try Expect.that(first.olderCount >= 2, "older_count \(first.olderCount) with at least three unread ids and a page of 1")
+            try Expect.that(Int(first.olderCount) + 1 >= whole.filter(Set(ours).contains).count, "older_count does not cover the ids not sent")
+            let next = try fixture.device.request(.sync(Sync(token: fixture.token, cursor: first.cursor, limit: 1)))
+            guard case .syncOK(let second) = next else { throw .fail("SYNC from the first page's cursor was answered \(describe(next))") }
+            try Expect.equal(second.olderCount, 0, "older_count in a page after the first")
+            return "first page of 1: older_count \(first.olderCount) of \(whole.count) unread; the next page carries none"
         },
     ]
 }

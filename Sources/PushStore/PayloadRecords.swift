@@ -26,6 +26,52 @@ public enum PayloadLife: Int64, Sendable {
     }
 }
 
+/// Which of its recipient's devices a payload is for ([4.9-4]): decided by StoreLogic when it
+/// accepts the payload and committed with it; SYNC lists, and FETCH and ACK admit, only those.
+public enum PayloadAudience: Sendable, Equatable {
+    /// Every device of the recipient, whenever enrolled: a STORE, and a SEND to the user.
+    case user
+    /// These devices only: a SEND to one device (the device it names), or to a tag (the
+    /// recipient's enrolled devices that had the tag as the SEND was accepted; maybe none).
+    case devices([String])
+
+    /// The audience of a SEND's push target, given the recipient's enrolled devices (read
+    /// only for a tag target).
+    public static func of(_ target: PushTarget, enrolled: [UserDevice]) -> PayloadAudience {
+        switch target {
+        case .user: .user
+        case .device(let deviceID): .devices([deviceID])
+        case .tag(let tag): .devices(enrolled.filter { $0.tags.contains(tag) }.map(\.deviceID))
+        }
+    }
+
+    /// Whether a SEND to `target` needs the recipient's enrolled devices read first.
+    public static func needsDevices(_ target: PushTarget) -> Bool {
+        if case .tag = target { true } else { false }
+    }
+
+    /// As persisted: 0 the whole user, 1 the devices listed beside it.
+    public var storedKind: Int64 {
+        if case .devices = self { 1 } else { 0 }
+    }
+
+    /// The devices to list beside the payload (none for the whole user).
+    public var listedDevices: [String] {
+        if case .devices(let devices) = self { devices } else { [] }
+    }
+}
+
+/// An enrolled device of a user, with the tags of its registration.
+public struct UserDevice: Sendable, Equatable {
+    public var deviceID: String
+    public var tags: [String]
+
+    public init(deviceID: String, tags: [String]) {
+        self.deviceID = deviceID
+        self.tags = tags
+    }
+}
+
 public struct NewPayload: Sendable, Equatable {
     public var id: PayloadID
     /// The recipient's name. The writer binds the payload to the internal identity holding
@@ -44,6 +90,8 @@ public struct NewPayload: Sendable, Equatable {
     /// The provider that sent it (`ProviderIdentity.name`), recorded in the same commit:
     /// only that provider's STATUS and RECALL see it ([4.12-3]).
     public var sender: String
+    /// Which of the recipient's devices it is for ([4.9-4]).
+    public var audience: PayloadAudience = .user
 
     public init(id: PayloadID, user: String, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32,
                 push: Push? = nil, sender: String) {
@@ -76,6 +124,14 @@ public struct StoredPayload: Sendable, Equatable {
     public var push: PushOutcome = .none
     /// The provider that sent it; nil for a payload stored before senders were recorded.
     public var sender: String?
+    /// Its audience is devices listed beside it (`PayloadAudience.devices`), not the whole user.
+    public var listedAudience = false
+    /// With `listedAudience`: whether the device the read was made for (`StoreReads.device`)
+    /// is one of them.
+    public var readerListed = false
+
+    /// Whether the device the read was made for is of its audience ([4.9-4]).
+    public var admitsReader: Bool { !listedAudience || readerListed }
 
     /// Whether a FETCH may still read it at `nowMs`.
     public func isReadable(nowMs: UInt64) -> Bool { life.afterSweep(expiresAt: expiresAt, nowMs: nowMs) == .live }
@@ -151,11 +207,21 @@ public struct UserRecord: Sendable, Equatable {
     }
 }
 
-/// One page of SYNC.
+/// One page of SYNC, newest first ([4.9-1]).
 public struct UnreadPage: Sendable, Equatable {
     public var ids: [PayloadID]
+    /// The seq of the oldest id listed (the next page lists older ones), or the query's.
     public var cursor: UInt64
     public var hasMore: Bool
+    /// With `UnreadQuery.countsOlder`: how many unread ids are older than the page ([4.9-5]).
+    public var older: UInt64
+
+    public init(ids: [PayloadID], cursor: UInt64, hasMore: Bool, older: UInt64 = 0) {
+        self.ids = ids
+        self.cursor = cursor
+        self.hasMore = hasMore
+        self.older = older
+    }
 }
 
 /// The store's persistence, split by thread: the writer thread owns a `PayloadWriter`,
@@ -187,8 +253,13 @@ public protocol PayloadReader: AnyObject {
     func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload?
     /// Every stored ID and its sequence, to rebuild that map at start.
     func allIDs() throws -> [(PayloadID, UInt64)]
-    /// IDs for the user that are live and that `deviceID` has not acknowledged, oldest first.
-    func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage
+    /// SYNC's page ([4.9-1]): IDs for the user that are live, of an audience that admits
+    /// `deviceID`, and that it has not acknowledged, newest first, below `query.before`.
+    func unread(userID: UInt64, _ query: UnreadQuery) throws -> UnreadPage
+    /// Whether `deviceID` is listed in the audience of the payload stored as `sequence`.
+    func audienceLists(sequence: UInt64, deviceID: String) throws -> Bool
+    /// The devices of the registry enrolled for `userID`, with their tags.
+    func enrolledDevices(userID: UInt64) throws -> [UserDevice]
     func user(named name: String) throws -> UserRecord?
     /// A number that changes whenever a user is added or removed, by this process or any
     /// other. Asked before every request that depends on users, so it must be cheap when

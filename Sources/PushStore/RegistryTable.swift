@@ -85,15 +85,19 @@ enum RegistryTable {
 
     /// A row selected with `columns`, in that order, from column `first` on.
     static func record(_ row: SQLiteStatement, from first: Int32 = 0) -> RegistrationRecord {
-        let tags = row.text(first + 3)
-        return RegistrationRecord(
+        RegistrationRecord(
             deviceID: row.text(first), user: row.text(first + 1), userID: UInt64(bitPattern: row.int(first + 2)),
-            tags: tags.isEmpty ? [] : tags.split(separator: "\n", omittingEmptySubsequences: false).map(String.init),
+            tags: tags(row.text(first + 3)),
             issuedAt: UInt64(bitPattern: row.int(first + 4)), expiresAt: UInt64(bitPattern: row.int(first + 5)),
             state: RegistryEntry.State(rawValue: UInt8(truncatingIfNeeded: row.int(first + 6))) ?? .revoked,
             changeSequence: UInt64(bitPattern: row.int(first + 7)),
             revokedAt: row.isNull(first + 8) ? nil : UInt64(bitPattern: row.int(first + 8)),
             credential: row.blob(first + 9))
+    }
+
+    /// A registration's tags as the `tags` column holds them: joined by "\n".
+    static func tags(_ column: String) -> [String] {
+        column.isEmpty ? [] : column.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
     }
 
     /// The next change number; call inside the transaction that makes the change.

@@ -10,6 +10,9 @@ public final class SQLitePayloadReader: PayloadReader {
     private let metadataBySequence: SQLiteStatement
     private let everyID: SQLiteStatement
     private let unreadPage: SQLiteStatement
+    private let unreadOlder: SQLiteStatement
+    private let audienceMember: SQLiteStatement
+    private let devicesOfUser: SQLiteStatement
     private let userByName: SQLiteStatement
     private let dataVersion: SQLiteStatement
     private let revisions: SQLiteStatement
@@ -32,22 +35,28 @@ public final class SQLitePayloadReader: PayloadReader {
         sealer = try PayloadSealer(databasePath: path)
         bySequence = try connection.prepare("""
             SELECT id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life,
-                   sender
+                   sender, audience
             FROM payloads WHERE seq = ?
             """)
         // The same columns, the body's place taken by a NULL.
         metadataBySequence = try connection.prepare("""
             SELECT id_high, id_low, user_id, key_id, NULL, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life,
-                   sender
+                   sender, audience
             FROM payloads WHERE seq = ?
             """)
         everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads")
-        unreadPage = try connection.prepare("""
-            SELECT seq, id_high, id_low FROM payloads
-            WHERE user_id = ? AND seq > ? AND life = \(PayloadLife.live.rawValue) AND expires_at > ?
-              AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipts.seq = payloads.seq AND receipts.device = ?)
-            ORDER BY seq LIMIT ?
-            """)
+        // The rows SYNC lists ([4.9-1], [4.9-4]), newest first below a seq: walked backwards
+        // on `live_by_user`. The count of older ones walks the same rows to the end.
+        let unreadRows = """
+            FROM payloads
+            WHERE user_id = ?1 AND seq < ?2 AND life = \(PayloadLife.live.rawValue) AND expires_at > ?3
+              AND (audience = 0 OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = payloads.seq AND a.device = ?4))
+              AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipts.seq = payloads.seq AND receipts.device = ?4)
+            """
+        unreadPage = try connection.prepare("SELECT seq, id_high, id_low \(unreadRows) ORDER BY seq DESC LIMIT ?5")
+        unreadOlder = try connection.prepare("SELECT count(*) \(unreadRows)")
+        audienceMember = try connection.prepare("SELECT 1 FROM audiences WHERE seq = ? AND device = ?")
+        devicesOfUser = try connection.prepare("SELECT device_id, tags FROM registrations WHERE user_id = ? AND state = 1 ORDER BY id")
         userByName = try connection.prepare("SELECT id, name, password_hash, created_at FROM users WHERE name = ?")
         dataVersion = try connection.prepare("PRAGMA data_version")
         revisions = try connection.prepare("""
@@ -102,7 +111,25 @@ public final class SQLitePayloadReader: PayloadReader {
             createdAt: UInt64(bitPattern: row.int(5)), expiresAt: UInt64(bitPattern: row.int(6)),
             readLimit: UInt32(truncatingIfNeeded: row.int(7)), readCount: UInt32(truncatingIfNeeded: row.int(8)),
             fetchCount: UInt32(truncatingIfNeeded: row.int(9)), fetchedAt: UInt64(bitPattern: row.int(10)),
-            life: PayloadLife(rawValue: row.int(11)) ?? .expired, sender: row.isNull(12) ? nil : row.text(12))
+            life: PayloadLife(rawValue: row.int(11)) ?? .expired, sender: row.isNull(12) ? nil : row.text(12),
+            listedAudience: row.int(13) != PayloadAudience.user.storedKind)
+    }
+
+    public func audienceLists(sequence: UInt64, deviceID: String) throws -> Bool {
+        defer { audienceMember.reset() }
+        try audienceMember.set(1, sequence)
+        try audienceMember.set(2, deviceID)
+        return try audienceMember.step()
+    }
+
+    public func enrolledDevices(userID: UInt64) throws -> [UserDevice] {
+        defer { devicesOfUser.reset() }
+        try devicesOfUser.set(1, userID)
+        var devices: [UserDevice] = []
+        while try devicesOfUser.step() {
+            devices.append(UserDevice(deviceID: devicesOfUser.text(0), tags: RegistryTable.tags(devicesOfUser.text(1))))
+        }
+        return devices
     }
 
     public func pushOutcome(sequence: UInt64) throws -> PushOutcome {
@@ -157,23 +184,26 @@ public final class SQLitePayloadReader: PayloadReader {
         return all
     }
 
-    public func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
-        // One row more than asked tells whether another page follows. SQLite integers are
-        // signed: a cursor past Int64.max is past every row, not before them.
-        try unreadPage.bind([.uint(userID), .int(Int64(clamping: cursor)), .uint(nowMs), .text(deviceID), .int(Int64(limit + 1))])
+    public func unread(userID: UInt64, _ query: UnreadQuery) throws -> UnreadPage {
+        // One row more than asked tells whether another page follows.
+        try unreadPage.bind([.uint(userID), .uint(query.before), .uint(query.nowMs), .text(query.deviceID), .int(Int64(query.limit + 1))])
         defer { unreadPage.reset() }
         var ids: [PayloadID] = []
-        var next = cursor
+        var next = query.cursor
         var hasMore = false
         while try unreadPage.step() {
-            if ids.count == limit {
+            if ids.count == query.limit {
                 hasMore = true
                 break
             }
             next = UInt64(unreadPage.int(0))
             ids.append(PayloadID(high: UInt64(bitPattern: unreadPage.int(1)), low: UInt64(bitPattern: unreadPage.int(2))))
         }
-        return UnreadPage(ids: ids, cursor: next, hasMore: hasMore)
+        guard hasMore && query.countsOlder else { return UnreadPage(ids: ids, cursor: next, hasMore: hasMore) }
+        try unreadOlder.bind([.uint(userID), .uint(next), .uint(query.nowMs), .text(query.deviceID)])
+        defer { unreadOlder.reset() }
+        let older = try unreadOlder.step() ? UInt64(clamping: unreadOlder.int(0)) : 0
+        return UnreadPage(ids: ids, cursor: next, hasMore: hasMore, older: older)
     }
 
     public func user(named name: String) throws -> UserRecord? {

@@ -10,11 +10,14 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let sealer: PayloadSealer
     private let resealer: PayloadResealer
     private let insert: SQLiteStatement
+    private let insertAudience: SQLiteStatement
+    private let forgetAudiences: SQLiteStatement
     private let userByName: SQLiteStatement
     /// Recipients looked up in the transaction being committed (a group often holds many
     /// STOREs for few users); emptied with each transaction, so never stale.
     private var recipients: [String: UInt64?] = [:]
     private let lookup: SQLiteStatement
+    private let audienceMember: SQLiteStatement
     private let addReceipt: SQLiteStatement
     private let markRead: SQLiteStatement
     private let countRead: SQLiteStatement
@@ -44,11 +47,13 @@ public final class SQLitePayloadWriter: PayloadWriter {
         sealer = try PayloadSealer(databasePath: path)
         resealer = try PayloadResealer(connection: connection, sealer: sealer)
         insert = try connection.prepare("""
-            INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, sender)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
+        insertAudience = try connection.prepare("INSERT OR IGNORE INTO audiences (seq, device) VALUES (?, ?)")
         userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
-        lookup = try connection.prepare("SELECT user_id, read_limit, read_count, life FROM payloads WHERE seq = ?")
+        lookup = try connection.prepare("SELECT user_id, read_limit, read_count, life, audience FROM payloads WHERE seq = ?")
+        audienceMember = try connection.prepare("SELECT 1 FROM audiences WHERE seq = ? AND device = ?")
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
         // The receipt that reads the payload out, its new life decided by `PayloadLife`.
         markRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1, life = ?, body = NULL, key_id = NULL WHERE seq = ?")
@@ -70,6 +75,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             WHERE seq = ? AND state = \(OutboxState.waiting.rawValue)
             """)
         forgetPushes = try connection.prepare("DELETE FROM pushes WHERE seq NOT IN (SELECT seq FROM payloads)")
+        forgetAudiences = try connection.prepare("DELETE FROM audiences WHERE seq NOT IN (SELECT seq FROM payloads)")
         liveKey = try connection.prepare("SELECT 1 FROM idempotency_keys WHERE scope = ? AND key = ? AND expires_at > ?")
         recordKey = try connection.prepare("""
             INSERT OR REPLACE INTO idempotency_keys (scope, key, request_hash, id, payload_expires_at, expires_at)
@@ -122,8 +128,15 @@ public final class SQLitePayloadWriter: PayloadWriter {
             try insert.set(7, new.expiresAt)
             try insert.set(8, Int64(new.readLimit))
             try insert.set(9, new.sender)
+            try insert.set(10, new.audience.storedKind)
             try insert.runBound()
             let sequence = connection.lastInsertedRow
+            // The audience, in the payload's transaction ([4.9-4]): rows only for listed devices.
+            for device in new.audience.listedDevices {
+                try insertAudience.set(1, sequence)
+                try insertAudience.set(2, device)
+                try insertAudience.runBound()
+            }
             if let push = new.push {
                 // The push intent, in the same transaction as its payload ([4.17-1]).
                 try insertPush.set(1, sequence)
@@ -143,7 +156,8 @@ public final class SQLitePayloadWriter: PayloadWriter {
         case .ack(let sequence, let userID, let deviceID, let fetched):
             // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
             guard let row = try receiptState(of: sequence) else { return .failed(.notFound) }
-            guard row.owner == userID else {
+            let admitted = row.listedAudience ? try lists(sequence, deviceID) : true
+            guard row.owner == userID, admitted else {
                 try record(fetched)
                 return .failed(.forbidden)
             }
@@ -223,11 +237,20 @@ public final class SQLitePayloadWriter: PayloadWriter {
     /// Looked up inside the transaction, so two racing receipts for a read-once payload
     /// are counted one after the other.
     private func receiptState(of sequence: UInt64) throws(SQLiteError)
-        -> (owner: UInt64, readLimit: Int64, readCount: Int64, life: PayloadLife)? {
+        -> (owner: UInt64, readLimit: Int64, readCount: Int64, life: PayloadLife, listedAudience: Bool)? {
         defer { lookup.reset() }
         try lookup.set(1, sequence)
         guard try lookup.step() else { return nil }
-        return (UInt64(bitPattern: lookup.int(0)), lookup.int(1), lookup.int(2), PayloadLife(rawValue: lookup.int(3)) ?? .expired)
+        return (UInt64(bitPattern: lookup.int(0)), lookup.int(1), lookup.int(2), PayloadLife(rawValue: lookup.int(3)) ?? .expired,
+                lookup.int(4) != PayloadAudience.user.storedKind)
+    }
+
+    /// Whether the payload's listed audience holds `deviceID` ([4.9-4]).
+    private func lists(_ sequence: UInt64, _ deviceID: String) throws(SQLiteError) -> Bool {
+        defer { audienceMember.reset() }
+        try audienceMember.set(1, sequence)
+        try audienceMember.set(2, deviceID)
+        return try audienceMember.step()
     }
 
     public func sweepExpired(nowMs: UInt64) throws -> Int {
@@ -241,6 +264,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
             if connection.changes > 0 {
                 try forgetReceipts.run([])
                 try forgetPushes.run([])
+                try forgetAudiences.run([])
             }
             _ = try RegistryTable.pruneExpiredRevoked(nowMs: nowMs, on: connection)
             try connection.execute("COMMIT")

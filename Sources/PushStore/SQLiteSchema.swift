@@ -4,7 +4,7 @@ import PushSecurity
 /// The store database's tables, and the changes that bring a database written by an
 /// earlier build up to them. `PRAGMA user_version` records how far a file has come.
 enum SQLiteSchema {
-    static let currentVersion: Int64 = 6
+    static let currentVersion: Int64 = 7
 
     /// Users have a random internal id that payloads bind to, so a name removed and added
     /// again is another user. `created_at` also dates the tokens a user may present: one
@@ -37,7 +37,8 @@ enum SQLiteSchema {
             read_count INTEGER NOT NULL DEFAULT 0,
             fetch_count INTEGER NOT NULL DEFAULT 0,
             fetched_at INTEGER NOT NULL DEFAULT 0,
-            life INTEGER NOT NULL DEFAULT \(PayloadLife.live.rawValue)
+            life INTEGER NOT NULL DEFAULT \(PayloadLife.live.rawValue),
+            audience INTEGER NOT NULL DEFAULT 0
         )
         """
     }
@@ -48,6 +49,17 @@ enum SQLiteSchema {
     /// of its own, to a new file as to an old one, so that `payloadsTable` keeps the shape
     /// migration 2 copies into.
     static let senderColumn = "ALTER TABLE payloads ADD COLUMN sender TEXT"
+
+    /// Who a payload is for ([4.9-4]): `payloads.audience` is `PayloadAudience.storedKind`, and
+    /// a payload for listed devices has a row here for each, written in its STORE's
+    /// transaction; a payload for the whole user (every STORE, most SENDs) has none.
+    static let audiencesTable = """
+        CREATE TABLE IF NOT EXISTS audiences (
+            seq INTEGER NOT NULL,
+            device TEXT NOT NULL,
+            PRIMARY KEY (seq, device)
+        ) WITHOUT ROWID
+        """
 
     static let receiptsTable = """
         CREATE TABLE IF NOT EXISTS receipts (
@@ -117,7 +129,7 @@ enum SQLiteSchema {
 
     static var fresh: String {
         [usersTable("users"), payloadsTable("payloads"), senderColumn, receiptsTable, metaAndTriggers, indexes, RegistryTable.schema, pushesTable,
-         idempotencyTable, APITokenTable.schema]
+         idempotencyTable, APITokenTable.schema, audiencesTable]
             .joined(separator: ";\n")
     }
 
@@ -138,6 +150,12 @@ enum SQLiteSchema {
         (5, { connection throws(SQLiteError) in try connection.execute(APITokenTable.schema) }),
         // Each payload's sender (SPEC.md 4.12-3); rows already there keep none.
         (6, { connection throws(SQLiteError) in try connection.execute(senderColumn) }),
+        // Audiences of SENDs to a device or a tag (SPEC.md 4.9-4); payloads stored before
+        // were all for their whole user, which the column's default says.
+        (7, { connection throws(SQLiteError) in
+            try connection.addColumnIfMissing(table: "payloads", column: "audience", definition: "INTEGER NOT NULL DEFAULT 0")
+            try connection.execute(audiencesTable)
+        }),
     ]
 
     /// Creates the tables of a new file, or brings an existing one up to date, in one
@@ -214,6 +232,13 @@ enum UserIdentity {
 }
 
 extension SQLiteConnection {
+    /// Adds a column unless the table has it: a table made again by an earlier migration
+    /// (version 2 copies `payloads` into `payloadsTable`) has the current columns already.
+    func addColumnIfMissing(table: String, column: String, definition: String) throws(SQLiteError) {
+        let has = try integer("SELECT count(*) FROM pragma_table_info('\(table)') WHERE name = '\(column)'") ?? 0
+        if has == 0 { try execute("ALTER TABLE \(table) ADD COLUMN \(column) \(definition)") }
+    }
+
     /// The first column of the first row of `sql`, or nil without a row.
     func integer(_ sql: String) throws(SQLiteError) -> Int64? {
         let statement = try prepare(sql, persistent: false)

@@ -71,13 +71,18 @@ public final class SQLiteStoreReads {
                 sequence = sequences[id]
             } else {
                 payload = try self.payload(id, withBody: reads.body)
+                if let deviceID = reads.device, let found = payload, found.listedAudience {
+                    payload?.readerListed = try reader.audienceLists(sequence: found.sequence, deviceID: deviceID)
+                }
                 if reads.pushOutcome, let sequence = payload?.sequence { payload?.push = try reader.pushOutcome(sequence: sequence) }
             }
         }
         var unread: UnreadPage?
         if let query = reads.unread, let user {
-            unread = try reader.unread(userID: user.id, deviceID: query.deviceID, after: query.cursor, limit: query.limit, nowMs: query.nowMs)
+            unread = try reader.unread(userID: user.id, query)
         }
+        var userDevices: [UserDevice]?
+        if reads.userDevices { userDevices = try user.map { try reader.enrolledDevices(userID: $0.id) } ?? [] }
         var registry: RegistryPage?
         if let query = reads.registry {
             registry = try reader.registryChanges(after: query.cursor, limit: query.limit, maxBytes: query.maxBytes)
@@ -85,7 +90,7 @@ public final class SQLiteStoreReads {
         let idempotency = try reads.idempotency.flatMap { try reader.idempotencyRecord($0) }
         let apiToken = try reads.apiToken.flatMap { try reader.apiToken(id: $0) }
         return StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread,
-                               registry: registry, idempotency: idempotency, apiToken: apiToken)
+                               registry: registry, idempotency: idempotency, apiToken: apiToken, userDevices: userDevices)
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.

@@ -126,8 +126,9 @@ public enum PendingRequest: Sendable {
     case recall(Recall)
     case status(StatusRequest)
     case registry(RegistryRequest)
-    /// A SEND with an idempotency key, once its earlier use is read ([4.17-5]).
-    case send(SendRequest, IdempotencyKey)
+    /// A SEND once its idempotency key's earlier use ([4.17-5]) or, for a tag target, the
+    /// recipient's enrolled devices ([4.9-4]) are read.
+    case send(SendRequest, IdempotencyKey?)
 }
 
 /// What `StoreLogic.finishLogin` decided.
@@ -257,13 +258,15 @@ public final class StoreLogic {
                 let user = try holder(claims, found: found, session: session, nowMs: now)
                 guard let payload = found.payload else { throw Refusal(.notFound, "no such payload") }
                 guard payload.userID == user.id else { throw Refusal(.forbidden, "not addressed to this user") }
+                guard payload.admitsReader else { throw Refusal(.forbidden, "addressed to other devices of this user") }
                 guard payload.isReadable(nowMs: now) else { throw Refusal(.gone, "expired, recalled or read") }
                 countFetch(payload.sequence, atMs: now)
                 return .reply(.fetchOK(FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
             case .sync(let sync, let claims):
                 _ = try holder(claims, found: found, session: session, nowMs: now)
                 let page = found.unread ?? UnreadPage(ids: [], cursor: sync.cursor, hasMore: false)
-                return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore)))
+                return .reply(.syncOK(SyncOK(ids: page.ids, cursor: page.cursor, hasMore: page.hasMore,
+                                             olderCount: UInt32(clamping: page.older))))
             case .ack(let ack, let claims):
                 let user = try holder(claims, found: found, session: session, nowMs: now)
                 guard let sequence = found.payloadSequence else { throw Refusal(.notFound, "no such payload") }
@@ -276,7 +279,8 @@ public final class StoreLogic {
                 let payload = try askable(found, session: session)
                 return .commit(.recall(sequence: payload.sequence), .recallOK(recall.id))
             case .status(let request): return try status(request, payload: try askable(found, session: session), nowMs: now)
-            case .send(let send, let key): return try sendOnce(send, key: key, earlier: found.idempotency, session: session, nowMs: now)
+            case .send(let send, let key):
+                return try sendOnce(send, key: key, earlier: found.idempotency, enrolled: found.userDevices ?? [], session: session, nowMs: now)
             case .registry(let request):
                 let page = found.registry ?? RegistryPage(entries: [], cursor: request.cursor, hasMore: false)
                 if page.entries.isEmpty && request.waitMs > 0 { return .hold(request) }
@@ -391,28 +395,35 @@ public final class StoreLogic {
         if case .user(let name) = target, name != send.user {
             throw Refusal(.badRequest, "a SEND pushes to its recipient's devices only: target user \(name) is not the recipient")
         }
-        if let key = send.idempotencyKey {
-            let scoped = IdempotencyKey(scope: session.provider.idempotencyScope, key: key)
-            return .read(StoreReads(idempotency: scoped), .send(send, scoped))
+        let key = send.idempotencyKey.map { IdempotencyKey(scope: session.provider.idempotencyScope, key: $0) }
+        let needsDevices = PayloadAudience.needsDevices(target)
+        if key != nil || needsDevices {
+            return .read(StoreReads(user: needsDevices ? send.user : nil, idempotency: key, userDevices: needsDevices), .send(send, key))
         }
-        return try commitSend(send, key: nil, session: session, nowMs: clock())
+        return try commitSend(send, key: nil, enrolled: [], session: session, nowMs: clock())
     }
 
     /// A keyed SEND: the earlier one's answer, CONFLICT, BUSY while the earlier one is being
     /// committed, or a commit that records the key with the payload ([4.17-5], [4.17-6]).
-    private func sendOnce(_ send: SendRequest, key: IdempotencyKey, earlier: IdempotencyRecord?, session: StoreSession,
+    private func sendOnce(_ send: SendRequest, key: IdempotencyKey?, earlier: IdempotencyRecord?, enrolled: [UserDevice],
+                          session: StoreSession,
                           nowMs: UInt64) throws(Refusal) -> StoreAction {
-        if let earlier, earlier.expiresAt > nowMs {
+        if key != nil, let earlier, earlier.expiresAt > nowMs {
             guard earlier.requestHash == IdempotencyRecord.requestHash(send) else {
                 throw Refusal(.conflict, "idempotency key already used, within 24 h, for a SEND with other content")
             }
             return .reply(.sendOK(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true)))
         }
-        return try commitSend(send, key: key, session: session, nowMs: nowMs)
+        return try commitSend(send, key: key, enrolled: enrolled, session: session, nowMs: nowMs)
     }
 
-    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, session: StoreSession, nowMs: UInt64) throws(Refusal) -> StoreAction {
+    /// `enrolled`: the recipient's enrolled devices, read for a tag target only.
+    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, enrolled: [UserDevice], session: StoreSession,
+                            nowMs: UInt64) throws(Refusal) -> StoreAction {
         var payload = try newPayload(send.storeRequest, session: session)
+        // Who may see it, fixed now ([4.9-4]): a device enrolled later, or given the tag
+        // later, is not its audience.
+        payload.audience = PayloadAudience.of(send.target ?? .user(send.user), enrolled: enrolled)
         let push = Push(target: send.target ?? .user(send.user), id: payload.id.bytes, alert: send.alert, priority: send.priority,
                         collapseKey: send.collapseKey, ttlSeconds: send.pushTTLSeconds ?? send.ttlSeconds, user: send.user, once: true)
         payload.push = push

@@ -36,11 +36,15 @@ public struct StoreReads: Sendable, Equatable {
     public var idempotency: IdempotencyKey?
     /// The provider API token with this id (`APIToken.parse`), revoked or not.
     public var apiToken: String?
+    /// The devices enrolled for the holder of `user`, with their tags (a SEND to a tag, [4.9-4]).
+    public var userDevices = false
 
     public init(user: String? = nil, passwordHash: Bool = false, fresh: Bool = false, device: String? = nil, payload: PayloadID? = nil,
                 body: Bool = false, sequenceOnly: Bool = false, unread: UnreadQuery? = nil, registry: RegistryQuery? = nil,
-                loginLimits: LoginLimitKey? = nil, pushOutcome: Bool = false, idempotency: IdempotencyKey? = nil, apiToken: String? = nil) {
+                loginLimits: LoginLimitKey? = nil, pushOutcome: Bool = false, idempotency: IdempotencyKey? = nil, apiToken: String? = nil,
+                userDevices: Bool = false) {
         self.apiToken = apiToken
+        self.userDevices = userDevices
         self.pushOutcome = pushOutcome
         self.idempotency = idempotency
         self.user = user
@@ -56,9 +60,12 @@ public struct StoreReads: Sendable, Equatable {
     }
 }
 
-/// SYNC's listing: ids addressed to the user that `deviceID` has not acknowledged.
+/// SYNC's listing ([4.9-1]): ids for the user, of an audience that admits `deviceID`, that
+/// it has not acknowledged, newest first, with seq below `before`.
 public struct UnreadQuery: Sendable, Equatable {
     public var deviceID: String
+    /// The request's cursor: 0 starts a listing, otherwise the seq of the oldest id of the
+    /// page before ([4.9-2]).
     public var cursor: UInt64
     public var limit: Int
     public var nowMs: UInt64
@@ -69,6 +76,14 @@ public struct UnreadQuery: Sendable, Equatable {
         self.limit = limit
         self.nowMs = nowMs
     }
+
+    /// The exclusive upper bound on seq: a listing starts above every seq (which are
+    /// positive 63-bit numbers, as both databases store them).
+    public var before: UInt64 { cursor == 0 || cursor > UInt64(Int64.max) ? UInt64(Int64.max) : cursor }
+
+    /// Only the first page of a listing counts the older ids it leaves out ([4.9-5]): the
+    /// count walks them all, once per listing rather than once per page.
+    public var countsOlder: Bool { cursor == 0 }
 }
 
 /// REGISTRY's listing: at most `limit` changes after `cursor`, fitting `maxBytes`.
@@ -107,13 +122,16 @@ public struct StoreReadResult: Sendable, Equatable {
     public var idempotency: IdempotencyRecord?
     /// The API token asked for, revoked ones included (`revokedAt` set); nil if unknown.
     public var apiToken: APITokenRecord?
+    /// The devices enrolled for the user asked for, when asked (`StoreReads.userDevices`).
+    public var userDevices: [UserDevice]?
 
     /// The sequence of the payload asked for, however it was answered.
     public var payloadSequence: UInt64? { payload?.sequence ?? sequence }
 
     public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, sequence: UInt64? = nil,
                 unread: UnreadPage? = nil, registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil,
-                idempotency: IdempotencyRecord? = nil, apiToken: APITokenRecord? = nil) {
+                idempotency: IdempotencyRecord? = nil, apiToken: APITokenRecord? = nil, userDevices: [UserDevice]? = nil) {
+        self.userDevices = userDevices
         self.idempotency = idempotency
         self.apiToken = apiToken
         self.user = user

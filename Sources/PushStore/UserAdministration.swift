@@ -92,6 +92,7 @@ enum UserTable {
             let id = UInt64(bitPattern: raw)
             let user: [SQLiteStatement.Value] = [.uint(id)]
             try connection.run("DELETE FROM receipts WHERE seq IN (SELECT seq FROM payloads WHERE user_id = ?)", user)
+            try connection.run("DELETE FROM audiences WHERE seq IN (SELECT seq FROM payloads WHERE user_id = ?)", user)
             try connection.run("DELETE FROM payloads WHERE user_id = ?", user)
             let payloads = connection.changes
             try connection.run("DELETE FROM users WHERE id = ?", user)

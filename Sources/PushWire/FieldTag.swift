@@ -64,6 +64,7 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
     public static let idempotencyKey = FieldTag(rawValue: 0x3C)
     public static let pushState = FieldTag(rawValue: 0x3D)
     public static let replayed = FieldTag(rawValue: 0x3E)
+    public static let olderCount = FieldTag(rawValue: 0x3F)
     // Inside signed credentials only (SPEC.md section 7), never in a message.
     public static let tags = FieldTag(rawValue: 0x40)
     public static let issuedAt = FieldTag(rawValue: 0x41)
@@ -115,6 +116,7 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         define(.idempotencyKey, "idempotency_key", .string(max: 128))
         define(.pushState, "push_state", .u8)
         define(.replayed, "replayed", .u8)
+        define(.olderCount, "older_count", .u32)
         define(.tags, "tags", .bytes(max: 1024))
         define(.issuedAt, "issued_at", .u64)
         return table

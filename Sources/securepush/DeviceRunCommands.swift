@@ -76,6 +76,9 @@ extension DeviceCommand {
                     writeStandardError("fetch token refused (\(status)): run `securepush device login`\n")
                 case .loggedIn(let expiresAt):
                     writeStandardError("logged in (token valid until \(localTime(milliseconds: expiresAt))); fetching kept notifications\n")
+                case .olderNotListed(let count):
+                    // Beside the notifications, not among them: stdout stays one notification a line.
+                    writeStandardError("\(count) older unread notification\(count == 1 ? "" : "s") not shown (the newest are)\n")
                 case .stopped(let permanent):
                     failure = permanent
                     loop.stop()

@@ -50,7 +50,7 @@ struct PostgresStoreServiceTests {
         }
     }
 
-    @Test("[4.9-1] [4.9-3] SYNC pages the unread ids oldest first, and an ACK takes one off for that device only")
+    @Test("[4.9-1] [4.9-3] SYNC pages the unread ids newest first, and an ACK takes one off for that device only")
     func sync() async throws {
         try await onOwnThread {
             let database = try PostgresDeployment()
@@ -74,11 +74,11 @@ struct PostgresStoreServiceTests {
                 #expect(page.hasMore == (round == 0), "round \(round)")
                 if !page.hasMore { break }
             }
-            #expect(seen == [ids[0], ids[2], ids[3], ids[4]])
+            #expect(seen == [ids[4], ids[3], ids[2], ids[0]])
             guard case .syncOK(let all) = try device.request(.sync(Sync(token: tablet, limit: 0))) else { Issue.record("SYNC"); return }
-            #expect(all.ids == [ids[0]] && all.hasMore, "[4.9-3] a limit of 0 is 1")
+            #expect(all.ids == [ids[4]] && all.hasMore && all.olderCount == 4, "[4.9-3] a limit of 0 is 1")
             guard case .syncOK(let past) = try device.request(.sync(Sync(token: tablet, cursor: .max))) else { Issue.record("SYNC"); return }
-            #expect(past.ids.isEmpty && !past.hasMore && past.cursor == .max)
+            #expect(past.ids == Array(ids.reversed()) && !past.hasMore, "a cursor above every seq lists them all")
         }
     }
 

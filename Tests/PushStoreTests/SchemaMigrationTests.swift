@@ -102,7 +102,8 @@ struct SchemaMigrationTests {
         #expect(try scratch.integer("SELECT count(*) FROM receipts") == 1)
         #expect(try scratch.integer("SELECT count(*) FROM payloads WHERE key_id = 0") == 1)
         #expect(try scratch.integer("SELECT count(*) FROM payloads WHERE body IS NULL AND key_id IS NULL") == 1)
-        #expect(try reader.unread(userID: alice.id, deviceID: "tablet", after: 0, limit: 10, nowMs: 1).ids == [PayloadID(high: 1, low: 2)])
+        #expect(try reader.unread(userID: alice.id, UnreadQuery(deviceID: "tablet", cursor: 0, limit: 10, nowMs: 1)).ids
+                == [PayloadID(high: 1, low: 2)])
     }
 
     @Test("the payload sequence never goes back, even past the rows the migration deleted")
@@ -125,6 +126,32 @@ struct SchemaMigrationTests {
         #expect(try scratch.integer("SELECT count(*) FROM payloads WHERE key_id = 1") == 1)
         let reader = try SQLitePayloadReader(path: scratch.path)
         #expect(try reader.payload(sequence: 5)?.body == Array("hello".utf8))
+    }
+
+    @Test("[4.9-4] version 5 to 7: payloads stored before audiences are for their whole user, and SEND's audiences are kept from then on")
+    func addsAudiences() throws {
+        let scratch = try ScratchDatabase()
+        let admin = try UserAdministration(databasePath: scratch.path)
+        let alice = try #require(try admin.add("alice", passwordHash: "h", nowMs: 5))
+        // What a version-5 build left: no audience column, no audiences table.
+        let old = try SQLiteConnection(path: scratch.path)
+        try old.execute("""
+            DROP TABLE audiences;
+            ALTER TABLE payloads DROP COLUMN audience;
+            INSERT INTO payloads (seq, id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit)
+                VALUES (3, 1, 2, \(alice.id), NULL, NULL, 0, 9999999999999, 0);
+            PRAGMA user_version = 5;
+            """)
+        let writer = try SQLitePayloadWriter(path: scratch.path)
+        #expect(try scratch.integer("PRAGMA user_version") == SQLiteSchema.currentVersion)
+        #expect(try scratch.integer("SELECT audience FROM payloads WHERE seq = 3") == 0)
+        var targeted = NewPayload(id: PayloadID(high: 3, low: 4), user: "alice", body: [1], createdAt: 1, expiresAt: 9_999_999_999_999, readLimit: 0)
+        targeted.audience = .devices(["decoy"])
+        #expect(try writer.commit([.store(targeted)]) == [.stored(sequence: 4)])
+        let reader = try SQLitePayloadReader(path: scratch.path)
+        for (device, expected) in [("tablet", [PayloadID(high: 1, low: 2)]), ("decoy", [PayloadID(high: 3, low: 4), PayloadID(high: 1, low: 2)])] {
+            #expect(try reader.unread(userID: alice.id, UnreadQuery(deviceID: device, cursor: 0, limit: 10, nowMs: 1)).ids == expected, "\(device)")
+        }
     }
 
     @Test("opening a current database again changes nothing")

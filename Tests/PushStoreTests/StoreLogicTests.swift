@@ -145,9 +145,11 @@ final class UnreadableIDs: PayloadReader {
     struct Failure: Error {}
     func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload? { nil }
     func allIDs() throws -> [(PayloadID, UInt64)] { throw Failure() }
-    func unread(userID: UInt64, deviceID: String, after cursor: UInt64, limit: Int, nowMs: UInt64) throws -> UnreadPage {
-        UnreadPage(ids: [], cursor: cursor, hasMore: false)
+    func unread(userID: UInt64, _ query: UnreadQuery) throws -> UnreadPage {
+        UnreadPage(ids: [], cursor: query.cursor, hasMore: false)
     }
+    func audienceLists(sequence: UInt64, deviceID: String) throws -> Bool { false }
+    func enrolledDevices(userID: UInt64) throws -> [UserDevice] { [] }
     func user(named name: String) throws -> UserRecord? { nil }
     func usersRevision() throws -> UInt64 { 0 }
     func registrySequence() throws -> UInt64 { 0 }
@@ -233,7 +235,7 @@ struct StoreLogicTests {
         #expect(status(of: try store.send(.status(StatusRequest(id: PayloadID.random())), on: provider)) == .notFound)
     }
 
-    @Test("[4.9-1] SYNC pages through unread ids per device, oldest first")
+    @Test("[4.9-1] [4.9-5] SYNC pages through unread ids per device, newest first")
     func sync() throws {
         let store = try StoreFixture()
         let ids = try (0..<5).map { try store.store("m\($0)") }
@@ -243,11 +245,11 @@ struct StoreLogicTests {
         let device = store.session(.device)
         _ = try store.send(.ack(Ack(id: ids[1], token: phone)), on: device)
         guard case .syncOK(let first)? = try store.send(.sync(Sync(token: phone, limit: 2)), on: device) else { Issue.record("sync"); return }
-        #expect(first.ids == [ids[0], ids[2]] && first.hasMore)
+        #expect(first.ids == [ids[4], ids[3]] && first.hasMore && first.olderCount == 2)
         guard case .syncOK(let second)? = try store.send(.sync(Sync(token: phone, cursor: first.cursor, limit: 2)), on: device) else { return }
-        #expect(second.ids == [ids[3], ids[4]] && !second.hasMore)
+        #expect(second.ids == [ids[2], ids[0]] && !second.hasMore && second.olderCount == 0)
         guard case .syncOK(let other)? = try store.send(.sync(Sync(token: tablet)), on: device) else { return }
-        #expect(other.ids == ids, "another device still sees what the phone acknowledged")
+        #expect(other.ids == ids.reversed(), "another device still sees what the phone acknowledged")
         #expect(status(of: try store.send(.sync(Sync(token: nil)), on: device)) == .authRequired)
     }
 

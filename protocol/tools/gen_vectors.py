@@ -72,6 +72,7 @@ TAGS = {
     0x3C: ("idempotency_key", "string", 128),
     0x3D: ("push_state", "u8", None),
     0x3E: ("replayed", "u8", None),
+    0x3F: ("older_count", "u32", None),
 }
 TAG = {name: tag for tag, (name, _, _) in TAGS.items()}
 WIDTH = {"u8": 1, "u16": 2, "u32": 4, "u64": 8}
@@ -106,7 +107,7 @@ MESSAGES = {
     0x14: ("FETCH", {"token": O, "id": R}),
     0x15: ("FETCH_OK", {"expires_at": R, "id": R, "payload": R, "created_at": R}),
     0x16: ("SYNC", {"token": O, "cursor": O, "limit": O}),
-    0x17: ("SYNC_OK", {"cursor": R, "ids": R, "has_more": R}),
+    0x17: ("SYNC_OK", {"cursor": R, "ids": R, "has_more": R, "older_count": O}),
     0x18: ("ACK", {"token": O, "id": R}),
     0x19: ("ACK_OK", {"id": R}),
     0x1A: ("RECALL", {"id": R}),
@@ -694,6 +695,9 @@ msg("sync_empty_body", "4.9-1 3.4-5", "SYNC", 7,
     note="no required fields, so an empty body is a valid SYNC (it will get AUTH_REQUIRED)")
 msg("sync_ok", "4.9-2 3.3-5", "SYNC_OK", 6,
     ("cursor", 45), ("ids", ID1 + ID2 + ID3), ("has_more", 1))
+msg("sync_ok_older_count", "4.9-1 4.9-5", "SYNC_OK", 9,
+    ("cursor", 45), ("ids", ID3 + ID2), ("has_more", 1), ("older_count", 1600000),
+    note="a listing's first page, newest first, and 1,600,000 older ids not sent; a 1.3 peer skips older_count")
 msg("sync_ok_no_ids", "4.9-3 3.3-5", "SYNC_OK", 7,
     ("cursor", 0), ("ids", b""), ("has_more", 0), note="an empty ids value: 0 is a multiple of 16")
 msg("ack", "4.10-1", "ACK", 8, ("token", FETCH_TOKEN), ("id", ID1))

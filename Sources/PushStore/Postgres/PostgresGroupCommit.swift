@@ -230,6 +230,9 @@ final class PostgresGroupCommit {
             plan.statements.append(fixed(PostgresWriteStatements.insertPushes(sends, owner: outboxOwner,
                                                                               leaseUntil: first.createdAt + pushLeaseMs)))
         }
+        // Their audiences, when listed ([4.9-4]): a SEND to the whole user writes no row.
+        let listed = sends.filter { !$0.audience.listedDevices.isEmpty }
+        if !listed.isEmpty { plan.statements.append(fixed(PostgresWriteStatements.insertAudiences(listed))) }
         let keys = sends.compactMap(\.idempotency)
         if let now = sends.first?.createdAt, !keys.isEmpty {
             plan.statements.append(fixed(PostgresWriteStatements.freeExpiredKeys(keys, nowMs: now)))
@@ -378,7 +381,7 @@ final class PostgresGroupCommit {
             case .ack(let ordinal, let userID):
                 guard let row = ackRows[ordinal] else { return .failed(.internalError) }
                 guard let rows = ackResult, !rows.isNull(row, 1) else { return .failed(.notFound) }
-                guard (try? rows.uint(row, 1)) == userID else { return .failed(.forbidden) }
+                guard (try? rows.uint(row, 1)) == userID, (try? rows.bool(row, 3)) == true else { return .failed(.forbidden) }
                 return .ok
             case .recall(let ordinal):
                 guard plan.recallStatement.map(results.indices.contains) == true else { return .failed(.internalError) }

@@ -19,6 +19,7 @@ struct PostgresReadStatement {
     var pushColumn: Int?
     var keyColumn: Int?
     var apiTokenColumn: Int?
+    var userDevicesColumn: Int?
 
     private init(sql: String, parameters: [PostgresValue], userColumn: Int?, deviceColumn: Int?, payloadColumn: Int?) {
         self.sql = sql
@@ -32,7 +33,7 @@ struct PostgresReadStatement {
     /// device (FETCH, ACK, STATUS, RECALL). SYNC, LOGIN and REGISTRY are read alone.
     static func batches(_ reads: StoreReads) -> Bool {
         reads.payload != nil && reads.unread == nil && reads.registry == nil && reads.loginLimits == nil && !reads.passwordHash
-            && !reads.fresh && !reads.pushOutcome && reads.idempotency == nil && reads.apiToken == nil
+            && !reads.fresh && !reads.pushOutcome && reads.idempotency == nil && reads.apiToken == nil && !reads.userDevices
     }
 
     /// The reads of many requests (each `batches`) as one statement of a fixed shape, over
@@ -45,7 +46,8 @@ struct PostgresReadStatement {
         let sql = """
             SELECT r.n, u.id, u.created_at, NULL::text, d.user_id, d.issued_at, d.expires_at,
                    p.seq, p.user_id, p.key_id, CASE WHEN r.body THEN p.body END, p.created_at, p.expires_at,
-                   p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life, p.sender
+                   p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life, p.sender,
+                   p.audience, EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = r.device)
             FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[]) WITH ORDINALITY AS r (name, device, id, body, n)
             LEFT JOIN users u ON u.name = r.name
             LEFT JOIN registrations d ON d.device_id = r.device AND d.state = 1
@@ -72,15 +74,19 @@ struct PostgresReadStatement {
             columns += ["u.id", "u.created_at", reads.passwordHash ? "u.password_hash" : "NULL::text"]
             joins.append("LEFT JOIN users u ON u.name = \(parameter(.text(name)))")
         }
+        var deviceParameter: String?
         if let device = reads.device {
             deviceColumn = columns.count
             columns += ["d.user_id", "d.issued_at", "d.expires_at"]
-            joins.append("LEFT JOIN registrations d ON d.device_id = \(parameter(.text(device))) AND d.state = 1")
+            let placeholder = parameter(.text(device))
+            deviceParameter = placeholder
+            joins.append("LEFT JOIN registrations d ON d.device_id = \(placeholder) AND d.state = 1")
         }
         if let id = reads.payload {
             payloadColumn = columns.count
             columns += ["p.seq", "p.user_id", "p.key_id", reads.body ? "p.body" : "NULL::bytea", "p.created_at", "p.expires_at",
-                        "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life", "p.sender"]
+                        "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life", "p.sender", "p.audience",
+                        deviceParameter.map { "EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = \($0))" } ?? "false"]
             joins.append("LEFT JOIN payloads p ON p.id = \(parameter(.id(id)))")
             if reads.pushOutcome {
                 pushColumn = columns.count
@@ -100,23 +106,45 @@ struct PostgresReadStatement {
         }
         if let unread = reads.unread, reads.user != nil {
             unreadColumn = columns.count
-            columns += ["s.ids", "s.last_seq", "s.has_more"]
-            // One row past the page tells whether another follows. A cursor past
-            // Int64.max is past every row.
+            columns += ["s.ids", "s.last_seq", "s.has_more", unread.countsOlder ? "o.older" : "0::bigint"]
+            // The rows SYNC lists ([4.9-1], [4.9-4]), newest first below a seq; one row past
+            // the page tells whether another follows, and only then, on a listing's first
+            // page, are the older ones counted ([4.9-5]).
+            let device = parameter(.text(unread.deviceID))
+            let now = parameter(.uint(unread.nowMs))
             let limit = parameter(.int(unread.limit))
+            func listed(below bound: String) -> String {
+                """
+                FROM payloads x
+                WHERE x.user_id = u.id AND x.seq < \(bound) AND x.life = \(PayloadLife.live.rawValue) AND x.expires_at > \(now)
+                  AND (x.audience = 0 OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = x.seq AND a.device = \(device)))
+                  AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = x.seq AND r.device = \(device))
+                """
+            }
             joins.append("""
                 LEFT JOIN LATERAL (
-                    SELECT string_agg(q.id, ''::bytea ORDER BY q.seq) FILTER (WHERE q.n <= \(limit)) AS ids,
-                           max(q.seq) FILTER (WHERE q.n <= \(limit)) AS last_seq,
+                    SELECT string_agg(q.id, ''::bytea ORDER BY q.seq DESC) FILTER (WHERE q.n <= \(limit)) AS ids,
+                           min(q.seq) FILTER (WHERE q.n <= \(limit)) AS last_seq,
                            count(*) > \(limit) AS has_more
-                    FROM (SELECT x.seq, x.id, row_number() OVER (ORDER BY x.seq) AS n
-                          FROM payloads x
-                          WHERE x.user_id = u.id AND x.seq > \(parameter(.uint(unread.cursor))) AND x.life = \(PayloadLife.live.rawValue)
-                            AND x.expires_at > \(parameter(.uint(unread.nowMs)))
-                            AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = x.seq AND r.device = \(parameter(.text(unread.deviceID))))
-                          ORDER BY x.seq LIMIT \(limit) + 1) q
+                    FROM (SELECT x.seq, x.id, row_number() OVER (ORDER BY x.seq DESC) AS n
+                          \(listed(below: parameter(.uint(unread.before))))
+                          ORDER BY x.seq DESC LIMIT \(limit) + 1) q
                 ) s ON true
                 """)
+            if unread.countsOlder {
+                // `s.has_more` gates the scan: PostgreSQL skips it when it is false.
+                joins.append("LEFT JOIN LATERAL (SELECT count(*) AS older \(listed(below: "s.last_seq")) AND s.has_more) o ON true")
+            }
+        }
+        if reads.userDevices, reads.user != nil {
+            // The user's enrolled devices and their tags, packed as (length, bytes) pairs of
+            // UTF-8: one column of the one row, whatever the names hold.
+            userDevicesColumn = columns.count
+            columns += ["""
+                (SELECT string_agg(int4send(octet_length(convert_to(e.device_id, 'UTF8'))) || convert_to(e.device_id, 'UTF8')
+                                   || int4send(octet_length(convert_to(e.tags, 'UTF8'))) || convert_to(e.tags, 'UTF8'), ''::bytea ORDER BY e.id)
+                 FROM registrations e WHERE e.user_id = u.id AND e.state = 1)
+                """]
         }
         if let key = reads.loginLimits {
             limitsColumn = columns.count
@@ -164,7 +192,9 @@ struct PostgresReadStatement {
                 readLimit: UInt32(clamping: try result.uint(row, column + 6)), readCount: UInt32(clamping: try result.uint(row, column + 7)),
                 fetchCount: UInt32(clamping: try result.uint(row, column + 8)), fetchedAt: try result.uint(row, column + 9),
                 life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired,
-                sender: result.isNull(row, column + 11) ? nil : try result.text(row, column + 11))
+                sender: result.isNull(row, column + 11) ? nil : try result.text(row, column + 11),
+                listedAudience: try result.int64(row, column + 12) != PayloadAudience.user.storedKind,
+                readerListed: try result.bool(row, column + 13))
             if let column = pushColumn, !result.isNull(row, column) {
                 found.payload?.push = try result.int64(row, column) == OutboxState.handed.rawValue
                     ? .handed(PushAck(written: UInt32(clamping: try result.uint(row, column + 1)),
@@ -196,7 +226,11 @@ struct PostgresReadStatement {
             }
             let cursor = result.isNull(row, column + 1) ? unread.cursor : try result.uint(row, column + 1)
             let hasMore = result.isNull(row, column + 2) ? false : try result.bool(row, column + 2)
-            found.unread = UnreadPage(ids: ids, cursor: cursor, hasMore: hasMore)
+            let older = result.isNull(row, column + 3) ? 0 : try result.uint(row, column + 3)
+            found.unread = UnreadPage(ids: ids, cursor: cursor, hasMore: hasMore, older: older)
+        }
+        if let column = userDevicesColumn, found.user != nil {
+            found.userDevices = result.isNull(row, column) ? [] : try Self.userDevices(try result.bytes(row, column))
         }
         if let column = limitsColumn {
             var state = LoginLimitState()
@@ -213,6 +247,25 @@ struct PostgresReadStatement {
             found.loginLimits = state
         }
         return found
+    }
+
+    /// The enrolled devices packed by the `userDevices` column.
+    static func userDevices(_ packed: [UInt8]) throws(PostgresError) -> [UserDevice] {
+        var devices: [UserDevice] = []
+        var offset = 0
+        func next() throws(PostgresError) -> String {
+            guard offset + 4 <= packed.count else { throw PostgresError(kind: .protocolViolation, message: "bad list of devices") }
+            let count = packed[offset..<offset + 4].reduce(0) { $0 << 8 | Int($1) }
+            offset += 4
+            guard count <= packed.count - offset else { throw PostgresError(kind: .protocolViolation, message: "bad list of devices") }
+            defer { offset += count }
+            return String(decoding: packed[offset..<offset + count], as: UTF8.self)
+        }
+        while offset < packed.count {
+            let deviceID = try next()
+            devices.append(UserDevice(deviceID: deviceID, tags: RegistryTable.tags(try next())))
+        }
+        return devices
     }
 
     // MARK: the registry

@@ -26,7 +26,7 @@ public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
 /// removal fence and the login limits.
 public enum PostgresSchema {
     /// The version this build writes and reads.
-    public static let currentVersion: Int64 = 7
+    public static let currentVersion: Int64 = 8
 
     /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
     /// deployment's other users of the database do not take.
@@ -34,7 +34,7 @@ public enum PostgresSchema {
 
     /// Migrations by the version they lead to, oldest first.
     static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4), (5, version5),
-                                                                 (6, version6), (7, version7)]
+                                                                 (6, version6), (7, version7), (8, version8)]
 
     /// Users have a random 63-bit id that payloads and registrations bind to, so a name
     /// removed and added again is another user; `created_at` dates the tokens a holder may
@@ -205,6 +205,19 @@ public enum PostgresSchema {
     /// nullable column without a default rewrites no row.
     static let version7 = """
         ALTER TABLE payloads ADD COLUMN sender text
+        """
+
+    /// Who a payload is for ([4.9-4]): `payloads.audience` is `PayloadAudience.storedKind`
+    /// (existing rows: 0, their whole user), and a payload for listed devices has a row in
+    /// `audiences` for each, inserted in its transaction and gone with it. (Version 7 is the
+    /// payloads' `sender`.)
+    static let version8 = """
+        ALTER TABLE payloads ADD COLUMN IF NOT EXISTS audience integer NOT NULL DEFAULT 0;
+        CREATE TABLE audiences (
+            seq bigint NOT NULL REFERENCES payloads (seq) ON DELETE CASCADE,
+            device text NOT NULL,
+            PRIMARY KEY (seq, device)
+        )
         """
 
     /// The version the database is at: 0 before the first migration.

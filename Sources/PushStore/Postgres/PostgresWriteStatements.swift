@@ -26,11 +26,11 @@ enum PostgresWriteStatements {
     /// `RETURNING` says which rows went in and as which seq.
     static func insert(_ rows: ArraySlice<SealedPayload>) -> PostgresStatement {
         PostgresStatement("""
-            INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit, sender)
-            SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit, v.sender
+            INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience)
+            SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit, v.sender, v.audience
             FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[],
-                        $9::text[])
-                 AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit, sender)
+                        $9::text[], $10::bigint[])
+                 AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience)
             JOIN users u ON u.name = v.name AND u.id = v.user_id
             RETURNING id, seq
             """, [
@@ -39,6 +39,7 @@ enum PostgresWriteStatements {
             .bytesArray(rows.map(\.sealed)), .int64Array(rows.map { Int64(clamping: $0.payload.createdAt) }),
             .int64Array(rows.map { Int64(clamping: $0.payload.expiresAt) }), .int64Array(rows.map { Int64($0.payload.readLimit) }),
             .textArray(rows.map { $0.payload.sender }),
+            .int64Array(rows.map { $0.payload.audience.storedKind }),
         ], prepared: true)
     }
 
@@ -69,11 +70,12 @@ enum PostgresWriteStatements {
 
     /// `acks`' text, built once: the life values are `PayloadLife`'s.
     private static let acksSQL = """
-        WITH a AS (SELECT v.n, v.user_id, v.device, p.seq, p.user_id AS owner
+        WITH a AS (SELECT v.n, v.user_id, v.device, p.seq, p.user_id AS owner,
+                          p.audience = 0 OR EXISTS (SELECT 1 FROM audiences au WHERE au.seq = p.seq AND au.device = v.device) AS admitted
                    FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS v (seq, user_id, device, n)
                    LEFT JOIN payloads p ON p.seq = v.seq),
              r AS (INSERT INTO receipts (seq, device)
-                   SELECT DISTINCT seq, device FROM a WHERE owner = user_id ORDER BY seq, device
+                   SELECT DISTINCT seq, device FROM a WHERE owner = user_id AND admitted ORDER BY seq, device
                    ON CONFLICT DO NOTHING RETURNING seq),
              k AS (SELECT seq, count(*) AS added FROM r GROUP BY seq ORDER BY seq),
              c AS (UPDATE payloads SET read_count = payloads.read_count + k.added,
@@ -82,18 +84,19 @@ enum PostgresWriteStatements {
                        body = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE body END,
                        key_id = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE key_id END
                    FROM k WHERE payloads.seq = k.seq RETURNING payloads.seq)
-        SELECT a.n, a.owner, (SELECT count(*) FROM c) FROM a
+        SELECT a.n, a.owner, (SELECT count(*) FROM c), coalesce(a.admitted, false) FROM a
         """
 
     /// A group's read receipts ([4.10-1], [4.10-2]) as one prepared statement over arrays,
     /// one element per ACK: NOT_FOUND without the row, FORBIDDEN for another user's
-    /// payload, else the receipt once per device (the same (seq, device) twice in the arrays,
+    /// payload or one whose audience does not hold the device ([4.9-4]), else the receipt once per device (the same (seq, device) twice in the arrays,
     /// or already there, adds nothing); each payload's read count grows by its new receipts,
     /// and the update that reaches the read limit makes it gone and erases its body. The
     /// receipts go in, and the payloads are updated, in seq order, so two stores' groups
     /// lock shared rows in the same order; the UPDATE re-reads a row another store changed
     /// as it waited (READ COMMITTED's re-check), so racing counts add up. Returns one row
-    /// per ACK: its ordinal (from 1) and the payload's owner (NULL if none).
+    /// per ACK: its ordinal (from 1), the payload's owner (NULL if none), and (column 3)
+    /// whether its audience holds the device.
     static func acks(_ acks: [Ack]) -> PostgresStatement {
         PostgresStatement(acksSQL, [.int64Array(acks.map { Int64(clamping: $0.sequence) }),
                                     .int64Array(acks.map { Int64(clamping: $0.userID) }), .textArray(acks.map(\.deviceID))],
@@ -185,6 +188,17 @@ enum PostgresWriteStatements {
             .bytesArray(rows.map { $0.id.bytes }), .bytesArray(rows.map { $0.push.map(OutboxEntry.encode) ?? [] }),
             .text(owner), .uint(leaseUntil),
         ], prepared: true)
+    }
+
+    /// The listed audiences of a group's SENDs ([4.9-4]), in the transaction of their
+    /// payloads: one element per (payload, device), joined to the payloads that went in.
+    static func insertAudiences(_ rows: [NewPayload]) -> PostgresStatement {
+        let pairs = rows.flatMap { row in row.audience.listedDevices.map { (row.id.bytes, $0) } }
+        return PostgresStatement("""
+            INSERT INTO audiences (seq, device)
+            SELECT p.seq, v.device FROM unnest($1::bytea[], $2::text[]) AS v (id, device) JOIN payloads p ON p.id = v.id
+            ON CONFLICT DO NOTHING
+            """, [.bytesArray(pairs.map(\.0)), .textArray(pairs.map(\.1))], prepared: true)
     }
 
     /// Frees the keys of a group's SENDs that have expired, so the insert that follows can

@@ -175,7 +175,7 @@ public struct FetchOK: WireMessage {
     }
 }
 
-/// SYNC: a device asks for its unread IDs after a cursor, a page at a time.
+/// SYNC: a device asks for its unread IDs, newest first, a page at a time ([4.9-1]).
 public struct Sync: WireMessage {
     public static let type = MessageType.sync
     public static let fieldTable: FieldTable = [.token, .cursor, .limit]
@@ -207,17 +207,22 @@ public struct Sync: WireMessage {
 
 public struct SyncOK: WireMessage {
     public static let type = MessageType.syncOK
-    public static let fieldTable: FieldTable = [.cursor, .ids, .hasMore]
+    public static let fieldTable: FieldTable = [.cursor, .ids, .hasMore, .olderCount]
 
+    /// Newest first ([4.9-1]).
     public var ids: [PayloadID]
-    /// The cursor to send in the next SYNC.
+    /// The cursor to send in the next SYNC, for the page of older ids.
     public var cursor: UInt64
     public var hasMore: Bool
+    /// In the first page of a listing: how many older unread ids it did not send ([4.9-5]);
+    /// 0 (absent) in later pages and from a 1.3 store.
+    public var olderCount: UInt32
 
-    public init(ids: [PayloadID], cursor: UInt64, hasMore: Bool) {
+    public init(ids: [PayloadID], cursor: UInt64, hasMore: Bool, olderCount: UInt32 = 0) {
         self.ids = ids
         self.cursor = cursor
         self.hasMore = hasMore
+        self.olderCount = olderCount
     }
 
     public init(fields: FieldSet) throws(WireError) {
@@ -230,6 +235,7 @@ public struct SyncOK: WireMessage {
         }
         cursor = try fields.required(.cursor, FieldSet.uint64)
         hasMore = try fields.requiredUInt8(.hasMore, in: 0...1) == 1
+        olderCount = fields.uint32(.olderCount) ?? 0
     }
 
     public func writeFields(to writer: inout FieldWriter) {
@@ -239,6 +245,7 @@ public struct SyncOK: WireMessage {
         for id in ids { id.append(to: &raw) }
         writer.append(.ids, raw)
         writer.append(.hasMore, UInt8(hasMore ? 1 : 0))
+        if olderCount != 0 { writer.append(.olderCount, olderCount) }
     }
 }
 
