@@ -38,7 +38,7 @@ struct GatewayStallTests {
 
     @Test("[5.5-7] [4.14-5] a device that reads and never acknowledges is paced by its window and never closed, however long")
     func readerThatDoesNotAcknowledgeStays() {
-        let gateway = GatewayFixture(window: 4, outputStallMs: 1_000)
+        let gateway = GatewayFixture(queueCapacity: 10, window: 4, outputStallMs: 1_000)
         let (record, link) = gateway.connect("phone")
         let start = Clocks.monotonicNanoseconds()
         for id in 1...50 {
