@@ -203,7 +203,7 @@ extension GatewayCases {
             guard stallMs <= 5_000 || ctx.options.slow else {
                 throw .skip("waits the stall limit (\(stallMs) ms): run with --slow, or against a gateway with --output-stall-ms 5000 or less and --gateway-output-stall-ms")
             }
-            guard ctx.options.tls == nil else { throw .skip("needs a small receive buffer, set on plain TCP connections only") }
+            guard ctx.options.tls == nil else { throw .skip("needs a small receive buffer, which the suite sets on plain TCP connections only") }
             let gateway = try GatewayFixture(ctx)
             let stalledID = ctx.unique("dev"), readingID = ctx.unique("dev")
             // A 2 KiB receive buffer holds a few of the pushes: the rest wait at the gateway.

@@ -103,9 +103,13 @@ struct GatewayDeliveryTests {
         #expect(metricValue(text, "securepush_gateway_pushes_written_total") == 1001)
     }
 
-    @Test("[5.5-4] a device that never reads is not cut for the gateway's own pushes; the others keep receiving; when it goes away, each push sent to it is delivered once on its next connection or counted in MISSED")
+    @Test("[5.5-4] a device that never reads is not cut for the gateway's own pushes passing the cap; the others keep receiving; when it goes away, each push sent to it is delivered once on its next connection or counted in MISSED")
     func stalledDeviceLosesNothing() throws {
-        let gateway = try RunningGateway { $0.maxOutputBytes = 4096 }
+        // The stall rule ([5.5-7]) off: this is about the cap and what the close puts back.
+        let gateway = try RunningGateway {
+            $0.maxOutputBytes = 4096
+            $0.outputStallMs = 0
+        }
         var stalled: BlockingWireClient? = try gateway.device("stalled", tags: ["all"], receiveBufferBytes: 2048)
         let healthy = try gateway.device("healthy", tags: ["all"])
         let provider = try gateway.provider()
@@ -196,7 +200,7 @@ struct GatewayDeliveryTests {
 struct GatewayDeliveryProcessTests {
     @Test("--max-output-bytes 4096, a device that does not read, 64 pushes: not cut, and all 64 arrive once on its next connection")
     func stalledDeviceThenReconnect() throws {
-        let gateway = try GatewayProcess(arguments: ["--max-output-bytes", "4096", "--metrics", "127.0.0.1:0"])
+        let gateway = try GatewayProcess(arguments: ["--max-output-bytes", "4096", "--output-stall-ms", "0", "--metrics", "127.0.0.1:0"])
         let provider = try gateway.provider()
         var stalled: BlockingWireClient? = try gateway.device("phone", receiveBufferBytes: 2048)
         let ids = (0..<64).map { longID("s", $0) }
@@ -284,6 +288,15 @@ struct GatewayDeliveryProcessTests {
             return metricValue(text, "securepush_gateway_pushes_acknowledged_total") == 1001
         }, "\(text)")
         #expect(metricValue(text, "securepush_gateway_slow_consumers_cut_total") == 0)
+    }
+
+    @Test("[5.5-7] --output-stall-ms is documented with its default and refuses what is out of range")
+    func outputStallHelp() throws {
+        let help = try SecurePushBinary.run(["gateway", "--help"])
+        #expect(help.stdout.contains("--output-stall-ms"))
+        #expect(help.stdout.contains("default: 10000"), "\(help.stdout)")
+        let bad = try SecurePushBinary.run(["gateway", "--data-dir", "/nonexistent", "--output-stall-ms", "-1"])
+        #expect(bad.status != 0 && bad.stderr.contains("--output-stall-ms"))
     }
 
     @Test("--delivery-window is documented with its default")
