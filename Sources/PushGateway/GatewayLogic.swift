@@ -35,8 +35,8 @@ public struct GatewaySettings: Sendable {
     public var deliveryWindow = 64
     /// The output cap of a device's connection ([5.5-4]), which also bounds the bytes of
     /// its unacknowledged pushes ([4.14-5]): pushes alone never pass the cap, so a device
-    /// that reads but does not acknowledge is paced, and only one that stops reading is
-    /// cut off.
+    /// that reads but does not acknowledge is paced, and one that stops reading is closed
+    /// by the stall rule (`outputStallMs`, [5.5-7]) rather than by the cap.
     public var maxOutputBytes = 64 * 1024
     /// Ids of PUSHes with `once` 1 remembered per loop, at most ([4.13-12]): past it the
     /// oldest is forgotten first, before its 300 s are up.
