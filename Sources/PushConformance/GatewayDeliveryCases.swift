@@ -216,9 +216,9 @@ extension GatewayCases {
                 try gateway.push(.device(readingID), id: push.id, collapseKey: push.collapseKey)
                 if index % 20 == 19 { _ = try gateway.receiveAll(reading, acknowledge: false, "pushes to the device that reads") }
             }
-            // The limit, then what 5.5-7 allows late (two checks of at most 1 s, and a quarter of the
-            // limit up to 1 s), then the suite's own slack; only then does the stalled device read.
-            Pause.sleep(ms: Int(stallMs + 3_000 + ctx.options.timerSlackMs))
+            // The limit, then what 5.5-7 allows late (half the limit and two checks of at most
+            // 1 s), then the suite's own slack; only then does the stalled device read.
+            Pause.sleep(ms: Int(stallMs + stallMs / 2 + 2_000 + ctx.options.timerSlackMs))
             _ = try gateway.receiveAll(reading, acknowledge: false, "pushes to the device that reads")
             try reading.expectAlive("a device that read every push and acknowledged none, for the stall limit and more")
             let last = try stalled.expectClosed(within: 2_000, "a device that stopped reading, \(stallMs) ms stall limit")

@@ -8,7 +8,8 @@ public struct OutputProgress: Equatable, Sendable {
     /// has not acknowledged (ciphertext under TLS): the output a peer that stopped reading
     /// leaves behind once its receive buffer is full.
     public var notTaken: Int
-    /// Bytes of this connection the peer's TCP has acknowledged since it opened.
+    /// Bytes of this connection the peer's TCP has acknowledged since it opened; 0 (not
+    /// asked) when nothing waits.
     public var taken: UInt64
 
     public init(notTaken: Int, taken: UInt64) {
@@ -18,16 +19,19 @@ public struct OutputProgress: Equatable, Sendable {
 }
 
 extension Connection {
-    /// Asks the kernel (two system calls): for a periodic check of the few connections that
-    /// have left frames unanswered, not for every write. Nil when closed or not TCP.
+    /// Asks the kernel (one system call, two when bytes wait): for a periodic check of the
+    /// few connections that have left frames unanswered, not for every write. Nil when
+    /// closed or not TCP.
     public var outputProgress: OutputProgress? {
         guard phase != .closed else { return nil }
         let fd = transport.fd
-        guard fd >= 0, let taken = Connection.bytesAcknowledged(fd) else { return nil }
+        guard fd >= 0 else { return nil }
         var unacknowledged: Int32 = 0
         let asked = withUnsafeMutablePointer(to: &unacknowledged) { ioctl(fd, Connection.sendQueueRequest, UnsafeMutableRawPointer($0)) }
-        let kernel = asked == 0 ? Int(max(0, unacknowledged)) : 0
-        return OutputProgress(notTaken: transport.outputBufferedBytes + kernel, taken: taken)
+        let notTaken = transport.outputBufferedBytes + (asked == 0 ? Int(max(0, unacknowledged)) : 0)
+        guard notTaken > 0 else { return OutputProgress(notTaken: 0, taken: 0) }
+        guard let taken = Connection.bytesAcknowledged(fd) else { return nil }
+        return OutputProgress(notTaken: notTaken, taken: taken)
     }
 
     /// SIOCOUTQ (TIOCOUTQ): for TCP, the bytes written to the socket and not yet

@@ -17,13 +17,14 @@ extension GatewayLogic {
     /// acknowledge is paced by its window and never closed by this rule.
     ///
     /// The link is asked (`outputProgress`, system calls) only once the oldest unanswered
-    /// frame has waited a quarter of the limit (a second at most), so the devices that
-    /// acknowledge as they read cost no call; a stall is timed from the first look that saw
-    /// it, so the device is never closed early, and at most that much plus a sweep late.
+    /// frame has waited half the limit, so the devices that acknowledge as they read cost no
+    /// call, even on a gateway so busy that acknowledgements take seconds; a stall is timed
+    /// from the first look that saw it, so the device is never closed early, and at most half
+    /// the limit and two sweeps late.
     public func checkOutputStall(_ record: DeviceRecord, nowNs: UInt64) {
         let limitNs = UInt64(max(0, settings.outputStallMs)) &* 1_000_000
         guard limitNs > 0, let link = record.link else { return }
-        guard let waited = unansweredWait(record, nowNs: nowNs), waited >= min(limitNs / 4, 1_000_000_000),
+        guard let waited = unansweredWait(record, nowNs: nowNs), waited >= limitNs / 2,
               let output = link.outputProgress, output.notTaken > 0 else {
             if !stalls.isEmpty { stalls[RecordKey(record)] = nil }
             return
