@@ -168,10 +168,10 @@ public final class CaseContext {
     // MARK: connections
 
     /// A new connection (TLS when the run has a CA) with nothing sent yet.
-    func connect(_ endpoint: HostPort, name: String) throws(CaseStop) -> WireSession {
+    func connect(_ endpoint: HostPort, name: String, receiveBufferBytes: Int32? = nil) throws(CaseStop) -> WireSession {
         let channel: FrameChannel
         do {
-            channel = try FrameChannels.open(endpoint, tls: options.tls, timeoutMs: timeoutMs, run: run)
+            channel = try FrameChannels.open(endpoint, tls: options.tls, timeoutMs: timeoutMs, run: run, receiveBufferBytes: receiveBufferBytes)
         } catch {
             if error.refused { run.unreachable = "the \(name) at \(endpoint) refused a connection: it stopped, so the run stops too" }
             throw .fail("cannot connect to the \(name) at \(endpoint): \(error)")
@@ -230,12 +230,12 @@ public final class CaseContext {
     /// A device connected to the gateway under a fresh registration. A gateway that
     /// follows a registry admits only enrolled registrations, which the suite does not
     /// make for the gateway cases' own users: those cases SKIP there.
-    func gatewayDevice(_ deviceID: String, user: String, tags: [String] = []) throws(CaseStop) -> WireSession {
+    func gatewayDevice(_ deviceID: String, user: String, tags: [String] = [], receiveBufferBytes: Int32? = nil) throws(CaseStop) -> WireSession {
         if try gatewayFollowsRegistry() {
             throw .skip("the gateway follows its store's registry and refuses registrations it does not hold; this case needs one per device of its own users")
         }
         let credential = try registration(device: deviceID, user: user, tags: tags)
-        let session = try connect(try gatewayEndpoint(), name: "gateway (device \(deviceID))")
+        let session = try connect(try gatewayEndpoint(), name: "gateway (device \(deviceID))", receiveBufferBytes: receiveBufferBytes)
         _ = try session.open(Self.hello(.device, credential: credential))
         return session
     }

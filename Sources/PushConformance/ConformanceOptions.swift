@@ -56,6 +56,9 @@ public struct ConformanceOptions: Sendable {
     /// gateway was configured otherwise.
     public var gatewayDeliveryWindow = 64
     public var gatewayMaxOutputBytes = 65_536
+    /// The gateway's stall limit ([5.5-7]); the spec's default unless the gateway was
+    /// configured otherwise, 0 when it has the rule turned off.
+    public var gatewayOutputStallMs: Int64 = 10_000
     /// How late a timer may fire ([5.4-6]), plus room for the suite's own scheduling.
     public var timerSlackMs: Int64 = 1_500
     /// CASE arguments: ids, id prefixes, clauses or clause prefixes; empty runs all.

@@ -37,12 +37,16 @@ public struct ConformanceTLS: Sendable {
 }
 
 enum FrameChannels {
-    static func open(_ endpoint: HostPort, tls: ConformanceTLS?, timeoutMs: Int32, run: RunState) throws(ChannelOpenFailure) -> FrameChannel {
+    /// - Parameter receiveBufferBytes: a small kernel receive buffer (plain TCP only), for a
+    ///   peer that stops reading and soon takes no more bytes.
+    static func open(_ endpoint: HostPort, tls: ConformanceTLS?, timeoutMs: Int32, run: RunState,
+                     receiveBufferBytes: Int32? = nil) throws(ChannelOpenFailure) -> FrameChannel {
         if let tls {
             return try LoopWireChannel.connect(endpoint, tls: tls, timeoutMs: timeoutMs, loop: try run.loop())
         }
         do {
-            let client = try BlockingWireClient(host: endpoint.host, port: endpoint.port, timeoutMs: timeoutMs)
+            let client = try BlockingWireClient(host: endpoint.host, port: endpoint.port, timeoutMs: timeoutMs,
+                                                receiveBufferBytes: receiveBufferBytes)
             client.defaultTimeoutMs = timeoutMs
             return client
         } catch {

@@ -9,6 +9,8 @@ extension GatewayFixture {
     /// order, each PUSH acknowledged if asked.
     struct Received {
         var missed: UInt32 = 0
+        /// How many MISSED frames brought `missed`.
+        var missedFrames = 0
         var ids: [String] = []
         /// The correlation id of each PUSH in `ids`.
         var correlations: [UInt32] = []
@@ -23,6 +25,7 @@ extension GatewayFixture {
             case .missed(let report):
                 if !received.ids.isEmpty { received.missedAfterPush = true }
                 received.missed += report.missedCount
+                received.missedFrames += 1
             case .push(let push):
                 received.ids.append(String(decoding: push.id, as: UTF8.self))
                 received.correlations.append(frame.header.correlation)
@@ -176,8 +179,54 @@ extension GatewayCases {
             let missed = Int(before.missed + after.missed)
             try Expect.equal(written + after.ids.count + missed, windowProbe, "pushes delivered plus MISSED counts")
             guard missed > 0 else { throw .skip("the queue held all \(windowProbe - written) pushes behind the window; nothing was dropped") }
-            try Expect.that(after.missed == 0, "\(after.missed) of \(missed) dropped pushes were reported only after the device acknowledged")
-            return "window \(written), then MISSED \(before.missed) while connected with nothing acknowledged; then \(after.ids.count) queued pushes"
+            try Expect.that(before.missed > 0, "none of the \(missed) dropped pushes was reported before the device acknowledged")
+            return "window \(written), then MISSED \(before.missed) while connected with nothing acknowledged; then \(after.ids.count) queued pushes and MISSED \(after.missed)"
+        },
+
+        ConformanceCase("gateway.missed-one-unread", clause: "4.15-5", "a device that reads and acknowledges nothing gets one MISSED however many pushes are dropped; the rest of the count comes once it acknowledges a push written after it") { ctx throws(CaseStop) in
+            let gateway = try GatewayFixture(ctx)
+            let (device, written, before) = try fillAndRead(gateway, ctx)
+            guard before.missed > 0 else { throw .skip("the queue held all \(windowProbe - written) pushes behind the window; nothing was dropped") }
+            try Expect.equal(before.missedFrames, 1, "MISSED frames before any DELIVERY_ACK (counts \(before.missed) in all)")
+            for (id, correlation) in zip(before.ids, before.correlations) {
+                try device.send(.deliveryAck(DeliveryAck(id: Array(id.utf8))), correlation: correlation)
+            }
+            let after = try gateway.receiveAll(device, acknowledge: true, "the queued pushes and the rest of the count")
+            try Expect.equal(written + after.ids.count + Int(before.missed + after.missed), windowProbe, "pushes delivered plus MISSED counts")
+            try Expect.that(after.missedFrames <= 1, "\(after.missedFrames) MISSED frames after the acknowledgements, expected the held count in one")
+            return "window \(written): one MISSED (\(before.missed)) unacknowledged; after acknowledging, \(after.ids.count) pushes and MISSED \(after.missed) in \(after.missedFrames) frame"
+        },
+
+        ConformanceCase("gateway.stalled-reader", clause: "5.5-7", "a device that stops reading is closed with GOAWAY SLOW_CONSUMER after the stall limit; one that reads and does not acknowledge stays") { ctx throws(CaseStop) in
+            let stallMs = ctx.options.gatewayOutputStallMs
+            guard stallMs > 0 else { throw .skip("the gateway has the stall rule turned off (--gateway-output-stall-ms 0)") }
+            guard stallMs <= 5_000 || ctx.options.slow else {
+                throw .skip("waits the stall limit (\(stallMs) ms): run with --slow, or against a gateway with --output-stall-ms 5000 or less and --gateway-output-stall-ms")
+            }
+            guard ctx.options.tls == nil else { throw .skip("needs a small receive buffer, which the suite sets on plain TCP connections only") }
+            let gateway = try GatewayFixture(ctx)
+            let stalledID = ctx.unique("dev"), readingID = ctx.unique("dev")
+            // A 2 KiB receive buffer holds a few of the pushes: the rest wait at the gateway.
+            let stalled = try gateway.device(stalledID, receiveBufferBytes: 2048)
+            let reading = try gateway.device(readingID)
+            var written = 0
+            for index in 0..<windowProbe {
+                let push = largePush(index, ctx)
+                written += Int(try gateway.push(.device(stalledID), id: push.id, collapseKey: push.collapseKey).written)
+                try gateway.push(.device(readingID), id: push.id, collapseKey: push.collapseKey)
+                if index % 20 == 19 { _ = try gateway.receiveAll(reading, acknowledge: false, "pushes to the device that reads") }
+            }
+            // The limit, then what 5.5-7 allows late (half the limit and two checks of at most
+            // 1 s), then the suite's own slack; only then does the stalled device read.
+            Pause.sleep(ms: Int(stallMs + stallMs / 2 + 2_000 + ctx.options.timerSlackMs))
+            _ = try gateway.receiveAll(reading, acknowledge: false, "pushes to the device that reads")
+            try reading.expectAlive("a device that read every push and acknowledged none, for the stall limit and more")
+            let last = try stalled.expectClosed(within: 2_000, "a device that stopped reading, \(stallMs) ms stall limit")
+            let pushes = last.filter { if case .push = $0 { true } else { false } }.count
+            guard case .goaway(let goaway)? = last.last, goaway.status == .slowConsumer else {
+                throw .fail("the stalled device's connection ended with \(last.last.map(describe) ?? "nothing"), expected GOAWAY SLOW_CONSUMER")
+            }
+            return "stopped reading after HELLO_OK: \(pushes) of \(written) pushes written readable, then GOAWAY SLOW_CONSUMER and close; the device that read and acknowledged nothing still served"
         },
 
         ConformanceCase("gateway.missed-told-again", clause: "4.15-4", "a MISSED on a connection that closes with pushes unacknowledged is counted again in the next one") { ctx throws(CaseStop) in

@@ -15,8 +15,8 @@ struct GatewayFixture {
         user = ctx.unique("user")
     }
 
-    func device(_ id: String, user: String? = nil, tags: [String] = []) throws(CaseStop) -> WireSession {
-        try ctx.gatewayDevice(id, user: user ?? self.user, tags: tags)
+    func device(_ id: String, user: String? = nil, tags: [String] = [], receiveBufferBytes: Int32? = nil) throws(CaseStop) -> WireSession {
+        try ctx.gatewayDevice(id, user: user ?? self.user, tags: tags, receiveBufferBytes: receiveBufferBytes)
     }
 
     /// Sends a PUSH and requires PUSH_ACK.

@@ -17,6 +17,10 @@ public enum GatewayAction {
     /// Close as a slow consumer: a frame that may not wait would pass the output cap. The
     /// logic has already let the device go, as for any closed connection.
     case cutOff(DeviceLink)
+    /// Close as a slow consumer that has stopped reading: frames the gateway started waited
+    /// in its output with its side taking none of it for the stall limit ([5.5-7]). The
+    /// logic has already let the device go.
+    case stalled(DeviceLink)
     /// Send the provider's PUSH being handled to `destination` too, for the devices it
     /// holds; its counts join the answer to the provider ([4.13-3]).
     case forward(to: PushDestination)
@@ -35,7 +39,8 @@ extension GatewayAction: Equatable {
         switch (lhs, rhs) {
         case let (.push(a, x), .push(b, y)): a === b && x == y
         case let (.missed(a, x), .missed(b, y)): a === b && x == y
-        case let (.replaced(a), .replaced(b)), let (.revoked(a), .revoked(b)), let (.cutOff(a), .cutOff(b)): a === b
+        case let (.replaced(a), .replaced(b)), let (.revoked(a), .revoked(b)), let (.cutOff(a), .cutOff(b)),
+             let (.stalled(a), .stalled(b)): a === b
         case let (.forward(a), .forward(b)): a == b
         default: false
         }
@@ -46,7 +51,8 @@ extension GatewayAction {
     /// The device connection the action is for, if it is for one.
     public var link: DeviceLink? {
         switch self {
-        case .push(let link, _), .missed(let link, _), .replaced(let link), .revoked(let link), .cutOff(let link): link
+        case .push(let link, _), .missed(let link, _), .replaced(let link), .revoked(let link), .cutOff(let link),
+             .stalled(let link): link
         case .forward: nil
         }
     }

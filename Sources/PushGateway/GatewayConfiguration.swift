@@ -78,6 +78,7 @@ public struct GatewayConfiguration: Sendable {
             settings.maxPushTTLSeconds = seconds
         }
         if let bytes = deployment.integer("max_output_bytes", for: .gateway) { maxOutputBytes = bytes }
+        if let stall = deployment.integer("output_stall_ms", for: .gateway) { outputStallMs = Int64(stall) }
         if let connections = deployment.integer("max_connections", for: .gateway) { limits.maxConnections = connections }
         if let count = deployment.integer("loops", for: .gateway) { loops = count }
         if let keepalive = deployment.integer("keepalive_ms", for: .gateway), let ms = UInt32(exactly: keepalive) {
@@ -110,6 +111,14 @@ public struct GatewayConfiguration: Sendable {
         set { settings.deliveryWindow = newValue }
     }
 
+    /// How long pushes and MISSED may wait in a device's output with the device taking no
+    /// byte of it before it is closed as a slow consumer ([5.5-7]); 0 turns the rule off.
+    /// Default 10,000 ms.
+    public var outputStallMs: Int64 {
+        get { settings.outputStallMs }
+        set { settings.outputStallMs = newValue }
+    }
+
     /// Ids of PUSHes with `once` 1 each loop remembers, at most, to answer a repeat with
     /// the first one's counts ([4.13-12]); past it the oldest is forgotten first. Default 100,000.
     public var onceMemory: Int {
@@ -122,6 +131,7 @@ public struct GatewayConfiguration: Sendable {
         guard settings.deliveryWindow >= 1 else { throw .invalidConfiguration("the delivery window must be at least 1") }
         guard settings.onceMemory >= 1 else { throw .invalidConfiguration("the once memory must be at least 1 id") }
         guard settings.maxPushTTLSeconds >= 1 else { throw .invalidConfiguration("the longest push TTL must be at least 1 s") }
+        guard settings.outputStallMs >= 0 else { throw .invalidConfiguration("the output stall limit must be 0 (off) or more ms") }
         guard maxOutputBytes >= 1024 else { throw .invalidConfiguration("the output limit must be at least 1024 bytes") }
         if let problem = limits.problem { throw .invalidConfiguration(problem) }
         if let problem = cluster?.problem { throw .invalidConfiguration(problem) }

@@ -10,6 +10,21 @@ public protocol DeviceLink: AnyObject {
     /// Bytes the link's output takes before passing its cap; nil when it takes no writes
     /// (closed, closing, handed off).
     var outputRoom: Int? { get }
+    /// How far the device's side has taken the link's output; nil when it is not known
+    /// (closed, or not TCP). Costs system calls: read only by the stall check ([5.5-7]).
+    var outputProgress: LinkOutput? { get }
+}
+
+/// What a link's output holds that the device's side has not taken, and a running count of
+/// the bytes it has taken, which moves whenever it takes any.
+public struct LinkOutput: Equatable, Sendable {
+    public var notTaken: Int
+    public var taken: UInt64
+
+    public init(notTaken: Int, taken: UInt64) {
+        self.notTaken = notTaken
+        self.taken = taken
+    }
 }
 
 public struct GatewaySettings: Sendable {
@@ -20,8 +35,8 @@ public struct GatewaySettings: Sendable {
     public var deliveryWindow = 64
     /// The output cap of a device's connection ([5.5-4]), which also bounds the bytes of
     /// its unacknowledged pushes ([4.14-5]): pushes alone never pass the cap, so a device
-    /// that reads but does not acknowledge is paced, and only one that stops reading is
-    /// cut off.
+    /// that reads but does not acknowledge is paced, and one that stops reading is closed
+    /// by the stall rule (`outputStallMs`, [5.5-7]) rather than by the cap.
     public var maxOutputBytes = 64 * 1024
     /// Ids of PUSHes with `once` 1 remembered per loop, at most ([4.13-12]): past it the
     /// oldest is forgotten first, before its 300 s are up.
@@ -30,6 +45,11 @@ public struct GatewaySettings: Sendable {
     /// for less than its `ttl_s`); on a cluster also the age at which JetStream drops a
     /// queue record, so an abandoned one does not live for ever. Default 30 days.
     public var maxPushTTLSeconds: UInt32 = 2_592_000
+    /// How long frames the gateway started may wait in a device's output with its side
+    /// taking no byte of them before the device is closed as a slow consumer ([5.5-7]);
+    /// 0 turns the rule off. Well under the keepalive's 45 s, which closes a device that
+    /// stops reading only once it also stops sending.
+    public var outputStallMs: Int64 = 10_000
 
     public init() {}
 
@@ -155,6 +175,9 @@ public final class GatewayLogic {
     private var missedScratch: [UInt8] = []
     /// The PUSHes with `once` 1 whose share this loop delivered, by id ([4.13-12]).
     @exclusivity(unchecked) var once: OnceMemory
+    /// The devices whose output was last seen holding bytes their side had not taken
+    /// ([5.5-7]): only those, so that a device costs no memory for the rule.
+    @exclusivity(unchecked) var stalls: [RecordKey: OutputStall] = [:]
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.
@@ -240,8 +263,9 @@ public final class GatewayLogic {
     }
 
     /// Lets the device's current link go.
-    private func detach(_ record: DeviceRecord) {
+    func detach(_ record: DeviceRecord) {
         record.link = nil
+        if !stalls.isEmpty { stalls[RecordKey(record)] = nil }
         metrics.devicesOnline.decrement()
         takeBackInFlight(record)
         // A device revoked while it was connected keeps no queue.
@@ -476,7 +500,9 @@ public final class GatewayLogic {
         }
         // The room left once the frames decided here are in the output.
         guard var room = link.outputRoom else { return }
-        if record.missed > 0 {
+        // A MISSED the device may not have read yet holds the count for the next one, which
+        // the acknowledgement of a push written after it brings ([4.15-5]).
+        if record.missed > 0, record.missedUnconfirmed == 0 {
             switch writeMissed(record, link: link, room: room) {
             case .written(let size): room -= size
             case .full, .closed: return
@@ -496,7 +522,12 @@ public final class GatewayLogic {
             room -= next.frame.count
             actions.append(.push(link, frame: next.frame))
             record.queue.removeFirst()
-            if writtenAtNs == 0 { writtenAtNs = Clocks.monotonicNanoseconds() }
+            if writtenAtNs == 0 {
+                writtenAtNs = Clocks.monotonicNanoseconds()
+                // After a MISSED written just now in the same microsecond: later, as written,
+                // so that its acknowledgement confirms the MISSED ([4.15-4]).
+                if record.missedUnconfirmed > 0, DeviceRecord.coarseTime(writtenAtNs) == record.missedWrittenAt { writtenAtNs += 1024 }
+            }
             next.writtenAtNs = writtenAtNs
             record.inFlight.append(next)
             metrics.pushesWritten.increment()
@@ -504,9 +535,11 @@ public final class GatewayLogic {
     }
 
     /// MISSED to a connected device whose queue dropped pushes just now, unless its MISSED
-    /// is to come first after HELLO_OK ([4.14-8]) or is waiting for room already.
+    /// is to come first after HELLO_OK ([4.14-8]), is waiting for room already, or one
+    /// written before may not have been read: then the count waits for it to be ([4.15-5]),
+    /// so a device that reads nothing gets one MISSED frame, not one per push dropped.
     private func reportMissed(_ record: DeviceRecord) {
-        guard let link = record.link, !record.holdsForQueue, let room = link.outputRoom else { return }
+        guard record.missedUnconfirmed == 0, let link = record.link, !record.holdsForQueue, let room = link.outputRoom else { return }
         _ = writeMissed(record, link: link, room: room)
     }
 

@@ -71,6 +71,8 @@ public final class GatewayServer: ServiceHandler {
         providerCredentials = HelloCredential.provider(providerKey)
         self.wallClock = wallClock
         host = ServiceHost(loop: loop, limits: limits, logger: logger, handler: self, admission: admission)
+        // The stall rule is checked on the host's sweep, which must come often enough for it.
+        host.serviceDeadlineMs = logic.settings.outputStallMs
         logic.actionsGathered = { [unowned self] in carryOutGathered() }
     }
 
@@ -225,6 +227,13 @@ public final class GatewayServer: ServiceHandler {
         carryOut()
     }
 
+    /// The host's periodic sweep: the stall rule ([5.5-7]) for a connected device.
+    public func swept(_ peer: Peer, nowMs: Int64) {
+        guard case .device(let record?)? = peer.state else { return }
+        logic.checkOutputStall(record, nowNs: UInt64(max(0, nowMs)) &* 1_000_000)
+        carryOut()
+    }
+
     public func closed(_ peer: Peer, reason: CloseReason) {
         // The connection's own cut; one the logic decided is counted at `.cutOff`.
         if reason == .slowConsumer { logic.metrics.slowConsumersCut.increment() }
@@ -290,6 +299,14 @@ public final class GatewayServer: ServiceHandler {
             logic.metrics.slowConsumersCut.increment()
             host.cutOff(peer, "the device left more than \(host.maxOutputBytes) bytes unread")
             if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
+        case .stalled(let link):
+            guard let peer = Self.peer(link) else { return }
+            logic.metrics.slowConsumersCut.increment()
+            var metadata: Logger.Metadata = ["peer": "\(peer.peerHost)"]
+            if case .device(let record?)? = peer.state { metadata["device"] = "\(record.deviceID)" }
+            host.logger.info("closing a device connection: it has stopped reading", metadata: metadata)
+            host.cutOff(peer, "the device took no byte of its output for \(logic.settings.outputStallMs) ms")
+            if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
         case .forward(to: .loop(let index)):
             guard let loopForwarding, let push = handling?.push, let tally = handlingTally() else { return }
             loopForwarding.forward(push, to: index, tally: tally)
@@ -313,5 +330,9 @@ extension ServicePeer: DeviceLink where Handler == GatewayServer {
     public var outputRoom: Int? {
         guard connection.acceptsWrites else { return nil }
         return connection.maxOutputBytes - connection.outputBufferedBytes
+    }
+
+    public var outputProgress: LinkOutput? {
+        connection.outputProgress.map { LinkOutput(notTaken: $0.notTaken, taken: $0.taken) }
     }
 }

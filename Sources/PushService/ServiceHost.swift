@@ -39,6 +39,10 @@ public protocol ServiceHandler: AnyObject {
     func received(_ message: Message, correlation: UInt32, peer: ServicePeer<Self>)
     /// Called for admitted peers only.
     func closed(_ peer: ServicePeer<Self>, reason: CloseReason)
+    /// The host's periodic sweep reached this admitted, open peer (after the session's own
+    /// deadlines): for a rule of the service's that is checked periodically (the gateway's
+    /// output stall, [5.5-7]). `nowMs` is `Clocks.monotonicMilliseconds()`.
+    func swept(_ peer: ServicePeer<Self>, nowMs: Int64)
     /// True while accepted work not tied to one connection is unfinished; a drain waits for it.
     var hasPendingWork: Bool { get }
 }
@@ -46,6 +50,7 @@ public protocol ServiceHandler: AnyObject {
 extension ServiceHandler {
     public func admitted(_ peer: ServicePeer<Self>) {}
     public func received(_ message: Message, correlation: UInt32, peer: ServicePeer<Self>) {}
+    public func swept(_ peer: ServicePeer<Self>, nowMs: Int64) {}
     public var hasPendingWork: Bool { false }
 }
 
@@ -102,6 +107,9 @@ public final class ServiceHost<Handler: ServiceHandler> {
     public var helloRefusals: [Status: Int] { helloRefusalCounts }
     /// Outbound bytes allowed to queue per connection before it is cut off ([5.5-4]).
     public var maxOutputBytes = Connection.defaultMaxOutputBytes
+    /// A time of the service's own that the sweep must also meet within a quarter of it
+    /// (`ServiceHandler.swept`); 0 for none. Set before listening.
+    public var serviceDeadlineMs: Int64 = 0
     /// How long a drain waits for owed replies before closing what is left.
     public var drainTimeoutMs: Int64 = 10_000
 
@@ -165,6 +173,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
     var sweepIntervalMs: Int64 {
         var shortest = min(limits.timeouts.handshakeMs, limits.timeouts.frameMs)
         if limits.keepaliveMs > 0 { shortest = min(shortest, Int64(limits.keepaliveMs)) }
+        if serviceDeadlineMs > 0 { shortest = min(shortest, serviceDeadlineMs) }
         return max(100, min(1_000, shortest / 4))
     }
 
@@ -401,6 +410,7 @@ public final class ServiceHost<Handler: ServiceHandler> {
                 }
             }
             perform(action, on: peer)
+            if peer.session.state != nil, peer.connection.acceptsWrites { handler.swept(peer, nowMs: now) }
         }
         for (reason, count) in admission.dueLogLines(now: now) { logRefusals(reason, count: count, peerHost: nil) }
         if let count = helloRefusalLog.due(nowMs: now) {

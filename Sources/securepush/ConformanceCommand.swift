@@ -104,6 +104,9 @@ struct ConformanceCommand: ParsableCommand {
     @Option(help: ArgumentHelp("The gateway's output cap, if configured away from the spec's 65536.", valueName: "bytes"))
     var gatewayMaxOutputBytes = 65_536
 
+    @Option(help: ArgumentHelp("The gateway's stall limit, if configured away from the spec's 10000 (0: turned off); the stall case runs without --slow when it is at most 5000.", valueName: "ms"))
+    var gatewayOutputStallMs = 10_000
+
     @Option(help: ArgumentHelp("Write a JSON report here.", valueName: "file"))
     var json: String?
 
@@ -127,6 +130,7 @@ struct ConformanceCommand: ParsableCommand {
         }
         guard gatewayDeliveryWindow >= 1 else { throw ValidationError("--gateway-delivery-window must be at least 1") }
         guard gatewayMaxOutputBytes >= 1024 else { throw ValidationError("--gateway-max-output-bytes must be at least 1024") }
+        guard (0...3_600_000).contains(gatewayOutputStallMs) else { throw ValidationError("--gateway-output-stall-ms must be 0 to 3600000") }
         if let user { try validateUserName(user) }
         var probe = ConformanceOptions()
         probe.vectorsDirectory = vectors
@@ -196,6 +200,7 @@ struct ConformanceCommand: ParsableCommand {
         options.frameDeadlineMs = Int64(frameDeadlineMs)
         options.gatewayDeliveryWindow = gatewayDeliveryWindow
         options.gatewayMaxOutputBytes = gatewayMaxOutputBytes
+        options.gatewayOutputStallMs = Int64(gatewayOutputStallMs)
         options.selection = cases
         return options
     }

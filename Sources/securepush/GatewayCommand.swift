@@ -80,6 +80,9 @@ struct GatewayCommand: ParsableCommand {
     @Option(help: ArgumentHelp("Pushes written to a device and not yet acknowledged (DELIVERY_ACK), at most, within --max-output-bytes of them; the others wait in its queue until acknowledgements free room, and what its full queue drops is told to the device at once with MISSED (default: \(GatewayCommand.defaults.deliveryWindow)).",
                                valueName: "count"))
     var deliveryWindow: Int?
+    @Option(help: ArgumentHelp("Milliseconds pushes and MISSED may wait in a device's output with the device taking no byte of it (it has stopped reading) before it is closed with GOAWAY SLOW_CONSUMER and its unacknowledged pushes go back to its queue; 0 turns this off (default: \(GatewayCommand.defaults.outputStallMs)).",
+                               valueName: "ms"))
+    var outputStallMs: Int?
     @Option(help: ArgumentHelp("Ids of PUSHes with once 1 each loop remembers for 300 s, to answer a repeat with the first one's counts instead of delivering it again; past it the oldest is forgotten first (default: \(GatewayCommand.defaults.onceMemory)).",
                                valueName: "count"))
     var onceMemory: Int?
@@ -101,6 +104,7 @@ struct GatewayCommand: ParsableCommand {
         if let queueCapacity, queueCapacity < 1 { throw ValidationError("--queue-capacity must be at least 1") }
         if let maxOutputBytes, maxOutputBytes < 1024 { throw ValidationError("--max-output-bytes must be at least 1024") }
         if let deliveryWindow, deliveryWindow < 1 { throw ValidationError("--delivery-window must be at least 1") }
+        if let outputStallMs, !(0...3_600_000).contains(outputStallMs) { throw ValidationError("--output-stall-ms must be 0 (off) to 3600000") }
         if let onceMemory, onceMemory < 1 { throw ValidationError("--once-memory must be at least 1") }
         if let maxPushTTL, maxPushTTL < 1 { throw ValidationError("--max-push-ttl-s must be at least 1") }
         if let loops, !(0...GatewayConfiguration.maxLoops).contains(loops) {
@@ -153,6 +157,7 @@ struct GatewayCommand: ParsableCommand {
         if let maxOutputBytes { configuration.maxOutputBytes = maxOutputBytes }
         if let deliveryWindow { configuration.deliveryWindow = deliveryWindow }
         if let onceMemory { configuration.onceMemory = onceMemory }
+        if let outputStallMs { configuration.outputStallMs = Int64(outputStallMs) }
         if let maxPushTTL { configuration.settings.maxPushTTLSeconds = maxPushTTL }
         if let maxConnections { configuration.limits.maxConnections = maxConnections }
         configuration.loops = loops ?? deployment.integer("loops", for: .gateway) ?? 0

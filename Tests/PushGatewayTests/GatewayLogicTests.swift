@@ -33,7 +33,18 @@ final class TestLink: DeviceLink {
     }
 
     /// The device read everything written so far.
-    func read() { unreadBytes = 0 }
+    func read() {
+        takenBytes += UInt64(unreadBytes)
+        unreadBytes = 0
+    }
+
+    /// Bytes the device has read since the link opened.
+    private(set) var takenBytes: UInt64 = 0
+    /// What the stall check asks for: the device's side takes exactly what it reads here.
+    var outputProgress: LinkOutput? {
+        open ? LinkOutput(notTaken: unreadBytes, taken: takenBytes) : nil
+    }
+    var wasStalled = false
 
     /// Frames and messages written.
     private(set) var writes = 0
@@ -97,6 +108,9 @@ func carryOut(_ logic: GatewayLogic) -> [GatewayAction] {
         case .cutOff:
             link.wasCutOff = true
             link.open = false
+        case .stalled:
+            link.wasStalled = true
+            link.open = false
         case .forward:
             break
         }
@@ -114,8 +128,10 @@ final class GatewayFixture {
     let logic: GatewayLogic
     let metrics = GatewayMetrics()
 
-    init(queueCapacity: Int = 100, window: Int = 64, windowBytes: Int = 64 * 1024, onceMemory: Int = 100_000) {
+    init(queueCapacity: Int = 100, window: Int = 64, windowBytes: Int = 64 * 1024, onceMemory: Int = 100_000,
+         outputStallMs: Int64 = 10_000) {
         var settings = GatewaySettings()
+        settings.outputStallMs = outputStallMs
         settings.queueCapacity = queueCapacity
         settings.deliveryWindow = window
         settings.maxOutputBytes = windowBytes
