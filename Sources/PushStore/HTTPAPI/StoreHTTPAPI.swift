@@ -1,6 +1,7 @@
 import Logging
 import PushClock
 import PushEventLoop
+import PushProviderAPI
 import PushService
 import PushWire
 
@@ -60,8 +61,18 @@ final class StoreHTTPAPI {
         handler = { [unowned self] request in serve(request) }
     }
 
-    /// Answers what is in flight; new requests get 503 from now on.
-    func drain() { draining = true }
+    /// How long a drain waits, once every request taken is answered, for the answers to
+    /// be written: as long as the protocol's connections get ([5.5-1]).
+    static let drainFlushLimit = Duration.seconds(2)
+
+    /// Graceful stop: what arrives from now on is answered 503 SHUTTING_DOWN; what was
+    /// taken is answered with its result; every answer closes its connection once written.
+    /// `drained` runs once all are written (or `drainFlushLimit` after the last is
+    /// answered), before the HTTP server may be freed.
+    func drain(then drained: @escaping () -> Void) {
+        draining = true
+        http.drain(within: StoreHTTPAPI.drainFlushLimit, then: drained)
+    }
 
     func stop() { http.stop() }
 
@@ -85,6 +96,8 @@ final class StoreHTTPAPI {
                           route: route, provider: nil)
         }
         guard !server.logic.tokensLimited(address: request.peerHost) else {
+            server.logRateLimited(request: "HTTP \(request.method.name) \(route.name)", peer: request.peerHost,
+                                  reason: "too many refused API tokens from this address")
             return answer(request, .problem(ProviderAPIProblem(429, Status.rateLimited.name,
                                                                "too many rejected tokens from this address; try again later",
                                                                headers: [("Retry-After", "10")])),
@@ -117,36 +130,18 @@ final class StoreHTTPAPI {
                               route: route, provider: record.provider)
             }
             let message: Message
-            let keyed: Bool
             do throws(ProviderAPIProblem) {
-                (message, keyed) = try StoreHTTPAPI.message(for: route, request)
+                message = try ProviderAPIRequest.message(for: route, header: request.headers(named:), body: request.body)
             } catch {
                 return answer(request, .problem(error), route: route, provider: record.provider)
             }
             let session = StoreSession(peerAddress: request.peerHost, role: .provider,
                                        idempotencyScope: StoreHTTPAPI.idempotencyScope(of: record.provider))
             let call = StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
-                self?.answer(request, .answering(reply, to: route, keyed: keyed, createdAt: createdAt), route: route,
+                self?.answer(request, .answering(reply, to: route, createdAt: createdAt), route: route,
                              provider: record.provider)
             }
             server.serve(message, call: call)
-        }
-    }
-
-    /// The protocol request an HTTP request stands for, and whether it is a SEND with an
-    /// idempotency key.
-    static func message(for route: ProviderAPIRoute, _ request: HTTPServerRequest) throws(ProviderAPIProblem) -> (Message, Bool) {
-        switch route {
-        case .status(let id): return (.status(StatusRequest(id: id)), false)
-        case .recall(let id): return (.recall(Recall(id: id)), false)
-        case .send:
-            let type = request.header("Content-Type") ?? ""
-            guard type.split(separator: ";").first?.trimmingWhitespace().lowercased() == "application/json" else {
-                throw ProviderAPIProblem(415, Status.badRequest.name, "the body must be application/json", headers: [("Accept", "application/json")])
-            }
-            let key = request.header("Idempotency-Key")
-            let send = try MessagePost.decode(request.body).sendRequest(idempotencyKey: key)
-            return (.send(send), key != nil)
         }
     }
 
@@ -186,6 +181,34 @@ extension Substring {
         while text.first == " " || text.first == "\t" { text.removeFirst() }
         while text.last == " " || text.last == "\t" { text.removeLast() }
         return text
+    }
+}
+
+extension HTTPServerRequest {
+    /// Every value of header `name` (case-insensitive), in arrival order.
+    fileprivate func headers(named name: String) -> [String] {
+        let wanted = name.lowercased()
+        return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
+    }
+}
+
+extension ProviderAPIRoute {
+    /// What a token needs to be allowed this.
+    var scope: APITokenScopes {
+        switch self {
+        case .send: .send
+        case .status: .status
+        case .recall: .recall
+        }
+    }
+
+    /// As the metrics and logs name it.
+    var name: String {
+        switch self {
+        case .send: "send"
+        case .status: "status"
+        case .recall: "recall"
+        }
     }
 }
 
