@@ -71,9 +71,12 @@ let package = Package(
         // The only importer of CNats: a NATS client whose socket the event loop watches
         // (libnats in its external-event-loop mode), and JetStream's JSON API over it.
         .target(name: "PushNATS", dependencies: ["CNats", "PushClock", "PushEventLoop"]),
+        // The HTTP provider API's rules with no I/O: routes, the JSON body and the SEND it
+        // asks for, problem documents and answers. Compiled alone by fuzz/run.sh too.
+        .target(name: "PushProviderAPI", dependencies: ["PushClock", "PushWire"]),
         // The payload store: its service logic, group-commit writer and persistence.
         .target(name: "PushStore", dependencies: [
-            "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "CSQLite", "PushPostgres",
+            "PushClock", "PushWire", "PushProviderAPI", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "CSQLite", "PushPostgres",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Device and provider clients.
@@ -109,7 +112,7 @@ let package = Package(
             "PushPostgres", "PushNATS", "COpenSSL",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
-        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
+        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushProviderAPI", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushClientTests", dependencies: ["PushClock", "PushClient", "PushSession", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushTestSupport"]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [

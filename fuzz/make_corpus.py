@@ -8,10 +8,16 @@ fuzz/WireDecoder.swift reads (the vector's max_frame, a split seed); OUT_DIR/
 session-read-path/ gets each vector both as a connection's first frame and after the
 valid HELLO the target prepends on request (fuzz/SessionReadPath.swift), under each
 service's requests. Both also get each file's whole frames as one stream.
+OUT_DIR/http-request-path/ gets the README's HTTP API examples (its curl command and its
+Python request, as those clients send them) and the other routes, alone and one after
+another on a keep-alive connection (fuzz/HTTPRequestPath.swift).
 """
 
+import ast
 import glob
+import json
 import os
+import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -52,6 +58,49 @@ def write(directory, name, data):
         f.write(data)
 
 
+README = os.path.join(os.path.dirname(HERE), "README.md")
+
+
+def http_request(method, path, headers, body=b""):
+    head = "%s %s HTTP/1.1\r\n" % (method, path)
+    for name, value in headers + ([("Content-Length", str(len(body)))] if body or method == "POST" else []):
+        head += "%s: %s\r\n" % (name, value)
+    return (head + "\r\n").encode() + body
+
+
+def readme_http_seeds():
+    """{name: bytes}: the README's curl and Python examples as curl and urllib send them,
+    and GET and DELETE of an id, each alone and all on one connection."""
+    text = open(README, encoding="utf-8").read()
+    token = ("Authorization", "Bearer sp_0123456789abcdef_0123456789abcdef0123456789abcdef")
+    seeds = {}
+    curl = re.search(r"curl -sS (\S+)(.*?)-d '([^']*)'", text, re.S)
+    if curl:
+        path = "/" + curl.group(1).split("/", 3)[3]
+        headers = [("Host", "127.0.0.1:8080"), ("User-Agent", "curl/8.5.0"), ("Accept", "*/*"), token]
+        headers += [tuple(h.split(": ", 1)) for h in re.findall(r'-H "([^"$]*)"', curl.group(2))]
+        seeds["readme_curl"] = http_request("POST", path, headers, curl.group(3).encode())
+    python = re.search(r"data=json\.dumps\((\{.*?\})\)\.encode\(\)", text, re.S)
+    key = re.search(r'"Idempotency-Key": "([^"]*)"', text)
+    if python:
+        body = json.dumps(ast.literal_eval(python.group(1))).encode()
+        headers = [("Accept-Encoding", "identity"), ("Content-Type", "application/json"), ("Host", "127.0.0.1:8080"),
+                   ("User-Agent", "Python-urllib/3.11"), token, ("Idempotency-Key", key.group(1) if key else "order-1236"),
+                   ("Connection", "close")]
+        seeds["readme_python"] = http_request("POST", "/v1/messages", headers, body)
+    every = {"recipient": "alice", "text": "Your code is 2213", "ttl_s": 3600, "read_limit": 1,
+             "push": {"device": "phone-1", "alert": True, "priority": 10, "collapse_key": "otp", "ttl_s": 600}}
+    json_headers = [("Host", "127.0.0.1:8080"), token, ("Content-Type", "application/json")]
+    seeds["every_member"] = http_request("POST", "/v1/messages", json_headers, json.dumps(every).encode())
+    seeds["base64_tag"] = http_request("POST", "/v1/messages", json_headers,
+                                       b'{"recipient":"alice","payload":"AAEC/w==","push":{"tag":"work"}}')
+    message = "/v1/messages/" + "0123456789abcdef" * 2
+    seeds["status"] = http_request("GET", message, [("Host", "127.0.0.1:8080"), token])
+    seeds["recall"] = http_request("DELETE", message, [("Host", "127.0.0.1:8080"), token])
+    seeds["keep_alive"] = b"".join(seeds[name] for name in sorted(seeds) if name != "readme_python") + seeds.get("readme_python", b"")
+    return seeds
+
+
 def main(argv):
     if len(argv) != 1:
         print(__doc__.strip())
@@ -74,7 +123,12 @@ def main(argv):
         stream = b"".join(data for _, max_frame, data, whole in vectors if whole and max_frame == 65536)
         write(wire, "stream_" + stem, bytes([2, 0, 0, 7, 3]) + stream)
         write(session, "stream_" + stem, bytes([0x01, 0, 0, 7, 3]) + stream)
-    print("%d vectors written as seeds to %s" % (count, out))
+    http = os.path.join(out, "http-request-path")
+    os.makedirs(http, exist_ok=True)
+    seeds = readme_http_seeds()
+    for name, data in seeds.items():
+        write(http, name, data)
+    print("%d vectors and %d HTTP requests written as seeds to %s" % (count, len(seeds), out))
     return 0
 
 

@@ -3,10 +3,11 @@
 # when a target crashes, leaks, times out or fails to build; the input that did it is
 # left in fuzz/.build/artifacts.
 #
-# The targets are compiled with swiftc straight from the package's PushWire and
-# PushSession sources (each a static library with fuzzer and address sanitizer
-# instrumentation), so the SwiftPM build of the package is untouched. Seeds come from
-# protocol/vectors; the corpus grows in fuzz/.build/corpus and is reused by later runs.
+# The targets are compiled with swiftc straight from the package's PushWire, PushSession,
+# PushClock and PushProviderAPI sources (each a static library with fuzzer and address
+# sanitizer instrumentation), so the SwiftPM build of the package is untouched. Seeds come
+# from protocol/vectors and the README's HTTP examples; the corpus grows in
+# fuzz/.build/corpus and is reused by later runs.
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -31,12 +32,16 @@ library() {
 echo "fuzz: building"
 library PushWire $(find ../Sources/PushWire -name '*.swift' | sort)
 library PushSession ../Sources/PushSession/*.swift
+library PushClock ../Sources/PushClock/*.swift
+library PushProviderAPI ../Sources/PushProviderAPI/*.swift
 quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushWire SplitMix.swift WireDecoder.swift -o "$out/fuzz-wire-decoder"
 quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushSession -lPushWire SplitMix.swift SessionReadPath.swift -o "$out/fuzz-session-read-path"
+quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushProviderAPI -lPushClock -lPushWire HTTPRequestPath.swift \
+    -o "$out/fuzz-http-request-path"
 python3 make_corpus.py "$out/seeds"
 
 status=0
-for target in wire-decoder session-read-path; do
+for target in wire-decoder session-read-path http-request-path; do
     mkdir -p "$out/corpus/$target"
     echo "fuzz: $target for ${seconds} s"
     if "$out/fuzz-$target" "$out/corpus/$target" "$out/seeds/$target" \

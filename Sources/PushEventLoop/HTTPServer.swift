@@ -1,5 +1,6 @@
 import CLibevent
 import Glibc
+import PushClock
 
 /// An HTTP/1.1 server on one loop: libevent's evhttp, which parses requests, writes
 /// responses and owns each connection. Loop-confined, like Listener.
@@ -46,6 +47,8 @@ public final class HTTPServer: LoopResource {
     public var vetContinue: ((HTTPContinueRequest) -> Void)?
     private var http: OpaquePointer?
     private var sockets: [Int32] = []
+    /// evhttp's handle of each listening socket, to stop accepting on it (`drain`).
+    private var bound: [OpaquePointer] = []
     private var addresses: [SocketAddress]
     private var isShared: Bool
     /// By the connection's bufferevent.
@@ -57,6 +60,13 @@ public final class HTTPServer: LoopResource {
     /// `HTTPErrorPages`).
     private var pendingOutput: [HTTPServerConnection] = []
     private var rewriteEvent: OpaquePointer?
+    /// The drain's (see `drain`): its look at the connections, when it gives up waiting for
+    /// answers to be written (monotonic ms; set once no request is held), and who waits.
+    private var drainTimer: LoopTimer?
+    private var drainLimitMs: Int64 = 0
+    private var drainGivesUpAt: Int64?
+    private var drainIsOver = false
+    private var whenDrained: [() -> Void] = []
     /// Connections refused at the gate's cap.
     public private(set) var refusedAtCap: UInt64 = 0
     /// Connections refused at the gate's cap for one address.
@@ -127,7 +137,7 @@ public final class HTTPServer: LoopResource {
             // Accepted sockets come back non-blocking and close-on-exec (accept4).
             guard let listener = evconnlistener_new(loop.base, nil, nil, sp_LEV_OPT_CLOSE_ON_EXEC,
                                                     shared ? 0 : 4096, socket.fd),
-                  evhttp_bind_listener(http, listener) != nil
+                  let handle = evhttp_bind_listener(http, listener)
             else {
                 let code = errno
                 evhttp_free(http)
@@ -137,6 +147,7 @@ public final class HTTPServer: LoopResource {
                 for fd in sockets { Glibc.close(fd) }
                 throw .system(operation: "listen \(socket.address)", errno: code)
             }
+            self.bound.append(handle)
         }
         loop.register(self)
         // Held by the C side until stop(), like a Listener.
@@ -174,6 +185,9 @@ public final class HTTPServer: LoopResource {
         self.http = nil
         handle = nil
         vetContinue = nil
+        drainTimer?.cancel()
+        drainTimer = nil
+        bound = []
         unadopted = []
         if let adoptEvent { event_free(adoptEvent) }
         adoptEvent = nil
@@ -192,10 +206,78 @@ public final class HTTPServer: LoopResource {
         }
         sockets = []
         loop.unregister(self)
+        let drained = whenDrained
+        whenDrained = []
+        for callback in drained { callback() }
         Unmanaged.passUnretained(self).release()
     }
 
     func closeForShutdown() { stop() }
+
+    // MARK: - Drain
+
+    /// Graceful stop, before `stop()`: every answer from now on closes its connection once
+    /// written (`Connection: close`), and new connections are still taken, so that a client
+    /// gets an answer (the handler's 503, say) rather than a refused connection. Once no
+    /// connection holds a request (the handler has answered all it took, however long that
+    /// takes), it stops accepting, closes the connections that wait for a next request, and
+    /// waits for the others to finish writing their answers, for `within` at most; then
+    /// `drained` runs, on the loop. Every caller's `drained` runs, at
+    /// once if the drain is over or the server stopped.
+    public func drain(within limit: Duration, then drained: @escaping () -> Void) {
+        guard http != nil, !drainIsOver else { return drained() }
+        whenDrained.append(drained)
+        guard !isDraining else { return }
+        isDraining = true
+        drainLimitMs = limit.components.seconds * 1_000 + limit.components.attoseconds / 1_000_000_000_000_000
+        // A few milliseconds' look is enough: answers are written within a loop pass or two,
+        // and evhttp says nothing when a connection's output has gone out.
+        drainTimer = loop.schedule(after: .milliseconds(5), repeating: true) { [weak self] in self?.drainStep() }
+        drainStep()
+    }
+
+    /// Whether answers close their connections now (see `drain`).
+    public private(set) var isDraining = false
+
+    private func drainStep() {
+        guard http != nil, !drainIsOver else { return }
+        let now = Clocks.monotonicMilliseconds()
+        if drainGivesUpAt == nil {
+            guard !connections.values.contains(where: { $0.held != nil }) else { return }
+            drainGivesUpAt = now + drainLimitMs
+            stopAccepting()
+        }
+        for connection in connections.values { closeIfIdle(connection) }
+        guard connections.isEmpty || now >= drainGivesUpAt ?? now else { return }
+        drainIsOver = true
+        drainTimer?.cancel()
+        drainTimer = nil
+        let drained = whenDrained
+        whenDrained = []
+        for callback in drained { callback() }
+    }
+
+    /// Closes the listening sockets; the connections stay evhttp's.
+    private func stopAccepting() {
+        guard let http else { return }
+        for handle in bound { evhttp_del_accept_socket(http, handle) }
+        bound = []
+        for fd in sockets {
+            if isShared { loop.closeAfterPendingChanges(fd) } else { Glibc.close(fd) }
+        }
+        sockets = []
+    }
+
+    /// A connection that holds no request and has nothing left to write waits for its next
+    /// request: shut down, so that evhttp reads its end and frees it (as `requestDeadline`
+    /// does). A request only partly read goes with it; it was not taken.
+    private func closeIfIdle(_ connection: HTTPServerConnection) {
+        guard connection.held == nil, let bev = connection.bev, let output = bufferevent_get_output(bev),
+              evbuffer_get_length(output) == 0
+        else { return }
+        let fd = bufferevent_getfd(bev)
+        if fd >= 0 { shutdown(fd, Int32(SHUT_RDWR)) }
+    }
 
     // MARK: - From the C callbacks
 

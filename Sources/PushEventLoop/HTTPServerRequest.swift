@@ -65,6 +65,8 @@ public final class HTTPServerRequest {
     }
 
     /// Answers once; later calls are ignored. Safe to call after the client has gone away.
+    /// While the server drains, the answer carries `Connection: close` and its connection
+    /// closes once it is written.
     /// `headers` are added to the response (one with CR or LF in it is dropped: evhttp
     /// refuses it); evhttp sets Content-Length, and Date. Without a Content-Type, evhttp
     /// adds `text/html; charset=ISO-8859-1` to a response with a body.
@@ -75,6 +77,10 @@ public final class HTTPServerRequest {
         self.raw = nil
         if let output = evhttp_request_get_output_headers(raw) {
             for (name, value) in headers { _ = evhttp_add_header(output, name, value) }
+            // A draining server closes each connection after its answer (HTTPServer.drain).
+            if connection?.server?.isDraining == true, evhttp_find_header(output, "Connection") == nil {
+                _ = evhttp_add_header(output, "Connection", "close")
+            }
         }
         if !body.isEmpty, let buffer = evhttp_request_get_output_buffer(raw) {
             _ = body.withUnsafeBytes { evbuffer_add(buffer, $0.baseAddress, $0.count) }

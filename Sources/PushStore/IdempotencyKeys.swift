@@ -25,7 +25,8 @@ public struct IdempotencyRecord: Sendable, Equatable {
     public var id: PayloadID
     /// The payload's expiry, unix ms: SEND_OK's `expires_at` when replayed.
     public var payloadExpiresAt: UInt64
-    /// Unix ms; the key is forgotten after it (24 h after the SEND).
+    /// Unix ms; the key is forgotten after it: exactly `lifetimeMs` after the SEND's
+    /// payload was created, so that the record holds that time too (`sendCreatedAt`).
     public var expiresAt: UInt64
 
     public init(key: IdempotencyKey, requestHash: [UInt8], id: PayloadID, payloadExpiresAt: UInt64, expiresAt: UInt64) {
@@ -36,8 +37,15 @@ public struct IdempotencyRecord: Sendable, Equatable {
         self.expiresAt = expiresAt
     }
 
-    /// How long a key is remembered ([4.17-5]).
+    /// How long a key is remembered ([4.17-5]). A record outlives no build that changes
+    /// this: a key lives 24 h, a build longer than that, and `sendCreatedAt` reads it back.
     public static let lifetimeMs: UInt64 = 24 * 3600 * 1000
+
+    /// When the SEND's payload was created (unix ms): a replay's answer repeats it, as it
+    /// repeats the id and the expiry ([4.17-5]). Records of builds before this one set the
+    /// key's expiry from a clock read a moment before the payload's, so theirs may be a
+    /// millisecond or so early.
+    public var sendCreatedAt: UInt64 { expiresAt >= IdempotencyRecord.lifetimeMs ? expiresAt - IdempotencyRecord.lifetimeMs : 0 }
 
     /// A digest of everything in `send` but its key, with the defaults filled in, so that
     /// two SENDs that mean the same (one naming the default, one leaving it out) are equal.

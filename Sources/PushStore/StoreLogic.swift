@@ -102,6 +102,9 @@ public enum CommittedReply: Sendable, Equatable {
 /// or a database.
 public enum StoreAction {
     case reply(Message)
+    /// SEND_OK replaying an earlier SEND's answer ([4.17-5]), with that SEND's creation
+    /// time (unix ms), which the HTTP API's answer repeats.
+    case replay(SendOK, createdAt: UInt64)
     /// Commit durably, then reply.
     case commit(WriteOperation, CommittedReply)
     /// Read what the request needs, then hand the result to `StoreLogic.resume`.
@@ -412,7 +415,7 @@ public final class StoreLogic {
             guard earlier.requestHash == IdempotencyRecord.requestHash(send) else {
                 throw Refusal(.conflict, "idempotency key already used, within 24 h, for a SEND with other content")
             }
-            return .reply(.sendOK(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true)))
+            return .replay(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true), createdAt: earlier.sendCreatedAt)
         }
         return try commitSend(send, key: key, enrolled: enrolled, session: session, nowMs: nowMs)
     }
@@ -432,7 +435,8 @@ public final class StoreLogic {
             let held = shared.state.withLock { $0.sendsInFlight.insert(key).inserted }
             guard held else { throw Refusal(.busy, "a SEND with this idempotency key is being committed; retry") }
             payload.idempotency = IdempotencyRecord(key: key, requestHash: IdempotencyRecord.requestHash(send), id: payload.id,
-                                                    payloadExpiresAt: payload.expiresAt, expiresAt: nowMs + IdempotencyRecord.lifetimeMs)
+                                                    payloadExpiresAt: payload.expiresAt,
+                                                    expiresAt: payload.createdAt + IdempotencyRecord.lifetimeMs)
         }
         return .commit(.store(payload), .sendOK(SendOK(id: payload.id, expiresAt: payload.expiresAt), push, createdAt: payload.createdAt,
                                                 idempotency: key))

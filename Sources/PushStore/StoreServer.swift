@@ -171,6 +171,9 @@ public final class StoreServer: ServiceHandler {
             respond(message, to: requester)
             answered(request, with: message, requester: requester, startNs: startNs)
             if logic.pendingFetchTallies >= StoreServer.maxTalliesPerBatch { flushFetchTallies() }
+        case .replay(let sent, let createdAt):
+            respond(.sendOK(sent), to: requester, createdAt: createdAt)
+            answered(request, with: .sendOK(sent), requester: requester, startNs: startNs)
 
         case .commit(let operation, let reply):
             let ticket = nextTicket
@@ -321,15 +324,20 @@ public final class StoreServer: ServiceHandler {
                                                         "device": "\(login?.deviceID ?? "")",
                                                         "reason": "\((loginRefusal ?? .wrongPassword).rawValue)"])
         case .rateLimited:
-            guard let count = rateLimitLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
-            var metadata: Logger.Metadata = ["request": "\(request.type.specName)", "peer": "\(requester.peerHost)",
-                                             "reason": "\(error.message ?? "")"]
-            if let login { metadata["user"] = "\(login.user)" }
-            if count > 1 { metadata["count"] = "\(count)" }
-            host.logger.info("rate limited", metadata: metadata)
+            logRateLimited(request: request.type.specName, peer: requester.peerHost, reason: error.message ?? "", user: login?.user)
         default:
             break
         }
+    }
+
+    /// A request refused for a rate limit, over the protocol or HTTP: logged at info, one
+    /// line a second at most for the whole store loop (the rest summed into the next line).
+    func logRateLimited(request: String, peer: String, reason: String, user: String? = nil) {
+        guard let count = rateLimitLog.event(nowMs: Clocks.monotonicMilliseconds()) else { return }
+        var metadata: Logger.Metadata = ["request": "\(request)", "peer": "\(peer)", "reason": "\(reason)"]
+        if let user { metadata["user"] = "\(user)" }
+        if count > 1 { metadata["count"] = "\(count)" }
+        host.logger.info("rate limited", metadata: metadata)
     }
 
     /// Rate-limited requests held back from the log: one summary line once the second is over.

@@ -178,25 +178,28 @@ public final class StoreService: LoopGroupMember {
     }
 
     /// Graceful stop ([5.5-1]): no new connections, GOAWAY SHUTTING_DOWN to every peer,
-    /// replies to what was accepted (commits included), then the writer thread ends and
-    /// `drained` runs on the loop. Every caller's `drained` runs, however many ask.
+    /// replies to what was accepted (commits included), the same for the HTTP API (new
+    /// requests 503, each answer closing its connection, every answer written), then the
+    /// writer thread ends and `drained` runs on the loop. Every caller's `drained` runs, however many ask.
     public func drain(then drained: @escaping () -> Void) {
         if !host.isDraining, configuration.speaksForProcess { configuration.logger.info("draining") }
         server.releaseHeldRegistries()
-        httpAPI?.drain()
+        // HTTP requests taken are answered like the protocol's, and their answers written,
+        // before the HTTP server is freed (stopWriter).
+        httpAPI?.drain {}
         host.drain { [self] in
-            // A backend that commits on the loop (PostgreSQL) waits for its last group first.
-            guard !writerStopped else {
-                drained()
-                return
+            let finish = { [self] in
+                // A backend that commits on the loop (PostgreSQL) waits for its last group first.
+                guard !writerStopped else { return drained() }
+                server.forwarder?.stop()
+                server.flushFetchTallies()
+                backend.finish { [self] in
+                    stopWriter()
+                    drained()
+                }
             }
-            server.forwarder?.stop()
-            server.flushFetchTallies()
-            backend.finish { [self] in
-                stopWriter()
-                httpAPI?.stop()
-                drained()
-            }
+            guard let httpAPI else { return finish() }
+            httpAPI.drain(then: finish)
         }
     }
 

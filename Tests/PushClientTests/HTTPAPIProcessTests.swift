@@ -94,6 +94,10 @@ struct HTTPAPIProcessTests {
         let id = try first.json()["id"] as? String
         #expect(try again.json()["id"] as? String == id && again.json()["replayed"] as? Bool == true)
         #expect(again.headers["idempotent-replayed"] == "true")
+        let createdAt = try first.json()["created_at"] as? String
+        let replayedCreatedAt = try again.json()["created_at"] as? String
+        #expect(createdAt != nil && replayedCreatedAt == createdAt, "a replay gets the first answer: \(again.text)")
+        #expect(try again.json()["expires_at"] as? String == first.json()["expires_at"] as? String)
 
         let other = try http.post("/v1/messages", json: #"{"recipient":"alice","text":"refunded"}"#, token: billing, headers: key)
         #expect(try other.status == 409 && (try other.json())["code"] as? String == "CONFLICT", "\(other.text)")
@@ -108,6 +112,58 @@ struct HTTPAPIProcessTests {
         }
         #expect(binary.id.hex != id && !binary.replayed)
         #expect(setup.store.metric("securepush_store_payloads_stored_total") == 3)
+    }
+
+    @Test("[4.17-6] the same Idempotency-Key on eight connections at once: one commit, the others 503 BUSY with Retry-After (retry), never a final 409; the retry replays")
+    func concurrentKeyIsRetryable() throws {
+        let setup = try Setup()
+        let token = try setup.token("billing")
+        let connections = try (0..<8).map { _ in try setup.connection() }
+        var busySeen = false
+        for round in 0..<20 where !busySeen {
+            let key = [("Idempotency-Key", "race-\(round)")]
+            let json = #"{"recipient":"alice","text":"race \#(round)"}"#
+            let answers = try HTTPTestConnection.postAtOnce(connections, path: "/v1/messages", json: json, token: token, headers: key)
+            #expect(answers.allSatisfy { $0.status == 201 || $0.status == 503 }, "\(answers.map { "\($0.status) \($0.text)" })")
+            let ids = Set(answers.filter { $0.status == 201 }.compactMap { try? $0.json()["id"] as? String })
+            #expect(ids.count == 1, "one payload for one key: \(ids)")
+            for busy in answers where busy.status == 503 {
+                busySeen = true
+                let code = try busy.json()["code"] as? String
+                #expect(code == "BUSY" && busy.headers["retry-after"] == "1", "\(busy.text)")
+                let retried = try connections[0].post("/v1/messages", json: json, token: token, headers: key)
+                let document = try retried.json()
+                let replayedID = document["id"] as? String ?? ""
+                #expect(retried.status == 201 && document["replayed"] as? Bool == true && ids.contains(replayedID), "\(retried.text)")
+            }
+        }
+        #expect(busySeen, "no two of the requests were in flight at once in 20 rounds")
+    }
+
+    @Test("an empty Idempotency-Key, or two, is refused (400) rather than taken as none; a member given twice, or a number no double holds, is 422 naming the member")
+    func bodyAndKeyRules() throws {
+        let setup = try Setup()
+        let token = try setup.token("billing")
+        let http = try setup.connection()
+        let good = #"{"recipient":"alice","text":"x"}"#
+        func problem(_ response: HTTPTestResponse) -> (Int, String, String) {
+            let document = try? response.json()
+            return (response.status, document?["code"] as? String ?? "", document?["detail"] as? String ?? "")
+        }
+        let empty = problem(try http.request("POST", "/v1/messages", headers: [("Authorization", "Bearer \(token)"),
+                                                                               ("Content-Type", "application/json"), ("Idempotency-Key", "")],
+                                             body: Array(good.utf8)))
+        #expect(empty.0 == 400 && empty.1 == "BAD_REQUEST" && empty.2.contains("Idempotency-Key"), "\(empty)")
+        let twice = problem(try http.post("/v1/messages", json: good, token: token, headers: [("Idempotency-Key", "a"), ("Idempotency-Key", "b")]))
+        #expect(twice.0 == 400 && twice.2.contains("Idempotency-Key"), "\(twice)")
+        let duplicate = problem(try http.post("/v1/messages", json: #"{"recipient":"alice","text":"x","text":"y"}"#, token: token))
+        #expect(duplicate.0 == 422 && duplicate.2.contains("text"), "\(duplicate)")
+        let nested = problem(try http.post("/v1/messages", json: #"{"recipient":"alice","text":"x","push":{"alert":true,"alert":false}}"#, token: token))
+        #expect(nested.0 == 422 && nested.2.contains("push.alert"), "\(nested)")
+        let huge = problem(try http.post("/v1/messages", json: #"{"recipient":"alice","text":"x","ttl_s":\#(String(repeating: "9", count: 5000))}"#,
+                                         token: token))
+        #expect(huge.0 == 422 && huge.1 == "BAD_REQUEST" && huge.2.contains("ttl_s"), "\(huge)")
+        #expect(setup.store.metric("securepush_store_payloads_stored_total") ?? 0 == 0, "none of them stored anything")
     }
 
     @Test("every error is application/problem+json with the protocol status name: 400, 401, 403, 404, 405, 413, 415, 422, 429")
@@ -170,6 +226,8 @@ struct HTTPAPIProcessTests {
             _ = try http.post("/v1/messages", json: good, token: "sp_0123456789ab_" + String(repeating: "B", count: 43))
         }
         expect(try http.post("/v1/messages", json: good, token: token), 429, "RATE_LIMITED", "after 20 refused tokens, even a good one")
+        #expect(waitUntil { setup.store.standardErrorText().split(separator: "\n").contains { $0.contains("rate limited") && $0.contains("HTTP POST send") } },
+                "a 429 is logged like the protocol's rate limits")
         #expect(setup.store.metric("securepush_store_http_tokens_refused_total") == 20)
         #expect(setup.store.standardErrorText().contains("API token refused"))
         // The secret is all after "sp_" and the 12-digit id (base64url may hold '_' itself).

@@ -25,6 +25,35 @@ extension EventLoopSuite {
             #expect(waitUntil { server.gate.open == 0 })
         }
 
+        /// The store's SIGTERM rests on this: every request taken gets its answer, written
+        /// whole, before the server is freed; keep-alive connections close after their answer.
+        @Test func aDrainAnswersWhatItHoldsThenClosesEveryConnectionAndStopsAccepting() throws {
+            let server = try HTTPTestServer { loop, request in
+                guard request.path == "/slow" else { return echo(request) }
+                loop.schedule(after: .milliseconds(300)) { request.respond(status: 201, headers: [], body: Array("done".utf8)) }
+            }
+            defer { server.shutdown() }
+            let idle = try HTTPTestConnection(port: server.port, timeoutMs: 5_000)
+            try idle.send("GET /first HTTP/1.1\r\nHost: x\r\n\r\n")
+            #expect(try idle.readResponse().headers["connection"] == nil, "keep-alive before the drain")
+            let slow = try HTTPTestConnection(port: server.port, timeoutMs: 5_000)
+            try slow.send("POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n")
+            #expect(waitUntil { server.seenCount == 2 })
+            let drained = Mutex(false)
+            server.onLoop { http, _ in http.drain(within: .seconds(2)) { drained.withLock { $0 = true } } }
+
+            // While a request is held, new connections are still served, each closed after its answer.
+            let late = try #require(try httpExchange(port: server.port, "GET /late HTTP/1.1\r\nHost: x\r\n\r\n"))
+            #expect(late.status == 200 && late.headers["connection"] == "close")
+            #expect(!drained.withLock { $0 })
+            let answer = try slow.readResponse()
+            #expect(answer.status == 201 && answer.text == "done" && answer.headers["connection"] == "close")
+            #expect(slow.waitForClose() && idle.waitForClose(), "the answered and the idle connections are closed")
+            #expect(waitUntil { drained.withLock { $0 } })
+            #expect(server.onLoop { http, _ in http.connectionCount } == 0)
+            #expect((try? HTTPTestConnection(port: server.port, timeoutMs: 1_000)) == nil, "no longer accepting")
+        }
+
         @Test func anIPv6ServerShowsTheNumericPeer() throws {
             let server = try HTTPTestServer(host: "::1")
             defer { server.shutdown() }

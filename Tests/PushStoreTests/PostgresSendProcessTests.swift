@@ -124,6 +124,18 @@ struct PostgresHTTPTokenProcessTests {
         let retried = try http[1].post("/v1/messages", json: json, token: token, headers: key)
         #expect(first.status == 201 && retried.status == 201, "\(first.text) \(retried.text)")
         #expect(try retried.json()["id"] as? String == first.json()["id"] as? String && retried.json()["replayed"] as? Bool == true)
+        let createdAt = try first.json()["created_at"] as? String, replayedCreatedAt = try retried.json()["created_at"] as? String
+        #expect(createdAt != nil && replayedCreatedAt == createdAt, "a replay gets the first answer, created_at too: \(retried.text)")
+
+        // The same key on both stores at once: one commit; the other is answered with it,
+        // or 503 BUSY to retry ([4.17-6]), never a final 409.
+        for round in 0..<5 {
+            let raceKey = [("Idempotency-Key", "race-\(round)")]
+            let answers = try HTTPTestConnection.postAtOnce(http, path: "/v1/messages", json: json, token: token, headers: raceKey)
+            #expect(answers.allSatisfy { $0.status == 201 || $0.status == 503 && $0.headers["retry-after"] != nil },
+                    "\(answers.map { "\($0.status) \($0.text)" })")
+            #expect(Set(answers.filter { $0.status == 201 }.compactMap { try? $0.json()["id"] as? String }).count == 1)
+        }
 
         let id = String(token.split(separator: "_")[1])
         #expect(try SecurePushBinary.run(["provider", "token", "revoke", id, "--data-dir", deployment.directory]).status == 0)

@@ -1,4 +1,5 @@
 import Foundation
+@testable import PushProviderAPI
 @testable import PushStore
 import PushWire
 import Testing
@@ -47,6 +48,36 @@ struct ProviderAPITests {
         #expect(problem(#"{"recipient":"\#(String(repeating: "u", count: 65))","text":"x"}"#)?.httpStatus == 422, "the wire's 64-byte limit")
     }
 
+    @Test("a member given twice is refused naming it, at either level, escaped or not; a number no double holds is 422 naming its member, not 'not JSON'")
+    func duplicatesAndHugeNumbers() {
+        #expect(problem(#"{"recipient":"a","text":"x","text":"y"}"#) == ProviderAPIProblem(422, "BAD_REQUEST", "member text is given more than once"))
+        #expect(problem(#"{"recipient":"a","text":"x","push":{"tag":"t","tag":"u"}}"#)?.detail == "member push.tag is given more than once")
+        #expect(problem(#"{"recipient":"a","text":"x","t\u0065xt":"y"}"#)?.detail == "member text is given more than once", "as the decoder reads it")
+        #expect(problem(#"{"recipient":"a","text":"x","push":{},"push":{}}"#)?.detail == "member push is given more than once")
+        let digits = String(repeating: "9", count: 5000)
+        #expect(problem(#"{"recipient":"a","text":"x","ttl_s":\#(digits)}"#)?.httpStatus == 422)
+        #expect(problem(#"{"recipient":"a","text":"x","ttl_s":\#(digits)}"#)?.detail.hasPrefix("ttl_s is out of range") == true)
+        #expect(problem(#"{"recipient":"a","text":"x","push":{"priority":1e400}}"#)?.detail.hasPrefix("push.priority is out of range") == true)
+        #expect(problem(#"{"recipient":"a","text":"x","read_limit":-1e-400}"#)?.httpStatus == 422, "rounds to 0: JSONDecoder refuses it")
+        #expect(problem(#"{"recipient":"a","text":"x","ttl_s":\#(digits)"#)?.httpStatus == 400, "not JSON, whatever the number")
+        #expect(problem(#"{"recipient":"a","text":"x","ttl_s":\#(digits) "x"}"#)?.httpStatus == 400)
+        #expect(problem(#"{"recipient":"a","text":"x","ttl_s":1e300}"#)?.detail == "ttl_s must be an integer from 0 to 4294967295")
+        #expect((try? post(#"{"recipient":"a","text":"x,\"text\":"}"#)) != nil, "a key's text inside a string is no member")
+    }
+
+    @Test("the Idempotency-Key header: none is no key; an empty one, or two, are refused 400")
+    func idempotencyKeyHeader() throws {
+        #expect(try ProviderAPIRequest.idempotencyKey([]) == nil)
+        #expect(try ProviderAPIRequest.idempotencyKey(["k"]) == "k")
+        #expect(throws: ProviderAPIProblem.self) { try ProviderAPIRequest.idempotencyKey([""]) }
+        #expect(throws: ProviderAPIProblem.self) { try ProviderAPIRequest.idempotencyKey(["a", "a"]) }
+        do {
+            _ = try ProviderAPIRequest.idempotencyKey([""])
+        } catch {
+            #expect(error.httpStatus == 400 && error.code == "BAD_REQUEST")
+        }
+    }
+
     @Test("routes: POST /v1/messages, GET and DELETE /v1/messages/{id}; 404 and 405 otherwise")
     func routes() throws {
         let id = PayloadID.random()
@@ -78,7 +109,7 @@ struct ProviderAPITests {
         #expect(ProviderAPIJSON.time(5) == "1970-01-01T00:00:00.005Z")
     }
 
-    @Test("protocol statuses map to the HTTP statuses a user expects; a keyed SEND's BUSY is 409")
+    @Test("[4.17-6] protocol statuses map to the HTTP statuses a user expects; a keyed SEND's BUSY is 503 with Retry-After, like every BUSY")
     func statusMapping() {
         let cases: [(Status, Int)] = [(.badRequest, 422), (.unknownUser, 422), (.badToken, 401), (.forbidden, 403), (.notFound, 404),
                                       (.gone, 410), (.conflict, 409), (.tooLarge, 413), (.rateLimited, 429), (.busy, 503),
@@ -86,7 +117,6 @@ struct ProviderAPITests {
         for (status, http) in cases {
             #expect(ProviderAPIProblem(ErrorReply(status: status)).httpStatus == http, "\(status)")
         }
-        #expect(ProviderAPIProblem(ErrorReply(status: .busy), keyedSend: true).httpStatus == 409)
         #expect(ProviderAPIProblem(ErrorReply(status: .busy)).headers.contains { $0.0 == "Retry-After" })
     }
 }

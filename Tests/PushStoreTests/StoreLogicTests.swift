@@ -45,6 +45,7 @@ final class StoreFixture {
     func perform(_ action: StoreAction, session: StoreSession) throws -> Message? {
         switch action {
         case .reply(let message): return message
+        case .replay(let sent, _): return .sendOK(sent)
         case .commit(let operation, let reply):
             let outcomes = try writer.commit([operation])
             if case .stored(let sequence) = outcomes[0] {

@@ -153,3 +153,16 @@ public final class HTTPTestConnection: @unchecked Sendable {
         return false
     }
 }
+
+extension HTTPTestConnection {
+    /// The same POST of a JSON body written on every connection before any answer is read,
+    /// so that the server has them all in flight at once; the answers in connection order.
+    public static func postAtOnce(_ connections: [HTTPTestConnection], path: String, json: String, token: String,
+                                  headers: [(String, String)]) throws -> [HTTPTestResponse] {
+        var head = "POST \(path) HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nAuthorization: Bearer \(token)\r\n"
+        for (name, value) in headers { head += "\(name): \(value)\r\n" }
+        let request = Array((head + "Content-Length: \(json.utf8.count)\r\n\r\n").utf8) + Array(json.utf8)
+        for connection in connections { try connection.send(request) }
+        return try connections.map { try $0.readResponse() }
+    }
+}

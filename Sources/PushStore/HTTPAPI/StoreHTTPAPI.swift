@@ -1,6 +1,7 @@
 import Logging
 import PushClock
 import PushEventLoop
+import PushProviderAPI
 import PushService
 import PushWire
 
@@ -67,8 +68,18 @@ final class StoreHTTPAPI {
         http.vetContinue = { [unowned self] pending in vet(pending) }
     }
 
-    /// Answers what is in flight; new requests get 503 from now on.
-    func drain() { draining = true }
+    /// How long a drain waits, once every request taken is answered, for the answers to
+    /// be written: as long as the protocol's connections get ([5.5-1]).
+    static let drainFlushLimit = Duration.seconds(2)
+
+    /// Graceful stop: what arrives from now on is answered 503 SHUTTING_DOWN; what was
+    /// taken is answered with its result; every answer closes its connection once written.
+    /// `drained` runs once all are written (or `drainFlushLimit` after the last is
+    /// answered), before the HTTP server may be freed.
+    func drain(then drained: @escaping () -> Void) {
+        draining = true
+        http.drain(within: StoreHTTPAPI.drainFlushLimit, then: drained)
+    }
 
     func stop() { http.stop() }
 
@@ -85,7 +96,7 @@ final class StoreHTTPAPI {
                                                                headers: [("Retry-After", "1"), ("Connection", "close")])),
                           route: route, provider: nil)
         }
-        authorize(request.header("Authorization"), route: route, peer: request.peerHost) { [weak self] outcome in
+        authorize(request.header("Authorization"), route: route, method: request.method.name, peer: request.peerHost) { [weak self] outcome in
             guard let self else { return }
             let record: APITokenRecord
             switch outcome {
@@ -93,15 +104,14 @@ final class StoreHTTPAPI {
             case .accepted(let accepted): record = accepted
             }
             let message: Message
-            let keyed: Bool
             do throws(ProviderAPIProblem) {
-                (message, keyed) = try StoreHTTPAPI.message(for: route, request)
+                message = try ProviderAPIRequest.message(for: route, header: request.headers(named:), body: request.body)
             } catch {
                 return answer(request, .problem(error), route: route, provider: record.provider)
             }
             let session = StoreSession(peerAddress: request.peerHost, role: .provider, provider: ProviderIdentity(apiToken: record))
             let call = StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
-                self?.answer(request, .answering(reply, to: route, keyed: keyed, createdAt: createdAt), route: route,
+                self?.answer(request, .answering(reply, to: route, createdAt: createdAt), route: route,
                              provider: record.provider)
             }
             server.serve(message, call: call)
@@ -119,13 +129,14 @@ final class StoreHTTPAPI {
     /// and for a head held before its body (`vet`): a bearer token, not refused too often
     /// from this address, known, not revoked, the secret right, with the route's scope.
     /// Answers at once, or after the token's read.
-    private func authorize(_ authorization: String?, route: ProviderAPIRoute, peer: String,
+    private func authorize(_ authorization: String?, route: ProviderAPIRoute, method: String, peer: String,
                            then decide: @escaping (Authorization) -> Void) {
         guard let authorization else {
             return decide(.refused(ProviderAPIProblem(401, Status.authRequired.name, "send an API token: Authorization: Bearer <token>",
                                                       headers: [("WWW-Authenticate", "Bearer")]), provider: nil))
         }
         guard !server.logic.tokensLimited(address: peer) else {
+            server.logRateLimited(request: "HTTP \(method) \(route.name)", peer: peer, reason: "too many refused API tokens from this address")
             return decide(.refused(ProviderAPIProblem(429, Status.rateLimited.name, "too many rejected tokens from this address; try again later",
                                                       headers: [("Retry-After", "10")]), provider: nil))
         }
@@ -165,7 +176,7 @@ final class StoreHTTPAPI {
         } catch {
             return refuse(pending, error, route: nil, provider: nil)
         }
-        authorize(pending.head.header("Authorization"), route: route, peer: pending.peerHost) { [weak self] outcome in
+        authorize(pending.head.header("Authorization"), route: route, method: pending.head.method, peer: pending.peerHost) { [weak self] outcome in
             switch outcome {
             case .accepted: pending.proceed()
             case .refused(let problem, let provider): self?.refuse(pending, problem, route: route, provider: provider)
@@ -178,23 +189,6 @@ final class StoreHTTPAPI {
         pending.refuse(status: response.status, reason: ProviderAPIProblem.reason(response.status), headers: response.headers,
                        body: response.body)
         metrics.answered(route: route, status: response.status, provider: provider)
-    }
-
-    /// The protocol request an HTTP request stands for, and whether it is a SEND with an
-    /// idempotency key.
-    static func message(for route: ProviderAPIRoute, _ request: HTTPServerRequest) throws(ProviderAPIProblem) -> (Message, Bool) {
-        switch route {
-        case .status(let id): return (.status(StatusRequest(id: id)), false)
-        case .recall(let id): return (.recall(Recall(id: id)), false)
-        case .send:
-            let type = request.header("Content-Type") ?? ""
-            guard type.split(separator: ";").first?.trimmingWhitespace().lowercased() == "application/json" else {
-                throw ProviderAPIProblem(415, Status.badRequest.name, "the body must be application/json", headers: [("Accept", "application/json")])
-            }
-            let key = request.header("Idempotency-Key")
-            let send = try MessagePost.decode(request.body).sendRequest(idempotencyKey: key)
-            return (.send(send), key != nil)
-        }
     }
 
     /// The token of an `Authorization: Bearer` header (RFC 6750: the scheme is case-insensitive).
@@ -229,6 +223,34 @@ extension Substring {
         while text.first == " " || text.first == "\t" { text.removeFirst() }
         while text.last == " " || text.last == "\t" { text.removeLast() }
         return text
+    }
+}
+
+extension HTTPServerRequest {
+    /// Every value of header `name` (case-insensitive), in arrival order.
+    fileprivate func headers(named name: String) -> [String] {
+        let wanted = name.lowercased()
+        return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
+    }
+}
+
+extension ProviderAPIRoute {
+    /// What a token needs to be allowed this.
+    var scope: APITokenScopes {
+        switch self {
+        case .send: .send
+        case .status: .status
+        case .recall: .recall
+        }
+    }
+
+    /// As the metrics and logs name it.
+    var name: String {
+        switch self {
+        case .send: "send"
+        case .status: "status"
+        case .recall: "recall"
+        }
     }
 }
 

@@ -1,4 +1,5 @@
 import PushEventLoop
+import PushProviderAPI
 import PushService
 import Synchronization
 
@@ -64,12 +65,6 @@ final class StoreHTTPMetrics {
     }
 
     func answered(route: ProviderAPIRoute?, status: Int, provider: String?) {
-        let name = switch route {
-        case .send: "send"
-        case .status: "status"
-        case .recall: "recall"
-        case nil: "other"
-        }
-        shared.count(AnswerKey(route: name, status: status, provider: provider ?? "-"))
+        shared.count(AnswerKey(route: route?.name ?? "other", status: status, provider: provider ?? "-"))
     }
 }

@@ -10,8 +10,9 @@ import PushWire
 /// `payload` (standard base64) instead of `text` carries bytes; `push.tag` instead of
 /// `push.device` targets a tag of the recipient; without either the push goes to all the
 /// recipient's devices. Unknown members are refused, so a misspelt option is an error
-/// rather than silently ignored.
-struct MessagePost: Decodable {
+/// rather than silently ignored, and so is a member given twice (which JSONDecoder would
+/// take one of silently).
+public struct MessagePost: Decodable, Sendable {
     var recipient: String
     var text: String?
     var payload: String?
@@ -19,7 +20,7 @@ struct MessagePost: Decodable {
     var readLimit: UInt32?
     var push: PushOptions?
 
-    struct PushOptions: Decodable {
+    struct PushOptions: Decodable, Sendable {
         var device: String?
         var tag: String?
         var alert: Bool?
@@ -50,7 +51,7 @@ struct MessagePost: Decodable {
         case readLimit = "read_limit"
     }
 
-    init(from decoder: Decoder) throws {
+    public init(from decoder: Decoder) throws {
         let container = try StrictKeys.container(decoder, Key.self, in: "")
         recipient = try container.decode(String.self, forKey: .known(.recipient))
         text = try container.decodeIfPresent(String.self, forKey: .known(.text))
@@ -62,25 +63,40 @@ struct MessagePost: Decodable {
 
     private static let decoder = JSONDecoder()
 
-    /// Decodes a request body: 400 when it is not JSON (or not an object), 422 when it is
-    /// but does not describe a message.
-    static func decode(_ body: [UInt8]) throws(ProviderAPIProblem) -> MessagePost {
+    /// Decodes a request body: 400 when it is not JSON, 422 when it is but does not
+    /// describe a message: not an object, a member missing, unknown, given twice, of the
+    /// wrong type or out of range (a number no Double holds too, which JSONDecoder alone
+    /// would call not JSON).
+    public static func decode(_ body: [UInt8]) throws(ProviderAPIProblem) -> MessagePost {
+        let scan = JSONMemberScan(body)
+        let decoded = attempt(body)
+        if case .failure(let problem) = decoded, decoded.notJSON {
+            guard let number = scan.unrepresentable.first, !attempt(scan.withNumbersInRange(body)).notJSON else { throw problem }
+            throw ProviderAPIProblem(422, Status.badRequest.name, "\(number.path) is out of range: no 64-bit float holds that number")
+        }
+        if let duplicate = scan.duplicate {
+            throw ProviderAPIProblem(422, Status.badRequest.name, "member \(duplicate) is given more than once")
+        }
+        return try decoded.get()
+    }
+
+    private static func attempt(_ body: [UInt8]) -> Result<MessagePost, ProviderAPIProblem> {
         do {
-            return try MessagePost.decoder.decode(MessagePost.self, from: Data(body))
+            return .success(try MessagePost.decoder.decode(MessagePost.self, from: Data(body)))
         } catch let error as DecodingError {
-            throw ProviderAPIProblem.describing(error)
+            return .failure(ProviderAPIProblem.describing(error))
         } catch let error as StrictKeys.Unknown {
-            throw ProviderAPIProblem(422, Status.badRequest.name, "unknown member \(error.path)")
+            return .failure(ProviderAPIProblem(422, Status.badRequest.name, "unknown member \(error.path)"))
         } catch let error as OutOfRange {
-            throw ProviderAPIProblem(422, Status.badRequest.name, error.detail)
+            return .failure(ProviderAPIProblem(422, Status.badRequest.name, error.detail))
         } catch {
-            throw ProviderAPIProblem(400, Status.badRequest.name, "the body is not JSON")
+            return .failure(ProviderAPIProblem(400, Status.badRequest.name, "the body is not JSON"))
         }
     }
 
     /// The SEND it asks for, checked by the protocol's own decoder so that every limit of
     /// the wire (field lengths, ranges, UTF-8) applies exactly as it does to a SEND frame.
-    func sendRequest(idempotencyKey: String?) throws(ProviderAPIProblem) -> SendRequest {
+    public func sendRequest(idempotencyKey: String?) throws(ProviderAPIProblem) -> SendRequest {
         let bytes: [UInt8]
         switch (text, payload) {
         case (let text?, nil): bytes = Array(text.utf8)
@@ -168,6 +184,13 @@ enum StrictKeys {
             if case .unknown(let name) = key { throw Unknown(path: parent + name) }
         }
         return container
+    }
+}
+
+extension Result where Failure == ProviderAPIProblem {
+    /// The text was not JSON at all (rather than JSON of the wrong shape).
+    fileprivate var notJSON: Bool {
+        if case .failure(let problem) = self { problem.httpStatus == 400 } else { false }
     }
 }
 

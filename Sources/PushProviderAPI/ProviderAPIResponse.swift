@@ -2,28 +2,34 @@ import FoundationEssentials
 import PushWire
 
 /// A whole response of the HTTP provider API.
-struct ProviderAPIResponse: Equatable {
-    var status: Int
-    var headers: [(String, String)]
-    var body: [UInt8]
+public struct ProviderAPIResponse: Equatable, Sendable {
+    public var status: Int
+    public var headers: [(String, String)]
+    public var body: [UInt8]
 
-    static func == (lhs: ProviderAPIResponse, rhs: ProviderAPIResponse) -> Bool {
+    public init(status: Int, headers: [(String, String)], body: [UInt8]) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    public static func == (lhs: ProviderAPIResponse, rhs: ProviderAPIResponse) -> Bool {
         lhs.status == rhs.status && lhs.body == rhs.body && lhs.headers.map { "\($0.0): \($0.1)" } == rhs.headers.map { "\($0.0): \($0.1)" }
     }
 
-    static func problem(_ problem: ProviderAPIProblem) -> ProviderAPIResponse {
+    public static func problem(_ problem: ProviderAPIProblem) -> ProviderAPIResponse {
         ProviderAPIResponse(status: problem.httpStatus, headers: [("Content-Type", "application/problem+json")] + problem.headers,
                             body: problem.body)
     }
 
-    static func json(_ status: Int, _ value: some Encodable, headers: [(String, String)] = []) -> ProviderAPIResponse {
+    public static func json(_ status: Int, _ value: some Encodable, headers: [(String, String)] = []) -> ProviderAPIResponse {
         let body = (try? ProviderAPIJSON.encoder.encode(value)).map(Array.init) ?? []
         return ProviderAPIResponse(status: status, headers: [("Content-Type", "application/json")] + headers, body: body)
     }
 
-    /// The answer to the store's reply to a request of `route`. `createdAt`: the new
-    /// payload's creation time, known when the reply follows a commit.
-    static func answering(_ reply: Message, to route: ProviderAPIRoute, keyed: Bool, createdAt: UInt64?) -> ProviderAPIResponse {
+    /// The answer to the store's reply to a request of `route`. `createdAt`: the payload's
+    /// creation time, which a SEND_OK comes with from the store (a replayed one too).
+    public static func answering(_ reply: Message, to route: ProviderAPIRoute, createdAt: UInt64?) -> ProviderAPIResponse {
         switch reply {
         case .sendOK(let sent):
             var headers = [("Location", "/v1/messages/\(sent.id.hex)")]
@@ -36,7 +42,7 @@ struct ProviderAPIResponse: Equatable {
         case .recallOK:
             return ProviderAPIResponse(status: 204, headers: [], body: [])
         case .error(let error):
-            var problem = ProviderAPIProblem(error, keyedSend: keyed && route == .send)
+            var problem = ProviderAPIProblem(error)
             if case .recall = route, error.status == .gone { problem.detail = "already recalled or expired" }
             return .problem(problem)
         default:
@@ -46,23 +52,31 @@ struct ProviderAPIResponse: Equatable {
 }
 
 /// The body of `201 Created`.
-struct SentMessage: Encodable {
+public struct SentMessage: Encodable, Sendable {
     /// The document, written directly: every value is hex digits, a time or a boolean, none
     /// needs escaping, and this answer is the API's hot path (JSONEncoder's general
     /// machinery cost more than the rest of building the response). Member order and
     /// spelling are JSONEncoder's with sorted keys; a test holds the two equal.
-    var json: [UInt8] {
+    public var json: [UInt8] {
         var text = "{"
         if let createdAt { text += "\"created_at\":\"\(createdAt)\"," }
         text += "\"expires_at\":\"\(expiresAt)\",\"id\":\"\(id)\",\"replayed\":\(replayed)}"
         return Array(text.utf8)
     }
 
-    var id: String
-    /// Absent when the answer replays an earlier request's ([4.17-5]).
-    var createdAt: String?
-    var expiresAt: String
-    var replayed: Bool
+    public var id: String
+    /// The payload's creation time, a replay's too ([4.17-5]: it gets the first answer).
+    /// Absent only where the store could not say (never from this build's store).
+    public var createdAt: String?
+    public var expiresAt: String
+    public var replayed: Bool
+
+    public init(id: String, createdAt: String?, expiresAt: String, replayed: Bool) {
+        self.id = id
+        self.createdAt = createdAt
+        self.expiresAt = expiresAt
+        self.replayed = replayed
+    }
 
     enum CodingKeys: String, CodingKey {
         case id, replayed
@@ -72,7 +86,7 @@ struct SentMessage: Encodable {
 }
 
 /// The body of `GET /v1/messages/{id}`: STATUS_OK ([4.12]).
-struct MessageStatus: Encodable {
+public struct MessageStatus: Encodable, Sendable {
     var id: String
     /// stored, fetched or gone.
     var state: String
@@ -89,7 +103,7 @@ struct MessageStatus: Encodable {
         var queued: UInt32?
     }
 
-    init(_ status: StatusOK) {
+    public init(_ status: StatusOK) {
         id = status.id.hex
         state = status.state.description
         fetchCount = status.fetchCount

@@ -1,7 +1,7 @@
 import PushWire
 
 /// What an HTTP request of the provider API asks for, from its method and path alone.
-enum ProviderAPIRoute: Equatable {
+public enum ProviderAPIRoute: Equatable, Sendable {
     /// POST /v1/messages: SEND.
     case send
     /// GET /v1/messages/{id}: STATUS.
@@ -9,20 +9,11 @@ enum ProviderAPIRoute: Equatable {
     /// DELETE /v1/messages/{id}: RECALL.
     case recall(PayloadID)
 
-    static let messages = "/v1/messages"
-
-    /// What a token needs to be allowed this.
-    var scope: APITokenScopes {
-        switch self {
-        case .send: .send
-        case .status: .status
-        case .recall: .recall
-        }
-    }
+    public static let messages = "/v1/messages"
 
     /// The route, or the problem to answer: 404 for a path the API does not have (or an id
     /// that cannot be one), 405 with the methods it allows.
-    static func of(method: String, path: String) throws(ProviderAPIProblem) -> ProviderAPIRoute {
+    public static func of(method: String, path: String) throws(ProviderAPIProblem) -> ProviderAPIRoute {
         if path == messages || path == messages + "/" {
             guard method == "POST" else { throw notAllowed("POST") }
             return .send

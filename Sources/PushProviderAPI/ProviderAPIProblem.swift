@@ -1,32 +1,33 @@
 import FoundationEssentials
 import PushClock
-import PushEventLoop
 import PushWire
 
 /// An error answer of the HTTP provider API: an RFC 9457 problem document
 /// (`application/problem+json`) whose `code` is the protocol status name the same
 /// failure has on the binary protocol (SPEC.md section 6).
-struct ProviderAPIProblem: Error, Equatable {
-    var httpStatus: Int
-    var code: String
-    var detail: String
-    var headers: [(String, String)] = []
+public struct ProviderAPIProblem: Error, Equatable, Sendable {
+    public var httpStatus: Int
+    public var code: String
+    public var detail: String
+    public var headers: [(String, String)] = []
 
-    static func == (lhs: ProviderAPIProblem, rhs: ProviderAPIProblem) -> Bool {
+    public static func == (lhs: ProviderAPIProblem, rhs: ProviderAPIProblem) -> Bool {
         lhs.httpStatus == rhs.httpStatus && lhs.code == rhs.code && lhs.detail == rhs.detail
     }
 
-    init(_ httpStatus: Int, _ code: String, _ detail: String, headers: [(String, String)] = []) {
+    public init(_ httpStatus: Int, _ code: String, _ detail: String, headers: [(String, String)] = []) {
         self.httpStatus = httpStatus
         self.code = code
         self.detail = detail
         self.headers = headers
     }
 
-    /// The answer to a protocol ERROR. `keyedSend`: the request was a SEND with an
-    /// idempotency key, whose BUSY means "the first request with this key is still being
-    /// committed" (409, as for a concurrent retry of any idempotent POST).
-    init(_ error: ErrorReply, keyedSend: Bool = false) {
+    /// The answer to a protocol ERROR. Every 503 means "nothing was decided: retry after
+    /// Retry-After". A keyed SEND's BUSY, its key's first request still being committed
+    /// ([4.17-6]), is one too: a 409 (what draft-ietf-httpapi-idempotency-key-header
+    /// suggests) is final to clients and to retry libraries, which would then give up on a
+    /// message whose outcome is not known yet, or send it again under a new key.
+    public init(_ error: ErrorReply) {
         let detail = error.message ?? error.status.name
         let retry = [("Retry-After", "1")]
         switch error.status {
@@ -39,7 +40,6 @@ struct ProviderAPIProblem: Error, Equatable {
         case .conflict: self.init(409, error.status.name, detail)
         case .tooLarge, .frameTooLarge: self.init(413, error.status.name, detail)
         case .rateLimited: self.init(429, error.status.name, detail, headers: retry)
-        case .busy where keyedSend: self.init(409, error.status.name, detail, headers: retry)
         case .busy, .shuttingDown, .internalError, .timeout, .slowConsumer:
             // INTERNAL is a commit that failed (the database is unreachable, say): the
             // request left nothing behind and may be retried.
@@ -49,7 +49,7 @@ struct ProviderAPIProblem: Error, Equatable {
     }
 
     /// The problem document.
-    var body: [UInt8] {
+    public var body: [UInt8] {
         let document = Document(title: ProviderAPIProblem.reason(httpStatus), status: httpStatus, detail: detail, code: code)
         return (try? ProviderAPIJSON.encoder.encode(document)).map(Array.init) ?? []
     }
@@ -62,7 +62,7 @@ struct ProviderAPIProblem: Error, Equatable {
         var code: String
     }
 
-    static func reason(_ status: Int) -> String {
+    public static func reason(_ status: Int) -> String {
         switch status {
         case 200: "OK"
         case 201: "Created"
@@ -85,30 +85,14 @@ struct ProviderAPIProblem: Error, Equatable {
     }
 }
 
-extension ProviderAPIProblem {
-    /// What the HTTP server answers itself, as problem documents: a request evhttp cannot
-    /// read (400), a body over the limit (413), an `Expect` other than 100-continue (417),
-    /// a connection over the cap (503).
-    static let errorPages = HTTPErrorPages(contentType: "application/problem+json") { status, _, detail in
-        let problem = switch status {
-        case 413: ProviderAPIProblem(413, Status.tooLarge.name, detail ?? "the request body is over the size limit")
-        case 417: ProviderAPIProblem(417, Status.badRequest.name, detail ?? "the only expectation served is 100-continue")
-        case 503: ProviderAPIProblem(503, Status.busy.name, "too many open connections, retry later")
-        default: ProviderAPIProblem(status, Status.badRequest.name,
-                                    detail ?? "not an HTTP/1.x request this server can read, or its head is over the size limit")
-        }
-        return problem.body
-    }
-}
-
 /// The JSON coders of the provider API: snake_case keys as written in the types, ISO 8601
 /// times with milliseconds.
-enum ProviderAPIJSON {
-    static let encoder: JSONEncoder = {
+public enum ProviderAPIJSON {
+    public static let encoder: JSONEncoder = {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         return encoder
     }()
 
-    static func time(_ unixMs: UInt64) -> String { UTCTime.iso8601(milliseconds: unixMs, fractional: true) }
+    public static func time(_ unixMs: UInt64) -> String { UTCTime.iso8601(milliseconds: unixMs, fractional: true) }
 }
