@@ -133,11 +133,12 @@ struct SchemaMigrationTests {
         let scratch = try ScratchDatabase()
         let admin = try UserAdministration(databasePath: scratch.path)
         let alice = try #require(try admin.add("alice", passwordHash: "h", nowMs: 5))
-        // What a version-5 build left: no audience column, no audiences table.
+        // What a version-5 build left: no sender or audience column, no audiences table.
         let old = try SQLiteConnection(path: scratch.path)
         try old.execute("""
             DROP TABLE audiences;
             ALTER TABLE payloads DROP COLUMN audience;
+            ALTER TABLE payloads DROP COLUMN sender;
             INSERT INTO payloads (seq, id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit)
                 VALUES (3, 1, 2, \(alice.id), NULL, NULL, 0, 9999999999999, 0);
             PRAGMA user_version = 5;
@@ -145,7 +146,8 @@ struct SchemaMigrationTests {
         let writer = try SQLitePayloadWriter(path: scratch.path)
         #expect(try scratch.integer("PRAGMA user_version") == SQLiteSchema.currentVersion)
         #expect(try scratch.integer("SELECT audience FROM payloads WHERE seq = 3") == 0)
-        var targeted = NewPayload(id: PayloadID(high: 3, low: 4), user: "alice", body: [1], createdAt: 1, expiresAt: 9_999_999_999_999, readLimit: 0)
+        var targeted = NewPayload(id: PayloadID(high: 3, low: 4), user: "alice", body: [1], createdAt: 1, expiresAt: 9_999_999_999_999, readLimit: 0,
+                                  sender: "provider-key")
         targeted.audience = .devices(["decoy"])
         #expect(try writer.commit([.store(targeted)]) == [.stored(sequence: 4)])
         let reader = try SQLitePayloadReader(path: scratch.path)
