@@ -27,13 +27,6 @@ struct Head {
     }
 }
 
-/// The header rules of the HTTP server (duplicate Content-Length, Host, Authorization, ...)
-/// are applied here once they are a function of the head alone; until then every head
-/// evhttp reads is taken. A refusal is answered 400, and the connection closes.
-func headRefusal(_ head: Head) -> ProviderAPIProblem? {
-    nil
-}
-
 /// One line up to LF (a CR before it dropped), or nil when the input ends first.
 func line(_ input: ArraySlice<UInt8>, from start: inout Int) -> String? {
     guard let newline = input[start...].firstIndex(of: 0x0A) else { return nil }
@@ -80,7 +73,6 @@ func trimmed(_ text: Substring) -> String {
 /// What the store does with one request up to running it: the problem it answers, or the
 /// protocol request, which must survive the wire.
 func serve(_ head: Head, body: [UInt8]) {
-    if let problem = headRefusal(head) { return check(problem) }
     do throws(ProviderAPIProblem) {
         let route = try ProviderAPIRoute.of(method: head.method, path: head.path)
         let message = try ProviderAPIRequest.message(for: route, header: head.values, body: body)
@@ -105,7 +97,14 @@ func check(_ problem: ProviderAPIProblem) {
 public func fuzzHTTPRequestPath(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = Array(UnsafeBufferPointer(start: data, count: size))[...]
     var at = input.startIndex
-    while at < input.endIndex, let head = parseHead(input, from: &at) {
+    while at < input.endIndex {
+        let headStart = at
+        guard let head = parseHead(input, from: &at) else { break }
+        // The HTTP server's own head rules (HTTPRequestHead.swift, compiled into this
+        // target): a head they refuse is answered 400 and its connection closed, so nothing
+        // after it is read as a request. A head they pass has at most one Content-Length.
+        guard HTTPRequestHead.check(input[headStart..<at]) == .passes else { break }
+        precondition(head.values("Content-Length").count <= 1, "a head with two Content-Lengths passed")
         let lengths = head.values("Content-Length")
         var body: [UInt8] = []
         if let text = lengths.first {

@@ -36,7 +36,7 @@ library PushClock ../Sources/PushClock/*.swift
 library PushProviderAPI ../Sources/PushProviderAPI/*.swift
 quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushWire SplitMix.swift WireDecoder.swift -o "$out/fuzz-wire-decoder"
 quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushSession -lPushWire SplitMix.swift SessionReadPath.swift -o "$out/fuzz-session-read-path"
-quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushProviderAPI -lPushClock -lPushWire HTTPRequestPath.swift \
+quiet swiftc "${flags[@]}" -I "$out" -L "$out" -lPushProviderAPI -lPushClock -lPushWire HTTPRequestPath.swift ../Sources/PushEventLoop/HTTPRequestHead.swift \
     -o "$out/fuzz-http-request-path"
 python3 make_corpus.py "$out/seeds"
 
