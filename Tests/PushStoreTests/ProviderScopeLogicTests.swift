@@ -110,7 +110,7 @@ extension SchemaMigrationTests {
             """)
         old.close()
         let writer = try SQLitePayloadWriter(path: scratch.path)
-        #expect(try scratch.integer("PRAGMA user_version") == 6)
+        #expect(try scratch.integer("PRAGMA user_version") == SQLiteSchema.currentVersion)
         let reader = try SQLitePayloadReader(path: scratch.path)
         let before = try #require(try reader.payload(sequence: 3))
         #expect(before.userID == 42 && before.sender == nil)
