@@ -106,7 +106,7 @@ struct IdentifierBytesTests {
             (#"{"recipient":"alice","text":"x","push":{"tag":"team\n"}}"#, [], "push.tag"),
             (#"{"recipient":"alice","text":"x","push":{"device":"phone\u0085"}}"#, [], "push.device"),
             (#"{"recipient":"alice","text":"x","push":{"collapse_key":"otp\u007f"}}"#, [], "push.collapse_key"),
-            (#"{"recipient":"alice","text":"x"}"#, [("Idempotency-Key", "key\t1")], "Idempotency-Key"),
+            (#"{"recipient":"alice","text":"x"}"#, [("Idempotency-Key", "key\t1")], "Idempotency-Key header"),
         ]
         for (json, headers, member) in refused {
             let answer = try HTTPTestConnection(port: port).post("/v1/messages", json: json, token: token, headers: headers)
