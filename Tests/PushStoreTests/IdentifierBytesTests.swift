@@ -1,6 +1,7 @@
 import Foundation
 import PushEventLoop
-import PushStore
+@testable import PushStore
+import PushSecurity
 import PushTestSupport
 import PushWire
 import Testing
@@ -88,6 +89,33 @@ struct IdentifierBytesTests {
         _ = try store.store("for the NFC zoë", for: Self.nfc, via: provider)
         let reply = try provider.request(.store(StoreRequest(user: Self.nfd, payload: [1])))
         #expect(errorStatus(reply) == .unknownUser, "\(reply)")
+    }
+
+    @Test("[3.3-9] the store's caches keep the spellings apart: one group commit for both, and the user lookups between refreshes")
+    func cachesCompareBytes() throws {
+        // Users are rechecked only when due: the lookups below all come from the cache.
+        let store = try StoreFixture(usersRecheckMs: 3_600_000)
+        let hash = try PasswordHash.make(password: Array("pw".utf8), iterations: 1000).encoded
+        #expect(try store.writer.addUser(Self.nfc, passwordHash: hash, nowMs: store.now))
+        #expect(try store.writer.addUser(Self.nfd, passwordHash: hash, nowMs: store.now))
+        let ids = [PayloadID.random(), PayloadID.random()]
+        let batch = zip(ids, [Self.nfc, Self.nfd]).map { id, user in
+            WriteOperation.store(NewPayload(id: id, user: user, body: Array(user.utf8), createdAt: store.now,
+                                            expiresAt: store.now + 60_000, readLimit: 0))
+        }
+        let outcomes = try store.writer.commit(batch)
+        let sequences = outcomes.compactMap { outcome -> UInt64? in
+            if case .stored(let sequence) = outcome { return sequence }
+            return nil
+        }
+        #expect(sequences.count == 2, "\(outcomes)")
+        for (id, sequence) in zip(ids, sequences) { store.reads.stored(id, sequence: sequence) }
+        let owners = try ids.map { try #require(try store.locate($0)).userID }
+        let users = try [Self.nfc, Self.nfd].map { try #require(try store.reader.user(named: $0)).id }
+        #expect(owners == users, "each payload belongs to the user of its own spelling")
+        #expect(users[0] != users[1])
+        let looked = try [Self.nfc, Self.nfd].map { name in try store.reads.read(StoreReads(user: name)).user?.id }
+        #expect(looked == users, "the user directory answers each spelling with its own user")
     }
 
     @Test("[3.3-8] POST /v1/messages with {\"recipient\": \"alice\\u0000\"} is 422 naming the member, never 201",
