@@ -676,7 +676,7 @@ end
 
 # zoë in NFD: a well-formed name, not normalized; it names another user than zoë in NFC
 vector identifier_exact_bytes
-clause 3.3-8
+clause 3.3-9
 clause 3.3-2
 hex a7 01 12 00 00 00 00 2f 00 00 00 00 00 00 00 0b
 hex 10 05 7a 6f 65 cc 88 16 02 68 69

@@ -51,6 +51,7 @@ public enum SpecClauses {
         "1-2": "encoding convention, exercised by every frame but not judged on its own",
         "1-3": "definition of client and server",
         "3.2-1": "a property of the tag table, not of any one exchange",
+        "3.3-9": "needs two users whose names differ only in their bytes (NFC and NFD), which the suite cannot add to the store it tests",
         "4.5-2": "binds clients (when they may send ERROR)",
         "4.14-2": "binds devices (DELIVERY_ACK after recording the id)",
         "4.11-3": "needs a second provider, and the wire has one: every holder of the provider key (4.12-4)",

@@ -855,7 +855,7 @@ msg("send_skips_unknown_and_push_fields", "3.4-2 3.4-3", "SEND", 45,
          "and the unknown tag 0x7e too; only PUSH refuses such fields (3.4-6)")
 msg("idempotency_key_at_max_length", "3.3-3 4.17-5", "SEND", 46,
     ("user", "alice"), ("payload", b"hi"), ("idempotency_key", "k" * 128))
-msg("identifier_exact_bytes", "3.3-8 3.3-2", "STORE", 47,
+msg("identifier_exact_bytes", "3.3-9 3.3-2", "STORE", 47,
     ("user", "zoe\u0308"), ("payload", b"hi"),
     note="zoë in NFD: a well-formed name, not normalized; it names another user than zoë in NFC")
 msg("string_with_newline", "3.3-8 3.3-2", "ERROR", 48, ("message", "line 1\nline 2"), status="INTERNAL",
