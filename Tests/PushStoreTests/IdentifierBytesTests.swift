@@ -101,7 +101,7 @@ struct IdentifierBytesTests {
         let ids = [PayloadID.random(), PayloadID.random()]
         let batch = zip(ids, [Self.nfc, Self.nfd]).map { id, user in
             WriteOperation.store(NewPayload(id: id, user: user, body: Array(user.utf8), createdAt: store.now,
-                                            expiresAt: store.now + 60_000, readLimit: 0))
+                                            expiresAt: store.now + 60_000, readLimit: 0, sender: "provider-key"))
         }
         let outcomes = try store.writer.commit(batch)
         let sequences = outcomes.compactMap { outcome -> UInt64? in
