@@ -674,6 +674,27 @@ field payload 6869
 field idempotency_key 6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b6b
 end
 
+# zoë in NFD: a well-formed name, not normalized; it names another user than zoë in NFC
+vector identifier_exact_bytes
+clause 3.3-9
+clause 3.3-2
+hex a7 01 12 00 00 00 00 2f 00 00 00 00 00 00 00 0b
+hex 10 05 7a 6f 65 cc 88 16 02 68 69
+expect message STORE correlation=47 status=OK
+field user 7a6f65cc88
+field payload 6869
+end
+
+# message is text, not an identifier: control characters are allowed in it
+vector string_with_newline
+clause 3.3-8
+clause 3.3-2
+hex a7 01 06 00 00 00 00 30 00 ff 00 00 00 00 00 0f
+hex 0a 0d 6c 69 6e 65 20 31 0a 6c 69 6e 65 20 32
+expect message ERROR correlation=48 status=INTERNAL
+field message 6c696e6520310a6c696e652032
+end
+
 """#),
         ("gateway.vec", #"""
 # securepush protocol v1 golden vectors: PUSH in both directions, PUSH_ACK, DELIVERY_ACK, MISSED
@@ -1450,6 +1471,57 @@ clause 3.3-2
 hex a7 01 10 00 00 00 00 01 00 00 00 00 00 00 00 14
 hex 10 05 61 6c 69 63 65 11 02 70 77 12 07 70 68 6f
 hex 6e 65 e2 82
+expect request_error BAD_REQUEST
+end
+
+# never cut at the NUL, never UNKNOWN_USER: the body is malformed
+vector identifier_nul_inside
+clause 3.3-8
+clause 4.7-3
+hex a7 01 12 00 00 00 00 01 00 00 00 00 00 00 00 0f
+hex 10 09 61 6c 69 63 65 00 62 6f 62 16 02 68 69
+expect request_error BAD_REQUEST
+end
+
+vector identifier_nul_at_end
+clause 3.3-8
+clause 4.17-1
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 0c
+hex 10 06 61 6c 69 63 65 00 16 02 68 69
+expect request_error BAD_REQUEST
+end
+
+vector identifier_newline_in_tag_target
+clause 3.3-8
+hex a7 01 20 00 00 00 00 01 00 00 00 00 00 00 00 1c
+hex 15 10 5e 1f 0c 2a 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f
+hex 6a 7b 30 01 03 31 05 6e 65 77 73 0a
+expect request_error BAD_REQUEST
+end
+
+vector identifier_del_in_collapse_key
+clause 3.3-8
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 11
+hex 10 05 61 6c 69 63 65 16 02 68 69 34 04 6f 74 70
+hex 7f
+expect request_error BAD_REQUEST
+end
+
+# U+0085 (NEL, c2 85) is a C1 control
+vector identifier_c1_in_device_id
+clause 3.3-8
+hex a7 01 10 00 00 00 00 01 00 00 00 00 00 00 00 14
+hex 10 05 61 6c 69 63 65 11 02 70 77 12 07 70 68 6f
+hex 6e 65 c2 85
+expect request_error BAD_REQUEST
+end
+
+vector identifier_tab_in_idempotency_key
+clause 3.3-8
+clause 4.17-5
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 12
+hex 10 05 61 6c 69 63 65 16 02 68 69 3c 05 6b 65 79
+hex 09 31
 expect request_error BAD_REQUEST
 end
 

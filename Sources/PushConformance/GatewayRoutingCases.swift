@@ -55,9 +55,13 @@ extension GatewayCases {
                 try Expect.equal(try gateway.nextPushID(device, "the PUSH for tag \(tag)"), "tag-\(tag)", "id for tag \(tag)")
                 try Expect.equal(ack.written, 1, "PUSH_ACK written for tag \(tag)")
             }
-            let joined = try gateway.push(.tag(first + "\n" + second), id: "joined")
-            try Expect.that(joined.written == 0 && joined.queued == 0, "a target of both tags joined by 0a matched \(joined.written)/\(joined.queued) devices")
-            return "each of two tags routes; the two joined by 0a match nothing"
+            // A target holding the separator is no name at all: 0a is a control character ([3.3-8]).
+            let joined = Push(target: .tag(first + "\n" + second), id: Array("joined".utf8), ttlSeconds: 60)
+            let answer = try gateway.provider.request(.push(joined))
+            guard case .error(let error) = answer, error.status == .badRequest else {
+                throw .fail("a target of both tags joined by 0a was answered \(describe(answer)), expected ERROR BAD_REQUEST (3.3-8)")
+            }
+            return "each of two tags routes; the two joined by 0a are BAD_REQUEST"
         },
 
         ConformanceCase("gateway.push-ack-counts", clause: "4.13-4", "PUSH_ACK counts devices written and queued; no match is 0 and 0") { ctx throws(CaseStop) in

@@ -156,7 +156,7 @@ public struct DeviceQueue: Sendable {
 
     /// `nowMs` serves only to drop expired pushes first.
     public mutating func enqueue(_ push: QueuedPush, nowMs: Int64) -> Outcome {
-        if let key = push.collapseKey, let index = storage[head...].firstIndex(where: { $0.collapseKey == key }) {
+        if let key = push.collapseKey, let index = storage[head...].firstIndex(where: { $0.collapseKey?.isExactly(key) == true }) {
             remove(at: index)
             insertByPriority(push)
             return .collapsed

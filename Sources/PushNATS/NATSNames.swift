@@ -27,11 +27,12 @@ public enum NATSNames {
         try checkSubject(name)
     }
 
-    /// A header name or value: no CR or LF, which would end the header block early;
-    /// a name also without ':' or whitespace.
+    /// A header name or value: no CR or LF, which would end the header block early, and no
+    /// NUL, at which libnats would cut it (it takes C strings); a name also without ':' or
+    /// whitespace.
     static func checkHeader(_ name: String, _ value: String) throws(NATSError) {
         guard !name.isEmpty, !name.utf8.contains(where: { $0 <= 0x20 || $0 == 0x3A || $0 == 0x7F }),
-              !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A })
+              !value.utf8.contains(where: { $0 == 0x0D || $0 == 0x0A || $0 == 0x00 })
         else { throw .invalidSubject("header \(name)") }
     }
 

@@ -126,7 +126,7 @@ public struct MessagePost: Decodable, Sendable {
         }
         switch checked {
         case .success(let send): return send
-        case .failure(let error): throw ProviderAPIProblem(422, Status.badRequest.name, "\(error)")
+        case .failure(let error): throw ProviderAPIProblem.refusing(error, in: self)
         }
     }
 }

@@ -1,3 +1,5 @@
+import PushWire
+
 /// What is wrong with one `key = value` line of the config file.
 public enum ConfigProblem: Equatable, Sendable {
     /// No such key; `suggestion` is a close name the file does accept.
@@ -15,6 +17,11 @@ extension ConfigSchema {
 
     /// Why `value` does not fit `kind`, in words naming what would, or nil.
     static func valueProblem(_ kind: ConfigKey.Kind, _ value: String) -> String? {
+        // Paths, URLs and names go to C as they are: one with a control character (a NUL
+        // would cut it there) is refused whatever the key ([3.3-8]).
+        if let found = Identifier.controlCharacter(in: value) {
+            return "a value without control characters (it has \(Identifier.notation(found.scalar)) at byte \(found.offset))"
+        }
         switch kind {
         case .address:
             return addressProblem(value).map { "HOST:PORT (\($0))" }
@@ -69,6 +76,7 @@ extension ConfigSchema {
 
     /// The value as an error may show it: a NATS URL list without what precedes an `@`.
     public static func displayValue(_ value: String, of kind: ConfigKey.Kind) -> String {
+        if Identifier.controlCharacter(in: value) != nil { return String(value.debugDescription.dropFirst().dropLast()) }
         guard kind == .natsURLList, value.contains("@") else { return value }
         return value.split(separator: ",", omittingEmptySubsequences: false).map { element in
             guard let at = element.lastIndex(of: "@") else { return String(element) }

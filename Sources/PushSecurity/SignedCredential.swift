@@ -159,14 +159,26 @@ public struct Registration: Equatable, Sendable {
     public static func open(_ credential: [UInt8], signer: CredentialSigner, nowMs: UInt64) throws(CredentialError) -> Registration {
         let parsed = try signer.openTyped(credential) { body in
             let fields = try FieldSet(body: body, allowed: fieldTable, type: .hello)
-            let tagText = fields.string(.tags) ?? ""
             return Registration(deviceID: try fields.required(.deviceID, FieldSet.string),
                                 user: try fields.required(.user, FieldSet.string),
-                                tags: tagText.split(separator: "\n").map(String.init),
+                                tags: try tagNames(fields),
                                 issuedAt: try fields.required(.issuedAt, FieldSet.uint64),
                                 expiresAt: try fields.required(.expiresAt, FieldSet.uint64))
         }
         guard parsed.expiresAt > nowMs else { throw .expired }
         return parsed
+    }
+
+    /// The names of `tags` ([7.4-2]): split at each `0a`, each an identifier ([3.3-8]),
+    /// so that no other control character (a `0d` before the `0a`, a NUL) rides in one.
+    static func tagNames(_ fields: FieldSet) throws(WireError) -> [String] {
+        guard let raw = fields.bytes(.tags) else { return [] }
+        var names: [String] = []
+        for piece in raw.split(separator: 0x0A) {
+            guard let name = String(validating: piece, as: UTF8.self) else { throw .badFieldValue(.tags) }
+            guard Identifier.controlCharacter(in: name) == nil else { throw .controlCharacter(.tags) }
+            names.append(name)
+        }
+        return names
     }
 }

@@ -1,3 +1,5 @@
+import PushWire
+
 /// The enrolled registrations a running store has looked up, by device id, kept only
 /// while the registry is unchanged: `refresh` asks the reader for the registry's change
 /// counter (one `PRAGMA data_version` while nothing was committed) and forgets everything
@@ -10,7 +12,8 @@ final class EnrolledDevices {
 
     private let reader: PayloadReader
     private var sequence: UInt64?
-    private var entries: [String: EnrolledDevice?] = [:]
+    /// By exact device id ([3.3-8]).
+    private var entries: [ExactName: EnrolledDevice?] = [:]
 
     init(reader: PayloadReader) {
         self.reader = reader
@@ -19,10 +22,11 @@ final class EnrolledDevices {
     /// The enrolled registration of `deviceID`, or nil if the registry holds none, as of
     /// the last `refresh`.
     func enrolled(_ deviceID: String) throws -> EnrolledDevice? {
-        if let known = entries[deviceID] { return known }
+        let key = ExactName(deviceID)
+        if let known = entries[key] { return known }
         let found = try reader.enrolledDevice(deviceID)
         if entries.count >= EnrolledDevices.capacity { entries.removeAll(keepingCapacity: true) }
-        entries[deviceID] = .some(found)
+        entries[key] = .some(found)
         return found
     }
 

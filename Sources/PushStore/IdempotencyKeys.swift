@@ -12,6 +12,16 @@ public struct IdempotencyKey: Sendable, Hashable {
         self.key = key
     }
 
+    /// Keys are exact bytes ([3.3-8]): no two spellings of one text are the same key.
+    public static func == (lhs: IdempotencyKey, rhs: IdempotencyKey) -> Bool {
+        lhs.scope.isExactly(rhs.scope) && lhs.key.isExactly(rhs.key)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactName(scope))
+        hasher.combine(ExactName(key))
+    }
+
     /// The scope of SENDs from connections with a provider credential ([4.17-7]).
     public static let providerScope = "provider"
 }

@@ -34,11 +34,11 @@ enum RegistrationMinting {
         do {
             return try ledger.inTransaction {
                 var enrolments: [Enrolment] = []
-                var users: [String: UInt64] = [:]
+                var users: [ExactName: UInt64] = [:]
                 for request in requests {
-                    let userID = try users[request.user] ?? ledger.userID(named: request.user)
+                    let userID = try users[ExactName(request.user)] ?? ledger.userID(named: request.user)
                     guard let userID else { throw EnrolmentError.unknownUser(request.user) }
-                    users[request.user] = userID
+                    users[ExactName(request.user)] = userID
                     let enrolment = try mint(request, userID: userID, lifetimeMs: lifetimeMs, nowMs: nowMs, signer: signer, in: ledger)
                     do {
                         try deliver(request, enrolment.registration.credential)
@@ -79,13 +79,16 @@ enum RegistrationMinting {
         return max(nowMs, latest == .max ? .max : latest + 1)
     }
 
-    /// What a registration may carry ([7.4-1], field limits of 3.2): ids and names of 1 to
-    /// 64 bytes, tags of 1 to 64 bytes without the newline that separates them.
+    /// What a registration may carry ([7.4-1], [7.4-2], [3.3-8]): a device id, a user name and
+    /// tags that are each an identifier of 1 to 64 bytes without a control character (the
+    /// newline that separates tags among them).
     static func validate(user: String, deviceID: String, tags: [String]) throws(EnrolmentError) {
-        guard !deviceID.isEmpty, deviceID.utf8.count <= 64 else { throw .invalid("a device id is 1 to 64 bytes") }
-        guard !user.isEmpty, user.utf8.count <= 64 else { throw .invalid("a user name is 1 to 64 bytes") }
-        for tag in tags where tag.isEmpty || tag.utf8.count > 64 || tag.contains("\n") {
-            throw .invalid("a tag is 1 to 64 bytes without newlines: \(tag.debugDescription)")
+        do throws(IdentifierError) {
+            try Identifier.check(deviceID, as: .deviceID)
+            try Identifier.check(user, as: .user)
+            for tag in tags { try Identifier.check(tag, as: .tag) }
+        } catch {
+            throw .invalid(error.description)
         }
     }
 }

@@ -90,7 +90,7 @@ final class SQLiteStatement {
             let code: Int32
             switch value {
             case .int(let number): code = sqlite3_bind_int64(statement, index, number)
-            case .text(let text): code = sqlite3_bind_text(statement, index, text, -1, sp_sqlite_transient())
+            case .text(let text): code = SQLiteStatement.bindText(statement, index, text)
             case .blob(let bytes):
                 code = bytes.withUnsafeBytes { sqlite3_bind_blob(statement, index, $0.baseAddress ?? UnsafeRawPointer(bitPattern: 1), Int32($0.count), sp_sqlite_transient()) }
             case .null: code = sqlite3_bind_null(statement, index)
@@ -131,8 +131,21 @@ final class SQLiteStatement {
     }
 
     func set(_ index: Int32, _ text: String) throws(SQLiteError) {
-        let code = sqlite3_bind_text(statement, index, text, -1, sp_sqlite_transient())
+        let code = SQLiteStatement.bindText(statement, index, text)
         guard code == SQLITE_OK else { throw connection.lastError(code) }
+    }
+
+    /// Binds all of `text`'s UTF-8 bytes, never "up to the first NUL" (a length of -1):
+    /// a name is compared as exact bytes ([3.3-8]), so it must reach SQL whole.
+    private static func bindText(_ statement: OpaquePointer, _ index: Int32, _ text: String) -> Int32 {
+        var text = text
+        return text.withUTF8 { bytes in
+            // A nil address would bind NULL: an empty text binds a literal's.
+            guard let base = bytes.baseAddress, !bytes.isEmpty else { return sqlite3_bind_text(statement, index, "", 0, sp_sqlite_transient()) }
+            return base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                sqlite3_bind_text(statement, index, $0, Int32(clamping: bytes.count), sp_sqlite_transient())
+            }
+        }
     }
 
     func set(_ index: Int32, _ bytes: [UInt8]) throws(SQLiteError) {
@@ -155,9 +168,11 @@ final class SQLiteStatement {
 
     func isNull(_ column: Int32) -> Bool { sqlite3_column_type(statement, column) == SQLITE_NULL }
 
+    /// The column's text, all of its bytes (a NUL inside it included).
     func text(_ column: Int32) -> String {
         guard let pointer = sqlite3_column_text(statement, column) else { return "" }
-        return String(cString: pointer)
+        let count = Int(sqlite3_column_bytes(statement, column))
+        return String(decoding: UnsafeRawBufferPointer(start: pointer, count: count), as: UTF8.self)
     }
 
     /// The column's bytes in place, valid only inside `body` (no copy).

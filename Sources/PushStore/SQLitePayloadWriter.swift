@@ -15,7 +15,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let userByName: SQLiteStatement
     /// Recipients looked up in the transaction being committed (a group often holds many
     /// STOREs for few users); emptied with each transaction, so never stale.
-    private var recipients: [String: UInt64?] = [:]
+    private var recipients: [ExactName: UInt64?] = [:]
     private let lookup: SQLiteStatement
     private let audienceMember: SQLiteStatement
     private let addReceipt: SQLiteStatement
@@ -226,11 +226,11 @@ public final class SQLitePayloadWriter: PayloadWriter {
     }
 
     private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {
-        if let known = recipients[name] { return known }
+        if let known = recipients[ExactName(name)] { return known }
         defer { userByName.reset() }
         try userByName.set(1, name)
         let id = try userByName.step() ? UInt64(bitPattern: userByName.int(0)) : nil
-        if recipients.count < 10_000 { recipients[name] = .some(id) }
+        if recipients.count < 10_000 { recipients[ExactName(name)] = .some(id) }
         return id
     }
 

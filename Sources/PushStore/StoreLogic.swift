@@ -25,14 +25,14 @@ public final class StoreSession {
     private var pendingLogins: [PendingLoginKey: PendingLogin] = [:]
 
     private struct PendingLoginKey: Hashable {
-        var user: String
+        var user: ExactName
         var password: [UInt8]
-        var deviceID: String
+        var deviceID: ExactName
 
         init(_ login: Login) {
-            user = login.user
+            user = ExactName(login.user)
             password = login.password
-            deviceID = login.deviceID
+            deviceID = ExactName(login.deviceID)
         }
     }
 
@@ -395,7 +395,7 @@ public final class StoreLogic {
         }
         let target = send.target ?? .user(send.user)
         guard !target.name.isEmpty else { throw Refusal(.badRequest, "the target is empty") }
-        if case .user(let name) = target, name != send.user {
+        if case .user(let name) = target, !name.isExactly(send.user) {
             throw Refusal(.badRequest, "a SEND pushes to its recipient's devices only: target user \(name) is not the recipient")
         }
         let key = send.idempotencyKey.map { IdempotencyKey(scope: session.provider.idempotencyScope, key: $0) }

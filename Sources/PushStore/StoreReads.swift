@@ -104,6 +104,16 @@ public struct RegistryQuery: Sendable, Equatable {
 public struct LoginLimitKey: Sendable, Hashable {
     public var user: String
     public var address: String
+
+    /// The user by its exact name ([3.3-8]).
+    public static func == (lhs: LoginLimitKey, rhs: LoginLimitKey) -> Bool {
+        lhs.user.isExactly(rhs.user) && lhs.address == rhs.address
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(ExactName(user))
+        hasher.combine(address)
+    }
 }
 
 /// What `StoreReads` found: nil where nothing was asked or nothing exists.

@@ -1,3 +1,5 @@
+import PushWire
+
 /// The users a running store has looked up, by name, kept only while the users table is
 /// unchanged: `refresh` asks the reader for the users revision (one `PRAGMA data_version`
 /// while nothing was committed) and forgets everything when it moved. The store refreshes
@@ -18,7 +20,8 @@ final class UserDirectory {
     private let reader: PayloadReader
     private var revision: UInt64?
     private var refreshedAtMs: UInt64?
-    private var entries: [String: Identity?] = [:]
+    /// By exact name ([3.3-8]): "zoë" in NFC and in NFD are two users.
+    private var entries: [ExactName: Identity?] = [:]
 
     init(reader: PayloadReader) {
         self.reader = reader
@@ -32,10 +35,11 @@ final class UserDirectory {
 
     /// The current holder of `name`, or nil if there is none, as of the last `refresh`.
     func identity(of name: String) throws -> Identity? {
-        if let known = entries[name] { return known }
+        let key = ExactName(name)
+        if let known = entries[key] { return known }
         let found = try reader.user(named: name).map { Identity(id: $0.id, createdAt: $0.createdAt) }
         if entries.count >= UserDirectory.capacity { entries.removeAll(keepingCapacity: true) }
-        entries[name] = .some(found)
+        entries[key] = .some(found)
         return found
     }
 

@@ -8,6 +8,9 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         case u8, u16, u32, u64
         case bytes(max: Int?)
         case string(max: Int)
+        /// A string that names something the protocol compares (a user, a device, a tag,
+        /// a key): well-formed UTF-8 without a control character ([3.3-8]).
+        case identifier(max: Int)
 
         /// Fixed width of an integer type, nil for variable-length values.
         public var width: Int? {
@@ -16,7 +19,7 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
             case .u16: 2
             case .u32: 4
             case .u64: 8
-            case .bytes, .string: nil
+            case .bytes, .string, .identifier: nil
             }
         }
     }
@@ -84,9 +87,9 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         define(.name, "name", .string(max: 64))
         define(.message, "message", .string(max: 1024))
         define(.lastCorrelation, "last_correlation", .u32)
-        define(.user, "user", .string(max: 64))
+        define(.user, "user", .identifier(max: 64))
         define(.password, "password", .bytes(max: 256))
-        define(.deviceID, "device_id", .string(max: 64))
+        define(.deviceID, "device_id", .identifier(max: 64))
         define(.token, "token", .bytes(max: 512))
         define(.expiresAt, "expires_at", .u64)
         define(.id, "id", .bytes(max: 64))
@@ -102,10 +105,10 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         define(.fetchedAt, "fetched_at", .u64)
         define(.createdAt, "created_at", .u64)
         define(.targetKind, "target_kind", .u8)
-        define(.target, "target", .string(max: 64))
+        define(.target, "target", .identifier(max: 64))
         define(.alert, "alert", .u8)
         define(.priority, "priority", .u8)
-        define(.collapseKey, "collapse_key", .string(max: 64))
+        define(.collapseKey, "collapse_key", .identifier(max: 64))
         define(.written, "written", .u32)
         define(.queued, "queued", .u32)
         define(.missedCount, "missed_count", .u32)
@@ -113,7 +116,7 @@ public struct FieldTag: RawRepresentable, Hashable, Sendable, CustomStringConver
         define(.registrations, "registrations", .bytes(max: nil))
         define(.pushTTLSeconds, "push_ttl_s", .u32)
         define(.once, "once", .u8)
-        define(.idempotencyKey, "idempotency_key", .string(max: 128))
+        define(.idempotencyKey, "idempotency_key", .identifier(max: 128))
         define(.pushState, "push_state", .u8)
         define(.replayed, "replayed", .u8)
         define(.olderCount, "older_count", .u32)

@@ -181,6 +181,20 @@ public struct FieldSet {
         case .string(let max):
             guard value.count <= max else { throw .fieldTooLong(tag, max: max) }
             guard isValidUTF8(value) else { throw .badFieldValue(tag) }
+        case .identifier(let max):
+            guard value.count <= max else { throw .fieldTooLong(tag, max: max) }
+            // One pass for the ASCII names nearly all are; C1 controls only exist beyond it.
+            var ascii = true
+            var control = false
+            for byte in value {
+                ascii = ascii && byte < 0x80
+                control = control || byte < 0x20 || byte == 0x7F
+            }
+            if !ascii {
+                guard String(validating: value, as: UTF8.self) != nil else { throw .badFieldValue(tag) }
+                control = Identifier.controlCharacter(in: value) != nil
+            }
+            guard !control else { throw .controlCharacter(tag) }
         }
     }
 

@@ -12,6 +12,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case duplicateField(FieldTag)
     case missingField(FieldTag)
     case badFieldValue(FieldTag)
+    /// A control character in an identifier field ([3.3-8]).
+    case controlCharacter(FieldTag)
     case fieldTooLong(FieldTag, max: Int)
     case unexpectedField(tag: UInt8, in: MessageType)
     case nonzeroStatusInRequest
@@ -22,7 +24,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unsupportedVersion: .unsupportedVersion
         case .frameTooLarge: .frameTooLarge
         case .unknownType: .unknownType
-        case .truncatedField, .fieldLengthOverflow, .duplicateField, .missingField, .badFieldValue,
+        case .truncatedField, .fieldLengthOverflow, .duplicateField, .missingField, .badFieldValue, .controlCharacter,
              .fieldTooLong, .unexpectedField, .nonzeroStatusInRequest:
             .badRequest
         }
@@ -42,6 +44,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .duplicateField(let tag): "duplicate field \(tag)"
         case .missingField(let tag): "missing required field \(tag)"
         case .badFieldValue(let tag): "malformed value in field \(tag)"
+        case .controlCharacter(let tag): "field \(tag) contains a control character"
         case .fieldTooLong(let tag, let max): "field \(tag) longer than \(max) bytes"
         case .unexpectedField(let tag, let type): "field 0x\(String(tag, radix: 16)) is not allowed in \(type)"
         case .nonzeroStatusInRequest: "request carries a nonzero status"

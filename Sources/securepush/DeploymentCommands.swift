@@ -85,11 +85,13 @@ struct UserCommand: ParsableCommand {
 
     struct Add: ParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Add a user; the password is read from stdin or a prompt.")
-        @Argument(help: "User name (1 to 64 bytes).") var name: String
+        @Argument(help: "User name: 1 to 64 bytes of UTF-8 without control characters, compared as exact bytes (no Unicode normalization).")
+        var name: String
         @Option(help: "The deployment directory.") var dataDir: String
 
+        func validate() throws { try validateUserName(name) }
+
         func run() throws {
-            try validateUserName(name)
             let deployment = try openDeployment(dataDir)
             let password = try readPassword(prompt: "password for \(name): ")
             let iterations = deployment.integer("password.iterations") ?? PasswordHash.defaultIterations
@@ -169,7 +171,7 @@ func openUsers(_ deployment: Deployment) throws -> UserAdministering {
 }
 
 func validateUserName(_ name: String) throws {
-    guard !name.isEmpty, name.utf8.count <= 64 else { throw CommandFailure("a user name is 1 to 64 bytes") }
+    try checkIdentifier(name, as: .user, "the user name")
 }
 
 func openDeployment(_ directory: String) throws -> Deployment {

@@ -26,17 +26,15 @@ struct DeviceCommand: ParsableCommand {
 
         @Option(help: "The deployment directory made by `securepush init`.") var dataDir: String
         @Option(help: "The user the device belongs to; it must exist (`securepush user add`).") var user: String
-        @Option(help: "The device id (1 to 64 bytes).") var device: String
-        @Option(help: "A tag the device subscribes to; repeat for more.") var tag: [String] = []
+        @Option(help: "The device id: 1 to 64 bytes without control characters, compared as exact bytes.") var device: String
+        @Option(help: "A tag the device subscribes to (1 to 64 bytes without control characters); repeat for more.") var tag: [String] = []
         @Option(help: "Days until the registration expires.") var days = 365
         @Option(help: "Where to write the credential.") var out: String
 
         func validate() throws {
-            guard !device.isEmpty, device.utf8.count <= 64 else { throw ValidationError("--device must be 1 to 64 bytes") }
-            guard !user.isEmpty, user.utf8.count <= 64 else { throw ValidationError("--user must be 1 to 64 bytes") }
-            for name in tag where name.isEmpty || name.utf8.count > 64 || name.contains("\n") {
-                throw ValidationError("a tag is 1 to 64 bytes without newlines: \(name.debugDescription)")
-            }
+            try checkIdentifier(device, as: .deviceID, "--device")
+            try checkIdentifier(user, as: .user, "--user")
+            for name in tag { try checkIdentifier(name, as: .tag, "--tag") }
             guard (1...36_500).contains(days) else { throw ValidationError("--days must be 1 to 36500") }
         }
 
@@ -74,6 +72,8 @@ struct DeviceCommand: ParsableCommand {
         @Option(help: "The deployment directory.") var dataDir: String
         @Option(help: "Only the devices of this user.") var user: String?
 
+        func validate() throws { if let user { try checkIdentifier(user, as: .user, "--user") } }
+
         func run() throws {
             _ = try openDeployment(dataDir)
             let rows = try openRegistry(dataDir).list(user: user)
@@ -101,6 +101,8 @@ struct DeviceCommand: ParsableCommand {
 
         @Argument(help: "The device id.") var deviceID: String
         @Option(help: "The deployment directory.") var dataDir: String
+
+        func validate() throws { try checkIdentifier(deviceID, as: .deviceID, "the device id") }
 
         func run() throws {
             _ = try openDeployment(dataDir)

@@ -134,6 +134,11 @@ extension DeviceCommand {
         @Option(help: ArgumentHelp("How long to wait for the store, in seconds (fractions allowed).", valueName: "seconds"))
         var timeout = Seconds(30)
 
+        func validate() throws {
+            try checkIdentifier(user, as: .user, "--user")
+            if let device { try checkIdentifier(device, as: .deviceID, "--device") }
+        }
+
         func run() throws {
             let deviceID = try device ?? {
                 guard let recorded = try? Deployment.readFile(state.directory + "/device-id"),

@@ -86,7 +86,9 @@ struct SendCommand: ParsableCommand {
         first one's ID (at most 128 bytes; not with --gateway).
         """, valueName: "key"))
     var idempotencyKey: String?
-    @Option(help: ArgumentHelp("Who gets the push: user:NAME, device:ID or tag:T.", valueName: "target")) var to: PushTarget
+    @Option(help: ArgumentHelp("Who gets the push: user:NAME, device:ID or tag:T (a name without control characters, compared as exact bytes).",
+                               valueName: "target"), transform: parseTarget)
+    var to: PushTarget
     @Option(help: "The payload's recipient when --to is a device or a tag (a payload belongs to one user).") var user: String?
     @Option(help: "The payload text.") var text: String?
     @Option(help: ArgumentHelp("A file whose bytes are the payload.", valueName: "file")) var file: String?
@@ -100,10 +102,11 @@ struct SendCommand: ParsableCommand {
     func validate() throws {
         guard (text == nil) != (file == nil) else { throw ValidationError("give exactly one of --text and --file") }
         if case .user = to {} else if user == nil { throw ValidationError("--user is required when --to is a device or a tag") }
-        if let collapse, collapse.isEmpty || collapse.utf8.count > 64 { throw ValidationError("--collapse must be 1 to 64 bytes") }
+        if let user { try checkIdentifier(user, as: .user, "--user") }
+        if let collapse { try checkIdentifier(collapse, as: .collapseKey, "--collapse") }
         if let idempotencyKey {
             guard gateway == nil else { throw ValidationError("--idempotency-key needs the store to push (SEND): leave out --gateway") }
-            guard !idempotencyKey.isEmpty, idempotencyKey.utf8.count <= 128 else { throw ValidationError("--idempotency-key must be 1 to 128 bytes") }
+            try checkIdentifier(idempotencyKey, as: .idempotencyKey, "--idempotency-key")
         }
     }
 

@@ -51,7 +51,7 @@ struct SendMessageTests {
     @Test("[3.2-1] the tags 0x3A to 0x3E have the names, types and maximum lengths of the tag table")
     func tagTable() {
         let expected: [(UInt8, String, FieldTag.ValueType)] = [
-            (0x3A, "push_ttl_s", .u32), (0x3B, "once", .u8), (0x3C, "idempotency_key", .string(max: 128)),
+            (0x3A, "push_ttl_s", .u32), (0x3B, "once", .u8), (0x3C, "idempotency_key", .identifier(max: 128)),
             (0x3D, "push_state", .u8), (0x3E, "replayed", .u8),
         ]
         for (raw, name, type) in expected {

@@ -40,9 +40,9 @@ TAGS = {
     0x09: ("name", "string", 64),
     0x0A: ("message", "string", 1024),
     0x0B: ("last_correlation", "u32", None),
-    0x10: ("user", "string", 64),
+    0x10: ("user", "identifier", 64),
     0x11: ("password", "bytes", 256),
-    0x12: ("device_id", "string", 64),
+    0x12: ("device_id", "identifier", 64),
     0x13: ("token", "bytes", 512),
     0x14: ("expires_at", "u64", None),
     0x15: ("id", "bytes", 64),
@@ -58,10 +58,10 @@ TAGS = {
     0x1F: ("fetched_at", "u64", None),
     0x20: ("created_at", "u64", None),
     0x30: ("target_kind", "u8", None),
-    0x31: ("target", "string", 64),
+    0x31: ("target", "identifier", 64),
     0x32: ("alert", "u8", None),
     0x33: ("priority", "u8", None),
-    0x34: ("collapse_key", "string", 64),
+    0x34: ("collapse_key", "identifier", 64),
     0x35: ("written", "u32", None),
     0x36: ("queued", "u32", None),
     0x37: ("missed_count", "u32", None),
@@ -69,7 +69,7 @@ TAGS = {
     0x39: ("registrations", "bytes", None),
     0x3A: ("push_ttl_s", "u32", None),
     0x3B: ("once", "u8", None),
-    0x3C: ("idempotency_key", "string", 128),
+    0x3C: ("idempotency_key", "identifier", 128),
     0x3D: ("push_state", "u8", None),
     0x3E: ("replayed", "u8", None),
     0x3F: ("older_count", "u32", None),
@@ -258,11 +258,14 @@ def check_body(type_name, table, data):
         else:
             if limit is not None and len(val) > limit:
                 raise Reject(name + " too long")
-            if kind == "string":
+            if kind in ("string", "identifier"):
                 try:
-                    val.decode("utf-8", errors="strict")
+                    text = val.decode("utf-8", errors="strict")
                 except UnicodeDecodeError:
                     raise Reject("invalid UTF-8 in " + name)
+                # 3.3-8: an identifier holds no code point of category Cc (C0, DEL, C1).
+                if kind == "identifier" and any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in text):
+                    raise Reject("control character in " + name)
         seen[name] = val
     for name, required in table.items():
         if required and name not in seen:
@@ -852,6 +855,11 @@ msg("send_skips_unknown_and_push_fields", "3.4-2 3.4-3", "SEND", 45,
          "and the unknown tag 0x7e too; only PUSH refuses such fields (3.4-6)")
 msg("idempotency_key_at_max_length", "3.3-3 4.17-5", "SEND", 46,
     ("user", "alice"), ("payload", b"hi"), ("idempotency_key", "k" * 128))
+msg("identifier_exact_bytes", "3.3-9 3.3-2", "STORE", 47,
+    ("user", "zoe\u0308"), ("payload", b"hi"),
+    note="zoë in NFD: a well-formed name, not normalized; it names another user than zoë in NFC")
+msg("string_with_newline", "3.3-8 3.3-2", "ERROR", 48, ("message", "line 1\nline 2"), status="INTERNAL",
+    note="message is text, not an identifier: control characters are allowed in it")
 
 # --- malformed.vec ----------------------------------------------------------------------
 section("malformed.vec", "bodies that must be refused: a request gets ERROR and the connection "
@@ -889,6 +897,20 @@ bad("invalid_utf8_overlong", "3.3-2", "PUSH",
 bad("invalid_utf8_surrogate", "3.3-2", "ERROR", ("message", b"\xed\xa0\x80"))
 bad("invalid_utf8_cut_sequence", "3.3-2", "LOGIN",
     ("user", "alice"), ("password", b"pw"), ("device_id", b"phone\xe2\x82"))
+bad("identifier_nul_inside", "3.3-8 4.7-3", "STORE",
+    ("user", b"alice\x00bob"), ("payload", b"hi"),
+    note="never cut at the NUL, never UNKNOWN_USER: the body is malformed")
+bad("identifier_nul_at_end", "3.3-8 4.17-1", "SEND",
+    ("user", b"alice\x00"), ("payload", b"hi"))
+bad("identifier_newline_in_tag_target", "3.3-8", "PUSH",
+    ("id", ID1), ("target_kind", 3), ("target", "news\n"))
+bad("identifier_del_in_collapse_key", "3.3-8", "SEND",
+    ("user", "alice"), ("payload", b"hi"), ("collapse_key", "otp\x7f"))
+bad("identifier_c1_in_device_id", "3.3-8", "LOGIN",
+    ("user", "alice"), ("password", b"pw"), ("device_id", "phone\u0085"),
+    note="U+0085 (NEL, c2 85) is a C1 control")
+bad("identifier_tab_in_idempotency_key", "3.3-8 4.17-5", "SEND",
+    ("user", "alice"), ("payload", b"hi"), ("idempotency_key", "key\t1"))
 bad("string_over_max", "3.3-3", "HELLO",
     ("role", 1), ("version_min", 1), ("version_max", 1), ("name", "n" * 65))
 bad("credential_over_max", "3.3-3", "HELLO",

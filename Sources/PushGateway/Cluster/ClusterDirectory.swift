@@ -93,7 +93,8 @@ final class ClusterDirectory {
 
     private func record(_ deviceID: String, user: String, tags: [String]) {
         if let known = devices[deviceID] {
-            guard known.user != user || known.tags != tags else { return }
+            guard !known.user.isExactly(user) || known.tags.count != tags.count || !zip(known.tags, tags).allSatisfy({ $0.isExactly($1) })
+            else { return }
             unindex(deviceID, known)
             devices[deviceID] = Device(user: user, tags: tags, location: known.location)
         } else {

@@ -67,13 +67,13 @@ extension GatewayCluster {
         }
         if let registry = logic.registry {
             registry.forEachDevice(matching: target, nowMs: nowWall) {
-                if let user, $0.registration.user != user { return }
+                if let user, !$0.registration.user.isExactly(user) { return }
                 visit($0.deviceID, owner: QueueOwner(user: $0.registration.user, enrolment: $0.registration.issuedAt))
             }
         } else {
             directory.forEachDevice(matching: target) { deviceID in
                 let owner = QueueOwner(user: directory.devices[deviceID]?.user ?? "", enrolment: 0)
-                if let user, owner.user != user { return }
+                if let user, !owner.user.isExactly(user) { return }
                 visit(deviceID, owner: owner)
             }
         }
@@ -245,7 +245,7 @@ extension GatewayCluster {
             for deviceID in delivered.away {
                 let owner = owner(of: deviceID)
                 // [4.13-11]: enrolled again for another user since the sender looked.
-                if let user = forwarded.push.user, owner.user != user { continue }
+                if let user = forwarded.push.user, !owner.user.isExactly(user) { continue }
                 queue(forwarded.push, for: deviceID, owner: owner, tally: part)
             }
             part.seal()

@@ -40,7 +40,7 @@ final class PostgresGroupCommit {
     private var startScheduled = false
     /// Recipients' internal ids by name, as last looked up. Never trusted alone: a row goes
     /// in only if the name still has that id when it commits.
-    private var recipients: [String: UInt64] = [:]
+    private var recipients: [ExactName: UInt64] = [:]
     static let recipientCapacity = 10_000
     /// The store loop that owns the pushes its SENDs commit (`PostgresWriteStatements.claimPushes`).
     var outboxOwner = ""
@@ -116,9 +116,9 @@ final class PostgresGroupCommit {
     private func resolveRecipients(_ batch: [Pending], on connection: PostgresConnection) {
         if recipients.count > PostgresGroupCommit.recipientCapacity { recipients.removeAll(keepingCapacity: true) }
         var unknown: [String] = []
-        var seen = Set<String>()
+        var seen = Set<ExactName>()
         for pending in batch {
-            if case .store(let new) = pending.operation, recipients[new.user] == nil, seen.insert(new.user).inserted {
+            if case .store(let new) = pending.operation, recipients[ExactName(new.user)] == nil, seen.insert(ExactName(new.user)).inserted {
                 unknown.append(new.user)
             }
         }
@@ -131,9 +131,9 @@ final class PostgresGroupCommit {
             guard let self else { return }
             switch result {
             case .success(let rows):
-                var found: [String: UInt64] = [:]
+                var found: [ExactName: UInt64] = [:]
                 for row in rows.rows.indices {
-                    if let name = try? rows.text(row, 0), let id = try? rows.uint(row, 1) { found[name] = id }
+                    if let name = try? rows.text(row, 0), let id = try? rows.uint(row, 1) { found[ExactName(name)] = id }
                 }
                 recipients.merge(found) { $1 }
                 commit(batch, on: connection)
@@ -146,14 +146,14 @@ final class PostgresGroupCommit {
     /// Commits `operations` over a blocking connection, without outcomes: for a stop that
     /// cannot wait for the loop.
     func commitBlocking(_ operations: [WriteOperation], on connection: PostgresBlockingConnection) throws {
-        let unknown = Array(Set(operations.compactMap { operation -> String? in
-            guard case .store(let new) = operation, recipients[new.user] == nil else { return nil }
-            return new.user
-        }))
+        let unknown = Array(Set(operations.compactMap { operation -> ExactName? in
+            guard case .store(let new) = operation, recipients[ExactName(new.user)] == nil else { return nil }
+            return ExactName(new.user)
+        })).map(\.text)
         if !unknown.isEmpty {
             let placeholders = unknown.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
             let rows = try connection.query("SELECT name, id FROM users WHERE name IN (\(placeholders))", unknown.map { .text($0) })
-            for row in rows.rows.indices { recipients[try rows.text(row, 0)] = try rows.uint(row, 1) }
+            for row in rows.rows.indices { recipients[ExactName(try rows.text(row, 0))] = try rows.uint(row, 1) }
         }
         let plan = plan(operations.map { Pending(operation: $0, ticket: 0) })
         try connection.transaction {
@@ -192,7 +192,7 @@ final class PostgresGroupCommit {
         for pending in batch {
             switch pending.operation {
             case .store(let new):
-                guard let userID = recipients[new.user] else {
+                guard let userID = recipients[ExactName(new.user)] else {
                     plan.operations.append(.decided(.failed(.unknownUser)))
                     continue
                 }
@@ -405,8 +405,8 @@ final class PostgresGroupCommit {
         var again: [Pending] = []
         for (index, pending) in batch.enumerated() {
             if let outcomes, case .failed(.unknownUser) = outcomes[index], case .store(let new) = pending.operation,
-               !pending.retried, recipients[new.user] != nil {
-                recipients[new.user] = nil
+               !pending.retried, recipients[ExactName(new.user)] != nil {
+                recipients[ExactName(new.user)] = nil
                 var retry = pending
                 retry.retried = true
                 again.append(retry)
