@@ -1,4 +1,6 @@
 import Testing
+import PushClient
+import PushTestSupport
 import PushWire
 @testable import PushGateway
 
@@ -72,5 +74,20 @@ struct GatewayNameBytesTests {
         #expect(ack == PushAck(written: 0, queued: 0), "the device is enrolled for the NFC user")
         #expect(first.pushes.map { $0.1.id } == [[1], [3]])
         #expect(second.pushes.map { $0.1.id } == [[2]])
+    }
+
+    @Test("[3.3-9] [5.5-3] over sockets: devices \"zoë\" in NFC and in NFD stay connected side by side, each gets only its own push")
+    func overSockets() throws {
+        let gateway = try RunningGateway()
+        let composed = try gateway.device(Self.nfc, user: Self.nfc)
+        let decomposed = try gateway.device(Self.nfd, user: Self.nfd)
+        let provider = try gateway.provider()
+        #expect(try gateway.push(.device(Self.nfd), id: "for-nfd", via: provider) == PushAck(written: 1, queued: 0))
+        #expect(try gateway.push(.user(Self.nfc), id: "for-nfc", via: provider) == PushAck(written: 1, queued: 0))
+        // A REPLACED would come as GOAWAY before the push.
+        #expect(try composed.nextPushID() == "for-nfc")
+        #expect(try decomposed.nextPushID() == "for-nfd")
+        #expect(throws: BlockingWireClient.Failure.timedOut) { try composed.receive(timeoutMs: 200) }
+        #expect(throws: BlockingWireClient.Failure.timedOut) { try decomposed.receive(timeoutMs: 200) }
     }
 }
