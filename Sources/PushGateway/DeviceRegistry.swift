@@ -165,7 +165,8 @@ public struct DeviceRegistry {
         let user = ExactName(old.user)
         byUser[user]?.remove(deviceID)
         if byUser[user]?.isEmpty == true { byUser[user] = nil }
-        for tag in old.tags.lazy.map { ExactName($0) } {
+        for name in old.tags {
+            let tag = ExactName(name)
             byTag[tag]?.remove(deviceID)
             if byTag[tag]?.isEmpty == true { byTag[tag] = nil }
         }

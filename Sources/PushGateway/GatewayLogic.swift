@@ -695,7 +695,8 @@ public final class GatewayLogic {
         let user = ExactName(record.user)
         byUser[user]?.remove(RecordKey(record))
         if byUser[user]?.isEmpty == true { byUser[user] = nil }
-        for tag in record.tags.lazy.map { ExactName($0) } {
+        for name in record.tags {
+            let tag = ExactName(name)
             byTag[tag]?.remove(RecordKey(record))
             if byTag[tag]?.isEmpty == true { byTag[tag] = nil }
         }

@@ -110,7 +110,8 @@ final class ClusterDirectory {
         let user = ExactName(device.user)
         byUser[user]?.remove(deviceID)
         if byUser[user]?.isEmpty == true { byUser[user] = nil }
-        for tag in device.tags.lazy.map { ExactName($0) } {
+        for name in device.tags {
+            let tag = ExactName(name)
             byTag[tag]?.remove(deviceID)
             if byTag[tag]?.isEmpty == true { byTag[tag] = nil }
         }
