@@ -24,10 +24,10 @@ public enum RegistryStanding: Equatable, Sendable {
 public struct RegistryUpdate: Equatable, Sendable {
     /// Device ids whose enrolled registration changed or went away (enrolled, replaced,
     /// revoked, expired): the gateway's state for them may have to follow.
-    public var changedDevices: Set<String> = []
+    public var changedDevices: Set<ExactName> = []
     /// Device ids whose enrolled registration was revoked or replaced by a newer
     /// enrolment: a live connection made with it must close.
-    public var revokedDevices: Set<String> = []
+    public var revokedDevices: Set<ExactName> = []
     /// Entries taken in as enrolled.
     public var enrolled = 0
     /// Enrolled registrations that became revoked or were replaced.
@@ -57,10 +57,11 @@ public struct DeviceRegistry {
     /// True once the registry was read from cursor 0 through a reply with has_more = 0:
     /// before that, a device that is enrolled may not be listed yet.
     public private(set) var isLoaded = false
-    /// The enrolled registration of each device id (at most one per id).
-    public private(set) var enrolled: [String: EnrolledRegistration] = [:]
-    private var byUser: [String: Set<String>] = [:]
-    private var byTag: [String: Set<String>] = [:]
+    /// The enrolled registration of each device id (at most one per id). Device ids, users
+    /// and tags are keys by their exact bytes ([3.3-8]), as everywhere at the gateway.
+    public private(set) var enrolled: [ExactName: EnrolledRegistration] = [:]
+    private var byUser: [ExactName: Set<ExactName>] = [:]
+    private var byTag: [ExactName: Set<ExactName>] = [:]
     /// Revoked registrations until they expire (after that, HELLO refuses them anyway):
     /// kept so that a refusal can say "revoked" rather than "not enrolled".
     private var revoked: [[UInt8]: UInt64] = [:]
@@ -101,7 +102,7 @@ public struct DeviceRegistry {
             // Nothing to keep; if it was the device's enrolled one, it no longer is.
             update.expired += 1
             revoked[entry.credential] = nil
-            if let deviceID = Registration.readUnverified(entry.credential)?.deviceID,
+            if let deviceID = Registration.readUnverified(entry.credential).map({ ExactName($0.deviceID) }),
                enrolled[deviceID]?.credential == entry.credential {
                 remove(deviceID)
                 update.changedDevices.insert(deviceID)
@@ -112,8 +113,8 @@ public struct DeviceRegistry {
             if (placement?.index ?? 0) == 0 { update.ignored += 1 }
             return
         }
-        let deviceID = registration.deviceID
-        guard placement?.isHome(of: deviceID) ?? true else { return }
+        guard placement?.isHome(of: registration.deviceID) ?? true else { return }
+        let deviceID = ExactName(registration.deviceID)
         switch entry.state {
         case .enrolled:
             revoked[entry.credential] = nil
@@ -144,25 +145,28 @@ public struct DeviceRegistry {
 
     /// Forgets enrolled and revoked registrations that expired by `nowMs`; returns the
     /// device ids that lost their enrolled registration.
-    public mutating func removeExpired(nowMs: UInt64) -> [String] {
+    public mutating func removeExpired(nowMs: UInt64) -> [ExactName] {
         guard nowMs >= earliestExpiryMs else { return [] }
         revoked = revoked.filter { $0.value > nowMs }
-        let gone = enrolled.values.filter { $0.registration.expiresAt <= nowMs }.map(\.deviceID)
+        let gone = enrolled.filter { $0.value.registration.expiresAt <= nowMs }.map(\.key)
         for deviceID in gone { remove(deviceID) }
         earliestExpiryMs = min(enrolled.values.lazy.map(\.registration.expiresAt).min() ?? .max, revoked.values.min() ?? .max)
         return gone
     }
 
     private mutating func index(_ registration: Registration) {
-        byUser[registration.user, default: []].insert(registration.deviceID)
-        for tag in registration.tags { byTag[tag, default: []].insert(registration.deviceID) }
+        let deviceID = ExactName(registration.deviceID)
+        byUser[ExactName(registration.user), default: []].insert(deviceID)
+        for tag in registration.tags { byTag[ExactName(tag), default: []].insert(deviceID) }
     }
 
-    private mutating func remove(_ deviceID: String) {
+    private mutating func remove(_ deviceID: ExactName) {
         guard let old = enrolled.removeValue(forKey: deviceID)?.registration else { return }
-        byUser[old.user]?.remove(deviceID)
-        if byUser[old.user]?.isEmpty == true { byUser[old.user] = nil }
-        for tag in old.tags {
+        let user = ExactName(old.user)
+        byUser[user]?.remove(deviceID)
+        if byUser[user]?.isEmpty == true { byUser[user] = nil }
+        for name in old.tags {
+            let tag = ExactName(name)
             byTag[tag]?.remove(deviceID)
             if byTag[tag]?.isEmpty == true { byTag[tag] = nil }
         }
@@ -173,7 +177,7 @@ public struct DeviceRegistry {
     /// Whether `credential`, which verified as `registration`, is the device's enrolled,
     /// unexpired registration ([7.4-4]).
     public func standing(of credential: [UInt8], registration: Registration, nowMs: UInt64) -> RegistryStanding {
-        if let current = enrolled[registration.deviceID] {
+        if let current = enrolled[ExactName(registration.deviceID)] {
             if current.credential == credential {
                 return current.registration.expiresAt > nowMs ? .enrolled : .notEnrolled
             }
@@ -185,7 +189,7 @@ public struct DeviceRegistry {
     }
 
     /// The device's enrolled registration, if it has one that has not expired.
-    public func enrolledRegistration(of deviceID: String, nowMs: UInt64) -> EnrolledRegistration? {
+    public func enrolledRegistration(of deviceID: ExactName, nowMs: UInt64) -> EnrolledRegistration? {
         guard let current = enrolled[deviceID], current.registration.expiresAt > nowMs else { return nil }
         return current
     }
@@ -193,16 +197,16 @@ public struct DeviceRegistry {
     /// The device ids a push target matches ([4.13-7]): every enrolled device with that id,
     /// user or tag, whose registration has not expired, connected or not.
     public func forEachDevice(matching target: PushTarget, nowMs: UInt64, _ body: (EnrolledRegistration) -> Void) {
-        func visit(_ deviceID: String) {
+        func visit(_ deviceID: ExactName) {
             if let current = enrolledRegistration(of: deviceID, nowMs: nowMs) { body(current) }
         }
         switch target {
         case .device(let id):
-            visit(id)
+            visit(ExactName(id))
         case .user(let user):
-            for id in byUser[user] ?? [] { visit(id) }
+            for id in byUser[ExactName(user)] ?? [] { visit(id) }
         case .tag(let tag):
-            for id in byTag[tag] ?? [] { visit(id) }
+            for id in byTag[ExactName(tag)] ?? [] { visit(id) }
         }
     }
 }

@@ -89,7 +89,7 @@ extension GatewayLogic {
     /// (a connected one stays connected: it was admitted while its registration was good,
     /// as without a registry, but no target matches it any more).
     @discardableResult
-    public func removeExpiredRegistrations() -> [String] {
+    public func removeExpiredRegistrations() -> [ExactName] {
         let now = wallClock()
         guard let gone = registry?.removeExpired(nowMs: now) else { return [] }
         for deviceID in gone { settle(deviceID, closeIfRevoked: false) }
@@ -101,7 +101,7 @@ extension GatewayLogic {
     /// whose registration was revoked is closed (when `closeIfRevoked`), a device without
     /// an enrolled registration, or now enrolled for another user, keeps no queue, and the
     /// record of an enrolled device follows its user and tags.
-    func settle(_ deviceID: String, closeIfRevoked: Bool = false) {
+    func settle(_ deviceID: ExactName, closeIfRevoked: Bool = false) {
         guard let registry, let record = devices[deviceID] else { return }
         let current = registry.enrolledRegistration(of: deviceID, nowMs: wallClock())?.registration
         if closeIfRevoked, let link = record.link, current?.issuedAt != record.linkIssuedAt {
@@ -113,7 +113,7 @@ extension GatewayLogic {
             registryMetrics?.devicesRevoked.increment()
             actions.append(.revoked(link))
         }
-        guard let current, current.user == record.user else {
+        guard let current, current.user.isExactly(record.user) else {
             guard record.link == nil else { return }
             registryMetrics?.pushesRevoked.increment(by: record.queue.count + record.inFlight.count)
             devices[deviceID] = nil

@@ -137,7 +137,9 @@ public final class GatewayLogic {
     // Read for every push; unchecked for the reason given at `DeviceRecord`.
     /// The devices the gateway holds a record for: every device that connected since the
     /// start and, with a registry, every enrolled device a push was queued for.
-    @exclusivity(unchecked) public internal(set) var devices: [String: DeviceRecord] = [:]
+    /// Keyed by the device id's exact bytes ([3.3-8]), as are the user and tag indexes: two
+    /// ids that differ only in Unicode normalization are two devices.
+    @exclusivity(unchecked) public internal(set) var devices: [ExactName: DeviceRecord] = [:]
     /// The store's device registry, when the gateway follows one (`--store`): then a device
     /// must be enrolled there to connect, and targets match enrolled devices, connected or
     /// not ([4.13-7]). Without it, the registration alone admits a device and targets
@@ -148,8 +150,8 @@ public final class GatewayLogic {
     /// Without a registry: the records of each user and each tag. Records by identity
     /// (8 bytes an entry, not a 16-byte device id), which also spares a lookup in
     /// `devices` per target; a record stays in `devices` for good without a registry.
-    @exclusivity(unchecked) private var byUser: [String: Set<RecordKey>] = [:]
-    @exclusivity(unchecked) private var byTag: [String: Set<RecordKey>] = [:]
+    @exclusivity(unchecked) private var byUser: [ExactName: Set<RecordKey>] = [:]
+    @exclusivity(unchecked) private var byTag: [ExactName: Set<RecordKey>] = [:]
     @exclusivity(unchecked) private var nextSequence: UInt32 = 1
     /// Which loop of the gateway this logic serves, when it has several: its registry keeps
     /// only the devices whose home this loop is.
@@ -220,7 +222,8 @@ public final class GatewayLogic {
     /// what was written on it and not acknowledged waits for the new one.
     public func connect(_ registration: Registration, link: DeviceLink) -> DeviceRecord {
         let record: DeviceRecord
-        if let known = devices[registration.deviceID] {
+        let deviceID = ExactName(registration.deviceID)
+        if let known = devices[deviceID] {
             record = known
             if registry == nil { unindex(record) }
             record.user = registration.user
@@ -234,7 +237,7 @@ public final class GatewayLogic {
         } else {
             record = DeviceRecord(deviceID: registration.deviceID, user: registration.user, tags: registration.tags,
                                   queueCapacity: settings.queueCapacity)
-            devices[registration.deviceID] = record
+            devices[deviceID] = record
         }
         if registry == nil { index(record) }
         record.link = link
@@ -269,7 +272,7 @@ public final class GatewayLogic {
         metrics.devicesOnline.decrement()
         takeBackInFlight(record)
         // A device revoked while it was connected keeps no queue.
-        if registry != nil { settle(record.deviceID) }
+        if registry != nil { settle(ExactName(record.deviceID)) }
     }
 
     /// What writing a frame of `size` bytes to a link would do, judged as the connection
@@ -634,17 +637,17 @@ public final class GatewayLogic {
         if registry == nil {
             switch target {
             case .device(let id):
-                if let record = devices[id] { body(record) }
+                if let record = devices[ExactName(id)] { body(record) }
             case .user(let user):
-                for key in byUser[user] ?? [] { body(key.record) }
+                for key in byUser[ExactName(user)] ?? [] { body(key.record) }
             case .tag(let tag):
-                for key in byTag[tag] ?? [] { body(key.record) }
+                for key in byTag[ExactName(tag)] ?? [] { body(key.record) }
             }
             return
         }
         if let registry {
             registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
-                if let record = devices[enrolled.deviceID] {
+                if let record = devices[ExactName(enrolled.deviceID)] {
                     body(record)
                 } else if !connectedOnly {
                     body(makeRecord(enrolled.registration))
@@ -659,15 +662,15 @@ public final class GatewayLogic {
     private func forEachTarget(_ target: PushTarget, ofUser user: String, connectedOnly: Bool, _ body: (DeviceRecord) -> Void) {
         guard let registry else {
             // Another user's target holds none of this user's devices.
-            if case .user(let name) = target, name != user { return }
+            if case .user(let name) = target, !name.isExactly(user) { return }
             forEachTarget(target, connectedOnly: connectedOnly) { record in
-                if record.user == user { body(record) }
+                if record.user.isExactly(user) { body(record) }
             }
             return
         }
         registry.forEachDevice(matching: target, nowMs: wallClock()) { enrolled in
-            guard enrolled.registration.user == user else { return }
-            if let record = devices[enrolled.deviceID] {
+            guard enrolled.registration.user.isExactly(user) else { return }
+            if let record = devices[ExactName(enrolled.deviceID)] {
                 body(record)
             } else if !connectedOnly {
                 body(makeRecord(enrolled.registration))
@@ -679,19 +682,21 @@ public final class GatewayLogic {
     private func makeRecord(_ registration: Registration) -> DeviceRecord {
         let record = DeviceRecord(deviceID: registration.deviceID, user: registration.user, tags: registration.tags,
                                   queueCapacity: settings.queueCapacity)
-        devices[registration.deviceID] = record
+        devices[ExactName(registration.deviceID)] = record
         return record
     }
 
     private func index(_ record: DeviceRecord) {
-        byUser[record.user, default: []].insert(RecordKey(record))
-        for tag in record.tags { byTag[tag, default: []].insert(RecordKey(record)) }
+        byUser[ExactName(record.user), default: []].insert(RecordKey(record))
+        for tag in record.tags { byTag[ExactName(tag), default: []].insert(RecordKey(record)) }
     }
 
     private func unindex(_ record: DeviceRecord) {
-        byUser[record.user]?.remove(RecordKey(record))
-        if byUser[record.user]?.isEmpty == true { byUser[record.user] = nil }
-        for tag in record.tags {
+        let user = ExactName(record.user)
+        byUser[user]?.remove(RecordKey(record))
+        if byUser[user]?.isEmpty == true { byUser[user] = nil }
+        for name in record.tags {
+            let tag = ExactName(name)
             byTag[tag]?.remove(RecordKey(record))
             if byTag[tag]?.isEmpty == true { byTag[tag] = nil }
         }

@@ -31,7 +31,7 @@ struct OnceMemory {
         /// The counts the share was answered with (a gateway alone or on several loops).
         var ack: PushAck
         /// On a cluster node: what became of the push for each device here it reached.
-        var devices: [String: DeviceOutcome]
+        var devices: [ExactName: DeviceOutcome]
         let rememberedAtMs: Int64
     }
 
@@ -67,7 +67,7 @@ struct OnceMemory {
     /// What a cluster member did with the push `id` for a device connected to it, if it
     /// reached that device within the window.
     mutating func outcome(of id: [UInt8], for deviceID: String, nowMs: Int64) -> DeviceOutcome? {
-        entry(id, nowMs: nowMs)?.devices[deviceID]
+        entry(id, nowMs: nowMs)?.devices[ExactName(deviceID)]
     }
 
     /// Remembers what a cluster member did with the push `id` for one of its devices; the
@@ -75,9 +75,9 @@ struct OnceMemory {
     mutating func remember(_ id: [UInt8], device deviceID: String, _ outcome: DeviceOutcome, nowMs: Int64) {
         forgetExpired(nowMs: nowMs)
         guard entries[id] != nil else {
-            return insert(id, Entry(ack: PushAck(written: 0, queued: 0), devices: [deviceID: outcome], rememberedAtMs: nowMs))
+            return insert(id, Entry(ack: PushAck(written: 0, queued: 0), devices: [ExactName(deviceID): outcome], rememberedAtMs: nowMs))
         }
-        entries[id]?.devices[deviceID] = outcome
+        entries[id]?.devices[ExactName(deviceID)] = outcome
     }
 
     /// Forgets the ids remembered more than the window ago.

@@ -1,3 +1,11 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// The one rule for the names the protocol compares ([3.3-8]): user names, device ids,
 /// tags, collapse keys and idempotency keys. An identifier is UTF-8 without a control character, and it is
 /// compared as exact bytes: never cut at a NUL, never normalized.
@@ -113,18 +121,28 @@ extension Identifier {
 
 /// A string compared and hashed by its UTF-8 bytes, as the protocol compares names
 /// ([3.3-8]). Swift's own `String` equality is canonical equivalence, under which "zoë"
-/// (NFC) and "zoë" (NFD) are equal though they are two users; every map keyed by a name
-/// uses this instead.
-public struct ExactName: Hashable, Sendable, CustomStringConvertible {
+/// (NFC) and "zoë" (NFD) are equal though they are two users; every map or set keyed by a
+/// name, in the store and at the gateway, uses this instead. Ordered by bytes too.
+public struct ExactName: Hashable, Comparable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
     public let text: String
 
     public init(_ text: String) { self.text = text }
 
+    public init(stringLiteral text: String) { self.text = text }
+
+    @inlinable
     public static func == (lhs: ExactName, rhs: ExactName) -> Bool { lhs.text.isExactly(rhs.text) }
 
+    public static func < (lhs: ExactName, rhs: ExactName) -> Bool {
+        lhs.text.utf8.lexicographicallyPrecedes(rhs.text.utf8)
+    }
+
+    @inlinable
     public func hash(into hasher: inout Hasher) {
-        var text = text
-        text.withUTF8 { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        // A native string, small ones too, is contiguous UTF-8: hashed in place, as fast as
+        // `String`'s own hash of a string known to be NFC.
+        let hashed: Void? = text.utf8.withContiguousStorageIfAvailable { hasher.combine(bytes: UnsafeRawBufferPointer($0)) }
+        if hashed == nil { for byte in text.utf8 { hasher.combine(byte) } }
     }
 
     public var description: String { text }
@@ -133,7 +151,17 @@ public struct ExactName: Hashable, Sendable, CustomStringConvertible {
 extension String {
     /// The same UTF-8 bytes: the protocol's equality of names ([3.3-8]), where `==` is
     /// Unicode canonical equivalence.
+    @inlinable
     public func isExactly(_ other: String) -> Bool {
-        utf8.count == other.utf8.count && utf8.elementsEqual(other.utf8)
+        // Two contiguous buffers compared at once; the byte-by-byte walk through the views
+        // made a device lookup keyed by `ExactName` about half as slow again as by `String`.
+        let compared = utf8.withContiguousStorageIfAvailable { mine -> Bool? in
+            other.utf8.withContiguousStorageIfAvailable { theirs -> Bool in
+                guard mine.count == theirs.count else { return false }
+                guard let first = mine.baseAddress, let second = theirs.baseAddress else { return true }
+                return memcmp(first, second, mine.count) == 0
+            }
+        }
+        return (compared ?? nil) ?? utf8.elementsEqual(other.utf8)
     }
 }

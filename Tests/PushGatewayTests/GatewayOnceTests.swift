@@ -259,7 +259,7 @@ struct GatewayOnceTests {
         for entry in 1..<4 { #expect(gateway.push(push, at: entry) == first, "entering at loop \(entry)") }
         #expect(links.allSatisfy { Self.ids($0) == [[9]] }, "each connected device once")
         #expect(alices.frames.isEmpty, "alice's device has the tag but is not bob's")
-        #expect(ids.enumerated().filter { $0.offset % 4 == 0 }.allSatisfy { gateway.home(of: $0.element).logic.devices[$0.element]?.queue.count == 1 })
+        #expect(ids.enumerated().filter { $0.offset % 4 == 0 }.allSatisfy { gateway.home(of: $0.element).logic.devices[ExactName($0.element)]?.queue.count == 1 })
 
         // A device target goes to its home loop alone, wherever it enters.
         let unicast = Push(target: .device("bob-1"), id: [10], once: true)

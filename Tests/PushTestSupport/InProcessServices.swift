@@ -3,6 +3,7 @@ import PushEventLoop
 import PushGateway
 import PushService
 import PushStore
+import PushWire
 
 /// A payload store running in this process, on its own loop thread, on a free port of
 /// 127.0.0.1, over a temporary deployment's database. Stopped (drained) on `stop()` or
@@ -74,12 +75,12 @@ public final class InProcessGateway: ReachableService {
 
     /// Whether the gateway has seen `device` connect and is holding a link to it now.
     public func isOnline(_ device: String) -> Bool {
-        onLoop { $0.logic.devices[device]?.isOnline ?? false } ?? false
+        onLoop { $0.logic.devices[ExactName(device)]?.isOnline ?? false } ?? false
     }
 
     /// Whether the gateway knows `device` and has seen its connection close.
     public func isOffline(_ device: String) -> Bool {
-        onLoop { $0.logic.devices[device].map { !$0.isOnline } ?? false } ?? false
+        onLoop { $0.logic.devices[ExactName(device)].map { !$0.isOnline } ?? false } ?? false
     }
 }
 

@@ -32,13 +32,14 @@ final class ClusterDirectory {
     }
 
     let localNode: String
-    private(set) var devices: [String: Device] = [:]
+    /// Device ids, users and tags are keys by their exact bytes ([3.3-8]).
+    private(set) var devices: [ExactName: Device] = [:]
     private(set) var nodes: [String: Node] = [:]
     /// Members taken for dead and not heard from since: heard again, their presence is
     /// needed, and a member a node heartbeat speaks for does not know it must send it.
     private(set) var forgotten: [String: UInt64] = [:]
-    private var byUser: [String: Set<String>] = [:]
-    private var byTag: [String: Set<String>] = [:]
+    private var byUser: [ExactName: Set<ExactName>] = [:]
+    private var byTag: [ExactName: Set<ExactName>] = [:]
 
     /// On a node of several loops, this loop's place: it keeps only the devices whose home
     /// it is, the only ones it routes to or holds.
@@ -51,14 +52,14 @@ final class ClusterDirectory {
 
     /// The node a device is connected to, if any node that is alive holds it.
     func node(of deviceID: String) -> String? {
-        devices[deviceID]?.location?.node
+        devices[ExactName(deviceID)]?.location?.node
     }
 
     /// A stamp for a new local connection of `deviceID`: the wall clock, but always after
     /// any connection of it this node knows of, so a skewed clock elsewhere cannot make
     /// the newest connection the one replaced.
     func stampForNewConnection(of deviceID: String, wallMs: UInt64) -> UInt64 {
-        max(wallMs, (devices[deviceID]?.location?.stamp ?? 0) + 1)
+        max(wallMs, (devices[ExactName(deviceID)]?.location?.stamp ?? 0) + 1)
     }
 
     // MARK: presence
@@ -67,21 +68,22 @@ final class ClusterDirectory {
     @discardableResult
     func apply(_ change: PresenceChange, from node: String) -> Effect {
         guard placement?.isHome(of: change.deviceID) ?? true else { return .none }
-        record(change.deviceID, user: change.user, tags: change.tags)
-        guard var device = devices[change.deviceID] else { return .none }
+        let deviceID = ExactName(change.deviceID)
+        record(deviceID, user: change.user, tags: change.tags)
+        guard var device = devices[deviceID] else { return .none }
         if change.online {
             let incoming = Location(node: node, stamp: change.stamp)
             if let current = device.location, !ClusterDirectory.isLater(incoming, than: current) { return .none }
             let previous = device.location
             device.location = incoming
-            devices[change.deviceID] = device
+            devices[deviceID] = device
             if let previous, previous.node == localNode, node != localNode { return .replaceLocal(change.deviceID) }
             return .none
         }
         // Leaving: only the connection it names. A device that moved on stays where it is.
         if let current = device.location, current.node == node, current.stamp == change.stamp {
             device.location = nil
-            devices[change.deviceID] = device
+            devices[deviceID] = device
         }
         return .none
     }
@@ -91,7 +93,7 @@ final class ClusterDirectory {
         lhs.stamp != rhs.stamp ? lhs.stamp > rhs.stamp : lhs.node > rhs.node
     }
 
-    private func record(_ deviceID: String, user: String, tags: [String]) {
+    private func record(_ deviceID: ExactName, user: String, tags: [String]) {
         if let known = devices[deviceID] {
             guard !known.user.isExactly(user) || known.tags.count != tags.count || !zip(known.tags, tags).allSatisfy({ $0.isExactly($1) })
             else { return }
@@ -100,14 +102,16 @@ final class ClusterDirectory {
         } else {
             devices[deviceID] = Device(user: user, tags: tags, location: nil)
         }
-        byUser[user, default: []].insert(deviceID)
-        for tag in tags { byTag[tag, default: []].insert(deviceID) }
+        byUser[ExactName(user), default: []].insert(deviceID)
+        for tag in tags { byTag[ExactName(tag), default: []].insert(deviceID) }
     }
 
-    private func unindex(_ deviceID: String, _ device: Device) {
-        byUser[device.user]?.remove(deviceID)
-        if byUser[device.user]?.isEmpty == true { byUser[device.user] = nil }
-        for tag in device.tags {
+    private func unindex(_ deviceID: ExactName, _ device: Device) {
+        let user = ExactName(device.user)
+        byUser[user]?.remove(deviceID)
+        if byUser[user]?.isEmpty == true { byUser[user] = nil }
+        for name in device.tags {
+            let tag = ExactName(name)
             byTag[tag]?.remove(deviceID)
             if byTag[tag]?.isEmpty == true { byTag[tag] = nil }
         }
@@ -167,7 +171,7 @@ final class ClusterDirectory {
     func localPresence() -> [PresenceChange] {
         devices.compactMap { deviceID, device in
             guard let location = device.location, location.node == localNode else { return nil }
-            return PresenceChange(deviceID: deviceID, online: true, stamp: location.stamp, user: device.user, tags: device.tags)
+            return PresenceChange(deviceID: deviceID.text, online: true, stamp: location.stamp, user: device.user, tags: device.tags)
         }
     }
 
@@ -177,11 +181,11 @@ final class ClusterDirectory {
     func forEachDevice(matching target: PushTarget, _ body: (String) -> Void) {
         switch target {
         case .device(let id):
-            if devices[id] != nil { body(id) }
+            if devices[ExactName(id)] != nil { body(id) }
         case .user(let user):
-            for id in byUser[user] ?? [] { body(id) }
+            for id in byUser[ExactName(user)] ?? [] { body(id.text) }
         case .tag(let tag):
-            for id in byTag[tag] ?? [] { body(id) }
+            for id in byTag[ExactName(tag)] ?? [] { body(id.text) }
         }
     }
 }

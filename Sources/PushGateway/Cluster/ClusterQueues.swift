@@ -1,3 +1,4 @@
+import PushWire
 import PushNATS
 
 /// Devices' offline queues in JetStream: one message per device (`QueueRecord`) on the
@@ -40,7 +41,7 @@ final class ClusterQueues {
     private let wallClock: () -> UInt64
     private let metrics: ClusterMetrics
     /// Operations waiting per device; a key is present while a round runs for that device.
-    private var waiting: [String: [Operation]] = [:]
+    private var waiting: [ExactName: [Operation]] = [:]
     /// Called whenever no round is running any more (for a drain that waits for them).
     var onIdle: (() -> Void)?
     /// Called for a stored record that is not read (it failed authentication or cannot be
@@ -70,11 +71,11 @@ final class ClusterQueues {
     }
 
     func submit(_ operation: Operation, for deviceID: String) {
-        if waiting[deviceID] != nil {
-            waiting[deviceID]?.append(operation)
+        if waiting[ExactName(deviceID)] != nil {
+            waiting[ExactName(deviceID)]?.append(operation)
             return
         }
-        waiting[deviceID] = []
+        waiting[ExactName(deviceID)] = []
         run([operation], for: deviceID, attempt: 1)
     }
 
@@ -166,11 +167,11 @@ final class ClusterQueues {
                 takenOnce = nil
             }
         }
-        if let next = waiting[deviceID], !next.isEmpty {
-            waiting[deviceID] = []
+        if let next = waiting[ExactName(deviceID)], !next.isEmpty {
+            waiting[ExactName(deviceID)] = []
             run(next, for: deviceID, attempt: 1)
         } else {
-            waiting[deviceID] = nil
+            waiting[ExactName(deviceID)] = nil
             if waiting.isEmpty { onIdle?() }
         }
     }

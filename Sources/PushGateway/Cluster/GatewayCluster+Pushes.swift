@@ -46,7 +46,7 @@ extension GatewayCluster {
         let nowMs = push.once ? logic.monotonicNow() : 0
         var repeated = false
         func visit(_ deviceID: String, owner: QueueOwner) {
-            if let record = logic.devices[deviceID], record.link != nil {
+            if let record = logic.devices[ExactName(deviceID)], record.link != nil {
                 if let onceID, let outcome = logic.once.outcome(of: onceID, for: deviceID, nowMs: nowMs) {
                     repeated = true
                     tally.add(written: outcome == .written ? 1 : 0, queued: outcome == .queued ? 1 : 0)
@@ -72,7 +72,7 @@ extension GatewayCluster {
             }
         } else {
             directory.forEachDevice(matching: target) { deviceID in
-                let owner = QueueOwner(user: directory.devices[deviceID]?.user ?? "", enrolment: 0)
+                let owner = QueueOwner(user: directory.devices[ExactName(deviceID)]?.user ?? "", enrolment: 0)
                 if let user, !owner.user.isExactly(user) { return }
                 visit(deviceID, owner: owner)
             }
@@ -254,9 +254,9 @@ extension GatewayCluster {
     }
 
     func owner(of deviceID: String) -> QueueOwner {
-        if let enrolled = logic.registry?.enrolledRegistration(of: deviceID, nowMs: logic.wallClock()) {
+        if let enrolled = logic.registry?.enrolledRegistration(of: ExactName(deviceID), nowMs: logic.wallClock()) {
             return QueueOwner(user: enrolled.registration.user, enrolment: enrolled.registration.issuedAt)
         }
-        return QueueOwner(user: directory.devices[deviceID]?.user ?? "", enrolment: 0)
+        return QueueOwner(user: directory.devices[ExactName(deviceID)]?.user ?? "", enrolment: 0)
     }
 }

@@ -69,14 +69,14 @@ extension GatewayCluster {
     /// doubles while takes keep failing (JetStream away for long is not asked every second
     /// for every device); while the link is down, only when it answers again.
     func retryTake(_ deviceID: String) {
-        guard takeRetries[deviceID] == nil, logic.devices[deviceID]?.link != nil else { return }
-        let delay = takeRetryDelays[deviceID] ?? GatewayCluster.firstTakeRetry
-        takeRetryDelays[deviceID] = min(delay * 2, GatewayCluster.longestTakeRetry)
-        takeRetries[deviceID] = loop.schedule(after: delay) { [weak self] in
+        guard takeRetries[ExactName(deviceID)] == nil, logic.devices[ExactName(deviceID)]?.link != nil else { return }
+        let delay = takeRetryDelays[ExactName(deviceID)] ?? GatewayCluster.firstTakeRetry
+        takeRetryDelays[ExactName(deviceID)] = min(delay * 2, GatewayCluster.longestTakeRetry)
+        takeRetries[ExactName(deviceID)] = loop.schedule(after: delay) { [weak self] in
             guard let self else { return }
-            self.takeRetries[deviceID] = nil
-            guard self.logic.devices[deviceID]?.link != nil else {
-                self.takeRetryDelays[deviceID] = nil
+            self.takeRetries[ExactName(deviceID)] = nil
+            guard self.logic.devices[ExactName(deviceID)]?.link != nil else {
+                self.takeRetryDelays[ExactName(deviceID)] = nil
                 return
             }
             if self.linkIsUp {
@@ -88,14 +88,14 @@ extension GatewayCluster {
     }
 
     func forgetTakeRetry(_ deviceID: String) {
-        takeRetries.removeValue(forKey: deviceID)?.cancel()
-        takeRetryDelays[deviceID] = nil
+        takeRetries.removeValue(forKey: ExactName(deviceID))?.cancel()
+        takeRetryDelays[ExactName(deviceID)] = nil
     }
 
     /// After a reconnect: the queue of every device connected here, which other nodes may
     /// have written while they could not see it here.
     func takeEveryLocalQueue() {
-        let connected = logic.devices.compactMap { $0.value.link != nil ? $0.key : nil }
+        let connected = logic.devices.compactMap { $0.value.link != nil ? $0.key.text : nil }
         guard !connected.isEmpty else { return }
         logger.info("taking the queues of the devices connected here after reconnecting",
                     metadata: ["node": "\(localNode)", "devices": "\(connected.count)"])

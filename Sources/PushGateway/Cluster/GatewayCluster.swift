@@ -62,11 +62,11 @@ final class GatewayCluster {
     var awaitingReplies: [UInt64: AwaitedBatch] = [:]
     var nextBatchID: UInt64 = 0
     private var stopped = false
-    private var holds: [String: Hold] = [:]
+    private var holds: [ExactName: Hold] = [:]
     /// Takes that failed (JetStream away or starting) for devices still connected here,
     /// and the delay before the next one (see `retryTake`).
-    var takeRetries: [String: LoopTimer] = [:]
-    var takeRetryDelays: [String: Duration] = [:]
+    var takeRetries: [ExactName: LoopTimer] = [:]
+    var takeRetryDelays: [ExactName: Duration] = [:]
     var unplacedQueues = UnplacedQueues()
     private var finishWaiters: [() -> Void] = []
 
@@ -319,12 +319,12 @@ final class GatewayCluster {
         announce(change)
         // New pushes wait until the queue in JetStream is here and, when another node
         // still held the device, until that node has handed over (or not, in time).
-        holds[deviceID]?.handover?.cancel()
+        holds[ExactName(deviceID)]?.handover?.cancel()
         var hold = Hold(takePending: true, handover: nil)
         if let previous, previous != localNode {
             hold.handover = loop.schedule(after: configuration.forwardTimeout) { [weak self] in self?.handoverDone(deviceID) }
         }
-        holds[deviceID] = hold
+        holds[ExactName(deviceID)] = hold
         record.holdsForQueue = true
         take(deviceID)
     }
@@ -337,15 +337,15 @@ final class GatewayCluster {
     }
 
     private func handoverDone(_ deviceID: String) {
-        holds[deviceID]?.handover?.cancel()
-        holds[deviceID]?.handover = nil
+        holds[ExactName(deviceID)]?.handover?.cancel()
+        holds[ExactName(deviceID)]?.handover = nil
         releaseHold(deviceID)
     }
 
     private func releaseHold(_ deviceID: String) {
-        guard let hold = holds[deviceID], !hold.takePending, hold.handover == nil else { return }
-        holds[deviceID] = nil
-        guard let record = logic.devices[deviceID], record.link != nil else { return }
+        guard let hold = holds[ExactName(deviceID)], !hold.takePending, hold.handover == nil else { return }
+        holds[ExactName(deviceID)] = nil
+        guard let record = logic.devices[ExactName(deviceID)], record.link != nil else { return }
         record.holdsForQueue = false
         logic.pump(record)
         server?.carryOut()
@@ -355,10 +355,10 @@ final class GatewayCluster {
     /// JetStream, and every node learns it is offline.
     func deviceLeft(_ record: DeviceRecord) {
         let deviceID = record.deviceID
-        holds.removeValue(forKey: deviceID)?.handover?.cancel()
+        holds.removeValue(forKey: ExactName(deviceID))?.handover?.cancel()
         forgetTakeRetry(deviceID)
         if let released = logic.release(record) { hand(released, of: deviceID) }
-        guard let location = directory.devices[deviceID]?.location, location.node == localNode else { return }
+        guard let location = directory.devices[ExactName(deviceID)]?.location, location.node == localNode else { return }
         let change = PresenceChange(deviceID: deviceID, online: false, stamp: location.stamp, user: record.user, tags: record.tags.list)
         directory.apply(change, from: localNode)
         announce(change)
@@ -392,13 +392,13 @@ final class GatewayCluster {
     }
 
     func take(_ deviceID: String) {
-        holds[deviceID]?.takePending = true
-        takeRetries.removeValue(forKey: deviceID)?.cancel()
+        holds[ExactName(deviceID)]?.takePending = true
+        takeRetries.removeValue(forKey: ExactName(deviceID))?.cancel()
         queues.submit(.take { [weak self] result in
             guard let self else { return }
             switch result {
             case .taken(let taken):
-                if let record = self.logic.devices[deviceID], record.link != nil {
+                if let record = self.logic.devices[ExactName(deviceID)], record.link != nil {
                     self.metrics.queuesTaken.increment()
                     self.logic.absorb(taken, into: record)
                     self.server?.carryOut()
@@ -406,13 +406,13 @@ final class GatewayCluster {
                     // Gone again while the queue was read: it goes back for the next connection.
                     self.hand(taken, of: deviceID)
                 }
-                self.takeRetryDelays[deviceID] = nil
+                self.takeRetryDelays[ExactName(deviceID)] = nil
             case .empty:
-                self.takeRetryDelays[deviceID] = nil
+                self.takeRetryDelays[ExactName(deviceID)] = nil
             case .failed:
                 self.retryTake(deviceID)
             }
-            self.holds[deviceID]?.takePending = false
+            self.holds[ExactName(deviceID)]?.takePending = false
             self.releaseHold(deviceID)
         }, for: deviceID)
     }
@@ -421,7 +421,7 @@ final class GatewayCluster {
     func notifyHolder(of deviceID: String) {
         guard let node = directory.node(of: deviceID) else { return wroteUnplacedQueue(of: deviceID) }
         if node == localNode {
-            if logic.devices[deviceID]?.link != nil { take(deviceID) }
+            if logic.devices[ExactName(deviceID)]?.link != nil { take(deviceID) }
             return
         }
         try? publishSealed(subjects.takes(for: node), TakeNotice(deviceIDs: [deviceID]).encoded())
@@ -430,10 +430,10 @@ final class GatewayCluster {
     private func takeNoticeArrived(_ message: NATSMessage) {
         guard let opened = opened(message) else { return }
         guard let notice = try? TakeNotice(decoding: opened.message) else { return metrics.malformed.increment() }
-        for deviceID in notice.deviceIDs where logic.devices[deviceID]?.link != nil {
+        for deviceID in notice.deviceIDs where logic.devices[ExactName(deviceID)]?.link != nil {
             // The old node's handover, if this device waited for it: the take ends the wait.
-            holds[deviceID]?.handover?.cancel()
-            holds[deviceID]?.handover = nil
+            holds[ExactName(deviceID)]?.handover?.cancel()
+            holds[ExactName(deviceID)]?.handover = nil
             take(deviceID)
         }
     }

@@ -33,7 +33,7 @@ extension GatewayLogic {
         var repeated = false
         let window = settings.window
         for deviceID in forwarded.deviceIDs {
-            guard let record = devices[deviceID], record.link != nil else {
+            guard let record = devices[ExactName(deviceID)], record.link != nil else {
                 away.append(deviceID)
                 continue
             }
@@ -76,7 +76,7 @@ extension GatewayLogic {
     /// merge into its queue in JetStream; nil if it held nothing.
     func release(_ record: DeviceRecord) -> QueueRecord? {
         guard record.link == nil else { return nil }
-        devices[record.deviceID] = nil
+        devices[ExactName(record.deviceID)] = nil
         guard !record.queue.isEmpty || record.missed > 0 else { return nil }
         let nowWall = wallClock()
         let nowMonotonic = monotonicNow()
@@ -152,7 +152,7 @@ extension GatewayLogic {
     /// A later connection of this device exists on another node ([5.5-3]): this one ends
     /// with GOAWAY REPLACED, and what it held leaves with `release`.
     func replacedElsewhere(_ deviceID: String) -> DeviceRecord? {
-        guard let record = devices[deviceID], let link = record.link else { return nil }
+        guard let record = devices[ExactName(deviceID)], let link = record.link else { return nil }
         record.link = nil
         metrics.devicesOnline.decrement()
         takeBackInFlight(record)
