@@ -106,10 +106,7 @@ final class HTTPServerConnection {
         guard count > 0 else { return }
         var position = evbuffer_ptr()
         guard evbuffer_ptr_set(buffer, &position, length - info.n_added, EVBUFFER_PTR_SET) == 0 else { return }
-        let added = [UInt8](unsafeUninitializedCapacity: count) { bytes, copied in
-            copied = max(0, evbuffer_copyout_from(buffer, &position, bytes.baseAddress, count))
-        }
-        recorder.append(added)
+        recorder.append(EvbufferBytes.copy(buffer, count: count, from: position))
     }
 
     /// The request's head broke a rule evhttp does not check, or nil. A head evhttp read
@@ -132,10 +129,7 @@ final class HTTPServerConnection {
         headNumber += 1
         guard let bev, let input = bufferevent_get_input(bev) else { return }
         let length = min(evbuffer_get_length(input), recorder.limit + 1)
-        let following = [UInt8](unsafeUninitializedCapacity: length) { bytes, count in
-            count = max(0, evbuffer_copyout(input, bytes.baseAddress, length))
-        }
-        recorder.restart(with: following)
+        recorder.restart(with: EvbufferBytes.copy(input, count: length))
     }
 
     func responseHandedOver() {
@@ -300,9 +294,7 @@ final class HTTPServerConnection {
         // The buffer's start is found frozen here at times (seen for a chunk over the limit
         // after a 100 Continue; cause not traced in libevent), which refuses copying out and
         // draining: thawed for this, then frozen again.
-        let copy = { [UInt8](unsafeUninitializedCapacity: length) { bytes, count in
-            count = max(0, evbuffer_copyout(output, bytes.baseAddress, length))
-        } }
+        let copy = { EvbufferBytes.copy(output, count: length) }
         var written = copy()
         let wasFrozen = written.count != length
         if wasFrozen {

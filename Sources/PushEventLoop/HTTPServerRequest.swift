@@ -136,10 +136,6 @@ public final class HTTPServerRequest {
     private static func copyBody(_ buffer: OpaquePointer?) -> [UInt8] {
         guard let buffer else { return [] }
         let length = evbuffer_get_length(buffer)
-        guard length > 0 else { return [] }
-        return [UInt8](unsafeUninitializedCapacity: length) { bytes, count in
-            let copied = evbuffer_copyout(buffer, bytes.baseAddress, length)
-            count = max(0, copied)
-        }
+        return EvbufferBytes.copy(buffer, count: length)
     }
 }

@@ -179,7 +179,7 @@ public final class GatewayLogic {
     @exclusivity(unchecked) var once: OnceMemory
     /// The devices whose output was last seen holding bytes their side had not taken
     /// ([5.5-7]): only those, so that a device costs no memory for the rule.
-    @exclusivity(unchecked) var stalls: [RecordKey: OutputStall] = [:]
+    var stalls: [RecordKey: OutputStall] = [:]
 
     /// - Parameter followsRegistry: whether devices must be enrolled in the store's
     ///   registry, which `applyRegistry` then feeds.
