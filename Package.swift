@@ -75,6 +75,8 @@ let package = Package(
         // asks for, problem documents and answers. Compiled alone by fuzz/run.sh too.
         .target(name: "PushProviderAPI", dependencies: ["PushClock", "PushWire"]),
         // The payload store: its service logic, group-commit writer and persistence.
+        // PushClient: a store started with --gateway hands SENDs' pushes to the gateway as
+        // a client of it (`OutboxForwarder` over a `ServerLink`).
         .target(name: "PushStore", dependencies: [
             "PushClock", "PushWire", "PushProviderAPI", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "CSQLite", "PushPostgres",
             .product(name: "Logging", package: "swift-log"),
@@ -82,17 +84,22 @@ let package = Package(
         // Device and provider clients.
         .target(name: "PushClient", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
         // The push gateway: routing, offline queues, fan-out, metrics.
+        // PushClient: the gateway follows the store's device registry as a client of the
+        // store (`RegistryFollower` over a `ServerLink`).
         .target(name: "PushGateway", dependencies: [
             "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "PushNATS",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Load generators behind `securepush bench`.
+        // PushStore: an embedded deployment enrolls its devices, users and API token through
+        // the store's own administration (`StoreDatabase`), as an operator's commands would.
         .target(name: "PushBench", dependencies: [
             "PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushService",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
-        // With --data-dir it enrolls and revokes the devices it uses in the store's registry.
+        // With --data-dir it enrolls and revokes the devices it uses in the store's registry,
+        // through the store's administration (`StoreDatabase`): hence PushStore.
         .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushService"]),
         .executableTarget(
             name: "securepush",
