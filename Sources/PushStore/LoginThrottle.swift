@@ -209,15 +209,17 @@ struct LoginThrottle {
 
     /// Forgets what no longer limits anyone: full budgets, idle pairs, lapsed trust.
     mutating func prune(nowMs: UInt64) {
-        let full = fullCreditMs
         budgets = budgets.filter {
-            nowMs >= $0.value.updatedMs && $0.value.creditMs + Int64(min(nowMs - $0.value.updatedMs, UInt64(Int64.max / 2))) < full
+            !LoginLimitState(creditMs: $0.value.creditMs, creditUpdatedMs: $0.value.updatedMs).budgetRefilled(atMs: nowMs, settings)
         }
         pairs = pairs.filter {
-            nowMs >= $0.value.lastAttemptMs && ($0.value.blockedUntilMs > nowMs || nowMs - $0.value.lastAttemptMs < LoginThrottle.pairMemoryMs)
+            !LoginLimitState(blockedUntilMs: $0.value.blockedUntilMs, lastAttemptMs: $0.value.lastAttemptMs).pairIdle(atMs: nowMs)
         }
         trusted = trusted.filter { $0.value > nowMs }
     }
+
+    /// The last attempt of a pair idle since then, at `nowMs` (`LoginLimitState.pairIdle`).
+    static func idleSince(nowMs: UInt64) -> UInt64 { nowMs > pairMemoryMs ? nowMs - pairMemoryMs : 0 }
 
     var trackedCount: Int { pairs.count + budgets.count }
     var trustedCount: Int { trusted.count }
@@ -311,6 +313,19 @@ extension LoginLimitState {
         guard let creditMs else { return full }
         let elapsed = nowMs > creditUpdatedMs ? Int64(min(nowMs - creditUpdatedMs, UInt64(Int64.max / 2))) : 0
         return min(full, creditMs + elapsed)
+    }
+
+    /// Whether the address's budget has refilled by `nowMs` ([8-11]): it limits no one,
+    /// and may be forgotten. One changed later than now (a clock stepped back) is kept.
+    func budgetRefilled(atMs nowMs: UInt64, _ settings: LoginThrottle.Settings) -> Bool {
+        creditUpdatedMs <= nowMs && creditMs(atMs: nowMs, settings) >= settings.fullCreditMs
+    }
+
+    /// Whether the pair is not held back and has had no attempt for
+    /// `LoginThrottle.pairMemoryMs` at `nowMs` ([8-10]): it may be forgotten (its trust is
+    /// kept apart, until it runs out).
+    func pairIdle(atMs nowMs: UInt64) -> Bool {
+        blockedUntilMs <= nowMs && lastAttemptMs <= LoginThrottle.idleSince(nowMs: nowMs)
     }
 
     /// Whether the pair's part (failures, wait, last attempt, trust) equals `other`'s.

@@ -135,6 +135,36 @@ final class PostgresLimitWriter {
         }
     }
 
+    // MARK: forgetting
+
+    /// Budgets read per sweep, oldest first.
+    static let budgetPruneBatch = 5_000
+
+    /// Forgets the address budgets that have refilled ([8-11]), as the rule decides
+    /// (`LoginLimitState.budgetRefilled`), from those changed longest ago.
+    func pruneBudgets(nowMs: UInt64) {
+        begin()
+        run(PostgresWriteStatements.oldestBudgets(before: nowMs, limit: PostgresLimitWriter.budgetPruneBatch)) { [self] result in
+            var refilled: [(address: String, creditMs: Int64, updatedMs: UInt64)] = []
+            do throws(PostgresError) {
+                let rows = try result.get()
+                for row in rows.rows.indices {
+                    let budget = (address: try rows.text(row, 0), creditMs: try rows.int64(row, 1), updatedMs: try rows.uint(row, 2))
+                    if LoginLimitState(creditMs: budget.creditMs, creditUpdatedMs: budget.updatedMs).budgetRefilled(atMs: nowMs, limits) {
+                        refilled.append(budget)
+                    }
+                }
+            } catch {
+                return fail("login budgets not read: \(error)")
+            }
+            guard !refilled.isEmpty else { return end() }
+            run(PostgresWriteStatements.deleteBudgets(refilled)) { [self] result in
+                if case .failure(let error) = result { return fail("login budgets not pruned: \(error)") }
+                end()
+            }
+        }
+    }
+
     // MARK: the connection
 
     private func run(_ statement: PostgresStatement, _ completion: @escaping (Result<PostgresResult, PostgresError>) -> Void) {

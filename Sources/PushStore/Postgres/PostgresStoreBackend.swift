@@ -368,8 +368,8 @@ public final class PostgresStoreBackend: StoreBackend {
         // At most 20 batches of expiring rows per sweep; the rest wait for the next.
         var statements = (0..<20).map { _ in SweepStep(statement: PostgresWriteStatements.expire(nowMs: now), expires: true) }
         statements.append(SweepStep(statement: PostgresWriteStatements.forget(horizonMs: horizon), expires: false))
-        statements += PostgresWriteStatements.pruneOthers(nowMs: now, settings: LoginThrottle.Settings(settings),
-                                                          tokenWindowMs: settings.badTokenWindowMs).map {
+        limitWriter.pruneBudgets(nowMs: now)
+        statements += PostgresWriteStatements.pruneOthers(nowMs: now, tokenWindowMs: settings.badTokenWindowMs).map {
             SweepStep(statement: $0, expires: false)
         }
         writeLink.use { [weak self] connection, _ in

@@ -192,6 +192,22 @@ enum PostgresWriteStatements {
                           [.textArray(keys)], prepared: true)
     }
 
+    /// The address budgets changed longest ago, the likeliest to have refilled.
+    static func oldestBudgets(before nowMs: UInt64, limit: Int) -> PostgresStatement {
+        PostgresStatement("SELECT address, credit_ms, updated_ms FROM login_budgets WHERE updated_ms <= $1 ORDER BY updated_ms LIMIT $2",
+                          [.uint(nowMs), .int(limit)], prepared: true)
+    }
+
+    /// Deletes the budgets the rule found refilled, each only if it is still as read: one
+    /// another store charged meanwhile is kept.
+    static func deleteBudgets(_ budgets: [(address: String, creditMs: Int64, updatedMs: UInt64)]) -> PostgresStatement {
+        PostgresStatement("""
+            DELETE FROM login_budgets b USING unnest($1::text[], $2::bigint[], $3::bigint[]) AS v (address, credit_ms, updated_ms)
+            WHERE b.address = v.address AND b.credit_ms = v.credit_ms AND b.updated_ms = v.updated_ms
+            """, [.textArray(budgets.map(\.address)), .int64Array(budgets.map(\.creditMs)),
+                  .int64Array(budgets.map { Int64(clamping: $0.updatedMs) })], prepared: true)
+    }
+
     /// Decided windows of refused tokens, written by compare-and-set as the login limits
     /// are (`loginLimits`): a row updated only if it still holds the window read, one
     /// inserted only where there was none. Each statement returns the addresses it wrote;
@@ -326,21 +342,19 @@ enum PostgresWriteStatements {
             """, [.uint(horizonMs)])
     }
 
-    /// Revoked registrations that have expired ([4.16-7]), login limits that no longer
-    /// hold anyone back ([8-10]: a pair not held back and idle for an hour, an address whose
-    /// budget has refilled), and windows of refused tokens that have ended ([8-9]).
-    static func pruneOthers(nowMs: UInt64, settings: LoginThrottle.Settings, tokenWindowMs: UInt64) -> [PostgresStatement] {
-        let fullCredit = settings.fullCreditMs
-        let idleSince = nowMs > LoginThrottle.pairMemoryMs ? nowMs - LoginThrottle.pairMemoryMs : 0
+    /// Revoked registrations that have expired ([4.16-7]), pairs of the login limits that
+    /// no longer hold anyone back ([8-10]: not held back, idle for an hour, not trusted), and
+    /// windows of refused tokens that have ended ([8-9]). Budgets that have refilled are
+    /// decided by the rule, row by row (`PostgresLimitWriter.pruneBudgets`).
+    static func pruneOthers(nowMs: UInt64, tokenWindowMs: UInt64) -> [PostgresStatement] {
         return [
             PostgresStatement("DELETE FROM registrations WHERE state = \(RegistryEntry.State.revoked.sql) AND expires_at <= $1",
                               [.uint(nowMs)]),
             PostgresStatement("DELETE FROM idempotency_keys WHERE expires_at <= $1", [.uint(nowMs)]),
+            // `LoginLimitState.pairIdle`, over bound times; a pair still trusted is kept.
             PostgresStatement("""
                 DELETE FROM login_pairs WHERE blocked_until <= $1 AND trusted_until <= $1 AND last_attempt <= $2
-                """, [.uint(nowMs), .uint(idleSince)]),
-            PostgresStatement("DELETE FROM login_budgets WHERE updated_ms <= $1 AND credit_ms + ($1 - updated_ms) >= $2",
-                              [.uint(nowMs), .int64(fullCredit)]),
+                """, [.uint(nowMs), .uint(LoginThrottle.idleSince(nowMs: nowMs))]),
             PostgresStatement("DELETE FROM token_failures WHERE window_start < $1",
                               [.uint(FailureWindow.earliestOpenStart(nowMs: nowMs, windowMs: tokenWindowMs))]),
         ]
