@@ -149,7 +149,11 @@ public final class PostgresStoreBackend: StoreBackend {
         limitWriter = PostgresLimitWriter(link: writeLink, limits: LoginThrottle.Settings(settings), tokenWindowMs: settings.badTokenWindowMs,
                                           clock: clock)
         limitWriter.onIdle = { [weak self] in self?.finishIfIdle() }
-        limitWriter.onError = { [weak self] problem in self?.logger.warning("database write failed", metadata: ["error": "\(problem)"]) }
+        limitWriter.onError = { [weak self] problem in
+            // Writes cut short by a stop are not news.
+            guard let self, !stopped else { return }
+            logger.warning("database write failed", metadata: ["error": "\(problem)"])
+        }
         committer.onError = { [weak self] error, operations in
             self?.logger.warning("database write failed", metadata: ["operations": "\(operations)", "error": "\(error)"])
         }
@@ -368,7 +372,6 @@ public final class PostgresStoreBackend: StoreBackend {
         // At most 20 batches of expiring rows per sweep; the rest wait for the next.
         var statements = (0..<20).map { _ in SweepStep(statement: PostgresWriteStatements.expire(nowMs: now), expires: true) }
         statements.append(SweepStep(statement: PostgresWriteStatements.forget(horizonMs: horizon), expires: false))
-        limitWriter.pruneBudgets(nowMs: now)
         statements += PostgresWriteStatements.pruneOthers(nowMs: now, tokenWindowMs: settings.badTokenWindowMs).map {
             SweepStep(statement: $0, expires: false)
         }
@@ -378,6 +381,7 @@ public final class PostgresStoreBackend: StoreBackend {
                 sweeping = false
                 return
             }
+            limitWriter.pruneBudgets(nowMs: now)
             runSweep(statements[...], on: connection, emptied: 0)
         }
     }
