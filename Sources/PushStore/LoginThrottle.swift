@@ -43,6 +43,11 @@ struct LoginThrottle {
             self.trustedForMs = trustedForMs
         }
 
+        /// An address's whole budget, in ms of refill.
+        var fullCreditMs: Int64 { Int64(max(0, failuresPerAddress)) * Int64(clamping: refillMs) }
+        /// What one failure takes from its address's budget.
+        var failureCostMs: Int64 { Int64(clamping: refillMs) }
+
         /// The store's `login_*` settings.
         init(_ settings: StoreSettings) {
             self.init(freeFailures: settings.loginFreeFailures, backoffMs: settings.loginBackoffMs,
@@ -88,8 +93,8 @@ struct LoginThrottle {
         self.settings = settings
     }
 
-    private var fullCreditMs: Int64 { Int64(max(0, settings.failuresPerAddress)) * Int64(settings.refillMs) }
-    private var failureCostMs: Int64 { Int64(settings.refillMs) }
+    private var fullCreditMs: Int64 { settings.fullCreditMs }
+    private var failureCostMs: Int64 { settings.failureCostMs }
 
     /// Whether a LOGIN for `user` from `address` may be checked now. `shared` is the
     /// pair's and the address's state as the database holds it for every store; it
@@ -97,49 +102,47 @@ struct LoginThrottle {
     mutating func begin(user: String, address: String, nowMs: UInt64, shared: LoginLimitState? = nil) -> Decision {
         let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
         if let shared { load(shared, for: key) }
-        if let pair = pairs[key], pair.lastAttemptMs <= nowMs, pair.blockedUntilMs > nowMs {
+        if let pair = pairs[key], !LoginThrottle.steppedBack(from: pair.lastAttemptMs, to: nowMs), pair.blockedUntilMs > nowMs {
             return .refuse(retryAfterMs: pair.blockedUntilMs - nowMs)
         }
         guard !isTrusted(key, nowMs: nowMs) else { return .check }
-        let budget = currentBudget(key.address, nowMs: nowMs)
-        guard budget.creditMs >= failureCostMs else { return .refuse(retryAfterMs: UInt64(failureCostMs - budget.creditMs)) }
+        let credit = state(key).creditMs(atMs: nowMs, settings)
+        guard credit >= failureCostMs else { return .refuse(retryAfterMs: UInt64(failureCostMs - credit)) }
         return .check
     }
 
-    /// The outcome of an attempt `begin` allowed.
-    mutating func finish(user: String, address: String, succeeded: Bool, nowMs: UInt64) {
+    /// The outcome of an attempt `begin` allowed, counted by the rule
+    /// (`LoginLimitState.after`): what this throttle held for the pair and its address, and
+    /// what it holds now. A database that keeps the limits for every store is given the
+    /// same change to write (`WriteOperation.loginAttempt`).
+    @discardableResult
+    mutating func finish(user: String, address: String, succeeded: Bool, nowMs: UInt64) -> LoginLimitChange {
         let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
-        guard !succeeded else {
+        let attempt = LoginAttempt(key: LoginLimitKey(user: key.user, address: key.address), succeeded: succeeded, nowMs: nowMs)
+        let before = state(key)
+        let after = before.after(attempt, settings)
+        if after.failures > 0 || after.blockedUntilMs > 0 {
+            store(Pair(failures: after.failures, blockedUntilMs: after.blockedUntilMs, lastAttemptMs: after.lastAttemptMs), for: key)
+        } else {
             pairs[key] = nil
+        }
+        if let credit = after.creditMs, after.creditMs != before.creditMs || after.creditUpdatedMs != before.creditUpdatedMs {
+            store(Budget(creditMs: credit, updatedMs: after.creditUpdatedMs), for: key.address)
+        }
+        if after.trustedUntilMs != before.trustedUntilMs {
             if trusted.count >= LoginThrottle.capacity { prune(nowMs: nowMs) }
-            // Never shortened: successes at stores whose clocks differ a little leave the
-            // same trust whichever commits last.
-            if trusted.count < LoginThrottle.capacity {
-                trusted[key] = max(trusted[key] ?? 0, LoginThrottle.trustedUntil(nowMs: nowMs, settings))
-            }
-            return
+            if trusted.count < LoginThrottle.capacity { trusted[key] = after.trustedUntilMs }
         }
-        var pair = pairs[key] ?? Pair()
-        // A wall clock stepped back starts the pair afresh rather than stretching its wait.
-        if pair.lastAttemptMs > nowMs { pair = Pair() }
-        pair.failures += 1
-        pair.lastAttemptMs = nowMs
-        if pair.failures >= settings.freeFailures {
-            let (until, overflow) = nowMs.addingReportingOverflow(LoginThrottle.backoff(after: pair.failures, settings))
-            pair.blockedUntilMs = max(pair.blockedUntilMs, overflow ? .max : until)
-        }
-        store(pair, for: key)
-        if !isTrusted(key, nowMs: nowMs) {
-            var budget = currentBudget(key.address, nowMs: nowMs)
-            budget.creditMs -= failureCostMs
-            store(budget, for: key.address)
-        }
+        return LoginLimitChange(attempt: attempt, before: before, after: after)
     }
 
     /// What this throttle holds for `user` at `address`, as a database holds it for every
     /// store; a pair with no failures and no wait is no pair, whenever its last attempt was.
     func state(user: String, address: String) -> LoginLimitState {
-        let key = PairKey(user: user, address: LoginThrottle.addressKey(address))
+        state(PairKey(user: user, address: LoginThrottle.addressKey(address)))
+    }
+
+    private func state(_ key: PairKey) -> LoginLimitState {
         let pair = pairs[key] ?? Pair()
         let budget = budgets[key.address]
         return LoginLimitState(failures: pair.failures, blockedUntilMs: pair.blockedUntilMs, lastAttemptMs: pair.lastAttemptMs,
@@ -169,19 +172,23 @@ struct LoginThrottle {
         return min(settings.maxBackoffMs, overflow ? .max : wait)
     }
 
+    /// How much later than now a pair's last attempt may be without the clock being taken
+    /// for stepped back: the stores of one database have clocks that differ a little, and
+    /// attempts in flight together are written in any order (one decided again after
+    /// another was written, `LoginLimitChange.redecided`). Were those taken for a clock
+    /// stepped back, concurrent failures would start their pair afresh and never reach the
+    /// limit.
+    static let clockStepMs: UInt64 = 1_000
+
+    /// Whether a wall clock at `nowMs` has stepped back behind an attempt made at `lastMs`.
+    static func steppedBack(from lastMs: UInt64, to nowMs: UInt64) -> Bool {
+        lastMs > nowMs && lastMs - nowMs > clockStepMs
+    }
+
     /// Until when a success at `nowMs` trusts its pair.
     static func trustedUntil(nowMs: UInt64, _ settings: Settings) -> UInt64 {
         let (until, overflow) = nowMs.addingReportingOverflow(settings.trustedForMs)
         return overflow ? .max : until
-    }
-
-    private func currentBudget(_ address: String, nowMs: UInt64) -> Budget {
-        guard var budget = budgets[address] else { return Budget(creditMs: fullCreditMs, updatedMs: nowMs) }
-        // A clock stepped back refills nothing for the step, and refilling goes on from now.
-        let elapsed = nowMs > budget.updatedMs ? Int64(min(nowMs - budget.updatedMs, UInt64(Int64.max / 2))) : 0
-        budget.creditMs = min(fullCreditMs, budget.creditMs + elapsed)
-        budget.updatedMs = nowMs
-        return budget
     }
 
     private mutating func store(_ budget: Budget, for address: String) {
@@ -202,15 +209,17 @@ struct LoginThrottle {
 
     /// Forgets what no longer limits anyone: full budgets, idle pairs, lapsed trust.
     mutating func prune(nowMs: UInt64) {
-        let full = fullCreditMs
         budgets = budgets.filter {
-            nowMs >= $0.value.updatedMs && $0.value.creditMs + Int64(min(nowMs - $0.value.updatedMs, UInt64(Int64.max / 2))) < full
+            !LoginLimitState(creditMs: $0.value.creditMs, creditUpdatedMs: $0.value.updatedMs).budgetRefilled(atMs: nowMs, settings)
         }
         pairs = pairs.filter {
-            nowMs >= $0.value.lastAttemptMs && ($0.value.blockedUntilMs > nowMs || nowMs - $0.value.lastAttemptMs < LoginThrottle.pairMemoryMs)
+            !LoginLimitState(blockedUntilMs: $0.value.blockedUntilMs, lastAttemptMs: $0.value.lastAttemptMs).pairIdle(atMs: nowMs)
         }
         trusted = trusted.filter { $0.value > nowMs }
     }
+
+    /// The last attempt of a pair idle since then, at `nowMs` (`LoginLimitState.pairIdle`).
+    static func idleSince(nowMs: UInt64) -> UInt64 { nowMs > pairMemoryMs ? nowMs - pairMemoryMs : 0 }
 
     var trackedCount: Int { pairs.count + budgets.count }
     var trustedCount: Int { trusted.count }
@@ -231,8 +240,8 @@ struct LoginThrottle {
 }
 
 /// The login limits' state for one (user, address) pair as a database shared by several
-/// stores holds it, so that spreading guesses over the stores gains nothing. The backend
-/// applies each `LoginAttempt` to it atomically, by the rules of `LoginThrottle.finish`.
+/// stores holds it, so that spreading guesses over the stores gains nothing. What an
+/// attempt makes of it is decided by `after`, the rule; the database only keeps it.
 public struct LoginLimitState: Sendable, Equatable {
     /// The pair's failures since its last success, its wait, and its last attempt.
     public var failures: Int
@@ -255,9 +264,122 @@ public struct LoginLimitState: Sendable, Equatable {
     }
 }
 
+extension LoginLimitState {
+    /// The rule of [8-10], [8-11] and [8-12], the one place it is stated: what the limits
+    /// hold for a pair and its address after `attempt`, from what they held. A store's own
+    /// memory (`LoginThrottle.finish`) and a database shared by several stores
+    /// (`PostgresLimitWriter`) both keep what this returns; neither counts by itself.
+    ///
+    /// - A success clears the pair and trusts it for `trustedForMs`, never shortening a
+    ///   trust already given (successes at stores whose clocks differ a little then leave
+    ///   the same trust whichever is written last); the budget is left as it is.
+    /// - A failure counts for the pair (one whose last attempt is more than `clockStepMs`
+    ///   later than now, a clock stepped back, starts afresh); from the `freeFailures`th on it holds the pair back
+    ///   for `LoginThrottle.backoff`, never less than a wait already set. Unless the pair is
+    ///   trusted, it takes one failure's cost from the address's budget, refilled first.
+    func after(_ attempt: LoginAttempt, _ settings: LoginThrottle.Settings) -> LoginLimitState {
+        let nowMs = attempt.nowMs
+        var next = self
+        guard !attempt.succeeded else {
+            next.failures = 0
+            next.blockedUntilMs = 0
+            next.lastAttemptMs = 0
+            next.trustedUntilMs = max(trustedUntilMs, LoginThrottle.trustedUntil(nowMs: nowMs, settings))
+            return next
+        }
+        if LoginThrottle.steppedBack(from: lastAttemptMs, to: nowMs) {
+            next.failures = 0
+            next.blockedUntilMs = 0
+            next.lastAttemptMs = 0
+        }
+        next.failures += 1
+        next.lastAttemptMs = max(next.lastAttemptMs, nowMs)
+        if next.failures >= settings.freeFailures {
+            let (until, overflow) = nowMs.addingReportingOverflow(LoginThrottle.backoff(after: next.failures, settings))
+            next.blockedUntilMs = max(next.blockedUntilMs, overflow ? .max : until)
+        }
+        if trustedUntilMs <= nowMs {
+            next.creditMs = creditMs(atMs: nowMs, settings) - settings.failureCostMs
+            next.creditUpdatedMs = nowMs
+        }
+        return next
+    }
+
+    /// The address's budget at `nowMs`: refilled one ms of credit per ms since it was last
+    /// changed, up to full (an untouched budget is full). A clock stepped back refills
+    /// nothing for the step.
+    func creditMs(atMs nowMs: UInt64, _ settings: LoginThrottle.Settings) -> Int64 {
+        let full = settings.fullCreditMs
+        guard let creditMs else { return full }
+        let elapsed = nowMs > creditUpdatedMs ? Int64(min(nowMs - creditUpdatedMs, UInt64(Int64.max / 2))) : 0
+        return min(full, creditMs + elapsed)
+    }
+
+    /// Whether the address's budget has refilled by `nowMs` ([8-11]): it limits no one,
+    /// and may be forgotten. One changed later than now (a clock stepped back) is kept.
+    func budgetRefilled(atMs nowMs: UInt64, _ settings: LoginThrottle.Settings) -> Bool {
+        creditUpdatedMs <= nowMs && creditMs(atMs: nowMs, settings) >= settings.fullCreditMs
+    }
+
+    /// Whether the pair is not held back and has had no attempt for
+    /// `LoginThrottle.pairMemoryMs` at `nowMs` ([8-10]): it may be forgotten (its trust is
+    /// kept apart, until it runs out).
+    func pairIdle(atMs nowMs: UInt64) -> Bool {
+        blockedUntilMs <= nowMs && lastAttemptMs <= LoginThrottle.idleSince(nowMs: nowMs)
+    }
+
+    /// Whether the pair's part (failures, wait, last attempt, trust) equals `other`'s.
+    func samePair(as other: LoginLimitState) -> Bool {
+        failures == other.failures && blockedUntilMs == other.blockedUntilMs && lastAttemptMs == other.lastAttemptMs
+            && trustedUntilMs == other.trustedUntilMs
+    }
+
+    /// Whether the address's budget equals `other`'s.
+    func sameBudget(as other: LoginLimitState) -> Bool { creditMs == other.creditMs && creditUpdatedMs == other.creditUpdatedMs }
+}
+
 /// A checked LOGIN's outcome, to be counted in the shared login limits.
 public struct LoginAttempt: Sendable, Equatable {
     public var key: LoginLimitKey
     public var succeeded: Bool
     public var nowMs: UInt64
+}
+
+/// A LOGIN's outcome as decided by the rule (`LoginLimitState.after`): the limits of its
+/// pair and address as the deciding store knew them, and as they are to be. A database
+/// shared by stores writes `after` only where it still holds `before`, and otherwise has
+/// the rule decide again from what it holds (`redecided`): it binds values, never counts.
+public struct LoginLimitChange: Sendable, Equatable {
+    public var attempt: LoginAttempt
+    public var before: LoginLimitState
+    public var after: LoginLimitState
+
+    public init(attempt: LoginAttempt, before: LoginLimitState, after: LoginLimitState) {
+        self.attempt = attempt
+        self.before = before
+        self.after = after
+    }
+
+    var key: LoginLimitKey { attempt.key }
+    var changesPair: Bool { !after.samePair(as: before) }
+    var changesBudget: Bool { !after.sameBudget(as: before) }
+
+    /// The same attempt decided again from `current`, what the database holds now, for
+    /// the parts not yet written (`pair`, `budget`); a part already written is left as
+    /// `current` has it, so it is not counted twice.
+    func redecided(from current: LoginLimitState, pair: Bool, budget: Bool, _ settings: LoginThrottle.Settings) -> LoginLimitChange {
+        let decided = current.after(attempt, settings)
+        var after = current
+        if pair {
+            after.failures = decided.failures
+            after.blockedUntilMs = decided.blockedUntilMs
+            after.lastAttemptMs = decided.lastAttemptMs
+            after.trustedUntilMs = decided.trustedUntilMs
+        }
+        if budget {
+            after.creditMs = decided.creditMs
+            after.creditUpdatedMs = decided.creditUpdatedMs
+        }
+        return LoginLimitChange(attempt: attempt, before: current, after: after)
+    }
 }

@@ -153,26 +153,18 @@ public enum WriteOperation: Sendable {
     /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
     /// reply never waits for them ([4.8-3]).
     case recordFetches([FetchTally])
-    /// A checked LOGIN, for login limits kept in the database (`StoreBackend.sharesLoginLimits`).
-    case loginAttempt(LoginAttempt)
+    /// A checked LOGIN's outcome as the rule decided it, for login limits kept in the
+    /// database (`StoreBackend.sharesLoginLimits`): the values to write where the database
+    /// still holds the ones the decision started from.
+    case loginAttempt(LoginLimitChange)
     /// Gateways' answers to outbox pushes, recorded in batches: a push answered but not yet
     /// recorded is sent again after a restart, and the gateway takes the repeat as the
     /// same push ([4.13-12]), so nothing waits for these to be durable.
     case pushesHanded([HandedPush])
     /// Tokens refused (forged fetch tokens, unknown or revoked API tokens), for the limit per
-    /// address kept in the database (`StoreBackend.sharesLoginLimits`) ([8-9]).
-    case tokenFailures([TokenFailure])
-}
-
-/// A refused token, counted against the client address that sent it ([8-9]).
-public struct TokenFailure: Sendable, Equatable {
-    public var address: String
-    public var nowMs: UInt64
-
-    public init(address: String, nowMs: UInt64) {
-        self.address = address
-        self.nowMs = nowMs
-    }
+    /// address kept in the database (`StoreBackend.sharesLoginLimits`) ([8-9]): this store's
+    /// window per address, merged with the database's by the rule (`FailureWindow.merged`).
+    case tokenFailures([KeyedFailureWindow])
 }
 
 /// Successful FETCHes of one payload since the last batch.

@@ -26,7 +26,8 @@ final class RegistryReads {
     static let replyOverheadBytes = 48
 
     init(_ connection: SQLiteConnection) throws(SQLiteError) {
-        enrolledByDevice = try connection.prepare("SELECT user_id, issued_at, expires_at FROM registrations WHERE device_id = ? AND state = 1")
+        enrolledByDevice = try connection.prepare(
+            "SELECT user_id, issued_at, expires_at FROM registrations WHERE device_id = ? AND state = \(RegistryEntry.State.enrolled.sql)")
         changesAfter = try connection.prepare("SELECT change_seq, state, credential FROM registrations WHERE change_seq > ? ORDER BY change_seq LIMIT ?")
         countsAfter = try connection.prepare("SELECT state, count(*) FROM registrations WHERE change_seq > ? GROUP BY state")
     }

@@ -52,6 +52,12 @@ public struct RegistryPage: Sendable, Equatable {
     }
 }
 
+extension RegistryEntry.State {
+    /// The state as the registry's SQL holds it, interpolated by name (`\(RegistryEntry.State.enrolled.sql)`):
+    /// no statement of either backend spells a state as a bare number.
+    var sql: String { String(rawValue) }
+}
+
 /// The registry's table and the changes made to it, shared by `RegistryAdministration`
 /// (the device commands), `UserTable.remove` (a removal revokes) and the writer's sweep.
 ///
@@ -74,8 +80,8 @@ enum RegistryTable {
             credential BLOB NOT NULL,
             UNIQUE (device_id, issued_at)
         );
-        CREATE UNIQUE INDEX registrations_enrolled ON registrations(device_id) WHERE state = 1;
-        CREATE INDEX registrations_by_user ON registrations(user_id) WHERE state = 1;
+        CREATE UNIQUE INDEX registrations_enrolled ON registrations(device_id) WHERE state = \(RegistryEntry.State.enrolled.sql);
+        CREATE INDEX registrations_by_user ON registrations(user_id) WHERE state = \(RegistryEntry.State.enrolled.sql);
         INSERT INTO store_meta (key, value) VALUES ('registry_seq', 0)
         """
 
@@ -115,7 +121,8 @@ enum RegistryTable {
 
     /// The enrolled registration of `deviceID`, if there is one.
     static func enrolled(_ deviceID: String, on connection: SQLiteConnection) throws(SQLiteError) -> RegistrationRecord? {
-        let row = try connection.prepare("SELECT \(columns) FROM registrations WHERE device_id = ? AND state = 1", persistent: false)
+        let row = try connection.prepare("SELECT \(columns) FROM registrations WHERE device_id = ? AND state = \(RegistryEntry.State.enrolled.sql)",
+                                         persistent: false)
         try row.bind([.text(deviceID)])
         defer { row.reset() }
         return try row.step() ? record(row) : nil
@@ -125,8 +132,10 @@ enum RegistryTable {
     static func revoke(_ deviceID: String, nowMs: UInt64, on connection: SQLiteConnection) throws(SQLiteError) -> RegistrationRecord? {
         guard var current = try enrolled(deviceID, on: connection) else { return nil }
         let change = try nextChange(on: connection)
-        try connection.run("UPDATE registrations SET state = 2, change_seq = ?, revoked_at = ? WHERE device_id = ? AND state = 1",
-                           [.uint(change), .uint(nowMs), .text(deviceID)])
+        try connection.run("""
+            UPDATE registrations SET state = \(RegistryEntry.State.revoked.sql), change_seq = ?, revoked_at = ?
+            WHERE device_id = ? AND state = \(RegistryEntry.State.enrolled.sql)
+            """, [.uint(change), .uint(nowMs), .text(deviceID)])
         current.state = .revoked
         current.changeSequence = change
         current.revokedAt = nowMs
@@ -136,8 +145,8 @@ enum RegistryTable {
     /// Revokes every enrolled registration of the user, each as a change of its own so
     /// that gateways learn of each; how many there were.
     static func revokeAll(userID: UInt64, nowMs: UInt64, on connection: SQLiteConnection) throws(SQLiteError) -> Int {
-        let select = try connection.prepare("SELECT device_id FROM registrations WHERE user_id = ? AND state = 1 ORDER BY id",
-                                            persistent: false)
+        let select = try connection.prepare(
+            "SELECT device_id FROM registrations WHERE user_id = ? AND state = \(RegistryEntry.State.enrolled.sql) ORDER BY id", persistent: false)
         try select.bind([.uint(userID)])
         var devices: [String] = []
         while try select.step() { devices.append(select.text(0)) }
@@ -153,7 +162,7 @@ enum RegistryTable {
         let change = try nextChange(on: connection)
         try connection.run("""
             INSERT INTO registrations (change_seq, state, device_id, user_id, user_name, tags, issued_at, expires_at, credential)
-            VALUES (?, 1, ?, ?, ?, ?, ?, ?, ?)
+            VALUES (?, \(RegistryEntry.State.enrolled.sql), ?, ?, ?, ?, ?, ?, ?)
             """, [.uint(change), .text(registration.deviceID), .uint(userID), .text(registration.user),
                   .text(registration.tags.joined(separator: "\n")), .uint(registration.issuedAt), .uint(registration.expiresAt),
                   .blob(credential)])
@@ -172,7 +181,7 @@ enum RegistryTable {
     /// expiry alone, so nothing is lost ([4.16-7]). Enrolled ones stay listed until
     /// revoked, so `device list` still shows what expired.
     static func pruneExpiredRevoked(nowMs: UInt64, on connection: SQLiteConnection) throws(SQLiteError) -> Int {
-        try connection.run("DELETE FROM registrations WHERE state = 2 AND expires_at <= ?", [.uint(nowMs)])
+        try connection.run("DELETE FROM registrations WHERE state = \(RegistryEntry.State.revoked.sql) AND expires_at <= ?", [.uint(nowMs)])
         return connection.changes
     }
 }

@@ -56,7 +56,8 @@ public final class SQLitePayloadReader: PayloadReader {
         unreadPage = try connection.prepare("SELECT seq, id_high, id_low \(unreadRows) ORDER BY seq DESC LIMIT ?5")
         unreadOlder = try connection.prepare("SELECT count(*) \(unreadRows)")
         audienceMember = try connection.prepare("SELECT 1 FROM audiences WHERE seq = ? AND device = ?")
-        devicesOfUser = try connection.prepare("SELECT device_id, tags FROM registrations WHERE user_id = ? AND state = 1 ORDER BY id")
+        devicesOfUser = try connection.prepare(
+            "SELECT device_id, tags FROM registrations WHERE user_id = ? AND state = \(RegistryEntry.State.enrolled.sql) ORDER BY id")
         userByName = try connection.prepare("SELECT id, name, password_hash, created_at FROM users WHERE name = ?")
         dataVersion = try connection.prepare("PRAGMA data_version")
         revisions = try connection.prepare("""

@@ -139,9 +139,9 @@ public struct LoginResult: Sendable, Equatable {
     public var reply: Message
     /// Why the LOGIN was refused, for the operator's log; nil when it succeeded.
     public var refusal: LoginRefusal?
-    /// The outcome to count in login limits the database keeps for every store; nil when
-    /// the store keeps them in its own memory.
-    public var sharedAttempt: LoginAttempt?
+    /// The outcome to count in login limits the database keeps for every store, decided
+    /// by the rule; nil when the store keeps them in its own memory.
+    public var sharedAttempt: LoginLimitChange?
 }
 
 /// Why a LOGIN got BAD_CREDENTIALS; the peer is never told which ([4.6-2], [4.6-4]).
@@ -345,28 +345,25 @@ public final class StoreLogic {
         guard let device = found.device, device.userID == user.id, device.expiresAt > nowMs else {
             return failLogin(login, .deviceNotEnrolled, session: session, nowMs: nowMs, shared: shared)
         }
-        finishLimits(login, session: session, succeeded: true, nowMs: nowMs)
+        let change = finishLimits(login, session: session, succeeded: true, nowMs: nowMs)
         // Never dated before the identity or the registration, whose clocks may run ahead
         // of this one's: the token must not look older than either ([7.3-3]).
         let issuedAt = max(nowMs, user.createdAt, device.issuedAt)
         let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
         return LoginResult(reply: .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt)), refusal: nil,
-                           sharedAttempt: shared ? attempt(login, session: session, succeeded: true, nowMs: nowMs) : nil)
+                           sharedAttempt: shared ? change : nil)
     }
 
-    private func finishLimits(_ login: Login, session: StoreSession, succeeded: Bool, nowMs: UInt64) {
+    /// The attempt counted by the rule in this process's limits; the change is what a
+    /// database shared by stores writes too.
+    private func finishLimits(_ login: Login, session: StoreSession, succeeded: Bool, nowMs: UInt64) -> LoginLimitChange {
         shared.state.withLock { $0.logins.finish(user: login.user, address: session.peerAddress, succeeded: succeeded, nowMs: nowMs) }
     }
 
     private func failLogin(_ login: Login, _ reason: LoginRefusal, session: StoreSession, nowMs: UInt64, shared: Bool = false) -> LoginResult {
-        finishLimits(login, session: session, succeeded: false, nowMs: nowMs)
+        let change = finishLimits(login, session: session, succeeded: false, nowMs: nowMs)
         return LoginResult(reply: .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password")), refusal: reason,
-                           sharedAttempt: shared ? attempt(login, session: session, succeeded: false, nowMs: nowMs) : nil)
-    }
-
-    private func attempt(_ login: Login, session: StoreSession, succeeded: Bool, nowMs: UInt64) -> LoginAttempt {
-        LoginAttempt(key: LoginLimitKey(user: login.user, address: LoginThrottle.addressKey(session.peerAddress)),
-                     succeeded: succeeded, nowMs: nowMs)
+                           sharedAttempt: shared ? change : nil)
     }
 
     private func handleStore(_ store: StoreRequest, session: StoreSession) throws(Refusal) -> StoreAction {
@@ -495,16 +492,14 @@ public final class StoreLogic {
         let share = sharesTokenLimits
         shared.state.withLock {
             $0.badTokens.recordFailure(address, nowMs: nowMs)
-            if share { $0.tokenFailuresToShare.append(TokenFailure(address: address, nowMs: nowMs)) }
+            if share { $0.tokenFailuresToShare.recordFailure(address, nowMs: nowMs) }
         }
     }
 
-    /// Refused tokens to count in the database, taken once.
-    public func takeTokenFailures() -> [TokenFailure] {
-        shared.state.withLock { state in
-            defer { state.tokenFailuresToShare = [] }
-            return state.tokenFailuresToShare
-        }
+    /// Refused tokens to count in the database, taken once: a window per address, counted
+    /// by the rule the database's windows are merged with (`FailureWindow.merged`).
+    public func takeTokenFailures() -> [KeyedFailureWindow] {
+        shared.state.withLock { $0.tokenFailuresToShare.takeWindows() }
     }
 
     /// Addresses other stores of the database have limited ([8-9]).

@@ -20,8 +20,8 @@ public final class StoreProcessState: Sendable {
         /// that is still waiting in its memory ([4.17-4]); the oldest are forgotten first.
         var recalled = RecentIDs(capacity: 100_000)
         /// Refused tokens not yet counted in the database, where every store of it counts
-        /// them (`StoreLogic.sharesTokenLimits`); empty otherwise.
-        var tokenFailuresToShare: [TokenFailure] = []
+        /// them (`StoreLogic.sharesTokenLimits`), in windows by the same rule; empty otherwise.
+        var tokenFailuresToShare: FailureWindowLimiter
     }
 
     let state: Mutex<Guarded>
@@ -40,7 +40,8 @@ public final class StoreProcessState: Sendable {
     public init(settings: StoreSettings) {
         state = Mutex(Guarded(
             logins: LoginThrottle(LoginThrottle.Settings(settings)),
-            badTokens: FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)))
+            badTokens: FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs),
+            tokenFailuresToShare: FailureWindowLimiter(limit: settings.badTokensPerAddress, windowMs: settings.badTokenWindowMs)))
     }
 }
 

@@ -83,6 +83,14 @@ enum UserTable {
     /// user: it read the clock before its check of the users, which missed the commit.
     static let removalFenceMs: UInt64 = 1_000
 
+    /// The removal fence after a removal at `nowMs`: `removalFenceMs` past it, never moved
+    /// back from the fence `held` (a removal made with a clock behind an earlier one's).
+    /// Decided here for both backends, which store the value.
+    static func fence(afterRemovalAt nowMs: UInt64, held: UInt64) -> UInt64 {
+        let (fence, overflow) = nowMs.addingReportingOverflow(removalFenceMs)
+        return max(held, overflow ? .max : fence)
+    }
+
     /// Deletes the user, its payloads and their receipts and revokes its registrations in
     /// one transaction (deleted bytes zeroed on disk by secure_delete), then checkpoints so
     /// the freed pages reach the database file zeroed and the WAL is emptied.
@@ -100,8 +108,10 @@ enum UserTable {
             // their tokens and gateways drop them as soon as they see the change.
             let registrations = try RegistryTable.revokeAll(userID: id, nowMs: clock(), on: connection)
             // Read last, just before the commit, so the fence is past the commit too.
-            try connection.run("UPDATE store_meta SET value = max(value, ?) WHERE key = 'removal_fence_ms'",
-                               [.uint(clock() + removalFenceMs)])
+            // The transaction holds the write lock: the fence read is the fence replaced.
+            let held = UInt64(bitPattern: try connection.integer("SELECT value FROM store_meta WHERE key = 'removal_fence_ms'") ?? 0)
+            try connection.run("UPDATE store_meta SET value = ? WHERE key = 'removal_fence_ms'",
+                               [.uint(fence(afterRemovalAt: clock(), held: held))])
             return RemovedUser(name: name, id: id, payloads: payloads, registrations: registrations)
         }
         if removed != nil {

@@ -8,8 +8,8 @@ import Testing
 /// One LOGIN against the login limits of [8-5]: the state its pair and address are in, the
 /// moment, and whether its password is right; what the limits decide and what they hold
 /// afterwards. The same table runs against the rule (`LoginThrottle`), a store on SQLite
-/// (whose loop keeps the limits with that rule) and the PostgreSQL statement that applies
-/// the rule for every store of a database (`PostgresWriteStatements.loginAttempt`).
+/// (whose loop keeps the limits with that rule) and a database shared by stores, which
+/// only writes the values the rule decided (`PostgresWriteStatements.loginLimits`).
 struct LoginLimitCase: Sendable, CustomTestStringConvertible {
     var name: String
     var settings = LoginLimitCase.settings
@@ -62,8 +62,17 @@ let loginLimitCases: [LoginLimitCase] = {
                        prior: LoginLimitState(failures: 6, blockedUntilMs: t - 1, lastAttemptMs: t - 1_001),
                        after: LoginLimitState(failures: 7, blockedUntilMs: t + 8_000, lastAttemptMs: t, creditMs: 12_000, creditUpdatedMs: t)),
         LoginLimitCase(name: "[8-10] a clock stepped back behind the pair's last failure starts the pair afresh",
-                       prior: LoginLimitState(failures: 5, blockedUntilMs: t + 9_000, lastAttemptMs: t + 1_000),
+                       prior: LoginLimitState(failures: 5, blockedUntilMs: t + 9_000, lastAttemptMs: t + 5_000),
                        after: LoginLimitState(failures: 1, lastAttemptMs: t, creditMs: 12_000, creditUpdatedMs: t)),
+        // Two stores' failures of one pair, written in the other order than their clocks
+        // read: the pair started afresh at the earlier one and never reached its limit.
+        LoginLimitCase(name: "[8-10] a last failure a little later than now (another store's clock, an attempt written first) counts on",
+                       prior: LoginLimitState(failures: 2, lastAttemptMs: t + 10),
+                       after: LoginLimitState(failures: 3, blockedUntilMs: t + 1_000, lastAttemptMs: t + 10, creditMs: 12_000,
+                                              creditUpdatedMs: t)),
+        LoginLimitCase(name: "[4.6-3] [8-10] a pair held back by a store whose clock is a little ahead is refused here too",
+                       prior: LoginLimitState(failures: 3, blockedUntilMs: t + 1_010, lastAttemptMs: t + 10),
+                       decision: .refuse(retryAfterMs: 1_010)),
         LoginLimitCase(name: "[4.6-3] [8-11] an address with less than one failure left is refused for the refill it lacks",
                        prior: LoginLimitState(creditMs: 2_000, creditUpdatedMs: t), decision: .refuse(retryAfterMs: 1_000)),
         LoginLimitCase(name: "[8-11] a budget in debt refills with time, and may go into debt again",
@@ -206,12 +215,49 @@ struct LoginLimitCaseTests {
                                           shared: try limits(key, in: database))
             #expect(decision == example.decision, "\(example.name)")
             if decision == .check {
-                let attempt = LoginAttempt(key: key, succeeded: example.succeeded, nowMs: example.nowMs)
-                let statement = PostgresWriteStatements.loginAttempt(attempt, settings: example.settings)
-                _ = try database.sql(statement.sql, statement.parameters)
+                let change = throttle.finish(user: example.user, address: example.address, succeeded: example.succeeded,
+                                             nowMs: example.nowMs)
+                if let statement = PostgresWriteStatements.loginLimits(change) {
+                    let written = try database.sql(statement.sql, statement.parameters)
+                    #expect(written.rows == [[.int64(change.changesPair ? 1 : 0), .int64(change.changesBudget ? 1 : 0)]],
+                            "\(example.name): nothing else wrote, so every part the rule changed is written")
+                }
             }
             #expect(comparable(try limits(key, in: database)) == comparable(example.expected), "\(example.name)")
         }
+    }
+
+    /// The database binds the rule's values only where it still holds what the rule
+    /// started from; a write that finds them changed writes nothing, and the rule decides
+    /// again from what the database holds now (`LoginLimitChange.redecided`).
+    @Test("[8-10] [8-11] a failure decided from a pair another store changed meanwhile writes nothing, and counts once decided again",
+          .enabled(if: PostgresCluster.testsEnabled))
+    func compareAndSet() throws {
+        let database = try PostgresDeployment(users: false)
+        let settings = LoginLimitCase.settings, t = LoginLimitCase.t
+        let key = LoginLimitKey(user: "alice", address: "198.51.100.7")
+        func fail(from before: LoginLimitState, at now: UInt64) -> LoginLimitChange {
+            let attempt = LoginAttempt(key: key, succeeded: false, nowMs: now)
+            return LoginLimitChange(attempt: attempt, before: before, after: before.after(attempt, settings))
+        }
+        func write(_ change: LoginLimitChange) throws -> [PostgresValue] {
+            let statement = try #require(PostgresWriteStatements.loginLimits(change))
+            return try database.sql(statement.sql, statement.parameters).rows[0]
+        }
+        // Two stores read the pair before either counted its failure.
+        let read = LoginLimitState()
+        let first = fail(from: read, at: t), second = fail(from: read, at: t + 1)
+        #expect(try write(first) == [.int64(1), .int64(1)])
+        #expect(try write(second) == [.int64(0), .int64(0)], "the row is no longer what the second decision started from")
+        #expect(try limits(key, in: database) == first.after, "the second failure did not overwrite the first")
+        let again = second.redecided(from: try limits(key, in: database), pair: true, budget: true, settings)
+        #expect(try write(again) == [.int64(1), .int64(1)])
+        let after = try limits(key, in: database)
+        #expect(after.failures == 2, "both failures count")
+        #expect(after.creditMs == settings.fullCreditMs - 2 * settings.failureCostMs + 1, "both take from the budget (1 ms refilled)")
+        // Only the part not yet written is decided again: a budget already charged is not charged twice.
+        let pairOnly = fail(from: after, at: t + 2).redecided(from: after, pair: true, budget: false, settings)
+        #expect(pairOnly.after.creditMs == after.creditMs && pairOnly.after.failures == 3)
     }
 
     /// The limits as a store reads them with a LOGIN.

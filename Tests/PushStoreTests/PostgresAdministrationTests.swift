@@ -1,7 +1,7 @@
 import Foundation
 import PushPostgres
 import PushSecurity
-import PushStore
+@testable import PushStore
 import PushTestSupport
 import PushWire
 import Testing
@@ -83,6 +83,19 @@ struct PostgresAdministrationTests {
         let again = try database.admin.add("alice", passwordHash: "y", nowMs: 5)
         #expect(again != nil && again!.id != UInt64(alice))
         #expect(again!.createdAt > PostgresDeployment.nowMs - 60_000, "created no earlier than the fence, whatever the clock said")
+    }
+
+    /// The fence is decided in Swift (`UserTable.fence`) from the value the removal holds
+    /// locked; the database keeps what it is given.
+    @Test("a removal made with a clock behind an earlier removal's never moves the removal fence back")
+    func removalFenceNeverMovesBack() async throws {
+        let database = try await onOwnThread { try PostgresDeployment() }
+        let t = PostgresDeployment.nowMs
+        #expect(try database.admin.remove("alice") { t } != nil)
+        #expect(try database.admin.remove("bob") { 5 } != nil)
+        #expect(try database.sql("SELECT value FROM store_meta WHERE key = 'removal_fence_ms'").int64(0, 0)
+                == Int64(t + UserTable.removalFenceMs))
+        #expect(UserTable.fence(afterRemovalAt: .max - 1, held: 0) == .max, "never wrapping around")
     }
 
     @Test("[4.16-5] [4.16-6] enrolling a device again revokes its earlier registration first, numbered before the new one, and issues after it")

@@ -83,6 +83,46 @@ struct PostgresSharedStoreTests {
         }
     }
 
+    /// Each store decides a failure from the pair as it read it; were the decided values
+    /// written blindly, failures decided from the same read would overwrite each other and
+    /// the pair would never reach its limit. Written by compare-and-set, each counts.
+    @Test("[8-10] [8-11] failed LOGINs of one user sent together to two stores all count, and hold the pair back at both")
+    func concurrentFailuresAllCount() async throws {
+        try await onOwnThread {
+            let guesses = 24
+            let (database, a, b) = try twoStores {
+                $0.settings.loginFreeFailures = guesses
+                $0.settings.loginFailuresPerAddress = 1_000
+                // A failure costs an hour of refill: what refills during the test is lost in it.
+                $0.settings.loginFailureRefillMs = 3_600_000
+                $0.settings.loginBackoffMs = 600_000
+                $0.settings.loginMaxBackoffMs = 600_000
+            }
+            try database.enroll("phone")
+            let devices = [try a.device(), try b.device()]
+            var sent: [(device: Int, correlation: UInt32)] = []
+            for index in 0..<guesses {
+                let login = Login(user: "alice", password: Array("guess\(index)".utf8), deviceID: "phone")
+                sent.append((index % 2, try devices[index % 2].send(.login(login))))
+            }
+            for (device, correlation) in sent {
+                #expect(errorStatus(try devices[device].reply(to: correlation)) == .badCredentials)
+            }
+            #expect(waitUntil(timeoutSeconds: 10) {
+                (try? database.sql("SELECT failures FROM login_pairs WHERE user_name = 'alice'").int64(0, 0)) == Int64(guesses)
+            }, "every failure counts once: \((try? database.sql("SELECT failures FROM login_pairs").rows) ?? [])")
+            #expect(waitUntil(timeoutSeconds: 10) {
+                let spent = 1_000 * 3_600_000 - ((try? database.sql("SELECT credit_ms FROM login_budgets").int64(0, 0)) ?? 0)
+                return spent <= Int64(guesses) * 3_600_000 && spent > Int64(guesses) * 3_600_000 - 60_000
+            }, "each took its cost from the address's budget, less the minute or so that refilled: \((try? database.sql("SELECT * FROM login_budgets").rows) ?? [])")
+            for store in [a, b] {
+                let right = try store.device().request(.login(Login(user: "alice", password: Array("alice-pw".utf8), deviceID: "phone")))
+                #expect(errorStatus(right) == .rateLimited,
+                        "the limit is reached at either store: \((try? database.sql("SELECT * FROM login_pairs").rows) ?? [])")
+            }
+        }
+    }
+
     @Test("[8-11] [8-12] an address spraying user names over two stores spends one budget; a trusted pair is not held to it")
     func addressBudgetShared() async throws {
         try await onOwnThread {

@@ -270,6 +270,49 @@ struct PostgresStoreServiceTests {
         }
     }
 
+    /// What to forget is the rules' decision (`LoginLimitState.pairIdle`,
+    /// `LoginLimitState.budgetRefilled`, `FailureWindow`), made in Swift; the database
+    /// only deletes the rows it is told of, or that lie before a bound time.
+    @Test("[8-9] [8-10] [8-11] the sweep forgets login limits and refused-token windows that hold no one back, and keeps the rest")
+    func sweepForgetsLimits() async throws {
+        try await onOwnThread {
+            let database = try PostgresDeployment()
+            let clock = ManualClock()
+            let settings = StoreSettings()
+            let now = clock.wallMilliseconds(), hour: UInt64 = 3_600_000
+            let full = Int64(settings.loginFailuresPerAddress) * Int64(settings.loginFailureRefillMs)
+            for (address, credit, updated) in [("10.0.0.1", full - 3_000, now - 3_000), ("10.0.0.2", -1_000_000, now - 3_000),
+                                               ("10.0.0.3", full, now + hour)] {
+                _ = try database.sql("INSERT INTO login_budgets (address, credit_ms, updated_ms) VALUES ($1, $2, $3)",
+                                     [.text(address), .int64(credit), .int64(Int64(updated))])
+            }
+            for (user, failures, blocked, last, trusted) in [("idle", 2, 0, now - hour - 1, 0), ("recent", 2, 0, now - 1_000, 0),
+                                                             ("trusted", 0, 0, 0, now + hour), ("held", 9, now + hour, now - 2 * hour, 0)] {
+                _ = try database.sql("""
+                    INSERT INTO login_pairs (user_name, address, failures, blocked_until, last_attempt, trusted_until)
+                    VALUES ($1, '10.0.0.1', $2, $3, $4, $5)
+                    """, [.text(user), .int64(Int64(failures)), .int64(Int64(blocked)), .int64(Int64(last)), .int64(Int64(trusted))])
+            }
+            for (address, start) in [("10.0.0.8", now), ("10.0.0.9", now - settings.badTokenWindowMs - 1)] {
+                _ = try database.sql("INSERT INTO token_failures (address, window_start, failures) VALUES ($1, $2, 3)",
+                                     [.text(address), .int64(Int64(start))])
+            }
+            let store = try database.startStore(clock: clock) { $0.settings.sweepIntervalMs = 100 }
+            defer { store.stop() }
+            func column(_ sql: String) -> [String] {
+                ((try? database.sql(sql).rows) ?? []).compactMap { if case .text(let text) = $0.first { text } else { nil } }
+            }
+            #expect(waitUntil(timeoutSeconds: 5) {
+                column("SELECT address FROM login_budgets ORDER BY address") == ["10.0.0.2", "10.0.0.3"]
+            }, "[8-11] a refilled budget is forgotten; one in debt, or changed later than now, is kept")
+            #expect(waitUntil(timeoutSeconds: 5) {
+                column("SELECT user_name FROM login_pairs ORDER BY user_name") == ["held", "recent", "trusted"]
+            }, "[8-10] a pair idle for an hour is forgotten; one held back, recent or trusted is kept")
+            #expect(waitUntil(timeoutSeconds: 5) { column("SELECT address FROM token_failures") == ["10.0.0.8"] },
+                    "[8-9] an ended window is forgotten")
+        }
+    }
+
     @Test("the log names the database without its password and carries no payloads, passwords or tokens")
     func logsAreClean() async throws {
         try await onOwnThread {

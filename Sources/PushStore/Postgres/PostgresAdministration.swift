@@ -75,7 +75,9 @@ public final class PostgresAdministration: UserAdministering, RegistryAdminister
     /// revokes its registrations; moves the removal fence. One transaction.
     public func remove(_ name: String, clock: () -> UInt64) throws -> RemovedUser? {
         try connection.transaction { () throws -> RemovedUser? in
-            _ = try connection.query("SELECT value FROM store_meta WHERE key = 'removal_fence_ms' FOR UPDATE")
+            // Held until the commit: the fence read is the fence replaced below.
+            let fence = try connection.query("SELECT value FROM store_meta WHERE key = 'removal_fence_ms' FOR UPDATE")
+            let held = fence.rows.isEmpty ? 0 : try fence.uint(0, 0)
             try PostgresRegistryTable.lockChanges(on: connection)
             let user = try connection.query("SELECT id FROM users WHERE name = $1 FOR UPDATE", [.text(name)])
             guard !user.rows.isEmpty else { return nil }
@@ -86,8 +88,8 @@ public final class PostgresAdministration: UserAdministering, RegistryAdminister
             // request, gateways drop them as soon as they see the change.
             let registrations = try PostgresRegistryTable.revokeAll(userID: id, nowMs: clock(), on: connection)
             // Read last, just before the commit, so the fence is past the commit too.
-            _ = try connection.query("UPDATE store_meta SET value = greatest(value, $1) WHERE key = 'removal_fence_ms'",
-                                     [.uint(clock() + UserTable.removalFenceMs)])
+            _ = try connection.query("UPDATE store_meta SET value = $1 WHERE key = 'removal_fence_ms'",
+                                     [.uint(UserTable.fence(afterRemovalAt: clock(), held: held))])
             return RemovedUser(name: name, id: id, payloads: payloads, registrations: registrations)
         }
     }

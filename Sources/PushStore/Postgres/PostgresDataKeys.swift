@@ -180,12 +180,16 @@ enum PostgresDataKeys {
 
     /// Removes `id` if it has been superseded for `settleMs` by the database's clock; the
     /// foreign key refuses it (23503) while a row uses it, also one committed as this runs.
+    /// The settling is decided here, from the database's clock read first (time only moves
+    /// on, so the bound is if anything stricter by the time the DELETE runs): the statement
+    /// compares with the bound time and computes nothing.
     static func remove(_ id: UInt32, settleMs: UInt64, on connection: PostgresBlockingConnection) throws(PostgresError) -> Bool {
         let result = Result { () throws(PostgresError) in
-            try connection.query("""
+            let now = try connection.query("SELECT \(nowSQL)").uint(0, 0)
+            return try connection.query("""
                 DELETE FROM data_keys WHERE id = $1
-                AND id < (SELECT max(id) FROM data_keys WHERE active_at + $2 <= \(nowSQL))
-                """, [.int64(Int64(id)), .uint(settleMs)])
+                AND id < (SELECT max(id) FROM data_keys WHERE active_at <= $2)
+                """, [.int64(Int64(id)), .uint(now > settleMs ? now - settleMs : 0)])
         }
         switch result {
         case .success(let deleted): return deleted.affectedRows == 1

@@ -31,9 +31,6 @@ final class PostgresGroupCommit {
     private let link: PostgresLink
     private let loop: EventLoop
     private let sealer: PayloadSealer
-    private let limits: LoginThrottle.Settings
-    /// The window of the BAD_TOKEN limit per address ([8-9]).
-    private let tokenWindowMs: UInt64
     private let deliver: Delivery
     private var queue: [Pending] = []
     private(set) var inFlight = false
@@ -54,13 +51,10 @@ final class PostgresGroupCommit {
     /// requests that come first.
     static let maxGroup = 8192
 
-    init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, limits: LoginThrottle.Settings, tokenWindowMs: UInt64,
-         deliver: @escaping Delivery) {
-        self.tokenWindowMs = tokenWindowMs
+    init(link: PostgresLink, loop: EventLoop, sealer: PayloadSealer, deliver: @escaping Delivery) {
         self.link = link
         self.loop = loop
         self.sealer = sealer
-        self.limits = limits
         self.deliver = deliver
     }
 
@@ -251,13 +245,10 @@ final class PostgresGroupCommit {
             case .recall(let sequence):
                 recalls.append(sequence)
                 plan.operations[index] = .recall(ordinal: recalls.count)
-            case .loginAttempt(let attempt):
-                plan.statements.append(fixed(PostgresWriteStatements.loginAttempt(attempt, settings: limits)))
             case .pushesHanded(let handed):
                 plan.statements.append(fixed(PostgresWriteStatements.pushesHanded(handed)))
-            case .tokenFailures(let failures):
-                plan.statements += PostgresWriteStatements.tokenFailures(failures, windowMs: tokenWindowMs).map(fixed)
-            case .store, .recordFetches:
+            // Written by compare-and-set outside the group (`PostgresLimitWriter`).
+            case .store, .recordFetches, .loginAttempt, .tokenFailures:
                 break
             }
         }

@@ -50,7 +50,7 @@ struct PostgresReadStatement {
                    p.audience, EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = r.device)
             FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[]) WITH ORDINALITY AS r (name, device, id, body, n)
             LEFT JOIN users u ON u.name = r.name
-            LEFT JOIN registrations d ON d.device_id = r.device AND d.state = 1
+            LEFT JOIN registrations d ON d.device_id = r.device AND d.state = \(RegistryEntry.State.enrolled.sql)
             LEFT JOIN payloads p ON p.id = r.id
             """
         let parameters: [PostgresValue] = [
@@ -80,7 +80,7 @@ struct PostgresReadStatement {
             columns += ["d.user_id", "d.issued_at", "d.expires_at"]
             let placeholder = parameter(.text(device))
             deviceParameter = placeholder
-            joins.append("LEFT JOIN registrations d ON d.device_id = \(placeholder) AND d.state = 1")
+            joins.append("LEFT JOIN registrations d ON d.device_id = \(placeholder) AND d.state = \(RegistryEntry.State.enrolled.sql)")
         }
         if let id = reads.payload {
             payloadColumn = columns.count
@@ -143,7 +143,7 @@ struct PostgresReadStatement {
             columns += ["""
                 (SELECT string_agg(int4send(octet_length(convert_to(e.device_id, 'UTF8'))) || convert_to(e.device_id, 'UTF8')
                                    || int4send(octet_length(convert_to(e.tags, 'UTF8'))) || convert_to(e.tags, 'UTF8'), ''::bytea ORDER BY e.id)
-                 FROM registrations e WHERE e.user_id = u.id AND e.state = 1)
+                 FROM registrations e WHERE e.user_id = u.id AND e.state = \(RegistryEntry.State.enrolled.sql))
                 """]
         }
         if let key = reads.loginLimits {
@@ -304,8 +304,8 @@ struct PostgresReadStatement {
     static func registryNotice(after cursor: UInt64) -> (sql: String, parameters: [PostgresValue]) {
         ("""
          SELECT (SELECT value FROM store_meta WHERE key = 'registry_seq'),
-                (SELECT count(*) FROM registrations WHERE change_seq > $1 AND state = 1),
-                (SELECT count(*) FROM registrations WHERE change_seq > $1 AND state <> 1)
+                (SELECT count(*) FROM registrations WHERE change_seq > $1 AND state = \(RegistryEntry.State.enrolled.sql)),
+                (SELECT count(*) FROM registrations WHERE change_seq > $1 AND state <> \(RegistryEntry.State.enrolled.sql))
          """, [.uint(cursor)])
     }
 }

@@ -42,7 +42,8 @@ enum PostgresRegistryTable {
     }
 
     static func enrolled(_ deviceID: String, on connection: PostgresBlockingConnection) throws(PostgresError) -> RegistrationRecord? {
-        let result = try connection.query("SELECT \(columns) FROM registrations WHERE device_id = $1 AND state = 1", [.text(deviceID)])
+        let result = try connection.query("SELECT \(columns) FROM registrations WHERE device_id = $1 AND state = \(RegistryEntry.State.enrolled.sql)",
+                                          [.text(deviceID)])
         return result.rows.isEmpty ? nil : try record(result, row: 0)
     }
 
@@ -50,8 +51,10 @@ enum PostgresRegistryTable {
     static func revoke(_ deviceID: String, nowMs: UInt64, on connection: PostgresBlockingConnection) throws(PostgresError) -> RegistrationRecord? {
         guard var current = try enrolled(deviceID, on: connection) else { return nil }
         let change = try nextChange(on: connection)
-        _ = try connection.query("UPDATE registrations SET state = 2, change_seq = $1, revoked_at = $2 WHERE device_id = $3 AND state = 1",
-                                 [.uint(change), .uint(nowMs), .text(deviceID)])
+        _ = try connection.query("""
+            UPDATE registrations SET state = \(RegistryEntry.State.revoked.sql), change_seq = $1, revoked_at = $2
+            WHERE device_id = $3 AND state = \(RegistryEntry.State.enrolled.sql)
+            """, [.uint(change), .uint(nowMs), .text(deviceID)])
         current.state = .revoked
         current.changeSequence = change
         current.revokedAt = nowMs
@@ -61,7 +64,8 @@ enum PostgresRegistryTable {
     /// Revokes every enrolled registration of the user, each a change of its own so that
     /// gateways learn of each; how many there were. The caller holds `lockChanges`.
     static func revokeAll(userID: UInt64, nowMs: UInt64, on connection: PostgresBlockingConnection) throws(PostgresError) -> Int {
-        let devices = try connection.query("SELECT device_id FROM registrations WHERE user_id = $1 AND state = 1 ORDER BY id", [.uint(userID)])
+        let devices = try connection.query("SELECT device_id FROM registrations WHERE user_id = $1 AND state = \(RegistryEntry.State.enrolled.sql) ORDER BY id",
+                                           [.uint(userID)])
         for row in devices.rows.indices { _ = try revoke(try devices.text(row, 0), nowMs: nowMs, on: connection) }
         return devices.rows.count
     }
@@ -73,7 +77,7 @@ enum PostgresRegistryTable {
         let change = try nextChange(on: connection)
         _ = try connection.query("""
             INSERT INTO registrations (change_seq, state, device_id, user_id, user_name, tags, issued_at, expires_at, credential)
-            VALUES ($1, 1, $2, $3, $4, $5, $6, $7, $8)
+            VALUES ($1, \(RegistryEntry.State.enrolled.sql), $2, $3, $4, $5, $6, $7, $8)
             """, [.uint(change), .text(registration.deviceID), .uint(userID), .text(registration.user),
                   .text(registration.tags.joined(separator: "\n")), .uint(registration.issuedAt), .uint(registration.expiresAt),
                   .bytes(credential)])

@@ -112,8 +112,18 @@ final class PostgresResealer {
             connection.query("SELECT pg_advisory_unlock($1)", [.int64(PostgresResealer.lock)]) { _ in self?.running = false }
         }
         guard let done else { return unlock() }
-        connection.query("UPDATE data_key_reseal SET key_id = greatest(key_id, $1) WHERE id = 1", [.int64(Int64(done))]) { _ in unlock() }
+        // Read and written under the lock, which every writer of the marker holds.
+        connection.query("SELECT key_id FROM data_key_reseal WHERE id = 1") { result in
+            let held = (try? result.get().uint(0, 0)).map { UInt32(clamping: $0) } ?? 0
+            connection.query("UPDATE data_key_reseal SET key_id = $1 WHERE id = 1",
+                             [.int64(Int64(PostgresResealer.marker(held: held, finished: done)))]) { _ in unlock() }
+        }
     }
+
+    /// The key `data_key_reseal` names once a pass for `finished` is over: the newest key a
+    /// pass was finished for, never moved back by a pass for an older one (a store that had
+    /// not yet seen a rotation).
+    static func marker(held: UInt32, finished: UInt32) -> UInt32 { max(held, finished) }
 
     // MARK: shared with `key prune --reseal`
 

@@ -1,4 +1,5 @@
 import PushPostgres
+import PushWire
 
 /// Why the store's tables could not be checked or brought up to date.
 public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
@@ -97,8 +98,8 @@ public enum PostgresSchema {
             credential bytea NOT NULL,
             UNIQUE (device_id, issued_at)
         );
-        CREATE UNIQUE INDEX registrations_enrolled ON registrations (device_id) WHERE state = 1;
-        CREATE INDEX registrations_by_user ON registrations (user_id) WHERE state = 1;
+        CREATE UNIQUE INDEX registrations_enrolled ON registrations (device_id) WHERE state = \(RegistryEntry.State.enrolled.sql);
+        CREATE INDEX registrations_by_user ON registrations (user_id) WHERE state = \(RegistryEntry.State.enrolled.sql);
         CREATE TABLE login_pairs (
             user_name text NOT NULL,
             address text NOT NULL,

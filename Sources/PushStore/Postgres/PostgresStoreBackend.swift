@@ -51,6 +51,9 @@ public final class PostgresStoreBackend: StoreBackend {
     private let readLinks: [PostgresLink]
     private let writeLink: PostgresLink
     private var committer: PostgresGroupCommit!
+    /// The login limits and refused tokens every store shares, decided by the rules and
+    /// written by compare-and-set.
+    private var limitWriter: PostgresLimitWriter!
     private var reads: PostgresReadBatch!
     private var sweepTimer: LoopTimer?
     private var sweeping = false
@@ -122,8 +125,7 @@ public final class PostgresStoreBackend: StoreBackend {
         }
         readLinks = (0..<PostgresStoreBackend.readConnections).map { link("read \($0 + 1)") }
         writeLink = link("write")
-        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer, limits: LoginThrottle.Settings(settings),
-                                        tokenWindowMs: settings.badTokenWindowMs) {
+        committer = PostgresGroupCommit(link: writeLink, loop: loop, sealer: sealer) {
             [weak self] tickets, outcomes in
             if outcomes != nil { self?.writesWorkSinceMs = Clocks.monotonicMilliseconds() }
             self?.onCommitted?(tickets, outcomes)
@@ -144,6 +146,14 @@ public final class PostgresStoreBackend: StoreBackend {
             }
         })
         committer.onIdle = { [weak self] in self?.finishIfIdle() }
+        limitWriter = PostgresLimitWriter(link: writeLink, limits: LoginThrottle.Settings(settings), tokenWindowMs: settings.badTokenWindowMs,
+                                          clock: clock)
+        limitWriter.onIdle = { [weak self] in self?.finishIfIdle() }
+        limitWriter.onError = { [weak self] problem in
+            // Writes cut short by a stop are not news.
+            guard let self, !stopped else { return }
+            logger.warning("database write failed", metadata: ["error": "\(problem)"])
+        }
         committer.onError = { [weak self] error, operations in
             self?.logger.warning("database write failed", metadata: ["operations": "\(operations)", "error": "\(error)"])
         }
@@ -292,8 +302,8 @@ public final class PostgresStoreBackend: StoreBackend {
     public func limitedTokenAddresses(limit: Int, windowMs: UInt64, nowMs: UInt64,
                                       completion: @escaping (Result<[LimitedAddress], StoreBackendError>) -> Void) {
         onReadConnection(completion) { run in
-            run("SELECT address, window_start FROM token_failures WHERE failures >= $1 AND window_start > $2",
-                [.int64(Int64(limit)), .uint(nowMs > windowMs ? nowMs - windowMs : 0)]) { result in
+            run("SELECT address, window_start FROM token_failures WHERE failures >= $1 AND window_start >= $2",
+                [.int64(Int64(limit)), .uint(FailureWindow.earliestOpenStart(nowMs: nowMs, windowMs: windowMs))]) { result in
                 completion(result.mapError { StoreBackendError($0) }.flatMap { rows in
                     Result { () throws(PostgresError) -> [LimitedAddress] in
                         try rows.rows.indices.map { (row) throws(PostgresError) in
@@ -337,7 +347,13 @@ public final class PostgresStoreBackend: StoreBackend {
             if ticket != 0 { loop.schedule(after: .zero) { [weak self] in self?.onCommitted?([ticket], [.failed(.internalError)]) } }
             return
         }
-        committer.submit(operation, ticket: ticket)
+        switch operation {
+        // Nothing waits for these (ticket 0): they are decided against what the database
+        // holds now, and written by compare-and-set, outside the group.
+        case .loginAttempt(let change): limitWriter.write(change)
+        case .tokenFailures(let windows): limitWriter.write(windows)
+        default: committer.submit(operation, ticket: ticket)
+        }
     }
 
     /// Nothing to remember: every store finds a payload by its ID in the database.
@@ -356,7 +372,7 @@ public final class PostgresStoreBackend: StoreBackend {
         // At most 20 batches of expiring rows per sweep; the rest wait for the next.
         var statements = (0..<20).map { _ in SweepStep(statement: PostgresWriteStatements.expire(nowMs: now), expires: true) }
         statements.append(SweepStep(statement: PostgresWriteStatements.forget(horizonMs: horizon), expires: false))
-        statements += PostgresWriteStatements.pruneOthers(nowMs: now, settings: LoginThrottle.Settings(settings)).map {
+        statements += PostgresWriteStatements.pruneOthers(nowMs: now, tokenWindowMs: settings.badTokenWindowMs).map {
             SweepStep(statement: $0, expires: false)
         }
         writeLink.use { [weak self] connection, _ in
@@ -365,6 +381,7 @@ public final class PostgresStoreBackend: StoreBackend {
                 sweeping = false
                 return
             }
+            limitWriter.pruneBudgets(nowMs: now)
             runSweep(statements[...], on: connection, emptied: 0)
         }
     }
@@ -420,7 +437,7 @@ public final class PostgresStoreBackend: StoreBackend {
     }
 
     private func finishIfIdle() {
-        guard !finishing.isEmpty, committer.isIdle else { return }
+        guard !finishing.isEmpty, committer.isIdle, limitWriter.isIdle else { return }
         completeFinish()
     }
 

@@ -132,47 +132,110 @@ enum PostgresWriteStatements {
         }
     }
 
-    /// A checked LOGIN counted in the limits every store shares, by the rules of
-    /// `LoginThrottle.finish`, as one atomic upsert of the pair (and, for a failure of a
-    /// pair that is not trusted, of the address's budget), so that concurrent attempts at
-    /// several stores all count.
-    static func loginAttempt(_ attempt: LoginAttempt, settings: LoginThrottle.Settings) -> PostgresStatement {
-        let now = PostgresValue.uint(attempt.nowMs)
-        if attempt.succeeded {
-            // Success clears the pair and trusts it from this address.
-            return PostgresStatement("""
-                INSERT INTO login_pairs AS lp (user_name, address, failures, blocked_until, last_attempt, trusted_until)
-                VALUES ($1, $2, 0, 0, $3, $4)
-                ON CONFLICT (user_name, address) DO UPDATE
-                SET failures = 0, blocked_until = 0, last_attempt = $3, trusted_until = greatest(lp.trusted_until, $4)
-                """, [.text(attempt.key.user), .text(attempt.key.address), now,
-                      .uint(LoginThrottle.trustedUntil(nowMs: attempt.nowMs, settings))])
-        }
-        let fullCredit = Int64(max(0, settings.failuresPerAddress)) * Int64(clamping: settings.refillMs)
-        // $1 user, $2 address, $3 now, $4 free failures, $5 backoff, $6 max backoff, $7 the
-        // wait after a first failure, $8 full credit, $9 cost of a failure. A pair whose last
-        // attempt is later than now (a clock stepped back) starts afresh, as in `finish`.
-        let fresh = "lp.last_attempt > $3"
-        let failures = "(CASE WHEN \(fresh) THEN 1 ELSE lp.failures + 1 END)"
-        let blocked = "(CASE WHEN \(fresh) THEN 0 ELSE lp.blocked_until END)"
-        let backoff = "least($6::numeric, $5::numeric * power(2::numeric, least(greatest(\(failures) - $4, 0), 40)))::bigint"
+    /// A LOGIN's outcome, decided by the rule (`LoginLimitState.after`), written by
+    /// compare-and-set: the pair's row, and the address's budget, each only where the
+    /// database still holds the values the decision started from (`before`), or inserted
+    /// where it holds none. Nothing is computed here: the values are bound. Returns one row:
+    /// whether the pair was written (1 or 0), whether the budget was. A part not written
+    /// was changed meanwhile by another attempt (at this store or another): its writer
+    /// reads it again and has the rule decide again (`PostgresLimitWriter`).
+    ///
+    /// Why not an upsert of the decided values alone: two stores that read the same row
+    /// would both write failures + 1, and one failure would be lost; why not arithmetic in
+    /// SQL: then the rule would be written twice. A pair held by the database although the
+    /// decision started from none, or the reverse (another store's sweep pruned it), is
+    /// left alone too; a budget pruned meanwhile was full, as the decision from it finds it.
+    static func loginLimits(_ change: LoginLimitChange) -> PostgresStatement? {
+        let writesPair = change.changesPair, writesBudget = change.changesBudget
+        guard writesPair || writesBudget else { return nil }
+        let before = change.before, after = change.after
+        let pairAbsent = before.samePair(as: LoginLimitState())
         return PostgresStatement("""
             WITH pair AS (
                 INSERT INTO login_pairs AS lp (user_name, address, failures, blocked_until, last_attempt, trusted_until)
-                VALUES ($1, $2, 1, CASE WHEN 1 >= $4 THEN $3 + $7 ELSE 0 END, $3, 0)
+                SELECT $1, $2, $7, $8, $9, $10
+                WHERE $15 AND ($17 OR EXISTS (SELECT 1 FROM login_pairs WHERE user_name = $1 AND address = $2))
                 ON CONFLICT (user_name, address) DO UPDATE
-                SET failures = \(failures),
-                    blocked_until = CASE WHEN \(failures) >= $4 THEN greatest(\(blocked), $3 + \(backoff)) ELSE \(blocked) END,
-                    last_attempt = $3
-                RETURNING trusted_until
-            )
-            INSERT INTO login_budgets AS b (address, credit_ms, updated_ms)
-            SELECT $2, $8 - $9, $3 FROM pair WHERE pair.trusted_until <= $3
-            ON CONFLICT (address) DO UPDATE
-            SET credit_ms = least($8, b.credit_ms + greatest($3 - b.updated_ms, 0)) - $9, updated_ms = $3
-            """, [.text(attempt.key.user), .text(attempt.key.address), now, .int(settings.freeFailures), .uint(settings.backoffMs),
-                  .uint(settings.maxBackoffMs), .uint(LoginThrottle.backoff(after: 1, settings)), .int64(fullCredit),
-                  .uint(settings.refillMs)])
+                SET failures = excluded.failures, blocked_until = excluded.blocked_until, last_attempt = excluded.last_attempt,
+                    trusted_until = excluded.trusted_until
+                WHERE lp.failures = $3 AND lp.blocked_until = $4 AND lp.last_attempt = $5 AND lp.trusted_until = $6
+                RETURNING 1),
+            budget AS (
+                INSERT INTO login_budgets AS b (address, credit_ms, updated_ms)
+                SELECT $2, $13::bigint, $14 WHERE $16
+                ON CONFLICT (address) DO UPDATE SET credit_ms = excluded.credit_ms, updated_ms = excluded.updated_ms
+                WHERE b.credit_ms IS NOT DISTINCT FROM $11::bigint AND b.updated_ms = $12
+                RETURNING 1)
+            SELECT (SELECT count(*) FROM pair), (SELECT count(*) FROM budget)
+            """, [
+            .text(change.key.user), .text(change.key.address),
+            .int(before.failures), .uint(before.blockedUntilMs), .uint(before.lastAttemptMs), .uint(before.trustedUntilMs),
+            .int(after.failures), .uint(after.blockedUntilMs), .uint(after.lastAttemptMs), .uint(after.trustedUntilMs),
+            before.creditMs.map { .int64($0) } ?? .null, .uint(before.creditUpdatedMs),
+            after.creditMs.map { .int64($0) } ?? .null, .uint(after.creditUpdatedMs),
+            .bool(writesPair), .bool(writesBudget && after.creditMs != nil), .bool(pairAbsent),
+        ], prepared: true)
+    }
+
+    /// A key's window of refused tokens ([8-9]) as the database held it when it was read,
+    /// and as the rule (`FailureWindow.merged`) decided it is to be.
+    struct WindowWrite {
+        var key: String
+        var before: FailureWindow?
+        var after: FailureWindow
+    }
+
+    /// The windows of refused tokens per address that every store shares, as they are now
+    /// (a key at most once per call).
+    static func readTokenWindows(_ keys: [String]) -> PostgresStatement {
+        PostgresStatement("SELECT address, window_start, failures FROM token_failures WHERE address = ANY($1::text[])",
+                          [.textArray(keys)], prepared: true)
+    }
+
+    /// The address budgets changed longest ago, the likeliest to have refilled.
+    static func oldestBudgets(before nowMs: UInt64, limit: Int) -> PostgresStatement {
+        PostgresStatement("SELECT address, credit_ms, updated_ms FROM login_budgets WHERE updated_ms <= $1 ORDER BY updated_ms LIMIT $2",
+                          [.uint(nowMs), .int(limit)], prepared: true)
+    }
+
+    /// Deletes the budgets the rule found refilled, each only if it is still as read: one
+    /// another store charged meanwhile is kept.
+    static func deleteBudgets(_ budgets: [(address: String, creditMs: Int64, updatedMs: UInt64)]) -> PostgresStatement {
+        PostgresStatement("""
+            DELETE FROM login_budgets b USING unnest($1::text[], $2::bigint[], $3::bigint[]) AS v (address, credit_ms, updated_ms)
+            WHERE b.address = v.address AND b.credit_ms = v.credit_ms AND b.updated_ms = v.updated_ms
+            """, [.textArray(budgets.map(\.address)), .int64Array(budgets.map(\.creditMs)),
+                  .int64Array(budgets.map { Int64(clamping: $0.updatedMs) })], prepared: true)
+    }
+
+    /// Decided windows of refused tokens, written by compare-and-set as the login limits
+    /// are (`loginLimits`): a row updated only if it still holds the window read, one
+    /// inserted only where there was none. Each statement returns the addresses it wrote;
+    /// the others were changed meanwhile by another store and are decided again.
+    static func tokenWindows(_ writes: [WindowWrite]) -> [PostgresStatement] {
+        let updates = writes.compactMap { write in write.before.map { (write.key, $0, write.after) } }
+        let inserts = writes.filter { $0.before == nil }
+        var statements: [PostgresStatement] = []
+        if !updates.isEmpty {
+            statements.append(PostgresStatement("""
+                UPDATE token_failures tf SET window_start = v.start, failures = v.failures
+                FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], $5::bigint[])
+                     AS v (address, read_start, read_failures, start, failures)
+                WHERE tf.address = v.address AND tf.window_start = v.read_start AND tf.failures = v.read_failures
+                RETURNING tf.address
+                """, [.textArray(updates.map(\.0)), .int64Array(updates.map { Int64(clamping: $0.1.startMs) }),
+                      .int64Array(updates.map { Int64($0.1.failures) }), .int64Array(updates.map { Int64(clamping: $0.2.startMs) }),
+                      .int64Array(updates.map { Int64($0.2.failures) })], prepared: true))
+        }
+        if !inserts.isEmpty {
+            statements.append(PostgresStatement("""
+                INSERT INTO token_failures (address, window_start, failures)
+                SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[]) ON CONFLICT (address) DO NOTHING
+                RETURNING address
+                """, [.textArray(inserts.map(\.key)), .int64Array(inserts.map { Int64(clamping: $0.after.startMs) }),
+                      .int64Array(inserts.map { Int64($0.after.failures) })], prepared: true))
+        }
+        return statements
     }
 
     // MARK: the sweep
@@ -227,38 +290,6 @@ enum PostgresWriteStatements {
         ], prepared: true)
     }
 
-    /// Refused tokens counted per address in the window every store shares ([8-9]): one
-    /// upsert of each address's count (an address at most once, as ON CONFLICT requires).
-    /// Stores write their batches in any order, so a batch whose first failure is earlier
-    /// than the row's window still joins it (the window then starts at the earlier time);
-    /// one a whole window later starts a new window, and one a whole window earlier is
-    /// stale and changes nothing. Then the windows that are over are forgotten.
-    static func tokenFailures(_ failures: [TokenFailure], windowMs: UInt64) -> [PostgresStatement] {
-        var byAddress: [String: (first: UInt64, count: Int64)] = [:]
-        for failure in failures {
-            let earlier = byAddress[failure.address]
-            byAddress[failure.address] = (min(earlier?.first ?? failure.nowMs, failure.nowMs), (earlier?.count ?? 0) + 1)
-        }
-        let addresses = Array(byAddress.keys)
-        let now = failures.map(\.nowMs).max() ?? 0
-        let newer = "excluded.window_start >= tf.window_start + $3"
-        let stale = "excluded.window_start + $3 <= tf.window_start"
-        return [
-            PostgresStatement("""
-                INSERT INTO token_failures AS tf (address, window_start, failures)
-                SELECT * FROM unnest($1::text[], $2::bigint[], $4::bigint[])
-                ON CONFLICT (address) DO UPDATE
-                SET failures = CASE WHEN \(newer) THEN excluded.failures WHEN \(stale) THEN tf.failures
-                                    ELSE tf.failures + excluded.failures END,
-                    window_start = CASE WHEN \(newer) THEN excluded.window_start WHEN \(stale) THEN tf.window_start
-                                        ELSE least(tf.window_start, excluded.window_start) END
-                """, [.textArray(addresses), .int64Array(addresses.map { Int64(clamping: byAddress[$0]?.first ?? 0) }),
-                      .uint(windowMs), .int64Array(addresses.map { byAddress[$0]?.count ?? 0 })], prepared: true),
-            PostgresStatement("DELETE FROM token_failures WHERE window_start < $1",
-                              [.uint(now > windowMs ? now - windowMs : 0)], prepared: true),
-        ]
-    }
-
     /// Gateways' answers to outbox pushes ([4.12-2]).
     static func pushesHanded(_ handed: [HandedPush]) -> PostgresStatement {
         PostgresStatement("""
@@ -311,19 +342,21 @@ enum PostgresWriteStatements {
             """, [.uint(horizonMs)])
     }
 
-    /// Revoked registrations that have expired ([4.16-7]), and login limits that no longer
-    /// hold anyone back ([8-10]: a pair not held back and idle for an hour, an address whose
-    /// budget has refilled).
-    static func pruneOthers(nowMs: UInt64, settings: LoginThrottle.Settings) -> [PostgresStatement] {
-        let fullCredit = Int64(max(0, settings.failuresPerAddress)) * Int64(clamping: settings.refillMs)
+    /// Revoked registrations that have expired ([4.16-7]), pairs of the login limits that
+    /// no longer hold anyone back ([8-10]: not held back, idle for an hour, not trusted), and
+    /// windows of refused tokens that have ended ([8-9]). Budgets that have refilled are
+    /// decided by the rule, row by row (`PostgresLimitWriter.pruneBudgets`).
+    static func pruneOthers(nowMs: UInt64, tokenWindowMs: UInt64) -> [PostgresStatement] {
         return [
-            PostgresStatement("DELETE FROM registrations WHERE state = 2 AND expires_at <= $1", [.uint(nowMs)]),
+            PostgresStatement("DELETE FROM registrations WHERE state = \(RegistryEntry.State.revoked.sql) AND expires_at <= $1",
+                              [.uint(nowMs)]),
             PostgresStatement("DELETE FROM idempotency_keys WHERE expires_at <= $1", [.uint(nowMs)]),
+            // `LoginLimitState.pairIdle`, over bound times; a pair still trusted is kept.
             PostgresStatement("""
-                DELETE FROM login_pairs WHERE blocked_until <= $1 AND trusted_until <= $1 AND last_attempt <= $1 - $2
-                """, [.uint(nowMs), .uint(LoginThrottle.pairMemoryMs)]),
-            PostgresStatement("DELETE FROM login_budgets WHERE updated_ms <= $1 AND credit_ms + ($1 - updated_ms) >= $2",
-                              [.uint(nowMs), .int64(fullCredit)]),
+                DELETE FROM login_pairs WHERE blocked_until <= $1 AND trusted_until <= $1 AND last_attempt <= $2
+                """, [.uint(nowMs), .uint(LoginThrottle.idleSince(nowMs: nowMs))]),
+            PostgresStatement("DELETE FROM token_failures WHERE window_start < $1",
+                              [.uint(FailureWindow.earliestOpenStart(nowMs: nowMs, windowMs: tokenWindowMs))]),
         ]
     }
 }
