@@ -98,6 +98,20 @@ final class StoreHTTPAPI {
                                                                headers: [("Retry-After", "1"), ("Connection", "close")])),
                           route: route, provider: nil)
         }
+        // A token this loop keeps is checked by the request's own read: the tokens' cursor
+        // rides with what the request reads anyway (one statement on PostgreSQL).
+        if let authorization = request.header("Authorization"), let token = StoreHTTPAPI.bearer(authorization).flatMap(APIToken.parse),
+           let kept = tokens.accepted(id: token.id, secret: token.secret), kept.scopes.contains(route.scope),
+           !server.logic.tokensLimited(address: request.peerHost),
+           let message = try? ProviderAPIRequest.message(for: route, header: request.headers(named:), body: request.body) {
+            return serve(message, of: request, route: route, keptToken: token, record: kept, startNs: startNs)
+        }
+        serveAuthorizing(request, route: route, startNs: startNs)
+    }
+
+    /// A request whose token is checked before anything else is read: one this loop does not
+    /// keep, or any request that is to be refused (which this path words).
+    private func serveAuthorizing(_ request: HTTPServerRequest, route: ProviderAPIRoute, startNs: UInt64) {
         authorize(request.header("Authorization"), route: route, method: request.method.name, peer: request.peerHost) { [weak self] outcome in
             guard let self else { return }
             let record: APITokenRecord
@@ -111,12 +125,36 @@ final class StoreHTTPAPI {
             } catch {
                 return answer(request, .problem(error), route: route, provider: record.provider)
             }
-            let session = StoreSession(peerAddress: request.peerHost, role: .provider, provider: ProviderIdentity(apiToken: record))
-            let call = StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
-                self?.answer(request, .answering(reply, to: route, createdAt: createdAt), route: route,
-                             provider: record.provider)
+            server.serve(message, call: call(for: request, route: route, record: record, startNs: startNs))
+        }
+    }
+
+    /// A request with a token this loop keeps: served with the tokens' cursor read among its
+    /// own reads. Where the cursor moved and the token is no longer kept, the request starts
+    /// over on `serveAuthorizing`, which reads the token's row: a revocation by any process
+    /// is seen by the very request that follows it.
+    private func serve(_ message: Message, of request: HTTPServerRequest, route: ProviderAPIRoute, keptToken token: (id: String, secret: [UInt8]),
+                       record: APITokenRecord, startNs: UInt64) {
+        server.serve(message, call: call(for: request, route: route, record: record, startNs: startNs)) { [weak self] result in
+            guard let self else { return false }
+            guard case .success(let found) = result, let revision = found.apiTokensRevision else {
+                answer(request, .problem(ProviderAPIProblem(503, Status.internalError.name, "cannot read the API tokens",
+                                                            headers: [("Retry-After", "1")])), route: route, provider: nil)
+                return false
             }
-            server.serve(message, call: call)
+            tokens.observe(revision: revision)
+            guard tokens.accepted(id: token.id, secret: token.secret) != nil else {
+                serveAuthorizing(request, route: route, startNs: startNs)
+                return false
+            }
+            return true
+        }
+    }
+
+    private func call(for request: HTTPServerRequest, route: ProviderAPIRoute, record: APITokenRecord, startNs: UInt64) -> StoreHTTPCall {
+        let session = StoreSession(peerAddress: request.peerHost, role: .provider, provider: ProviderIdentity(apiToken: record))
+        return StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
+            self?.answer(request, .answering(reply, to: route, createdAt: createdAt), route: route, provider: record.provider)
         }
     }
 
