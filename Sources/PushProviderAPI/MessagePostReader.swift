@@ -239,14 +239,16 @@ enum MessagePostReader {
         private mutating func string() -> [UInt8]? {
             guard take(UInt8(ascii: "\"")) else { return nil }
             let start = at
-            var ascii = true
-            // Most strings have no escapes: their value is a slice of the body.
+            // Most strings have no escapes: their value is a slice of the body. The bytes
+            // are OR-ed together: any of them at 0x80 or above makes the string not ASCII.
+            var seen: UInt8 = 0
             while at < bytes.count {
                 let byte = bytes[at]
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
-                ascii = ascii && byte < 0x80
+                seen |= byte
                 at += 1
             }
+            var ascii = seen < 0x80
             guard at < bytes.count, bytes[at] >= 0x20 else { return nil }
             var value = Array(UnsafeBufferPointer(rebasing: bytes[start..<at]))
             if bytes[at] == UInt8(ascii: "\\") {

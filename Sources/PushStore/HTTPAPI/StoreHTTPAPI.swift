@@ -292,9 +292,15 @@ extension HTTPServerRequest {
     /// Every value of header `name` (case-insensitive, ASCII), in arrival order.
     fileprivate func headers(named name: String) -> [String] {
         var values: [String] = []
-        for header in headers where header.name.utf8.count == name.utf8.count
-            && zip(header.name.utf8, name.utf8).allSatisfy({ $0 | 0x20 == $1 | 0x20 }) {
-            values.append(header.value)
+        let wanted = Array(name.utf8)
+        for header in headers where header.name.utf8.count == wanted.count {
+            var same = true
+            var index = 0
+            for byte in header.name.utf8 {
+                same = same && byte | 0x20 == wanted[index] | 0x20
+                index += 1
+            }
+            if same { values.append(header.value) }
         }
         return values
     }
