@@ -12,8 +12,7 @@ public enum ProviderAPIRequest {
         case .status(let id): return .status(StatusRequest(id: id))
         case .recall(let id): return .recall(Recall(id: id))
         case .send:
-            let type = header("Content-Type").first ?? ""
-            guard type.split(separator: ";").first.map(trimmed)?.lowercased() == "application/json" else {
+            guard isJSON(header("Content-Type").first ?? "") else {
                 throw ProviderAPIProblem(415, Status.badRequest.name, "the body must be application/json",
                                          headers: [("Accept", "application/json")])
             }
@@ -36,10 +35,13 @@ public enum ProviderAPIRequest {
         return key
     }
 
-    private static func trimmed(_ text: Substring) -> Substring {
-        var text = text
-        while text.first == " " || text.first == "\t" { text.removeFirst() }
-        while text.last == " " || text.last == "\t" { text.removeLast() }
-        return text
+    /// Whether a Content-Type names JSON: `application/json` in any case, spaces or tabs
+    /// around it, parameters after a `;` ignored. Read in place: this is every request's.
+    static func isJSON(_ type: String) -> Bool {
+        let mediaType = type.utf8.prefix { $0 != UInt8(ascii: ";") }
+        let trimmed = mediaType.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
+        let expected = "nosj/noitacilppa".utf8
+        return trimmed.count == expected.count
+            && zip(trimmed, expected).allSatisfy { ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0) == $1 }
     }
 }

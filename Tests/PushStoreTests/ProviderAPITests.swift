@@ -181,4 +181,21 @@ struct ProviderAPITests {
         }
         #expect(ProviderAPIProblem(ErrorReply(status: .busy)).headers.contains { $0.0 == "Retry-After" })
     }
+
+    @Test("a Content-Type is JSON exactly as the split, trimmed and lowercased text says")
+    func contentTypes() {
+        func reference(_ type: String) -> Bool {
+            var media = Substring(type.split(separator: ";", omittingEmptySubsequences: false).first ?? "")
+            while media.first == " " || media.first == "\t" { media.removeFirst() }
+            while media.last == " " || media.last == "\t" { media.removeLast() }
+            return media.lowercased() == "application/json"
+        }
+        let types = ["application/json", "Application/JSON; charset=utf-8", " application/json ", "application/json\t;x", "APPLICATION/JSON",
+                     "text/plain", "application/jsonx", "", ";", "application/json-seq", "application/problem+json", "application\u{0F}json",
+                     "application/jsoN;", "xapplication/json", "application /json"]
+        for type in types {
+            #expect(ProviderAPIRequest.isJSON(type) == reference(type), "\(type)")
+        }
+        #expect(ProviderAPIRequest.isJSON("application/json; charset=utf-8"))
+    }
 }
