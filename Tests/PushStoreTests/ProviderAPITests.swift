@@ -198,4 +198,57 @@ struct ProviderAPITests {
         }
         #expect(ProviderAPIRequest.isJSON("application/json; charset=utf-8"))
     }
+
+    @Test("[4.17-1] on thousands of generated and mutated bodies, whatever the one pass reads the general decoder reads the same")
+    func fastPathDifferential() throws {
+        var random = SystemRandomNumberGenerator()
+        let strings = [#""a""#, #""zoë""#, #""x\"y""#, #""\u00e9\n""#, #""\ud83d\ude00""#, #""\ud800""#, #""""#, #""a\u0000b""#, "\"tab\there\"",
+                       #""\/\\""#, #""\q""#, #""\u12""#, "\"\u{85}\""]
+        let numbers = ["0", "-0", "1", "10", "255", "256", "4294967295", "4294967296", "01", "1.0", "1e2", "-1", "1.5", "99999999999999999999", "-"]
+        let others = ["null", "true", "false", "[]", "{}", "nul", "truex"]
+        let keys = ["recipient", "text", "payload", "ttl_s", "read_limit", "push", "device", "tag", "alert", "priority", "collapse_key",
+                    "t\\u0065xt", "extra"]
+        func value(_ depth: Int) -> String {
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4: strings.randomElement(using: &random) ?? "\"\""
+            case 4..<7: numbers.randomElement(using: &random) ?? "0"
+            case 7, 8: others.randomElement(using: &random) ?? "null"
+            default: depth > 0 ? "{}" : object(depth + 1)
+            }
+        }
+        func object(_ depth: Int) -> String {
+            var members: [String] = []
+            if depth == 0 { members.append(#""recipient":"alice""#) }
+            for _ in 0..<Int.random(in: 0...4, using: &random) {
+                let key = keys.randomElement(using: &random) ?? "text"
+                let space = [" ", "", "\n\t", ""].randomElement(using: &random) ?? ""
+                members.append("\"\(key)\"\(space):\(space)\(value(depth))")
+            }
+            return "{" + members.shuffled(using: &random).joined(separator: ",") + "}"
+        }
+        var read = 0
+        for round in 0..<6000 {
+            var body = Array(object(0).utf8)
+            if round % 3 == 0, !body.isEmpty {
+                // A byte changed, dropped or doubled somewhere.
+                let at = Int.random(in: 0..<body.count, using: &random)
+                switch Int.random(in: 0..<3, using: &random) {
+                case 0: body[at] = UInt8.random(in: 0...255, using: &random)
+                case 1: body.remove(at: at)
+                default: body.insert(body[at], at: at)
+                }
+            }
+            guard let fast = MessagePostReader.read(body) else { continue }
+            read += 1
+            let general = Result { () throws(ProviderAPIProblem) in try MessagePost.decodeGenerally(body) }
+            guard case .success(let decoded) = general else {
+                Issue.record("the one pass read what the decoder refuses: \(String(decoding: body, as: UTF8.self)) -> \(general)")
+                continue
+            }
+            let fastSend = Result { () throws(ProviderAPIProblem) in try fast.sendRequest(idempotencyKey: nil) }
+            let generalSend = Result { () throws(ProviderAPIProblem) in try decoded.sendRequest(idempotencyKey: nil) }
+            #expect(fastSend == generalSend, "\(String(decoding: body, as: UTF8.self))")
+        }
+        #expect(read > 500, "the generator makes bodies the one pass reads")
+    }
 }
