@@ -38,10 +38,20 @@ public enum ProviderAPIRequest {
     /// Whether a Content-Type names JSON: `application/json` in any case, spaces or tabs
     /// around it, parameters after a `;` ignored. Read in place: this is every request's.
     static func isJSON(_ type: String) -> Bool {
-        let mediaType = type.utf8.prefix { $0 != UInt8(ascii: ";") }
-        let trimmed = mediaType.drop { $0 == 0x20 || $0 == 0x09 }.reversed().drop { $0 == 0x20 || $0 == 0x09 }
-        let expected = "nosj/noitacilppa".utf8
-        return trimmed.count == expected.count
-            && zip(trimmed, expected).allSatisfy { ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") ? $0 | 0x20 : $0) == $1 }
+        var type = type
+        return type.withUTF8 { bytes in
+            var start = 0
+            var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
+            while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+            while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+            let expected: StaticString = "application/json"
+            guard end - start == expected.utf8CodeUnitCount else { return false }
+            for offset in 0..<(end - start) {
+                let byte = bytes[start + offset]
+                let lower = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                guard lower == expected.utf8Start[offset] else { return false }
+            }
+            return true
+        }
     }
 }
