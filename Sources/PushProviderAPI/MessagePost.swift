@@ -14,7 +14,9 @@ import PushWire
 /// take one of silently).
 public struct MessagePost: Decodable, Sendable {
     var recipient: String
-    var text: String?
+    /// The text's UTF-8, which is the payload as it is: kept as bytes from the start, so the
+    /// body's bytes are copied once into the payload (`MessagePostReader`).
+    var text: [UInt8]?
     var payload: String?
     var ttlSeconds: UInt32?
     var readLimit: UInt32?
@@ -27,6 +29,8 @@ public struct MessagePost: Decodable, Sendable {
         var priority: UInt8?
         var collapseKey: String?
         var ttlSeconds: UInt32?
+
+        init() {}
 
         enum Key: String, StrictKey {
             case device, tag, alert, priority
@@ -45,6 +49,15 @@ public struct MessagePost: Decodable, Sendable {
         }
     }
 
+    init(recipient: String, text: [UInt8]?, payload: String?, ttlSeconds: UInt32?, readLimit: UInt32?, push: PushOptions?) {
+        self.recipient = recipient
+        self.text = text
+        self.payload = payload
+        self.ttlSeconds = ttlSeconds
+        self.readLimit = readLimit
+        self.push = push
+    }
+
     enum Key: String, StrictKey {
         case recipient, text, payload, push
         case ttlSeconds = "ttl_s"
@@ -54,7 +67,7 @@ public struct MessagePost: Decodable, Sendable {
     public init(from decoder: Decoder) throws {
         let container = try StrictKeys.container(decoder, Key.self, in: "")
         recipient = try container.decode(String.self, forKey: .known(.recipient))
-        text = try container.decodeIfPresent(String.self, forKey: .known(.text))
+        text = try container.decodeIfPresent(String.self, forKey: .known(.text)).map { Array($0.utf8) }
         payload = try container.decodeIfPresent(String.self, forKey: .known(.payload))
         ttlSeconds = try container.integer(UInt32.self, .known(.ttlSeconds), path: "")
         readLimit = try container.integer(UInt32.self, .known(.readLimit), path: "")
@@ -68,6 +81,14 @@ public struct MessagePost: Decodable, Sendable {
     /// wrong type or out of range (a number no Double holds too, which JSONDecoder alone
     /// would call not JSON).
     public static func decode(_ body: [UInt8]) throws(ProviderAPIProblem) -> MessagePost {
+        // The shape nearly every body has, read in one pass; anything else, and every
+        // refusal, is the general path's below, which names what is wrong.
+        if let post = MessagePostReader.read(body) { return post }
+        return try decodeGenerally(body)
+    }
+
+    /// `decode` by JSONDecoder, whatever the body: the path that names every fault.
+    static func decodeGenerally(_ body: [UInt8]) throws(ProviderAPIProblem) -> MessagePost {
         let scan = JSONMemberScan(body)
         let decoded = attempt(body)
         if case .failure(let problem) = decoded, decoded.notJSON {
@@ -94,12 +115,13 @@ public struct MessagePost: Decodable, Sendable {
         }
     }
 
-    /// The SEND it asks for, checked by the protocol's own decoder so that every limit of
-    /// the wire (field lengths, ranges, UTF-8) applies exactly as it does to a SEND frame.
+    /// The SEND it asks for, checked as a value by the protocol's own rules
+    /// (`SendRequest.validate`), so that every limit of the wire (field lengths, ranges,
+    /// UTF-8, control characters) applies exactly as it does to a SEND frame.
     public func sendRequest(idempotencyKey: String?) throws(ProviderAPIProblem) -> SendRequest {
         let bytes: [UInt8]
         switch (text, payload) {
-        case (let text?, nil): bytes = Array(text.utf8)
+        case (let text?, nil): bytes = text
         case (nil, let encoded?):
             guard let data = Data(base64Encoded: encoded) else {
                 throw ProviderAPIProblem(422, Status.badRequest.name, "payload is not standard base64")
@@ -119,15 +141,12 @@ public struct MessagePost: Decodable, Sendable {
                                readLimit: readLimit ?? 0, target: target, alert: push?.alert ?? false,
                                priority: push?.priority ?? Push.defaultPriority, collapseKey: push?.collapseKey,
                                pushTTLSeconds: push?.ttlSeconds, idempotencyKey: idempotencyKey)
-        var writer = FieldWriter()
-        send.writeFields(to: &writer)
-        let checked = writer.bytes.withUnsafeBytes { body in
-            Result { () throws(WireError) -> SendRequest in try SendRequest(body: body) }
+        do throws(WireError) {
+            try send.validate()
+        } catch {
+            throw ProviderAPIProblem.refusing(error, in: self)
         }
-        switch checked {
-        case .success(let send): return send
-        case .failure(let error): throw ProviderAPIProblem.refusing(error, in: self)
-        }
+        return send
     }
 }
 

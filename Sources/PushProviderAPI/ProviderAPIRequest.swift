@@ -12,8 +12,7 @@ public enum ProviderAPIRequest {
         case .status(let id): return .status(StatusRequest(id: id))
         case .recall(let id): return .recall(Recall(id: id))
         case .send:
-            let type = header("Content-Type").first ?? ""
-            guard type.split(separator: ";").first.map(trimmed)?.lowercased() == "application/json" else {
+            guard isJSON(header("Content-Type").first ?? "") else {
                 throw ProviderAPIProblem(415, Status.badRequest.name, "the body must be application/json",
                                          headers: [("Accept", "application/json")])
             }
@@ -36,10 +35,23 @@ public enum ProviderAPIRequest {
         return key
     }
 
-    private static func trimmed(_ text: Substring) -> Substring {
-        var text = text
-        while text.first == " " || text.first == "\t" { text.removeFirst() }
-        while text.last == " " || text.last == "\t" { text.removeLast() }
-        return text
+    /// Whether a Content-Type names JSON: `application/json` in any case, spaces or tabs
+    /// around it, parameters after a `;` ignored. Read in place: this is every request's.
+    static func isJSON(_ type: String) -> Bool {
+        var type = type
+        return type.withUTF8 { bytes in
+            var start = 0
+            var end = bytes.firstIndex(of: UInt8(ascii: ";")) ?? bytes.count
+            while start < end, bytes[start] == 0x20 || bytes[start] == 0x09 { start += 1 }
+            while end > start, bytes[end - 1] == 0x20 || bytes[end - 1] == 0x09 { end -= 1 }
+            let expected: StaticString = "application/json"
+            guard end - start == expected.utf8CodeUnitCount else { return false }
+            for offset in 0..<(end - start) {
+                let byte = bytes[start + offset]
+                let lower = byte >= UInt8(ascii: "A") && byte <= UInt8(ascii: "Z") ? byte | 0x20 : byte
+                guard lower == expected.utf8Start[offset] else { return false }
+            }
+            return true
+        }
     }
 }

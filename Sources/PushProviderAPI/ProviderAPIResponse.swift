@@ -1,4 +1,5 @@
 import FoundationEssentials
+import PushClock
 import PushWire
 
 /// A whole response of the HTTP provider API.
@@ -32,11 +33,14 @@ public struct ProviderAPIResponse: Equatable, Sendable {
     public static func answering(_ reply: Message, to route: ProviderAPIRoute, createdAt: UInt64?) -> ProviderAPIResponse {
         switch reply {
         case .sendOK(let sent):
-            var headers = [("Location", "/v1/messages/\(sent.id.hex)")]
+            var location: [UInt8] = []
+            location.reserveCapacity(ProviderAPIRoute.messages.utf8.count + 33)
+            location.append(contentsOf: ProviderAPIRoute.messages.utf8)
+            location.append(UInt8(ascii: "/"))
+            sent.id.appendHex(to: &location)
+            var headers = [("Content-Type", "application/json"), ("Location", String(decoding: location, as: UTF8.self))]
             if sent.replayed { headers.append(("Idempotent-Replayed", "true")) }
-            let body = SentMessage(id: sent.id.hex, createdAt: createdAt.map(ProviderAPIJSON.time),
-                                   expiresAt: ProviderAPIJSON.time(sent.expiresAt), replayed: sent.replayed)
-            return ProviderAPIResponse(status: 201, headers: [("Content-Type", "application/json")] + headers, body: body.json)
+            return ProviderAPIResponse(status: 201, headers: headers, body: SentMessage.json(sent, createdAt: createdAt))
         case .statusOK(let status):
             return .json(200, MessageStatus(status))
         case .recallOK:
@@ -62,6 +66,25 @@ public struct SentMessage: Encodable, Sendable {
         if let createdAt { text += "\"created_at\":\"\(createdAt)\"," }
         text += "\"expires_at\":\"\(expiresAt)\",\"id\":\"\(id)\",\"replayed\":\(replayed)}"
         return Array(text.utf8)
+    }
+
+    /// `SentMessage(sent, createdAt:).json`, written straight from the reply's values
+    /// into one buffer (no String on the way): the same bytes, a test holds them equal.
+    public static func json(_ sent: SendOK, createdAt: UInt64?) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(128)
+        out.append(UInt8(ascii: "{"))
+        if let createdAt {
+            out.append(contentsOf: #""created_at":""#.utf8)
+            UTCTime.appendISO8601(milliseconds: createdAt, fractional: true, to: &out)
+            out.append(contentsOf: #"","#.utf8)
+        }
+        out.append(contentsOf: #""expires_at":""#.utf8)
+        UTCTime.appendISO8601(milliseconds: sent.expiresAt, fractional: true, to: &out)
+        out.append(contentsOf: #"","id":""#.utf8)
+        sent.id.appendHex(to: &out)
+        out.append(contentsOf: sent.replayed ? #"","replayed":true}"#.utf8 : #"","replayed":false}"#.utf8)
+        return out
     }
 
     public var id: String

@@ -14,8 +14,10 @@ public enum APITokenRevocation: Sendable, Equatable {
 }
 
 /// The deployment commands' side of the provider API tokens (`securepush provider token`),
-/// whichever database the store keeps them in. Each change is one transaction; a running
-/// store reads the token on every request, so it sees a revocation on its next one.
+/// whichever database the store keeps them in. Each change is one transaction that also
+/// advances the tokens' change cursor (`api_tokens_revision` in `store_meta`); a running
+/// store caches the tokens it accepted but asks the cursor with every request, so every
+/// store of the database sees a revocation on its next one.
 public protocol APITokenAdministering: AnyObject {
     /// Mints and stores a token for `provider` that may do `scopes`: the text (to show once)
     /// and the record.
@@ -46,12 +48,16 @@ public final class APITokenAdministration: APITokenAdministering {
         for _ in 0..<4 {
             let token = try APIToken.mint(provider: provider, scopes: scopes, nowMs: nowMs)
             let record = token.record
-            let inserted = try storage { () throws(SQLiteError) -> Bool in
-                try connection.run("INSERT OR IGNORE INTO api_tokens (id, provider, secret_hash, created_at, scopes) VALUES (?, ?, ?, ?, ?)",
-                                   [.text(record.id), .text(record.provider), .blob(record.secretHash), .uint(record.createdAt),
-                                    .text(record.scopes.description)])
-                return connection.changes == 1
-            }
+            let inserted = try UserTable.transaction(connection, { () throws(APITokenError) -> Bool in
+                try storage { () throws(SQLiteError) -> Bool in
+                    try connection.run("INSERT OR IGNORE INTO api_tokens (id, provider, secret_hash, created_at, scopes) VALUES (?, ?, ?, ?, ?)",
+                                       [.text(record.id), .text(record.provider), .blob(record.secretHash), .uint(record.createdAt),
+                                        .text(record.scopes.description)])
+                    guard connection.changes == 1 else { return false }
+                    try connection.run(APITokenTable.advanceRevision, [])
+                    return true
+                }
+            }, failure: { APITokenError.storage("\($0)") })
             if inserted { return token }
         }
         throw .storage("no free API token id")
@@ -79,7 +85,10 @@ public final class APITokenAdministration: APITokenAdministering {
             let found = try storage { () throws(SQLiteError) in try APITokenTable.record(id, on: connection) }
             guard var record = found else { throw .unknownID(id) }
             if record.revokedAt != nil { return .alreadyRevoked(record) }
-            try storage { () throws(SQLiteError) in try connection.run("UPDATE api_tokens SET revoked_at = ? WHERE id = ?", [.uint(nowMs), .text(id)]) }
+            try storage { () throws(SQLiteError) in
+                try connection.run("UPDATE api_tokens SET revoked_at = ? WHERE id = ?", [.uint(nowMs), .text(id)])
+                try connection.run(APITokenTable.advanceRevision, [])
+            }
             record.revokedAt = nowMs
             return .revoked(record)
         }, failure: { APITokenError.storage("\($0)") })
@@ -105,6 +114,17 @@ enum APITokenTable {
             revoked_at INTEGER,
             scopes TEXT NOT NULL DEFAULT 'send,status,recall'
         ) WITHOUT ROWID
+        """
+
+    /// The `store_meta` key of the tokens' change cursor. Its row is made by the first
+    /// change (a database from before it reads as 0), so it needs no migration.
+    static let revisionKey = "api_tokens_revision"
+
+    /// Advances the change cursor, in the transaction of the change (SQLite and PostgreSQL
+    /// alike).
+    static let advanceRevision = """
+        INSERT INTO store_meta (key, value) VALUES ('\(revisionKey)', 1)
+        ON CONFLICT (key) DO UPDATE SET value = store_meta.value + 1
         """
 
     static let selectByID = "SELECT id, provider, secret_hash, created_at, revoked_at, scopes FROM api_tokens WHERE id = ?"

@@ -111,7 +111,12 @@ public enum APIToken {
 
     /// Parses the bearer text; nil if it is not of the token's shape (never throws on peer input).
     public static func parse(_ text: String) -> (id: String, secret: [UInt8])? {
-        let utf8 = Array(text.utf8.prefix(textLength + 1))
+        // Read in place: a native string's bytes are contiguous (every header value is).
+        if let parsed = text.utf8.withContiguousStorageIfAvailable({ parse(utf8: $0) }) { return parsed }
+        return Array(text.utf8.prefix(textLength + 1)).withUnsafeBufferPointer { parse(utf8: $0) }
+    }
+
+    private static func parse(utf8: UnsafeBufferPointer<UInt8>) -> (id: String, secret: [UInt8])? {
         guard utf8.count == textLength, utf8.starts(with: prefix.utf8), utf8[prefix.utf8.count + idLength] == UInt8(ascii: "_") else {
             return nil
         }
@@ -166,7 +171,7 @@ public enum APIToken {
     /// Whether `id` is of a token id's shape (12 lowercase hex digits).
     public static func isValidID(_ id: String) -> Bool { isValidID(Array(id.utf8)[...]) }
 
-    static func isValidID(_ bytes: ArraySlice<UInt8>) -> Bool {
+    static func isValidID(_ bytes: some Collection<UInt8>) -> Bool {
         bytes.count == idLength && bytes.allSatisfy { (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0) || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0) }
     }
 
@@ -196,7 +201,7 @@ enum Base64URL {
         return String(decoding: out, as: UTF8.self)
     }
 
-    static func decode(_ text: ArraySlice<UInt8>) -> [UInt8]? {
+    static func decode(_ text: some Collection<UInt8>) -> [UInt8]? {
         guard text.count % 4 != 1 else { return nil }
         var out: [UInt8] = []
         out.reserveCapacity(text.count * 3 / 4)

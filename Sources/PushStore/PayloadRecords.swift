@@ -280,9 +280,13 @@ public protocol PayloadReader: AnyObject {
     func idempotencyRecord(_ key: IdempotencyKey) throws -> IdempotencyRecord?
     /// The provider API token with this id, revoked or not.
     func apiToken(id: String) throws -> APITokenRecord?
+    /// The API tokens' change cursor, by this process or any other; asked with every
+    /// request that presents a token, so it must be cheap when nothing changed.
+    func apiTokensRevision() throws -> UInt64
 }
 
 extension PayloadReader {
     public func apiToken(id: String) throws -> APITokenRecord? { nil }
+    public func apiTokensRevision() throws -> UInt64 { 0 }
     public func withSnapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 }

@@ -29,6 +29,7 @@ public final class SQLitePayloadReader: PayloadReader {
     private var lastDataVersion: Int64 = -1
     private var lastUsersRevision: UInt64 = 0
     private var lastRegistrySequence: UInt64 = 0
+    private var lastAPITokensRevision: UInt64 = 0
 
     public init(path: String) throws(SQLiteError) {
         connection = try SQLitePayloadDatabase.open(path: path)
@@ -62,7 +63,8 @@ public final class SQLitePayloadReader: PayloadReader {
         dataVersion = try connection.prepare("PRAGMA data_version")
         revisions = try connection.prepare("""
             SELECT (SELECT value FROM store_meta WHERE key = 'users_revision'),
-                   (SELECT value FROM store_meta WHERE key = 'registry_seq')
+                   (SELECT value FROM store_meta WHERE key = 'registry_seq'),
+                   (SELECT value FROM store_meta WHERE key = '\(APITokenTable.revisionKey)')
             """)
         registry = try RegistryReads(connection)
         pushBySequence = try connection.prepare("SELECT state, written, queued FROM pushes WHERE seq = ?")
@@ -225,6 +227,12 @@ public final class SQLitePayloadReader: PayloadReader {
         return lastRegistrySequence
     }
 
+    /// The API tokens' change cursor: one `PRAGMA data_version` while nobody committed.
+    public func apiTokensRevision() throws -> UInt64 {
+        try refreshRevisions()
+        return lastAPITokensRevision
+    }
+
     /// `PRAGMA data_version` changes whenever another connection (this store's writer
     /// thread, or `securepush user remove` or `device revoke` in another process) commits;
     /// it reads a counter in the WAL's shared memory, without touching a page. Only then
@@ -242,6 +250,8 @@ public final class SQLitePayloadReader: PayloadReader {
         guard try revisions.step() else { return }
         lastUsersRevision = UInt64(bitPattern: revisions.int(0))
         lastRegistrySequence = UInt64(bitPattern: revisions.int(1))
+        // No row before the first token is issued: NULL, read as 0.
+        lastAPITokensRevision = UInt64(bitPattern: revisions.int(2))
         lastDataVersion = version
     }
 

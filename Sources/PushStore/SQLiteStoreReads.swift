@@ -89,8 +89,10 @@ public final class SQLiteStoreReads {
         }
         let idempotency = try reads.idempotency.flatMap { try reader.idempotencyRecord($0) }
         let apiToken = try reads.apiToken.flatMap { try reader.apiToken(id: $0) }
+        let apiTokensRevision = reads.apiTokensRevision ? try reader.apiTokensRevision() : nil
         return StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread,
-                               registry: registry, idempotency: idempotency, apiToken: apiToken, userDevices: userDevices)
+                               registry: registry, idempotency: idempotency, apiToken: apiToken, apiTokensRevision: apiTokensRevision,
+                               userDevices: userDevices)
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.

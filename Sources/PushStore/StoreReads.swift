@@ -36,14 +36,19 @@ public struct StoreReads: Sendable, Equatable {
     public var idempotency: IdempotencyKey?
     /// The provider API token with this id (`APIToken.parse`), revoked or not.
     public var apiToken: String?
+    /// The API tokens' change cursor, which every issue and revocation advances in its own
+    /// transaction: a store that caches tokens asks it with every request that presents
+    /// one, and reads a token's row only when it moved (`APITokenCache`).
+    public var apiTokensRevision = false
     /// The devices enrolled for the holder of `user`, with their tags (a SEND to a tag, [4.9-4]).
     public var userDevices = false
 
     public init(user: String? = nil, passwordHash: Bool = false, fresh: Bool = false, device: String? = nil, payload: PayloadID? = nil,
                 body: Bool = false, sequenceOnly: Bool = false, unread: UnreadQuery? = nil, registry: RegistryQuery? = nil,
                 loginLimits: LoginLimitKey? = nil, pushOutcome: Bool = false, idempotency: IdempotencyKey? = nil, apiToken: String? = nil,
-                userDevices: Bool = false) {
+                apiTokensRevision: Bool = false, userDevices: Bool = false) {
         self.apiToken = apiToken
+        self.apiTokensRevision = apiTokensRevision
         self.userDevices = userDevices
         self.pushOutcome = pushOutcome
         self.idempotency = idempotency
@@ -132,6 +137,8 @@ public struct StoreReadResult: Sendable, Equatable {
     public var idempotency: IdempotencyRecord?
     /// The API token asked for, revoked ones included (`revokedAt` set); nil if unknown.
     public var apiToken: APITokenRecord?
+    /// The API tokens' change cursor, when asked (0 before any token was issued).
+    public var apiTokensRevision: UInt64?
     /// The devices enrolled for the user asked for, when asked (`StoreReads.userDevices`).
     public var userDevices: [UserDevice]?
 
@@ -140,8 +147,10 @@ public struct StoreReadResult: Sendable, Equatable {
 
     public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, sequence: UInt64? = nil,
                 unread: UnreadPage? = nil, registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil,
-                idempotency: IdempotencyRecord? = nil, apiToken: APITokenRecord? = nil, userDevices: [UserDevice]? = nil) {
+                idempotency: IdempotencyRecord? = nil, apiToken: APITokenRecord? = nil, apiTokensRevision: UInt64? = nil,
+                userDevices: [UserDevice]? = nil) {
         self.userDevices = userDevices
+        self.apiTokensRevision = apiTokensRevision
         self.idempotency = idempotency
         self.apiToken = apiToken
         self.user = user

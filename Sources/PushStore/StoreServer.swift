@@ -156,6 +156,28 @@ public final class StoreServer: ServiceHandler {
         perform(logic.handle(message, session: call.session), for: message, requester: .http(call), startNs: call.startNs)
     }
 
+    /// A request over HTTP whose API token was kept from an earlier one (`StoreHTTPAPI`): the
+    /// tokens' change cursor is read with the request's own reads, as of the same moment
+    /// (one statement on PostgreSQL), or alone when the request reads nothing; `proceed`
+    /// says from what was read whether the request goes on (when not, it has answered the
+    /// request or started it over itself).
+    func serve(_ message: Message, call: StoreHTTPCall, proceed: @escaping (Result<StoreReadResult, StoreBackendError>) -> Bool) {
+        let requester = StoreRequester.http(call)
+        switch logic.handle(message, session: call.session) {
+        case .read(var reads, let pending):
+            reads.apiTokensRevision = true
+            read(reads) { [weak self] result in
+                guard let self, proceed(result) else { return }
+                resume(pending, with: result, for: message, requester: requester, startNs: call.startNs)
+            }
+        case let action:
+            read(StoreReads(apiTokensRevision: true)) { [weak self] result in
+                guard let self, proceed(result) else { return }
+                perform(action, for: message, requester: requester, startNs: call.startNs)
+            }
+        }
+    }
+
     private func respond(_ message: Message, to requester: StoreRequester, createdAt: UInt64? = nil) {
         switch requester {
         case .wire(let peer, let correlation): host.respond(message, correlation: correlation, to: peer)

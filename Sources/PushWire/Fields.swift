@@ -165,45 +165,10 @@ public struct FieldSet {
                 continue
             }
             guard starts[slot] < 0 else { throw .duplicateField(tag) }
-            try FieldSet.validate(tag, UnsafeRawBufferPointer(rebasing: body[start..<start + length]))
+            try tag.check(UnsafeRawBufferPointer(rebasing: body[start..<start + length]))
             starts[slot] = Int32(start)
             lengths[slot] = Int32(length)
         }
-    }
-
-    private static func validate(_ tag: FieldTag, _ value: UnsafeRawBufferPointer) throws(WireError) {
-        guard let type = tag.valueType else { return }
-        switch type {
-        case .u8, .u16, .u32, .u64:
-            guard value.count == type.width else { throw .badFieldValue(tag) }
-        case .bytes(let max):
-            if let max, value.count > max { throw .fieldTooLong(tag, max: max) }
-        case .string(let max):
-            guard value.count <= max else { throw .fieldTooLong(tag, max: max) }
-            guard isValidUTF8(value) else { throw .badFieldValue(tag) }
-        case .identifier(let max):
-            guard value.count <= max else { throw .fieldTooLong(tag, max: max) }
-            // One pass for the ASCII names nearly all are; C1 controls only exist beyond it.
-            var ascii = true
-            var control = false
-            for byte in value {
-                ascii = ascii && byte < 0x80
-                control = control || byte < 0x20 || byte == 0x7F
-            }
-            if !ascii {
-                guard String(validating: value, as: UTF8.self) != nil else { throw .badFieldValue(tag) }
-                control = Identifier.controlCharacter(in: value) != nil
-            }
-            guard !control else { throw .controlCharacter(tag) }
-        }
-    }
-
-    /// ASCII, which nearly every name and key is, needs no decoding; the standard
-    /// library's validation is generic and costs more than the rest of a PUSH's decode.
-    private static func isValidUTF8(_ value: UnsafeRawBufferPointer) -> Bool {
-        var ascii = true
-        for byte in value { ascii = ascii && byte < 0x80 }
-        return ascii || String(validating: value, as: UTF8.self) != nil
     }
 
     private func value(_ tag: FieldTag) -> UnsafeRawBufferPointer? {
@@ -272,5 +237,59 @@ extension FieldSet {
             offset = start + length
         }
         return fields
+    }
+}
+
+extension FieldTag {
+    /// The rule of this tag's values ([3.3-1], [3.3-8]): a fixed width, a length limit,
+    /// UTF-8, no control character in a name. The one place it is written: the scan of every
+    /// body applies it to each field, and a request built as a value (the HTTP API's JSON)
+    /// is checked with it field by field (`SendRequest.validate`), so both forms of a
+    /// request meet the same limits.
+    @inline(__always)
+    public func check(_ value: UnsafeRawBufferPointer) throws(WireError) {
+        guard let type = valueType else { return }
+        switch type {
+        case .u8, .u16, .u32, .u64:
+            guard value.count == type.width else { throw .badFieldValue(self) }
+        case .bytes(let max):
+            if let max, value.count > max { throw .fieldTooLong(self, max: max) }
+        case .string(let max):
+            guard value.count <= max else { throw .fieldTooLong(self, max: max) }
+            guard FieldTag.isValidUTF8(value) else { throw .badFieldValue(self) }
+        case .identifier(let max):
+            guard value.count <= max else { throw .fieldTooLong(self, max: max) }
+            // One pass for the ASCII names nearly all are; C1 controls only exist beyond it.
+            var ascii = true
+            var control = false
+            for byte in value {
+                ascii = ascii && byte < 0x80
+                control = control || byte < 0x20 || byte == 0x7F
+            }
+            if !ascii {
+                guard String(validating: value, as: UTF8.self) != nil else { throw .badFieldValue(self) }
+                control = Identifier.controlCharacter(in: value) != nil
+            }
+            guard !control else { throw .controlCharacter(self) }
+        }
+    }
+
+    /// `check` of a text value, as its UTF-8 would be written.
+    public func check(_ value: String) throws(WireError) {
+        var value = value
+        try value.withUTF8 { bytes in Result { () throws(WireError) in try check(UnsafeRawBufferPointer(bytes)) } }.get()
+    }
+
+    /// `check` of a byte value.
+    public func check(_ value: [UInt8]) throws(WireError) {
+        try value.withUnsafeBytes { bytes in Result { () throws(WireError) in try check(bytes) } }.get()
+    }
+
+    /// ASCII, which nearly every name and key is, needs no decoding; the standard
+    /// library's validation is generic and costs more than the rest of a PUSH's decode.
+    private static func isValidUTF8(_ value: UnsafeRawBufferPointer) -> Bool {
+        var ascii = true
+        for byte in value { ascii = ascii && byte < 0x80 }
+        return ascii || String(validating: value, as: UTF8.self) != nil
     }
 }

@@ -48,11 +48,20 @@ public struct PayloadID: Hashable, Sendable, CustomStringConvertible, Comparable
     }
 
     public var hex: String {
-        func padded(_ value: UInt64) -> String {
-            let digits = String(value, radix: 16)
-            return String(repeating: "0", count: 16 - digits.count) + digits
+        var digits: [UInt8] = []
+        digits.reserveCapacity(2 * PayloadID.byteCount)
+        appendHex(to: &digits)
+        return String(decoding: digits, as: UTF8.self)
+    }
+
+    /// The 32 lowercase hex digits of `hex`, as ASCII bytes.
+    public func appendHex(to out: inout [UInt8]) {
+        for half in [high, low] {
+            for shift in stride(from: 60, through: 0, by: -4) {
+                let digit = UInt8(truncatingIfNeeded: half >> UInt64(shift)) & 0xF
+                out.append(digit < 10 ? UInt8(ascii: "0") + digit : UInt8(ascii: "a") + digit - 10)
+            }
         }
-        return padded(high) + padded(low)
     }
 
     public var description: String { hex }

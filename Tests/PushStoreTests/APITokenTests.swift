@@ -96,7 +96,7 @@ struct SQLiteAPITokenTests {
         defer { loop.shutdown() }
         let backend = try SQLiteStoreBackend.start(path: path, settings: StoreSettings(), clock: { 1 }, on: loop)
         defer { backend.stop() }
-        let result = try #require(backend.readNow(StoreReads(user: alsoUser, apiToken: id)))
+        let result = try #require(backend.readNow(StoreReads(user: alsoUser, apiToken: id, apiTokensRevision: true)))
         return try result.get()
     }
 
@@ -111,6 +111,7 @@ struct SQLiteAPITokenTests {
 
         let found = try read(parsed.id, path: scratch.path, alsoUser: "alice")
         #expect(found.apiToken == created.record)
+        #expect(found.apiTokensRevision == 2, "each issue advances the tokens' cursor")
         #expect(found.user?.name == "alice")
         #expect(APIToken.accepts(parsed.secret, try #require(found.apiToken)))
         #expect(try read("0123456789ab", path: scratch.path).apiToken == nil, "an unknown id")
@@ -123,6 +124,7 @@ struct SQLiteAPITokenTests {
         var expected = created.record
         expected.revokedAt = 3_000
         #expect(revoked == .revoked(expected))
+        #expect(try read(parsed.id, path: scratch.path).apiTokensRevision == 3, "a revocation advances it")
         let after = try #require(try read(parsed.id, path: scratch.path).apiToken)
         #expect(after == expected)
         #expect(!APIToken.accepts(parsed.secret, after))

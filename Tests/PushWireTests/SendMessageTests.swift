@@ -259,4 +259,34 @@ struct SendMessageTests {
         #expect(throws: WireError.badFieldValue(.pushState)) { try decode(.statusOK, required + field(0x3D, [0, 2])) }
         #expect(throws: WireError.badFieldValue(.written)) { try decode(.statusOK, required + field(0x35, [2]) + field(0x3D, [2])) }
     }
+
+    @Test("[3.3-2] [3.3-3] [3.3-4] [3.3-8] a SEND checked as a value meets the limits its frame meets, with the same error")
+    func valueChecksAreTheWires() throws {
+        let long = String(repeating: "u", count: 65)
+        let sends = [
+            SendRequest(user: "alice", payload: [1, 2]),
+            SendRequest(user: long, payload: []),
+            SendRequest(user: "a\u{0}b", payload: []),
+            SendRequest(user: "a\u{85}b", payload: []),
+            SendRequest(user: "zoë", payload: [], target: .device(long)),
+            SendRequest(user: "a", payload: [], target: .tag("t\u{7F}")),
+            SendRequest(user: "a", payload: [], priority: 11),
+            SendRequest(user: "a", payload: [], priority: 10, collapseKey: String(repeating: "c", count: 64)),
+            SendRequest(user: "a", payload: [], collapseKey: String(repeating: "c", count: 65)),
+            SendRequest(user: "a", payload: [], idempotencyKey: String(repeating: "k", count: 128)),
+            SendRequest(user: "a", payload: [], idempotencyKey: String(repeating: "k", count: 129)),
+            SendRequest(user: "a", payload: [], idempotencyKey: "k\n"),
+        ]
+        for send in sends {
+            var writer = FieldWriter()
+            send.writeFields(to: &writer)
+            let decoded = writer.bytes.withUnsafeBytes { body in Result { () throws(WireError) in try SendRequest(body: body) } }
+            let checked = Result { () throws(WireError) in try send.validate() }
+            switch (decoded, checked) {
+            case (.success(let read), .success): #expect(read == send)
+            case (.failure(let wire), .failure(let value)): #expect(wire == value, "\(send)")
+            default: Issue.record("the frame and the value disagree on \(send): \(decoded) against \(checked)")
+            }
+        }
+    }
 }

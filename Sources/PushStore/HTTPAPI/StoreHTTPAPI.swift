@@ -41,6 +41,8 @@ final class StoreHTTPAPI {
     private let logger: Logger
     private let metrics: StoreHTTPMetrics
     private var refusedTokenLog = LogThrottle()
+    /// The tokens this loop accepted, kept while the tokens' cursor stands still.
+    private let tokens = APITokenCache()
     /// Set by a drain: what arrives from then on is answered 503 SHUTTING_DOWN.
     private var draining = false
 
@@ -96,6 +98,20 @@ final class StoreHTTPAPI {
                                                                headers: [("Retry-After", "1"), ("Connection", "close")])),
                           route: route, provider: nil)
         }
+        // A token this loop keeps is checked by the request's own read: the tokens' cursor
+        // rides with what the request reads anyway (one statement on PostgreSQL).
+        if let authorization = request.header("Authorization"), let token = StoreHTTPAPI.bearer(authorization).flatMap(APIToken.parse),
+           let kept = tokens.accepted(id: token.id, secret: token.secret), kept.scopes.contains(route.scope),
+           !server.logic.tokensLimited(address: request.peerHost),
+           let message = try? ProviderAPIRequest.message(for: route, header: request.headers(named:), body: request.body) {
+            return serve(message, of: request, route: route, keptToken: token, record: kept, startNs: startNs)
+        }
+        serveAuthorizing(request, route: route, startNs: startNs)
+    }
+
+    /// A request whose token is checked before anything else is read: one this loop does not
+    /// keep, or any request that is to be refused (which this path words).
+    private func serveAuthorizing(_ request: HTTPServerRequest, route: ProviderAPIRoute, startNs: UInt64) {
         authorize(request.header("Authorization"), route: route, method: request.method.name, peer: request.peerHost) { [weak self] outcome in
             guard let self else { return }
             let record: APITokenRecord
@@ -109,12 +125,36 @@ final class StoreHTTPAPI {
             } catch {
                 return answer(request, .problem(error), route: route, provider: record.provider)
             }
-            let session = StoreSession(peerAddress: request.peerHost, role: .provider, provider: ProviderIdentity(apiToken: record))
-            let call = StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
-                self?.answer(request, .answering(reply, to: route, createdAt: createdAt), route: route,
-                             provider: record.provider)
+            server.serve(message, call: call(for: request, route: route, record: record, startNs: startNs))
+        }
+    }
+
+    /// A request with a token this loop keeps: served with the tokens' cursor read among its
+    /// own reads. Where the cursor moved and the token is no longer kept, the request starts
+    /// over on `serveAuthorizing`, which reads the token's row: a revocation by any process
+    /// is seen by the very request that follows it.
+    private func serve(_ message: Message, of request: HTTPServerRequest, route: ProviderAPIRoute, keptToken token: (id: String, secret: [UInt8]),
+                       record: APITokenRecord, startNs: UInt64) {
+        server.serve(message, call: call(for: request, route: route, record: record, startNs: startNs)) { [weak self] result in
+            guard let self else { return false }
+            guard case .success(let found) = result, let revision = found.apiTokensRevision else {
+                answer(request, .problem(ProviderAPIProblem(503, Status.internalError.name, "cannot read the API tokens",
+                                                            headers: [("Retry-After", "1")])), route: route, provider: nil)
+                return false
             }
-            server.serve(message, call: call)
+            tokens.observe(revision: revision)
+            guard tokens.accepted(id: token.id, secret: token.secret) != nil else {
+                serveAuthorizing(request, route: route, startNs: startNs)
+                return false
+            }
+            return true
+        }
+    }
+
+    private func call(for request: HTTPServerRequest, route: ProviderAPIRoute, record: APITokenRecord, startNs: UInt64) -> StoreHTTPCall {
+        let session = StoreSession(peerAddress: request.peerHost, role: .provider, provider: ProviderIdentity(apiToken: record))
+        return StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
+            self?.answer(request, .answering(reply, to: route, createdAt: createdAt), route: route, provider: record.provider)
         }
     }
 
@@ -146,17 +186,36 @@ final class StoreHTTPAPI {
             return decide(.refused(ProviderAPIProblem(401, Status.badToken.name, "not an API token: Authorization: Bearer sp_...",
                                                       headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]), provider: nil))
         }
-        server.read(StoreReads(apiToken: token.id)) { [weak self] result in
+        check(token, readingRow: !tokens.holds(token.id), route: route, peer: peer, then: decide)
+    }
+
+    /// Reads the tokens' change cursor, with the token's row when it is not kept (or no
+    /// longer is), and decides. A kept token costs the cursor alone; the row is read again
+    /// only after a change to the tokens, by this process or any other.
+    private func check(_ token: (id: String, secret: [UInt8]), readingRow: Bool, route: ProviderAPIRoute, peer: String,
+                       then decide: @escaping (Authorization) -> Void) {
+        server.read(StoreReads(apiToken: readingRow ? token.id : nil, apiTokensRevision: true)) { [weak self] result in
             guard let self else { return }
             guard case .success(let found) = result else {
                 return decide(.refused(ProviderAPIProblem(503, Status.internalError.name, "cannot read the API tokens",
                                                           headers: [("Retry-After", "1")]), provider: nil))
             }
-            guard let record = found.apiToken, APIToken.accepts(token.secret, record) else {
-                server.logic.apiTokenRefused(address: peer)
-                refusedToken(token.id, known: found.apiToken, peer: peer)
-                return decide(.refused(ProviderAPIProblem(401, Status.badToken.name, "unknown or revoked API token",
-                                                          headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]), provider: nil))
+            if let revision = found.apiTokensRevision { tokens.observe(revision: revision) }
+            let record: APITokenRecord
+            if let kept = tokens.accepted(id: token.id, secret: token.secret) {
+                record = kept
+            } else if !readingRow {
+                // Forgotten since (the tokens changed), or another secret: the row decides.
+                return check(token, readingRow: true, route: route, peer: peer, then: decide)
+            } else {
+                guard let read = found.apiToken, APIToken.accepts(token.secret, read) else {
+                    server.logic.apiTokenRefused(address: peer)
+                    refusedToken(token.id, known: found.apiToken, peer: peer)
+                    return decide(.refused(ProviderAPIProblem(401, Status.badToken.name, "unknown or revoked API token",
+                                                              headers: [("WWW-Authenticate", "Bearer error=\"invalid_token\"")]), provider: nil))
+                }
+                if let revision = found.apiTokensRevision { tokens.remember(read, secret: token.secret, readAt: revision) }
+                record = read
             }
             guard record.scopes.contains(route.scope) else {
                 return decide(.refused(ProviderAPIProblem(403, Status.forbidden.name, "this token may not \(route.scope); it may: \(record.scopes)"),
@@ -193,9 +252,21 @@ final class StoreHTTPAPI {
 
     /// The token of an `Authorization: Bearer` header (RFC 6750: the scheme is case-insensitive).
     static func bearer(_ header: String) -> String? {
-        let parts = header.split(separator: " ", maxSplits: 1, omittingEmptySubsequences: true)
-        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
-        return String(parts[1].trimmingWhitespace())
+        let utf8 = header.utf8
+        var at = utf8.startIndex
+        while at != utf8.endIndex, utf8[at] == UInt8(ascii: " ") { at = utf8.index(after: at) }
+        for expected in "bearer".utf8 {
+            guard at != utf8.endIndex, utf8[at] | 0x20 == expected else { return nil }
+            at = utf8.index(after: at)
+        }
+        guard at != utf8.endIndex, utf8[at] == UInt8(ascii: " ") else { return nil }
+        while at != utf8.endIndex, utf8[at] == UInt8(ascii: " ") || utf8[at] == UInt8(ascii: "\t") { at = utf8.index(after: at) }
+        var end = utf8.endIndex
+        while end != at, utf8[utf8.index(before: end)] == UInt8(ascii: " ") || utf8[utf8.index(before: end)] == UInt8(ascii: "\t") {
+            end = utf8.index(before: end)
+        }
+        guard at != end else { return nil }
+        return String(header[at..<end])
     }
 
     private func answer(_ request: HTTPServerRequest, _ response: ProviderAPIResponse, route: ProviderAPIRoute?, provider: String?) {
@@ -217,20 +288,21 @@ final class StoreHTTPAPI {
     }
 }
 
-extension Substring {
-    fileprivate func trimmingWhitespace() -> Substring {
-        var text = self
-        while text.first == " " || text.first == "\t" { text.removeFirst() }
-        while text.last == " " || text.last == "\t" { text.removeLast() }
-        return text
-    }
-}
-
 extension HTTPServerRequest {
-    /// Every value of header `name` (case-insensitive), in arrival order.
+    /// Every value of header `name` (case-insensitive, ASCII), in arrival order.
     fileprivate func headers(named name: String) -> [String] {
-        let wanted = name.lowercased()
-        return headers.filter { $0.name.lowercased() == wanted }.map(\.value)
+        var values: [String] = []
+        let wanted = Array(name.utf8)
+        for header in headers where header.name.utf8.count == wanted.count {
+            var same = true
+            var index = 0
+            for byte in header.name.utf8 {
+                same = same && byte | 0x20 == wanted[index] | 0x20
+                index += 1
+            }
+            if same { values.append(header.value) }
+        }
+        return values
     }
 }
 

@@ -14,13 +14,22 @@ final class PostgresAPITokens: APITokenAdministering {
         for _ in 0..<4 {
             let token = try APIToken.mint(provider: provider, scopes: scopes, nowMs: nowMs)
             let record = token.record
-            let inserted = try storage { () throws(PostgresError) -> PostgresResult in
-                try connection.query("""
-                    INSERT INTO api_tokens (id, provider, secret_hash, created_at, scopes) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
-                    """, [.text(record.id), .text(record.provider), .bytes(record.secretHash), .uint(record.createdAt),
-                          .text(record.scopes.description)])
+            let inserted: Bool
+            do {
+                inserted = try connection.transaction { () throws -> Bool in
+                    let result = try connection.query("""
+                        INSERT INTO api_tokens (id, provider, secret_hash, created_at, scopes) VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING
+                        """, [.text(record.id), .text(record.provider), .bytes(record.secretHash), .uint(record.createdAt),
+                              .text(record.scopes.description)])
+                    guard result.affectedRows == 1 else { return false }
+                    // Every store caching tokens sees the change on its next request.
+                    _ = try connection.query(APITokenTable.advanceRevision)
+                    return true
+                }
+            } catch {
+                throw .storage("\(error)")
             }
-            if inserted.affectedRows == 1 { return token }
+            if inserted { return token }
         }
         throw .storage("no free API token id")
     }
@@ -49,6 +58,7 @@ final class PostgresAPITokens: APITokenAdministering {
                                             scopes: APITokenScopes(names: try found.text(0, 4)) ?? [])
                 if record.revokedAt != nil { return .alreadyRevoked(record) }
                 _ = try connection.query("UPDATE api_tokens SET revoked_at = $1 WHERE id = $2", [.uint(nowMs), .text(id)])
+                _ = try connection.query(APITokenTable.advanceRevision)
                 record.revokedAt = nowMs
                 return .revoked(record)
             }

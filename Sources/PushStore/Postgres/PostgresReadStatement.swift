@@ -19,6 +19,7 @@ struct PostgresReadStatement {
     var pushColumn: Int?
     var keyColumn: Int?
     var apiTokenColumn: Int?
+    var apiTokensRevisionColumn: Int?
     var userDevicesColumn: Int?
 
     private init(sql: String, parameters: [PostgresValue], userColumn: Int?, deviceColumn: Int?, payloadColumn: Int?) {
@@ -33,7 +34,8 @@ struct PostgresReadStatement {
     /// device (FETCH, ACK, STATUS, RECALL). SYNC, LOGIN and REGISTRY are read alone.
     static func batches(_ reads: StoreReads) -> Bool {
         reads.payload != nil && reads.unread == nil && reads.registry == nil && reads.loginLimits == nil && !reads.passwordHash
-            && !reads.fresh && !reads.pushOutcome && reads.idempotency == nil && reads.apiToken == nil && !reads.userDevices
+            && !reads.fresh && !reads.pushOutcome && reads.idempotency == nil && reads.apiToken == nil && !reads.apiTokensRevision
+            && !reads.userDevices
     }
 
     /// The reads of many requests (each `batches`) as one statement of a fixed shape, over
@@ -103,6 +105,10 @@ struct PostgresReadStatement {
             apiTokenColumn = columns.count
             columns += ["t.provider", "t.secret_hash", "t.created_at", "t.revoked_at", "t.scopes"]
             joins.append("LEFT JOIN api_tokens t ON t.id = \(parameter(.text(id)))")
+        }
+        if reads.apiTokensRevision {
+            apiTokensRevisionColumn = columns.count
+            columns.append("(SELECT value FROM store_meta WHERE key = '\(APITokenTable.revisionKey)')")
         }
         if let unread = reads.unread, reads.user != nil {
             unreadColumn = columns.count
@@ -212,6 +218,10 @@ struct PostgresReadStatement {
                                             createdAt: try result.uint(row, column + 2),
                                             revokedAt: result.isNull(row, column + 3) ? nil : try result.uint(row, column + 3),
                                             scopes: APITokenScopes(names: try result.text(row, column + 4)) ?? [])
+        }
+        if let column = apiTokensRevisionColumn {
+            // No row before the first token is issued.
+            found.apiTokensRevision = result.isNull(row, column) ? 0 : try result.uint(row, column)
         }
         if let column = unreadColumn, let unread = reads.unread, found.user != nil {
             var ids: [PayloadID] = []

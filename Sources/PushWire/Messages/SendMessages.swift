@@ -67,6 +67,20 @@ public struct SendRequest: WireMessage {
         if let idempotencyKey { writer.append(.idempotencyKey, idempotencyKey) }
     }
 
+    /// The checks the wire's decoder makes of a SEND's fields ([3.3-2], [3.3-3], [3.3-4], [3.3-8]),
+    /// made of the value itself: a SEND built from another form than a frame (the HTTP
+    /// API's JSON) meets exactly the limits a SEND frame does, without being encoded into
+    /// fields and decoded again. The rules are `FieldTag.check`'s, the ones the scan of a
+    /// frame applies; the integers are in range by their types, save the priority.
+    public func validate() throws(WireError) {
+        try FieldTag.user.check(user)
+        try FieldTag.payload.check(payload)
+        if let target { try FieldTag.target.check(target.name) }
+        guard priority <= Push.maxPriority else { throw .badFieldValue(.priority) }
+        if let collapseKey { try FieldTag.collapseKey.check(collapseKey) }
+        if let idempotencyKey { try FieldTag.idempotencyKey.check(idempotencyKey) }
+    }
+
     /// The STORE part of the request.
     public var storeRequest: StoreRequest {
         StoreRequest(user: user, payload: payload, ttlSeconds: ttlSeconds, readLimit: readLimit)
