@@ -14,8 +14,7 @@ import PushWire
 /// take one of silently).
 public struct MessagePost: Decodable, Sendable {
     var recipient: String
-    /// The text's UTF-8, which is the payload as it is: kept as bytes from the start, so the
-    /// body's bytes are copied once into the payload (`MessagePostReader`).
+    /// The text's UTF-8, which is the payload as it is.
     var text: [UInt8]?
     var payload: String?
     var ttlSeconds: UInt32?
@@ -80,15 +79,11 @@ public struct MessagePost: Decodable, Sendable {
     /// describe a message: not an object, a member missing, unknown, given twice, of the
     /// wrong type or out of range (a number no Double holds too, which JSONDecoder alone
     /// would call not JSON).
+    ///
+    /// One reader of JSON, FoundationEssentials' JSONDecoder: a hand-written reader of the
+    /// usual body shape measured at a tenth of its instructions (118k against 10k a request
+    /// under callgrind), but this project reads JSON with Codable only (see BENCHMARKS.md).
     public static func decode(_ body: [UInt8]) throws(ProviderAPIProblem) -> MessagePost {
-        // The shape nearly every body has, read in one pass; anything else, and every
-        // refusal, is the general path's below, which names what is wrong.
-        if let post = MessagePostReader.read(body) { return post }
-        return try decodeGenerally(body)
-    }
-
-    /// `decode` by JSONDecoder, whatever the body: the path that names every fault.
-    static func decodeGenerally(_ body: [UInt8]) throws(ProviderAPIProblem) -> MessagePost {
         let scan = JSONMemberScan(body)
         let decoded = attempt(body)
         if case .failure(let problem) = decoded, decoded.notJSON {
