@@ -277,7 +277,8 @@ public final class StoreLogic {
                 // would write them; STATUS misses them only while that commit is in flight,
                 // as it does while a batch is.
                 let fetched = shared.state.withLock { $0.fetchTallies.removeValue(forKey: sequence) }
-                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched), .ackOK(ack.id))
+                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched,
+                                    row: found.payload?.receiptRow), .ackOK(ack.id))
             case .recall(let recall):
                 let payload = try askable(found, session: session)
                 return .commit(.recall(sequence: payload.sequence), .recallOK(recall.id))
@@ -411,7 +412,7 @@ public final class StoreLogic {
     private func sendOnce(_ send: SendRequest, key: IdempotencyKey?, earlier: IdempotencyRecord?, enrolled: [UserDevice],
                           session: StoreSession,
                           nowMs: UInt64) throws(Refusal) -> StoreAction {
-        if key != nil, let earlier, earlier.expiresAt > nowMs {
+        if key != nil, let earlier, earlier.holds(atMs: nowMs) {
             guard earlier.requestHash == IdempotencyRecord.requestHash(send) else {
                 throw Refusal(.conflict, "idempotency key already used, within 24 h, for a SEND with other content")
             }

@@ -47,18 +47,23 @@ struct PostgresReadStatement {
             SELECT r.n, u.id, u.created_at, NULL::text, d.user_id, d.issued_at, d.expires_at,
                    p.seq, p.user_id, p.key_id, CASE WHEN r.body THEN p.body END, p.created_at, p.expires_at,
                    p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life, p.sender,
-                   p.audience, EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = r.device)
-            FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[]) WITH ORDINALITY AS r (name, device, id, body, n)
+                   p.audience, EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = r.device),
+                   CASE WHEN r.receipt THEN EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = r.device) END
+            FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[], $5::bool[]) WITH ORDINALITY AS r (name, device, id, body, receipt, n)
             LEFT JOIN users u ON u.name = r.name
             LEFT JOIN registrations d ON d.device_id = r.device AND d.state = 1
             LEFT JOIN payloads p ON p.id = r.id
             """
         let parameters: [PostgresValue] = [
             .textArray(batch.map(\.user)), .textArray(batch.map(\.device)), .bytesArray(batch.map { $0.payload?.bytes }),
-            .boolArray(batch.map { $0.body }),
+            .boolArray(batch.map { $0.body }), .boolArray(batch.map { Self.readsReceipt($0) }),
         ]
         return PostgresReadStatement(sql: sql, parameters: parameters, userColumn: 1, deviceColumn: 4, payloadColumn: 7)
     }
+
+    /// Whether the device's receipt of the payload is read too: for an ACK (the read of the
+    /// sequence only, with a device), whose receipt `PayloadLife.receipt` decides from it.
+    static func readsReceipt(_ reads: StoreReads) -> Bool { reads.sequenceOnly && reads.device != nil }
 
     /// The statement for `reads`, nil when it asks for nothing one row can hold (REGISTRY only).
     init?(_ reads: StoreReads) {
@@ -86,18 +91,19 @@ struct PostgresReadStatement {
             payloadColumn = columns.count
             columns += ["p.seq", "p.user_id", "p.key_id", reads.body ? "p.body" : "NULL::bytea", "p.created_at", "p.expires_at",
                         "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life", "p.sender", "p.audience",
-                        deviceParameter.map { "EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = \($0))" } ?? "false"]
+                        deviceParameter.map { "EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = \($0))" } ?? "false",
+                        deviceParameter.flatMap { Self.readsReceipt(reads) ? "EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = \($0))" : nil }
+                            ?? "NULL::bool"]
             joins.append("LEFT JOIN payloads p ON p.id = \(parameter(.id(id)))")
             if reads.pushOutcome {
                 pushColumn = columns.count
-                columns += ["o.state", "o.written", "o.queued"]
-                joins.append("LEFT JOIN pushes o ON o.seq = p.seq")
+                columns += ["p.outbox", "p.written", "p.queued"]
             }
         }
         if let key = reads.idempotency {
             keyColumn = columns.count
-            columns += ["k.request_hash", "k.id", "k.payload_expires_at", "k.expires_at"]
-            joins.append("LEFT JOIN idempotency_keys k ON k.scope = \(parameter(.text(key.scope))) AND k.key = \(parameter(.text(key.key)))")
+            columns += ["k.request_hash", "k.id", "k.expires_at", "k.key_expires_at"]
+            joins.append("LEFT JOIN payloads k ON k.key_scope = \(parameter(.text(key.scope))) AND k.idem_key = \(parameter(.text(key.key)))")
         }
         if let id = reads.apiToken {
             apiTokenColumn = columns.count
@@ -194,7 +200,8 @@ struct PostgresReadStatement {
                 life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired,
                 sender: result.isNull(row, column + 11) ? nil : try result.text(row, column + 11),
                 listedAudience: try result.int64(row, column + 12) != PayloadAudience.user.storedKind,
-                readerListed: try result.bool(row, column + 13))
+                readerListed: try result.bool(row, column + 13),
+                readerAcknowledged: result.isNull(row, column + 14) ? nil : try result.bool(row, column + 14))
             if let column = pushColumn, !result.isNull(row, column) {
                 found.payload?.push = try result.int64(row, column) == OutboxState.handed.rawValue
                     ? .handed(PushAck(written: UInt32(clamping: try result.uint(row, column + 1)),

@@ -1,0 +1,162 @@
+import Foundation
+import PushPostgres
+@testable import PushStore
+import PushTestSupport
+import PushWire
+import Testing
+
+/// What a build before SEND was one row left (SQLite version 7, PostgreSQL version 8): a
+/// STORE, a SEND whose push waits with its key, a SEND whose push a gateway answered, and
+/// a key whose payload is gone. After the upgrade every reader of the outbox and the keys
+/// answers as before, from the payloads' rows, and the old tables are gone.
+enum SendRowFixture {
+    static let waitingID = PayloadID(high: 1, low: 2)
+    static let handedID = PayloadID(high: 3, low: 4)
+    static let storedID = PayloadID(high: 5, low: 6)
+    static let orphanID = PayloadID(high: 7, low: 8)
+    static let key = IdempotencyKey(scope: IdempotencyKey.providerScope, key: "order-1")
+    static let orphanKey = IdempotencyKey(scope: IdempotencyKey.providerScope, key: "order-0")
+    static let far: UInt64 = 9_999_999_999_999
+    static let push = Push(target: .user("alice"), id: waitingID.bytes, alert: true, priority: 5, collapseKey: nil, ttlSeconds: 60,
+                           user: "alice", once: true)
+    static let handedPush = Push(target: .user("alice"), id: handedID.bytes, alert: false, priority: 5, collapseKey: nil, ttlSeconds: 60,
+                                 user: "alice", once: true)
+    static let hash: [UInt8] = Array(repeating: 9, count: 32)
+    /// When the key is forgotten: the waiting SEND's, well in the future; the orphan's, past.
+    static let keyExpiry: UInt64 = 5_000_000_000_000
+}
+
+extension SchemaMigrationTests {
+    @Test("[4.17-4] [4.17-5] [4.12-2] version 7 to 8: a SEND's push and key move into its payload's row, the old tables go")
+    func movesSendsIntoPayloads() throws {
+        let scratch = try ScratchDatabase()
+        let old = try SQLiteConnection(path: scratch.path)
+        // A version-7 file, as that build's `SQLiteSchema.fresh` made it.
+        try old.execute([SQLiteSchema.usersTable("users"), SQLiteSchema.payloadsTable("payloads"), SQLiteSchema.senderColumn,
+                         SQLiteSchema.receiptsTable, SQLiteSchema.metaAndTriggers, SQLiteSchema.indexes, RegistryTable.schema,
+                         SQLiteSchema.pushesTable, SQLiteSchema.idempotencyTable, APITokenTable.schema, SQLiteSchema.audiencesTable]
+            .joined(separator: ";\n"))
+        typealias F = SendRowFixture
+        try old.execute("""
+            INSERT INTO users (id, name, password_hash, created_at) VALUES (42, 'alice', 'h', 1000);
+            INSERT INTO payloads (seq, id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, sender)
+                VALUES (1, \(F.waitingID.high), \(F.waitingID.low), 42, NULL, NULL, 10, \(F.far), 1, 'provider-key'),
+                       (2, \(F.handedID.high), \(F.handedID.low), 42, NULL, NULL, 20, \(F.far), 1, 'provider-key'),
+                       (3, \(F.storedID.high), \(F.storedID.low), 42, NULL, NULL, 30, \(F.far), 1, 'provider-key');
+            PRAGMA user_version = 7;
+            """)
+        try old.run("INSERT INTO pushes (seq, push) VALUES (1, ?)", [.blob(OutboxEntry.encode(F.push))])
+        try old.run("INSERT INTO pushes (seq, push, state, written, queued, handed_at) VALUES (2, ?, \(OutboxState.handed.rawValue), 2, 1, 25)",
+                     [.blob(OutboxEntry.encode(F.handedPush))])
+        for (key, id, expiry) in [(F.key, F.waitingID, F.keyExpiry), (F.orphanKey, F.orphanID, UInt64(40))] {
+            try old.run("INSERT INTO idempotency_keys (scope, key, request_hash, id, payload_expires_at, expires_at) VALUES (?, ?, ?, ?, ?, ?)",
+                        [.text(key.scope), .text(key.key), .blob(F.hash), .blob(id.bytes), .uint(F.far), .uint(expiry)])
+        }
+        old.close()
+
+        let writer = try SQLitePayloadWriter(path: scratch.path)
+        #expect(try scratch.integer("PRAGMA user_version") == SQLiteSchema.currentVersion)
+        #expect(try scratch.integer("SELECT count(*) FROM sqlite_master WHERE name IN ('pushes', 'idempotency_keys')") == 0)
+        let reader = try SQLitePayloadReader(path: scratch.path)
+        #expect(try reader.pushOutcome(sequence: 1) == .waiting)
+        #expect(try reader.pushOutcome(sequence: 2) == .handed(PushAck(written: 2, queued: 1)))
+        #expect(try reader.pushOutcome(sequence: 3) == PushOutcome.none)
+        #expect(try reader.waitingPushes(after: 0, limit: 10, nowMs: 100)
+            == [OutboxEntry(sequence: 1, push: F.push, expiresAt: F.far, createdAt: 10)])
+        #expect(try reader.idempotencyRecord(F.key)
+            == IdempotencyRecord(key: F.key, requestHash: F.hash, id: F.waitingID, payloadExpiresAt: F.far, expiresAt: F.keyExpiry))
+        #expect(try reader.idempotencyRecord(F.orphanKey) == nil, "a key whose payload is gone goes with it")
+
+        // The handed record and the read-out receipt are updates of the same rows.
+        #expect(try writer.commit([.pushesHanded([HandedPush(sequence: 1, ack: PushAck(written: 1, queued: 0), handedAt: 50)])]) == [.ok])
+        #expect(try reader.pushOutcome(sequence: 1) == .handed(PushAck(written: 1, queued: 0)))
+        #expect(try reader.waitingPushes(after: 0, limit: 10, nowMs: 100).isEmpty)
+        // The key holds until it expires; then a new SEND takes it from the old row.
+        var again = NewPayload(id: PayloadID(high: 9, low: 9), user: "alice", body: [1], createdAt: 100, expiresAt: F.far, readLimit: 1,
+                               push: F.push, sender: "provider-key")
+        again.idempotency = IdempotencyRecord(key: F.key, requestHash: F.hash, id: again.id, payloadExpiresAt: F.far,
+                                              expiresAt: F.keyExpiry + 100)
+        #expect(try writer.commit([.store(again)]) == [.failed(.busy)])
+        again.createdAt = F.keyExpiry
+        guard case .stored(let seq) = try writer.commit([.store(again)])[0] else {
+            Issue.record("the expired key was not taken")
+            return
+        }
+        #expect(try reader.idempotencyRecord(F.key)?.id == again.id)
+        #expect(try reader.waitingPushes(after: 0, limit: 10, nowMs: 100).map(\.sequence) == [seq])
+    }
+}
+
+@Suite("PostgreSQL: a SEND is one row", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+struct PostgresSendRowTests {
+    @Test("[4.17-4] [4.17-5] [4.12-2] version 8 to 9: pushes and keys move into their payloads' rows, the claim and the reads find them")
+    func movesSendsIntoPayloads() async throws {
+        try await onOwnThread {
+            typealias F = SendRowFixture
+            let url = try PostgresCluster.shared().createDatabase()
+            let old = try PostgresBlockingConnection(url)
+            defer { old.close() }
+            try old.execute("CREATE TABLE schema_version (version bigint PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())")
+            for (version, sql) in PostgresSchema.migrations where version <= 8 {
+                try old.execute(sql)
+                _ = try old.query("INSERT INTO schema_version (version) VALUES ($1)", [.int64(version)])
+            }
+            _ = try old.query("INSERT INTO users (id, name, password_hash, created_at) VALUES (42, 'alice', 'h', 1000)")
+            for (id, created) in [(F.waitingID, 10), (F.handedID, 20), (F.storedID, 30)] {
+                _ = try old.query("""
+                    INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit, sender)
+                    VALUES ($1, 42, NULL, NULL, $2, $3, 1, 'provider-key')
+                    """, [.bytes(id.bytes), .int64(Int64(created)), .uint(F.far)])
+            }
+            _ = try old.query("""
+                INSERT INTO pushes (seq, push, owner, lease_until) SELECT seq, $2, 'gone-store', 0 FROM payloads WHERE id = $1
+                """, [.bytes(F.waitingID.bytes), .bytes(OutboxEntry.encode(F.push))])
+            _ = try old.query("""
+                INSERT INTO pushes (seq, push, state, written, queued, handed_at, owner, lease_until)
+                SELECT seq, $2, \(OutboxState.handed.rawValue), 2, 1, 25, 'gone-store', 0 FROM payloads WHERE id = $1
+                """, [.bytes(F.handedID.bytes), .bytes(OutboxEntry.encode(F.handedPush))])
+            for (key, id, expiry) in [(F.key, F.waitingID, F.keyExpiry), (F.orphanKey, F.orphanID, UInt64(40))] {
+                _ = try old.query("""
+                    INSERT INTO idempotency_keys (scope, key, request_hash, id, payload_expires_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6)
+                    """, [.text(key.scope), .text(key.key), .bytes(F.hash), .bytes(id.bytes), .uint(F.far), .uint(expiry)])
+            }
+            _ = try PostgresAdministration(url: url)
+            #expect(try PostgresSchema.version(on: old) == PostgresSchema.currentVersion)
+            #expect(try old.query("SELECT count(*) FROM pg_tables WHERE tablename IN ('pushes', 'idempotency_keys')").int64(0, 0) == 0)
+
+            // STATUS's push outcome ([4.12-2]) and the key's record ([4.17-5]), as a request reads them.
+            for (id, outcome) in [(F.waitingID, PushOutcome.waiting), (F.handedID, .handed(PushAck(written: 2, queued: 1))),
+                                  (F.storedID, PushOutcome.none)] {
+                let reads = StoreReads(payload: id, pushOutcome: true)
+                let statement = try #require(PostgresReadStatement(reads))
+                let found = try statement.decode(try old.query(statement.sql, statement.parameters), reads: reads) { sealed, _, _, _ in sealed }
+                #expect(found.payload?.push == outcome, "\(id)")
+            }
+            for (key, expected) in [(F.key, IdempotencyRecord(key: F.key, requestHash: F.hash, id: F.waitingID, payloadExpiresAt: F.far,
+                                                               expiresAt: F.keyExpiry)), (F.orphanKey, nil)] {
+                let reads = StoreReads(idempotency: key)
+                let statement = try #require(PostgresReadStatement(reads))
+                let found = try statement.decode(try old.query(statement.sql, statement.parameters), reads: reads) { sealed, _, _, _ in sealed }
+                #expect(found.idempotency == expected, "\(key.key)")
+            }
+            // The outbox claim: the waiting push whose owner's lease is over, taken by another store.
+            let claim = PostgresWriteStatements.claimPushes(owner: "next-store", after: 0, limit: 10, nowMs: 100, leaseUntil: 30_100)
+            let claimed = try old.query(claim.sql, claim.parameters)
+            #expect(claimed.rows.count == 1)
+            #expect(try OutboxEntry.decode(claimed.bytes(0, 1)) == F.push)
+            #expect(try old.query("SELECT outbox_owner FROM payloads WHERE id = $1", [.bytes(F.waitingID.bytes)]).text(0, 0) == "next-store")
+            // The gateway's answer is an update of the payload's row.
+            let seq = try old.query("SELECT seq FROM payloads WHERE id = $1", [.bytes(F.waitingID.bytes)]).uint(0, 0)
+            let handed = PostgresWriteStatements.pushesHanded([HandedPush(sequence: seq, ack: PushAck(written: 1, queued: 0), handedAt: 50)])
+            _ = try old.query(handed.sql, handed.parameters)
+            #expect(try old.query(claim.sql, claim.parameters).rows.isEmpty)
+            // An expired key is freed for the SEND that takes it again; one still held is not.
+            let keep = PostgresWriteStatements.freeExpiredKeys([IdempotencyRecord(key: F.key, requestHash: F.hash, id: F.storedID,
+                                                                                  payloadExpiresAt: F.far, expiresAt: 0)], nowMs: F.keyExpiry - 1)
+            #expect(try old.query(keep.sql, keep.parameters).affectedRows == 0)
+            let free = PostgresWriteStatements.freeExpiredKeys([IdempotencyRecord(key: F.key, requestHash: F.hash, id: F.storedID,
+                                                                                  payloadExpiresAt: F.far, expiresAt: 0)], nowMs: F.keyExpiry)
+            #expect(try old.query(free.sql, free.parameters).affectedRows == 1)
+        }
+    }
+}
