@@ -51,12 +51,9 @@ public struct IdempotencyRecord: Sendable, Equatable {
     /// this: a key lives 24 h, a build longer than that, and `sendCreatedAt` reads it back.
     public static let lifetimeMs: UInt64 = 24 * 3600 * 1000
 
-    /// Whether a key forgotten at `expiresAt` still holds at `nowMs` ([4.17-5]): decided
-    /// here for the logic and for a writer that finds the key on an older row.
-    public static func holds(expiresAt: UInt64, atMs nowMs: UInt64) -> Bool { expiresAt > nowMs }
-
-    /// Whether this record's key still holds at `nowMs`.
-    public func holds(atMs nowMs: UInt64) -> Bool { IdempotencyRecord.holds(expiresAt: expiresAt, atMs: nowMs) }
+    /// Whether the key still holds at `nowMs` ([4.17-5]); once it does not, a SEND with it
+    /// takes it from this record's row (`NewPayload.keyTakenFromExpiry`).
+    public func holds(atMs nowMs: UInt64) -> Bool { expiresAt > nowMs }
 
     /// When the SEND's payload was created (unix ms): a replay's answer repeats it, as it
     /// repeats the id and the expiry ([4.17-5]). Records of builds before this one set the

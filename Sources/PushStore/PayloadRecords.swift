@@ -147,6 +147,10 @@ public struct NewPayload: Sendable, Equatable {
     public var push: Push?
     /// A SEND's idempotency key, recorded with the payload ([4.17-5]).
     public var idempotency: IdempotencyRecord?
+    /// With `idempotency`: when the earlier use of the key that the SEND's read found was
+    /// forgotten (`IdempotencyRecord.holds` no more), so the commit takes the key from that
+    /// row. A row holding the key with another expiry (taken meanwhile) makes the SEND BUSY.
+    public var keyTakenFromExpiry: UInt64?
     /// The provider that sent it (`ProviderIdentity.name`), recorded in the same commit:
     /// only that provider's STATUS and RECALL see it ([4.12-3]).
     public var sender: String

@@ -50,7 +50,7 @@ public final class SQLitePayloadReader: PayloadReader {
         let unreadRows = """
             FROM payloads
             WHERE user_id = ?1 AND seq < ?2 AND life = \(PayloadLife.live.rawValue) AND expires_at > ?3
-              AND (audience = 0 OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = payloads.seq AND a.device = ?4))
+              AND (audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = payloads.seq AND a.device = ?4))
               AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipts.seq = payloads.seq AND receipts.device = ?4)
             """
         unreadPage = try connection.prepare("SELECT seq, id_high, id_low \(unreadRows) ORDER BY seq DESC LIMIT ?5")

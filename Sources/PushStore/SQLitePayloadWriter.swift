@@ -117,9 +117,9 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // accepted just before its user was removed leaves no row behind.
             guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
             if let key = new.idempotency, let holder = try keyHolder(key.key) {
-                // Taken by a SEND this store did not know to be in flight: the provider retries.
-                guard !IdempotencyRecord.holds(expiresAt: holder.expiresAt, atMs: new.createdAt) else { return .failed(.busy) }
-                // Forgotten, but still on its old row: this SEND takes it.
+                // Taken by a SEND the request's read did not see: the provider retries.
+                guard holder.expiresAt == new.keyTakenFromExpiry else { return .failed(.busy) }
+                // Forgotten, as the request's read found it, but still on its old row: this SEND takes it.
                 try freeKey.set(1, holder.sequence)
                 try freeKey.runBound()
             }

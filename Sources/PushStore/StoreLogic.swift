@@ -418,12 +418,13 @@ public final class StoreLogic {
             }
             return .replay(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true), createdAt: earlier.sendCreatedAt)
         }
-        return try commitSend(send, key: key, enrolled: enrolled, session: session, nowMs: nowMs)
+        return try commitSend(send, key: key, enrolled: enrolled, session: session, nowMs: nowMs, forgotten: key == nil ? nil : earlier)
     }
 
     /// `enrolled`: the recipient's enrolled devices, read for a tag target only.
+    /// `forgotten`: the earlier use of `key` the read found, past its expiry.
     private func commitSend(_ send: SendRequest, key: IdempotencyKey?, enrolled: [UserDevice], session: StoreSession,
-                            nowMs: UInt64) throws(Refusal) -> StoreAction {
+                            nowMs: UInt64, forgotten: IdempotencyRecord? = nil) throws(Refusal) -> StoreAction {
         var payload = try newPayload(send.storeRequest, session: session)
         // Who may see it, fixed now ([4.9-4]): a device enrolled later, or given the tag
         // later, is not its audience.
@@ -438,6 +439,7 @@ public final class StoreLogic {
             payload.idempotency = IdempotencyRecord(key: key, requestHash: IdempotencyRecord.requestHash(send), id: payload.id,
                                                     payloadExpiresAt: payload.expiresAt,
                                                     expiresAt: payload.createdAt + IdempotencyRecord.lifetimeMs)
+            payload.keyTakenFromExpiry = forgotten?.expiresAt
         }
         return .commit(.store(payload), .sendOK(SendOK(id: payload.id, expiresAt: payload.expiresAt), push, createdAt: payload.createdAt,
                                                 idempotency: key))

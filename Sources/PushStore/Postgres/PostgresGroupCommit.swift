@@ -290,11 +290,11 @@ final class PostgresGroupCommit {
         // store's group of the same user, or for a removal, then waits before it has locked
         // any payload row.
         if let lock = PostgresWriteStatements.lockRecipients(Set(rows.map(\.userID))) { plan.statements.append(lock) }
-        // Keys whose earlier use has expired are freed before the rows that take them go in.
-        let keys = rows.compactMap(\.payload.idempotency)
-        if let now = rows.first(where: { $0.payload.idempotency != nil })?.payload.createdAt {
-            plan.statements.append(fixed(PostgresWriteStatements.freeExpiredKeys(keys, nowMs: now)))
+        // Keys whose earlier use was forgotten are freed before the rows that take them go in.
+        let taken = rows.compactMap { row in
+            row.payload.idempotency.flatMap { record in row.payload.keyTakenFromExpiry.map { (record.key, $0) } }
         }
+        if !taken.isEmpty { plan.statements.append(fixed(PostgresWriteStatements.freeForgottenKeys(taken))) }
         // A SEND's payload, push and key are one row ([4.17-1]); its lease starts with it.
         let leaseUntil = (rows.first?.payload.createdAt ?? 0) + pushLeaseMs
         var start = 0

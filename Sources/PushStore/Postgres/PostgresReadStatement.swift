@@ -123,7 +123,7 @@ struct PostgresReadStatement {
                 """
                 FROM payloads x
                 WHERE x.user_id = u.id AND x.seq < \(bound) AND x.life = \(PayloadLife.live.rawValue) AND x.expires_at > \(now)
-                  AND (x.audience = 0 OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = x.seq AND a.device = \(device)))
+                  AND (x.audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = x.seq AND a.device = \(device)))
                   AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = x.seq AND r.device = \(device))
                 """
             }

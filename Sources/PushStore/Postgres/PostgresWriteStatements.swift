@@ -236,15 +236,17 @@ enum PostgresWriteStatements {
             """, [.bytesArray(pairs.map(\.0)), .textArray(pairs.map(\.1))], prepared: true)
     }
 
-    /// Frees the keys of a group's SENDs that have expired (`IdempotencyRecord.holds` no
-    /// more at `nowMs`) from the rows of their earlier SENDs, so the insert that follows can
-    /// take them again; a key still held stays, and that SEND's insert fails the unique index.
-    static func freeExpiredKeys(_ keys: [IdempotencyRecord], nowMs: UInt64) -> PostgresStatement {
+    /// Frees the keys a group's SENDs take from the rows of their earlier uses, which the
+    /// requests' reads found forgotten (`NewPayload.keyTakenFromExpiry`), so the insert that
+    /// follows can take them; a row holding a key with another expiry (another store's SEND
+    /// took it meanwhile) keeps it, and that SEND's insert fails the unique index.
+    static func freeForgottenKeys(_ keys: [(key: IdempotencyKey, expiry: UInt64)]) -> PostgresStatement {
         PostgresStatement("""
             UPDATE payloads p SET key_scope = NULL, idem_key = NULL, request_hash = NULL, key_expires_at = NULL
-            FROM unnest($1::text[], $2::text[]) AS v (scope, key)
-            WHERE p.key_scope = v.scope AND p.idem_key = v.key AND p.key_expires_at <= $3
-            """, [.textArray(keys.map(\.key.scope)), .textArray(keys.map(\.key.key)), .uint(nowMs)], prepared: true)
+            FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v (scope, key, expiry)
+            WHERE p.key_scope = v.scope AND p.idem_key = v.key AND p.key_expires_at = v.expiry
+            """, [.textArray(keys.map(\.key.scope)), .textArray(keys.map(\.key.key)),
+                  .int64Array(keys.map { Int64(clamping: $0.expiry) })], prepared: true)
     }
 
     /// Refused tokens counted per address in the window every store shares ([8-9]): one

@@ -71,13 +71,15 @@ extension SchemaMigrationTests {
         #expect(try writer.commit([.pushesHanded([HandedPush(sequence: 1, ack: PushAck(written: 1, queued: 0), handedAt: 50)])]) == [.ok])
         #expect(try reader.pushOutcome(sequence: 1) == .handed(PushAck(written: 1, queued: 0)))
         #expect(try reader.waitingPushes(after: 0, limit: 10, nowMs: 100).isEmpty)
-        // The key holds until it expires; then a new SEND takes it from the old row.
+        // The key holds until it expires; then a new SEND whose read found it forgotten takes it from the old row.
         var again = NewPayload(id: PayloadID(high: 9, low: 9), user: "alice", body: [1], createdAt: 100, expiresAt: F.far, readLimit: 1,
                                push: F.push, sender: "provider-key")
         again.idempotency = IdempotencyRecord(key: F.key, requestHash: F.hash, id: again.id, payloadExpiresAt: F.far,
                                               expiresAt: F.keyExpiry + 100)
         #expect(try writer.commit([.store(again)]) == [.failed(.busy)])
-        again.createdAt = F.keyExpiry
+        again.keyTakenFromExpiry = F.keyExpiry - 1
+        #expect(try writer.commit([.store(again)]) == [.failed(.busy)], "not the use the read found forgotten")
+        again.keyTakenFromExpiry = F.keyExpiry
         guard case .stored(let seq) = try writer.commit([.store(again)])[0] else {
             Issue.record("the expired key was not taken")
             return
@@ -150,13 +152,54 @@ struct PostgresSendRowTests {
             let handed = PostgresWriteStatements.pushesHanded([HandedPush(sequence: seq, ack: PushAck(written: 1, queued: 0), handedAt: 50)])
             _ = try old.query(handed.sql, handed.parameters)
             #expect(try old.query(claim.sql, claim.parameters).rows.isEmpty)
-            // An expired key is freed for the SEND that takes it again; one still held is not.
-            let keep = PostgresWriteStatements.freeExpiredKeys([IdempotencyRecord(key: F.key, requestHash: F.hash, id: F.storedID,
-                                                                                  payloadExpiresAt: F.far, expiresAt: 0)], nowMs: F.keyExpiry - 1)
+            // A key is freed from the row of the use the SEND's read found forgotten, and from no other.
+            let keep = PostgresWriteStatements.freeForgottenKeys([(F.key, F.keyExpiry - 1)])
             #expect(try old.query(keep.sql, keep.parameters).affectedRows == 0)
-            let free = PostgresWriteStatements.freeExpiredKeys([IdempotencyRecord(key: F.key, requestHash: F.hash, id: F.storedID,
-                                                                                  payloadExpiresAt: F.far, expiresAt: 0)], nowMs: F.keyExpiry)
+            let free = PostgresWriteStatements.freeForgottenKeys([(F.key, F.keyExpiry)])
             #expect(try old.query(free.sql, free.parameters).affectedRows == 1)
         }
+    }
+}
+
+@Suite("SQLite: one write per message")
+struct SQLiteSendRowTests {
+    /// Rows in each table but `payloads`, `users` and `store_meta`.
+    private func otherRows(_ scratch: ScratchDatabase) throws -> Int64 {
+        try ["receipts", "audiences", "registrations", "api_tokens"].reduce(0) { sum, table in
+            sum + (try scratch.integer("SELECT count(*) FROM \(table)") ?? 0)
+        }
+    }
+
+    @Test("[4.17-1] [4.17-5] a keyed SEND is one row; [4.10-1] [4.10-2] the receipt that reads it out is an update of it, no receipt row, and a repeat changes nothing")
+    func sendIsOneRow() throws {
+        let scratch = try ScratchDatabase("send-row")
+        let admin = try UserAdministration(databasePath: scratch.path)
+        let alice = try #require(try admin.add("alice", passwordHash: "h", nowMs: 5))
+        let writer = try SQLitePayloadWriter(path: scratch.path)
+        let reader = try SQLitePayloadReader(path: scratch.path)
+        var send = NewPayload(id: PayloadID(high: 1, low: 1), user: "alice", body: [1, 2], createdAt: 10, expiresAt: SendRowFixture.far,
+                              readLimit: 1, push: SendRowFixture.push, sender: "provider-key")
+        send.idempotency = IdempotencyRecord(key: SendRowFixture.key, requestHash: SendRowFixture.hash, id: send.id,
+                                             payloadExpiresAt: send.expiresAt, expiresAt: 10 + IdempotencyRecord.lifetimeMs)
+        guard case .stored(let seq) = try writer.commit([.store(send)])[0] else {
+            Issue.record("not stored")
+            return
+        }
+        #expect(try scratch.integer("SELECT count(*) FROM payloads") == 1)
+        #expect(try otherRows(scratch) == 0, "the push and the key are the payload's row")
+        #expect(try reader.idempotencyRecord(SendRowFixture.key)?.id == send.id)
+        #expect(try reader.waitingPushes(after: 0, limit: 10, nowMs: 20).map(\.sequence) == [seq])
+
+        #expect(try writer.commit([.ack(sequence: seq, userID: alice.id, deviceID: "phone")]) == [.ok])
+        #expect(try otherRows(scratch) == 0, "read out: no receipt row")
+        let read = try #require(try reader.payload(sequence: seq))
+        #expect(read.life == .readOut && read.readCount == 1 && read.body.isEmpty)
+        #expect(try reader.unread(userID: alice.id, UnreadQuery(deviceID: "phone", cursor: 0, limit: 10, nowMs: 20)).ids.isEmpty)
+        #expect(try reader.waitingPushes(after: 0, limit: 10, nowMs: 20).isEmpty, "a push whose payload is gone is not sent")
+        for device in ["phone", "tablet"] {
+            #expect(try writer.commit([.ack(sequence: seq, userID: alice.id, deviceID: device)]) == [.ok], "\(device)")
+        }
+        #expect(try otherRows(scratch) == 0)
+        #expect(try reader.payload(sequence: seq)?.readCount == 1)
     }
 }
