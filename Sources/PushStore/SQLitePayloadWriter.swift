@@ -18,6 +18,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private var recipients: [ExactName: UInt64?] = [:]
     private let lookup: SQLiteStatement
     private let addReceipt: SQLiteStatement
+    private let hasReceipt: SQLiteStatement
     private let markRead: SQLiteStatement
     private let countRead: SQLiteStatement
     private let markRecalled: SQLiteStatement
@@ -49,13 +50,14 @@ public final class SQLitePayloadWriter: PayloadWriter {
             """)
         insertAudience = try connection.prepare("INSERT OR IGNORE INTO audiences (seq, device) VALUES (?, ?)")
         userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
-        // What `PayloadLife.receipt` decides from, in one read of the row.
+        // What `PayloadLife.receipt` decides from, in one read of the row; whether the device
+        // acknowledged it before is learnt from its receipt's insert (`receiptWrite`).
         lookup = try connection.prepare("""
             SELECT user_id, read_limit, read_count, life,
-                   audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = ?1 AND a.device = ?2),
-                   EXISTS (SELECT 1 FROM receipts r WHERE r.seq = ?1 AND r.device = ?2)
+                   audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = ?1 AND a.device = ?2)
             FROM payloads WHERE seq = ?1
             """)
+        hasReceipt = try connection.prepare("SELECT 1 FROM receipts WHERE seq = ? AND device = ?")
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
         // The receipt that reads the payload out ([4.10-1]): one update, no receipt row.
         markRead = try connection.prepare("""
@@ -155,16 +157,14 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // The row as this transaction sees it: receipts are decided one after another.
             guard let row = try receiptRow(sequence, deviceID) else { return .failed(.notFound) }
             let tally = fetched ?? FetchTally(sequence: sequence, count: 0, lastAtMs: 0)
-            switch PayloadLife.receipt(on: row, from: userID) {
+            switch try receiptWrite(row, userID, sequence, deviceID) {
             case .refused(let status):
                 try record(fetched)
                 return .failed(status)
             case .unchanged:
                 try record(fetched)
             case .counted(let readCount):
-                try addReceipt.set(1, sequence)
-                try addReceipt.set(2, deviceID)
-                try addReceipt.runBound()
+                // The receipt row went in as the decision was made.
                 try countRead.set(1, readCount)
                 try countRead.set(2, Int64(tally.count))
                 try countRead.set(3, tally.lastAtMs)
@@ -237,7 +237,30 @@ public final class SQLitePayloadWriter: PayloadWriter {
         guard try lookup.step() else { return nil }
         return ReceiptRow(owner: UInt64(bitPattern: lookup.int(0)), admitsDevice: lookup.int(4) != 0,
                           life: PayloadLife(rawValue: lookup.int(3)) ?? .expired, readLimit: lookup.int(1), readCount: lookup.int(2),
-                          acknowledged: lookup.int(5) != 0)
+                          acknowledged: false)
+    }
+
+    /// `PayloadLife.receipt` on `row`, whose `acknowledged` is not read yet: a receipt that
+    /// would count is inserted first, and one already there (the insert adds nothing) was
+    /// acknowledged before; only a receipt that would read the payload out looks for it.
+    private func receiptWrite(_ row: ReceiptRow, _ userID: UInt64, _ sequence: UInt64, _ deviceID: String) throws(SQLiteError) -> ReceiptWrite {
+        var row = row
+        let write = PayloadLife.receipt(on: row, from: userID)
+        switch write {
+        case .counted:
+            try addReceipt.set(1, sequence)
+            try addReceipt.set(2, deviceID)
+            try addReceipt.runBound()
+            row.acknowledged = connection.changes == 0
+        case .readOut:
+            defer { hasReceipt.reset() }
+            try hasReceipt.set(1, sequence)
+            try hasReceipt.set(2, deviceID)
+            row.acknowledged = try hasReceipt.step()
+        case .refused, .unchanged:
+            return write
+        }
+        return row.acknowledged ? PayloadLife.receipt(on: row, from: userID) : write
     }
 
     /// Whether the payload exists (RECALL).
