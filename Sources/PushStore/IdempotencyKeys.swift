@@ -51,6 +51,10 @@ public struct IdempotencyRecord: Sendable, Equatable {
     /// this: a key lives 24 h, a build longer than that, and `sendCreatedAt` reads it back.
     public static let lifetimeMs: UInt64 = 24 * 3600 * 1000
 
+    /// Whether the key still holds at `nowMs` ([4.17-5]); once it does not, a SEND with it
+    /// takes it from this record's row (`NewPayload.keyTakenFromExpiry`).
+    public func holds(atMs nowMs: UInt64) -> Bool { expiresAt > nowMs }
+
     /// When the SEND's payload was created (unix ms): a replay's answer repeats it, as it
     /// repeats the id and the expiry ([4.17-5]). Records of builds before this one set the
     /// key's expiry from a clock read a moment before the payload's, so theirs may be a

@@ -13,10 +13,18 @@ public enum PayloadLife: Int64, Sendable {
     /// ([4.10-1]): a read limit (0: none) is reached, and the body is erased.
     public static func readsOut(readCount: Int64, readLimit: Int64) -> Bool { readLimit > 0 && readCount >= readLimit }
 
-    /// The life after a new read receipt brings the count to `readCount`: a live payload
-    /// read out is `.readOut`; one already gone stays as it went.
-    public func afterReceipt(readCount: Int64, readLimit: Int64) -> PayloadLife {
-        self == .live && PayloadLife.readsOut(readCount: readCount, readLimit: readLimit) ? .readOut : self
+    /// What a read receipt from `deviceID`'s holder `userID` does to the payload `row`
+    /// ([4.9-4], [4.10-1], [4.10-2]): the one place the rule is decided; every backend
+    /// binds the answer. FORBIDDEN for another user's payload or a device outside its
+    /// audience; nothing for a device that acknowledged it before or for a payload already
+    /// gone (SYNC lists it no more, and a repeated ACK succeeds); the receipt that reaches
+    /// the read limit makes the payload gone and erases its body without a receipt row of
+    /// its own (nothing lists a gone payload); any other adds the receipt and counts it.
+    public static func receipt(on row: ReceiptRow, from userID: UInt64) -> ReceiptWrite {
+        guard row.owner == userID, row.admitsDevice else { return .refused(.forbidden) }
+        guard row.life == .live, !row.acknowledged else { return .unchanged }
+        let count = row.readCount + 1
+        return readsOut(readCount: count, readLimit: row.readLimit) ? .readOut(readCount: count) : .counted(readCount: count)
     }
 
     /// The life once a sweep at `nowMs` has passed: a live payload past its TTL is
@@ -24,6 +32,58 @@ public enum PayloadLife: Int64, Sendable {
     public func afterSweep(expiresAt: UInt64, nowMs: UInt64) -> PayloadLife {
         self == .live && expiresAt <= nowMs ? .expired : self
     }
+}
+
+/// A payload's row as a read receipt finds it: what `PayloadLife.receipt` decides from.
+public struct ReceiptRow: Sendable, Equatable {
+    /// The recipient's internal id.
+    public var owner: UInt64
+    /// Whether its audience holds the acknowledging device ([4.9-4]).
+    public var admitsDevice: Bool
+    public var life: PayloadLife
+    /// 0: no limit.
+    public var readLimit: Int64
+    public var readCount: Int64
+    /// Whether the acknowledging device's receipt is recorded already.
+    public var acknowledged: Bool
+
+    public init(owner: UInt64, admitsDevice: Bool, life: PayloadLife, readLimit: Int64, readCount: Int64, acknowledged: Bool) {
+        self.owner = owner
+        self.admitsDevice = admitsDevice
+        self.life = life
+        self.readLimit = readLimit
+        self.readCount = readCount
+        self.acknowledged = acknowledged
+    }
+
+    /// The row as the receipt decided for it leaves it (for the next receipt of one group).
+    public func after(_ write: ReceiptWrite) -> ReceiptRow {
+        var row = self
+        switch write {
+        case .refused, .unchanged: break
+        case .counted(let count):
+            row.readCount = count
+            row.acknowledged = true
+        case .readOut(let count):
+            row.readCount = count
+            row.life = .readOut
+            row.acknowledged = true
+        }
+        return row
+    }
+}
+
+/// What a read receipt writes, as `PayloadLife.receipt` decided it: values a backend binds.
+public enum ReceiptWrite: Sendable, Equatable {
+    /// Nothing written; the ACK fails with this status.
+    case refused(Status)
+    /// Nothing written; ACK_OK.
+    case unchanged
+    /// The device's receipt row, and the payload's read count set to this.
+    case counted(readCount: Int64)
+    /// No receipt row: the payload's read count set to this, its life `.readOut`, its body
+    /// erased, in one update.
+    case readOut(readCount: Int64)
 }
 
 /// Which of its recipient's devices a payload is for ([4.9-4]): decided by StoreLogic when it
@@ -87,11 +147,21 @@ public struct NewPayload: Sendable, Equatable {
     public var push: Push?
     /// A SEND's idempotency key, recorded with the payload ([4.17-5]).
     public var idempotency: IdempotencyRecord?
+    /// With `idempotency`: when the earlier use of the key that the SEND's read found was
+    /// forgotten (`IdempotencyRecord.holds` no more), so the commit takes the key from that
+    /// row. A row holding the key with another expiry (taken meanwhile) makes the SEND BUSY.
+    public var keyTakenFromExpiry: UInt64?
     /// The provider that sent it (`ProviderIdentity.name`), recorded in the same commit:
     /// only that provider's STATUS and RECALL see it ([4.12-3]).
     public var sender: String
     /// Which of the recipient's devices it is for ([4.9-4]).
     public var audience: PayloadAudience = .user
+
+    /// The outbox columns of its row, decided here for every backend ([4.17-1]): a SEND's
+    /// push in its field encoding, waiting for a gateway; none for a STORE.
+    public var outbox: (push: [UInt8], state: OutboxState)? {
+        push.map { (OutboxEntry.encode($0), .waiting) }
+    }
 
     public init(id: PayloadID, user: String, body: [UInt8], createdAt: UInt64, expiresAt: UInt64, readLimit: UInt32,
                 push: Push? = nil, sender: String) {
@@ -129,12 +199,24 @@ public struct StoredPayload: Sendable, Equatable {
     /// With `listedAudience`: whether the device the read was made for (`StoreReads.device`)
     /// is one of them.
     public var readerListed = false
+    /// Whether the device the read was made for has acknowledged it; nil where the backend
+    /// did not read it.
+    public var readerAcknowledged: Bool?
 
     /// Whether the device the read was made for is of its audience ([4.9-4]).
     public var admitsReader: Bool { !listedAudience || readerListed }
 
     /// Whether a FETCH may still read it at `nowMs`.
     public func isReadable(nowMs: UInt64) -> Bool { life.afterSweep(expiresAt: expiresAt, nowMs: nowMs) == .live }
+
+    /// The row a receipt from the device the read was made for decides from, when the read
+    /// said whether that device acknowledged it.
+    public var receiptRow: ReceiptRow? {
+        readerAcknowledged.map {
+            ReceiptRow(owner: userID, admitsDevice: admitsReader, life: life, readLimit: Int64(readLimit), readCount: Int64(readCount),
+                       acknowledged: $0)
+        }
+    }
 
     public func state(nowMs: UInt64) -> PayloadState {
         guard isReadable(nowMs: nowMs) else { return .gone }
@@ -148,7 +230,10 @@ public enum WriteOperation: Sendable {
     /// A read receipt from one of the user's devices, for the payload stored as `sequence`;
     /// `fetched` carries the FETCH statistics of that payload not yet handed to the writer,
     /// so a device's FETCH and ACK cost one row update instead of two.
-    case ack(sequence: UInt64, userID: UInt64, deviceID: String, fetched: FetchTally? = nil)
+    /// `row`: the payload's row as the request's read found it, from a backend that reads it
+    /// there (PostgreSQL); one that reads it in the committing transaction (SQLite) leaves
+    /// it nil. Both decide with `PayloadLife.receipt`.
+    case ack(sequence: UInt64, userID: UInt64, deviceID: String, fetched: FetchTally? = nil, row: ReceiptRow? = nil)
     case recall(sequence: UInt64)
     /// Statistics for STATUS, gathered on the loop and written in batches: the FETCH
     /// reply never waits for them ([4.8-3]).

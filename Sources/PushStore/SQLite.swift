@@ -155,6 +155,29 @@ final class SQLiteStatement {
         guard code == SQLITE_OK else { throw connection.lastError(code) }
     }
 
+    /// Binds NULL for nil (a STORE's row has no push, a SEND without a key no key).
+    func set(_ index: Int32, _ number: Int64?) throws(SQLiteError) {
+        guard let number else { return try setNull(index) }
+        try set(index, number)
+    }
+
+    func set(_ index: Int32, _ number: UInt64?) throws(SQLiteError) { try set(index, number.map { Int64(bitPattern: $0) }) }
+
+    func set(_ index: Int32, _ text: String?) throws(SQLiteError) {
+        guard let text else { return try setNull(index) }
+        try set(index, text)
+    }
+
+    func set(_ index: Int32, _ bytes: [UInt8]?) throws(SQLiteError) {
+        guard let bytes else { return try setNull(index) }
+        try set(index, bytes)
+    }
+
+    func setNull(_ index: Int32) throws(SQLiteError) {
+        let code = sqlite3_bind_null(statement, index)
+        guard code == SQLITE_OK else { throw connection.lastError(code) }
+    }
+
     /// Runs what `set` bound to completion; reset even when a step fails, so the next
     /// `set` never meets a statement still running.
     func runBound() throws(SQLiteError) {

@@ -51,7 +51,7 @@ public final class SQLitePayloadReader: PayloadReader {
         let unreadRows = """
             FROM payloads
             WHERE user_id = ?1 AND seq < ?2 AND life = \(PayloadLife.live.rawValue) AND expires_at > ?3
-              AND (audience = 0 OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = payloads.seq AND a.device = ?4))
+              AND (audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = payloads.seq AND a.device = ?4))
               AND NOT EXISTS (SELECT 1 FROM receipts WHERE receipts.seq = payloads.seq AND receipts.device = ?4)
             """
         unreadPage = try connection.prepare("SELECT seq, id_high, id_low \(unreadRows) ORDER BY seq DESC LIMIT ?5")
@@ -67,15 +67,15 @@ public final class SQLitePayloadReader: PayloadReader {
                    (SELECT value FROM store_meta WHERE key = '\(APITokenTable.revisionKey)')
             """)
         registry = try RegistryReads(connection)
-        pushBySequence = try connection.prepare("SELECT state, written, queued FROM pushes WHERE seq = ?")
+        // A SEND's push and key are columns of its payload's row.
+        pushBySequence = try connection.prepare("SELECT outbox, written, queued FROM payloads WHERE seq = ?")
         waitingPage = try connection.prepare("""
-            SELECT p.seq, p.push, d.expires_at, d.created_at FROM pushes p JOIN payloads d ON d.seq = p.seq
-            WHERE p.state = \(OutboxState.waiting.rawValue) AND p.seq > ?
-              AND d.life = \(PayloadLife.live.rawValue) AND d.expires_at > ?
-            ORDER BY p.seq LIMIT ?
+            SELECT seq, push, expires_at, created_at FROM payloads
+            WHERE outbox = \(OutboxState.waiting.rawValue) AND seq > ? AND life = \(PayloadLife.live.rawValue) AND expires_at > ?
+            ORDER BY seq LIMIT ?
             """)
         idempotencyByKey = try connection.prepare("""
-            SELECT request_hash, id, payload_expires_at, expires_at FROM idempotency_keys WHERE scope = ? AND key = ?
+            SELECT request_hash, id_high, id_low, expires_at, key_expires_at FROM payloads WHERE key_scope = ? AND idem_key = ?
             """)
         apiTokenByID = try connection.prepare(APITokenTable.selectByID)
         beginSnapshot = try connection.prepare("BEGIN")
@@ -138,7 +138,7 @@ public final class SQLitePayloadReader: PayloadReader {
     public func pushOutcome(sequence: UInt64) throws -> PushOutcome {
         defer { pushBySequence.reset() }
         try pushBySequence.set(1, sequence)
-        guard try pushBySequence.step() else { return .none }
+        guard try pushBySequence.step(), !pushBySequence.isNull(0) else { return .none }
         guard pushBySequence.int(0) == OutboxState.handed.rawValue else { return .waiting }
         return .handed(PushAck(written: UInt32(truncatingIfNeeded: pushBySequence.int(1)),
                                queued: UInt32(truncatingIfNeeded: pushBySequence.int(2))))
@@ -164,10 +164,11 @@ public final class SQLitePayloadReader: PayloadReader {
         defer { idempotencyByKey.reset() }
         try idempotencyByKey.set(1, key.scope)
         try idempotencyByKey.set(2, key.key)
-        guard try idempotencyByKey.step(), let id = PayloadID(bytes: idempotencyByKey.blob(1)) else { return nil }
+        guard try idempotencyByKey.step() else { return nil }
+        let id = PayloadID(high: UInt64(bitPattern: idempotencyByKey.int(1)), low: UInt64(bitPattern: idempotencyByKey.int(2)))
         return IdempotencyRecord(key: key, requestHash: idempotencyByKey.blob(0), id: id,
-                                 payloadExpiresAt: UInt64(bitPattern: idempotencyByKey.int(2)),
-                                 expiresAt: UInt64(bitPattern: idempotencyByKey.int(3)))
+                                 payloadExpiresAt: UInt64(bitPattern: idempotencyByKey.int(3)),
+                                 expiresAt: UInt64(bitPattern: idempotencyByKey.int(4)))
     }
 
     public func apiToken(id: String) throws -> APITokenRecord? {

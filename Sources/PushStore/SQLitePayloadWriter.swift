@@ -17,22 +17,18 @@ public final class SQLitePayloadWriter: PayloadWriter {
     /// STOREs for few users); emptied with each transaction, so never stale.
     private var recipients: [ExactName: UInt64?] = [:]
     private let lookup: SQLiteStatement
-    private let audienceMember: SQLiteStatement
     private let addReceipt: SQLiteStatement
+    private let hasReceipt: SQLiteStatement
     private let markRead: SQLiteStatement
     private let countRead: SQLiteStatement
-    private let countReadAndFetches: SQLiteStatement
     private let markRecalled: SQLiteStatement
     private let markFetched: SQLiteStatement
     private let emptyExpired: SQLiteStatement
     private let forgetOld: SQLiteStatement
     private let forgetReceipts: SQLiteStatement
-    private let insertPush: SQLiteStatement
     private let markHanded: SQLiteStatement
-    private let forgetPushes: SQLiteStatement
-    private let liveKey: SQLiteStatement
-    private let recordKey: SQLiteStatement
-    private let forgetKeys: SQLiteStatement
+    private let keyHolder: SQLiteStatement
+    private let freeKey: SQLiteStatement
     // Prepared once: `sqlite3_exec` parses its SQL again on every transaction.
     private let begin: SQLiteStatement
     private let commitTransaction: SQLiteStatement
@@ -46,42 +42,50 @@ public final class SQLitePayloadWriter: PayloadWriter {
         connection = try SQLitePayloadDatabase.open(path: path)
         sealer = try PayloadSealer(databasePath: path)
         resealer = try PayloadResealer(connection: connection, sealer: sealer)
+        // A SEND's payload, push and key are this one row ([4.17-1], [4.17-5]).
         insert = try connection.prepare("""
-            INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+            INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience,
+                                  push, outbox, key_scope, idem_key, request_hash, key_expires_at)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
         insertAudience = try connection.prepare("INSERT OR IGNORE INTO audiences (seq, device) VALUES (?, ?)")
         userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
-        lookup = try connection.prepare("SELECT user_id, read_limit, read_count, life, audience FROM payloads WHERE seq = ?")
-        audienceMember = try connection.prepare("SELECT 1 FROM audiences WHERE seq = ? AND device = ?")
+        // What `PayloadLife.receipt` decides from, in one read of the row; whether the device
+        // acknowledged it before is learnt from its receipt's insert (`receiptWrite`).
+        lookup = try connection.prepare("""
+            SELECT user_id, read_limit, read_count, life,
+                   audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = ?1 AND a.device = ?2)
+            FROM payloads WHERE seq = ?1
+            """)
+        hasReceipt = try connection.prepare("SELECT 1 FROM receipts WHERE seq = ? AND device = ?")
         addReceipt = try connection.prepare("INSERT OR IGNORE INTO receipts (seq, device) VALUES (?, ?)")
-        // The receipt that reads the payload out, its new life decided by `PayloadLife`.
-        markRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1, life = ?, body = NULL, key_id = NULL WHERE seq = ?")
+        // The receipt that reads the payload out ([4.10-1]): one update, no receipt row.
+        markRead = try connection.prepare("""
+            UPDATE payloads SET read_count = ?, life = \(PayloadLife.readOut.rawValue), body = NULL, key_id = NULL,
+                                fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?)
+            WHERE seq = ?
+            """)
         // A receipt that leaves the payload readable changes no column an index covers or
         // filters on; `markRead` names `life`, which makes SQLite rewrite the entry of
         // `live_by_user` (a partial index on live rows) for every ACK.
-        countRead = try connection.prepare("UPDATE payloads SET read_count = read_count + 1 WHERE seq = ?")
-        countReadAndFetches = try connection.prepare("""
-            UPDATE payloads SET read_count = read_count + 1, fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?
+        countRead = try connection.prepare("""
+            UPDATE payloads SET read_count = ?, fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?
             """)
         markRecalled = try connection.prepare("UPDATE payloads SET life = \(PayloadLife.recalled.rawValue), body = NULL, key_id = NULL WHERE seq = ?")
         markFetched = try connection.prepare("UPDATE payloads SET fetch_count = fetch_count + ?, fetched_at = max(fetched_at, ?) WHERE seq = ?")
         emptyExpired = try connection.prepare("UPDATE payloads SET life = \(PayloadLife.expired.rawValue), body = NULL, key_id = NULL WHERE expires_at <= ? AND life = \(PayloadLife.live.rawValue)")
         forgetOld = try connection.prepare("DELETE FROM payloads WHERE expires_at <= ?")
         forgetReceipts = try connection.prepare("DELETE FROM receipts WHERE seq NOT IN (SELECT seq FROM payloads)")
-        insertPush = try connection.prepare("INSERT INTO pushes (seq, push) VALUES (?, ?)")
+        // The gateway's answer, on the payload's row ([4.12-2]).
         markHanded = try connection.prepare("""
-            UPDATE pushes SET state = \(OutboxState.handed.rawValue), written = ?, queued = ?, handed_at = ?
-            WHERE seq = ? AND state = \(OutboxState.waiting.rawValue)
+            UPDATE payloads SET outbox = \(OutboxState.handed.rawValue), written = ?, queued = ?, handed_at = ?
+            WHERE seq = ? AND outbox = \(OutboxState.waiting.rawValue)
             """)
-        forgetPushes = try connection.prepare("DELETE FROM pushes WHERE seq NOT IN (SELECT seq FROM payloads)")
         forgetAudiences = try connection.prepare("DELETE FROM audiences WHERE seq NOT IN (SELECT seq FROM payloads)")
-        liveKey = try connection.prepare("SELECT 1 FROM idempotency_keys WHERE scope = ? AND key = ? AND expires_at > ?")
-        recordKey = try connection.prepare("""
-            INSERT OR REPLACE INTO idempotency_keys (scope, key, request_hash, id, payload_expires_at, expires_at)
-            VALUES (?, ?, ?, ?, ?, ?)
+        keyHolder = try connection.prepare("SELECT seq, key_expires_at FROM payloads WHERE key_scope = ? AND idem_key = ?")
+        freeKey = try connection.prepare("""
+            UPDATE payloads SET key_scope = NULL, idem_key = NULL, request_hash = NULL, key_expires_at = NULL WHERE seq = ?
             """)
-        forgetKeys = try connection.prepare("DELETE FROM idempotency_keys WHERE expires_at <= ?")
         begin = try connection.prepare("BEGIN IMMEDIATE")
         commitTransaction = try connection.prepare("COMMIT")
         rollback = try connection.prepare("ROLLBACK")
@@ -114,9 +118,12 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // Resolved inside the transaction a removal would have to wait for: a STORE
             // accepted just before its user was removed leaves no row behind.
             guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
-            if let key = new.idempotency, try isLive(key.key, atMs: new.createdAt) {
-                // Taken by a SEND this store did not know to be in flight: the provider retries.
-                return .failed(.busy)
+            if let key = new.idempotency, let holder = try keyHolder(key.key) {
+                // Taken by a SEND the request's read did not see: the provider retries.
+                guard holder.expiresAt == new.keyTakenFromExpiry else { return .failed(.busy) }
+                // Forgotten, as the request's read found it, but still on its old row: this SEND takes it.
+                try freeKey.set(1, holder.sequence)
+                try freeKey.runBound()
             }
             let (keyID, sealed) = try sealer.seal(new.body, id: new.id, userID: userID)
             try insert.set(1, new.id.high)
@@ -129,6 +136,14 @@ public final class SQLitePayloadWriter: PayloadWriter {
             try insert.set(8, Int64(new.readLimit))
             try insert.set(9, new.sender)
             try insert.set(10, new.audience.storedKind)
+            let outbox = new.outbox
+            try insert.set(11, outbox?.push)
+            try insert.set(12, outbox?.state.rawValue)
+            let key = new.idempotency
+            try insert.set(13, key?.key.scope)
+            try insert.set(14, key?.key.key)
+            try insert.set(15, key?.requestHash)
+            try insert.set(16, key?.expiresAt)
             try insert.runBound()
             let sequence = connection.lastInsertedRow
             // The audience, in the payload's transaction ([4.9-4]): rows only for listed devices.
@@ -137,57 +152,35 @@ public final class SQLitePayloadWriter: PayloadWriter {
                 try insertAudience.set(2, device)
                 try insertAudience.runBound()
             }
-            if let push = new.push {
-                // The push intent, in the same transaction as its payload ([4.17-1]).
-                try insertPush.set(1, sequence)
-                try insertPush.set(2, OutboxEntry.encode(push))
-                try insertPush.runBound()
-            }
-            if let key = new.idempotency {
-                try recordKey.set(1, key.key.scope)
-                try recordKey.set(2, key.key.key)
-                try recordKey.set(3, key.requestHash)
-                try recordKey.set(4, key.id.bytes)
-                try recordKey.set(5, key.payloadExpiresAt)
-                try recordKey.set(6, key.expiresAt)
-                try recordKey.runBound()
-            }
             return .stored(sequence: sequence)
-        case .ack(let sequence, let userID, let deviceID, let fetched):
-            // Idempotent, and a gone payload can still be acknowledged ([4.10-2]).
-            guard let row = try receiptState(of: sequence) else { return .failed(.notFound) }
-            let admitted = row.listedAudience ? try lists(sequence, deviceID) : true
-            guard row.owner == userID, admitted else {
+        case .ack(let sequence, let userID, let deviceID, let fetched, _):
+            // The row as this transaction sees it: receipts are decided one after another.
+            guard let row = try receiptRow(sequence, deviceID) else { return .failed(.notFound) }
+            let tally = fetched ?? FetchTally(sequence: sequence, count: 0, lastAtMs: 0)
+            switch try receiptWrite(row, userID, sequence, deviceID) {
+            case .refused(let status):
                 try record(fetched)
-                return .failed(.forbidden)
-            }
-            try addReceipt.set(1, sequence)
-            try addReceipt.set(2, deviceID)
-            try addReceipt.runBound()
-            let newReceipt = connection.changes == 1
-            // Read in this transaction just before, so exact: the full statement only for
-            // the receipt that reaches the read limit.
-            let readsOut = PayloadLife.readsOut(readCount: row.readCount + 1, readLimit: row.readLimit)
-            if newReceipt && !readsOut, let fetched {
-                try countReadAndFetches.set(1, Int64(fetched.count))
-                try countReadAndFetches.set(2, fetched.lastAtMs)
-                try countReadAndFetches.set(3, sequence)
-                try countReadAndFetches.runBound()
-                return .ok
-            }
-            if newReceipt && readsOut {
-                try markRead.set(1, row.life.afterReceipt(readCount: row.readCount + 1, readLimit: row.readLimit).rawValue)
-                try markRead.set(2, sequence)
-                try markRead.runBound()
-            } else if newReceipt {
-                try countRead.set(1, sequence)
+                return .failed(status)
+            case .unchanged:
+                try record(fetched)
+            case .counted(let readCount):
+                // The receipt row went in as the decision was made.
+                try countRead.set(1, readCount)
+                try countRead.set(2, Int64(tally.count))
+                try countRead.set(3, tally.lastAtMs)
+                try countRead.set(4, sequence)
                 try countRead.runBound()
+            case .readOut(let readCount):
+                try markRead.set(1, readCount)
+                try markRead.set(2, Int64(tally.count))
+                try markRead.set(3, tally.lastAtMs)
+                try markRead.set(4, sequence)
+                try markRead.runBound()
             }
-            try record(fetched)
             return .ok
         case .recall(let sequence):
             // Recalling what is already gone succeeds ([4.11-2]).
-            guard try receiptState(of: sequence) != nil else { return .failed(.notFound) }
+            guard try exists(sequence) else { return .failed(.notFound) }
             try markRecalled.set(1, sequence)
             try markRecalled.runBound()
             return .ok
@@ -217,12 +210,13 @@ public final class SQLitePayloadWriter: PayloadWriter {
         try markFetched.runBound()
     }
 
-    private func isLive(_ key: IdempotencyKey, atMs nowMs: UInt64) throws(SQLiteError) -> Bool {
-        defer { liveKey.reset() }
-        try liveKey.set(1, key.scope)
-        try liveKey.set(2, key.key)
-        try liveKey.set(3, nowMs)
-        return try liveKey.step()
+    /// The row holding `key`, and when the key is forgotten.
+    private func keyHolder(_ key: IdempotencyKey) throws(SQLiteError) -> (sequence: Int64, expiresAt: UInt64)? {
+        defer { keyHolder.reset() }
+        try keyHolder.set(1, key.scope)
+        try keyHolder.set(2, key.key)
+        guard try keyHolder.step() else { return nil }
+        return (keyHolder.int(0), UInt64(bitPattern: keyHolder.int(1)))
     }
 
     private func recipient(_ name: String) throws(SQLiteError) -> UInt64? {
@@ -235,22 +229,46 @@ public final class SQLitePayloadWriter: PayloadWriter {
     }
 
     /// Looked up inside the transaction, so two racing receipts for a read-once payload
-    /// are counted one after the other.
-    private func receiptState(of sequence: UInt64) throws(SQLiteError)
-        -> (owner: UInt64, readLimit: Int64, readCount: Int64, life: PayloadLife, listedAudience: Bool)? {
+    /// are decided one after the other.
+    private func receiptRow(_ sequence: UInt64, _ deviceID: String) throws(SQLiteError) -> ReceiptRow? {
         defer { lookup.reset() }
         try lookup.set(1, sequence)
+        try lookup.set(2, deviceID)
         guard try lookup.step() else { return nil }
-        return (UInt64(bitPattern: lookup.int(0)), lookup.int(1), lookup.int(2), PayloadLife(rawValue: lookup.int(3)) ?? .expired,
-                lookup.int(4) != PayloadAudience.user.storedKind)
+        return ReceiptRow(owner: UInt64(bitPattern: lookup.int(0)), admitsDevice: lookup.int(4) != 0,
+                          life: PayloadLife(rawValue: lookup.int(3)) ?? .expired, readLimit: lookup.int(1), readCount: lookup.int(2),
+                          acknowledged: false)
     }
 
-    /// Whether the payload's listed audience holds `deviceID` ([4.9-4]).
-    private func lists(_ sequence: UInt64, _ deviceID: String) throws(SQLiteError) -> Bool {
-        defer { audienceMember.reset() }
-        try audienceMember.set(1, sequence)
-        try audienceMember.set(2, deviceID)
-        return try audienceMember.step()
+    /// `PayloadLife.receipt` on `row`, whose `acknowledged` is not read yet: a receipt that
+    /// would count is inserted first, and one already there (the insert adds nothing) was
+    /// acknowledged before; only a receipt that would read the payload out looks for it.
+    private func receiptWrite(_ row: ReceiptRow, _ userID: UInt64, _ sequence: UInt64, _ deviceID: String) throws(SQLiteError) -> ReceiptWrite {
+        var row = row
+        let write = PayloadLife.receipt(on: row, from: userID)
+        switch write {
+        case .counted:
+            try addReceipt.set(1, sequence)
+            try addReceipt.set(2, deviceID)
+            try addReceipt.runBound()
+            row.acknowledged = connection.changes == 0
+        case .readOut:
+            defer { hasReceipt.reset() }
+            try hasReceipt.set(1, sequence)
+            try hasReceipt.set(2, deviceID)
+            row.acknowledged = try hasReceipt.step()
+        case .refused, .unchanged:
+            return write
+        }
+        return row.acknowledged ? PayloadLife.receipt(on: row, from: userID) : write
+    }
+
+    /// Whether the payload exists (RECALL).
+    private func exists(_ sequence: UInt64) throws(SQLiteError) -> Bool {
+        defer { lookup.reset() }
+        try lookup.set(1, sequence)
+        try lookup.set(2, "")
+        return try lookup.step()
     }
 
     public func sweepExpired(nowMs: UInt64) throws -> Int {
@@ -259,11 +277,10 @@ public final class SQLitePayloadWriter: PayloadWriter {
             try emptyExpired.run([.uint(nowMs)])
             let emptied = connection.changes
             let horizon = nowMs > SQLitePayloadWriter.tombstoneRetentionMs ? nowMs - SQLitePayloadWriter.tombstoneRetentionMs : 0
+            // A SEND's push and key go with its row.
             try forgetOld.run([.uint(horizon)])
-            try forgetKeys.run([.uint(nowMs)])
             if connection.changes > 0 {
                 try forgetReceipts.run([])
-                try forgetPushes.run([])
                 try forgetAudiences.run([])
             }
             _ = try RegistryTable.pruneExpiredRevoked(nowMs: nowMs, on: connection)

@@ -1,10 +1,11 @@
 import CSQLite
 import PushSecurity
+import PushWire
 
 /// The store database's tables, and the changes that bring a database written by an
 /// earlier build up to them. `PRAGMA user_version` records how far a file has come.
 enum SQLiteSchema {
-    static let currentVersion: Int64 = 7
+    static let currentVersion: Int64 = 8
 
     /// Users have a random internal id that payloads bind to, so a name removed and added
     /// again is another user. `created_at` also dates the tokens a user may present: one
@@ -96,10 +97,69 @@ enum SQLiteSchema {
         CREATE INDEX IF NOT EXISTS payloads_by_expiry ON payloads(expires_at)
         """
 
-    /// The outbox ([4.17-1]): the push of each payload a SEND stored, in the PUSH's own field
-    /// encoding, committed with the payload and kept until a gateway has answered it (then
-    /// with the counts STATUS reports) and as long as the payload's row. The partial index
-    /// is what a restart reads.
+    /// A SEND's push intent and idempotency key, columns of its payload's row so that a SEND
+    /// is one row written ([4.17-1], [4.17-5]): `push` the PUSH in its own field encoding,
+    /// `outbox` its `OutboxState` (NULL for a STORE), the gateway's counts once answered
+    /// ([4.12-2]); the key's scope and text, a digest of the SEND, and when the key is
+    /// forgotten (NULL without a key). The key's id and the expiry it answers with are the
+    /// row's own. Added by statements of their own, as `senderColumn` is.
+    static let sendColumns: [(column: String, definition: String)] = [
+        ("push", "BLOB"), ("outbox", "INTEGER"), ("written", "INTEGER NOT NULL DEFAULT 0"), ("queued", "INTEGER NOT NULL DEFAULT 0"),
+        ("handed_at", "INTEGER NOT NULL DEFAULT 0"), ("key_scope", "TEXT"), ("idem_key", "TEXT"), ("request_hash", "BLOB"),
+        ("key_expires_at", "INTEGER"),
+    ]
+
+    /// The waiting pushes in sequence order (what a restart reads, [4.17-4]), and the keys
+    /// by (scope, key): one row per key, the unique index holding it until a later SEND
+    /// with the key frees it (its expiry passed) or the row goes.
+    static let sendIndexes = """
+        CREATE INDEX IF NOT EXISTS payloads_waiting ON payloads(seq) WHERE outbox = \(OutboxState.waiting.rawValue);
+        CREATE UNIQUE INDEX IF NOT EXISTS payloads_by_key ON payloads(key_scope, idem_key) WHERE idem_key IS NOT NULL
+        """
+
+    static func addSendColumns(_ connection: SQLiteConnection) throws(SQLiteError) {
+        for (column, definition) in sendColumns {
+            try connection.addColumnIfMissing(table: "payloads", column: column, definition: definition)
+        }
+        try connection.execute(sendIndexes)
+    }
+
+    /// Version 8: the outbox and the keys of version 4 move into their payloads' rows
+    /// (a key whose payload is gone goes with it), and their tables are dropped.
+    static func moveSendsIntoPayloads(_ connection: SQLiteConnection) throws(SQLiteError) {
+        try addSendColumns(connection)
+        // A file some tool shaped by hand may lack them: nothing to move then.
+        try connection.execute(pushesTable)
+        try connection.execute(idempotencyTable)
+        try connection.execute("""
+            UPDATE payloads SET push = o.push, outbox = o.state, written = o.written, queued = o.queued, handed_at = o.handed_at
+            FROM pushes o WHERE o.seq = payloads.seq
+            """)
+        // Keys name their payload by id, which only the rows' two halves hold: matched here.
+        var sequences: [PayloadID: Int64] = [:]
+        let everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads", persistent: false)
+        while try everyID.step() {
+            sequences[PayloadID(high: UInt64(bitPattern: everyID.int(0)), low: UInt64(bitPattern: everyID.int(1)))] = everyID.int(2)
+        }
+        everyID.reset()
+        let keys = try connection.prepare("SELECT scope, key, request_hash, id, expires_at FROM idempotency_keys", persistent: false)
+        var found: [(Int64, String, String, [UInt8], Int64)] = []
+        while try keys.step() {
+            guard let id = PayloadID(bytes: keys.blob(3)), let seq = sequences[id] else { continue }
+            found.append((seq, keys.text(0), keys.text(1), keys.blob(2), keys.int(4)))
+        }
+        keys.reset()
+        let move = try connection.prepare("""
+            UPDATE payloads SET key_scope = ?, idem_key = ?, request_hash = ?, key_expires_at = ? WHERE seq = ?
+            """, persistent: false)
+        for (seq, scope, key, hash, expiresAt) in found {
+            try move.run([.text(scope), .text(key), .blob(hash), .int(expiresAt), .int(seq)])
+        }
+        try connection.execute("DROP TABLE pushes; DROP TABLE idempotency_keys")
+    }
+
+    /// Version 4's outbox, kept for the migrations up to 8 that move it into `payloads`:
+    /// the push of each payload a SEND stored, with the gateway's counts once answered.
     static let pushesTable = """
         CREATE TABLE IF NOT EXISTS pushes (
             seq INTEGER PRIMARY KEY,
@@ -112,8 +172,7 @@ enum SQLiteSchema {
         CREATE INDEX IF NOT EXISTS pushes_waiting ON pushes(seq) WHERE state = \(OutboxState.waiting.rawValue)
         """
 
-    /// SENDs' idempotency keys ([4.17-5]), each with a digest of its SEND and the answer it
-    /// got, written with the payload and forgotten by the sweep 24 hours on.
+    /// Version 4's idempotency keys, kept for the migrations up to 8 as `pushesTable`.
     static let idempotencyTable = """
         CREATE TABLE IF NOT EXISTS idempotency_keys (
             scope TEXT NOT NULL,
@@ -128,8 +187,8 @@ enum SQLiteSchema {
         """
 
     static var fresh: String {
-        [usersTable("users"), payloadsTable("payloads"), senderColumn, receiptsTable, metaAndTriggers, indexes, RegistryTable.schema, pushesTable,
-         idempotencyTable, APITokenTable.schema, audiencesTable]
+        [usersTable("users"), payloadsTable("payloads"), senderColumn, receiptsTable, metaAndTriggers, indexes, RegistryTable.schema,
+         APITokenTable.schema, audiencesTable]
             .joined(separator: ";\n")
     }
 
@@ -156,6 +215,8 @@ enum SQLiteSchema {
             try connection.addColumnIfMissing(table: "payloads", column: "audience", definition: "INTEGER NOT NULL DEFAULT 0")
             try connection.execute(audiencesTable)
         }),
+        // A SEND is one row: its push and key move into `payloads` (SPEC.md 4.17).
+        (8, moveSendsIntoPayloads),
     ]
 
     /// Creates the tables of a new file, or brings an existing one up to date, in one
@@ -167,6 +228,7 @@ enum SQLiteSchema {
             let hasTables = try connection.integer("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'payloads'") ?? 0
             if hasTables == 0 {
                 try connection.execute(fresh)
+                try addSendColumns(connection)
             } else {
                 for migration in migrations where migration.version > version {
                     try migration.apply(connection)

@@ -277,7 +277,8 @@ public final class StoreLogic {
                 // would write them; STATUS misses them only while that commit is in flight,
                 // as it does while a batch is.
                 let fetched = shared.state.withLock { $0.fetchTallies.removeValue(forKey: sequence) }
-                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched), .ackOK(ack.id))
+                return .commit(.ack(sequence: sequence, userID: user.id, deviceID: claims.deviceID, fetched: fetched,
+                                    row: found.payload?.receiptRow), .ackOK(ack.id))
             case .recall(let recall):
                 let payload = try askable(found, session: session)
                 return .commit(.recall(sequence: payload.sequence), .recallOK(recall.id))
@@ -408,18 +409,19 @@ public final class StoreLogic {
     private func sendOnce(_ send: SendRequest, key: IdempotencyKey?, earlier: IdempotencyRecord?, enrolled: [UserDevice],
                           session: StoreSession,
                           nowMs: UInt64) throws(Refusal) -> StoreAction {
-        if key != nil, let earlier, earlier.expiresAt > nowMs {
+        if key != nil, let earlier, earlier.holds(atMs: nowMs) {
             guard earlier.requestHash == IdempotencyRecord.requestHash(send) else {
                 throw Refusal(.conflict, "idempotency key already used, within 24 h, for a SEND with other content")
             }
             return .replay(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true), createdAt: earlier.sendCreatedAt)
         }
-        return try commitSend(send, key: key, enrolled: enrolled, session: session, nowMs: nowMs)
+        return try commitSend(send, key: key, enrolled: enrolled, session: session, nowMs: nowMs, forgotten: key == nil ? nil : earlier)
     }
 
     /// `enrolled`: the recipient's enrolled devices, read for a tag target only.
+    /// `forgotten`: the earlier use of `key` the read found, past its expiry.
     private func commitSend(_ send: SendRequest, key: IdempotencyKey?, enrolled: [UserDevice], session: StoreSession,
-                            nowMs: UInt64) throws(Refusal) -> StoreAction {
+                            nowMs: UInt64, forgotten: IdempotencyRecord? = nil) throws(Refusal) -> StoreAction {
         var payload = try newPayload(send.storeRequest, session: session)
         // Who may see it, fixed now ([4.9-4]): a device enrolled later, or given the tag
         // later, is not its audience.
@@ -434,6 +436,7 @@ public final class StoreLogic {
             payload.idempotency = IdempotencyRecord(key: key, requestHash: IdempotencyRecord.requestHash(send), id: payload.id,
                                                     payloadExpiresAt: payload.expiresAt,
                                                     expiresAt: payload.createdAt + IdempotencyRecord.lifetimeMs)
+            payload.keyTakenFromExpiry = forgotten?.expiresAt
         }
         return .commit(.store(payload), .sendOK(SendOK(id: payload.id, expiresAt: payload.expiresAt), push, createdAt: payload.createdAt,
                                                 idempotency: key))

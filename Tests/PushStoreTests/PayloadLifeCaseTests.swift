@@ -8,7 +8,7 @@ import Testing
 /// One change to a stored payload's life: a read receipt ([4.10-1], [4.10-2]), a RECALL
 /// ([4.11-1]) or a sweep past its TTL, from a given state; the life, read count and body
 /// afterwards. The same table runs against the rule (`PayloadLife`), the SQLite writer and
-/// the PostgreSQL statements of a group commit and a sweep.
+/// the PostgreSQL statements of a group commit and a sweep, which bind what the rule decided.
 struct PayloadLifeCase: Sendable, CustomTestStringConvertible {
     enum Change: Sendable {
         /// From a device that has (`repeated`) or has not acknowledged the payload before.
@@ -44,10 +44,12 @@ let payloadLifeCases: [PayloadLifeCase] = {
                         change: .receipt(repeated: false), lifeAfter: .live, readCountAfter: 1_001, erased: false),
         PayloadLifeCase(name: "[4.10-2] a device's second receipt counts for nothing", readLimit: 2, readCount: 1,
                         change: .receipt(repeated: true), lifeAfter: .live, readCountAfter: 1, erased: false),
-        PayloadLifeCase(name: "[4.10-2] a receipt for a recalled payload counts, and it stays recalled", life: .recalled, readLimit: 2,
-                        readCount: 1, change: .receipt(repeated: false), lifeAfter: .recalled, readCountAfter: 2, erased: true),
-        PayloadLifeCase(name: "[4.10-2] a receipt for an expired payload counts, and it stays expired", life: .expired,
-                        change: .receipt(repeated: false), lifeAfter: .expired, readCountAfter: 1, erased: true),
+        PayloadLifeCase(name: "[4.10-2] a receipt for a recalled payload changes nothing", life: .recalled, readLimit: 2,
+                        readCount: 1, change: .receipt(repeated: false), lifeAfter: .recalled, readCountAfter: 1, erased: true),
+        PayloadLifeCase(name: "[4.10-2] a receipt for an expired payload changes nothing", life: .expired,
+                        change: .receipt(repeated: false), lifeAfter: .expired, readCountAfter: 0, erased: true),
+        PayloadLifeCase(name: "[4.10-2] a receipt for a payload read out changes nothing", life: .readOut, readLimit: 1, readCount: 1,
+                        change: .receipt(repeated: false), lifeAfter: .readOut, readCountAfter: 1, erased: true),
         PayloadLifeCase(name: "[4.11-1] a RECALL makes a live payload gone", readLimit: 2, readCount: 1,
                         change: .recall, lifeAfter: .recalled, readCountAfter: 1, erased: true),
         PayloadLifeCase(name: "[4.11-2] a RECALL of a payload read out makes it recalled", life: .readOut, readLimit: 1, readCount: 1,
@@ -87,10 +89,14 @@ struct PayloadLifeCaseTests {
         var state = PayloadLifeState(life: example.life, readCount: example.readCount, erased: example.life != .live)
         switch example.change {
         case .receipt(let repeated):
-            guard !repeated else { break }
-            state.readCount += 1
-            state.life = example.life.afterReceipt(readCount: state.readCount, readLimit: example.readLimit)
-            if PayloadLife.readsOut(readCount: state.readCount, readLimit: example.readLimit) { state.erased = true }
+            let row = ReceiptRow(owner: 1, admitsDevice: true, life: example.life, readLimit: example.readLimit,
+                                 readCount: example.readCount, acknowledged: repeated)
+            switch PayloadLife.receipt(on: row, from: 1) {
+            case .refused, .unchanged: break
+            case .counted(let count): state.readCount = count
+            case .readOut(let count):
+                state = PayloadLifeState(life: .readOut, readCount: count, erased: true)
+            }
         case .recall:
             state = PayloadLifeState(life: .recalled, readCount: example.readCount, erased: true)
         case .sweep(let nowMs):
@@ -143,7 +149,11 @@ struct PayloadLifeCaseTests {
             switch example.change {
             case .receipt(let repeated):
                 if repeated { _ = try database.sql("INSERT INTO receipts (seq, device) VALUES ($1, 'phone')", [.uint(seq)]) }
-                statement = PostgresWriteStatements.acks([.init(sequence: seq, userID: alice, deviceID: "phone")])
+                // The row as a group commit reads it, the receipt decided in Swift, the decision bound.
+                let read = PostgresWriteStatements.receiptRows([(seq, "phone")])
+                let row = try #require(try PostgresWriteStatements.decodeReceiptRows(try database.sql(read.sql, read.parameters))[1] ?? nil)
+                let decided = PostgresGroupCommit.decideReceipts([.init(sequence: seq, userID: alice, deviceID: "phone", row: row)])
+                statement = PostgresWriteStatements.receipts(decided.writes)
             case .recall: statement = PostgresWriteStatements.recalls([seq])
             case .sweep(let nowMs): statement = PostgresWriteStatements.expire(nowMs: nowMs)
             }

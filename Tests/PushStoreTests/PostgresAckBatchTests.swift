@@ -7,8 +7,9 @@ import PushWire
 import Testing
 
 /// A group commit's ACKs as one statement over arrays, and its RECALLs as another
-/// (`PostgresWriteStatements.acks`, `.recalls`), against a real database: each ACK gets its
-/// own outcome by ordinal, with the semantics of one ACK at a time.
+/// (`PostgresWriteStatements.receipts`, `.recalls`), against a real database: the receipts
+/// decided in Swift (`PostgresGroupCommit.decideReceipts`, `PayloadLife.receipt`) from the
+/// rows as read, each ACK its own outcome, with the semantics of one ACK at a time.
 @Suite("Coalesced ACKs and RECALLs on PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresAckBatchTests {
     /// A payload row for `user` with `readLimit`; its seq.
@@ -20,17 +21,28 @@ struct PostgresAckBatchTests {
             """, [.bytes(id.bytes), .uint(user), .bytes([1, 2, 3]), .int(readLimit)]).uint(0, 0)
     }
 
-    /// Runs the ACKs as one statement; each ACK's owner (nil: no payload), by ordinal.
-    private func ack(_ database: PostgresDeployment, _ acks: [(UInt64, UInt64, String)]) throws -> [UInt64?] {
-        let statement = PostgresWriteStatements.acks(acks.map { .init(sequence: $0.0, userID: $0.1, deviceID: $0.2) })
-        let rows = try database.sql(statement.sql, statement.parameters)
-        var owners = [UInt64??](repeating: nil, count: acks.count)
-        for row in rows.rows.indices {
-            let ordinal = Int(try rows.int64(row, 0))
-            owners[ordinal - 1] = .some(rows.isNull(row, 1) ? nil : try rows.uint(row, 1))
+    /// Reads the ACKs' rows, decides their receipts and writes them as one statement, as a
+    /// group commit does; each ACK's status (OK, NOT_FOUND, FORBIDDEN), in order.
+    private func ack(_ database: PostgresDeployment, _ acks: [(UInt64, UInt64, String)]) throws -> [Status] {
+        let read = PostgresWriteStatements.receiptRows(acks.map { ($0.0, $0.2) })
+        let rows = try PostgresWriteStatements.decodeReceiptRows(try database.sql(read.sql, read.parameters))
+        var statuses = [Status](repeating: .notFound, count: acks.count)
+        var found: [PostgresGroupCommit.Receipt] = []
+        var indexes: [Int] = []
+        for (index, ack) in acks.enumerated() {
+            guard let row = rows[index + 1] ?? nil else { continue }
+            found.append(.init(sequence: ack.0, userID: ack.1, deviceID: ack.2, row: row))
+            indexes.append(index)
         }
-        #expect(rows.rows.count == acks.count, "one row per ACK")
-        return owners.map { $0 ?? nil }
+        let decided = PostgresGroupCommit.decideReceipts(found)
+        for (index, decision) in zip(indexes, decided.decisions) {
+            if case .refused(let status) = decision.write { statuses[index] = status } else { statuses[index] = .ok }
+        }
+        guard !decided.writes.isEmpty else { return statuses }
+        let write = PostgresWriteStatements.receipts(decided.writes)
+        let written = try database.sql(write.sql, write.parameters)
+        #expect(written.rows.count == decided.writes.count, "every payload written: none changed meanwhile")
+        return statuses
     }
 
     /// read_count, life, body IS NULL, receipts.
@@ -50,15 +62,15 @@ struct PostgresAckBatchTests {
         let missing = try payload(database, user: alice)
         _ = try database.sql("DELETE FROM payloads WHERE seq = $1", [.uint(missing)])
         var acks: [(UInt64, UInt64, String)] = []
-        var expected: [UInt64?] = []
+        var expected: [Status] = []
         for (index, seq) in mine.enumerated() {
             acks.append((seq, alice, "phone"))
-            expected.append(alice)
+            expected.append(.ok)
             if index % 10 == 0 {
                 acks.append((bobs, alice, "phone"))
-                expected.append(bob)
+                expected.append(.forbidden)
                 acks.append((missing, alice, "phone"))
-                expected.append(nil)
+                expected.append(.notFound)
             }
         }
         #expect(try ack(database, acks) == expected)
@@ -73,24 +85,41 @@ struct PostgresAckBatchTests {
         let seq = try payload(database, user: alice, readLimit: 3)
         let other = try payload(database, user: alice, readLimit: 3)
         let acks = [(seq, alice, "phone"), (other, alice, "phone"), (seq, alice, "phone"), (seq, alice, "tablet"), (seq, alice, "phone")]
-        #expect(try ack(database, acks) == [alice, alice, alice, alice, alice])
-        #expect(try state(database, seq) == [.int64(2), .int32(1), .bool(false), .int64(2)])
+        #expect(try ack(database, acks) == [.ok, .ok, .ok, .ok, .ok])
+        let after = try state(database, seq); #expect(after == [.int64(2), .int32(1), .bool(false), .int64(2)], "\(after)")
         #expect(try state(database, other) == [.int64(1), .int32(1), .bool(false), .int64(1)])
-        #expect(try ack(database, [(seq, alice, "tablet"), (seq, alice, "phone")]) == [alice, alice])
+        #expect(try ack(database, [(seq, alice, "tablet"), (seq, alice, "phone")]) == [.ok, .ok])
         #expect(try state(database, seq) == [.int64(2), .int32(1), .bool(false), .int64(2)])
     }
 
-    @Test("[4.10-1] [4.10-2] read limit 1 reached by two devices in one statement: gone and erased, both OK, and OK again after")
+    @Test("[4.10-1] [4.10-2] read limit 1 reached by two devices in one statement: gone and erased with no receipt row, both OK, and OK again after")
     func readLimitTwiceInOneGroup() throws {
         let database = try PostgresDeployment()
         let alice = try database.sql("SELECT id FROM users WHERE name = 'alice'").uint(0, 0)
         let seq = try payload(database, user: alice, readLimit: 1)
-        #expect(try ack(database, [(seq, alice, "phone"), (seq, alice, "tablet")]) == [alice, alice])
-        #expect(try state(database, seq) == [.int64(2), .int32(3), .bool(true), .int64(2)])
+        #expect(try ack(database, [(seq, alice, "phone"), (seq, alice, "tablet")]) == [.ok, .ok])
+        #expect(try state(database, seq) == [.int64(1), .int32(Int32(PayloadLife.readOut.rawValue)), .bool(true), .int64(0)])
         #expect(try database.sql("SELECT key_id IS NULL FROM payloads WHERE seq = $1", [.uint(seq)]).rows[0] == [.bool(true)])
-        // A gone payload can still be acknowledged, by a device seen or a new one.
-        #expect(try ack(database, [(seq, alice, "phone"), (seq, alice, "laptop")]) == [alice, alice])
-        #expect(try state(database, seq) == [.int64(3), .int32(3), .bool(true), .int64(3)])
+        // A gone payload can still be acknowledged, by a device seen or a new one, and nothing is written.
+        #expect(try ack(database, [(seq, alice, "phone"), (seq, alice, "laptop")]) == [.ok, .ok])
+        #expect(try state(database, seq) == [.int64(1), .int32(Int32(PayloadLife.readOut.rawValue)), .bool(true), .int64(0)])
+    }
+
+    @Test("[4.10-1] a receipt decided from a row another store changed meanwhile writes nothing; decided again from the row as it is, it counts")
+    func staleRowIsDecidedAgain() throws {
+        let database = try PostgresDeployment()
+        let alice = try database.sql("SELECT id FROM users WHERE name = 'alice'").uint(0, 0)
+        let seq = try payload(database, user: alice, readLimit: 2)
+        let stale = ReceiptRow(owner: alice, admitsDevice: true, life: .live, readLimit: 2, readCount: 0, acknowledged: false)
+        // Another store's receipt from the phone lands after the tablet's request read the row.
+        #expect(try ack(database, [(seq, alice, "phone")]) == [.ok])
+        let decided = PostgresGroupCommit.decideReceipts([.init(sequence: seq, userID: alice, deviceID: "tablet", row: stale)])
+        #expect(decided.decisions.map(\.write) == [.counted(readCount: 1)])
+        let write = PostgresWriteStatements.receipts(decided.writes)
+        #expect(try database.sql(write.sql, write.parameters).rows.isEmpty, "the row's count is no longer the one decided from")
+        #expect(try state(database, seq) == [.int64(1), .int32(Int32(PayloadLife.live.rawValue)), .bool(false), .int64(1)])
+        #expect(try ack(database, [(seq, alice, "tablet")]) == [.ok])
+        #expect(try state(database, seq) == [.int64(2), .int32(Int32(PayloadLife.readOut.rawValue)), .bool(true), .int64(1)])
     }
 
     @Test("[4.11-1] [4.11-2] RECALLs in one statement: found ones gone (twice in the array: both OK), a missing one NOT_FOUND")
@@ -138,7 +167,8 @@ struct PostgresAckBatchTests {
                 FROM payloads p JOIN users u ON u.id = p.user_id WHERE u.name = 'alice' ORDER BY seq
                 """)
             #expect(rows.rows.count == 40)
-            #expect(rows.rows.filter { $0 == [.int64(1), .int64(2), .int32(3), .bool(true), .int64(2)] }.count == 20, "\(rows.rows)")
+            // Read out by the first receipt: no receipt row, and the second device's ACK writes nothing.
+            #expect(rows.rows.filter { $0 == [.int64(1), .int64(1), .int32(3), .bool(true), .int64(0)] }.count == 20, "\(rows.rows)")
             #expect(rows.rows.filter { $0 == [.int64(0), .int64(1), .int32(1), .bool(false), .int64(1)] }.count == 20, "\(rows.rows)")
             let recalls = try [kept[0], kept[1], kept[0], PayloadID.random()].map { try provider.send(.recall(Recall(id: $0))) }
             let replies = try recalls.map { try provider.reply(to: $0) }

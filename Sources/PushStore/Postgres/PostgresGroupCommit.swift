@@ -26,7 +26,14 @@ final class PostgresGroupCommit {
         /// A STORE whose recipient changed identity since its id was looked up goes round
         /// once more with the new id.
         var retried = false
+        /// Times an ACK's receipt found its payload changed since the row it was decided
+        /// from was read, and went round again with the row read afresh.
+        var receiptRounds = 0
     }
+
+    /// Rounds an ACK's receipt may take before it fails INTERNAL_ERROR (the device ACKs
+    /// again): each round another store's receipt of the same payload went first.
+    static let maxReceiptRounds = 16
 
     private let link: PostgresLink
     private let loop: EventLoop
@@ -117,7 +124,7 @@ final class PostgresGroupCommit {
             }
         }
         guard !unknown.isEmpty else {
-            commit(batch, on: connection)
+            resolveReceiptRows(batch, on: connection)
             return
         }
         let placeholders = unknown.indices.map { "$\($0 + 1)" }.joined(separator: ", ")
@@ -130,10 +137,66 @@ final class PostgresGroupCommit {
                     if let name = try? rows.text(row, 0), let id = try? rows.uint(row, 1) { found[ExactName(name)] = id }
                 }
                 recipients.merge(found) { $1 }
-                commit(batch, on: connection)
+                resolveReceiptRows(batch, on: connection)
             case .failure(let error):
                 finished(batch, outcomes: error.kind == .connection ? nil : batch.map { _ in .failed(.internalError) }, because: error)
             }
+        }
+    }
+
+    /// The ACKs whose payload row is not known (their receipt went round again, or the
+    /// request's read did not carry it), by index in `batch`.
+    private static func acksWithoutRow(_ batch: [Pending]) -> [Int] {
+        batch.indices.filter { index in
+            if case .ack(_, _, _, _, nil) = batch[index].operation { return true }
+            return false
+        }
+    }
+
+    /// The ACKs' rows given to `batch`: a payload gone meanwhile leaves its ACK NOT_FOUND.
+    private static func giving(_ rows: [Int: ReceiptRow?], to batch: [Pending], at indexes: [Int]) -> [Pending] {
+        var batch = batch
+        for (ordinal, index) in indexes.enumerated() {
+            guard case .ack(let sequence, let userID, let deviceID, let fetched, _) = batch[index].operation else { continue }
+            let row = rows[ordinal + 1] ?? nil
+            batch[index].operation = .ack(sequence: sequence, userID: userID, deviceID: deviceID, fetched: fetched,
+                                          row: row ?? PostgresGroupCommit.goneRow)
+        }
+        return batch
+    }
+
+    /// Stands for a payload no longer there: owned by no user (ids are never 0), so its
+    /// receipt is refused; `outcomes` answers NOT_FOUND for it.
+    static let goneRow = ReceiptRow(owner: 0, admitsDevice: false, life: .expired, readLimit: 0, readCount: 0, acknowledged: true)
+
+    /// Reads afresh, in one query, the rows of the ACKs that have none, then commits.
+    private func resolveReceiptRows(_ batch: [Pending], on connection: PostgresConnection) {
+        let indexes = PostgresGroupCommit.acksWithoutRow(batch)
+        guard !indexes.isEmpty else {
+            commit(batch, on: connection)
+            return
+        }
+        let statement = PostgresWriteStatements.receiptRows(PostgresGroupCommit.receiptKeys(batch, indexes))
+        connection.query(statement.sql, statement.parameters) { [weak self] result in
+            guard let self else { return }
+            switch result {
+            case .success(let found):
+                do throws(PostgresError) {
+                    let rows = try PostgresWriteStatements.decodeReceiptRows(found)
+                    commit(PostgresGroupCommit.giving(rows, to: batch, at: indexes), on: connection)
+                } catch {
+                    finished(batch, outcomes: batch.map { _ in .failed(.internalError) }, because: error)
+                }
+            case .failure(let error):
+                finished(batch, outcomes: error.kind == .connection ? nil : batch.map { _ in .failed(.internalError) }, because: error)
+            }
+        }
+    }
+
+    private static func receiptKeys(_ batch: [Pending], _ indexes: [Int]) -> [(sequence: UInt64, deviceID: String)] {
+        indexes.compactMap { index in
+            guard case .ack(let sequence, _, let deviceID, _, _) = batch[index].operation else { return nil }
+            return (sequence, deviceID)
         }
     }
 
@@ -149,7 +212,16 @@ final class PostgresGroupCommit {
             let rows = try connection.query("SELECT name, id FROM users WHERE name IN (\(placeholders))", unknown.map { .text($0) })
             for row in rows.rows.indices { recipients[ExactName(try rows.text(row, 0))] = try rows.uint(row, 1) }
         }
-        let plan = plan(operations.map { Pending(operation: $0, ticket: 0) })
+        var batch = operations.map { Pending(operation: $0, ticket: 0) }
+        let indexes = PostgresGroupCommit.acksWithoutRow(batch)
+        if !indexes.isEmpty {
+            let statement = PostgresWriteStatements.receiptRows(PostgresGroupCommit.receiptKeys(batch, indexes))
+            let rows = try PostgresWriteStatements.decodeReceiptRows(try connection.query(statement.sql, statement.parameters))
+            batch = PostgresGroupCommit.giving(rows, to: batch, at: indexes)
+        }
+        // A receipt whose payload another store changed meanwhile is not written: the
+        // device, told nothing, acknowledges it again.
+        let plan = plan(batch)
         try connection.transaction {
             for statement in plan.statements { _ = try connection.query(statement.sql, statement.parameters) }
         }
@@ -162,8 +234,9 @@ final class PostgresGroupCommit {
     private enum Planned {
         case decided(WriteOutcome)
         case stored(PayloadID)
-        /// The ACK's row in the group's ACK statement, by ordinal (from 1).
-        case ack(ordinal: Int, userID: UInt64)
+        /// A receipt written if its payload's seq comes back from the group's receipts
+        /// statement; otherwise its payload changed meanwhile, and it is decided again.
+        case receipt(sequence: UInt64)
         case recall(ordinal: Int)
         case done
     }
@@ -172,8 +245,8 @@ final class PostgresGroupCommit {
         var statements: [PostgresStatement] = []
         var operations: [Planned] = []
         var insertStatements: [Int] = []
-        /// The statements of all the group's ACKs and of all its RECALLs, over arrays.
-        var ackStatement: Int?
+        /// The statements of all the group's receipts and of all its RECALLs, over arrays.
+        var receiptStatement: Int?
         var recallStatement: Int?
     }
 
@@ -211,37 +284,44 @@ final class PostgresGroupCommit {
         // store's group of the same user, or for a removal, then waits before it has locked
         // any payload row.
         if let lock = PostgresWriteStatements.lockRecipients(Set(rows.map(\.userID))) { plan.statements.append(lock) }
+        // Keys whose earlier use was forgotten are freed before the rows that take them go in.
+        let taken = rows.compactMap { row in
+            row.payload.idempotency.flatMap { record in row.payload.keyTakenFromExpiry.map { (record.key, $0) } }
+        }
+        if !taken.isEmpty { plan.statements.append(fixed(PostgresWriteStatements.freeForgottenKeys(taken))) }
+        // A SEND's payload, push and key are one row ([4.17-1]); its lease starts with it.
+        let leaseUntil = (rows.first?.payload.createdAt ?? 0) + pushLeaseMs
         var start = 0
         while start < rows.count {
             let end = min(start + PostgresWriteStatements.rowsPerInsert, rows.count)
             plan.insertStatements.append(plan.statements.count)
-            plan.statements.append(PostgresWriteStatements.insert(rows[start..<end]))
+            plan.statements.append(PostgresWriteStatements.insert(rows[start..<end], owner: outboxOwner, leaseUntil: leaseUntil))
             start = end
         }
-        // SENDs' pushes and keys, in the transaction of their payloads ([4.17-1]).
-        let sends = rows.map(\.payload).filter { $0.push != nil }
-        if let first = sends.first {
-            plan.statements.append(fixed(PostgresWriteStatements.insertPushes(sends, owner: outboxOwner,
-                                                                              leaseUntil: first.createdAt + pushLeaseMs)))
-        }
         // Their audiences, when listed ([4.9-4]): a SEND to the whole user writes no row.
-        let listed = sends.filter { !$0.audience.listedDevices.isEmpty }
+        let listed = rows.map(\.payload).filter { !$0.audience.listedDevices.isEmpty }
         if !listed.isEmpty { plan.statements.append(fixed(PostgresWriteStatements.insertAudiences(listed))) }
-        let keys = sends.compactMap(\.idempotency)
-        if let now = sends.first?.createdAt, !keys.isEmpty {
-            plan.statements.append(fixed(PostgresWriteStatements.freeExpiredKeys(keys, nowMs: now)))
-            plan.statements.append(fixed(PostgresWriteStatements.insertKeys(keys)))
-        }
-        // All the ACKs as one statement, then all the RECALLs as one: operations of one
+        // All the receipts as one statement, then all the RECALLs as one: operations of one
         // group were in flight together, so any order among them is one they could have had.
-        var acks: [PostgresWriteStatements.Ack] = []
+        // Receipts of one payload are decided one after another, from the row the first
+        // was read with.
+        var acks: [PostgresGroupCommit.Receipt] = []
+        var ackIndexes: [Int] = []
         var recalls: [UInt64] = []
         for (index, pending) in batch.enumerated() {
             switch pending.operation {
-            case .ack(let sequence, let userID, let deviceID, let fetched):
-                acks.append(.init(sequence: sequence, userID: userID, deviceID: deviceID))
+            case .ack(let sequence, let userID, let deviceID, let fetched, let row):
                 if let fetched { tallies.append(fetched) }
-                plan.operations[index] = .ack(ordinal: acks.count, userID: userID)
+                guard let row else {
+                    plan.operations[index] = .decided(.failed(.internalError))
+                    continue
+                }
+                guard row != PostgresGroupCommit.goneRow else {
+                    plan.operations[index] = .decided(.failed(.notFound))
+                    continue
+                }
+                acks.append(.init(sequence: sequence, userID: userID, deviceID: deviceID, row: row))
+                ackIndexes.append(index)
             case .recall(let sequence):
                 recalls.append(sequence)
                 plan.operations[index] = .recall(ordinal: recalls.count)
@@ -252,9 +332,17 @@ final class PostgresGroupCommit {
                 break
             }
         }
-        if !acks.isEmpty {
-            plan.ackStatement = plan.statements.count
-            plan.statements.append(PostgresWriteStatements.acks(acks))
+        let receipts = PostgresGroupCommit.decideReceipts(acks)
+        for (index, decided) in zip(ackIndexes, receipts.decisions) {
+            switch decided.write {
+            case .refused(let status): plan.operations[index] = .decided(.failed(status))
+            case .unchanged: plan.operations[index] = .decided(.ok)
+            case .counted, .readOut: plan.operations[index] = .receipt(sequence: decided.sequence)
+            }
+        }
+        if !receipts.writes.isEmpty {
+            plan.receiptStatement = plan.statements.count
+            plan.statements.append(PostgresWriteStatements.receipts(receipts.writes))
         }
         if !recalls.isEmpty {
             plan.recallStatement = plan.statements.count
@@ -262,6 +350,51 @@ final class PostgresGroupCommit {
         }
         if !tallies.isEmpty { plan.statements += PostgresWriteStatements.recordFetches(tallies) }
         return plan
+    }
+
+    /// An ACK as a group decides its receipt.
+    struct Receipt {
+        var sequence: UInt64
+        var userID: UInt64
+        var deviceID: String
+        /// The payload's row as the request read it.
+        var row: ReceiptRow
+    }
+
+    private struct PayloadDevice: Hashable {
+        var sequence: UInt64
+        var device: ExactName
+    }
+
+    /// A group's receipts decided with `PayloadLife.receipt`, those of one payload one after
+    /// another from the row the first was read with (a row that changed meanwhile fails the
+    /// statement's check and is decided again): each ACK's decision, and the writes per payload.
+    static func decideReceipts(_ acks: [Receipt]) -> (decisions: [(sequence: UInt64, write: ReceiptWrite)],
+                                                     writes: [PostgresWriteStatements.ReceiptWrites]) {
+        var writes: [UInt64: PostgresWriteStatements.ReceiptWrites] = [:]
+        var rows: [UInt64: ReceiptRow] = [:]
+        // Whether a device acknowledged is its own: known from its read, or from this group.
+        var acknowledged = Set<PayloadDevice>()
+        var decisions: [(sequence: UInt64, write: ReceiptWrite)] = []
+        for ack in acks {
+            let device = PayloadDevice(sequence: ack.sequence, device: ExactName(ack.deviceID))
+            var row = rows[ack.sequence] ?? ack.row
+            row.acknowledged = ack.row.acknowledged || acknowledged.contains(device)
+            let write = PayloadLife.receipt(on: row, from: ack.userID)
+            rows[ack.sequence] = row.after(write)
+            if case .counted = write { acknowledged.insert(device) }
+            decisions.append((ack.sequence, write))
+            switch write {
+            case .refused, .unchanged: break
+            case .counted(let count), .readOut(let count):
+                var payload = writes[ack.sequence]
+                    ?? .init(sequence: ack.sequence, readCountBefore: row.readCount, readCount: count, readsOut: false, devices: [])
+                payload.readCount = count
+                if case .readOut = write { payload.readsOut = true } else { payload.devices.append(ack.deviceID) }
+                writes[ack.sequence] = payload
+            }
+        }
+        return (decisions, Array(writes.values))
     }
 
     private func commit(_ batch: [Pending], on connection: PostgresConnection) {
@@ -299,7 +432,9 @@ final class PostgresGroupCommit {
             let decide: (Result<[PostgresResult], PostgresError>) -> Void = { [weak self] result in
                 guard let self else { return }
                 switch result {
-                case .success(let results): outcomes[index] = self.outcomes(plan, results: results).first ?? .ok
+                case .success(let results):
+                    // A receipt whose payload changed meanwhile: decided again in the next group.
+                    outcomes[index] = self.outcomes(plan, results: results).first ?? .ok
                 case .failure(let error):
                     if error.kind == .connection {
                         lostConnection = error
@@ -311,8 +446,7 @@ final class PostgresGroupCommit {
                 remaining -= 1
                 guard remaining == 0 else { return }
                 // A lost connection leaves the rest unknown: none of them is told it succeeded.
-                let all = outcomes.map { $0 ?? .failed(.internalError) }
-                finished(batch, outcomes: lostConnection == nil ? all : nil, because: lostConnection)
+                finished(batch, outcomes: lostConnection == nil ? outcomes : nil, because: lostConnection)
             }
             if plan.statements.isEmpty {
                 loop.schedule(after: .zero) { decide(.success([])) }
@@ -338,8 +472,10 @@ final class PostgresGroupCommit {
         return .failed(.internalError)
     }
 
-    /// Outcomes by the plan, from the committed statements' results.
-    private func outcomes(_ plan: Plan, results: [PostgresResult]) -> [WriteOutcome] {
+    /// Outcomes by the plan, from the committed statements' results; nil for a receipt
+    /// whose payload another store changed after the row it was decided from was read: it
+    /// is not delivered, the ACK goes round again (`finished`).
+    private func outcomes(_ plan: Plan, results: [PostgresResult]) -> [WriteOutcome?] {
         var stored: [PayloadID: UInt64] = [:]
         for index in plan.insertStatements where results.indices.contains(index) {
             let rows = results[index]
@@ -347,12 +483,12 @@ final class PostgresGroupCommit {
                 if let id = try? rows.payloadID(row, 0), let seq = try? rows.uint(row, 1) { stored[id] = seq }
             }
         }
-        // The ACKs' rows and the RECALLs found, by ordinal.
-        let ackResult = plan.ackStatement.flatMap { results.indices.contains($0) ? results[$0] : nil }
-        var ackRows: [Int: Int] = [:]
-        if let rows = ackResult {
+        // The payloads whose receipts were written, and the RECALLs found, by ordinal.
+        var written = Set<UInt64>()
+        if let index = plan.receiptStatement, results.indices.contains(index) {
+            let rows = results[index]
             for row in rows.rows.indices {
-                if let ordinal = try? rows.int64(row, 0) { ackRows[Int(ordinal)] = row }
+                if let seq = try? rows.uint(row, 0) { written.insert(seq) }
             }
         }
         var recalled = Set<Int>()
@@ -369,11 +505,9 @@ final class PostgresGroupCommit {
                 // No row: the recipient's name no longer has the id looked up.
                 guard let seq = stored[id] else { return .failed(.unknownUser) }
                 return .stored(sequence: seq)
-            case .ack(let ordinal, let userID):
-                guard let row = ackRows[ordinal] else { return .failed(.internalError) }
-                guard let rows = ackResult, !rows.isNull(row, 1) else { return .failed(.notFound) }
-                guard (try? rows.uint(row, 1)) == userID, (try? rows.bool(row, 3)) == true else { return .failed(.forbidden) }
-                return .ok
+            case .receipt(let sequence):
+                guard plan.receiptStatement.map(results.indices.contains) == true else { return .failed(.internalError) }
+                return written.contains(sequence) ? .ok : nil
             case .recall(let ordinal):
                 guard plan.recallStatement.map(results.indices.contains) == true else { return .failed(.internalError) }
                 return recalled.contains(ordinal) ? .ok : .failed(.notFound)
@@ -388,13 +522,27 @@ final class PostgresGroupCommit {
     /// Delivers a group's outcomes (nil: unknown, the connection was lost), except STOREs
     /// whose recipient changed identity, which go round once more with the id looked up
     /// afresh; then starts the next group.
-    private func finished(_ batch: [Pending], outcomes: [WriteOutcome]?, because error: PostgresError?) {
+    private func finished(_ batch: [Pending], outcomes: [WriteOutcome?]?, because error: PostgresError?) {
         inFlight = false
         if let error { onError?(error, batch.count) }
         var tickets: [UInt64] = []
         var delivered: [WriteOutcome] = []
         var again: [Pending] = []
         for (index, pending) in batch.enumerated() {
+            if let outcomes, outcomes[index] == nil, case .ack(let sequence, let userID, let deviceID, _, _) = pending.operation {
+                if pending.receiptRounds < PostgresGroupCommit.maxReceiptRounds {
+                    // Without its row: read afresh before the next group decides it again.
+                    // Its FETCH statistics were committed with this group.
+                    var retry = pending
+                    retry.receiptRounds += 1
+                    retry.operation = .ack(sequence: sequence, userID: userID, deviceID: deviceID, fetched: nil, row: nil)
+                    again.append(retry)
+                    continue
+                }
+                tickets.append(pending.ticket)
+                delivered.append(.failed(.internalError))
+                continue
+            }
             if let outcomes, case .failed(.unknownUser) = outcomes[index], case .store(let new) = pending.operation,
                !pending.retried, recipients[ExactName(new.user)] != nil {
                 recipients[ExactName(new.user)] = nil
@@ -404,7 +552,7 @@ final class PostgresGroupCommit {
                 continue
             }
             tickets.append(pending.ticket)
-            if let outcomes { delivered.append(outcomes[index]) }
+            if let outcomes { delivered.append(outcomes[index] ?? .failed(.internalError)) }
         }
         queue.insert(contentsOf: again, at: 0)
         if !tickets.isEmpty { deliver(tickets, outcomes == nil ? nil : delivered) }

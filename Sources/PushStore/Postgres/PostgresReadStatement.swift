@@ -49,18 +49,23 @@ struct PostgresReadStatement {
             SELECT r.n, u.id, u.created_at, NULL::text, d.user_id, d.issued_at, d.expires_at,
                    p.seq, p.user_id, p.key_id, CASE WHEN r.body THEN p.body END, p.created_at, p.expires_at,
                    p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life, p.sender,
-                   p.audience, EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = r.device)
-            FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[]) WITH ORDINALITY AS r (name, device, id, body, n)
+                   p.audience, EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = r.device),
+                   CASE WHEN r.receipt THEN EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = r.device) END
+            FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[], $5::bool[]) WITH ORDINALITY AS r (name, device, id, body, receipt, n)
             LEFT JOIN users u ON u.name = r.name
             LEFT JOIN registrations d ON d.device_id = r.device AND d.state = \(RegistryEntry.State.enrolled.sql)
             LEFT JOIN payloads p ON p.id = r.id
             """
         let parameters: [PostgresValue] = [
             .textArray(batch.map(\.user)), .textArray(batch.map(\.device)), .bytesArray(batch.map { $0.payload?.bytes }),
-            .boolArray(batch.map { $0.body }),
+            .boolArray(batch.map { $0.body }), .boolArray(batch.map { Self.readsReceipt($0) }),
         ]
         return PostgresReadStatement(sql: sql, parameters: parameters, userColumn: 1, deviceColumn: 4, payloadColumn: 7)
     }
+
+    /// Whether the device's receipt of the payload is read too: for an ACK (the read of the
+    /// sequence only, with a device), whose receipt `PayloadLife.receipt` decides from it.
+    static func readsReceipt(_ reads: StoreReads) -> Bool { reads.sequenceOnly && reads.device != nil }
 
     /// The statement for `reads`, nil when it asks for nothing one row can hold (REGISTRY only).
     init?(_ reads: StoreReads) {
@@ -88,18 +93,19 @@ struct PostgresReadStatement {
             payloadColumn = columns.count
             columns += ["p.seq", "p.user_id", "p.key_id", reads.body ? "p.body" : "NULL::bytea", "p.created_at", "p.expires_at",
                         "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life", "p.sender", "p.audience",
-                        deviceParameter.map { "EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = \($0))" } ?? "false"]
+                        deviceParameter.map { "EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = \($0))" } ?? "false",
+                        deviceParameter.flatMap { Self.readsReceipt(reads) ? "EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = \($0))" : nil }
+                            ?? "NULL::bool"]
             joins.append("LEFT JOIN payloads p ON p.id = \(parameter(.id(id)))")
             if reads.pushOutcome {
                 pushColumn = columns.count
-                columns += ["o.state", "o.written", "o.queued"]
-                joins.append("LEFT JOIN pushes o ON o.seq = p.seq")
+                columns += ["p.outbox", "p.written", "p.queued"]
             }
         }
         if let key = reads.idempotency {
             keyColumn = columns.count
-            columns += ["k.request_hash", "k.id", "k.payload_expires_at", "k.expires_at"]
-            joins.append("LEFT JOIN idempotency_keys k ON k.scope = \(parameter(.text(key.scope))) AND k.key = \(parameter(.text(key.key)))")
+            columns += ["k.request_hash", "k.id", "k.expires_at", "k.key_expires_at"]
+            joins.append("LEFT JOIN payloads k ON k.key_scope = \(parameter(.text(key.scope))) AND k.idem_key = \(parameter(.text(key.key)))")
         }
         if let id = reads.apiToken {
             apiTokenColumn = columns.count
@@ -123,7 +129,7 @@ struct PostgresReadStatement {
                 """
                 FROM payloads x
                 WHERE x.user_id = u.id AND x.seq < \(bound) AND x.life = \(PayloadLife.live.rawValue) AND x.expires_at > \(now)
-                  AND (x.audience = 0 OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = x.seq AND a.device = \(device)))
+                  AND (x.audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = x.seq AND a.device = \(device)))
                   AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = x.seq AND r.device = \(device))
                 """
             }
@@ -200,7 +206,8 @@ struct PostgresReadStatement {
                 life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired,
                 sender: result.isNull(row, column + 11) ? nil : try result.text(row, column + 11),
                 listedAudience: try result.int64(row, column + 12) != PayloadAudience.user.storedKind,
-                readerListed: try result.bool(row, column + 13))
+                readerListed: try result.bool(row, column + 13),
+                readerAcknowledged: result.isNull(row, column + 14) ? nil : try result.bool(row, column + 14))
             if let column = pushColumn, !result.isNull(row, column) {
                 found.payload?.push = try result.int64(row, column) == OutboxState.handed.rawValue
                     ? .handed(PushAck(written: UInt32(clamping: try result.uint(row, column + 1)),

@@ -27,7 +27,7 @@ public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
 /// removal fence and the login limits.
 public enum PostgresSchema {
     /// The version this build writes and reads.
-    public static let currentVersion: Int64 = 8
+    public static let currentVersion: Int64 = 9
 
     /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
     /// deployment's other users of the database do not take.
@@ -35,7 +35,8 @@ public enum PostgresSchema {
 
     /// Migrations by the version they lead to, oldest first.
     static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4), (5, version5),
-                                                                 (6, version6), (7, version7), (8, version8)]
+                                                                 (6, version6), (7, version7), (8, version8),
+                                                                 (9, version9)]
 
     /// Users have a random 63-bit id that payloads and registrations bind to, so a name
     /// removed and added again is another user; `created_at` dates the tokens a holder may
@@ -219,6 +220,29 @@ public enum PostgresSchema {
             device text NOT NULL,
             PRIMARY KEY (seq, device)
         )
+        """
+
+    /// A SEND is one row ([4.17-1], [4.17-5]): its push intent and its idempotency key become
+    /// columns of its payload, the rows of `pushes` and `idempotency_keys` move there (a key
+    /// whose payload is gone goes with it) and the two tables are dropped. `outbox` is
+    /// `OutboxState` (NULL for a STORE), `outbox_owner` and `lease_until` what `owner` and
+    /// `lease_until` were; the key's id and the expiry it answers with are the row's own.
+    /// Partial indexes hold the waiting pushes in sequence order and the keys by (scope,
+    /// key), one row per key: a later SEND frees a key whose expiry has passed.
+    static let version9 = """
+        ALTER TABLE payloads ADD COLUMN push bytea, ADD COLUMN outbox integer,
+            ADD COLUMN written bigint NOT NULL DEFAULT 0, ADD COLUMN queued bigint NOT NULL DEFAULT 0,
+            ADD COLUMN handed_at bigint NOT NULL DEFAULT 0, ADD COLUMN outbox_owner text, ADD COLUMN lease_until bigint,
+            ADD COLUMN key_scope text, ADD COLUMN idem_key text, ADD COLUMN request_hash bytea, ADD COLUMN key_expires_at bigint;
+        UPDATE payloads p SET push = o.push, outbox = o.state, written = o.written, queued = o.queued, handed_at = o.handed_at,
+                              outbox_owner = o.owner, lease_until = o.lease_until
+        FROM pushes o WHERE o.seq = p.seq;
+        UPDATE payloads p SET key_scope = k.scope, idem_key = k.key, request_hash = k.request_hash, key_expires_at = k.expires_at
+        FROM idempotency_keys k WHERE k.id = p.id;
+        DROP TABLE pushes;
+        DROP TABLE idempotency_keys;
+        CREATE INDEX payloads_waiting ON payloads (seq) WHERE outbox = \(OutboxState.waiting.rawValue);
+        CREATE UNIQUE INDEX payloads_by_key ON payloads (key_scope, idem_key) WHERE idem_key IS NOT NULL
         """
 
     /// The version the database is at: 0 before the first migration.

@@ -23,14 +23,22 @@ enum PostgresWriteStatements {
     /// shape however many rows it carries, so it is prepared once per connection. Each row
     /// goes in only if its recipient's name still belongs to the id its body was sealed for,
     /// in the committing transaction; the foreign key holds that user until the commit, and
-    /// `RETURNING` says which rows went in and as which seq.
-    static func insert(_ rows: ArraySlice<SealedPayload>) -> PostgresStatement {
-        PostgresStatement("""
-            INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience)
-            SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit, v.sender, v.audience
+    /// `RETURNING` says which rows went in and as which seq. A SEND's push (owned by the
+    /// store loop `owner` until `leaseUntil`) and its key are columns of the same row
+    /// ([4.17-1], [4.17-5]): one row per message.
+    static func insert(_ rows: ArraySlice<SealedPayload>, owner: String, leaseUntil: UInt64) -> PostgresStatement {
+        let outboxes = rows.map(\.payload.outbox)
+        let keys = rows.map(\.payload.idempotency)
+        return PostgresStatement("""
+            INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience,
+                                  push, outbox, outbox_owner, lease_until, key_scope, idem_key, request_hash, key_expires_at)
+            SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit, v.sender, v.audience,
+                   v.push, v.outbox, v.outbox_owner, v.lease_until, v.key_scope, v.idem_key, v.request_hash, v.key_expires_at
             FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[],
-                        $9::text[], $10::bigint[])
-                 AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience)
+                        $9::text[], $10::bigint[], $11::bytea[], $12::integer[], $13::text[], $14::bigint[], $15::text[], $16::text[],
+                        $17::bytea[], $18::bigint[])
+                 AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience, push, outbox,
+                       outbox_owner, lease_until, key_scope, idem_key, request_hash, key_expires_at)
             JOIN users u ON u.name = v.name AND u.id = v.user_id
             RETURNING id, seq
             """, [
@@ -40,6 +48,11 @@ enum PostgresWriteStatements {
             .int64Array(rows.map { Int64(clamping: $0.payload.expiresAt) }), .int64Array(rows.map { Int64($0.payload.readLimit) }),
             .textArray(rows.map { $0.payload.sender }),
             .int64Array(rows.map { $0.payload.audience.storedKind }),
+            .bytesArray(outboxes.map { $0?.push }), .int32Array(outboxes.map { $0.map { Int32($0.state.rawValue) } }),
+            .textArray(outboxes.map { $0 == nil ? nil : owner }),
+            .int64Array(outboxes.map { $0 == nil ? nil : Int64(clamping: leaseUntil) }),
+            .textArray(keys.map { $0?.key.scope }), .textArray(keys.map { $0?.key.key }), .bytesArray(keys.map { $0?.requestHash }),
+            .int64Array(keys.map { $0.map { Int64(clamping: $0.expiresAt) } }),
         ], prepared: true)
     }
 
@@ -61,46 +74,81 @@ enum PostgresWriteStatements {
             """, [.int32(recipientLockClass), .int32Array(keys)], prepared: true)
     }
 
-    /// One ACK of a group: the payload's seq, the acknowledging user and device.
-    struct Ack {
+    /// The read receipts of a group for one payload, as `PayloadLife.receipt` decided them
+    /// one after another from the row the requests read: the read count it had and the one
+    /// it gets, whether it is read out, and the devices whose receipt rows go in.
+    struct ReceiptWrites {
         var sequence: UInt64
-        var userID: UInt64
-        var deviceID: String
+        var readCountBefore: Int64
+        var readCount: Int64
+        var readsOut: Bool
+        var devices: [String]
     }
 
-    /// `acks`' text, built once: the life values are `PayloadLife`'s.
-    private static let acksSQL = """
-        WITH a AS (SELECT v.n, v.user_id, v.device, p.seq, p.user_id AS owner,
-                          p.audience = 0 OR EXISTS (SELECT 1 FROM audiences au WHERE au.seq = p.seq AND au.device = v.device) AS admitted
-                   FROM unnest($1::bigint[], $2::bigint[], $3::text[]) WITH ORDINALITY AS v (seq, user_id, device, n)
-                   LEFT JOIN payloads p ON p.seq = v.seq),
+    /// `receipts`' text, built once: the states are `PayloadLife`'s.
+    private static let receiptsSQL = """
+        WITH v AS (SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bool[]) AS v (seq, before, after, reads_out)),
+             counted AS (UPDATE payloads p SET read_count = v.after
+                         FROM v WHERE p.seq = v.seq AND NOT v.reads_out
+                                  AND p.life = \(PayloadLife.live.rawValue) AND p.read_count = v.before
+                         RETURNING p.seq),
+             read_out AS (UPDATE payloads p SET read_count = v.after, life = \(PayloadLife.readOut.rawValue), body = NULL, key_id = NULL
+                          FROM v WHERE p.seq = v.seq AND v.reads_out
+                                   AND p.life = \(PayloadLife.live.rawValue) AND p.read_count = v.before
+                          RETURNING p.seq),
              r AS (INSERT INTO receipts (seq, device)
-                   SELECT DISTINCT seq, device FROM a WHERE owner = user_id AND admitted ORDER BY seq, device
-                   ON CONFLICT DO NOTHING RETURNING seq),
-             k AS (SELECT seq, count(*) AS added FROM r GROUP BY seq ORDER BY seq),
-             c AS (UPDATE payloads SET read_count = payloads.read_count + k.added,
-                       life = CASE WHEN life = \(PayloadLife.live.rawValue) AND read_limit > 0 AND payloads.read_count + k.added >= read_limit
-                                   THEN \(PayloadLife.readOut.rawValue) ELSE life END,
-                       body = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE body END,
-                       key_id = CASE WHEN read_limit > 0 AND payloads.read_count + k.added >= read_limit THEN NULL ELSE key_id END
-                   FROM k WHERE payloads.seq = k.seq RETURNING payloads.seq)
-        SELECT a.n, a.owner, (SELECT count(*) FROM c), coalesce(a.admitted, false) FROM a
+                   SELECT d.seq, d.device FROM unnest($5::bigint[], $6::text[]) AS d (seq, device)
+                   WHERE d.seq IN (SELECT seq FROM counted) ORDER BY d.seq, d.device
+                   ON CONFLICT DO NOTHING)
+        SELECT seq FROM counted UNION ALL SELECT seq FROM read_out
         """
 
     /// A group's read receipts ([4.10-1], [4.10-2]) as one prepared statement over arrays,
-    /// one element per ACK: NOT_FOUND without the row, FORBIDDEN for another user's
-    /// payload or one whose audience does not hold the device ([4.9-4]), else the receipt once per device (the same (seq, device) twice in the arrays,
-    /// or already there, adds nothing); each payload's read count grows by its new receipts,
-    /// and the update that reaches the read limit makes it gone and erases its body. The
-    /// receipts go in, and the payloads are updated, in seq order, so two stores' groups
-    /// lock shared rows in the same order; the UPDATE re-reads a row another store changed
-    /// as it waited (READ COMMITTED's re-check), so racing counts add up. Returns one row
-    /// per ACK: its ordinal (from 1), the payload's owner (NULL if none), and (column 3)
-    /// whether its audience holds the device.
-    static func acks(_ acks: [Ack]) -> PostgresStatement {
-        PostgresStatement(acksSQL, [.int64Array(acks.map { Int64(clamping: $0.sequence) }),
-                                    .int64Array(acks.map { Int64(clamping: $0.userID) }), .textArray(acks.map(\.deviceID))],
-                          prepared: true)
+    /// one element per payload: the values `PayloadLife.receipt` decided, bound, each
+    /// written only if the row is still live with the read count they were decided from.
+    /// A receipt that leaves the payload readable sets its count and adds the devices'
+    /// receipt rows; the one that reads it out sets its count, its life and erases its
+    /// body, in one update and without a receipt row. Returns the seqs written; a payload
+    /// another store changed meanwhile is not, and its receipts are decided again from the
+    /// row as it is then (`PostgresGroupCommit`).
+    static func receipts(_ writes: [ReceiptWrites]) -> PostgresStatement {
+        let sorted = writes.sorted { $0.sequence < $1.sequence }
+        let devices = sorted.flatMap { write in write.readsOut ? [] : write.devices.map { (write.sequence, $0) } }
+        return PostgresStatement(receiptsSQL, [
+            .int64Array(sorted.map { Int64(clamping: $0.sequence) }), .int64Array(sorted.map(\.readCountBefore)),
+            .int64Array(sorted.map(\.readCount)), .boolArray(sorted.map(\.readsOut)),
+            .int64Array(devices.map { Int64(clamping: $0.0) }), .textArray(devices.map(\.1)),
+        ], prepared: true)
+    }
+
+    /// The rows receipts decide from (`ReceiptRow`), read afresh for receipts whose row
+    /// changed after the request read it: one row per (seq, device), by ordinal (from 1),
+    /// the owner NULL when the payload is gone.
+    static func receiptRows(_ acks: [(sequence: UInt64, deviceID: String)]) -> PostgresStatement {
+        PostgresStatement("""
+            SELECT v.n, p.user_id, p.read_limit, p.read_count, p.life,
+                   p.audience = \(PayloadAudience.user.storedKind)
+                       OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = v.device),
+                   EXISTS (SELECT 1 FROM receipts r WHERE r.seq = p.seq AND r.device = v.device)
+            FROM unnest($1::bigint[], $2::text[]) WITH ORDINALITY AS v (seq, device, n) LEFT JOIN payloads p ON p.seq = v.seq
+            """, [.int64Array(acks.map { Int64(clamping: $0.sequence) }), .textArray(acks.map(\.deviceID))], prepared: true)
+    }
+
+    /// What `receiptRows` found, by ordinal: nil for a payload gone.
+    static func decodeReceiptRows(_ result: PostgresResult) throws(PostgresError) -> [Int: ReceiptRow?] {
+        var rows: [Int: ReceiptRow?] = [:]
+        for row in result.rows.indices {
+            let ordinal = Int(try result.int64(row, 0))
+            guard !result.isNull(row, 1) else {
+                rows[ordinal] = .some(nil)
+                continue
+            }
+            rows[ordinal] = ReceiptRow(owner: try result.uint(row, 1), admitsDevice: try result.bool(row, 5),
+                                       life: PayloadLife(rawValue: try result.int64(row, 4)) ?? .expired,
+                                       readLimit: try result.int64(row, 2), readCount: try result.int64(row, 3),
+                                       acknowledged: try result.bool(row, 6))
+        }
+        return rows
     }
 
     /// `recalls`' text, built once.
@@ -240,19 +288,6 @@ enum PostgresWriteStatements {
 
     // MARK: the sweep
 
-    /// The pushes of a group's SENDs, in the transaction of their payloads ([4.17-1]): one row
-    /// per payload that went in (a payload refused leaves no push), owned by this store loop
-    /// until `leaseUntil`.
-    static func insertPushes(_ rows: [NewPayload], owner: String, leaseUntil: UInt64) -> PostgresStatement {
-        PostgresStatement("""
-            INSERT INTO pushes (seq, push, owner, lease_until)
-            SELECT p.seq, v.push, $3, $4 FROM unnest($1::bytea[], $2::bytea[]) AS v (id, push) JOIN payloads p ON p.id = v.id
-            """, [
-            .bytesArray(rows.map { $0.id.bytes }), .bytesArray(rows.map { $0.push.map(OutboxEntry.encode) ?? [] }),
-            .text(owner), .uint(leaseUntil),
-        ], prepared: true)
-    }
-
     /// The listed audiences of a group's SENDs ([4.9-4]), in the transaction of their
     /// payloads: one element per (payload, device), joined to the payloads that went in.
     static func insertAudiences(_ rows: [NewPayload]) -> PostgresStatement {
@@ -264,38 +299,25 @@ enum PostgresWriteStatements {
             """, [.bytesArray(pairs.map(\.0)), .textArray(pairs.map(\.1))], prepared: true)
     }
 
-    /// Frees the keys of a group's SENDs that have expired, so the insert that follows can
-    /// take them again.
-    static func freeExpiredKeys(_ keys: [IdempotencyRecord], nowMs: UInt64) -> PostgresStatement {
+    /// Frees the keys a group's SENDs take from the rows of their earlier uses, which the
+    /// requests' reads found forgotten (`NewPayload.keyTakenFromExpiry`), so the insert that
+    /// follows can take them; a row holding a key with another expiry (another store's SEND
+    /// took it meanwhile) keeps it, and that SEND's insert fails the unique index.
+    static func freeForgottenKeys(_ keys: [(key: IdempotencyKey, expiry: UInt64)]) -> PostgresStatement {
         PostgresStatement("""
-            DELETE FROM idempotency_keys k USING unnest($1::text[], $2::text[]) AS v (scope, key)
-            WHERE k.scope = v.scope AND k.key = v.key AND k.expires_at <= $3
-            """, [.textArray(keys.map(\.key.scope)), .textArray(keys.map(\.key.key)), .uint(nowMs)], prepared: true)
+            UPDATE payloads p SET key_scope = NULL, idem_key = NULL, request_hash = NULL, key_expires_at = NULL
+            FROM unnest($1::text[], $2::text[], $3::bigint[]) AS v (scope, key, expiry)
+            WHERE p.key_scope = v.scope AND p.idem_key = v.key AND p.key_expires_at = v.expiry
+            """, [.textArray(keys.map(\.key.scope)), .textArray(keys.map(\.key.key)),
+                  .int64Array(keys.map { Int64(clamping: $0.expiry) })], prepared: true)
     }
 
-    /// The keys of a group's SENDs whose payloads went in ([4.17-5]). A key another store
-    /// committed meanwhile fails the unique index: that SEND is answered BUSY, and its retry
-    /// finds the other's answer.
-    static func insertKeys(_ keys: [IdempotencyRecord]) -> PostgresStatement {
-        PostgresStatement("""
-            INSERT INTO idempotency_keys (scope, key, request_hash, id, payload_expires_at, expires_at)
-            SELECT v.scope, v.key, v.hash, v.id, v.payload_expires_at, v.expires_at
-            FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bytea[], $5::bigint[], $6::bigint[])
-                 AS v (scope, key, hash, id, payload_expires_at, expires_at)
-            JOIN payloads p ON p.id = v.id
-            """, [
-            .textArray(keys.map(\.key.scope)), .textArray(keys.map(\.key.key)), .bytesArray(keys.map(\.requestHash)),
-            .bytesArray(keys.map { $0.id.bytes }), .int64Array(keys.map { Int64(clamping: $0.payloadExpiresAt) }),
-            .int64Array(keys.map { Int64(clamping: $0.expiresAt) }),
-        ], prepared: true)
-    }
-
-    /// Gateways' answers to outbox pushes ([4.12-2]).
+    /// Gateways' answers to outbox pushes ([4.12-2]), on their payloads' rows.
     static func pushesHanded(_ handed: [HandedPush]) -> PostgresStatement {
         PostgresStatement("""
-            UPDATE pushes o SET state = \(OutboxState.handed.rawValue), written = v.written, queued = v.queued, handed_at = v.handed_at
+            UPDATE payloads o SET outbox = \(OutboxState.handed.rawValue), written = v.written, queued = v.queued, handed_at = v.handed_at
             FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[]) AS v (seq, written, queued, handed_at)
-            WHERE o.seq = v.seq AND o.state = \(OutboxState.waiting.rawValue)
+            WHERE o.seq = v.seq AND o.outbox = \(OutboxState.waiting.rawValue)
             """, [
             .int64Array(handed.map { Int64(clamping: $0.sequence) }), .int64Array(handed.map { Int64($0.ack.written) }),
             .int64Array(handed.map { Int64($0.ack.queued) }), .int64Array(handed.map { Int64(clamping: $0.handedAt) }),
@@ -308,14 +330,14 @@ enum PostgresWriteStatements {
     static func claimPushes(owner: String, after cursor: UInt64, limit: Int, nowMs: UInt64, leaseUntil: UInt64) -> PostgresStatement {
         PostgresStatement("""
             WITH claimed AS (
-                UPDATE pushes o SET owner = $1, lease_until = $2
-                WHERE o.seq IN (SELECT seq FROM pushes WHERE state = \(OutboxState.waiting.rawValue) AND seq > $3
-                                  AND (owner = $1 OR lease_until <= $4)
+                UPDATE payloads o SET outbox_owner = $1, lease_until = $2
+                WHERE o.seq IN (SELECT seq FROM payloads WHERE outbox = \(OutboxState.waiting.rawValue) AND seq > $3
+                                  AND (outbox_owner = $1 OR lease_until <= $4)
                                 ORDER BY seq LIMIT $5 FOR UPDATE SKIP LOCKED)
-                RETURNING o.seq, o.push)
-            SELECT c.seq, c.push, p.expires_at, p.created_at FROM claimed c JOIN payloads p ON p.seq = c.seq
-            WHERE p.life = \(PayloadLife.live.rawValue) AND p.expires_at > $4
-            ORDER BY c.seq
+                RETURNING o.seq, o.push, o.expires_at, o.created_at, o.life)
+            SELECT seq, push, expires_at, created_at FROM claimed
+            WHERE life = \(PayloadLife.live.rawValue) AND expires_at > $4
+            ORDER BY seq
             """, [.text(owner), .uint(leaseUntil), .uint(cursor), .uint(nowMs), .int(limit)], prepared: true)
     }
 
@@ -350,7 +372,6 @@ enum PostgresWriteStatements {
         return [
             PostgresStatement("DELETE FROM registrations WHERE state = \(RegistryEntry.State.revoked.sql) AND expires_at <= $1",
                               [.uint(nowMs)]),
-            PostgresStatement("DELETE FROM idempotency_keys WHERE expires_at <= $1", [.uint(nowMs)]),
             // `LoginLimitState.pairIdle`, over bound times; a pair still trusted is kept.
             PostgresStatement("""
                 DELETE FROM login_pairs WHERE blocked_until <= $1 AND trusted_until <= $1 AND last_attempt <= $2
