@@ -13,12 +13,16 @@ struct GroupCommitWriterTests {
     /// Records each committed group's size; `commit` answers `.ok` for every write.
     final class RecordingWriter: PayloadWriter {
         let groups = Mutex<[Int]>([])
+        let idleSteps = Atomic<Int>(0)
         func commit(_ operations: [WriteOperation]) throws -> [WriteOutcome] {
             groups.withLock { $0.append(operations.count) }
             return operations.map { _ in .ok }
         }
         func sweepExpired(nowMs: UInt64) throws -> Int { 0 }
-        func idleStep(nowMs: UInt64) throws -> Bool { false }
+        func idleStep(nowMs: UInt64) throws -> Bool {
+            idleSteps.add(1, ordering: .sequentiallyConsistent)
+            return false
+        }
     }
 
     /// What the writer handed back, in order, and when (monotonic ns).
@@ -45,6 +49,10 @@ struct GroupCommitWriterTests {
     func started(_ deliveries: Deliveries, writer: RecordingWriter = RecordingWriter()) throws -> GroupCommitWriter {
         let committer = GroupCommitWriter(writer: writer, sweepIntervalMs: 3_600_000) { tickets, _ in deliveries.record(tickets) }
         try committer.start()
+        // A writer starts with its background work to look at, and commits whatever is
+        // queued then at once: the writes below are submitted once that is done.
+        let deadline = Clocks.monotonicNanoseconds() + 5_000_000_000
+        while writer.idleSteps.load(ordering: .sequentiallyConsistent) == 0, Clocks.monotonicNanoseconds() < deadline { sched_yield() }
         return committer
     }
 
