@@ -8,6 +8,12 @@ import PushSession
 /// The store's writer thread: every write pending when it wakes goes into one
 /// transaction with one fsync, and the whole group is handed back at once (group
 /// commit). Replies wait for `deliver`; nothing else does.
+///
+/// A write no one waits on to go on (`WriteOperation.waitsForCompany`: a read receipt,
+/// batched statistics) does not wake the writer for a group of its own: it rides with the
+/// next write that does, or commits `companyWaitNs` after it came. At one message in flight
+/// a device's ACK and the provider's next SEND arrive together; without this the ACK took
+/// the writer first and the SEND waited for the ACK's fsync before its own.
 public final class GroupCommitWriter: @unchecked Sendable {
     // @unchecked: `queue`, `queuedTickets`, `stopping` and `lastSweepMs` are guarded by `mutex`; `writer` is
     // touched only by the writer thread while it runs, and by `stop`'s caller after the join.
@@ -36,6 +42,10 @@ public final class GroupCommitWriter: @unchecked Sendable {
     private var queue: [WriteOperation] = []
     private var queuedTickets: [Ticket] = []
     private var stopping = false
+    /// Whether a write that is not `waitsForCompany` is queued: the writer commits at once.
+    private var urgentQueued = false
+    /// When the oldest queued write that waits for company came (monotonic ns), if one did.
+    private var companySinceNs: UInt64?
     private var thread: pthread_t?
     private var lastSweepMs: UInt64 = 0
     // Writer-thread only: whether the writer has background work left, and when it last
@@ -44,6 +54,9 @@ public final class GroupCommitWriter: @unchecked Sendable {
     private var idleWorkPending = true
     private var lastIdleWorkMs: UInt64 = 0
     static let idleWorkSpacingMs: UInt64 = 100
+    /// How long a write that waits for company waits at most: a lone ACK's ACK_OK comes
+    /// this much later, which no device notices; the fsync it spares is on the next SEND's path.
+    static let companyWaitNs: UInt64 = 2_000_000
 
     public init(writer: PayloadWriter, sweepIntervalMs: UInt64, clock: @escaping @Sendable () -> UInt64 = Clocks.wallMilliseconds,
                 deliver: @escaping Delivery) {
@@ -83,12 +96,31 @@ public final class GroupCommitWriter: @unchecked Sendable {
 
     /// Queues a write from any thread.
     public func submit(_ operation: WriteOperation, ticket: Ticket) {
+        let waitsForCompany = operation.waitsForCompany
+        let now = waitsForCompany ? Clocks.monotonicNanoseconds() : 0
         pthread_mutex_lock(mutex)
         queue.append(operation)
         queuedTickets.append(ticket)
-        let wasIdle = queue.count == 1
+        // The writer is woken by the first urgent write, and by the first that waits for
+        // company (to set its deadline); the rest find it awake or due anyway.
+        var wakes = false
+        if !waitsForCompany {
+            wakes = !urgentQueued
+            urgentQueued = true
+        } else if companySinceNs == nil {
+            companySinceNs = now
+            wakes = !urgentQueued
+        }
         pthread_mutex_unlock(mutex)
-        if wasIdle { pthread_cond_signal(wake) }
+        if wakes { pthread_cond_signal(wake) }
+    }
+
+    /// With `mutex` held.
+    private func takeQueue(_ batch: inout [WriteOperation], _ tickets: inout [Ticket]) {
+        swap(&batch, &queue)
+        swap(&tickets, &queuedTickets)
+        urgentQueued = false
+        companySinceNs = nil
     }
 
     /// Commits what is queued, then ends the thread and waits for it. Idempotent.
@@ -108,14 +140,8 @@ public final class GroupCommitWriter: @unchecked Sendable {
         var tickets: [Ticket] = []
         while true {
             pthread_mutex_lock(mutex)
-            if queue.isEmpty && !stopping && !sweepDue() && !idleWorkPending {
-                var deadline = timespec()
-                clock_gettime(CLOCK_REALTIME, &deadline)
-                deadline.tv_sec += 1
-                pthread_cond_timedwait(wake, mutex, &deadline)
-            }
-            swap(&batch, &queue)
-            swap(&tickets, &queuedTickets)
+            waitForWork()
+            takeQueue(&batch, &tickets)
             let finished = stopping && batch.isEmpty
             let sweep = sweepDue()
             if sweep { lastSweepMs = clock() }
@@ -126,15 +152,55 @@ public final class GroupCommitWriter: @unchecked Sendable {
             batch.removeAll(keepingCapacity: true)
             tickets.removeAll(keepingCapacity: true)
             if sweep { _ = try? writer.sweepExpired(nowMs: clock()) }
-            if finished { return }
             let now = clock()
-            if !wrote || now &- lastIdleWorkMs >= GroupCommitWriter.idleWorkSpacingMs {
+            if !finished, !wrote || now &- lastIdleWorkMs >= GroupCommitWriter.idleWorkSpacingMs {
                 lastIdleWorkMs = now
                 // A failed step (the database busy) is tried again on the next round.
                 idleWorkPending = (try? writer.idleStep(nowMs: now)) ?? false
             }
+            if finished { return }
         }
     }
 
+    /// With `mutex` held: returns when there is something to do, or after a second with
+    /// nothing (for the idle work); writes that wait for company are left waiting until an
+    /// urgent write comes or their time is up.
+    private func waitForWork() {
+        while !stopping && !urgentQueued && !sweepDue() && !idleWorkPending {
+            if let since = companySinceNs {
+                let now = Clocks.monotonicNanoseconds()
+                let due = since &+ GroupCommitWriter.companyWaitNs
+                if now >= due { return }
+                var deadline = GroupCommitWriter.realtimeDeadline(afterNs: due &- now)
+                _ = pthread_cond_timedwait(wake, mutex, &deadline)
+            } else {
+                var deadline = GroupCommitWriter.realtimeDeadline(afterNs: 1_000_000_000)
+                if pthread_cond_timedwait(wake, mutex, &deadline) == ETIMEDOUT { return }
+            }
+        }
+    }
+
+    /// The condition variable waits on the real-time clock.
+    private static func realtimeDeadline(afterNs delay: UInt64) -> timespec {
+        var deadline = timespec()
+        clock_gettime(CLOCK_REALTIME, &deadline)
+        let nanoseconds = UInt64(deadline.tv_nsec) + delay
+        deadline.tv_sec += Int(nanoseconds / 1_000_000_000)
+        deadline.tv_nsec = Int(nanoseconds % 1_000_000_000)
+        return deadline
+    }
+
     private func sweepDue() -> Bool { clock() &- lastSweepMs >= sweepIntervalMs }
+}
+
+extension WriteOperation {
+    /// Whether this write may wait for the next urgent one to share its fsync: nothing
+    /// goes on while it waits. A read receipt's ACK_OK still waits for the commit ([4.10-1]);
+    /// what it marks is off any sender's path. Statistics and records are batched already.
+    var waitsForCompany: Bool {
+        switch self {
+        case .ack, .recordFetches, .pushesHanded, .tokenFailures, .loginAttempt: true
+        case .store, .recall: false
+        }
+    }
 }
