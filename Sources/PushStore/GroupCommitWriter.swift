@@ -56,11 +56,15 @@ public final class GroupCommitWriter: @unchecked Sendable {
     static let idleWorkSpacingMs: UInt64 = 100
     /// How long a write that waits for company waits at most: a lone ACK's ACK_OK comes
     /// this much later, which no device notices; the fsync it spares is on the next SEND's path.
-    static let companyWaitNs: UInt64 = 2_000_000
+    public static let companyWaitNs: UInt64 = 2_000_000
+    private let companyWaitNs: UInt64
 
+    /// `companyWaitNs`: how long a write that waits for company waits at most (tests lengthen
+    /// it so that what they check does not hang on the scheduler).
     public init(writer: PayloadWriter, sweepIntervalMs: UInt64, clock: @escaping @Sendable () -> UInt64 = Clocks.wallMilliseconds,
-                deliver: @escaping Delivery) {
+                companyWaitNs: UInt64 = GroupCommitWriter.companyWaitNs, deliver: @escaping Delivery) {
         self.writer = writer
+        self.companyWaitNs = companyWaitNs
         self.deliver = deliver
         self.sweepIntervalMs = sweepIntervalMs
         self.clock = clock
@@ -169,7 +173,7 @@ public final class GroupCommitWriter: @unchecked Sendable {
         while !stopping && !urgentQueued && !sweepDue() && !idleWorkPending {
             if let since = companySinceNs {
                 let now = Clocks.monotonicNanoseconds()
-                let due = since &+ GroupCommitWriter.companyWaitNs
+                let due = since &+ companyWaitNs
                 if now >= due { return }
                 var deadline = GroupCommitWriter.realtimeDeadline(afterNs: due &- now)
                 _ = pthread_cond_timedwait(wake, mutex, &deadline)

@@ -46,8 +46,11 @@ struct GroupCommitWriterTests {
 
     static let ack = WriteOperation.ack(sequence: 1, userID: 1, deviceID: "phone")
 
-    func started(_ deliveries: Deliveries, writer: RecordingWriter = RecordingWriter()) throws -> GroupCommitWriter {
-        let committer = GroupCommitWriter(writer: writer, sweepIntervalMs: 3_600_000) { tickets, _ in deliveries.record(tickets) }
+    func started(_ deliveries: Deliveries, writer: RecordingWriter = RecordingWriter(),
+                 companyWaitNs: UInt64 = GroupCommitWriter.companyWaitNs) throws -> GroupCommitWriter {
+        let committer = GroupCommitWriter(writer: writer, sweepIntervalMs: 3_600_000, companyWaitNs: companyWaitNs) { tickets, _ in
+            deliveries.record(tickets)
+        }
         try committer.start()
         // A writer starts with its background work to look at, and commits whatever is
         // queued then at once: the writes below are submitted once that is done.
@@ -60,12 +63,13 @@ struct GroupCommitWriterTests {
     func ackRidesWithTheNextUrgentWrite() throws {
         let deliveries = Deliveries()
         let writer = RecordingWriter()
-        let committer = try started(deliveries, writer: writer)
+        // A wait far longer than the test, so that a descheduled test thread cannot see the
+        // ACK committed alone for being late: only the urgent write may end its wait.
+        let committer = try started(deliveries, writer: writer, companyWaitNs: 60_000_000_000)
         defer { committer.stop() }
         committer.submit(GroupCommitWriterTests.ack, ticket: 1)
-        // Nothing to wait for: the ACK must not be committed on its own within a quarter of its wait.
-        let quarter = Clocks.monotonicNanoseconds() + GroupCommitWriter.companyWaitNs / 4
-        while Clocks.monotonicNanoseconds() < quarter { sched_yield() }
+        let tenth = Clocks.monotonicNanoseconds() + 100_000_000
+        while Clocks.monotonicNanoseconds() < tenth { sched_yield() }
         #expect(writer.groups.withLock { $0 }.isEmpty, "the ACK was committed alone")
         committer.submit(.recall(sequence: 2), ticket: 2)
         let seen = deliveries.waitFor(tickets: 2)
@@ -101,7 +105,8 @@ struct GroupCommitWriterTests {
     @Test("stop commits an ACK that is still waiting for company")
     func stopCommitsWaitingAck() throws {
         let deliveries = Deliveries()
-        let committer = try started(deliveries)
+        // Still waiting when stop comes, however late this thread runs.
+        let committer = try started(deliveries, companyWaitNs: 60_000_000_000)
         committer.submit(GroupCommitWriterTests.ack, ticket: 9)
         committer.stop()
         #expect(deliveries.seen.withLock { $0 }.map(\.tickets) == [[9]])
