@@ -137,19 +137,8 @@ struct ClusterBenchTests {
     /// One PUB from a plain client of the server on 127.0.0.1:`port`, and its PONG back, so
     /// the server has taken the message when this returns.
     private func publishOne(to port: Int) throws {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(fd >= 0)
+        let fd = try LoopbackSocket.connect(port: port, receiveTimeoutMs: 10_000)
         defer { close(fd) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        try #require(connected == 0)
         let request = Array("CONNECT {\"verbose\":false}\r\nPUB bench.test 2\r\nhi\r\nPING\r\n".utf8)
         try #require(write(fd, request, request.count) == request.count)
         var received = ""

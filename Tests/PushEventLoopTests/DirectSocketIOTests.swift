@@ -1,6 +1,7 @@
 import Glibc
 import PushEventLoop
 import PushWire
+import PushTestSupport
 import Testing
 
 /// A plain blocking client socket on 127.0.0.1, for watching exactly what a server's
@@ -9,15 +10,7 @@ final class RawClient {
     private(set) var fd: Int32
 
     init(port: Int) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var raw = sockaddr_in()
-        raw.sin_family = sa_family_t(AF_INET)
-        raw.sin_port = in_port_t(UInt16(port)).bigEndian
-        raw.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &raw) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        #expect(fd >= 0 && connected == 0)
+        fd = try LoopbackSocket.connect(port: port)
     }
 
     deinit { if fd >= 0 { close(fd) } }

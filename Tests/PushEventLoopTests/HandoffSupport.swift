@@ -2,6 +2,7 @@ import Glibc
 import PushEventLoop
 import PushWire
 import Synchronization
+import PushTestSupport
 import Testing
 
 /// What the adopting loop saw, read by the test thread once the loops are done.
@@ -178,21 +179,8 @@ struct TemporaryCertificate {
 /// One blocking round trip from a plain socket: a frame out, its echo back. For client
 /// threads; false on any failure or after `timeoutSeconds` without an answer.
 func blockingEcho(port: Int, correlation: UInt32, timeoutSeconds: Int = 5) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
+    guard let fd = try? LoopbackSocket.connect(port: port, receiveTimeoutMs: timeoutSeconds * 1000) else { return false }
     defer { close(fd) }
-    var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port).bigEndian)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let connected = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-        }
-    }
-    guard connected == 0 else { return false }
     let frame = makeFrame(correlation: correlation, body: [1, 2, 3, 4, 5])
     guard frame.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == frame.count else {
         return false

@@ -117,22 +117,9 @@ extension EventLoopSuite {
         defer { server.shutdown() }
 
         // A plain blocking socket: send three frames, shut down the sending side, read to EOF.
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        #expect(fd >= 0)
-        defer { close(fd) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         let address = try SocketAddress(host: "127.0.0.1", port: port.withLock { $0 })
-        var raw = sockaddr_in()
-        raw.sin_family = sa_family_t(AF_INET)
-        raw.sin_port = in_port_t(UInt16(address.port)).bigEndian
-        raw.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &raw) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
-            }
-        }
-        #expect(connected == 0)
+        let fd = try LoopbackSocket.connect(port: address.port, receiveTimeoutMs: 5_000)
+        defer { close(fd) }
         var request: [UInt8] = []
         for correlation in UInt32(1)...3 { request += makeFrame(correlation: correlation, body: patternBody(correlation)) }
         #expect(write(fd, request, request.count) == request.count)

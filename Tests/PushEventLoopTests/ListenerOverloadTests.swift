@@ -1,20 +1,17 @@
 import Glibc
 @testable import PushEventLoop
+import PushTestSupport
 import Testing
 
 /// A blocking client socket connected to 127.0.0.1:`port`; the kernel completes the
 /// handshake into the listener's backlog whether or not the loop runs.
 private func connectedSocket(port: Int) -> Int32 {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_port = in_port_t(UInt16(port)).bigEndian
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    let result = withUnsafePointer(to: &address) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+    do {
+        return try LoopbackSocket.connect(port: port)
+    } catch {
+        Issue.record("\(error)")
+        return -1
     }
-    #expect(result == 0, "connect: errno \(errno)")
-    return fd
 }
 
 /// Whether the peer closed `fd` (EOF or reset) within `timeoutMs`.

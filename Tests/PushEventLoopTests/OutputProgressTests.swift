@@ -1,6 +1,7 @@
 import Glibc
 import PushEventLoop
 import PushWire
+import PushTestSupport
 import Testing
 
 /// Takes nothing until told to.
@@ -21,18 +22,8 @@ extension EventLoopSuite {
                 server = connection
             }
             // A peer with a small receive buffer that reads nothing for now.
-            let peer = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            let peer = try LoopbackSocket.connect(port: listener.port, receiveBuffer: 2048)
             defer { Glibc.close(peer) }
-            var size: Int32 = 2048
-            setsockopt(peer, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = in_port_t(UInt16(listener.port).bigEndian)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let connected = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(peer, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            #expect(connected == 0)
 
             var stalled: [OutputProgress] = []
             var afterReading: OutputProgress?

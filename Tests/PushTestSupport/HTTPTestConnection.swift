@@ -30,32 +30,10 @@ public final class HTTPTestConnection: @unchecked Sendable {
 
     /// `source`: the local address to connect from (any of 127.0.0.0/8 is loopback on Linux).
     public init(port: Int, timeoutMs: Int = 10_000, source: String? = nil) throws {
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw ServiceError.failed("socket: \(errno)") }
-        var timeout = timeval(tv_sec: timeoutMs / 1000, tv_usec: Int((timeoutMs % 1000) * 1000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        if let source {
-            var local = sockaddr_in()
-            local.sin_family = sa_family_t(AF_INET)
-            local.sin_addr.s_addr = inet_addr(source)
-            let bound = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard bound == 0 else {
-                close(fd)
-                throw ServiceError.failed("bind to \(source): \(errno)")
-            }
-        }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port).bigEndian)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let connected = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else {
-            close(fd)
-            throw ServiceError.failed("connect to 127.0.0.1:\(port): \(errno)")
+        do {
+            fd = try LoopbackSocket.connect(port: port, from: source, receiveTimeoutMs: timeoutMs)
+        } catch {
+            throw ServiceError.failed(error.description)
         }
     }
 

@@ -28,22 +28,11 @@ public final class HostileConnections {
         let first = sockets.count
         sockets.reserveCapacity(first + count)
         for _ in 0..<count {
-            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { throw ServiceError.failed("socket: \(String(cString: strerror(errno)))") }
-            var timeout = timeval(tv_sec: 10, tv_usec: 0)
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            var local = HostileConnections.address(source, port: 0)
-            let bound = withUnsafePointer(to: &local) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            var remote = HostileConnections.address("127.0.0.1", port: port)
-            let connected = bound == 0 ? withUnsafePointer(to: &remote) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            } : -1
-            guard connected == 0 else {
-                let code = errno
-                Glibc.close(fd)
-                throw ServiceError.failed("connect from \(source) after \(sockets.count - first) connections: \(String(cString: strerror(code)))")
+            let fd: Int32
+            do {
+                fd = try LoopbackSocket.connect(port: port, from: source, sendTimeoutMs: 10_000)
+            } catch {
+                throw ServiceError.failed("\(error.step) after \(sockets.count - first) connections: \(String(cString: strerror(error.code)))")
             }
             sockets.append(fd)
             sources.append(source)
@@ -177,14 +166,6 @@ public final class HostileConnections {
 
     /// End of stream (POLLRDHUP), reset or error.
     static let closeEvents = Int16(0x2000) | Int16(POLLHUP) | Int16(POLLERR)
-
-    static func address(_ host: String, port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = in_port_t(UInt16(port)).bigEndian
-        address.sin_addr.s_addr = inet_addr(host)
-        return address
-    }
 }
 
 /// What /proc says about a process and the sockets of a port.

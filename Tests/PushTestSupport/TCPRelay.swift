@@ -21,7 +21,7 @@ public final class TCPRelay: @unchecked Sendable {
         self.targetPort = targetPort
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw FreePortError(description: "socket: errno \(errno)") }
-        var address = TCPRelay.loopback(port: 0)
+        var address = LoopbackSocket.address("127.0.0.1", port: 0)
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let listening = withUnsafeMutablePointer(to: &address) { pointer in
             pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
@@ -49,24 +49,8 @@ public final class TCPRelay: @unchecked Sendable {
         _ = waitUntil(timeoutSeconds: 2, pollMilliseconds: 10) { self.state.withLock { $0.closed } }
     }
 
-    private static func loopback(port: Int) -> sockaddr_in {
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = UInt16(port).bigEndian
-        return address
-    }
-
     private func connectToTarget() -> Int32? {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { return nil }
-        var address = TCPRelay.loopback(port: targetPort)
-        let connected = withUnsafePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0 }
-        }
-        if connected { return fd }
-        close(fd)
-        return nil
+        try? LoopbackSocket.connect(port: targetPort)
     }
 
     /// Polls the listener and both ends of every relayed connection; a side that ends or
