@@ -111,12 +111,7 @@ public enum APIToken {
 
     /// Parses the bearer text; nil if it is not of the token's shape (never throws on peer input).
     public static func parse(_ text: String) -> (id: String, secret: [UInt8])? {
-        // Read in place: a native string's bytes are contiguous (every header value is).
-        if let parsed = text.utf8.withContiguousStorageIfAvailable({ parse(utf8: $0) }) { return parsed }
-        return Array(text.utf8.prefix(textLength + 1)).withUnsafeBufferPointer { parse(utf8: $0) }
-    }
-
-    private static func parse(utf8: UnsafeBufferPointer<UInt8>) -> (id: String, secret: [UInt8])? {
+        let utf8 = Array(text.utf8.prefix(textLength + 1))
         guard utf8.count == textLength, utf8.starts(with: prefix.utf8), utf8[prefix.utf8.count + idLength] == UInt8(ascii: "_") else {
             return nil
         }

@@ -157,25 +157,22 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // The row as this transaction sees it: receipts are decided one after another.
             guard let row = try receiptRow(sequence, deviceID) else { return .failed(.notFound) }
             let tally = fetched ?? FetchTally(sequence: sequence, count: 0, lastAtMs: 0)
-            switch try receiptWrite(row, userID, sequence, deviceID) {
+            let decision = try receiptWrite(row, userID, sequence, deviceID)
+            switch decision {
             case .refused(let status):
                 try record(fetched)
                 return .failed(status)
             case .unchanged:
                 try record(fetched)
-            case .counted(let readCount):
-                // The receipt row went in as the decision was made.
-                try countRead.set(1, readCount)
-                try countRead.set(2, Int64(tally.count))
-                try countRead.set(3, tally.lastAtMs)
-                try countRead.set(4, sequence)
-                try countRead.runBound()
-            case .readOut(let readCount):
-                try markRead.set(1, readCount)
-                try markRead.set(2, Int64(tally.count))
-                try markRead.set(3, tally.lastAtMs)
-                try markRead.set(4, sequence)
-                try markRead.runBound()
+            case .counted(let readCount), .readOut(let readCount):
+                // A counted receipt's row went in as the decision was made; the one that reads
+                // the payload out has none, and its statement erases the body too.
+                let statement = if case .readOut = decision { markRead } else { countRead }
+                try statement.set(1, readCount)
+                try statement.set(2, Int64(tally.count))
+                try statement.set(3, tally.lastAtMs)
+                try statement.set(4, sequence)
+                try statement.runBound()
             }
             return .ok
         case .recall(let sequence):
