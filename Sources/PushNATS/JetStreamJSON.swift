@@ -66,7 +66,8 @@ private struct APIReply<Body: Decodable>: Decodable {
     }
 }
 
-/// `{"code": 400, "err_code": 10058, "description": "..."}`
+/// `{"code": 400, "err_code": 10058, "description": "..."}`: the code is required; an
+/// err_code or description that is missing or not of its type reads as 0 or "".
 private struct APIError: Decodable {
     let code: Int
     let errorCode: Int?
@@ -75,6 +76,13 @@ private struct APIError: Decodable {
     private enum CodingKeys: String, CodingKey {
         case code, description
         case errorCode = "err_code"
+    }
+
+    init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        code = try container.decode(Int.self, forKey: .code)
+        errorCode = try? container.decodeIfPresent(Int.self, forKey: .errorCode)
+        description = try? container.decodeIfPresent(String.self, forKey: .description)
     }
 }
 

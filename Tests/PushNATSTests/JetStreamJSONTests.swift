@@ -13,7 +13,7 @@ struct JetStreamJSONTests {
         #expect(try JetStreamJSON.reply(message(#" {"seq":7,"stream":"K\u0056"} "#), as: PubAck.self).get().stream == "KV")
     }
 
-    @Test("an error member is .jetStream with its code, err_code and description; err_code and description may be missing")
+    @Test("an error member is .jetStream with its code, err_code and description; err_code and description may be missing or of another type")
     func errors() {
         let inUse = #"{"type":"io.nats.jetstream.api.v1.stream_create_response","error":{"code":400,"err_code":10058,"#
             + #""description":"stream name already in use with a different configuration"}}"#
@@ -22,6 +22,8 @@ struct JetStreamJSONTests {
         let wrongLast = #"{"error":{"code":400,"err_code":10071,"description":"wrong last sequence: 1"},"stream":"Q","seq":0}"#
         #expect(JetStreamJSON.reply(message(wrongLast), as: PubAck.self).failure?.isWrongLastSequence == true)
         #expect(JetStreamJSON.reply(message(#"{"error":{"code":503}}"#), as: PubAck.self).failure
+            == .jetStream(code: 503, errorCode: 0, description: ""))
+        #expect(JetStreamJSON.reply(message(#"{"error":{"code":503,"err_code":"x","description":7}}"#), as: PubAck.self).failure
             == .jetStream(code: 503, errorCode: 0, description: ""))
     }
 
