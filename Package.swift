@@ -51,6 +51,9 @@ let package = Package(
         .target(name: "PushProcess", dependencies: ["PushClock"]),
         // Every clock the project reads, below everything that reads one.
         .target(name: "PushClock"),
+        // Escaping for the text formats the project writes by hand (JSON string literals,
+        // Prometheus text, XML): one escaper each, below the logs, the bench and the conformance reports.
+        .target(name: "PushText"),
         // The wire codec: frames, fields, messages, the incremental decoder. No I/O.
         .target(name: "PushWire"),
         // The rules of a protocol connection as a state machine with no I/O, for both sides.
@@ -62,7 +65,7 @@ let package = Package(
         // The connection lifecycle shared by the store and the gateway, and their
         // observability: metrics, the /metrics /healthz /readyz endpoint, JSON logs.
         .target(name: "PushService", dependencies: [
-            "PushClock", "PushWire", "PushSession", "PushEventLoop",
+            "PushClock", "PushText", "PushWire", "PushSession", "PushEventLoop",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // The only importer of CPostgres: a pipelined, non-blocking PostgreSQL client whose
@@ -94,13 +97,13 @@ let package = Package(
         // PushStore: an embedded deployment enrolls its devices, users and API token through
         // the store's own administration (`StoreDatabase`), as an operator's commands would.
         .target(name: "PushBench", dependencies: [
-            "PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushService",
+            "PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushText",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
         // With --data-dir it enrolls and revokes the devices it uses in the store's registry,
         // through the store's administration (`StoreDatabase`): hence PushStore.
-        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushService"]),
+        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushText"]),
         .executableTarget(
             name: "securepush",
             dependencies: [
@@ -112,6 +115,8 @@ let package = Package(
         .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
         .testTarget(name: "PushSessionTests", dependencies: ["PushSession", "PushWire"]),
         .testTarget(name: "PushSecurityTests", dependencies: ["PushSecurity", "PushWire"]),
+        // The escapers, and that what they write parses back (FoundationXML, JSONSerialization).
+        .testTarget(name: "PushTextTests", dependencies: ["PushText"]),
         // Helpers the integration tests share: temporary deployments, services in-process
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [

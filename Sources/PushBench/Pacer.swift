@@ -33,6 +33,7 @@ final class Pacer: Sendable {
 
     func start() throws(BenchError) {
         var created = pthread_t()
+        // Unmanaged for C interop, not speed: pthread_create hands its start routine one context pointer.
         let context = Unmanaged.passRetained(self).toOpaque()
         let result = pthread_create(&created, nil, { context in
             guard let context else { return nil }

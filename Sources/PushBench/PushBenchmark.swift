@@ -37,7 +37,10 @@ final class PushWorkload: Workload, LinkOwner {
     private var templates: [FrameTemplate] = []
     private var rotation = LinkRotation()
     private var nextDevice = 0
-    /// Per op slot: bit 0 waits for PUSH_ACK, bit 1 for the device's receipt.
+    /// Per op slot: bit 0 waits for PUSH_ACK, bit 1 for the device's receipt. No dynamic
+    /// exclusivity check (loop-confined): without it a push pays at least four checks on
+    /// `pending` (248 instructions of the bench's 3.6k, 6.9 %) and three on `deliveredAt`
+    /// (193, 5.3 %), measured as `BenchLink.session` is.
     @exclusivity(unchecked) private var pending: [UInt8]
     @exclusivity(unchecked) private var deliveredAt: [UInt64]
 

@@ -1,4 +1,4 @@
-import PushService
+import PushText
 /// One parameter of a report: counts and settings are numbers in the JSON (scripts compare
 /// them), addresses and names are strings.
 public enum ReportValue: Sendable, Equatable {

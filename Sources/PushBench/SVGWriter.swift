@@ -1,3 +1,5 @@
+import PushText
+
 /// Just enough SVG for a chart: shapes and text with escaped content, coordinates
 /// rounded to a tenth of a pixel. The result is a standalone XML document.
 struct SVGWriter {
@@ -34,7 +36,7 @@ struct SVGWriter {
         var attributes = "x=\"\(Self.number(x))\" y=\"\(Self.number(y))\" font-size=\"\(Self.number(size))\" text-anchor=\"\(anchor)\" fill=\"\(fill)\""
         if let weight { attributes += " font-weight=\"\(weight)\"" }
         if let rotate { attributes += " transform=\"rotate(\(Self.number(rotate)) \(Self.number(x)) \(Self.number(y)))\"" }
-        lines.append("<text \(attributes)>\(Self.escaped(content))</text>")
+        lines.append("<text \(attributes)>\(XMLText.escaped(content))</text>")
     }
 
     func finish() -> String { (lines + ["</svg>"]).joined(separator: "\n") + "\n" }
@@ -43,23 +45,5 @@ struct SVGWriter {
         guard value.isFinite else { return "0" }
         let tenths = (value * 10).rounded()
         return tenths.truncatingRemainder(dividingBy: 10) == 0 ? String(Int(tenths / 10)) : String(tenths / 10)
-    }
-
-    /// Text content and attribute values: markup characters escaped, and characters XML
-    /// 1.0 cannot carry (control characters) dropped.
-    static func escaped(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "&": out += "&amp;"
-            case "<": out += "&lt;"
-            case ">": out += "&gt;"
-            case "\"": out += "&quot;"
-            case _ where scalar.value < 0x20 && scalar != "\t" && scalar != "\n": continue
-            case _ where (0xFFFE...0xFFFF).contains(scalar.value): continue
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
     }
 }

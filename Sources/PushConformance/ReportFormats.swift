@@ -1,7 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import PushService
+import PushText
 
 /// Machine-readable forms of a report: JSON for scripts, JUnit XML for CI dashboards.
 extension ConformanceReport {
@@ -88,22 +88,5 @@ public func writeReportFile(_ path: String, _ text: String) throws(ReportWriteEr
 /// plain ASCII whatever a peer put in its error text.
 func jsonString(_ text: String) -> String { JSONText.quoted(text, asciiOnly: true) }
 
-/// Text for an XML attribute or element; characters XML 1.0 cannot carry become '?'.
-func xml(_ text: String) -> String {
-    var out = ""
-    for scalar in text.unicodeScalars {
-        switch scalar {
-        case "&": out += "&amp;"
-        case "<": out += "&lt;"
-        case ">": out += "&gt;"
-        case "\"": out += "&quot;"
-        case "'": out += "&apos;"
-        case "\n", "\t": out.unicodeScalars.append(scalar)
-        default:
-            let value = scalar.value
-            let allowed = value >= 0x20 && !(0xD800...0xDFFF).contains(value) && value != 0xFFFE && value != 0xFFFF
-            out += allowed ? String(scalar) : "?"
-        }
-    }
-    return out
-}
+/// Text for an XML attribute or element.
+func xml(_ text: String) -> String { XMLText.escaped(text) }

@@ -18,14 +18,11 @@ public struct StreamConfig: Sendable, Equatable {
     }
 
     /// The STREAM.CREATE / STREAM.UPDATE request body.
-    func json() -> String {
+    func json() throws(NATSError) -> [UInt8] {
         let (seconds, attoseconds) = maxAge.components
         let nanoseconds = max(0, seconds * 1_000_000_000 + attoseconds / 1_000_000_000)
-        let subjectList = subjects.map(JSONValue.quote).joined(separator: ",")
-        return "{\"name\":\(JSONValue.quote(name)),\"subjects\":[\(subjectList)],\"retention\":\"limits\","
-            + "\"max_consumers\":-1,\"max_msgs\":-1,\"max_bytes\":-1,\"max_age\":\(nanoseconds),"
-            + "\"max_msgs_per_subject\":\(maxMessagesPerSubject),\"max_msg_size\":-1,\"storage\":\"file\","
-            + "\"discard\":\"old\",\"num_replicas\":1,\"allow_direct\":true}"
+        return try JetStreamJSON.encode(StreamConfigRequest(name: name, subjects: subjects, maxAge: nanoseconds,
+                                                            maxMessagesPerSubject: maxMessagesPerSubject))
     }
 }
 
@@ -65,20 +62,21 @@ public final class JetStream {
 
     /// Creates the stream, or updates it when one with that name exists with another config.
     public func ensureStream(_ config: StreamConfig, completion: @escaping (Result<Void, NATSError>) -> Void) {
+        let body: [UInt8]
         do throws(NATSError) {
             try NATSNames.checkStreamName(config.name)
             guard !config.subjects.isEmpty else { throw .invalidSubject("stream \(config.name) has no subjects") }
             for subject in config.subjects { try NATSNames.checkSubject(subject, wildcards: true) }
+            body = try config.json()
         } catch {
             connection.loop.schedule(after: .zero) { completion(.failure(error)) }
             return
         }
-        let body = Array(config.json().utf8)
-        apiRequest("\(apiPrefix).STREAM.CREATE.\(config.name)", body) { [weak self] result in
+        apiRequest("\(apiPrefix).STREAM.CREATE.\(config.name)", body, as: IgnoredReply.self) { [weak self] result in
             switch result {
             case .failure(.jetStream(_, JetStream.streamNameInUse, _)):
                 guard let self else { return completion(.failure(.notConnected)) }
-                self.apiRequest("\(self.apiPrefix).STREAM.UPDATE.\(config.name)", body) { completion($0.map { _ in () }) }
+                self.apiRequest("\(self.apiPrefix).STREAM.UPDATE.\(config.name)", body, as: IgnoredReply.self) { completion($0.map { _ in () }) }
             default:
                 completion(result.map { _ in () })
             }
@@ -87,14 +85,15 @@ public final class JetStream {
 
     /// The last message on `subject` (direct get, `last_by_subj`), nil when there is none.
     public func lastMessage(stream: String, subject: String, completion: @escaping (Result<StoredMessage?, NATSError>) -> Void) {
+        let body: [UInt8]
         do throws(NATSError) {
             try NATSNames.checkStreamName(stream)
             try NATSNames.checkSubject(subject)
+            body = try JetStreamJSON.encode(LastBySubjectRequest(subject: subject))
         } catch {
             connection.loop.schedule(after: .zero) { completion(.failure(error)) }
             return
         }
-        let body = Array("{\"last_by_subj\":\(JSONValue.quote(subject))}".utf8)
         connection.request("\(apiPrefix).DIRECT.GET.\(stream)", body, timeout: timeout) { result in
             completion(result.flatMap(JetStream.storedMessage))
         }
@@ -112,41 +111,16 @@ public final class JetStream {
             headers.append(("Nats-Expected-Last-Subject-Sequence", String(expectedLastSubjectSequence)))
         }
         connection.request(subject, data, headers: headers, timeout: timeout) { result in
-            completion(result.flatMap { message in
-                JetStream.apiReply(message).flatMap { reply -> Result<UInt64, NATSError> in
-                    guard let sequence = reply["seq"]?.uint64Value, reply["stream"]?.stringValue != nil else {
-                        return .failure(.malformedReply("PubAck without stream and seq"))
-                    }
-                    return .success(sequence)
-                }
-            })
+            completion(result.flatMap { JetStreamJSON.reply($0, as: PubAck.self).map(\.seq) })
         }
     }
 
-    /// An API request whose reply is a JSON object: the object, or its `error` as `.jetStream`.
-    private func apiRequest(_ subject: String, _ body: [UInt8], completion: @escaping (Result<JSONValue, NATSError>) -> Void) {
+    /// An API request whose reply is a JSON object: the object as `Body`, or its `error` as `.jetStream`.
+    private func apiRequest<Body: Decodable>(_ subject: String, _ body: [UInt8], as reply: Body.Type,
+                                             completion: @escaping (Result<Body, NATSError>) -> Void) {
         connection.request(subject, body, timeout: timeout) { result in
-            completion(result.flatMap(JetStream.apiReply))
+            completion(result.flatMap { JetStreamJSON.reply($0, as: reply) })
         }
-    }
-
-    static func apiReply(_ message: NATSMessage) -> Result<JSONValue, NATSError> {
-        if let status = message.status {
-            return .failure(.malformedReply("status \(status) \(message.header("Description") ?? "")"))
-        }
-        let value: JSONValue
-        do throws(NATSError) {
-            value = try JSONValue.parse(message.data)
-        } catch {
-            return .failure(error)
-        }
-        guard case .object = value else { return .failure(.malformedReply("not a JSON object")) }
-        if let error = value["error"] {
-            guard let code = error["code"]?.intValue else { return .failure(.malformedReply("error without a code")) }
-            return .failure(.jetStream(code: code, errorCode: error["err_code"]?.intValue ?? 0,
-                                       description: error["description"]?.stringValue ?? ""))
-        }
-        return .success(value)
     }
 
     /// A direct get's reply: the message with its sequence and subject in headers, a 404

@@ -33,7 +33,8 @@ extension NATSConnection {
         try NATSConnection.check(natsOptions_Create(&options))
         guard let options else { throw .library(status: -1, text: "natsOptions_Create returned nothing") }
         defer { natsOptions_Destroy(options) }
-        // Released by the closed callback, the last one libnats makes (on its thread).
+        // Unmanaged for C interop, not speed: libnats' callbacks get the relay as their closure
+        // pointer. Released by the closed callback, the last one libnats makes (on its thread).
         let relayContext = Unmanaged.passRetained(relay).toOpaque()
         var relayHandedOver = false
         defer { if !relayHandedOver { Unmanaged<NATSEventRelay>.fromOpaque(relayContext).release() } }

@@ -5,8 +5,9 @@ import PushEventLoop
 /// loop. libnats holds one retain on the relay, given up by the closed callback: the last
 /// callback it makes, possibly after the connection object is gone.
 ///
-/// `@unchecked Sendable`: `connection` is read and written on the loop thread only; the
-/// callbacks touch nothing but the thread-safe `handle`.
+/// `@unchecked Sendable`, for C interop (libnats calls back on its own threads), not speed:
+/// `connection` is read and written on the loop thread only; the callbacks touch nothing
+/// but the thread-safe `handle`.
 final class NATSEventRelay: @unchecked Sendable {
     private let handle: LoopHandle
     weak var connection: NATSConnection?

@@ -13,9 +13,9 @@ import Synchronization
 /// libnats while holding `requested`'s lock. Requests from another thread are posted to the
 /// loop; from the loop thread they take effect at once.
 ///
-/// `@unchecked Sendable`: `requested` is a Mutex; everything else is touched only on the
-/// loop thread (the C callbacks reach it from other threads only through `requested` and
-/// `LoopHandle.executeWithLoop`).
+/// `@unchecked Sendable`, for C interop (libnats' threads call in), not speed: `requested`
+/// is a Mutex; everything else is touched only on the loop thread (the C callbacks reach
+/// it from other threads only through `requested` and `LoopHandle.executeWithLoop`).
 final class NATSSocketDriver: @unchecked Sendable {
     struct Requested {
         var connection: OpaquePointer?
@@ -45,7 +45,8 @@ final class NATSSocketDriver: @unchecked Sendable {
         self.handle = loop.handle
     }
 
-    /// The opaque pointer libnats hands back to the C callbacks. Unretained: the owning
+    /// The opaque pointer libnats hands back to the C callbacks (Unmanaged for C interop,
+    /// not speed). Unretained: the owning
     /// connection keeps the driver alive until natsConnection_Close has returned, after
     /// which libnats calls none of them.
     var context: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }

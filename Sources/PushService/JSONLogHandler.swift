@@ -2,6 +2,7 @@
 import Glibc
 #endif
 import Logging
+import PushText
 
 /// Log lines as JSON objects, one per line, for log shippers: `timestamp` (ISO-8601 in
 /// local time with its UTC offset and milliseconds), `level`, `label`, `message` and

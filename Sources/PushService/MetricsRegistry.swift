@@ -170,7 +170,9 @@ public final class MetricsRegistry {
 
 /// A monotonically increasing count. Loop-confined (see `MetricsRegistry`).
 public final class MetricCounter {
-    // Touched on the hot path by one thread only: no dynamic exclusivity check.
+    // Touched on the hot path by one thread only, so no dynamic exclusivity check: without
+    // it a push through the gateway pays four (one per counter it bumps), 304 instructions of
+    // 11.2k, 2.7 % (callgrind, gateway under `bench push --devices 1000`, release build).
     @exclusivity(unchecked) public private(set) var value: UInt64 = 0
 
     init() {}
@@ -188,7 +190,7 @@ public final class MetricCounter {
 
 /// A value that goes up and down. Loop-confined (see `MetricsRegistry`).
 public final class MetricGauge {
-    @exclusivity(unchecked) public private(set) var value: Int64 = 0
+    public private(set) var value: Int64 = 0
 
     init() {}
 
@@ -217,6 +219,9 @@ public final class LatencyHistogram {
     private let bounds: UnsafeMutableBufferPointer<UInt64>
     /// Per bucket, not cumulative; one more than `boundsNs` (+Inf).
     private let counts: UnsafeMutableBufferPointer<UInt64>
+    /// No dynamic exclusivity check (loop-confined): without it a push through the gateway
+    /// pays two (one per histogram it observes), 152 instructions of 11.2k, 1.4 % (measured
+    /// as `MetricCounter.value` is).
     @exclusivity(unchecked) public private(set) var sumNs: UInt64 = 0
 
     init(boundsNs: [UInt64]) {

@@ -82,8 +82,9 @@ public struct MetricsSource: Sendable {
 /// monotonic clock (a condition variable, since `Mutex` has none). A reply after the
 /// gatherer gave up is dropped.
 ///
-/// `@unchecked Sendable`: `replies`, `outstanding` and `finished` are only touched with
-/// `lock` held.
+/// `@unchecked Sendable`, for the lock, not speed: `replies`, `outstanding` and `finished`
+/// are only touched with `lock` held, a pthread mutex (for its condition variable, which
+/// `Mutex` lacks) that the compiler cannot see.
 private final class SnapshotReplies: @unchecked Sendable {
     private let lock = UnsafeMutablePointer<pthread_mutex_t>.allocate(capacity: 1)
     private let arrived = UnsafeMutablePointer<pthread_cond_t>.allocate(capacity: 1)

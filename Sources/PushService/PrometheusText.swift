@@ -1,3 +1,5 @@
+import PushText
+
 /// Writes the Prometheus text exposition format, version 0.0.4: `# HELP` and `# TYPE`
 /// lines, then one `name{labels} value` line per sample. Escapes help text and label
 /// values as the format requires.
@@ -12,13 +14,7 @@ struct PrometheusText {
         append("# HELP ")
         append(name)
         append(" ")
-        for byte in help.utf8 {
-            switch byte {
-            case UInt8(ascii: "\\"): append("\\\\")
-            case UInt8(ascii: "\n"): append("\\n")
-            default: bytes.append(byte)
-            }
-        }
+        append(BackslashEscapes.prometheusHelp.escaped(help))
         append("\n# TYPE ")
         append(name)
         append(" ")
@@ -82,19 +78,7 @@ struct PrometheusText {
     }
 
     static func escapeLabelValue(_ value: String) -> String {
-        guard value.utf8.contains(where: { $0 == UInt8(ascii: "\\") || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\n") }) else {
-            return value
-        }
-        var escaped = ""
-        for character in value.unicodeScalars {
-            switch character {
-            case "\\": escaped += "\\\\"
-            case "\"": escaped += "\\\""
-            case "\n": escaped += "\\n"
-            default: escaped.unicodeScalars.append(character)
-            }
-        }
-        return escaped
+        BackslashEscapes.prometheusLabel.escaped(value)
     }
 
     /// Exact decimal seconds: 50_000 ns is "0.00005", 2_500_000_000 ns is "2.5".

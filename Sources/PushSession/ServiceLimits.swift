@@ -115,17 +115,17 @@ public struct ServiceLimits: Sendable {
         var servedMask: UInt64 = 0
     }
 
-    // Mutated only while uniquely referenced (see `update`), like an array's buffer.
-    private final class Storage: @unchecked Sendable {
-        // Read for every request (`serves`): a dynamic exclusivity check would cost more
-        // than the read, and `update` is the only writer.
-        @exclusivity(unchecked) var values: Values
+    /// Immutable, so a read needs no exclusivity check and the box is Sendable as it is:
+    /// a change (configuration only) makes a new one.
+    private final class Storage: Sendable {
+        let values: Values
         init(_ values: Values) { self.values = values }
     }
 
     private mutating func update(_ change: (inout Values) -> Void) {
-        if !isKnownUniquelyReferenced(&storage) { storage = Storage(storage.values) }
-        change(&storage.values)
+        var values = storage.values
+        change(&values)
+        storage = Storage(values)
     }
 
     public init(name: String, served: Set<MessageType>) {

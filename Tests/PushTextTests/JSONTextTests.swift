@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import PushService
+import PushText
 
 @Suite("JSON string literals")
 struct JSONTextTests {
