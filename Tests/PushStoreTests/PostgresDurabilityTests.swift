@@ -3,6 +3,7 @@ import PushClient
 import PushPostgres
 import PushService
 import PushStore
+import PushStoreLogic
 import PushTestSupport
 import PushWire
 import Synchronization
