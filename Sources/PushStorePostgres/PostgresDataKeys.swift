@@ -1,6 +1,5 @@
 import PushPostgres
 import PushSecurity
-import PushStoreLogic
 
 /// Why the data keys of a PostgreSQL deployment could not be read or changed.
 public enum PostgresDataKeyError: Error, CustomStringConvertible, Sendable {

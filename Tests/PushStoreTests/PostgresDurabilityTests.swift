@@ -3,7 +3,6 @@ import PushClient
 import PushPostgres
 import PushService
 import PushStore
-import PushStoreLogic
 import PushTestSupport
 import PushWire
 import Synchronization

@@ -3,7 +3,6 @@ import PushClient
 import PushPostgres
 import PushSecurity
 import PushStore
-import PushStoreLogic
 import PushTestSupport
 import PushWire
 import Testing
