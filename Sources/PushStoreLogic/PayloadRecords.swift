@@ -206,6 +206,7 @@ public struct StoredPayload: Sendable, Equatable {
     /// did not read it.
     public var readerAcknowledged: Bool?
 
+    @inlinable
     package init(id: PayloadID, sequence: UInt64, userID: UInt64, body: [UInt8], createdAt: UInt64, expiresAt: UInt64,
                  readLimit: UInt32, readCount: UInt32, fetchCount: UInt32, fetchedAt: UInt64, life: PayloadLife,
                  push: PushOutcome = .none, sender: String? = nil, listedAudience: Bool = false, readerListed: Bool = false,

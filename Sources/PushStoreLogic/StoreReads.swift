@@ -145,6 +145,7 @@ public struct StoreReadResult: Sendable, Equatable {
     /// The sequence of the payload asked for, however it was answered.
     public var payloadSequence: UInt64? { payload?.sequence ?? sequence }
 
+    @inlinable
     public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, sequence: UInt64? = nil,
                 unread: UnreadPage? = nil, registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil,
                 idempotency: IdempotencyRecord? = nil, apiToken: APITokenRecord? = nil, apiTokensRevision: UInt64? = nil,
