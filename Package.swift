@@ -77,11 +77,32 @@ let package = Package(
         // The HTTP provider API's rules with no I/O: routes, the JSON body and the SEND it
         // asks for, problem documents and answers. Compiled alone by fuzz/run.sh too.
         .target(name: "PushProviderAPI", dependencies: ["PushClock", "PushWire"]),
-        // The payload store: its service logic, group-commit writer and persistence.
+        // The payload store's logic with no I/O: `StoreLogic`, which decides every rule and
+        // value and returns the reads, writes and reply it needs; the values it decides
+        // (`WriteOperation`, `PayloadLife`, `LoginThrottle`, `FailureWindow`,
+        // `RegistrationMinting`, idempotency keys, sealing at rest) and the protocols of the
+        // backends that persist them (`StoreBackend`, the administration commands').
+        .target(name: "PushStoreLogic", dependencies: ["PushClock", "PushWire", "PushSession", "PushSecurity"]),
+        // The store's SQLite backend, the only importer of CSQLite: persists what
+        // PushStoreLogic decided (readers on the loops, a group-commit writer thread) and
+        // decides nothing.
+        .target(name: "PushStoreSQLite", dependencies: [
+            "PushStoreLogic", "CSQLite", "PushClock", "PushWire", "PushEventLoop", "PushSession", "PushSecurity",
+        ]),
+        // The store's PostgreSQL backend over PushPostgres: persists what PushStoreLogic
+        // decided (reads and group commits on the loop) and decides nothing.
+        .target(name: "PushStorePostgres", dependencies: [
+            "PushStoreLogic", "PushPostgres", "PushClock", "PushWire", "PushEventLoop", "PushService", "PushSession", "PushSecurity",
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The payload store as a service: its server, loops, HTTP provider API, outbox
+        // forwarder and configuration, and the administration that picks a backend
+        // (`StoreDatabase`).
         // PushClient: a store started with --gateway hands SENDs' pushes to the gateway as
         // a client of it (`OutboxForwarder` over a `ServerLink`).
         .target(name: "PushStore", dependencies: [
-            "PushClock", "PushWire", "PushProviderAPI", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "CSQLite", "PushPostgres",
+            "PushStoreLogic", "PushStoreSQLite", "PushStorePostgres",
+            "PushClock", "PushWire", "PushProviderAPI", "PushEventLoop", "PushService", "PushSession", "PushSecurity", "PushClient", "PushPostgres",
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Device and provider clients.
@@ -97,17 +118,17 @@ let package = Package(
         // PushStore: an embedded deployment enrolls its devices, users and API token through
         // the store's own administration (`StoreDatabase`), as an operator's commands would.
         .target(name: "PushBench", dependencies: [
-            "PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushText",
+            "PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushStoreLogic", "PushText",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
         // With --data-dir it enrolls and revokes the devices it uses in the store's registry,
         // through the store's administration (`StoreDatabase`): hence PushStore.
-        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushText"]),
+        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushStoreLogic", "PushText"]),
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess", "PushNATS",
+                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushStoreLogic", "PushStoreSQLite", "PushStorePostgres", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess", "PushNATS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -120,12 +141,15 @@ let package = Package(
         // Helpers the integration tests share: temporary deployments, services in-process
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [
-            "PushClock", "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushService", "PushStore", "PushGateway",
+            "PushClock", "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushService", "PushStore", "PushStoreLogic", "PushGateway",
             "PushPostgres", "PushNATS", "COpenSSL",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
-        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushProviderAPI", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
-        .testTarget(name: "PushClientTests", dependencies: ["PushClock", "PushClient", "PushSession", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushTestSupport"]),
+        .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushStoreLogic", "PushStoreSQLite", "PushStorePostgres", "PushProviderAPI", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
+        .testTarget(name: "PushClientTests", dependencies: [
+            "PushClock", "PushClient", "PushSession", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushStoreLogic", "PushStoreSQLite",
+            "PushStorePostgres", "PushTestSupport",
+        ]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [
             "PushClock", "PushGateway", "PushService", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",

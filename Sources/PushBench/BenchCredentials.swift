@@ -5,6 +5,7 @@ import PushClock
 import PushSecurity
 import PushSession
 import PushStore
+import PushStoreLogic
 import PushWire
 
 /// The credentials a deployment's keys let the bench make for itself: provider

@@ -3,6 +3,7 @@ import PushEventLoop
 import PushSecurity
 import PushSession
 import PushStore
+import PushStoreLogic
 import PushWire
 
 /// State shared by every case of one run: the options, a run id that makes every device

@@ -5,6 +5,7 @@ import PushClock
 import PushSecurity
 import PushSession
 import PushStore
+import PushStoreLogic
 
 /// The registry of the store under test, changed the way `securepush device enroll` and
 /// `device revoke` change it: in the store's database, next to the running store, which

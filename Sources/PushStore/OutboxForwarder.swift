@@ -4,6 +4,7 @@ import PushClock
 import PushEventLoop
 import PushSecurity
 import PushService
+import PushStoreLogic
 import PushWire
 
 /// Hands the pushes of SENDs to a gateway ([4.17-3]) and keeps each until a gateway has

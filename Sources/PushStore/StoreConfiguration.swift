@@ -8,6 +8,8 @@ import PushEventLoop
 import PushSecurity
 import PushService
 import PushSession
+import PushStoreLogic
+import PushStoreSQLite
 import PushWire
 
 /// Everything a payload store needs to start: where its database is, where it listens,

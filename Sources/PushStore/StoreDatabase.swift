@@ -1,5 +1,8 @@
 import PushPostgres
 import PushSecurity
+import PushStoreLogic
+import PushStorePostgres
+import PushStoreSQLite
 
 /// Where a deployment's store keeps its data: the PostgreSQL database its config names
 /// (`store.database`), or the SQLite file in its directory. The deployment commands open

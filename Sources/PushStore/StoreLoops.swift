@@ -1,5 +1,7 @@
 import PushEventLoop
 import PushService
+import PushStoreLogic
+import PushStoreSQLite
 
 /// A payload store on one or more loop threads (`--loops`), as a `ServiceLoopGroup`.
 /// Accepted connections are given to the loops in turn (`LoopSeat.spreadingAccepts`), and

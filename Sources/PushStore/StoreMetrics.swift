@@ -1,4 +1,5 @@
 import PushService
+import PushStoreLogic
 import PushWire
 
 /// The store's own counters and latency histograms, in a `MetricsRegistry` (the

@@ -1,3 +1,4 @@
+import PushStoreLogic
 import PushWire
 
 /// Who waits for a request's answer: a protocol connection (with the request's

@@ -5,6 +5,7 @@ import PushEventLoop
 import PushSecurity
 import PushService
 import PushSession
+import PushStoreLogic
 import PushWire
 
 /// The store as a network service: `ServiceHost` runs the connection lifecycle, this

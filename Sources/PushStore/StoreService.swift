@@ -4,6 +4,9 @@ import PushClock
 import PushEventLoop
 import PushService
 import PushSession
+import PushStoreLogic
+import PushStorePostgres
+import PushStoreSQLite
 
 /// Why a store did not start.
 public enum StoreServiceError: Error, CustomStringConvertible {

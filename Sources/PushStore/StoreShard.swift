@@ -2,6 +2,8 @@
 import Glibc
 #endif
 import PushService
+import PushStoreLogic
+import PushStoreSQLite
 
 /// One loop's place in a store of several: set on its copy of the configuration.
 struct StoreShard: Sendable {

@@ -7,6 +7,7 @@ import PushProcess
 import PushSecurity
 import PushSession
 import PushStore
+import PushStoreSQLite
 import PushWire
 
 struct DemoCommand: ParsableCommand {

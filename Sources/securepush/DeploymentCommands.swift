@@ -6,6 +6,8 @@ import PushClock
 import PushSecurity
 import PushSession
 import PushStore
+import PushStoreLogic
+import PushStorePostgres
 
 struct InitCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

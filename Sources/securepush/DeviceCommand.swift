@@ -6,6 +6,7 @@ import PushClock
 import PushSecurity
 import PushSession
 import PushStore
+import PushStoreLogic
 import PushWire
 
 struct DeviceCommand: ParsableCommand {

@@ -1,6 +1,8 @@
 import ArgumentParser
 import PushSecurity
 import PushStore
+import PushStoreLogic
+import PushStorePostgres
 
 struct KeyCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

@@ -4,6 +4,7 @@ import Glibc
 import ArgumentParser
 import PushClock
 import PushStore
+import PushStoreLogic
 
 struct ProviderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(

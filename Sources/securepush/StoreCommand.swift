@@ -5,6 +5,7 @@ import PushSecurity
 import PushService
 import PushSession
 import PushStore
+import PushStoreLogic
 
 struct StoreCommand: ParsableCommand {
     private static let settings = StoreSettings()

@@ -6,6 +6,7 @@ import PushProcess
 import PushSecurity
 import PushSession
 import PushStore
+import PushStoreLogic
 import PushTestSupport
 import PushWire
 import Testing

@@ -1,4 +1,6 @@
 import Foundation
+import PushStorePostgres
+import PushStoreSQLite
 import Testing
 import PushClient
 import PushSecurity

@@ -1,6 +1,8 @@
 import Foundation
 import PushEventLoop
 @testable import PushStore
+@testable import PushStoreLogic
+@testable import PushStoreSQLite
 import PushTestSupport
 import PushWire
 import Testing

@@ -1,3 +1,4 @@
+@testable import PushStoreLogic
 import Testing
 import PushWire
 @testable import PushStore

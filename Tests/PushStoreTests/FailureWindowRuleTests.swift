@@ -1,4 +1,5 @@
 @testable import PushStore
+@testable import PushStoreLogic
 import Testing
 
 /// The one rule for windows of refused tokens ([8-9]), by which a store counts a failure

@@ -1,6 +1,8 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+@testable import PushStoreLogic
+@testable import PushStoreSQLite
 import Synchronization
 import Testing
 import PushClock

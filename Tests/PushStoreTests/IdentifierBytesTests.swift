@@ -2,6 +2,7 @@ import Foundation
 import PushEventLoop
 @testable import PushStore
 import PushSecurity
+@testable import PushStoreLogic
 import PushTestSupport
 import PushWire
 import Testing

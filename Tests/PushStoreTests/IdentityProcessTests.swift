@@ -1,4 +1,5 @@
 import Foundation
+@testable import PushStoreSQLite
 import Testing
 import PushClient
 import PushTestSupport

@@ -2,6 +2,9 @@ import Foundation
 import PushEventLoop
 import PushPostgres
 @testable import PushStore
+@testable import PushStoreLogic
+@testable import PushStorePostgres
+@testable import PushStoreSQLite
 import PushTestSupport
 import PushWire
 import Testing

@@ -2,6 +2,8 @@ import Foundation
 import PushClient
 import PushPostgres
 @testable import PushStore
+@testable import PushStoreLogic
+@testable import PushStorePostgres
 import PushTestSupport
 import PushWire
 import Testing

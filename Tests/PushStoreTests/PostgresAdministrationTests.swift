@@ -2,6 +2,8 @@ import Foundation
 import PushPostgres
 import PushSecurity
 @testable import PushStore
+@testable import PushStoreLogic
+@testable import PushStorePostgres
 import PushTestSupport
 import PushWire
 import Testing
@@ -85,7 +87,7 @@ struct PostgresAdministrationTests {
         #expect(again!.createdAt > PostgresDeployment.nowMs - 60_000, "created no earlier than the fence, whatever the clock said")
     }
 
-    /// The fence is decided in Swift (`UserTable.fence`) from the value the removal holds
+    /// The fence is decided in Swift (`UserRemoval.fence`) from the value the removal holds
     /// locked; the database keeps what it is given.
     @Test("a removal made with a clock behind an earlier removal's never moves the removal fence back")
     func removalFenceNeverMovesBack() async throws {
@@ -94,8 +96,8 @@ struct PostgresAdministrationTests {
         #expect(try database.admin.remove("alice") { t } != nil)
         #expect(try database.admin.remove("bob") { 5 } != nil)
         #expect(try database.sql("SELECT value FROM store_meta WHERE key = 'removal_fence_ms'").int64(0, 0)
-                == Int64(t + UserTable.removalFenceMs))
-        #expect(UserTable.fence(afterRemovalAt: .max - 1, held: 0) == .max, "never wrapping around")
+                == Int64(t + UserRemoval.fenceMs))
+        #expect(UserRemoval.fence(afterRemovalAt: .max - 1, held: 0) == .max, "never wrapping around")
     }
 
     @Test("[4.16-5] [4.16-6] enrolling a device again revokes its earlier registration first, numbered before the new one, and issues after it")

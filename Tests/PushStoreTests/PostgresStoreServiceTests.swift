@@ -3,6 +3,7 @@ import PushClient
 import PushPostgres
 import PushSecurity
 import PushStore
+import PushStoreLogic
 import PushTestSupport
 import PushWire
 import Testing

@@ -3,6 +3,7 @@ import PushClient
 import PushPostgres
 import PushSecurity
 import PushStore
+import PushStorePostgres
 import PushTestSupport
 import PushWire
 import Testing

@@ -1,6 +1,8 @@
 import Foundation
 import PushPostgres
 @testable import PushStore
+@testable import PushStoreLogic
+@testable import PushStorePostgres
 import PushTestSupport
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import PushStore
+import PushStoreLogic
 import PushTestSupport
 import Testing
 

@@ -1,4 +1,5 @@
 import Foundation
+@testable import PushStoreLogic
 import Testing
 import PushSecurity
 import PushWire

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import PushStoreLogic
 import Testing
 import PushClient
 import PushEventLoop

@@ -1,6 +1,9 @@
 import Foundation
 import PushPostgres
 @testable import PushStore
+@testable import PushStoreLogic
+@testable import PushStorePostgres
+@testable import PushStoreSQLite
 import PushTestSupport
 import PushWire
 import Testing

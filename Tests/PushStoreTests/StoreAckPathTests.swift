@@ -1,4 +1,5 @@
 import Foundation
+@testable import PushStoreLogic
 import Testing
 import PushWire
 @testable import PushStore
@@ -38,7 +39,7 @@ struct StoreAckPathTests {
         let store = try StoreFixture()
         let id = try store.store("short", ttl: 1)
         let token = try store.token()
-        _ = try store.writer.sweepExpired(nowMs: store.now + 2_000 + SQLitePayloadWriter.tombstoneRetentionMs)
+        _ = try store.writer.sweepExpired(nowMs: store.now + 2_000 + PayloadLife.tombstoneRetentionMs)
         #expect(status(of: try store.send(.ack(Ack(id: id, token: token)), on: store.session(.device))) == .notFound)
         #expect(status(of: try store.send(.recall(Recall(id: id)), on: store.session(.provider))) == .notFound)
     }

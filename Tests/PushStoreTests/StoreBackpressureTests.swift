@@ -1,3 +1,4 @@
+import PushStoreLogic
 import Testing
 import PushClient
 import PushStore

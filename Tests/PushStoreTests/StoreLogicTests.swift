@@ -1,4 +1,6 @@
 import Foundation
+@testable import PushStoreLogic
+@testable import PushStoreSQLite
 import Testing
 import PushSecurity
 import PushWire
@@ -360,7 +362,7 @@ struct StoreLogicTests {
         #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000) == 1)
         #expect(try store.locate(id)?.life == .expired)
         #expect(try store.locate(id)?.body == [])
-        #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000 + SQLitePayloadWriter.tombstoneRetentionMs) == 0)
+        #expect(try store.writer.sweepExpired(nowMs: store.now + 2_000 + PayloadLife.tombstoneRetentionMs) == 0)
         #expect(status(of: try store.send(.recall(Recall(id: id)), on: store.session(.provider))) == .notFound, "forgotten after retention")
         #expect(try store.locate(id) == nil)
     }

@@ -1,3 +1,4 @@
+@testable import PushStoreLogic
 import Testing
 import PushWire
 @testable import PushStore
@@ -175,7 +176,7 @@ struct StoreSendTests {
     func sweepForgets() throws {
         let store = try StoreFixture(settings: Self.forwarding())
         _ = try sendOK(store, SendRequest(user: "alice", payload: [1], ttlSeconds: 10, idempotencyKey: "old"))
-        store.now += IdempotencyRecord.lifetimeMs + SQLitePayloadWriter.tombstoneRetentionMs + 1
+        store.now += IdempotencyRecord.lifetimeMs + PayloadLife.tombstoneRetentionMs + 1
         _ = try store.writer.sweepExpired(nowMs: store.now)
         #expect(try store.reader.idempotencyRecord(IdempotencyKey(scope: IdempotencyKey.providerScope, key: "old")) == nil)
         #expect(try store.reader.pushOutcome(sequence: 1) == PushOutcome.none)

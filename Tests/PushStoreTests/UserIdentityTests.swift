@@ -1,4 +1,6 @@
 import Foundation
+@testable import PushStoreLogic
+@testable import PushStoreSQLite
 import Testing
 import PushSecurity
 import PushWire

@@ -1,6 +1,7 @@
 import Foundation
 import PushClient
 import PushSecurity
+import PushStoreLogic
 import PushWire
 import PushStore
 

@@ -3,6 +3,7 @@ import PushClock
 import PushEventLoop
 import PushProviderAPI
 import PushService
+import PushStoreLogic
 import PushWire
 
 /// Where the store serves its HTTP provider API (`store --http`, `store.http`), and how.
