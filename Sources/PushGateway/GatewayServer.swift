@@ -29,17 +29,15 @@ public final class GatewayServer: ServiceHandler {
     }
     /// This loop's part in a gateway of several loops, if it has them.
     @exclusivity(unchecked) var loopForwarding: LoopForwarding?
-    /// The provider's PUSH being handled, while the logic's decisions about it are carried out.
-    @exclusivity(unchecked) private var handling: HandledPush?
+    /// The share of a push being routed, while the logic's decisions about it are carried out.
+    @exclusivity(unchecked) private var routing: RoutedShare?
 
-    private struct HandledPush {
-        var push: Push
-        var correlation: UInt32
-        /// Held only while `serve` runs, whose caller keeps the peer: unretained, as a
-        /// peer has a side table (weak references to it) that makes each retain slow.
-        unowned(unsafe) var peer: Peer
-        var startNs: UInt64
-        /// Where the counts of the parts sent elsewhere join this loop's.
+    private struct RoutedShare {
+        /// The provider's push, which other loops get (`.loop`); nil for a cluster's push.
+        var push: Push?
+        /// Who hears the counts of the parts sent elsewhere, once a part goes.
+        var completion: PushTally.Completion
+        /// Where the counts of the parts sent elsewhere join this loop's, made for the first.
         var tally: PushTally?
     }
     private let providerCredentials: HelloCredential
@@ -164,38 +162,53 @@ public final class GatewayServer: ServiceHandler {
             host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
             return
         }
-        // Only what may send parts elsewhere keeps the push for them.
-        if loopForwarding != nil || cluster != nil {
-            handling = HandledPush(push: push, correlation: correlation, peer: peer, startNs: startNs)
+        // Only a gateway that may send parts elsewhere keeps the push for them.
+        guard loopForwarding != nil || cluster != nil else {
+            let ack = logic.push(push)
+            carryOut()
+            return answer(push: ack, unreached: 0, correlation: correlation, peer: peer, startNs: startNs)
         }
-        let ack = logic.push(push) { route($0) { handlingTally() } }
-        carryOut()
-        let tally = handling?.tally
-        handling = nil
+        let share = routeShare(push, answering: .provider(self, peer, correlation: correlation, startNs: startNs)) {
+            logic.push(push)
+        }
         // Nothing went elsewhere: the counts are all here, and no tally was made.
-        guard let tally else { return answer(push: ack, unreached: 0, correlation: correlation, peer: peer, startNs: startNs) }
-        tally.add(ack)
+        guard let tally = share.tally else {
+            return answer(push: share.ack, unreached: 0, correlation: correlation, peer: peer, startNs: startNs)
+        }
+        tally.add(share.ack)
         tally.seal()
     }
 
-    /// This loop's share of a PUSH: the devices here, and on a cluster node the nodes that
-    /// hold the others and the queues of offline ones, whose counts join the tally `tally`
-    /// gives (made only then). Returns the counts known now.
-    func route(_ push: Push, tally: () -> PushTally?) -> PushAck {
-        guard let cluster, let tally = tally() else { return logic.route(push) }
-        cluster.route(push, tally: tally)
-        return PushAck(written: 0, queued: 0)
+    /// Has the logic decide a share of a push (`decide` calls into it) and carries out what
+    /// it decided. The parts it sends elsewhere (`.forward`) join a tally made for
+    /// `completion` when the first one goes. Returns the counts decided here and that tally,
+    /// if one was made, which the caller adds them to and seals.
+    @discardableResult
+    func routeShare(_ push: Push? = nil, answering completion: PushTally.Completion,
+                    _ decide: () -> PushAck) -> (ack: PushAck, tally: PushTally?) {
+        routing = RoutedShare(push: push, completion: completion, tally: nil)
+        let ack = decide()
+        carryOut()
+        let tally = routing?.tally
+        routing = nil
+        return (ack, tally)
     }
 
-    /// The tally of the PUSH being handled, made when its first part goes elsewhere: a
+    /// `routeShare` for parts that join `tally`, which exists already.
+    func routeShare(into tally: PushTally, _ decide: () -> PushAck) {
+        routing = RoutedShare(push: nil, completion: .done, tally: tally)
+        tally.add(decide())
+        carryOut()
+        routing = nil
+    }
+
+    /// The tally of the share being routed, made when its first part goes elsewhere: a
     /// PUSH whose targets are all on this loop answers without one.
-    private func handlingTally() -> PushTally? {
-        guard let handled = handling else { return nil }
-        if let tally = handled.tally { return tally }
-        // The server strongly: a weak reference would give it a side table, and every
-        // retain of it on the push path the slow way.
-        let tally = PushTally(.provider(self, handled.peer, correlation: handled.correlation, startNs: handled.startNs))
-        handling?.tally = tally
+    private func routingTally() -> PushTally? {
+        guard let routed = routing else { return nil }
+        if let tally = routed.tally { return tally }
+        let tally = PushTally(routed.completion)
+        routing?.tally = tally
         return tally
     }
 
@@ -307,9 +320,25 @@ public final class GatewayServer: ServiceHandler {
             host.logger.info("closing a device connection: it has stopped reading", metadata: metadata)
             host.cutOff(peer, "the device took no byte of its output for \(logic.settings.outputStallMs) ms")
             if case .device(let record?)? = peer.state { cluster?.deviceLeft(record) }
-        case .forward(to: .loop(let index)):
-            guard let loopForwarding, let push = handling?.push, let tally = handlingTally() else { return }
+        case .forward(to: let destination):
+            forward(to: destination)
+        }
+    }
+
+    /// Carries out a part of the share being routed that goes elsewhere; its counts join the
+    /// share's tally.
+    private func forward(to destination: PushDestination) {
+        guard let tally = routingTally() else { return }
+        switch destination {
+        case .loop(let index):
+            guard let loopForwarding, let push = routing?.push else { return }
             loopForwarding.forward(push, to: index, tally: tally)
+        case .node(let node, let push, let devices):
+            cluster?.forward(push, to: devices, at: node, tally: tally)
+        case .queue(let push, let device):
+            cluster?.queue(push, for: device, tally: tally)
+        case .unreachable(let devices):
+            cluster?.unreachable(devices, tally: tally)
         }
     }
 

@@ -44,18 +44,14 @@ final class LoopForwarding {
     /// node's forwards and queue writes).
     func deliver(_ batch: [LoopPush], from origin: Int) {
         for loopPush in batch {
-            let token = loopPush.token
-            var tally: PushTally?
-            let ack = server.route(loopPush.push) {
-                if tally == nil { tally = PushTally(.loop(self, origin: origin, token: token)) }
-                return tally
+            let share = server.routeShare(loopPush.push, answering: .loop(self, origin: origin, token: loopPush.token)) {
+                server.logic.route(loopPush.push)
             }
-            server.carryOut()
-            if let tally {
-                tally.add(ack)
+            if let tally = share.tally {
+                tally.add(share.ack)
                 tally.seal()
             } else {
-                answers.append(LoopPushAck(token: token, ack: ack), for: origin)
+                answers.append(LoopPushAck(token: loopPush.token, ack: share.ack), for: origin)
             }
         }
         answers.sendPending()
