@@ -150,9 +150,11 @@ extension GatewayCluster {
             try? self?.publishSealed(replySubject, ForwardReplies(id: batch.id, counts: counts).encoded())
         }
         for (index, forwarded) in batch.pushes.enumerated() {
-            let share = server.routeShare(answering: .call { ack in
-                counts[index].queued &+= ack.queued
-                all.end()
+            let share = server.routeShare(tally: {
+                PushTally { ack in
+                    counts[index].queued &+= ack.queued
+                    all.end()
+                }
             }) {
                 let delivered = logic.deliverForwarded(forwarded)
                 return PushAck(written: delivered.written, queued: delivered.queued)

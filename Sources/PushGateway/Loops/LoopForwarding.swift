@@ -11,10 +11,10 @@ final class LoopForwarding {
     let router: GatewayLoopRouter
     private unowned let server: GatewayServer
     /// Pushes for other loops and answers to them, each sent at the end of the turn.
-    @exclusivity(unchecked) private var pushes: LoopBatches<LoopPush>!
-    @exclusivity(unchecked) private var answers: LoopBatches<LoopPushAck>!
+    private var pushes: LoopBatches<LoopPush>!
+    private var answers: LoopBatches<LoopPushAck>!
     /// The tallies of PUSHes sent to other loops, by the token their answer names.
-    @exclusivity(unchecked) private var awaiting = TokenTable<PushTally>()
+    private var awaiting = TokenTable<PushTally>()
 
     init(placement: LoopPlacement, router: GatewayLoopRouter, loop: EventLoop, server: GatewayServer) {
         self.placement = placement
@@ -44,14 +44,15 @@ final class LoopForwarding {
     /// node's forwards and queue writes).
     func deliver(_ batch: [LoopPush], from origin: Int) {
         for loopPush in batch {
-            let share = server.routeShare(loopPush.push, answering: .loop(self, origin: origin, token: loopPush.token)) {
+            let token = loopPush.token
+            let share = server.routeShare(tally: { PushTally(.loop(self, origin: origin, token: token)) }) {
                 server.logic.route(loopPush.push)
             }
             if let tally = share.tally {
                 tally.add(share.ack)
                 tally.seal()
             } else {
-                answers.append(LoopPushAck(token: loopPush.token, ack: share.ack), for: origin)
+                answers.append(LoopPushAck(token: token, ack: share.ack), for: origin)
             }
         }
         answers.sendPending()
