@@ -155,7 +155,7 @@ public final class GatewayServer: ServiceHandler {
             host.respond(.error(ErrorReply(status: .badRequest, message: "PUSH needs a target")), correlation: correlation, to: peer)
             return
         }
-        // Only a gateway that may send parts elsewhere keeps the push for them.
+        // Only a gateway that may send parts elsewhere (other loops, a cluster) needs a share.
         guard loopForwarding != nil || cluster != nil else {
             let ack = logic.push(push)
             carryOut()
