@@ -16,35 +16,44 @@ public final class GatewayLogic {
     let wallClock: () -> UInt64
     private let monotonicClock: () -> Int64
     func monotonicNow() -> Int64 { monotonicClock() }
-    // Read for every push; unchecked for the reason given at `DeviceRecord`.
     /// The devices the gateway holds a record for: every device that connected since the
     /// start and, with a registry, every enrolled device a push was queued for.
     /// Keyed by the device id's exact bytes ([3.3-8]), as are the user and tag indexes: two
     /// ids that differ only in Unicode normalization are two devices.
+    // Unchecked (see `DeviceRecord` for the measurement): read once per push; public for the
+    // tests' in-process services, so the compiler checks every access.
     @exclusivity(unchecked) public internal(set) var devices: [ExactName: DeviceRecord] = [:]
     /// The store's device registry, when the gateway follows one (`--store`): then a device
     /// must be enrolled there to connect, and targets match enrolled devices, connected or
     /// not ([4.13-7]). Without it, the registration alone admits a device and targets
     /// match the devices that connected since the start (SPEC 1.1).
-    @exclusivity(unchecked) public internal(set) var registry: DeviceRegistry?
+    // Unchecked: tested once per push (`forEachTarget`), 77 instructions, 1.6 % of the path.
+    @exclusivity(unchecked) var registry: DeviceRegistry?
     /// The registry's metrics, when there is a registry.
     public let registryMetrics: RegistryMetrics?
     /// Without a registry: the records of each user and each tag. Records by identity
     /// (8 bytes an entry, not a 16-byte device id), which also spares a lookup in
     /// `devices` per target; a record stays in `devices` for good without a registry.
-    @exclusivity(unchecked) private var byUser: [ExactName: Set<RecordKey>] = [:]
-    @exclusivity(unchecked) private var byTag: [ExactName: Set<RecordKey>] = [:]
-    @exclusivity(unchecked) private var nextSequence: UInt32 = 1
+    private var byUser: [ExactName: Set<RecordKey>] = [:]
+    private var byTag: [ExactName: Set<RecordKey>] = [:]
+    private var nextSequence: UInt32 = 1
     /// Which loop of the gateway this logic serves, when it has several: its registry keeps
     /// only the devices whose home this loop is.
-    @exclusivity(unchecked) public var placement: LoopPlacement? {
+    var placement: LoopPlacement? {
         didSet { registry?.placement = placement }
     }
+    /// On a cluster node: where the devices not connected here are, and whether NATS can be
+    /// reached. The route sends their share to their node or to their queue in JetStream
+    /// (`routeOnNode`).
+    var clusterView: ClusterView?
     /// Called once, when the registry is first loaded.
     var registryLoaded: (() -> Void)?
     /// Decided and not carried out yet, in order; `carryOut` empties it and keeps its
     /// capacity, so the hot path allocates no buffer per push.
-    @exclusivity(unchecked) public internal(set) var actions: [GatewayAction] = []
+    // Unchecked: `actions` and `carrying` are swapped once per push and `actions` is read by
+    // the server's `carryOut` several times: without it 2 to 3 checks per push (150 to 230
+    // instructions, 3 to 5 % of the push path; see `DeviceRecord`).
+    @exclusivity(unchecked) var actions: [GatewayAction] = []
     /// Called while a decision is still being made (a fan-out) each time it has gathered
     /// `actionBatch` actions, so that the driver may carry them out before it ends and the
     /// first devices get their frames while the last are decided. The driver must not call
@@ -58,7 +67,7 @@ public final class GatewayLogic {
     /// Where a MISSED is encoded to learn its size.
     private var missedScratch: [UInt8] = []
     /// The PUSHes with `once` 1 whose share this loop delivered, by id ([4.13-12]).
-    @exclusivity(unchecked) var once: OnceMemory
+    var once: OnceMemory
     /// The devices whose output was last seen holding bytes their side had not taken
     /// ([5.5-7]): only those, so that a device costs no memory for the rule.
     var stalls: [RecordKey: OutputStall] = [:]
@@ -81,7 +90,7 @@ public final class GatewayLogic {
     /// decided meanwhile (by calls `perform` makes) are handed over after. Must run after
     /// each call that decides actions and before the next: the logic judges a link's room
     /// from its output as it is, so the frames it decided must be in it.
-    public func carryOut(_ perform: (consuming GatewayAction) -> Void) {
+    func carryOut(_ perform: (consuming GatewayAction) -> Void) {
         while !actions.isEmpty {
             swap(&actions, &carrying)
             // Each action is moved out and its slot refilled with one that holds no
@@ -213,43 +222,44 @@ public final class GatewayLogic {
     /// A provider's PUSH: encoded once for devices, written to every connected target
     /// with room in its window and queued for the others ([4.13-3], [4.13-4]): `written`
     /// counts the devices it went to on a live connection now, `queued` those holding it
-    /// for later (offline, or behind their window). `push.target` must be set. On a gateway
-    /// of several loops, the loops that may hold other targets get it too (`.forward`): a
-    /// device's home loop alone, or every other loop for a user or a tag.
+    /// for later (offline, or behind their window). `push.target` must be set. What this
+    /// loop does not deliver itself goes elsewhere as `.forward` actions: on a gateway of
+    /// several loops, to the loops that may hold other targets (a device's home loop alone,
+    /// or every other loop for a user or a tag), which get the `Push` itself, `user` and
+    /// `once` with it, so that each restricts its share to the user ([4.13-11]) and
+    /// remembers it ([4.13-12]); on a cluster node, to other nodes and to JetStream (`route`).
     public func push(_ push: Push) -> PushAck {
-        self.push(push) { route($0) }
-    }
-
-    /// `push`, with this loop's share of the targets delivered by `routeHere`: the logic's
-    /// own `route`, or a cluster node's, which also reaches other nodes and JetStream.
-    /// The other loops get the `Push` itself (`LoopForwarding`), `user` and `once` with
-    /// it: each loop restricts its share to the user ([4.13-11]) and remembers it ([4.13-12]).
-    func push(_ push: Push, routingHere routeHere: (Push) -> PushAck) -> PushAck {
         metrics.pushesAccepted.increment()
-        guard let placement, placement.count > 1, let target = push.target else { return routeHere(push) }
+        guard let placement, placement.count > 1, let target = push.target else { return route(push) }
         if case .device(let deviceID) = target {
             let home = placement.home(of: deviceID)
             guard home == placement.index else {
                 actions.append(.forward(to: .loop(home)))
                 return PushAck(written: 0, queued: 0)
             }
-            return routeHere(push)
+            return route(push)
         }
-        let ack = routeHere(push)
+        let ack = route(push)
         for index in 0..<placement.count where index != placement.index { actions.append(.forward(to: .loop(index))) }
         return ack
     }
 
-    /// `push` without counting it as accepted or sending it elsewhere: the part of a PUSH
-    /// for the devices whose home is this loop, when another loop accepted it.
+    /// `push` without counting it as accepted or sending it to other loops: this loop's
+    /// share of a PUSH, when this loop or another accepted it. The one route of the
+    /// gateway: a cluster node's share (`routeOnNode`) differs only in where the devices
+    /// not connected here go and in remembering `once` per device.
     func route(_ push: Push) -> PushAck {
         guard let target = push.target else { return PushAck(written: 0, queued: 0) }
+        if let clusterView { return routeOnNode(push, to: target, cluster: clusterView) }
         // An ordinary push (once 0, no user) pays two tests for revision 1.3 and goes on
         // as before it: the restricted path is a function of its own.
         if push.once || push.user != nil { return routeRestricted(push, to: target) }
         let queued = queuedPush(push)
         let connectedOnly = queued.connectedOnly
         let window = settings.window
+        // Counted in two locals rather than a `ShareCount`: the closure would then be the
+        // restricted path's, which the optimizer merges into one that copies the
+        // `QueuedPush` per device (about 100 instructions a push under callgrind).
         var written: UInt32 = 0
         var queuedCount: UInt32 = 0
         forEachTarget(target, connectedOnly: connectedOnly) { record in
@@ -280,21 +290,13 @@ public final class GatewayLogic {
         let queued = queuedPush(push)
         let connectedOnly = queued.connectedOnly
         let window = settings.window
-        var written: UInt32 = 0
-        var queuedCount: UInt32 = 0
-        func deliverHere(_ record: DeviceRecord) {
-            switch deliver(queued, to: record, window: window) {
-            case .written: written += 1
-            case .queued: queuedCount += 1
-            case .dropped: break
-            }
-        }
+        var count = ShareCount()
         if let user = push.user {
-            forEachTarget(target, ofUser: user, connectedOnly: connectedOnly, deliverHere)
+            forEachTarget(target, ofUser: user, connectedOnly: connectedOnly) { count.add(deliver(queued, to: $0, window: window)) }
         } else {
-            forEachTarget(target, connectedOnly: connectedOnly, deliverHere)
+            forEachTarget(target, connectedOnly: connectedOnly) { count.add(deliver(queued, to: $0, window: window)) }
         }
-        let ack = PushAck(written: written, queued: queuedCount)
+        let ack = count.ack
         if push.once {
             once.remember(push.id, ack: ack, nowMs: now)
             metrics.onceRemembered.set(once.count)
@@ -329,6 +331,25 @@ public final class GatewayLogic {
         case queued
         /// For connected devices only, and the device is not.
         case dropped
+    }
+
+    /// The counts of this loop's share of a push, as its deliveries are decided.
+    struct ShareCount {
+        var written: UInt32 = 0
+        var queued: UInt32 = 0
+        /// Whether a device was answered from the once-memory ([4.13-12]).
+        var repeated = false
+
+        @inline(__always)
+        mutating func add(_ delivery: Delivery) {
+            switch delivery {
+            case .written: written += 1
+            case .queued: queued += 1
+            case .dropped: break
+            }
+        }
+
+        var ack: PushAck { PushAck(written: written, queued: queued) }
     }
 
     /// Writes a push to a device, or queues it: straight out when nothing waits ahead of

@@ -58,18 +58,7 @@ public final class GatewayService: LoopGroupMember {
                                    admission: configuration.shard?.seat.admission,
                                    replays: configuration.shard?.replays ?? CredentialReplayGuard())
         let host = server.host!
-        var cluster: GatewayCluster?
-        if var clusterConfiguration = configuration.cluster {
-            clusterConfiguration.loop = configuration.shard?.seat.index ?? 0
-            do {
-                cluster = try GatewayCluster(configuration: clusterConfiguration, logic: logic, loop: loop,
-                                             seal: ClusterSeal(serverKey: configuration.serverKey), placement: configuration.shard?.placement, logger: configuration.logger)
-                try cluster?.start()
-            } catch {
-                throw .cannotJoinCluster("\(error)")
-            }
-            server.cluster = cluster
-        }
+        let cluster = try joinCluster(configuration, server: server, loop: loop)
         host.maxOutputBytes = configuration.maxOutputBytes
         host.registerMetrics(in: metrics.registry, prefix: "securepush_gateway",
                              includingSharedCounts: configuration.speaksForProcess,
@@ -77,6 +66,40 @@ public final class GatewayService: LoopGroupMember {
         if let shard = configuration.shard {
             shard.join(server, loop: loop, followsRegistry: configuration.store != nil)
         }
+        try listen(host, configuration)
+        let follower = configuration.store.map { store in
+            let follower = RegistryFollower(loop: loop, endpoint: store, serverKey: configuration.serverKey,
+                                            wallClock: configuration.wallClock, server: server, logger: configuration.logger)
+            follower.waitMs = configuration.registryWaitMs
+            return follower
+        }
+        let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server,
+                                     follower: follower, cluster: cluster)
+        service.announceAndFollow()
+        return service
+    }
+
+    /// With `--cluster`: this loop's node of the cluster, connected to NATS, whose
+    /// decisions the server carries out.
+    private static func joinCluster(_ configuration: GatewayConfiguration, server: GatewayServer,
+                                    loop: EventLoop) throws(GatewayServiceError) -> GatewayCluster? {
+        guard var clusterConfiguration = configuration.cluster else { return nil }
+        clusterConfiguration.loop = configuration.shard?.seat.index ?? 0
+        let cluster: GatewayCluster
+        do {
+            cluster = try GatewayCluster(configuration: clusterConfiguration, logic: server.logic, loop: loop,
+                                         seal: ClusterSeal(serverKey: configuration.serverKey), placement: configuration.shard?.placement,
+                                         logger: configuration.logger)
+            try cluster.start()
+        } catch {
+            throw .cannotJoinCluster("\(error)")
+        }
+        server.cluster = cluster
+        return cluster
+    }
+
+    /// Listens on the configured address, or on the socket the process's loops share.
+    private static func listen(_ host: ServiceHost<GatewayServer>, _ configuration: GatewayConfiguration) throws(GatewayServiceError) {
         do {
             if let shared = configuration.shard?.seat.listening {
                 try host.listen(sharing: shared)
@@ -86,35 +109,32 @@ public final class GatewayService: LoopGroupMember {
         } catch {
             throw .cannotListen(host: configuration.host, port: configuration.port, error)
         }
-        let follower = configuration.store.map { store in
-            let follower = RegistryFollower(loop: loop, endpoint: store, serverKey: configuration.serverKey,
-                                            wallClock: configuration.wallClock, server: server, logger: configuration.logger)
-            follower.waitMs = configuration.registryWaitMs
-            return follower
-        }
-        let service = GatewayService(configuration: configuration, port: host.port ?? configuration.port, host: host, server: server,
-                                     follower: follower, cluster: cluster)
-        // The other loops of a gateway of several start quietly: the first speaks for them.
+    }
+
+    /// Says what the gateway is ready as, and starts following the registry, if any. The
+    /// other loops of a gateway of several start quietly: the first speaks for them.
+    private func announceAndFollow() {
         guard configuration.speaksForProcess else {
             follower?.start()
-            return service
+            return
         }
-        configuration.logger.info("gateway ready", metadata: ["listen": "\(configuration.host):\(service.port)"])
+        let logger = configuration.logger
+        logger.info("gateway ready", metadata: ["listen": "\(configuration.host):\(port)"])
         if let clusterConfiguration = configuration.cluster {
-            configuration.logger.info("node of a cluster: devices may connect to any node, queues are kept in JetStream",
-                                      metadata: ["node": "\(clusterConfiguration.node)", "nats": "\(NATSNames.redacted(clusterConfiguration.servers))", "nats_tls": "\(clusterConfiguration.security.tls != nil)"])
+            logger.info("node of a cluster: devices may connect to any node, queues are kept in JetStream",
+                        metadata: ["node": "\(clusterConfiguration.node)", "nats": "\(NATSNames.redacted(clusterConfiguration.servers))",
+                                   "nats_tls": "\(clusterConfiguration.security.tls != nil)"])
         }
         if let follower {
-            configuration.logger.info("following the device registry of the store; device HELLOs get BUSY until it is loaded",
-                                      metadata: ["store": "\(follower.endpoint)", "tls": "\(follower.endpoint.tls != nil)"])
+            logger.info("following the device registry of the store; device HELLOs get BUSY until it is loaded",
+                        metadata: ["store": "\(follower.endpoint)", "tls": "\(follower.endpoint.tls != nil)"])
             follower.start()
         } else {
-            configuration.logger.info("""
+            logger.info("""
                 not following a device registry (no --store): any registration signed with the server key is accepted \
                 and pushes reach only devices that connected since the start; for tests and development
                 """)
         }
-        return service
     }
 
     /// Routing state: the devices known, online or queued for. Loop-confined.

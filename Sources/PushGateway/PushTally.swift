@@ -17,13 +17,13 @@ final class PushTally {
         case done
     }
 
-    @exclusivity(unchecked) private(set) var written: UInt32 = 0
-    @exclusivity(unchecked) private(set) var queued: UInt32 = 0
+    private(set) var written: UInt32 = 0
+    private(set) var queued: UInt32 = 0
     /// Matching devices only the cluster could reach, while this node could not reach NATS
     /// or JetStream: the PUSH is then answered BUSY, for its sender to retry ([4.13-13]).
-    @exclusivity(unchecked) private(set) var unreached: UInt32 = 0
-    @exclusivity(unchecked) private var outstanding = 1
-    @exclusivity(unchecked) private var completion: Completion
+    private(set) var unreached: UInt32 = 0
+    private var outstanding = 1
+    private var completion: Completion
 
     init(_ completion: Completion) {
         self.completion = completion

@@ -6,11 +6,11 @@ import PushEventLoop
 final class TurnBatches<Destination: Hashable, Item> {
     private let loop: EventLoop
     private let send: (Destination, [Item]) -> Void
-    @exclusivity(unchecked) private var pending: [Destination: [Item]] = [:]
+    private var pending: [Destination: [Item]] = [:]
     /// The table being sent, swapped with `pending` so that neither is allocated anew
     /// each turn.
-    @exclusivity(unchecked) private var sending: [Destination: [Item]] = [:]
-    @exclusivity(unchecked) private var flush: LoopTimer?
+    private var sending: [Destination: [Item]] = [:]
+    private var flush: LoopTimer?
 
     /// - Parameter send: called at the end of the turn, once per destination with items.
     init(loop: EventLoop, send: @escaping (Destination, [Item]) -> Void) {
@@ -50,11 +50,11 @@ final class TurnBatches<Destination: Hashable, Item> {
 final class LoopBatches<Item> {
     private let loop: EventLoop
     private let send: (Int, [Item]) -> Void
-    @exclusivity(unchecked) private var pending: [[Item]]
+    private var pending: [[Item]]
     /// The destinations with items waiting, in the order their first item came.
-    @exclusivity(unchecked) private var waiting: [Int] = []
-    @exclusivity(unchecked) private var sending: [Int] = []
-    @exclusivity(unchecked) private var flush: LoopTimer?
+    private var waiting: [Int] = []
+    private var sending: [Int] = []
+    private var flush: LoopTimer?
 
     /// - Parameter send: called at the end of the turn, once per destination with items.
     init(loop: EventLoop, count: Int, send: @escaping (Int, [Item]) -> Void) {

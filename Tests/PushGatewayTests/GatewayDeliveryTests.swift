@@ -1,6 +1,6 @@
 import Testing
 import PushClient
-import PushGateway
+@testable import PushGateway
 import PushTestSupport
 import PushWire
 

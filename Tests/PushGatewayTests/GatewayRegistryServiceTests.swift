@@ -5,7 +5,7 @@ import Glibc
 import PushClient
 import PushClock
 import PushEventLoop
-import PushGateway
+@testable import PushGateway
 import PushSecurity
 import PushService
 import PushSession

@@ -96,6 +96,7 @@ final class GatewayCluster {
                                wallClock: logic.wallClock, metrics: metrics)
         outgoing = TurnBatches(loop: loop) { [weak self] node, forwards in self?.send(forwards, to: node) }
         queues.onRefusedRecord = { [weak self] deviceID, error in self?.refusedQueueRecord(deviceID, error) }
+        logic.clusterView = GatewayLogic.ClusterView(directory: directory) { [weak self] in self?.linkIsUp ?? false }
     }
 
     func start() throws(NATSError) {

@@ -16,61 +16,6 @@ extension GatewayLogic {
                           once: push.once, writtenAtNs: Clocks.monotonicNanoseconds())
     }
 
-    /// A push forwarded by another node for devices that node believes are connected here:
-    /// delivered to those that are; the others are returned, for their queues in JetStream
-    /// (or nothing, for a connected-only push). A device connected here under another
-    /// user's registration than the push's `user` gets nothing ([4.13-11]), and one this
-    /// member delivered the push with `once` to already is answered from memory
-    /// ([4.13-12], see `GatewayCluster.route`).
-    func deliverForwarded(_ forwarded: ForwardedPush) -> (written: UInt32, queued: UInt32, away: [String]) {
-        let nowMonotonic = monotonicNow()
-        let queued = localPush(forwarded.push, nowWallMs: wallClock(), nowMonotonicMs: nowMonotonic)
-        let user = forwarded.push.user
-        let onceID = forwarded.push.once ? forwarded.push.id.map(Array.init) : nil
-        var written: UInt32 = 0
-        var queuedCount: UInt32 = 0
-        var away: [String] = []
-        var repeated = false
-        let window = settings.window
-        for deviceID in forwarded.deviceIDs {
-            guard let record = devices[ExactName(deviceID)], record.link != nil else {
-                away.append(deviceID)
-                continue
-            }
-            if let user, record.user != user { continue }
-            if let onceID, let outcome = once.outcome(of: onceID, for: deviceID, nowMs: nowMonotonic) {
-                repeated = true
-                switch outcome {
-                case .written: written += 1
-                case .queued: queuedCount += 1
-                }
-                continue
-            }
-            let delivery = deliver(queued, to: record, window: window)
-            switch delivery {
-            case .written: written += 1
-            case .queued: queuedCount += 1
-            case .dropped: break
-            }
-            if let onceID { rememberOnce(onceID, delivery, for: deviceID, nowMs: nowMonotonic) }
-        }
-        if repeated { metrics.pushesRepeated.increment() }
-        if onceID != nil { metrics.onceRemembered.set(once.count) }
-        return (written, queuedCount, away)
-    }
-
-    /// On a cluster node: remembers what became of the push with `once` and this id for a
-    /// device connected here ([4.13-12]). A push dropped (connected devices only, and the
-    /// device's connection went away) reached nothing and is not remembered.
-    func rememberOnce(_ id: [UInt8], _ delivery: Delivery, for deviceID: String, nowMs: Int64) {
-        switch delivery {
-        case .written: once.remember(id, device: deviceID, .written, nowMs: nowMs)
-        case .queued: once.remember(id, device: deviceID, .queued, nowMs: nowMs)
-        case .dropped: return
-        }
-        metrics.onceRemembered.set(once.count)
-    }
-
     /// Takes a device's record off this node once its connection is gone: what it holds
     /// (the unacknowledged pushes put back first, and MISSED not yet told) as a record to
     /// merge into its queue in JetStream; nil if it held nothing.

@@ -11,10 +11,10 @@ final class LoopForwarding {
     let router: GatewayLoopRouter
     private unowned let server: GatewayServer
     /// Pushes for other loops and answers to them, each sent at the end of the turn.
-    @exclusivity(unchecked) private var pushes: LoopBatches<LoopPush>!
-    @exclusivity(unchecked) private var answers: LoopBatches<LoopPushAck>!
+    private var pushes: LoopBatches<LoopPush>!
+    private var answers: LoopBatches<LoopPushAck>!
     /// The tallies of PUSHes sent to other loops, by the token their answer names.
-    @exclusivity(unchecked) private var awaiting = TokenTable<PushTally>()
+    private var awaiting = TokenTable<PushTally>()
 
     init(placement: LoopPlacement, router: GatewayLoopRouter, loop: EventLoop, server: GatewayServer) {
         self.placement = placement
@@ -45,17 +45,14 @@ final class LoopForwarding {
     func deliver(_ batch: [LoopPush], from origin: Int) {
         for loopPush in batch {
             let token = loopPush.token
-            var tally: PushTally?
-            let ack = server.route(loopPush.push) {
-                if tally == nil { tally = PushTally(.loop(self, origin: origin, token: token)) }
-                return tally
+            let share = server.routeShare(tally: { PushTally(.loop(self, origin: origin, token: token)) }) {
+                server.logic.route(loopPush.push)
             }
-            server.carryOut()
-            if let tally {
-                tally.add(ack)
+            if let tally = share.tally {
+                tally.add(share.ack)
                 tally.seal()
             } else {
-                answers.append(LoopPushAck(token: token, ack: ack), for: origin)
+                answers.append(LoopPushAck(token: token, ack: share.ack), for: origin)
             }
         }
         answers.sendPending()
