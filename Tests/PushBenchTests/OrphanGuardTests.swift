@@ -36,6 +36,13 @@ struct OrphanGuardTests {
             return store != nil
         }, "the bench started its store")
         let orphan = try #require(store)
+        // The bench writes a child into its watchdog's ledger just after spawning it; a
+        // SIGKILL that lands in between (a loaded machine stretches that gap) would test
+        // nothing but the race, so wait until the ledger names the store.
+        let ledger = "/tmp/securepush-orphans-\(bench.pid)"
+        #expect(waitUntil(timeoutSeconds: 30) {
+            ((try? String(contentsOfFile: ledger, encoding: .utf8)) ?? "").contains("pid \(orphan) ")
+        }, "the bench put its store \(orphan) in its watchdog's ledger")
         bench.killHard()
         #expect(waitUntil(timeoutSeconds: 10) { !Self.isRunning(orphan) }, "the store \(orphan) still runs after its bench died")
         if Self.isRunning(orphan) { kill(orphan, SIGKILL) }
