@@ -93,7 +93,7 @@ struct WrongPeerTests {
 
     @Test("against a service that is down: one line, exit 2", .timeLimit(.minutes(1)))
     func commandAgainstClosedPort() throws {
-        let port = try FakePeer.closedPort()
+        let port = try freeLoopbackPort()
         let result = try SecurePushBinary.run(["conformance", "--gateway", "127.0.0.1:\(port)"], timeoutSeconds: 30)
         #expect(result.status == 2)
         #expect(result.stderr == "Error: cannot reach the gateway at 127.0.0.1:\(port) (--gateway): connection refused; is it running?\n")
