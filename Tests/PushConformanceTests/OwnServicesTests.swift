@@ -135,7 +135,7 @@ func runInShares(_ options: ConformanceOptions, shares: Int) async throws -> [Ca
     }
 }
 
-@Suite("The conformance suite against this build's store and gateway")
+@Suite("The conformance suite against this build's store and gateway", .ownThread)
 struct OwnServicesTests {
     @Test("zero FAILs in-process; `securepush conformance` passes a selection and writes JSON and JUnit reports")
     func ownServicesConform() async throws {

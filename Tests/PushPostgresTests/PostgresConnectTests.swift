@@ -6,7 +6,7 @@ import Testing
 
 /// Connection strings and connecting: typed errors, no password in any message, and a
 /// connect that moves on to another address (libpq replaces its socket).
-@Suite struct PostgresURLTests {
+@Suite(.ownThread) struct PostgresURLTests {
     @Test("an unparsable connection string is .invalidURL naming the problem, never the password")
     func invalidURLs() {
         let cases = [
@@ -50,7 +50,7 @@ import Testing
     }
 }
 
-@Suite(.enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
+@Suite(.ownThread, .enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
 struct PostgresConnectTests {
     @Test("a bad URL fails connect with .invalidURL, on the loop, not inside connect()")
     func badURLFailsLater() throws {
