@@ -1,13 +1,12 @@
 import Glibc
 import PushEventLoop
-import PushTestSupport
 import PushWire
 import Testing
 
 /// All event-loop tests run one at a time. Those that change or measure process-wide state
 /// (RSS, the descriptor limit, signal dispositions) run in a child process of their own
 /// (`inIsolatedProcess`), since the other test targets run beside this one.
-@Suite(.ownThread, .serialized)
+@Suite(.serialized)
 struct EventLoopSuite {}
 
 /// Creates a loop on the test's thread, lets `body` set it up and run it, then shuts it

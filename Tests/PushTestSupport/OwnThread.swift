@@ -40,11 +40,13 @@ public struct OwnThreadTrait: SuiteTrait, TestTrait, TestScoping {
 
     public func provideScope(for test: Test, testCase: Test.Case?, performing function: @Sendable () async throws -> Void) async throws {
         guard !Self.onOwnThread else { return try await function() }
-        await Self.slots.acquire()
+        // A test with a time limit takes no slot: the wait for one would count against it.
+        let slotted = test.timeLimit == nil
+        if slotted { await Self.slots.acquire() }
         let thread = DedicatedThreadExecutor(name: test.name)
         defer {
             thread.finish()
-            Task { await Self.slots.release() }
+            if slotted { Task { await Self.slots.release() } }
         }
         try await Self.$onOwnThread.withValue(true) {
             try await withTaskExecutorPreference(thread) { try await function() }
