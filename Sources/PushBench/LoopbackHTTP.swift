@@ -1,9 +1,10 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClient
 import PushEventLoop
 
-/// A plain HTTP/1.0 GET to a numeric IPv4 address, blocking with a short timeout: what
+/// A plain HTTP/1.0 GET to a numeric address, blocking with a short timeout: what
 /// the bench needs to read a local nats-server's monitoring endpoint between phases
 /// (never on a measured path). HTTP/1.0 so that the server closes after the body and no
 /// chunked encoding comes back.
@@ -12,22 +13,18 @@ enum LoopbackHTTP {
 
     /// The body of a 200 reply; anything else throws.
     static func get(_ address: HostPort, path: String) throws(BenchError) -> String {
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw .setup("socket: \(String(cString: strerror(errno)))") }
+        guard let remote = try? SocketAddress(host: address.host, port: address.port) else {
+            throw .invalid("\(address.host) is not a numeric address")
+        }
+        let fd: Int32
+        do {
+            fd = try BlockingConnect.connect(to: remote, .init(receiveTimeoutMs: timeoutSeconds * 1000, sendTimeoutMs: timeoutSeconds * 1000))
+        } catch where error.step == .socket {
+            throw .setup("\(error)")
+        } catch {
+            throw .connect("http://\(address)\(path): \(String(cString: strerror(error.code)))")
+        }
         defer { close(fd) }
-        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        var socketAddress = sockaddr_in()
-        socketAddress.sin_family = sa_family_t(AF_INET)
-        socketAddress.sin_port = UInt16(truncatingIfNeeded: address.port).bigEndian
-        guard inet_pton(AF_INET, address.host, &socketAddress.sin_addr) == 1 else {
-            throw .invalid("\(address.host) is not an IPv4 address")
-        }
-        let connected = withUnsafePointer(to: &socketAddress) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        guard connected == 0 else { throw .connect("http://\(address)\(path): \(String(cString: strerror(errno)))") }
         let request = Array("GET \(path) HTTP/1.0\r\nHost: \(address)\r\n\r\n".utf8)
         var sent = 0
         while sent < request.count {

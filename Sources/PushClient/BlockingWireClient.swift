@@ -51,22 +51,16 @@ public final class BlockingWireClient {
             throw .resolve(error.description)
         }
         var lastFailure = Failure.resolve("cannot resolve '\(host)'")
+        let options = BlockingConnect.Options(sendTimeoutMs: Int(timeoutMs), receiveBufferBytes: receiveBufferBytes, noDelay: true)
         for address in addresses {
-            let fd = socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-            guard fd >= 0 else { throw .io(errno: errno) }
-            var one: Int32 = 1
-            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
-            if var size = receiveBufferBytes {
-                setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size))
-            }
-            var timeout = timeval(tv_sec: Int(timeoutMs / 1000), tv_usec: Int(timeoutMs % 1000) * 1000)
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-            if address.withSockAddr({ Glibc.connect(fd, $0, $1) }) == 0 {
-                self.fd = fd
+            do {
+                fd = try BlockingConnect.connect(to: address, options)
                 return
+            } catch where error.step == .connect {
+                lastFailure = .connect("\(HostPort(host: host, port: port))", errno: error.code)
+            } catch {
+                throw .io(errno: error.code)
             }
-            lastFailure = .connect("\(HostPort(host: host, port: port))", errno: errno)
-            Glibc.close(fd)
         }
         throw lastFailure
     }

@@ -1,6 +1,7 @@
 #if canImport(Glibc)
 import Glibc
 #endif
+import PushClient
 import PushClock
 import PushEventLoop
 import PushSession
@@ -14,24 +15,17 @@ final class PlainProbeSocket: ProbeConnection {
     private(set) var peerClosed = false
 
     init(_ endpoint: HostPort, timeoutMs: Int32) throws(ChannelOpenFailure) {
-        var hints = addrinfo()
-        hints.ai_flags = AI_NUMERICHOST | AI_NUMERICSERV
-        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
-        var result: UnsafeMutablePointer<addrinfo>?
-        guard getaddrinfo(endpoint.host, String(endpoint.port), &hints, &result) == 0, let info = result else {
+        guard let remote = try? SocketAddress(host: endpoint.host, port: endpoint.port) else {
             throw ChannelOpenFailure(description: "cannot use address \(endpoint.host)", refused: false)
         }
-        defer { freeaddrinfo(result) }
-        fd = socket(info.pointee.ai_family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw ChannelOpenFailure(description: String(cString: strerror(errno)), refused: false) }
-        // Bounds connect() too (Linux applies the send timeout to it).
-        var timeout = timeval(tv_sec: Int(timeoutMs / 1000), tv_usec: Int(timeoutMs % 1000) * 1000)
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-        guard Glibc.connect(fd, info.pointee.ai_addr, info.pointee.ai_addrlen) == 0 else {
-            let code = errno
-            Glibc.close(fd)
-            let text = code == EINPROGRESS ? "no connection within \(timeoutMs) ms" : String(cString: strerror(code)).lowercased()
-            throw ChannelOpenFailure(description: text, refused: code == ECONNREFUSED)
+        do {
+            // The send timeout bounds connect() too.
+            fd = try BlockingConnect.connect(to: remote, .init(sendTimeoutMs: Int(timeoutMs)))
+        } catch where error.step == .connect {
+            let text = error.code == EINPROGRESS ? "no connection within \(timeoutMs) ms" : String(cString: strerror(error.code)).lowercased()
+            throw ChannelOpenFailure(description: text, refused: error.code == ECONNREFUSED)
+        } catch {
+            throw ChannelOpenFailure(description: String(cString: strerror(error.code)), refused: false)
         }
     }
 

@@ -9,7 +9,7 @@ import Testing
 
 /// `securepush bench` as a user meets it: the help of each scenario, the files it
 /// writes, the exit status after failures, and TLS to running services.
-@Suite(.serialized)
+@Suite(.ownThread, .serialized)
 struct BenchCommandTests {
     static let quick = ["--warmup", "0", "--no-progress", "--json"]
     static let repository = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

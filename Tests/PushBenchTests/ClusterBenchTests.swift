@@ -8,7 +8,7 @@ import Testing
 /// nats-server it would start and how it reads its counters, how links are spread over
 /// the gateways, and running gateways given as a list. (An embedded cluster run end to end
 /// needs `securepush gateway --cluster`; these check what stands without it.)
-@Suite(.serialized)
+@Suite(.ownThread, .serialized)
 struct ClusterBenchTests {
     private func refusal(_ options: TargetOptions, _ scenario: Scenario) -> String? {
         do {

@@ -4,7 +4,7 @@ import PushProcess
 import PushTestSupport
 import Testing
 
-@Suite("What a process started does not outlive it")
+@Suite("What a process started does not outlive it", .ownThread)
 struct OrphanGuardTests {
     /// The pids whose parent is `pid`, from /proc.
     static func children(of pid: pid_t) -> [pid_t] {

@@ -4,7 +4,7 @@ import Testing
 
 /// Every scenario end to end through the command line, embedded mode, tiny loads: the
 /// JSON has the keys scripts rely on, nothing failed, and something was measured.
-@Suite(.serialized)
+@Suite(.ownThread, .serialized)
 struct ScenarioSmokeTests {
     static let quick = ["--warmup", "0", "--no-progress", "--json"]
 

@@ -9,7 +9,7 @@ import PushWire
 
 /// Addresses by name and over IPv6, and the failures a client names and classifies:
 /// GOAWAY reasons, TLS on one side only, credentials the server refuses.
-@Suite("Client addresses and failures", .serialized)
+@Suite("Client addresses and failures", .ownThread, .serialized)
 struct ClientFailureTests {
     /// A registration for `device`, signed with `deployment`'s server key.
     private func registration(_ deployment: TemporaryDeployment, _ device: String) -> [UInt8] {

@@ -9,7 +9,7 @@ import PushTestSupport
 
 /// What `securepush` prints for a person, run as real processes: help with defaults and
 /// units, local ISO 8601 times, one clear line per failure, addresses by name and IPv6.
-@Suite("securepush client commands: what a person reads", .serialized)
+@Suite("securepush client commands: what a person reads", .ownThread, .serialized)
 struct CommandMessageTests {
     /// A service process listening on `listen` (not the 127.0.0.1 that `ServiceProcess` uses).
     final class Service {

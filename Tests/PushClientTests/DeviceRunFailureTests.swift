@@ -7,7 +7,7 @@ import PushTestSupport
 
 /// `securepush device run` against failures: permanent ones end it with one line and a
 /// non-zero exit; passing ones are retried with one line per change of state.
-@Suite("securepush device run on failures, as a process", .serialized)
+@Suite("securepush device run on failures, as a process", .ownThread, .serialized)
 struct DeviceRunFailureTests {
     /// Writes `registration` as `device enroll` does and returns the file's path.
     static func credentialFile(_ registration: [UInt8], in directory: String) throws -> String {

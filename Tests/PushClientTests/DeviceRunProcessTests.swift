@@ -139,7 +139,7 @@ func startGateway(dataDirectory: String, port: Int) throws -> (ChildProcess, Int
     throw lastError ?? ServiceError.failed("the gateway did not start")
 }
 
-@Suite("securepush device run, as a process", .serialized)
+@Suite("securepush device run, as a process", .ownThread, .serialized)
 struct DeviceRunProcessTests {
     @Test("[4.9-5] [4.9-1] a backlog of 10,000 payloads of the largest size: `device run` shows the newest 500 at once, each exactly once, and says in one line that 9,500 older ones were not shown, rather than pulling them all")
     func backlogNewestShown() throws {

@@ -9,7 +9,7 @@ import Testing
 /// Issue 28, item 1: a device restarted with the same state directory shows nothing it
 /// showed before, when a push names such a payload again (a cluster that handed a queue on
 /// twice, a provider's retry).
-@Suite("securepush device run, restarted", .serialized)
+@Suite("securepush device run, restarted", .ownThread, .serialized)
 struct DeviceRunRestartTests {
     @Test("`device run` restarted with its state directory: a push of a payload it showed is not shown again, a new one is")
     func restartShowsNothingTwice() throws {

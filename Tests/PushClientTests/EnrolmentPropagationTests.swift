@@ -8,7 +8,7 @@ import Testing
 /// A device started right after `device enroll` may reach a gateway that has not heard of
 /// the enrolment yet ([4.16-8]: within a second): its "not enrolled" refusal is retried
 /// for a few seconds instead of ending `device run`.
-@Suite("Enrolments on their way to the gateway")
+@Suite("Enrolments on their way to the gateway", .ownThread)
 struct EnrolmentPropagationTests {
     @Test("only a young registration's \"not enrolled\" refusal may pass; revoked, forged and old ones stay final")
     func whichRefusalsMayPass() {

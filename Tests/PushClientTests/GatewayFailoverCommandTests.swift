@@ -7,7 +7,7 @@ import PushTestSupport
 /// The client commands given `--gateway HOST:PORT,HOST:PORT` (the nodes of a cluster):
 /// they pass over a gateway that does not answer, fail once none does naming each, and
 /// refuse a malformed list naming the bad element.
-@Suite("Gateway failover: the client commands", .serialized)
+@Suite("Gateway failover: the client commands", .ownThread, .serialized)
 struct GatewayFailoverCommandTests {
     private func run(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
         try SecurePushBinary.run(arguments, stdin: stdin, timeoutSeconds: 30)

@@ -12,7 +12,7 @@ import PushWire
 /// SHUTTING_DOWN); after each gateway HELLO_OK the device SYNCs with the store, so what
 /// the lost gateway held is still shown, once. The gateways here are independent (no
 /// cluster): the store is what carries a payload across the move.
-@Suite("Gateway failover: device and provider", .serialized)
+@Suite("Gateway failover: device and provider", .ownThread, .serialized)
 struct GatewayFailoverTests {
     @Test("the first gateway address is dead: the device and the provider work through the second after one refused attempt each")
     func firstAddressDead() throws {

@@ -5,7 +5,7 @@ import PushTestSupport
 
 /// The store's HTTP API through a graceful stop, as processes: what a client sees of a
 /// SIGTERM in the middle of its POSTs.
-@Suite("HTTP provider API drain, as processes")
+@Suite("HTTP provider API drain, as processes", .ownThread)
 struct HTTPAPIDrainProcessTests {
     /// What one POST came to, by its Idempotency-Key.
     enum Outcome: Equatable {

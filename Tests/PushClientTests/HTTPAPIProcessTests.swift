@@ -9,7 +9,7 @@ import PushWire
 
 /// The store's HTTP provider API across real processes: `securepush store --http` with a
 /// gateway, tokens from `securepush provider token create`, a device at the gateway.
-@Suite("HTTP provider API, as processes")
+@Suite("HTTP provider API, as processes", .ownThread)
 struct HTTPAPIProcessTests {
     /// A deployment with alice and her enrolled phone, a gateway, and a store handing
     /// SENDs' pushes to it with the HTTP API on.

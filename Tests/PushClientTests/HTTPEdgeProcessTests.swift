@@ -7,7 +7,7 @@ import PushWire
 /// The store's HTTP API against hostile HTTP, across real processes: request smuggling by
 /// two Content-Lengths, the heads RFC 9112 refuses, one address holding every connection,
 /// and `Expect: 100-continue` answered before the token is checked.
-@Suite("HTTP provider API edges, as processes")
+@Suite("HTTP provider API edges, as processes", .ownThread)
 struct HTTPEdgeProcessTests {
     typealias Setup = HTTPAPIProcessTests.Setup
 

@@ -6,7 +6,7 @@ import PushWire
 
 /// Issue 42, item 4: `key prune` names every key it keeps and why, on both backends, also
 /// right after `key rotate`, when it removes nothing.
-@Suite("key prune says why it keeps each key", .serialized)
+@Suite("key prune says why it keeps each key", .ownThread, .serialized)
 struct KeyPruneReasonTests {
     /// `securepush key ARGUMENTS --data-dir DIR`, which must succeed: its stdout's lines.
     private func key(_ arguments: [String], _ deployment: TemporaryDeployment) throws -> [String] {

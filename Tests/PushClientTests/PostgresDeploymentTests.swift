@@ -12,7 +12,7 @@ import PushWire
 /// A deployment whose stores keep their data in PostgreSQL (issue 14), through the real
 /// binary: `init --database`, the user and device commands, and two store processes over
 /// one database that clients fail over between.
-@Suite("Deployments on PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Deployments on PostgreSQL", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresDeploymentTests {
     @Test("init --database writes store.database and creates the tables; user, device and key commands then work on PostgreSQL")
     func commandsOnPostgres() throws {

@@ -5,7 +5,7 @@ import PushTestSupport
 /// What `init --database` says when the password cannot reach a server set up as
 /// Debian's (scram-sha-256 on TCP, peer on the socket): each message names the problem
 /// and what to do, and none shows a password.
-@Suite("PostgreSQL password files and authentication failures", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("PostgreSQL password files and authentication failures", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 final class PostgresPasswordFileTests {
     let cluster: PostgresCluster
     let role: String

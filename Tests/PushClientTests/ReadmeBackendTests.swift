@@ -8,7 +8,7 @@ import PushWire
 /// README.md's "Sending from your backend": its shell block (a token, then curl) and its
 /// Python block run as written, but for the deployment directory and the HTTP port, against
 /// a real store and gateway, with a device of alice's connected.
-@Suite("README: sending from your backend")
+@Suite("README: sending from your backend", .ownThread)
 struct ReadmeBackendTests {
     static let heading = "### Sending from your backend"
 

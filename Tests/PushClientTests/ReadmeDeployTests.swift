@@ -9,7 +9,7 @@ private let systemdAnalyze: String? = ["/usr/bin/systemd-analyze", "/bin/systemd
 
 private let units = ["securepush-store.service", "securepush-gateway.service"]
 
-@Suite("scripts/install.sh and the systemd units in deploy/")
+@Suite("scripts/install.sh and the systemd units in deploy/", .ownThread)
 struct ReadmeDeployTests {
     /// Runs scripts/install.sh into a temporary prefix with the binary under test.
     private func install() throws -> (prefix: String, output: String) {

@@ -204,7 +204,7 @@ private func quoted(_ text: String) -> String {
     "'" + text.replacingOccurrences(of: "'", with: "'\\''") + "'"
 }
 
-@Suite("README: the operator's walk-through runs as written")
+@Suite("README: the operator's walk-through runs as written", .ownThread)
 struct ReadmeOperatorTests {
     static let heading = "## Running it for real"
 

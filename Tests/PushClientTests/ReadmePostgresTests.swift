@@ -14,7 +14,7 @@ import Glibc
 /// role and database made with the README's createuser and createdb, the password typed
 /// at their prompts, the password file, init, the copy of the directory for the second
 /// store host made right after it, two stores (one on each directory), a gateway and a device.
-@Suite("README: several stores on a PostgreSQL server set up as Debian's", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("README: several stores on a PostgreSQL server set up as Debian's", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct ReadmePostgresTests {
     static let heading = "### Several stores on PostgreSQL"
 

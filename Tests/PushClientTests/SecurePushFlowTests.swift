@@ -99,7 +99,7 @@ final class FlowFixture {
     }
 }
 
-@Suite("Secure push end to end", .serialized)
+@Suite("Secure push end to end", .ownThread, .serialized)
 struct SecurePushFlowTests {
     @Test("[4.14-4] two devices: the logged-in one shows the text, the other the generic prompt until it logs in")
     func twoDevices() throws {

@@ -4,7 +4,7 @@ import PushSecurity
 import PushTestSupport
 import PushWire
 
-@Suite("securepush send, as a process")
+@Suite("securepush send, as a process", .ownThread)
 struct SendCommandTests {
     static func send(file: String, deployment: TemporaryDeployment, store: String, gateway: String) throws -> (status: Int32, stdout: String, stderr: String) {
         try SecurePushBinary.run(["send", "--store", store, "--gateway", gateway,

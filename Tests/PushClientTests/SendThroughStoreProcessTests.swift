@@ -7,7 +7,7 @@ import PushWire
 
 /// SEND across real processes (SPEC.md 4.17): `securepush store --gateway`, a gateway, a
 /// device, and `securepush send` without --gateway.
-@Suite("SEND through the store, as processes")
+@Suite("SEND through the store, as processes", .ownThread)
 struct SendThroughStoreProcessTests {
     /// A device of alice at the gateway, once the gateway has loaded the registry.
     static func device(_ deployment: TemporaryDeployment, gateway: Int, registration: [UInt8]) throws -> BlockingWireClient {

@@ -6,7 +6,7 @@ import PushWire
 
 /// `ServerLink.moveOn` (what the store's forwarder does after a gateway's BUSY), against
 /// two gateways in this process on 127.0.0.1.
-@Suite("ServerLink: moving on to the next address", .serialized)
+@Suite("ServerLink: moving on to the next address", .ownThread, .serialized)
 struct ServerLinkMoveOnTests {
     /// The first batch stays within the gateway's max_inflight, so all of it is outstanding.
     static let outstanding = 8

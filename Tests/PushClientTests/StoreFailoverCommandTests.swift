@@ -7,7 +7,7 @@ import PushTestSupport
 /// The client commands given `--store HOST:PORT,HOST:PORT`: they pass over a store that
 /// does not answer, fail once none does naming each, and refuse a malformed list naming
 /// the bad element.
-@Suite("Store failover: the client commands", .serialized)
+@Suite("Store failover: the client commands", .ownThread, .serialized)
 struct StoreFailoverCommandTests {
     private func run(_ arguments: [String], stdin: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
         try SecurePushBinary.run(arguments, stdin: stdin, timeoutSeconds: 30)

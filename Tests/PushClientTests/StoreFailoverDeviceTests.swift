@@ -11,7 +11,7 @@ import Testing
 /// A device and a provider given several store addresses (issue 14.5): they go through
 /// the first that answers, move to the next when theirs dies or drains, and the device
 /// shows each payload once however many stores list it.
-@Suite("Store failover: device and provider", .serialized)
+@Suite("Store failover: device and provider", .ownThread, .serialized)
 struct StoreFailoverDeviceTests {
     @Test("the first store address is dead: the device and the provider work through the second after one failed attempt each, without a backoff")
     func firstAddressDead() throws {

@@ -7,7 +7,7 @@ import PushTestSupport
 /// `securepush device run` and a provider running `securepush send`, all with `--ca-file`.
 /// Device connections move to their home loop, and store connections to the next loop in
 /// turn, with their TLS sessions.
-@Suite("TLS with several loops, across the binaries", .serialized)
+@Suite("TLS with several loops, across the binaries", .ownThread, .serialized)
 struct TLSLoopsProcessTests {
     @Test("over TLS, a store and a gateway on 4 loops each deliver a secure push to every device of the user, each shown once")
     func securePushOverTLSOnLoops() throws {

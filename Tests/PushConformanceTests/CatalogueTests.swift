@@ -3,7 +3,7 @@ import PushConformance
 import PushTestSupport
 import Testing
 
-@Suite("The conformance catalogue")
+@Suite("The conformance catalogue", .ownThread)
 struct CatalogueTests {
     let catalogue = ConformanceSuite.catalogue(ConformanceOptions())
 

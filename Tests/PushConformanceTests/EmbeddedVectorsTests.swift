@@ -9,7 +9,7 @@ import Testing
 /// After changing protocol/vectors, regenerate Sources/PushConformance/EmbeddedVectors.swift:
 ///
 ///     SECUREPUSH_WRITE_EMBEDDED_VECTORS=1 swift test --filter EmbeddedVectorsTests
-@Suite("The golden vectors built into the binary")
+@Suite("The golden vectors built into the binary", .ownThread)
 struct EmbeddedVectorsTests {
     static let vectorsDirectory = VectorFiles.protocolDirectory.appendingPathComponent("vectors")
     static let sourceFile = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -2,7 +2,7 @@ import PushConformance
 import PushTestSupport
 import Testing
 
-@Suite("The conformance cases of PUSH's user and once against this build's gateway")
+@Suite("The conformance cases of PUSH's user and once against this build's gateway", .ownThread)
 struct UserAndOnceCasesTests {
     /// The cases of 4.13-11 and 4.13-12 against a gateway on `gatewayLoops` loops.
     static func run(gatewayLoops: Int) throws -> [CaseResult] {

@@ -10,7 +10,7 @@ import PushEventLoop
 /// Against something that is not a securepush service, the run stops before its first
 /// case with one sentence saying what answered; against nothing at all, it says the
 /// service is down. The cases themselves can still fail on their own.
-@Suite("The conformance suite against deliberately wrong peers")
+@Suite("The conformance suite against deliberately wrong peers", .ownThread)
 struct WrongPeerTests {
     /// Cases that need no credentials, so every one of them reaches the peer.
     static let selection = ["hello.store-device", "hello.version-none", "frame.back-to-back", "frame.split-1-byte",
@@ -93,7 +93,7 @@ struct WrongPeerTests {
 
     @Test("against a service that is down: one line, exit 2", .timeLimit(.minutes(1)))
     func commandAgainstClosedPort() throws {
-        let port = try FakePeer.closedPort()
+        let port = try freeLoopbackPort()
         let result = try SecurePushBinary.run(["conformance", "--gateway", "127.0.0.1:\(port)"], timeoutSeconds: 30)
         #expect(result.status == 2)
         #expect(result.stderr == "Error: cannot reach the gateway at 127.0.0.1:\(port) (--gateway): connection refused; is it running?\n")

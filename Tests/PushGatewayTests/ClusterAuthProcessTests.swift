@@ -11,7 +11,7 @@ import PushWire
 /// Issue 28, item 2: a NATS client without the deployment's keys can neither inject a push
 /// nor rewrite a device's queue. Real nodes, a real nats-server, and a plain NATS client of
 /// the test's own publishing what an attacker with NATS access could.
-@Suite("A gateway cluster refuses what a plain NATS client forges", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A gateway cluster refuses what a plain NATS client forges", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterAuthProcessTests {
     static let rejected = "securepush_gateway_cluster_messages_rejected_total"
 

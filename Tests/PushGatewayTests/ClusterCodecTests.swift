@@ -6,7 +6,7 @@ import PushWire
 
 /// The tagged layout of the messages gateway nodes exchange and keep in JetStream
 /// (protocol/CLUSTER.md), against the golden vectors of protocol/vectors/cluster.txt.
-@Suite("Gateway cluster: message layout")
+@Suite("Gateway cluster: message layout", .ownThread)
 struct ClusterCodecTests {
     static func push(_ id: UInt8, priority: UInt8, collapse: String?, expiresIn ms: UInt64) -> ClusterPush {
         ClusterUnitTests.push(id, priority: priority, collapse: collapse, expiresIn: ms)

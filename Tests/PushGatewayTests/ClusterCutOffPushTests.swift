@@ -7,7 +7,7 @@ import PushWire
 /// SPEC.md 4.13-13: a node that cannot reach NATS answers BUSY to a PUSH for devices only
 /// the cluster could reach, after delivering it to its own; a store forwarding a SEND
 /// keeps the push and sends it again until a node can deliver it ([4.17-4]).
-@Suite("A push through a node cut off from NATS", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A push through a node cut off from NATS", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterCutOffPushTests {
     /// A PUSH's reply: its counts, or the status of its ERROR.
     enum Reply: Equatable {

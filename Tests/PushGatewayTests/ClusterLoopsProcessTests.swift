@@ -9,7 +9,7 @@ import PushWire
 /// PUSH reaches the node's other loop inside the process and the other node's loops over
 /// NATS, and its PUSH_ACK sums them all. Each test checks that its devices really live on
 /// both loops of a node.
-@Suite("Cluster nodes on two loops each, every part a process", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("Cluster nodes on two loops each, every part a process", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterLoopsProcessTests {
     static let loops = 2
 

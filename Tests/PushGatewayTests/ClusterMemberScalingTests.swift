@@ -10,7 +10,7 @@ import PushWire
 /// (CLUSTER.md, "One heartbeat per node"), and a device's presence goes to its home member
 /// of each node ("Presence by bucket"). The nats-server's monitoring endpoint counts what
 /// travels.
-@Suite("Cluster heartbeats per node and presence per home member, every part a process", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("Cluster heartbeats per node and presence per home member, every part a process", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterMemberScalingTests {
     /// The nats-server's counters (/varz), and each connection's published messages by name (/connz).
     struct NATSCounts {

@@ -10,7 +10,7 @@ import PushWire
 /// nats-server is SIGKILLed and restarted under load, several times; devices stay
 /// connected to their nodes throughout, so nothing but the cluster can bring them a push
 /// (no reconnect, hence no SYNC).
-@Suite("A gateway cluster through NATS outages, devices connected", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A gateway cluster through NATS outages, devices connected", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterNATSOutageTests {
     /// After the last restart, every acknowledged push is shown within this long.
     static let recoveryBoundSeconds = 10.0

@@ -7,7 +7,7 @@ import PushWire
 /// Cluster nodes on secured links to NATS (issue 28, item 2): TLS with a CA and a client
 /// certificate, a user with a password file or a token file; a refused node fails at
 /// start with the reason, and no secret reaches a log or an error.
-@Suite("A gateway cluster over NATS with TLS and credentials", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A gateway cluster over NATS with TLS and credentials", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterNATSSecurityTests {
     static let password = "pw-5f2c9e-never-logged"
     static let token = "tok-81d0aa-never-logged"

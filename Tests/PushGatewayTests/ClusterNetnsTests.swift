@@ -15,7 +15,7 @@ import PushWire
 ///
 /// Needs root and `ip netns` (CI runs as root) and nats-server; skipped otherwise, even with
 /// SECUREPUSH_REQUIRE_NATS=1.
-@Suite("A gateway cluster across network namespaces", .serialized,
+@Suite("A gateway cluster across network namespaces", .ownThread, .serialized,
        .enabled(if: NATSServer.available && NetworkNamespaces.available))
 struct ClusterNetnsTests {
     @Test("[4.13-3] a push via the node in namespace 1 reaches a device on the node in namespace 3 over the veth links")

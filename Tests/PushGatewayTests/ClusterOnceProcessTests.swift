@@ -7,7 +7,7 @@ import PushWire
 /// part a process: a repeat entering at another node is delivered nowhere again and gets
 /// the first counts, whether the device is connected to another node or its queue waits
 /// in JetStream ([4.13-12]), and `user` holds across nodes ([4.13-11]).
-@Suite("A three-node gateway cluster: PUSH's user and once", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A three-node gateway cluster: PUSH's user and once", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterOnceProcessTests {
     @Test("[4.13-12] [4.13-11] a repeat via each other node: written and queued once, the first PUSH_ACK each time")
     func repeatAtOtherNodes() throws {

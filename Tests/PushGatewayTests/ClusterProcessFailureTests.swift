@@ -7,7 +7,7 @@ import PushWire
 
 /// The cluster under failure (issue 15, item 8): a gateway SIGKILLed while pushes flow,
 /// and the nats-server restarted while pushes flow.
-@Suite("A three-node gateway cluster under failure", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A three-node gateway cluster under failure", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterProcessFailureTests {
     @Test("SIGKILL of one node under load: its devices reconnect elsewhere and every stored payload is shown exactly once")
     func killOneNode() throws {

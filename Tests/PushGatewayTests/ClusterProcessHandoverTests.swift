@@ -7,7 +7,7 @@ import PushWire
 /// What a node holds for a device when the device leaves it, by a node shutting down or by
 /// connecting elsewhere: the unacknowledged pushes go back to its queue in JetStream
 /// ([4.14-7]) and come to the node it connects to next.
-@Suite("A three-node gateway cluster: pushes handed over between nodes", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A three-node gateway cluster: pushes handed over between nodes", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterProcessHandoverTests {
     @Test("[4.14-7] SIGTERM of a node: its devices' unacknowledged pushes reach them on another node, in the order written")
     func drainHandsOver() throws {

@@ -6,7 +6,7 @@ import PushWire
 
 /// A device moving while pushes for it flow through other nodes: what PUSH_ACK counted for
 /// it reaches it on the connection it ends up with, without a reconnect to fetch it.
-@Suite("A three-node gateway cluster: pushes racing a device's moves", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A three-node gateway cluster: pushes racing a device's moves", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterProcessRaceTests {
     @Test("[4.13-7] pushes via two nodes while the device connects to the third: every counted push arrives there")
     func pushesRacingAConnect() throws {

@@ -5,7 +5,7 @@ import PushTestSupport
 import PushWire
 
 /// The store's registry as every node of a cluster follows it (issue 15, item 6).
-@Suite("A three-node gateway cluster following the store's registry", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A three-node gateway cluster following the store's registry", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterProcessRegistryTests {
     @Test("[7.4-6] a revocation closes the device's connection on whichever node holds it, and every node refuses it after")
     func revocationReachesEveryNode() throws {

@@ -7,7 +7,7 @@ import PushWire
 /// Three `securepush gateway --cluster` processes over a nats-server with JetStream and a
 /// store (issue 15, item 8): routing across nodes, cluster-wide PUSH_ACK counts, queues
 /// that follow a device to another node, and one connection per device id.
-@Suite("A three-node gateway cluster, every part a process", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A three-node gateway cluster, every part a process", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterProcessTests {
     @Test("[4.13-3] a push via each node reaches a device on each other node; written counts devices across the cluster")
     func pushesAcrossNodes() throws {

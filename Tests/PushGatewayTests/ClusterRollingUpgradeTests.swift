@@ -10,7 +10,7 @@ import PushWire
 /// node of the previous build, played by a plain NATS client holding the deployment's key,
 /// heartbeats per member (no `loops`) and publishes presence on the unbucketed subject only.
 /// The node of this build must still be heard by it, and hear it.
-@Suite("A gateway cluster shared with a node of the previous build", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("A gateway cluster shared with a node of the previous build", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterRollingUpgradeTests {
     @Test("while a previous-build node heartbeats, every loop of g1 heartbeats and presence also goes on the old subject; its presence is read")
     func previousBuildNode() throws {

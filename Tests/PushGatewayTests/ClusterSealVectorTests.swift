@@ -6,7 +6,7 @@ import PushTestSupport
 
 /// protocol/vectors/cluster-seal.txt, written by protocol/tools/gen_cluster_vectors.py from
 /// CLUSTER.md alone: the Swift seal writes the same bytes and refuses the same ones.
-@Suite("Gateway cluster: sealed vectors")
+@Suite("Gateway cluster: sealed vectors", .ownThread)
 struct ClusterSealVectorTests {
     struct Vector {
         var name: String

@@ -6,7 +6,7 @@ import PushWire
 
 /// A SEND to one device whose push goes through a gateway cluster node: what the user's
 /// other devices SYNC from the store afterwards (SPEC.md 4.9-4).
-@Suite("SEND to one device through a gateway cluster: what SYNC shows", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("SEND to one device through a gateway cluster: what SYNC shows", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterSendAudienceTests {
     @Test("[4.9-4] [4.9-1] [4.17-3] a SEND to device decoy reaches decoy through a cluster node; alice's other device, connecting afterwards, and a device enrolled afterwards do not SYNC it and may not FETCH it")
     func deviceTargetThroughCluster() throws {

@@ -6,7 +6,7 @@ import PushWire
 
 /// A store handing SENDs' pushes to a gateway cluster (SPEC.md 4.17-3, 4.17-4, 4.17-8):
 /// the node it forwards to is SIGKILLed while SENDs flow.
-@Suite("SEND into a gateway cluster, as processes", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("SEND into a gateway cluster, as processes", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct ClusterSendProcessTests {
     @Test("[4.17-4] [4.17-8] the node a store forwards to is SIGKILLed while SENDs flow: the store goes on through another node, and every acknowledged SEND reaches each device once")
     func forwardingNodeKilled() throws {

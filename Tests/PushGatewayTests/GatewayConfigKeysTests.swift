@@ -3,7 +3,7 @@ import PushGateway
 import PushSecurity
 import PushTestSupport
 
-@Suite("The gateway's settings from the config file")
+@Suite("The gateway's settings from the config file", .ownThread)
 struct GatewayConfigKeysTests {
     @Test("gateway.* keys set the queue, output limit, delivery window, stall limit, connection limit and keepalive")
     func gatewayKeys() throws {

@@ -60,7 +60,7 @@ func metricValue(_ text: String, _ name: String) -> Int? {
 
 /// Issue 11, items 3 to 5: nothing a device was sent is lost when its connection ends,
 /// backlogs are paced by the delivery window, DELIVERY_ACK must name the push.
-@Suite("Gateway delivery: window, requeue, acknowledgement")
+@Suite("Gateway delivery: window, requeue, acknowledgement", .ownThread)
 struct GatewayDeliveryTests {
     @Test("a backlog of 1,000 pushes larger than the default output cap (queue capacity 1000) is paced by the window: HELLO_OK, then all 1,000 once, in order, no cut")
     func bigBacklogIsPaced() throws {
@@ -196,7 +196,7 @@ struct GatewayDeliveryTests {
 }
 
 /// Items 3 and 4 of issue 11 as reported, against the real binary.
-@Suite("The gateway binary: delivery under a small output cap and a big backlog")
+@Suite("The gateway binary: delivery under a small output cap and a big backlog", .ownThread)
 struct GatewayDeliveryProcessTests {
     @Test("--max-output-bytes 4096, a device that does not read, 64 pushes: not cut, and all 64 arrive once on its next connection")
     func stalledDeviceThenReconnect() throws {

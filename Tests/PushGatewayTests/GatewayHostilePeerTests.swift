@@ -8,7 +8,7 @@ import PushWire
 
 /// Hostile peers against the real gateway binary: the refusals and pending handshakes
 /// show in its metrics, and admitted devices keep being served.
-@Suite("Hostile peers against the gateway binary")
+@Suite("Hostile peers against the gateway binary", .ownThread)
 struct GatewayHostilePeerTests {
     @Test("[7] pending handshakes and refusals by reason are gauges and counters on /metrics; a device is served meanwhile")
     func refusalsInMetrics() throws {

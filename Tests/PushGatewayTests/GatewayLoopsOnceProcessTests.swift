@@ -15,7 +15,7 @@ extension BlockingWireClient {
 
 /// `securepush gateway --loops 4`: a PUSH with `once` repeated through a provider whose
 /// connection another loop serves ([4.13-12]), and `user` across the loops ([4.13-11]).
-@Suite("A gateway on several loop threads: PUSH's user and once")
+@Suite("A gateway on several loop threads: PUSH's user and once", .ownThread)
 struct GatewayLoopsOnceProcessTests {
     static let loops = GatewayLoopsProcessTests.loops
 

@@ -7,7 +7,7 @@ import PushWire
 /// `securepush gateway --loops N`: several loop threads in one process, each serving the
 /// devices whose id hashes to it, behind one listening port. Every test checks that its
 /// devices really are spread over more than one home loop.
-@Suite("A gateway on several loop threads")
+@Suite("A gateway on several loop threads", .ownThread)
 struct GatewayLoopsProcessTests {
     static let loops = 4
 

@@ -6,7 +6,7 @@ import PushWire
 
 /// Device ids, users and tags at the gateway are compared as exact bytes ([3.3-9]): the
 /// NFC and NFD spellings of one name, equal under Swift's `String ==`, are two names.
-@Suite("Gateway names as exact bytes")
+@Suite("Gateway names as exact bytes", .ownThread)
 struct GatewayNameBytesTests {
     /// "zoë" with U+00EB, and with "e" and U+0308.
     static let nfc = "zo\u{EB}"

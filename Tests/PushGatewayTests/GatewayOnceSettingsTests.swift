@@ -6,7 +6,7 @@ import PushTestSupport
 import PushWire
 
 /// The bound of remembered once ids ([4.13-12]): `--once-memory`, `gateway.once_memory`.
-@Suite("The gateway's once memory setting")
+@Suite("The gateway's once memory setting", .ownThread)
 struct GatewayOnceSettingsTests {
     @Test("gateway.once_memory sets the bound; without it the default is the documented one")
     func configKey() throws {

@@ -23,7 +23,7 @@ final class GatewayProcess: GatewayUnderTest {
     }
 }
 
-@Suite("The gateway binary")
+@Suite("The gateway binary", .ownThread)
 struct GatewayProcessTests {
     @Test("--metrics serves GET /metrics in the Prometheus text format")
     func metricsEndpoint() throws {

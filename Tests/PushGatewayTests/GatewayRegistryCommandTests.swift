@@ -8,7 +8,7 @@ import PushWire
 
 /// `securepush gateway`'s registry flags and config key, with the gateway as a child
 /// process and a `FakeRegistryStore` in this process as the store.
-@Suite("securepush gateway --store", .serialized)
+@Suite("securepush gateway --store", .ownThread, .serialized)
 struct GatewayRegistryCommandTests {
     /// HELLOs with `credential` until one is not BUSY (the registry is loaded), at most `seconds`.
     func settledHello(_ gateway: ServiceProcess, _ credential: [UInt8], seconds: Double = 15) throws -> Message? {

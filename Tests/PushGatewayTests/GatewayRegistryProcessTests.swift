@@ -115,7 +115,7 @@ final class RegistryDeployment {
     }
 }
 
-@Suite("The gateway binary following the store's registry (needs the store side of the registry)", .serialized)
+@Suite("The gateway binary following the store's registry (needs the store side of the registry)", .ownThread, .serialized)
 struct GatewayRegistryProcessTests {
     @Test("[7.4-4] a revoked registration is refused at HELLO")
     func revokedRefused() throws {

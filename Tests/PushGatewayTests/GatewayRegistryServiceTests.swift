@@ -85,7 +85,7 @@ func errorStatus(_ message: Message) -> Status? {
     return nil
 }
 
-@Suite("Gateway following a store's registry, in-process", .serialized)
+@Suite("Gateway following a store's registry, in-process", .ownThread, .serialized)
 struct GatewayRegistryServiceTests {
     @Test("[7.4-4] [4.16-12] a gateway started before its store answers device and provider HELLOs with BUSY and is not ready, then loads once the store comes up")
     func loadsWhenStoreComesUp() throws {
@@ -244,7 +244,7 @@ struct GatewayRegistryServiceTests {
     }
 }
 
-@Suite("A device whose registration is revoked", .serialized)
+@Suite("A device whose registration is revoked", .ownThread, .serialized)
 struct DeviceRevocationTests {
     @Test("[7.4-6] GOAWAY REVOKED stops DeviceClient with a permanent failure; a revoked registration's HELLO stops it too")
     func deviceStops() throws {
@@ -284,7 +284,7 @@ struct DeviceRevocationTests {
     }
 }
 
-@Suite("Refused HELLO credentials are counted by role and reason")
+@Suite("Refused HELLO credentials are counted by role and reason", .ownThread)
 struct CredentialRefusalMetricsTests {
     @Test("[7.1-5] a replayed provider credential, an expired one and a forged one each count under their reason")
     func providerReasons() throws {

@@ -87,7 +87,7 @@ extension BlockingWireClient {
     }
 }
 
-@Suite("Gateway service over real sockets, in-process")
+@Suite("Gateway service over real sockets, in-process", .ownThread)
 struct GatewayServiceTests {
     @Test("[4.13-3] delivery to one device, to a user with three devices, and to a tag")
     func delivery() throws {

@@ -23,7 +23,7 @@ extension [Message] {
 /// GOAWAY SLOW_CONSUMER after the stall limit ([5.5-7]), not after the 45 s of the keepalive;
 /// one that reads and does not acknowledge stays; one that reads nothing gets one MISSED
 /// frame, not one per push dropped ([4.15-5]).
-@Suite("The gateway binary: stalled devices and MISSED")
+@Suite("The gateway binary: stalled devices and MISSED", .ownThread)
 struct GatewayStallProcessTests {
     @Test("""
         [5.5-7] [4.14-7] --output-stall-ms 1000: a device that stops reading (2 KiB receive buffer) while 200 pushes \

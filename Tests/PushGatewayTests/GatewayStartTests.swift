@@ -16,7 +16,7 @@ private func startFailure(_ configuration: GatewayConfiguration) throws -> Gatew
     }
 }
 
-@Suite("Starting a gateway")
+@Suite("Starting a gateway", .ownThread)
 struct GatewayStartTests {
     @Test("a port already taken fails the start")
     func portTaken() throws {

@@ -15,7 +15,7 @@ private func jsonLogLines(_ text: String) -> [[String: Any]] {
     }
 }
 
-@Suite("The gateway's metrics, health endpoints and logs")
+@Suite("The gateway's metrics, health endpoints and logs", .ownThread)
 struct ObserveGatewayMonitoringTests {
     @Test("after real traffic /metrics parses strictly, every family has HELP, the PUSH and delivery histograms moved; a refused registration is logged as JSON and counted")
     func metricsAndLogsAfterTraffic() throws {

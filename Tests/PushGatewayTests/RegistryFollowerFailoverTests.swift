@@ -12,7 +12,7 @@ import Testing
 /// A gateway following the registry through a list of stores over one database (issue
 /// 14.5): it loads through the first that answers, and when that one fails it moves to the
 /// next and goes on from its cursor ([4.16-13]), so revocations keep reaching it.
-@Suite("Registry follower failover across stores", .serialized)
+@Suite("Registry follower failover across stores", .ownThread, .serialized)
 struct RegistryFollowerFailoverTests {
     /// A gateway in this process following the stores on 127.0.0.1 at `ports`, in order.
     private func gateway(_ deployment: TemporaryDeployment, stores ports: [Int], waitMs: UInt32 = 2_000) throws -> InProcessGateway {

@@ -4,7 +4,7 @@ import PushNATS
 import PushTestSupport
 import Testing
 
-@Suite(.enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
+@Suite(.ownThread, .enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
 struct JetStreamTests {
     @Test("ensureStream is idempotent, and updates a stream whose config changed (max age)")
     func ensureStream() async throws {

@@ -3,7 +3,7 @@ import PushNATS
 import PushTestSupport
 import Testing
 
-@Suite(.enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
+@Suite(.ownThread, .enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
 struct NATSCoreTests {
     @Test("a published message reaches a subscriber on another connection, its handler on the loop thread")
     func publishSubscribe() async throws {

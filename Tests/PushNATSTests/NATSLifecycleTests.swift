@@ -3,7 +3,7 @@ import PushNATS
 import PushTestSupport
 import Testing
 
-@Suite(.enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
+@Suite(.ownThread, .enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
 struct NATSLifecycleTests {
     @Test("publishing while disconnected fills the reconnect buffer, then fails with libnats' error instead of dropping")
     func reconnectBufferFull() async throws {

@@ -5,7 +5,7 @@ import PushNATS
 import PushTestSupport
 import Testing
 
-@Suite(.enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
+@Suite(.ownThread, .enabled(if: NATSServer.testsEnabled, "nats-server is not installed"))
 struct NATSReconnectTests {
     @Test("a restarted server (same port and store): .disconnected, then .reconnected, and the old subscriptions work again")
     func serverRestart() async throws {

@@ -6,7 +6,7 @@ import Testing
 
 /// NATSSecurity on the connection itself: TLS with a client certificate and a user, the
 /// start-up probe's verdicts, and URLs redacted wherever they are shown.
-@Suite("NATS connections with TLS and credentials", .serialized, .enabled(if: NATSServer.testsEnabled))
+@Suite("NATS connections with TLS and credentials", .ownThread, .serialized, .enabled(if: NATSServer.testsEnabled))
 struct NATSSecurityTests {
     /// A CA, a server certificate for 127.0.0.1 and a client certificate, removed at deinit.
     final class Certificates {
@@ -102,7 +102,7 @@ struct NATSSecurityTests {
     }
 }
 
-@Suite("NATSConnection when libnats gives up", .enabled(if: NATSServer.testsEnabled))
+@Suite("NATSConnection when libnats gives up", .ownThread, .enabled(if: NATSServer.testsEnabled))
 struct NATSGiveUpTests {
     @Test("a server that refuses the credentials twice in a row: libnats gives up for good, and the connection closes and keeps its last error")
     func refusedCredentialsGiveUp() async throws {
@@ -127,7 +127,7 @@ struct NATSGiveUpTests {
     }
 }
 
-@Suite("NATSConnection reopening after libnats gave up", .enabled(if: NATSServer.testsEnabled))
+@Suite("NATSConnection reopening after libnats gave up", .ownThread, .enabled(if: NATSServer.testsEnabled))
 struct NATSReopenTests {
     static func writeConfig(_ path: String, token: String) throws {
         guard FileManager.default.createFile(atPath: path, contents: Data("authorization { token: \"\(token)\" }\n".utf8),

@@ -5,7 +5,7 @@ import Testing
 
 /// The loop's watch on a descriptor someone else owns (libpq's socket): callbacks follow
 /// readiness and interest, and the descriptor is never closed by the watch.
-@Suite struct FileDescriptorWatchTests {
+@Suite(.ownThread) struct FileDescriptorWatchTests {
     private func socketPair() throws -> (Int32, Int32) {
         var fds: [Int32] = [-1, -1]
         let result = socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &fds)

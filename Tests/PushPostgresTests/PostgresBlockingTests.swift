@@ -3,7 +3,7 @@ import PushTestSupport
 import Testing
 
 /// The blocking connection the CLI commands use.
-@Suite(.enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
+@Suite(.ownThread, .enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
 struct PostgresBlockingTests {
     @Test("execute runs a script of several statements; query binds parameters and reads rows")
     func scriptAndQuery() async throws {

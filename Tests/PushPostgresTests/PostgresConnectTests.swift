@@ -6,7 +6,7 @@ import Testing
 
 /// Connection strings and connecting: typed errors, no password in any message, and a
 /// connect that moves on to another address (libpq replaces its socket).
-@Suite struct PostgresURLTests {
+@Suite(.ownThread) struct PostgresURLTests {
     @Test("an unparsable connection string is .invalidURL naming the problem, never the password")
     func invalidURLs() {
         let cases = [
@@ -50,7 +50,7 @@ import Testing
     }
 }
 
-@Suite(.enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
+@Suite(.ownThread, .enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
 struct PostgresConnectTests {
     @Test("a bad URL fails connect with .invalidURL, on the loop, not inside connect()")
     func badURLFailsLater() throws {
@@ -69,7 +69,7 @@ struct PostgresConnectTests {
     func closedPortRefused() throws {
         let loop = try EventLoop()
         defer { loop.shutdown() }
-        let port = try closedPort()
+        let port = try freeLoopbackPort()
         let start = ContinuousClock.now
         let result = try wait(loop) { PostgresConnection.connect("postgresql://postgres@127.0.0.1:\(port)/x", on: loop, completion: $0) }
         #expect(failure(result)?.kind == .connection)
@@ -105,7 +105,7 @@ struct PostgresConnectTests {
         let database = String(url.split(separator: "/").last ?? "")
         let loop = try EventLoop()
         defer { loop.shutdown() }
-        let conninfo = "host=127.0.0.1,127.0.0.1 port=\(try closedPort()),\(cluster.port) user=\(cluster.user) dbname=\(database)"
+        let conninfo = "host=127.0.0.1,127.0.0.1 port=\(try freeLoopbackPort()),\(cluster.port) user=\(cluster.user) dbname=\(database)"
         let connection = try connect(conninfo, on: loop)
         defer { connection.close() }
         #expect(try connection.run(loop, "SELECT 1").int32(0, 0) == 1)

@@ -4,7 +4,7 @@ import PushTestSupport
 import Testing
 
 /// A server crash under a connection with requests in flight.
-@Suite(.enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
+@Suite(.ownThread, .enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
 struct PostgresFaultTests {
     @Test("killing the server fails every pending request with .connection, then onClose runs once; after a restart a new connection works")
     func serverCrash() async throws {

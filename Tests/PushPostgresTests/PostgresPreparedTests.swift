@@ -4,7 +4,7 @@ import PushTestSupport
 import Testing
 
 /// Protocol-level prepared statements (`PostgresStatement.prepared`) and array parameters.
-@Suite(.enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
+@Suite(.ownThread, .enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
 struct PostgresPreparedTests {
     @Test("a prepared statement is parsed once per connection and parameter types, then reused; pipelined from its first use")
     func preparesOnce() async throws {

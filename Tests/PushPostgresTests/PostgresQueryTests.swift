@@ -5,7 +5,7 @@ import Testing
 
 /// Queries against a real server over a real socket: values both ways, pipelining, and
 /// failures that stay with their own request.
-@Suite(.enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
+@Suite(.ownThread, .enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
 struct PostgresQueryTests {
     @Test("every value type round-trips as a parameter and as a column, NULL and bytea with zero bytes included")
     func valuesRoundTrip() async throws {

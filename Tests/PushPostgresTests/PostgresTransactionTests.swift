@@ -5,7 +5,7 @@ import Testing
 
 /// `transaction`: one round trip, all or nothing, and nothing left behind that would
 /// disturb the requests pipelined after it.
-@Suite(.enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
+@Suite(.ownThread, .enabled(if: PostgresCluster.testsEnabled, "PostgreSQL is not installed"))
 struct PostgresTransactionTests {
     @Test("a transaction commits every statement and returns one result each")
     func commitsAll() async throws {

@@ -8,7 +8,7 @@ import Testing
 
 /// ServiceHost's admission in-process: pending caps, admitted slots, the frame limit before
 /// HELLO_OK, and the refusals counted.
-@Suite("ServiceHost admission")
+@Suite("ServiceHost admission", .ownThread)
 struct AdmissionTests {
     static func limits(pending: Int = 8, perAddress: Int = 2, connections: Int = 10) -> ServiceLimits {
         var limits = ServiceLimits(name: "test-service", served: [.store])

@@ -23,7 +23,7 @@ private struct ShardMetrics {
     }
 }
 
-@Suite("Metrics snapshots and merging across loops")
+@Suite("Metrics snapshots and merging across loops", .ownThread)
 struct MetricsSnapshotTests {
     @Test("a registry renders exactly what it always rendered: escapes, exact integers past 2^53, negative gauges, histograms")
     func renderIsUnchanged() {

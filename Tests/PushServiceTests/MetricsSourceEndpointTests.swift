@@ -61,7 +61,7 @@ private final class Monitor: Sendable {
     }
 }
 
-@Suite("Serving several loops' metrics from one MonitoringEndpoint")
+@Suite("Serving several loops' metrics from one MonitoringEndpoint", .ownThread)
 struct MetricsSourceEndpointTests {
     @Test("/metrics on loop A serves A's registry plus those of loops B and C, summed by series")
     func sumsOverLoops() throws {

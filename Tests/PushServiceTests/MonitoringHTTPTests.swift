@@ -45,7 +45,7 @@ private final class MonitorUnderTest: Sendable {
     }
 }
 
-@Suite("Monitoring endpoint over HTTP", .serialized)
+@Suite("Monitoring endpoint over HTTP", .ownThread, .serialized)
 struct MonitoringHTTPTests {
     @Test("GET /metrics is 200 with the text format's type, its length and Connection: close, then closed, even when the client asks to keep it")
     func getMetrics() throws {

@@ -36,7 +36,7 @@ private final class RunningMonitor: Sendable {
     deinit { thread.shutdown() }
 }
 
-@Suite("Monitoring endpoint, JSON logs and log throttling")
+@Suite("Monitoring endpoint, JSON logs and log throttling", .ownThread)
 struct ObserveEndpointTests {
     @Test("/healthz is 200 while the loop runs; /readyz follows readiness with a one-line reason; /metrics is the text format")
     func endpoints() throws {

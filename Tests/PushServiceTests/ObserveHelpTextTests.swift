@@ -20,7 +20,7 @@ private func optionParagraphs(_ help: String) -> [String: String] {
     return options.mapValues { $0.split(whereSeparator: \.isWhitespace).joined(separator: " ") }
 }
 
-@Suite("Service help texts")
+@Suite("Service help texts", .ownThread)
 struct ObserveHelpTextTests {
     @Test("store and gateway --help show a default for every setting and point at the config file", arguments: ["store", "gateway"])
     func defaultsShown(service: String) throws {

@@ -20,7 +20,7 @@ private func sampleRegistry() -> (MetricsRegistry, MetricCounter, MetricGauge, L
     return (registry, counter, gauge, histogram)
 }
 
-@Suite("Metrics registry and Prometheus text")
+@Suite("Metrics registry and Prometheus text", .ownThread)
 struct ObserveMetricsTests {
     @Test("what a service counts reads back through a strict text-format parser, HELP and TYPE on every family")
     func roundTrip() throws {

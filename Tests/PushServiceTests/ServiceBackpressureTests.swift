@@ -61,7 +61,7 @@ final class CountingClient {
     }
 }
 
-@Suite("ServiceHost back-pressure")
+@Suite("ServiceHost back-pressure", .ownThread)
 struct ServiceBackpressureTests {
     static func start(_ loop: EventLoop) throws -> (BigReplies, CountingClient) {
         var limits = ServiceLimits(name: "test-service", served: [.fetch])

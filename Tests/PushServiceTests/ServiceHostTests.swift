@@ -67,7 +67,7 @@ final class RecordingClient {
 }
 
 /// ServiceHost in-process: the session's rules carried out over real sockets on one loop.
-@Suite("ServiceHost in-process")
+@Suite("ServiceHost in-process", .ownThread)
 struct ServiceHostTests {
     static func limits(handshakeMs: Int64 = 10_000) -> ServiceLimits {
         var limits = ServiceLimits(name: "test-service", served: [.store])

@@ -61,7 +61,7 @@ struct APITokenCacheScenario {
     }
 }
 
-@Suite("HTTP API tokens cached per store, revoked at once (SQLite)", .serialized)
+@Suite("HTTP API tokens cached per store, revoked at once (SQLite)", .ownThread, .serialized)
 struct APITokenCacheProcessTests {
     @Test("two stores on one SQLite file keep a token they accepted and refuse it on their very next request once it is revoked")
     func sqlite() throws {
@@ -71,7 +71,7 @@ struct APITokenCacheProcessTests {
     }
 }
 
-@Suite("HTTP API tokens cached per store, revoked at once (PostgreSQL)", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("HTTP API tokens cached per store, revoked at once (PostgreSQL)", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresAPITokenCacheProcessTests {
     @Test("two stores on one PostgreSQL database keep a token they accepted and refuse it on their very next request once it is revoked")
     func postgres() throws {

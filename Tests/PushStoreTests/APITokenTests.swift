@@ -7,7 +7,7 @@ import PushTestSupport
 import PushWire
 import Testing
 
-@Suite("Provider API tokens")
+@Suite("Provider API tokens", .ownThread)
 struct APITokenTests {
     @Test("a minted token parses back to its id and secret, which its record accepts")
     func roundTrip() throws {
@@ -90,7 +90,7 @@ struct APITokenTests {
     }
 }
 
-@Suite("Provider API tokens on SQLite")
+@Suite("Provider API tokens on SQLite", .ownThread)
 struct SQLiteAPITokenTests {
     /// The store's read of `id` through a SQLite backend on the database, as a request makes it.
     private func read(_ id: String, path: String, alsoUser: String? = nil) throws -> StoreReadResult {
@@ -166,7 +166,7 @@ extension SchemaMigrationTests {
     }
 }
 
-@Suite("API token scopes")
+@Suite("API token scopes", .ownThread)
 struct APITokenScopeTests {
     @Test("scopes round-trip through their stored text; unknown names, empty lists and stray commas are refused")
     func scopesParse() {

@@ -28,7 +28,7 @@ final class AcknowledgedLedger: @unchecked Sendable {
     }
 }
 
-@Suite("Durability under SIGKILL", .serialized)
+@Suite("Durability under SIGKILL", .ownThread, .serialized)
 struct DurabilityTests {
     /// Sends pipelined STOREs until the connection dies, recording each STORE_OK.
     static func sendUntilKilled(port: Int, credential: [UInt8], sender: Int, ledger: AcknowledgedLedger) {

@@ -4,7 +4,7 @@ import Testing
 
 /// What evhttp answers itself (it never reaches the handler) comes out in the endpoint's own
 /// format: problem documents on the store's HTTP API, plain text on its monitoring endpoint.
-@Suite("evhttp's own answers in the endpoints' formats, as a process", .serialized)
+@Suite("evhttp's own answers in the endpoints' formats, as a process", .ownThread, .serialized)
 struct HTTPErrorPageProcessTests {
     final class Store {
         let deployment: TemporaryDeployment

@@ -56,7 +56,7 @@ func isGoaway(_ message: Message, _ status: Status, lastCorrelation: UInt32) -> 
 /// Hostile peers against the real store binary (issue 11, items 7 to 10): each test
 /// asserts the figure it is about. Hostile traffic comes from 127.0.0.x addresses other
 /// than 127.0.0.1, which good clients use.
-@Suite("Hostile peers against the store binary")
+@Suite("Hostile peers against the store binary", .ownThread)
 struct HostilePeerProcessTests {
     @Test("[7] HELLO must complete within the default 5,000 ms: silent and trickling peers get GOAWAY TIMEOUT (last_correlation 0), then close")
     func handshakeDeadline() throws {
@@ -237,7 +237,7 @@ extension HostilePeerProcessTests {
     }
 }
 
-@Suite("Connection settings from the config file")
+@Suite("Connection settings from the config file", .ownThread)
 struct ConnectionConfigTests {
     @Test("store.* keys win over the bare keys; a zero is refused at start")
     func storeKeys() throws {

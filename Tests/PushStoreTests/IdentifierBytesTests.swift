@@ -10,7 +10,7 @@ import Testing
 /// Names are exact bytes on every path to the database ([3.3-8], [3.3-9]): a name is never
 /// cut at a NUL on its way to SQLite or PostgreSQL, a control character in one is
 /// BAD_REQUEST, and two spellings of one text are two users. Each case runs on both backends.
-@Suite("Names as exact bytes, on every backend", .serialized)
+@Suite("Names as exact bytes, on every backend", .ownThread, .serialized)
 struct IdentifierBytesTests {
     static let nfc = "zo\u{EB}"
     static let nfd = "zoe\u{308}"

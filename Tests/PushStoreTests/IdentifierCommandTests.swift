@@ -8,7 +8,7 @@ import Testing
 /// ([3.3-8]): a control character is refused with a message naming the option and a
 /// non-zero exit, and nothing is recorded. (A process argument cannot hold a NUL, so these
 /// cases use the other controls.)
-@Suite("Names on the command line and in the config file")
+@Suite("Names on the command line and in the config file", .ownThread)
 struct IdentifierCommandTests {
     private func run(_ arguments: [String], _ deployment: TemporaryDeployment, stdin: String? = nil) throws -> (status: Int32, stdout: String, stderr: String) {
         try SecurePushBinary.run(arguments + ["--data-dir", deployment.directory], stdin: stdin)

@@ -23,7 +23,7 @@ extension StoreProcess {
     }
 }
 
-@Suite("User removal against the store binary")
+@Suite("User removal against the store binary", .ownThread)
 struct UserRemovalProcessTests {
     @Test("user remove refuses the user's old token and new STOREs at once, on connections already open")
     func removalReachesARunningStore() throws {
@@ -94,7 +94,7 @@ struct UserRemovalProcessTests {
     }
 }
 
-@Suite("Payload bytes at rest, through the store binary")
+@Suite("Payload bytes at rest, through the store binary", .ownThread)
 struct DataAtRestProcessTests {
     /// Every byte of the database, its WAL and its shared memory file.
     private func bytesAtRest(_ store: StoreProcess) -> [UInt8] {

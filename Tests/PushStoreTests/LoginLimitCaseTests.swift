@@ -140,7 +140,7 @@ func comparable(_ state: LoginLimitState) -> LoginLimitState {
     return state
 }
 
-@Suite("Login limits: one case table for the rule and both backends ([8-5])")
+@Suite("Login limits: one case table for the rule and both backends ([8-5])", .ownThread)
 struct LoginLimitCaseTests {
     @Test("the rule (LoginThrottle)", arguments: loginLimitCases)
     func rule(_ example: LoginLimitCase) {

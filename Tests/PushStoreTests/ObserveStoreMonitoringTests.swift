@@ -35,7 +35,7 @@ private func jsonLogLines(_ text: String) -> [[String: Any]] {
     }
 }
 
-@Suite("The store's metrics, health endpoints and logs")
+@Suite("The store's metrics, health endpoints and logs", .ownThread)
 struct ObserveStoreMonitoringTests {
     @Test("after real traffic /metrics parses strictly, every family has HELP, the STORE and FETCH histograms moved, a failed login is counted and logged as JSON without the password")
     func metricsAndLogsAfterTraffic() throws {

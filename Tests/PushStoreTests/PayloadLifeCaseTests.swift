@@ -85,7 +85,7 @@ private struct PayloadLifeState: Equatable {
     }
 }
 
-@Suite("Payload life: one case table for the rule and both backends", .serialized)
+@Suite("Payload life: one case table for the rule and both backends", .ownThread, .serialized)
 struct PayloadLifeCaseTests {
     @Test("the rule (PayloadLife)", arguments: payloadLifeCases)
     func rule(_ example: PayloadLifeCase) {

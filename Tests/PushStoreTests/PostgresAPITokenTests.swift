@@ -9,7 +9,7 @@ import PushTestSupport
 import PushWire
 import Testing
 
-@Suite("Provider API tokens on PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Provider API tokens on PostgreSQL", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresAPITokenTests {
     /// `reads` as a store on the database reads them: through its backend, on a loop of its own.
     private func read(_ reads: StoreReads, _ database: PostgresDeployment) throws -> StoreReadResult {

@@ -12,7 +12,7 @@ import Testing
 /// (`PostgresWriteStatements.receipts`, `.recalls`), against a real database: the receipts
 /// decided in Swift (`PostgresGroupCommit.decideReceipts`, `PayloadLife.receipt`) from the
 /// rows as read, each ACK its own outcome, with the semantics of one ACK at a time.
-@Suite("Coalesced ACKs and RECALLs on PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Coalesced ACKs and RECALLs on PostgreSQL", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresAckBatchTests {
     /// A payload row for `user` with `readLimit`; its seq.
     private func payload(_ database: PostgresDeployment, user: UInt64, readLimit: Int = 0) throws -> UInt64 {

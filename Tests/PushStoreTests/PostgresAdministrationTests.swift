@@ -8,7 +8,7 @@ import PushTestSupport
 import PushWire
 import Testing
 
-@Suite("PostgreSQL schema and administration", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("PostgreSQL schema and administration", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresAdministrationTests {
     @Test("migrations are applied once even by stores starting together, and a newer schema is refused with a clear error")
     func migrations() async throws {

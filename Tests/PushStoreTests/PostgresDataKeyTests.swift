@@ -11,7 +11,7 @@ import Testing
 /// Data-key rotation on PostgreSQL: the keys live in the database, wrapped under the
 /// deployment's data-keys file, so a key added from one host's directory reaches every
 /// store; re-sealing and pruning are safe beside running stores.
-@Suite("Data keys on PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Data keys on PostgreSQL", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresDataKeyTests {
     /// A database with alice and bob, and a second host's copy of the deployment directory
     /// (its data-keys file made first, so both hosts hold the same one).

@@ -9,7 +9,7 @@ import Synchronization
 import Testing
 
 /// Faults of the database itself, on a PostgreSQL server of the test's own.
-@Suite("Store on PostgreSQL: database faults", .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Store on PostgreSQL: database faults", .ownThread, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresDurabilityTests {
     /// Pipelined STOREs on one connection until `stop` is set; the IDs acknowledged with
     /// STORE_OK, and how many requests got an error instead (also counted in `errors` as

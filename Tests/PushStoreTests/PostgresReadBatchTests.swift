@@ -10,7 +10,7 @@ import Testing
 
 /// FETCH, ACK, STATUS and RECALL's reads coalesced into one statement per batch
 /// (`PostgresReadBatch`), against a real database: each request gets its own row back.
-@Suite("Coalesced reads on PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Coalesced reads on PostgreSQL", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresReadBatchTests {
     /// Alice's payloads (bodies are their ids, "sealed" by reversing), a revoked and an
     /// enrolled device, and a loop with a connection to read on.

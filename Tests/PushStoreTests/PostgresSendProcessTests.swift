@@ -7,7 +7,7 @@ import PushWire
 
 /// SEND with several stores over one PostgreSQL database (SPEC.md 4.17): each push is
 /// forwarded by one store at a time, and another takes over what a dead store left.
-@Suite("SEND on PostgreSQL, as processes", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("SEND on PostgreSQL, as processes", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresSendProcessTests {
     @Test("[4.17-4] [4.17-5] [4.12-2] a store that cannot reach a gateway is SIGKILLed with SENDs waiting: another store of the database claims them once their lease is over, each is delivered once, and either store replays a key and tells the push's outcome")
     func anotherStoreTakesOverTheOutbox() throws {
@@ -99,7 +99,7 @@ struct PostgresSendProcessTests {
 
 /// The HTTP API's tokens with several stores over one PostgreSQL database: minted once,
 /// accepted by every store, revoked at once on all of them.
-@Suite("HTTP API tokens on PostgreSQL, as processes", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("HTTP API tokens on PostgreSQL, as processes", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresHTTPTokenProcessTests {
     @Test("[4.17-5] [4.17-7] a token made once works at both stores, a keyed POST retried at the other store replays its answer, and a revocation stops it at both")
     func tokensAreShared() throws {

@@ -11,7 +11,7 @@ import Testing
 /// store serves every payload, and what must be shared (read receipts, recalls, login
 /// limits) is decided in the database, so it holds when both serve the same payload or the
 /// same guesser at once.
-@Suite("Two stores on one PostgreSQL database", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Two stores on one PostgreSQL database", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresSharedStoreTests {
     /// Two stores on a fresh database with alice and bob.
     private func twoStores(configure: @escaping (inout StoreConfiguration) -> Void = { _ in })

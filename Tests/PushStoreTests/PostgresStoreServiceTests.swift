@@ -10,7 +10,7 @@ import Testing
 
 /// The store's flows through a real `StoreService` on its loop thread and real sockets,
 /// with its database on PostgreSQL.
-@Suite("Store service on PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Store service on PostgreSQL", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresStoreServiceTests {
     @Test("[4.7-1] [4.8-1] [4.10-1] [4.12-1] STORE, FETCH, ACK, then GONE; each read failure its own status")
     func wholeFlow() async throws {

@@ -9,7 +9,7 @@ import Testing
 /// The BAD_TOKEN counts every store of a PostgreSQL database shares ([8-9]): stores write
 /// their batches in any order, and the count must not depend on it. The rule
 /// (`FailureWindow.merged`) decides; the database keeps the values by compare-and-set.
-@Suite("Refused tokens counted in PostgreSQL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Refused tokens counted in PostgreSQL", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresTokenFailureTests {
     static let window: UInt64 = 10_000
     static let t: UInt64 = 1_700_000_000_000

@@ -138,7 +138,7 @@ struct ProviderScopeScenarios {
     }
 }
 
-@Suite("Provider scope of status and recall, SQLite store process")
+@Suite("Provider scope of status and recall, SQLite store process", .ownThread)
 struct ProviderScopeProcessTests {
     @Test("[4.11-3] [4.12-3] another provider's token gets 404 for GET and DELETE, byte for byte an unknown id's; the message stays: its provider sees and recalls it, the device fetches it")
     func httpProvidersAreApart() throws {
@@ -162,7 +162,7 @@ struct ProviderScopeProcessTests {
     }
 }
 
-@Suite("Provider scope of status and recall, PostgreSQL store process", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Provider scope of status and recall, PostgreSQL store process", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresProviderScopeProcessTests {
     @Test("[4.11-3] [4.12-3] on PostgreSQL another provider's token gets 404 for GET and DELETE, byte for byte an unknown id's; the message stays")
     func httpProvidersAreApart() throws {

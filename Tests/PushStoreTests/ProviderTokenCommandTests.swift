@@ -5,7 +5,7 @@ import PushTestSupport
 import Testing
 
 /// `securepush provider token` as an operator runs it, on a SQLite deployment.
-@Suite("securepush provider token")
+@Suite("securepush provider token", .ownThread)
 struct ProviderTokenCommandTests {
     private func token(_ arguments: [String], _ deployment: TemporaryDeployment) throws -> (status: Int32, stdout: String, stderr: String) {
         try SecurePushBinary.run(["provider", "token"] + arguments + ["--data-dir", deployment.directory])

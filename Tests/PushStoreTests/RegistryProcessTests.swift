@@ -28,7 +28,7 @@ extension StoreProcess {
     }
 }
 
-@Suite("The registry through the command line and the store binary")
+@Suite("The registry through the command line and the store binary", .ownThread)
 struct RegistryProcessTests {
     @Test("device enroll refuses unknown users; device list shows device, user, tags, state and times; device revoke says when nothing is enrolled")
     func commands() throws {

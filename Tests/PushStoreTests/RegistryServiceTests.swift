@@ -14,7 +14,7 @@ func registryReply(_ message: Message) -> RegistryOK? {
     return nil
 }
 
-@Suite("REGISTRY served by a running store")
+@Suite("REGISTRY served by a running store", .ownThread)
 struct RegistryServiceTests {
     @Test("[4.1-3] REGISTRY only from a gateway, and a gateway only PING and REGISTRY; [4.16-1] a gateway reads the registry", arguments: Backend.available)
     func roles(_ backend: Backend) throws {

@@ -92,7 +92,7 @@ extension SchemaMigrationTests {
     }
 }
 
-@Suite("PostgreSQL: a SEND is one row", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("PostgreSQL: a SEND is one row", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct PostgresSendRowTests {
     @Test("[4.17-4] [4.17-5] [4.12-2] version 8 to 9: pushes and keys move into their payloads' rows, the claim and the reads find them")
     func movesSendsIntoPayloads() async throws {
@@ -164,7 +164,7 @@ struct PostgresSendRowTests {
     }
 }
 
-@Suite("SQLite: one write per message")
+@Suite("SQLite: one write per message", .ownThread)
 struct SQLiteSendRowTests {
     /// Rows in each table but `payloads`, `users` and `store_meta`.
     private func otherRows(_ scratch: ScratchDatabase) throws -> Int64 {

@@ -5,7 +5,7 @@ import PushStore
 import PushTestSupport
 import PushWire
 
-@Suite("The store's back-pressure")
+@Suite("The store's back-pressure", .ownThread)
 struct StoreBackpressureTests {
     @Test("a device with 1,000 FETCHes of 4,096-byte payloads in flight that reads none of the replies is paused, not cut, and then gets them all")
     func pipelinedFetchesAreNotCut() throws {

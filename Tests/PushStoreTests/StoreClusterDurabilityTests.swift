@@ -8,7 +8,7 @@ import PushWire
 /// Two store processes over one PostgreSQL database (issue 14.6): one is killed while
 /// both are loaded with pipelined STOREs, and the other still serves every payload either
 /// of them acknowledged.
-@Suite("Two stores on PostgreSQL under SIGKILL", .serialized, .enabled(if: PostgresCluster.testsEnabled))
+@Suite("Two stores on PostgreSQL under SIGKILL", .ownThread, .serialized, .enabled(if: PostgresCluster.testsEnabled))
 struct StoreClusterDurabilityTests {
     /// Pipelines STOREs (32 in flight) until the connection dies or `stop` is set,
     /// recording each STORE_OK.

@@ -3,7 +3,7 @@ import PushSecurity
 import PushStore
 import PushTestSupport
 
-@Suite("The store's settings from the config file")
+@Suite("The store's settings from the config file", .ownThread)
 struct StoreConfigKeysTests {
     @Test("store.* keys set the payload limit, token lifetime, connection limit and keepalive")
     func storeKeys() throws {

@@ -24,7 +24,7 @@ private final class LoopedStore: StoreUnderTest {
     }
 }
 
-@Suite("The store binary on several loops")
+@Suite("The store binary on several loops", .ownThread)
 struct StoreLoopsProcessTests {
     @Test("[4.7] [4.8] [4.9] a payload stored through any connection is fetched and acknowledged through every other, and /metrics sums the loops",
           arguments: Backend.available)

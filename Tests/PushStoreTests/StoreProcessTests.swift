@@ -22,7 +22,7 @@ final class StoreProcess: StoreUnderTest {
     }
 }
 
-@Suite("The store binary")
+@Suite("The store binary", .ownThread)
 struct StoreProcessTests {
     @Test("[5.5-1] SIGTERM sends GOAWAY SHUTTING_DOWN, answers what was accepted and exits 0")
     func gracefulStop() throws {

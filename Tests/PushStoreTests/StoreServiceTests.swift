@@ -117,7 +117,7 @@ func errorStatus(_ message: Message) -> Status? {
     }
 }
 
-@Suite("Store service over real sockets, in-process")
+@Suite("Store service over real sockets, in-process", .ownThread)
 struct StoreServiceTests {
     @Test("[4.7-1] [4.8-1] [4.10-1] STORE, FETCH, ACK, then GONE, and a payload reaches only its own user", arguments: Backend.available)
     func wholeFlow(_ backend: Backend) throws {

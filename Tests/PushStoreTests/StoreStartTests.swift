@@ -16,7 +16,7 @@ private func startFailure(_ configuration: StoreConfiguration) throws -> StoreSe
     }
 }
 
-@Suite("Starting a store")
+@Suite("Starting a store", .ownThread)
 struct StoreStartTests {
     @Test("a database that cannot be opened fails the start and names the file")
     func missingDirectory() throws {

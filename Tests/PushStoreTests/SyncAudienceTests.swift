@@ -7,7 +7,7 @@ import Testing
 /// What SYNC shows (SPEC.md 4.9): only what was pushed to the device asking, newest first,
 /// a page at a time, with the older ones counted rather than sent. Over real sockets, on
 /// both backends.
-@Suite("SYNC: audience and paging")
+@Suite("SYNC: audience and paging", .ownThread)
 struct SyncAudienceTests {
     /// A store that accepts SEND: its gateway is an address nobody listens on, so the
     /// pushes wait in the outbox ([4.17-4]); what SYNC shows does not depend on them.

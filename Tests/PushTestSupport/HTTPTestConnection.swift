@@ -100,6 +100,12 @@ public final class HTTPTestConnection: @unchecked Sendable {
         return count == 0 || (count < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
     }
 
+    /// Ends this side's sending (the server reads end of file), keeping the connection open
+    /// for what the server still sends and its close.
+    public func finishSending() {
+        shutdown(fd, Int32(SHUT_WR))
+    }
+
     /// Reads until the server closes (true) or the receive timeout passes (false).
     public func waitForClose() -> Bool {
         while true {

@@ -11,8 +11,9 @@ public struct PostgresClusterError: Error, CustomStringConvertible {
 }
 
 /// A throwaway PostgreSQL server a test run starts itself: initdb into a temporary
-/// directory, `postgres` on a free port of 127.0.0.1 with trust authentication for
-/// 127.0.0.1 only, its Unix socket in that directory, fsync on. `.debian` sets it up as
+/// directory (in memory where it can be: `parentDirectory`), `postgres` on a free port of
+/// 127.0.0.1 with trust authentication for 127.0.0.1 only, its Unix socket in that
+/// directory, fsync on. `.debian` sets it up as
 /// Debian's postgresql package does instead (PostgresCluster+Debian.swift).
 ///
 /// initdb and postgres refuse to run as root, so as root both run as the `postgres` system
@@ -119,6 +120,13 @@ public final class PostgresCluster: @unchecked Sendable {
         for case .success(let cluster) in sharedClusters.withLock({ Array($0.values) }) { cluster.stop() }
     }
 
+    /// Where clusters live: /dev/shm (memory) where it can be written, else /tmp. A test
+    /// cluster's disk durability is never tested (crashes are SIGKILLs of the server, whose
+    /// writes the kernel keeps), and on disk each CREATE DATABASE (one per test) and the
+    /// removal of a shared cluster's few hundred megabytes at exit cost seconds, tens of
+    /// them when other work loads the disk.
+    static let parentDirectory = access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp"
+
     private init(binaries: (initdb: String, postgres: String), setup: Setup) throws {
         self.binaries = binaries
         self.setup = setup
@@ -132,7 +140,7 @@ public final class PostgresCluster: @unchecked Sendable {
             guard access("/usr/bin/setpriv", X_OK) == 0 else { throw PostgresClusterError("running as root needs /usr/bin/setpriv (util-linux)") }
             owner = (account.pointee.pw_uid, account.pointee.pw_gid)
         }
-        var template = Array("/tmp/securepush-pg-XXXXXX".utf8CString)
+        var template = Array("\(Self.parentDirectory)/securepush-pg-XXXXXX".utf8CString)
         guard mkdtemp(&template) != nil else { throw PostgresClusterError("mkdtemp failed: \(String(cString: strerror(errno)))") }
         directory = String(decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         if let owner {
@@ -200,7 +208,10 @@ public final class PostgresCluster: @unchecked Sendable {
         try launch()
     }
 
-    /// Fast shutdown (SIGINT), SIGKILL if that takes over 10 s; removes the directory. Idempotent.
+    /// Immediate shutdown (SIGQUIT), SIGKILL if that takes over 10 s; removes the directory.
+    /// Idempotent. Not a fast shutdown (SIGINT): its checkpoint writes and fsyncs every
+    /// database the tests created (seconds for a shared cluster, tens under load) only for
+    /// the directory to be removed.
     public func stop() {
         let (running, watching, first) = lock.withLock { () -> (ChildProcess?, ChildProcess?, Bool) in
             defer { stopped = true }
@@ -208,7 +219,7 @@ public final class PostgresCluster: @unchecked Sendable {
         }
         guard first else { return }
         if let running, !running.hasExited {
-            running.signal(SIGINT)
+            running.signal(SIGQUIT)
             if running.wait(seconds: 10) == nil { kill() }
         }
         watching?.killHard()

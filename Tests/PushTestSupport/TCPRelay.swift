@@ -19,21 +19,7 @@ public final class TCPRelay: @unchecked Sendable {
 
     public init(to targetPort: Int) throws {
         self.targetPort = targetPort
-        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        guard fd >= 0 else { throw FreePortError(description: "socket: errno \(errno)") }
-        var address = LoopbackSocket.address("127.0.0.1", port: 0)
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let listening = withUnsafeMutablePointer(to: &address) { pointer in
-            pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, length) == 0 && listen(fd, 16) == 0 && getsockname(fd, $0, &length) == 0
-            }
-        }
-        guard listening else {
-            close(fd)
-            throw FreePortError(description: "relay bind/listen: errno \(errno)")
-        }
-        listener = fd
-        port = Int(UInt16(bigEndian: address.sin_port))
+        (listener, port) = try LoopbackSocket.listen()
         let thread = Thread { [self] in run() }
         thread.name = "tcp-relay-\(port)"
         thread.start()

@@ -1,29 +1,7 @@
 import Glibc
 import PushEventLoop
+import PushTestSupport
 import Testing
-
-/// A port that was free a moment ago and has no listener.
-func closedPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    try #require(fd >= 0)
-    defer { close(fd) }
-    return try bindLoopback(fd)
-}
-
-/// Binds `fd` to 127.0.0.1 on a free port; the port.
-func bindLoopback(_ fd: Int32) throws -> Int {
-    var address = sockaddr_in()
-    address.sin_family = sa_family_t(AF_INET)
-    address.sin_addr.s_addr = inet_addr("127.0.0.1")
-    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &address) { pointer in
-        pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
-        }
-    }
-    try #require(bound)
-    return Int(UInt16(bigEndian: address.sin_port))
-}
 
 /// Just enough of a PostgreSQL server, on the test's loop, to complete libpq's startup
 /// handshake as a read-only server (AuthenticationOk, then ParameterStatus
@@ -39,10 +17,7 @@ final class ReadOnlyServer {
 
     init(loop: EventLoop) throws {
         self.loop = loop
-        listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0)
-        try #require(listener >= 0)
-        port = try bindLoopback(listener)
-        try #require(listen(listener, 8) == 0)
+        (listener, port) = try LoopbackSocket.listen(backlog: 8, nonBlocking: true)
         acceptWatch = try loop.watch(fd: listener, onReadable: { [unowned self] in accepted() }, onWritable: {})
     }
 
