@@ -84,6 +84,7 @@ public final class GroupCommitWriter: @unchecked Sendable {
     public func start() throws(StartFailure) {
         guard thread == nil else { return }
         lastSweepMs = clock()
+        // Unmanaged for C interop, not speed: pthread_create hands its start routine one context pointer.
         let box = Unmanaged.passRetained(self)
         var handle = pthread_t()
         let created = pthread_create(&handle, nil, { context in
