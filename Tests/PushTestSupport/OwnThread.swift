@@ -1,6 +1,15 @@
 import Foundation
 import Testing
 
+/// Runs blocking work (a long protocol run, a child process) on a thread of its own and
+/// suspends until it is done: the test runner shares a thread per core among all tests,
+/// and a test that blocks one for many seconds holds up every other test.
+public func onOwnThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
+    }
+}
+
 /// `.ownThread` on a suite runs each of its tests on a thread of its own, whole, instead of
 /// on the runner's pool of one thread per core. For tests that block (on a child process,
 /// a socket, a poll for a server's state): on two cores two such tests held the pool and
