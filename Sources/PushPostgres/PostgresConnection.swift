@@ -158,35 +158,9 @@ public final class PostgresConnection {
             deferred { request.fail(error) }
             return
         }
-        var sent = true
         let encoded = statements.map { PostgresParameters($0.parameters) }
-        // A statement to prepare is parsed in the same segment, just ahead of the
-        // statements: its failure is the request's, and costs no round trip.
-        var names: [String?] = []
-        var parsed: [PreparedKey] = []
-        for (statement, parameters) in zip(statements, encoded) where sent {
-            guard statement.prepared else {
-                names.append(nil)
-                continue
-            }
-            let key = PreparedKey(sql: statement.sql, types: parameters.types)
-            if let name = preparedNames[key] {
-                names.append(name)
-                continue
-            }
-            guard preparedNames.count < PostgresConnection.maximumPrepared else {
-                names.append(nil)
-                continue
-            }
-            preparedSerial += 1
-            let name = "sp\(preparedSerial)"
-            preparedNames[key] = name
-            parsed.append(key)
-            names.append(name)
-            sent = parameters.withArrays { types, _, _, _ in
-                PQsendPrepare(conn, name, statement.sql, parameters.count, types) == 1
-            }
-        }
+        let (names, parsed, parsesSent) = sendParses(statements, encoded, on: conn)
+        var sent = parsesSent
         request.parses = parsed.count
         if !parsed.isEmpty {
             // A failed request may have failed before its Parse took: forgotten, so that the
@@ -214,6 +188,40 @@ public final class PostgresConnection {
             return
         }
         flush()
+    }
+
+    /// A statement to prepare is parsed in the same segment, just ahead of the statements:
+    /// its failure is the request's, and costs no round trip. Each statement's prepared
+    /// name (nil: sent unprepared), the keys parsed now, and whether all went out.
+    private func sendParses(_ statements: [PostgresStatement], _ encoded: [PostgresParameters],
+                            on conn: OpaquePointer) -> (names: [String?], parsed: [PreparedKey], sent: Bool) {
+        var sent = true
+        var names: [String?] = []
+        var parsed: [PreparedKey] = []
+        for (statement, parameters) in zip(statements, encoded) where sent {
+            guard statement.prepared else {
+                names.append(nil)
+                continue
+            }
+            let key = PreparedKey(sql: statement.sql, types: parameters.types)
+            if let name = preparedNames[key] {
+                names.append(name)
+                continue
+            }
+            guard preparedNames.count < PostgresConnection.maximumPrepared else {
+                names.append(nil)
+                continue
+            }
+            preparedSerial += 1
+            let name = "sp\(preparedSerial)"
+            preparedNames[key] = name
+            parsed.append(key)
+            names.append(name)
+            sent = parameters.withArrays { types, _, _, _ in
+                PQsendPrepare(conn, name, statement.sql, parameters.count, types) == 1
+            }
+        }
+        return (names, parsed, sent)
     }
 
     /// Runs `body` on the loop in a later iteration: completions never run inside the call

@@ -80,32 +80,10 @@ public final class StoreService: LoopGroupMember {
     /// Everything started is stopped again if a later step fails.
     public static func start(_ configuration: StoreConfiguration, on loop: EventLoop) throws(StoreServiceError) -> StoreService {
         let limits = try configuration.effectiveLimits()
-        let path = configuration.databasePath
-        let clock = configuration.clock
-        let backend: StoreBackend
-        if let url = configuration.database {
-            do {
-                backend = try PostgresStoreBackend.start(url: url, settings: configuration.settings,
-                                                         dataKeysPath: StoreFiles.dataKeysPath(forDatabase: path), clock: clock,
-                                                         logger: configuration.logger, loopIndex: configuration.loopIndex,
-                                                         outboxOwner: configuration.outboxOwner, on: loop)
-            } catch {
-                throw .cannotStartPostgres(error)
-            }
-        } else {
-            do {
-                if let group = configuration.shard?.sqlite {
-                    backend = try group.attach(index: configuration.loopIndex, on: loop)
-                } else {
-                    backend = try SQLiteStoreBackend.start(path: path, settings: configuration.settings, clock: clock, on: loop)
-                }
-            } catch {
-                throw .cannotStartSQLite(error)
-            }
-        }
+        let backend = try openDatabase(configuration, on: loop)
         let shard = configuration.shard
         let logic = StoreLogic(settings: configuration.settings, serverKey: configuration.serverKey,
-                               providerKey: configuration.providerKey, clock: clock, shared: shard?.shared)
+                               providerKey: configuration.providerKey, clock: configuration.clock, shared: shard?.shared)
         logic.sharesTokenLimits = backend.sharesLoginLimits
         let server = StoreServer(loop: loop, limits: limits, logger: configuration.logger, logic: logic, backend: backend,
                                  admission: shard?.seat.admission, speaksForProcess: configuration.speaksForProcess)
@@ -155,6 +133,30 @@ public final class StoreService: LoopGroupMember {
             "backend": "\(backend.kind)",
         ])
         return service
+    }
+
+    /// SQLite: reads the stored IDs and starts the writer thread (or joins the shard's group);
+    /// PostgreSQL: checks the schema and opens the loop's connections.
+    private static func openDatabase(_ configuration: StoreConfiguration, on loop: EventLoop) throws(StoreServiceError) -> StoreBackend {
+        let path = configuration.databasePath
+        if let url = configuration.database {
+            do {
+                return try PostgresStoreBackend.start(url: url, settings: configuration.settings,
+                                                      dataKeysPath: StoreFiles.dataKeysPath(forDatabase: path), clock: configuration.clock,
+                                                      logger: configuration.logger, loopIndex: configuration.loopIndex,
+                                                      outboxOwner: configuration.outboxOwner, on: loop)
+            } catch {
+                throw .cannotStartPostgres(error)
+            }
+        }
+        do {
+            if let group = configuration.shard?.sqlite {
+                return try group.attach(index: configuration.loopIndex, on: loop)
+            }
+            return try SQLiteStoreBackend.start(path: path, settings: configuration.settings, clock: configuration.clock, on: loop)
+        } catch {
+            throw .cannotStartSQLite(error)
+        }
     }
 
     /// The loop's link to the gateways for SENDs' pushes ([4.17-3]). On SQLite the loop that

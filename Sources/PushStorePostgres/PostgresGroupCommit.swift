@@ -255,8 +255,18 @@ final class PostgresGroupCommit {
     /// to be prepared on the connection); by default, the statement itself.
     private func plan(_ batch: [Pending], fixed: (PostgresStatement) -> PostgresStatement = { $0 }) -> Plan {
         var plan = Plan()
-        var rows: [PostgresWriteStatements.SealedPayload] = []
         var tallies: [FetchTally] = []
+        let rows = sealStores(batch, into: &plan, tallies: &tallies)
+        planInserts(of: rows, into: &plan, fixed: fixed)
+        planReceiptsAndRecalls(batch, into: &plan, tallies: &tallies, fixed: fixed)
+        if !tallies.isEmpty { plan.statements += PostgresWriteStatements.recordFetches(tallies) }
+        return plan
+    }
+
+    /// Each STORE's payload sealed for its recipient, one operation planned per pending one;
+    /// the ACKs and RECALLs are numbered later (`planReceiptsAndRecalls`).
+    private func sealStores(_ batch: [Pending], into plan: inout Plan, tallies: inout [FetchTally]) -> [PostgresWriteStatements.SealedPayload] {
+        var rows: [PostgresWriteStatements.SealedPayload] = []
         for pending in batch {
             switch pending.operation {
             case .store(let new):
@@ -281,6 +291,12 @@ final class PostgresGroupCommit {
                 plan.operations.append(.done)
             }
         }
+        return rows
+    }
+
+    /// The sealed payloads' rows and audiences, and what must precede them.
+    private func planInserts(of rows: [PostgresWriteStatements.SealedPayload], into plan: inout Plan,
+                             fixed: (PostgresStatement) -> PostgresStatement) {
         // The recipients' locks and the INSERTs first: a group that must wait for another
         // store's group of the same user, or for a removal, then waits before it has locked
         // any payload row.
@@ -302,6 +318,12 @@ final class PostgresGroupCommit {
         // Their audiences, when listed ([4.9-4]): a SEND to the whole user writes no row.
         let listed = rows.map(\.payload).filter { !$0.audience.listedDevices.isEmpty }
         if !listed.isEmpty { plan.statements.append(fixed(PostgresWriteStatements.insertAudiences(listed))) }
+    }
+
+    /// The group's receipts, decided, and its RECALLs, each kind as one statement; the
+    /// gateways' answers to pushes.
+    private func planReceiptsAndRecalls(_ batch: [Pending], into plan: inout Plan, tallies: inout [FetchTally],
+                                        fixed: (PostgresStatement) -> PostgresStatement) {
         // All the receipts as one statement, then all the RECALLs as one: operations of one
         // group were in flight together, so any order among them is one they could have had.
         // Receipts of one payload are decided one after another, from the row the first
@@ -349,8 +371,6 @@ final class PostgresGroupCommit {
             plan.recallStatement = plan.statements.count
             plan.statements.append(PostgresWriteStatements.recalls(recalls))
         }
-        if !tallies.isEmpty { plan.statements += PostgresWriteStatements.recordFetches(tallies) }
-        return plan
     }
 
     /// An ACK as a group decides its receipt.

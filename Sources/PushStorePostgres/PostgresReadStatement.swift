@@ -92,11 +92,7 @@ struct PostgresReadStatement {
         }
         if let id = reads.payload {
             payloadColumn = columns.count
-            columns += ["p.seq", "p.user_id", "p.key_id", reads.body ? "p.body" : "NULL::bytea", "p.created_at", "p.expires_at",
-                        "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life", "p.sender", "p.audience",
-                        deviceParameter.map { "EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = \($0))" } ?? "false",
-                        deviceParameter.flatMap { Self.readsReceipt(reads) ? "EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = \($0))" : nil }
-                            ?? "NULL::bool"]
+            columns += Self.payloadColumns(reads, device: deviceParameter)
             joins.append("LEFT JOIN payloads p ON p.id = \(parameter(.id(id)))")
             if reads.pushOutcome {
                 pushColumn = columns.count
@@ -105,8 +101,7 @@ struct PostgresReadStatement {
         }
         if let key = reads.idempotency {
             keyColumn = columns.count
-            columns += ["k.request_hash", "k.id", "k.expires_at", "k.key_expires_at"]
-            joins.append("LEFT JOIN payloads k ON k.key_scope = \(parameter(.text(key.scope))) AND k.idem_key = \(parameter(.text(key.key)))")
+            Self.selectIdempotencyKey(key, columns: &columns, joins: &joins, parameter: parameter)
         }
         if let id = reads.apiToken {
             apiTokenColumn = columns.count
@@ -119,56 +114,88 @@ struct PostgresReadStatement {
         }
         if let unread = reads.unread, reads.user != nil {
             unreadColumn = columns.count
-            columns += ["s.ids", "s.last_seq", "s.has_more", unread.countsOlder ? "o.older" : "0::bigint"]
-            // The rows SYNC lists ([4.9-1], [4.9-4]), newest first below a seq; one row past
-            // the page tells whether another follows, and only then, on a listing's first
-            // page, are the older ones counted ([4.9-5]).
-            let device = parameter(.text(unread.deviceID))
-            let now = parameter(.uint(unread.nowMs))
-            let limit = parameter(.int(unread.limit))
-            func listed(below bound: String) -> String {
-                """
-                FROM payloads x
-                WHERE x.user_id = u.id AND x.seq < \(bound) AND x.life = \(PayloadLife.live.rawValue) AND x.expires_at > \(now)
-                  AND (x.audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = x.seq AND a.device = \(device)))
-                  AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = x.seq AND r.device = \(device))
-                """
-            }
-            joins.append("""
-                LEFT JOIN LATERAL (
-                    SELECT string_agg(q.id, ''::bytea ORDER BY q.seq DESC) FILTER (WHERE q.n <= \(limit)) AS ids,
-                           min(q.seq) FILTER (WHERE q.n <= \(limit)) AS last_seq,
-                           count(*) > \(limit) AS has_more
-                    FROM (SELECT x.seq, x.id, row_number() OVER (ORDER BY x.seq DESC) AS n
-                          \(listed(below: parameter(.uint(unread.before))))
-                          ORDER BY x.seq DESC LIMIT \(limit) + 1) q
-                ) s ON true
-                """)
-            if unread.countsOlder {
-                // `s.has_more` gates the scan: PostgreSQL skips it when it is false.
-                joins.append("LEFT JOIN LATERAL (SELECT count(*) AS older \(listed(below: "s.last_seq")) AND s.has_more) o ON true")
-            }
+            Self.selectUnreadPage(unread, columns: &columns, joins: &joins, parameter: parameter)
         }
         if reads.userDevices, reads.user != nil {
-            // The user's enrolled devices and their tags, packed as (length, bytes) pairs of
-            // UTF-8: one column of the one row, whatever the names hold.
             userDevicesColumn = columns.count
-            columns += ["""
-                (SELECT string_agg(int4send(octet_length(convert_to(e.device_id, 'UTF8'))) || convert_to(e.device_id, 'UTF8')
-                                   || int4send(octet_length(convert_to(e.tags, 'UTF8'))) || convert_to(e.tags, 'UTF8'), ''::bytea ORDER BY e.id)
-                 FROM registrations e WHERE e.user_id = u.id AND e.state = \(RegistryEntry.State.enrolled.sql))
-                """]
+            columns.append(Self.enrolledDevicesColumn)
         }
         if let key = reads.loginLimits {
             limitsColumn = columns.count
-            columns += ["lp.failures", "lp.blocked_until", "lp.last_attempt", "lp.trusted_until", "lb.credit_ms", "lb.updated_ms"]
-            let address = parameter(.text(key.address))
-            joins.append("LEFT JOIN login_pairs lp ON lp.user_name = \(parameter(.text(key.user))) AND lp.address = \(address)")
-            joins.append("LEFT JOIN login_budgets lb ON lb.address = \(address)")
+            Self.selectLoginLimits(key, columns: &columns, joins: &joins, parameter: parameter)
         }
         guard !columns.isEmpty else { return nil }
         sql = "SELECT " + columns.joined(separator: ", ") + " FROM (VALUES (1)) AS one (x) " + joins.joined(separator: " ")
         self.parameters = parameters
+    }
+
+    /// The SEND that holds an idempotency key, if one does.
+    private static func selectIdempotencyKey(_ key: IdempotencyKey, columns: inout [String], joins: inout [String],
+                                             parameter: (PostgresValue) -> String) {
+        columns += ["k.request_hash", "k.id", "k.expires_at", "k.key_expires_at"]
+        joins.append("LEFT JOIN payloads k ON k.key_scope = \(parameter(.text(key.scope))) AND k.idem_key = \(parameter(.text(key.key)))")
+    }
+
+    /// The login limits of the (user, address) pair and of the address alone.
+    private static func selectLoginLimits(_ key: LoginLimitKey, columns: inout [String], joins: inout [String],
+                                          parameter: (PostgresValue) -> String) {
+        columns += ["lp.failures", "lp.blocked_until", "lp.last_attempt", "lp.trusted_until", "lb.credit_ms", "lb.updated_ms"]
+        let address = parameter(.text(key.address))
+        joins.append("LEFT JOIN login_pairs lp ON lp.user_name = \(parameter(.text(key.user))) AND lp.address = \(address)")
+        joins.append("LEFT JOIN login_budgets lb ON lb.address = \(address)")
+    }
+
+    /// The payload's columns; with a device, whether it is listed in the payload's audience
+    /// and, for an ACK, whether it has already acknowledged it.
+    private static func payloadColumns(_ reads: StoreReads, device: String?) -> [String] {
+        ["p.seq", "p.user_id", "p.key_id", reads.body ? "p.body" : "NULL::bytea", "p.created_at", "p.expires_at",
+         "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life", "p.sender", "p.audience",
+         device.map { "EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = \($0))" } ?? "false",
+         device.flatMap { readsReceipt(reads) ? "EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = \($0))" : nil }
+            ?? "NULL::bool"]
+    }
+
+    /// SYNC's page: the rows SYNC lists ([4.9-1], [4.9-4]), newest first below a seq; one row
+    /// past the page tells whether another follows, and only then, on a listing's first
+    /// page, are the older ones counted ([4.9-5]).
+    private static func selectUnreadPage(_ unread: UnreadQuery, columns: inout [String], joins: inout [String],
+                                         parameter: (PostgresValue) -> String) {
+        columns += ["s.ids", "s.last_seq", "s.has_more", unread.countsOlder ? "o.older" : "0::bigint"]
+        let device = parameter(.text(unread.deviceID))
+        let now = parameter(.uint(unread.nowMs))
+        let limit = parameter(.int(unread.limit))
+        func listed(below bound: String) -> String {
+            """
+            FROM payloads x
+            WHERE x.user_id = u.id AND x.seq < \(bound) AND x.life = \(PayloadLife.live.rawValue) AND x.expires_at > \(now)
+              AND (x.audience = \(PayloadAudience.user.storedKind) OR EXISTS (SELECT 1 FROM audiences a WHERE a.seq = x.seq AND a.device = \(device)))
+              AND NOT EXISTS (SELECT 1 FROM receipts r WHERE r.seq = x.seq AND r.device = \(device))
+            """
+        }
+        joins.append("""
+            LEFT JOIN LATERAL (
+                SELECT string_agg(q.id, ''::bytea ORDER BY q.seq DESC) FILTER (WHERE q.n <= \(limit)) AS ids,
+                       min(q.seq) FILTER (WHERE q.n <= \(limit)) AS last_seq,
+                       count(*) > \(limit) AS has_more
+                FROM (SELECT x.seq, x.id, row_number() OVER (ORDER BY x.seq DESC) AS n
+                      \(listed(below: parameter(.uint(unread.before))))
+                      ORDER BY x.seq DESC LIMIT \(limit) + 1) q
+            ) s ON true
+            """)
+        if unread.countsOlder {
+            // `s.has_more` gates the scan: PostgreSQL skips it when it is false.
+            joins.append("LEFT JOIN LATERAL (SELECT count(*) AS older \(listed(below: "s.last_seq")) AND s.has_more) o ON true")
+        }
+    }
+
+    /// The user's enrolled devices and their tags, packed as (length, bytes) pairs of UTF-8:
+    /// one column of the one row, whatever the names hold.
+    private static var enrolledDevicesColumn: String {
+        """
+        (SELECT string_agg(int4send(octet_length(convert_to(e.device_id, 'UTF8'))) || convert_to(e.device_id, 'UTF8')
+                           || int4send(octet_length(convert_to(e.tags, 'UTF8'))) || convert_to(e.tags, 'UTF8'), ''::bytea ORDER BY e.id)
+         FROM registrations e WHERE e.user_id = u.id AND e.state = \(RegistryEntry.State.enrolled.sql))
+        """
     }
 
     typealias Opener = (_ sealed: [UInt8], _ keyID: UInt32, _ id: PayloadID, _ userID: UInt64) throws -> [UInt8]
@@ -194,27 +221,7 @@ struct PostgresReadStatement {
                                           expiresAt: try result.uint(row, column + 2))
         }
         if let column = payloadColumn, let id = reads.payload, !result.isNull(row, column) {
-            let userID = try result.uint(row, column + 1)
-            var body: [UInt8] = []
-            if !result.isNull(row, column + 2), !result.isNull(row, column + 3) {
-                body = try open(try result.bytes(row, column + 3), UInt32(truncatingIfNeeded: try result.int64(row, column + 2)), id, userID)
-            }
-            found.payload = StoredPayload(
-                id: id, sequence: try result.uint(row, column), userID: userID, body: body,
-                createdAt: try result.uint(row, column + 4), expiresAt: try result.uint(row, column + 5),
-                readLimit: UInt32(clamping: try result.uint(row, column + 6)), readCount: UInt32(clamping: try result.uint(row, column + 7)),
-                fetchCount: UInt32(clamping: try result.uint(row, column + 8)), fetchedAt: try result.uint(row, column + 9),
-                life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired,
-                sender: result.isNull(row, column + 11) ? nil : try result.text(row, column + 11),
-                listedAudience: try result.int64(row, column + 12) != PayloadAudience.user.storedKind,
-                readerListed: try result.bool(row, column + 13),
-                readerAcknowledged: result.isNull(row, column + 14) ? nil : try result.bool(row, column + 14))
-            if let column = pushColumn, !result.isNull(row, column) {
-                found.payload?.push = try result.int64(row, column) == OutboxState.handed.rawValue
-                    ? .handed(PushAck(written: UInt32(clamping: try result.uint(row, column + 1)),
-                                      queued: UInt32(clamping: try result.uint(row, column + 2))))
-                    : .waiting
-            }
+            found.payload = try payload(id, result, row: row, column: column, open: open)
         }
         if let column = keyColumn, let key = reads.idempotency, !result.isNull(row, column),
            let id = PayloadID(bytes: try result.bytes(row, column + 1)) {
@@ -232,39 +239,75 @@ struct PostgresReadStatement {
             found.apiTokensRevision = result.isNull(row, column) ? 0 : try result.uint(row, column)
         }
         if let column = unreadColumn, let unread = reads.unread, found.user != nil {
-            var ids: [PayloadID] = []
-            if !result.isNull(row, column) {
-                let packed = try result.bytes(row, column)
-                ids.reserveCapacity(packed.count / PayloadID.byteCount)
-                var offset = 0
-                while offset + PayloadID.byteCount <= packed.count {
-                    if let id = PayloadID(bytes: Array(packed[offset..<offset + PayloadID.byteCount])) { ids.append(id) }
-                    offset += PayloadID.byteCount
-                }
-            }
-            let cursor = result.isNull(row, column + 1) ? unread.cursor : try result.uint(row, column + 1)
-            let hasMore = result.isNull(row, column + 2) ? false : try result.bool(row, column + 2)
-            let older = result.isNull(row, column + 3) ? 0 : try result.uint(row, column + 3)
-            found.unread = UnreadPage(ids: ids, cursor: cursor, hasMore: hasMore, older: older)
+            found.unread = try Self.unreadPage(unread, result, row: row, column: column)
         }
         if let column = userDevicesColumn, found.user != nil {
             found.userDevices = result.isNull(row, column) ? [] : try Self.userDevices(try result.bytes(row, column))
         }
         if let column = limitsColumn {
-            var state = LoginLimitState()
-            if !result.isNull(row, column) {
-                state.failures = Int(clamping: try result.uint(row, column))
-                state.blockedUntilMs = try result.uint(row, column + 1)
-                state.lastAttemptMs = try result.uint(row, column + 2)
-                state.trustedUntilMs = try result.uint(row, column + 3)
-            }
-            if !result.isNull(row, column + 4) {
-                state.creditMs = try result.int64(row, column + 4)
-                state.creditUpdatedMs = try result.uint(row, column + 5)
-            }
-            found.loginLimits = state
+            found.loginLimits = try Self.loginLimits(result, row: row, column: column)
         }
         return found
+    }
+
+    /// The payload's columns from `column` on, and its push's when asked; the body opened.
+    private func payload(_ id: PayloadID, _ result: PostgresResult, row: Int, column: Int, open: Opener) throws -> StoredPayload {
+        let userID = try result.uint(row, column + 1)
+        var body: [UInt8] = []
+        if !result.isNull(row, column + 2), !result.isNull(row, column + 3) {
+            body = try open(try result.bytes(row, column + 3), UInt32(truncatingIfNeeded: try result.int64(row, column + 2)), id, userID)
+        }
+        var payload = StoredPayload(
+            id: id, sequence: try result.uint(row, column), userID: userID, body: body,
+            createdAt: try result.uint(row, column + 4), expiresAt: try result.uint(row, column + 5),
+            readLimit: UInt32(clamping: try result.uint(row, column + 6)), readCount: UInt32(clamping: try result.uint(row, column + 7)),
+            fetchCount: UInt32(clamping: try result.uint(row, column + 8)), fetchedAt: try result.uint(row, column + 9),
+            life: PayloadLife(rawValue: try result.int64(row, column + 10)) ?? .expired,
+            sender: result.isNull(row, column + 11) ? nil : try result.text(row, column + 11),
+            listedAudience: try result.int64(row, column + 12) != PayloadAudience.user.storedKind,
+            readerListed: try result.bool(row, column + 13),
+            readerAcknowledged: result.isNull(row, column + 14) ? nil : try result.bool(row, column + 14))
+        if let column = pushColumn, !result.isNull(row, column) {
+            payload.push = try result.int64(row, column) == OutboxState.handed.rawValue
+                ? .handed(PushAck(written: UInt32(clamping: try result.uint(row, column + 1)),
+                                  queued: UInt32(clamping: try result.uint(row, column + 2))))
+                : .waiting
+        }
+        return payload
+    }
+
+    /// SYNC's page: the IDs packed one after another, the cursor, whether more follow, the older ones.
+    private static func unreadPage(_ unread: UnreadQuery, _ result: PostgresResult, row: Int, column: Int) throws -> UnreadPage {
+        var ids: [PayloadID] = []
+        if !result.isNull(row, column) {
+            let packed = try result.bytes(row, column)
+            ids.reserveCapacity(packed.count / PayloadID.byteCount)
+            var offset = 0
+            while offset + PayloadID.byteCount <= packed.count {
+                if let id = PayloadID(bytes: Array(packed[offset..<offset + PayloadID.byteCount])) { ids.append(id) }
+                offset += PayloadID.byteCount
+            }
+        }
+        let cursor = result.isNull(row, column + 1) ? unread.cursor : try result.uint(row, column + 1)
+        let hasMore = result.isNull(row, column + 2) ? false : try result.bool(row, column + 2)
+        let older = result.isNull(row, column + 3) ? 0 : try result.uint(row, column + 3)
+        return UnreadPage(ids: ids, cursor: cursor, hasMore: hasMore, older: older)
+    }
+
+    /// The pair's limits and the address's credit; a row missing is a state not yet limited.
+    private static func loginLimits(_ result: PostgresResult, row: Int, column: Int) throws -> LoginLimitState {
+        var state = LoginLimitState()
+        if !result.isNull(row, column) {
+            state.failures = Int(clamping: try result.uint(row, column))
+            state.blockedUntilMs = try result.uint(row, column + 1)
+            state.lastAttemptMs = try result.uint(row, column + 2)
+            state.trustedUntilMs = try result.uint(row, column + 3)
+        }
+        if !result.isNull(row, column + 4) {
+            state.creditMs = try result.int64(row, column + 4)
+            state.creditUpdatedMs = try result.uint(row, column + 5)
+        }
+        return state
     }
 
     /// The enrolled devices packed by the `userDevices` column.

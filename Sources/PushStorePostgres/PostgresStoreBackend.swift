@@ -158,6 +158,17 @@ public final class PostgresStoreBackend: StoreBackend {
         committer.onError = { [weak self] error, operations in
             self?.logger.warning("database write failed", metadata: ["operations": "\(operations)", "error": "\(error)"])
         }
+        watchConnections()
+        sweepTimer = loop.schedule(after: .milliseconds(Int(clamping: settings.sweepIntervalMs)), repeating: true) { [weak self] in
+            self?.sweep()
+        }
+    }
+
+    deinit { stopLinks() }
+
+    /// Each connection's loss and return logged; the write connection's return also ends
+    /// a failure of writes.
+    private func watchConnections() {
         for link in readLinks + [writeLink] {
             link.onDown = { [weak self, unowned link] error in
                 self?.logger.error("database connection lost", metadata: ["connection": "\(link.name)", "error": "\(error)"])
@@ -173,12 +184,7 @@ public final class PostgresStoreBackend: StoreBackend {
             self?.writesWorkSinceMs = Clocks.monotonicMilliseconds()
             previous?(again)
         }
-        sweepTimer = loop.schedule(after: .milliseconds(Int(clamping: settings.sweepIntervalMs)), repeating: true) { [weak self] in
-            self?.sweep()
-        }
     }
-
-    deinit { stopLinks() }
 
     /// When writes were last seen to work (monotonic ms): a group committed, or the write
     /// connection came back after a loss. A commit failure before it is over.

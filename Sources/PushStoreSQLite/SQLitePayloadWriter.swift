@@ -113,66 +113,9 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private func apply(_ operation: WriteOperation) throws(SQLiteError) -> WriteOutcome {
         switch operation {
         case .store(let new):
-            // Resolved inside the transaction a removal would have to wait for: a STORE
-            // accepted just before its user was removed leaves no row behind.
-            guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
-            if let key = new.idempotency, let holder = try keyHolder(key.key) {
-                // Taken by a SEND the request's read did not see: the provider retries.
-                guard holder.expiresAt == new.keyTakenFromExpiry else { return .failed(.busy) }
-                // Forgotten, as the request's read found it, but still on its old row: this SEND takes it.
-                try freeKey.set(1, holder.sequence)
-                try freeKey.runBound()
-            }
-            let (keyID, sealed) = try SQLiteError.reporting { () throws(StoreBackendError) in try sealer.seal(new.body, id: new.id, userID: userID) }
-            try insert.set(1, new.id.high)
-            try insert.set(2, new.id.low)
-            try insert.set(3, userID)
-            try insert.set(4, Int64(keyID))
-            try insert.set(5, sealed)
-            try insert.set(6, new.createdAt)
-            try insert.set(7, new.expiresAt)
-            try insert.set(8, Int64(new.readLimit))
-            try insert.set(9, new.sender)
-            try insert.set(10, new.audience.storedKind)
-            let outbox = new.outbox
-            try insert.set(11, outbox?.push)
-            try insert.set(12, outbox?.state.rawValue)
-            let key = new.idempotency
-            try insert.set(13, key?.key.scope)
-            try insert.set(14, key?.key.key)
-            try insert.set(15, key?.requestHash)
-            try insert.set(16, key?.expiresAt)
-            try insert.runBound()
-            let sequence = connection.lastInsertedRow
-            // The audience, in the payload's transaction ([4.9-4]): rows only for listed devices.
-            for device in new.audience.listedDevices {
-                try insertAudience.set(1, sequence)
-                try insertAudience.set(2, device)
-                try insertAudience.runBound()
-            }
-            return .stored(sequence: sequence)
+            return try store(new)
         case .ack(let sequence, let userID, let deviceID, let fetched, _):
-            // The row as this transaction sees it: receipts are decided one after another.
-            guard let row = try receiptRow(sequence, deviceID) else { return .failed(.notFound) }
-            let tally = fetched ?? FetchTally(sequence: sequence, count: 0, lastAtMs: 0)
-            let decision = try receiptWrite(row, userID, sequence, deviceID)
-            switch decision {
-            case .refused(let status):
-                try record(fetched)
-                return .failed(status)
-            case .unchanged:
-                try record(fetched)
-            case .counted(let readCount), .readOut(let readCount):
-                // A counted receipt's row went in as the decision was made; the one that reads
-                // the payload out has none, and its statement erases the body too.
-                let statement = if case .readOut = decision { markRead } else { countRead }
-                try statement.set(1, readCount)
-                try statement.set(2, Int64(tally.count))
-                try statement.set(3, tally.lastAtMs)
-                try statement.set(4, sequence)
-                try statement.runBound()
-            }
-            return .ok
+            return try acknowledge(sequence, userID: userID, deviceID: deviceID, fetched: fetched)
         case .recall(let sequence):
             // Recalling what is already gone succeeds ([4.11-2]).
             guard try exists(sequence) else { return .failed(.notFound) }
@@ -186,14 +129,86 @@ public final class SQLitePayloadWriter: PayloadWriter {
             // One SQLite store serves its database alone: its own memory holds the limits.
             return .ok
         case .pushesHanded(let handed):
-            for push in handed {
-                try markHanded.set(1, Int64(push.ack.written))
-                try markHanded.set(2, Int64(push.ack.queued))
-                try markHanded.set(3, push.handedAt)
-                try markHanded.set(4, push.sequence)
-                try markHanded.runBound()
-            }
+            try recordHanded(handed)
             return .ok
+        }
+    }
+
+    /// A STORE: the payload's row, sealed, and its audience's rows.
+    private func store(_ new: NewPayload) throws(SQLiteError) -> WriteOutcome {
+        // Resolved inside the transaction a removal would have to wait for: a STORE
+        // accepted just before its user was removed leaves no row behind.
+        guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
+        if let key = new.idempotency, let holder = try keyHolder(key.key) {
+            // Taken by a SEND the request's read did not see: the provider retries.
+            guard holder.expiresAt == new.keyTakenFromExpiry else { return .failed(.busy) }
+            // Forgotten, as the request's read found it, but still on its old row: this SEND takes it.
+            try freeKey.set(1, holder.sequence)
+            try freeKey.runBound()
+        }
+        let (keyID, sealed) = try SQLiteError.reporting { () throws(StoreBackendError) in try sealer.seal(new.body, id: new.id, userID: userID) }
+        try insert.set(1, new.id.high)
+        try insert.set(2, new.id.low)
+        try insert.set(3, userID)
+        try insert.set(4, Int64(keyID))
+        try insert.set(5, sealed)
+        try insert.set(6, new.createdAt)
+        try insert.set(7, new.expiresAt)
+        try insert.set(8, Int64(new.readLimit))
+        try insert.set(9, new.sender)
+        try insert.set(10, new.audience.storedKind)
+        let outbox = new.outbox
+        try insert.set(11, outbox?.push)
+        try insert.set(12, outbox?.state.rawValue)
+        let key = new.idempotency
+        try insert.set(13, key?.key.scope)
+        try insert.set(14, key?.key.key)
+        try insert.set(15, key?.requestHash)
+        try insert.set(16, key?.expiresAt)
+        try insert.runBound()
+        let sequence = connection.lastInsertedRow
+        // The audience, in the payload's transaction ([4.9-4]): rows only for listed devices.
+        for device in new.audience.listedDevices {
+            try insertAudience.set(1, sequence)
+            try insertAudience.set(2, device)
+            try insertAudience.runBound()
+        }
+        return .stored(sequence: sequence)
+    }
+
+    /// A read receipt, with the FETCH statistics it carries.
+    private func acknowledge(_ sequence: UInt64, userID: UInt64, deviceID: String, fetched: FetchTally?) throws(SQLiteError) -> WriteOutcome {
+        // The row as this transaction sees it: receipts are decided one after another.
+        guard let row = try receiptRow(sequence, deviceID) else { return .failed(.notFound) }
+        let tally = fetched ?? FetchTally(sequence: sequence, count: 0, lastAtMs: 0)
+        let decision = try receiptWrite(row, userID, sequence, deviceID)
+        switch decision {
+        case .refused(let status):
+            try record(fetched)
+            return .failed(status)
+        case .unchanged:
+            try record(fetched)
+        case .counted(let readCount), .readOut(let readCount):
+            // A counted receipt's row went in as the decision was made; the one that reads
+            // the payload out has none, and its statement erases the body too.
+            let statement = if case .readOut = decision { markRead } else { countRead }
+            try statement.set(1, readCount)
+            try statement.set(2, Int64(tally.count))
+            try statement.set(3, tally.lastAtMs)
+            try statement.set(4, sequence)
+            try statement.runBound()
+        }
+        return .ok
+    }
+
+    /// Gateways' answers to outbox pushes.
+    private func recordHanded(_ handed: [HandedPush]) throws(SQLiteError) {
+        for push in handed {
+            try markHanded.set(1, Int64(push.ack.written))
+            try markHanded.set(2, Int64(push.ack.queued))
+            try markHanded.set(3, push.handedAt)
+            try markHanded.set(4, push.sequence)
+            try markHanded.runBound()
         }
     }
 

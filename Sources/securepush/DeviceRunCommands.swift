@@ -41,12 +41,7 @@ extension DeviceCommand {
                 throw CommandFailure("\(credential) is not a registration credential")
             }
             let tokens = TokenStore(directory: state.directory)
-            do {
-                try Deployment.makeDirectories(state.directory)
-                try Deployment.writePrivate(state.directory + "/device-id", claims.deviceID + "\n")
-            } catch {
-                throw CommandFailure("cannot use the state directory \(state.directory): \(error)")
-            }
+            try prepareStateDirectory(deviceID: claims.deviceID)
             let loop = try EventLoop()
             let device = DeviceClient(loop: loop, gateway: try endpoint(gateway, caFile: caFile), store: try endpoint(store, caFile: caFile),
                                       registration: registration, deviceID: claims.deviceID, tokenStore: tokens,
@@ -96,6 +91,16 @@ extension DeviceCommand {
             device.stop()
             loop.shutdown()
             if let failure { throw CommandFailure(explain(failure)) }
+        }
+
+        /// Makes the state directory and records in it which device this is.
+        private func prepareStateDirectory(deviceID: String) throws {
+            do {
+                try Deployment.makeDirectories(state.directory)
+                try Deployment.writePrivate(state.directory + "/device-id", deviceID + "\n")
+            } catch {
+                throw CommandFailure("cannot use the state directory \(state.directory): \(error)")
+            }
         }
 
         /// The one line `device run` exits with.
