@@ -14,9 +14,12 @@ public struct PasswordHash: Sendable, Equatable {
         return PasswordHash(iterations: iterations, salt: salt, hash: try derive(password, salt: salt, iterations: iterations))
     }
 
-    /// Checked against when a user does not exist, so that costs what a wrong password costs.
-    public static let dummy = PasswordHash(iterations: defaultIterations, salt: [UInt8](repeating: 0, count: 16),
-                                           hash: [UInt8](repeating: 0, count: 32))
+    /// Checked against when a user does not exist, so that costs what a wrong password costs:
+    /// `iterations` must be what the deployment hashes new passwords with, or the time of a
+    /// failed LOGIN tells an unknown user from a known one.
+    public static func dummy(iterations: Int) -> PasswordHash {
+        PasswordHash(iterations: iterations, salt: [UInt8](repeating: 0, count: 16), hash: [UInt8](repeating: 0, count: 32))
+    }
 
     public func verify(password: [UInt8]) -> Bool {
         guard let candidate = try? PasswordHash.derive(password, salt: salt, iterations: iterations) else { return false }

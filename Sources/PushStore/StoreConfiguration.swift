@@ -84,6 +84,7 @@ public struct StoreConfiguration: Sendable {
         limits.apply(configSection: ConfigService.store.rawValue, deployment.integer)
         if let count = deployment.integer("loops", for: .store) { loops = count }
         if let lease = deployment.integer("outbox_lease_s", for: .store), lease > 0 { settings.outboxLeaseMs = UInt64(lease) * 1000 }
+        if let iterations = deployment.integer("password.iterations") { settings.passwordIterations = iterations }
     }
 
     public static let maxLoops = SQLiteStoreWriterGroup.maxLoops

@@ -376,9 +376,10 @@ public final class StoreServer: ServiceHandler {
         let box = LoopBound(peer, loop: loop)
         let server = LoopBound(self, loop: loop)
         let password = login.password
+        let iterations = logic.settings.passwordIterations
         DispatchQueue.global().async {
             let hash = storedHash.flatMap(PasswordHash.init(encoded:))
-            let matched = (hash ?? PasswordHash.dummy).verify(password: password) && hash != nil
+            let matched = (hash ?? PasswordHash.dummy(iterations: iterations)).verify(password: password) && hash != nil
             _ = handle.executeWithLoop { _ in
                 let peer = box.value, server = server.value
                 server.logins -= 1

@@ -1,3 +1,4 @@
+import PushSecurity
 import PushWire
 
 /// The store's limits and lifetimes; `StoreConfiguration(deployment:)` takes some from
@@ -35,6 +36,10 @@ public struct StoreSettings: Sendable {
     /// On PostgreSQL, how long a SEND's push is left to the store that committed (or last
     /// claimed) it before another store may claim it ([4.17-4]).
     public var outboxLeaseMs: UInt64 = 30_000
+    /// PBKDF2 iterations of the hash an unknown user's LOGIN is checked against
+    /// (`PasswordHash.dummy`), so that it takes as long as a known user's wrong password
+    /// ([8-4]): the deployment's `password.iterations`, which its new hashes use.
+    public var passwordIterations = PasswordHash.defaultIterations
 
     public init() {}
 }

@@ -23,6 +23,18 @@ struct StoreConfigKeysTests {
         #expect(configuration.limits.keepaliveMs == 0)
     }
 
+    @Test("[8-4] an unknown user's LOGIN is checked against a hash of the deployment's password.iterations, the count its users' hashes have")
+    func dummyHashFollowsTheDeployment() throws {
+        let temporary = try TemporaryDeployment()
+        #expect(TemporaryDeployment.passwordIterations != PasswordHash.defaultIterations, "the test deployment sets its own count")
+        let configuration = StoreConfiguration(deployment: temporary.deployment, host: "127.0.0.1", port: 0)
+        #expect(configuration.settings.passwordIterations == TemporaryDeployment.passwordIterations)
+        #expect(PasswordHash.dummy(iterations: configuration.settings.passwordIterations).iterations == TemporaryDeployment.passwordIterations)
+        let plain = StoreConfiguration(databasePath: "unused", serverKey: temporary.deployment.serverKey,
+                                       providerKey: temporary.deployment.providerKey)
+        #expect(plain.settings.passwordIterations == PasswordHash.defaultIterations)
+    }
+
     @Test("without the keys the store keeps its defaults")
     func defaults() throws {
         let temporary = try TemporaryDeployment()

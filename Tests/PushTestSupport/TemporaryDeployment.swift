@@ -13,7 +13,7 @@ public final class TemporaryDeployment {
     private let madeByCommandLine: Bool
 
     /// Fast hashes keep the tests quick; production keeps the default.
-    static let passwordIterations = 1000
+    public static let passwordIterations = 1000
 
     /// - Parameters:
     ///   - commandLine: made by `securepush init`, users added by `securepush user add`.
