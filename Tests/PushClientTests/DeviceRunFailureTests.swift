@@ -70,10 +70,11 @@ struct DeviceRunFailureTests {
     func transientFailureIsOneLine() throws {
         let deployment = try TemporaryDeployment()
         let store = try ServiceProcess(["store", "--data-dir", deployment.directory])
-        // A port that was free a moment ago.
-        let probe = try ServiceProcess(["gateway", "--data-dir", deployment.directory])
-        let port = probe.port
-        #expect(probe.terminate() == 0)
+        // A port nothing listens on yet, below the ephemeral range: a port another process
+        // was given by the kernel and gave back (a gateway started on port 0 and stopped)
+        // can be handed to the next process that binds port 0, which with tests running side
+        // by side is another test's gateway, and the device then talks to that one.
+        let port = try freeLoopbackPort()
         let credential = try Self.credentialFile(deployment.registration("phone"), in: deployment.directory)
         let child = try Self.deviceRun(gateway: "127.0.0.1:\(port)", store: "127.0.0.1:\(store.port)",
                                        credential: credential, stateDirectory: deployment.directory + "/phone")

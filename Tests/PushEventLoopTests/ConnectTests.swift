@@ -1,5 +1,6 @@
 import Glibc
 import PushEventLoop
+import PushTestSupport
 import Testing
 
 extension EventLoopSuite {
@@ -18,10 +19,8 @@ extension EventLoopSuite {
 
     @Test func connectToAClosedPortIsRefused() throws {
         try withEventLoop { loop in
-            // A port that was free a moment ago: bind, note it, close.
-            let probe = try Listener(loop: loop, host: "127.0.0.1", port: 0) { _ in }
-            let port = probe.port
-            probe.close()
+            // Below the ephemeral range, so no other test's port-0 listener is given it meanwhile.
+            let port = try freeLoopbackPort()
             guard case .failure(let error)? = connectResult(loop, port: port) else {
                 Issue.record("connect to a closed port did not fail")
                 return
