@@ -14,6 +14,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift", from: "0.2.0"),
+        // HPKE (RFC 9180) with X25519 and X-Wing for sealed payloads (SPEC.md 7.6): Debian 12's
+        // OpenSSL 3.0 has no HPKE, and no primitive is written here. Only PushSealing imports it.
+        .package(url: "https://github.com/apple/swift-crypto", from: "4.5.2"),
     ],
     targets: [
         // libevent (and its OpenSSL bufferevents) from Debian's libevent-dev and libssl-dev.
@@ -77,12 +80,15 @@ let package = Package(
         // The HTTP provider API's rules with no I/O: routes, the JSON body and the SEND it
         // asks for, problem documents and answers. Compiled alone by fuzz/run.sh too.
         .target(name: "PushProviderAPI", dependencies: ["PushClock", "PushWire"]),
+        // Sealed payloads (SPEC.md 7.6): device key pairs, key ids, sealing to device keys
+        // and opening on the device. The only importer of swift-crypto's `Crypto`.
+        .target(name: "PushSealing", dependencies: ["PushWire", .product(name: "Crypto", package: "swift-crypto")]),
         // The payload store's logic with no I/O: `StoreLogic`, which decides every rule and
         // value and returns the reads, writes and reply it needs; the values it decides
         // (`WriteOperation`, `PayloadLife`, `LoginThrottle`, `FailureWindow`,
         // `RegistrationMinting`, idempotency keys, sealing at rest) and the protocols of the
         // backends that persist them (`StoreBackend`, the administration commands').
-        .target(name: "PushStoreLogic", dependencies: ["PushClock", "PushWire", "PushSession", "PushSecurity"]),
+        .target(name: "PushStoreLogic", dependencies: ["PushClock", "PushWire", "PushSession", "PushSecurity", "PushSealing"]),
         // The store's SQLite backend, the only importer of CSQLite: persists what
         // PushStoreLogic decided (readers on the loops, a group-commit writer thread) and
         // decides nothing.
@@ -106,7 +112,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         // Device and provider clients.
-        .target(name: "PushClient", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity"]),
+        .target(name: "PushClient", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushSealing"]),
         // The push gateway: routing, offline queues, fan-out, metrics.
         // PushClient: the gateway follows the store's device registry as a client of the
         // store (`RegistryFollower` over a `ServerLink`).
@@ -118,17 +124,17 @@ let package = Package(
         // PushStore: an embedded deployment enrolls its devices, users and API token through
         // the store's own administration (`StoreDatabase`), as an operator's commands would.
         .target(name: "PushBench", dependencies: [
-            "PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushStoreLogic", "PushText",
+            "PushClock", "PushWire", "PushSession", "PushEventLoop", "PushSecurity", "PushClient", "PushProcess", "PushStore", "PushStoreLogic", "PushText", "PushSealing",
             .product(name: "Histogram", package: "hdrhistogram-swift"),
         ]),
         // The black-box protocol conformance suite behind `securepush conformance`.
         // With --data-dir it enrolls and revokes the devices it uses in the store's registry,
         // through the store's administration (`StoreDatabase`): hence PushStore.
-        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushStoreLogic", "PushText"]),
+        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushStoreLogic", "PushText", "PushSealing"]),
         .executableTarget(
             name: "securepush",
             dependencies: [
-                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushStoreLogic", "PushStoreSQLite", "PushStorePostgres", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess", "PushNATS",
+                "PushClock", "PushWire", "PushEventLoop", "PushSecurity", "PushService", "PushSession", "PushStore", "PushStoreLogic", "PushStoreSQLite", "PushStorePostgres", "PushGateway", "PushClient", "PushBench", "PushConformance", "PushProcess", "PushNATS", "PushSealing",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -136,13 +142,15 @@ let package = Package(
         .testTarget(name: "PushWireTests", dependencies: ["PushWire", "PushTestSupport"]),
         .testTarget(name: "PushSessionTests", dependencies: ["PushSession", "PushWire"]),
         .testTarget(name: "PushSecurityTests", dependencies: ["PushSecurity", "PushWire"]),
+        // HPKE against RFC 9180's published vectors, X-Wing's, and the sealed payload's golden vectors.
+        .testTarget(name: "PushSealingTests", dependencies: ["PushSealing", "PushWire"]),
         // The escapers, and that what they write parses back (FoundationXML, JSONSerialization).
         .testTarget(name: "PushTextTests", dependencies: ["PushText"]),
         // Helpers the integration tests share: temporary deployments, services in-process
         // on loop threads, and the real binary as child processes.
         .target(name: "PushTestSupport", dependencies: [
             "PushClock", "PushClient", "PushSecurity", "PushWire", "PushSession", "PushEventLoop", "PushProcess", "PushService", "PushStore", "PushStoreLogic", "PushGateway",
-            "PushPostgres", "PushNATS", "COpenSSL",
+            "PushPostgres", "PushNATS", "COpenSSL", "PushSealing",
             .product(name: "Logging", package: "swift-log"),
         ], path: "Tests/PushTestSupport"),
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushStoreLogic", "PushStoreSQLite", "PushStorePostgres", "PushProviderAPI", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),

@@ -1,0 +1,37 @@
+import Crypto
+import PushWire
+
+/// The names SPEC.md 7.6 derives with SHA-256: a sealed payload's id from its nonce, and a
+/// device key's id from the key. The labels are ASCII with no terminator.
+public enum SealedNames {
+    static let idLabel = Array("securepush sealed id v1".utf8)
+    static let keyIDLabel = Array("securepush device key id v1".utf8)
+
+    /// `SHA-256("securepush sealed id v1" || seal_nonce)[0..16]`: the sender knows the id
+    /// before it seals, and cannot choose it (7.6-1).
+    public static func payloadID(sealNonce: some Sequence<UInt8>) -> PayloadID {
+        var hash = SHA256()
+        hash.update(data: idLabel)
+        hash.update(data: Array(sealNonce))
+        let digest = Array(hash.finalize())
+        return PayloadID(high: bigEndian(digest[0..<8]), low: bigEndian(digest[8..<16]))
+    }
+
+    /// `SHA-256("securepush device key id v1" || key_suite || n(device_id) || device_key)[0..8]` (7.6-2).
+    public static func keyID(suite: KeySuite, deviceID: String, publicKey: [UInt8]) -> KeyID {
+        var hash = SHA256()
+        hash.update(data: keyIDLabel)
+        hash.update(data: [suite.rawValue])
+        hash.update(data: lengthPrefixed(deviceID))
+        hash.update(data: publicKey)
+        return KeyID(value: bigEndian(Array(hash.finalize())[0..<8]))
+    }
+
+    static func bigEndian(_ bytes: ArraySlice<UInt8>) -> UInt64 { bytes.reduce(0) { $0 << 8 | UInt64($1) } }
+
+    /// `n(s)`: one length byte, then the UTF-8 bytes (identifiers are 1 to 64 bytes, 3.3-8).
+    static func lengthPrefixed(_ identifier: String) -> [UInt8] {
+        let bytes = Array(identifier.utf8)
+        return [UInt8(truncatingIfNeeded: bytes.count)] + bytes
+    }
+}
