@@ -6,7 +6,7 @@ import PushWire
 public enum RolePolicy {
     public static func allows(_ type: MessageType, from role: PeerRole) -> Bool {
         switch type {
-        case .store, .send, .recall, .status, .push: role == .provider
+        case .store, .send, .recall, .status, .keys, .push: role == .provider
         case .login, .fetch, .sync, .ack: role == .device
         case .registry: role == .gateway
         default: true

@@ -141,12 +141,12 @@ public struct FieldTable: ExpressibleByArrayLiteral, Sendable, Equatable {
 /// body, so a FieldSet must not outlive it. It holds no references, so a copy costs no
 /// reference counting.
 public struct FieldSet {
-    static let capacity = 12
+    static let capacity = 14
     private let body: UnsafeRawBufferPointer
     private let allowed: FieldTable
     // Start and length of each allowed field, by its slot in `allowed`; -1 when absent.
-    private var starts: InlineArray<12, Int32>
-    private var lengths: InlineArray<12, Int32>
+    private var starts: InlineArray<14, Int32>
+    private var lengths: InlineArray<14, Int32>
 
     public init(body: UnsafeRawBufferPointer, allowed: FieldTable, type: MessageType, strict: Bool = false) throws(WireError) {
         self.body = body

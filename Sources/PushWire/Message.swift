@@ -20,6 +20,8 @@ public enum Message: Equatable, Sendable {
     case recallOK(RecallOK)
     case status(StatusRequest)
     case statusOK(StatusOK)
+    case keys(Keys)
+    case keysOK(KeysOK)
     case push(Push)
     case pushAck(PushAck)
     case deliveryAck(DeliveryAck)
@@ -51,6 +53,8 @@ public enum Message: Equatable, Sendable {
         case .recallOK: .recallOK
         case .status: .status
         case .statusOK: .statusOK
+        case .keys: .keys
+        case .keysOK: .keysOK
         case .push: .push
         case .pushAck: .pushAck
         case .deliveryAck: .deliveryAck
@@ -94,6 +98,8 @@ public enum Message: Equatable, Sendable {
         case .recallOK(let m): m
         case .status(let m): m
         case .statusOK(let m): m
+        case .keys(let m): m
+        case .keysOK(let m): m
         case .push(let m): m
         case .pushAck(let m): m
         case .deliveryAck(let m): m
@@ -142,6 +148,8 @@ public enum Message: Equatable, Sendable {
         case .recallOK: return .recallOK(try RecallOK(body: body))
         case .status: return .status(try StatusRequest(body: body))
         case .statusOK: return .statusOK(try StatusOK(body: body))
+        case .keys: return .keys(try Keys(body: body))
+        case .keysOK: return .keysOK(try KeysOK(body: body))
         case .push: return .push(try Push(body: body))
         case .pushAck: return .pushAck(try PushAck(body: body))
         case .deliveryAck: return .deliveryAck(try DeliveryAck(body: body))
@@ -202,6 +210,8 @@ public enum Message: Equatable, Sendable {
         case .recallOK(let m): m.writeFields(to: &writer)
         case .status(let m): m.writeFields(to: &writer)
         case .statusOK(let m): m.writeFields(to: &writer)
+        case .keys(let m): m.writeFields(to: &writer)
+        case .keysOK(let m): m.writeFields(to: &writer)
         case .push(let m): m.writeFields(to: &writer)
         case .pushAck(let m): m.writeFields(to: &writer)
         case .deliveryAck(let m): m.writeFields(to: &writer)

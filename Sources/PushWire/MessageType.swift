@@ -22,6 +22,8 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
     case recallOK = 0x1B
     case status = 0x1C
     case statusOK = 0x1D
+    case keys = 0x1E
+    case keysOK = 0x1F
 
     case push = 0x20
     case pushAck = 0x21
@@ -55,6 +57,8 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
         case .recallOK: "RECALL_OK"
         case .status: "STATUS"
         case .statusOK: "STATUS_OK"
+        case .keys: "KEYS"
+        case .keysOK: "KEYS_OK"
         case .push: "PUSH"
         case .pushAck: "PUSH_ACK"
         case .deliveryAck: "DELIVERY_ACK"
@@ -72,7 +76,7 @@ public enum MessageType: UInt8, CaseIterable, Sendable, CustomStringConvertible 
     /// never are, not even when malformed ([4.1-1], [5.6-3]).
     public var isRequest: Bool {
         switch self {
-        case .hello, .ping, .login, .store, .send, .fetch, .sync, .ack, .recall, .status, .push, .registry: true
+        case .hello, .ping, .login, .store, .send, .fetch, .sync, .ack, .recall, .status, .keys, .push, .registry: true
         default: false
         }
     }

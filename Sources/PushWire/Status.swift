@@ -30,13 +30,17 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
     public static let revoked = Status(rawValue: 0x001E)
     /// An idempotency key reused for a different SEND ([4.17-5]).
     public static let conflict = Status(rawValue: 0x001F)
+    /// A FETCH of a sealed payload that holds no stanza for the device's current key ([4.19-4]).
+    public static let notSealedForDevice = Status(rawValue: 0x0020)
+    /// A STORE or SEND the store was to seal, when no device of its audience has a key ([4.19-6]).
+    public static let noDeviceKeys = Status(rawValue: 0x0021)
     public static let internalError = Status(rawValue: 0x00FF)
 
     public static let all: [Status] = [
         .ok, .malformedFrame, .unsupportedVersion, .frameTooLarge, .helloRequired, .unknownType,
         .badRequest, .timeout, .authRequired, .tokenExpired, .badToken, .badCredentials, .forbidden,
         .notFound, .gone, .unknownUser, .tooLarge, .rateLimited, .busy, .shuttingDown, .replaced,
-        .slowConsumer, .revoked, .conflict, .internalError,
+        .slowConsumer, .revoked, .conflict, .notSealedForDevice, .noDeviceKeys, .internalError,
     ]
 
     /// The name the spec and the vector files use.
@@ -66,6 +70,8 @@ public struct Status: RawRepresentable, Hashable, Sendable, CustomStringConverti
         case .slowConsumer: "SLOW_CONSUMER"
         case .revoked: "REVOKED"
         case .conflict: "CONFLICT"
+        case .notSealedForDevice: "NOT_SEALED_FOR_DEVICE"
+        case .noDeviceKeys: "NO_DEVICE_KEYS"
         case .internalError: "INTERNAL"
         default: "STATUS_0x" + String(rawValue, radix: 16)
         }

@@ -11,6 +11,8 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
     case fieldLengthOverflow
     case duplicateField(FieldTag)
     case missingField(FieldTag)
+    /// Two fields of which a message carries at most one.
+    case exclusiveFields(FieldTag, FieldTag)
     case badFieldValue(FieldTag)
     /// A control character in an identifier field ([3.3-8]).
     case controlCharacter(FieldTag)
@@ -24,7 +26,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .unsupportedVersion: .unsupportedVersion
         case .frameTooLarge: .frameTooLarge
         case .unknownType: .unknownType
-        case .truncatedField, .fieldLengthOverflow, .duplicateField, .missingField, .badFieldValue, .controlCharacter,
+        case .truncatedField, .fieldLengthOverflow, .duplicateField, .missingField, .exclusiveFields, .badFieldValue, .controlCharacter,
              .fieldTooLong, .unexpectedField, .nonzeroStatusInRequest:
             .badRequest
         }
@@ -43,6 +45,7 @@ public enum WireError: Error, Equatable, Sendable, CustomStringConvertible {
         case .fieldLengthOverflow: "field length longer than 4 varint bytes"
         case .duplicateField(let tag): "duplicate field \(tag)"
         case .missingField(let tag): "missing required field \(tag)"
+        case .exclusiveFields(let first, let second): "fields \(first) and \(second) exclude each other"
         case .badFieldValue(let tag): "malformed value in field \(tag)"
         case .controlCharacter(let tag): "field \(tag) contains a control character"
         case .fieldTooLong(let tag, let max): "field \(tag) longer than \(max) bytes"

@@ -5,11 +5,13 @@ public struct SendRequest: WireMessage {
     public static let type = MessageType.send
     public static let fieldTable: FieldTable = [
         .user, .payload, .ttlSeconds, .readLimit, .targetKind, .target, .alert, .priority, .collapseKey,
-        .pushTTLSeconds, .idempotencyKey,
+        .pushTTLSeconds, .idempotencyKey, .sealedPayload, .payloadToSeal,
     ]
 
     public var user: String
+    /// The content, in the form `form` says ([4.19]).
     public var payload: [UInt8]
+    public var form: PayloadForm
     public var ttlSeconds: UInt32
     /// 0 means no limit.
     public var readLimit: UInt32
@@ -23,11 +25,12 @@ public struct SendRequest: WireMessage {
     /// Makes a retry safe ([4.17-5]).
     public var idempotencyKey: String?
 
-    public init(user: String, payload: [UInt8], ttlSeconds: UInt32 = StoreRequest.defaultTTLSeconds, readLimit: UInt32 = 0,
-                target: PushTarget? = nil, alert: Bool = false, priority: UInt8 = Push.defaultPriority,
+    public init(user: String, payload: [UInt8], form: PayloadForm = .plain, ttlSeconds: UInt32 = StoreRequest.defaultTTLSeconds,
+                readLimit: UInt32 = 0, target: PushTarget? = nil, alert: Bool = false, priority: UInt8 = Push.defaultPriority,
                 collapseKey: String? = nil, pushTTLSeconds: UInt32? = nil, idempotencyKey: String? = nil) {
         self.user = user
         self.payload = payload
+        self.form = form
         self.ttlSeconds = ttlSeconds
         self.readLimit = readLimit
         self.target = target
@@ -40,7 +43,7 @@ public struct SendRequest: WireMessage {
 
     public init(fields: FieldSet) throws(WireError) {
         user = try fields.required(.user, FieldSet.string)
-        payload = try fields.required(.payload, FieldSet.bytes)
+        (form, payload) = try fields.payloadContent()
         ttlSeconds = fields.uint32(.ttlSeconds) ?? StoreRequest.defaultTTLSeconds
         readLimit = fields.uint32(.readLimit) ?? 0
         target = try fields.pushTarget()
@@ -53,9 +56,10 @@ public struct SendRequest: WireMessage {
 
     public func writeFields(to writer: inout FieldWriter) {
         writer.append(.user, user)
-        writer.append(.payload, payload)
+        if form == .plain { writer.append(.payload, payload) }
         if ttlSeconds != StoreRequest.defaultTTLSeconds { writer.append(.ttlSeconds, ttlSeconds) }
         if readLimit != 0 { writer.append(.readLimit, readLimit) }
+        if form != .plain { writer.append(form.tag, payload) }  // tags ascend ([3.4-1])
         if let target {
             writer.append(.targetKind, target.kind)
             writer.append(.target, target.name)
@@ -74,7 +78,7 @@ public struct SendRequest: WireMessage {
     /// frame applies; the integers are in range by their types, save the priority.
     public func validate() throws(WireError) {
         try FieldTag.user.check(user)
-        try FieldTag.payload.check(payload)
+        try form.tag.check(payload)
         if let target { try FieldTag.target.check(target.name) }
         guard priority <= Push.maxPriority else { throw .badFieldValue(.priority) }
         if let collapseKey { try FieldTag.collapseKey.check(collapseKey) }
@@ -83,35 +87,40 @@ public struct SendRequest: WireMessage {
 
     /// The STORE part of the request.
     public var storeRequest: StoreRequest {
-        StoreRequest(user: user, payload: payload, ttlSeconds: ttlSeconds, readLimit: readLimit)
+        StoreRequest(user: user, payload: payload, form: form, ttlSeconds: ttlSeconds, readLimit: readLimit)
     }
 }
 
 /// SEND_OK: the new payload's id and expiry, once the payload and its push are durable.
 public struct SendOK: WireMessage {
     public static let type = MessageType.sendOK
-    public static let fieldTable: FieldTable = [.expiresAt, .id, .replayed]
+    public static let fieldTable: FieldTable = [.expiresAt, .id, .replayed, .cursor]
 
     public var id: PayloadID
     public var expiresAt: UInt64
     /// The answer of an earlier SEND with the same idempotency key ([4.17-5]).
     public var replayed: Bool
+    /// For a sealed payload, the recipient's key cursor as of the commit ([4.18-5]).
+    public var cursor: UInt64?
 
-    public init(id: PayloadID, expiresAt: UInt64, replayed: Bool = false) {
+    public init(id: PayloadID, expiresAt: UInt64, replayed: Bool = false, cursor: UInt64? = nil) {
         self.id = id
         self.expiresAt = expiresAt
         self.replayed = replayed
+        self.cursor = cursor
     }
 
     public init(fields: FieldSet) throws(WireError) {
         id = try fields.requiredPayloadID()
         expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
         replayed = try fields.uint8(.replayed, in: 0...1) == 1
+        cursor = fields.uint64(.cursor)
     }
 
     public func writeFields(to writer: inout FieldWriter) {
         writer.append(.expiresAt, expiresAt)
         writer.append(.id, id)
+        if let cursor { writer.append(.cursor, cursor) }
         if replayed { writer.append(.replayed, UInt8(1)) }
     }
 }

@@ -1,108 +1,135 @@
 /// LOGIN: a device trades a user's password for a fetch token.
 public struct Login: WireMessage {
     public static let type = MessageType.login
-    public static let fieldTable: FieldTable = [.user, .password, .deviceID]
+    public static let fieldTable: FieldTable = [.user, .password, .deviceID, .keySuite, .deviceKey]
 
     public var user: String
     public var password: [UInt8]
     public var deviceID: String
+    /// The device's public key, registered with the login ([4.6-5]); nil leaves the
+    /// registered key as it is.
+    public var deviceKey: DevicePublicKey?
 
-    public init(user: String, password: [UInt8], deviceID: String) {
+    public init(user: String, password: [UInt8], deviceID: String, deviceKey: DevicePublicKey? = nil) {
         self.user = user
         self.password = password
         self.deviceID = deviceID
+        self.deviceKey = deviceKey
     }
 
     public init(fields: FieldSet) throws(WireError) {
         user = try fields.required(.user, FieldSet.string)
         password = try fields.required(.password, FieldSet.bytes)
         deviceID = try fields.required(.deviceID, FieldSet.string)
+        deviceKey = try fields.devicePublicKey()
     }
 
     public func writeFields(to writer: inout FieldWriter) {
         writer.append(.user, user)
         writer.append(.password, password)
         writer.append(.deviceID, deviceID)
+        if let deviceKey {
+            writer.append(.keySuite, deviceKey.suite.rawValue)
+            writer.append(.deviceKey, deviceKey.bytes)
+        }
     }
 }
 
 public struct LoginOK: WireMessage {
     public static let type = MessageType.loginOK
-    public static let fieldTable: FieldTable = [.token, .expiresAt]
+    public static let fieldTable: FieldTable = [.token, .expiresAt, .keyID]
 
     public var token: [UInt8]
     public var expiresAt: UInt64
+    /// The id of the key the registration has after this LOGIN ([4.6-8]); nil when it has none.
+    public var keyID: KeyID?
 
-    public init(token: [UInt8], expiresAt: UInt64) {
+    public init(token: [UInt8], expiresAt: UInt64, keyID: KeyID? = nil) {
         self.token = token
         self.expiresAt = expiresAt
+        self.keyID = keyID
     }
 
     public init(fields: FieldSet) throws(WireError) {
         token = try fields.required(.token, FieldSet.bytes)
         expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
+        if let raw = fields.bytes(.keyID) {
+            guard let keyID = KeyID(bytes: raw) else { throw .badFieldValue(.keyID) }
+            self.keyID = keyID
+        }
     }
 
     public func writeFields(to writer: inout FieldWriter) {
         writer.append(.token, token)
         writer.append(.expiresAt, expiresAt)
+        if let keyID { writer.append(.keyID, keyID.bytes) }
     }
 }
 
 /// STORE: a provider hands the store a payload for one user.
 public struct StoreRequest: WireMessage {
     public static let type = MessageType.store
-    public static let fieldTable: FieldTable = [.user, .payload, .ttlSeconds, .readLimit]
+    public static let fieldTable: FieldTable = [.user, .payload, .ttlSeconds, .readLimit, .sealedPayload, .payloadToSeal]
     public static let defaultTTLSeconds: UInt32 = 86_400
 
     public var user: String
+    /// The content, in the form `form` says ([4.19]).
     public var payload: [UInt8]
+    public var form: PayloadForm
     public var ttlSeconds: UInt32
     /// 0 means no limit.
     public var readLimit: UInt32
 
-    public init(user: String, payload: [UInt8], ttlSeconds: UInt32 = StoreRequest.defaultTTLSeconds, readLimit: UInt32 = 0) {
+    public init(user: String, payload: [UInt8], form: PayloadForm = .plain,
+                ttlSeconds: UInt32 = StoreRequest.defaultTTLSeconds, readLimit: UInt32 = 0) {
         self.user = user
         self.payload = payload
+        self.form = form
         self.ttlSeconds = ttlSeconds
         self.readLimit = readLimit
     }
 
     public init(fields: FieldSet) throws(WireError) {
         user = try fields.required(.user, FieldSet.string)
-        payload = try fields.required(.payload, FieldSet.bytes)
+        (form, payload) = try fields.payloadContent()
         ttlSeconds = fields.uint32(.ttlSeconds) ?? StoreRequest.defaultTTLSeconds
         readLimit = fields.uint32(.readLimit) ?? 0
     }
 
     public func writeFields(to writer: inout FieldWriter) {
         writer.append(.user, user)
-        writer.append(.payload, payload)
+        if form == .plain { writer.append(.payload, payload) }
         if ttlSeconds != StoreRequest.defaultTTLSeconds { writer.append(.ttlSeconds, ttlSeconds) }
         if readLimit != 0 { writer.append(.readLimit, readLimit) }
+        if form != .plain { writer.append(form.tag, payload) }  // tags ascend ([3.4-1])
     }
 }
 
 public struct StoreOK: WireMessage {
     public static let type = MessageType.storeOK
-    public static let fieldTable: FieldTable = [.expiresAt, .id]
+    public static let fieldTable: FieldTable = [.expiresAt, .id, .cursor]
 
     public var id: PayloadID
     public var expiresAt: UInt64
+    /// For a sealed payload, the recipient's key cursor as of the commit ([4.18-5]).
+    public var cursor: UInt64?
 
-    public init(id: PayloadID, expiresAt: UInt64) {
+    public init(id: PayloadID, expiresAt: UInt64, cursor: UInt64? = nil) {
         self.id = id
         self.expiresAt = expiresAt
+        self.cursor = cursor
     }
 
     public init(fields: FieldSet) throws(WireError) {
         id = try fields.requiredPayloadID()
         expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
+        cursor = fields.uint64(.cursor)
     }
 
     public func writeFields(to writer: inout FieldWriter) {
         writer.append(.expiresAt, expiresAt)
         writer.append(.id, id)
+        if let cursor { writer.append(.cursor, cursor) }
     }
 }
 
@@ -146,23 +173,31 @@ public struct Fetch: TokenedIDRequest {
 
 public struct FetchOK: WireMessage {
     public static let type = MessageType.fetchOK
-    public static let fieldTable: FieldTable = [.expiresAt, .id, .payload, .createdAt]
+    public static let fieldTable: FieldTable = [.expiresAt, .id, .payload, .createdAt, .sealedPayload]
 
     public var id: PayloadID
+    /// The content; when `sealed`, the device's view of a sealed payload ([4.19-4], 7.6).
     public var payload: [UInt8]
+    public var sealed: Bool
     public var createdAt: UInt64
     public var expiresAt: UInt64
 
-    public init(id: PayloadID, payload: [UInt8], createdAt: UInt64, expiresAt: UInt64) {
+    public init(id: PayloadID, payload: [UInt8], sealed: Bool = false, createdAt: UInt64, expiresAt: UInt64) {
         self.id = id
         self.payload = payload
+        self.sealed = sealed
         self.createdAt = createdAt
         self.expiresAt = expiresAt
     }
 
     public init(fields: FieldSet) throws(WireError) {
         id = try fields.requiredPayloadID()
-        payload = try fields.required(.payload, FieldSet.bytes)
+        switch (fields.bytes(.payload), fields.bytes(.sealedPayload)) {
+        case (let plain?, nil): (payload, sealed) = (plain, false)
+        case (nil, let view?): (payload, sealed) = (view, true)
+        case (nil, nil): throw .missingField(.payload)
+        case (_?, _?): throw .exclusiveFields(.payload, .sealedPayload)
+        }
         createdAt = try fields.required(.createdAt, FieldSet.uint64)
         expiresAt = try fields.required(.expiresAt, FieldSet.uint64)
     }
@@ -170,8 +205,9 @@ public struct FetchOK: WireMessage {
     public func writeFields(to writer: inout FieldWriter) {
         writer.append(.expiresAt, expiresAt)
         writer.append(.id, id)
-        writer.append(.payload, payload)
+        if !sealed { writer.append(.payload, payload) }
         writer.append(.createdAt, createdAt)
+        if sealed { writer.append(.sealedPayload, payload) }
     }
 }
 
