@@ -14,6 +14,10 @@ public enum DeviceKeyCheck {
     /// Refuses a key of the wrong length for its suite, one swift-crypto does not take, and an
     /// X25519 key of small order. For X-Wing a trial encapsulation parses the ML-KEM half
     /// (BoringSSL's modulus check) and refuses an all-zero X25519 agreement itself.
+    public static func validatePublicKey(_ key: DevicePublicKey) throws(SealingError) {
+        try validatePublicKey(suite: key.suite, bytes: key.bytes)
+    }
+
     public static func validatePublicKey(suite: KeySuite, bytes: [UInt8]) throws(SealingError) {
         switch try recipientKey(suite: suite, bytes: bytes) {
         case .x25519: break

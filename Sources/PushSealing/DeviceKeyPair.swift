@@ -68,6 +68,9 @@ public struct DeviceKeyPair: Sendable {
         }
     }
 
+    /// The public half as LOGIN carries it (4.6-5).
+    public var devicePublicKey: DevicePublicKey { DevicePublicKey(suite: suite, bytes: publicKey) }
+
     /// This key's id for the device (7.6-2).
     public func keyID(deviceID: String) -> KeyID {
         SealedNames.keyID(suite: suite, deviceID: deviceID, publicKey: publicKey)

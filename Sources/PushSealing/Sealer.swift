@@ -13,7 +13,7 @@ public struct SealedMessage: Sendable, Equatable {
 /// with HPKE to its own key, bound to the payload, the user and the device.
 public enum Sealer {
     /// The format's count is one byte, and 0 seals to nobody.
-    public static let maxDevices = 255
+    public static let maxDevices = SealedPayload.maxStanzas
 
     /// Seals `plaintext` for `recipient`'s `devices` with a fresh seal_nonce and content key.
     /// Every key is checked first (its id, its length, small order); any failure refuses
@@ -32,10 +32,11 @@ public enum Sealer {
         var stanzas: [SealedPayload.Stanza] = []
         stanzas.reserveCapacity(targets.count)
         for (entry, key) in targets {
+            let suite = entry.key.suite
             let info = Data(SealedNames.stanzaInfo(id: id, recipient: recipient, deviceID: entry.deviceID,
-                                                   suite: entry.suite, keyID: entry.keyID))
-            let (encapsulatedKey, wrappedKey) = try wrap(contentKeyBytes, to: key, suite: entry.suite, info: info)
-            stanzas.append(SealedPayload.Stanza(suite: entry.suite, keyID: entry.keyID,
+                                                   suite: suite, keyID: entry.keyID))
+            let (encapsulatedKey, wrappedKey) = try wrap(contentKeyBytes, to: key, suite: suite, info: info)
+            stanzas.append(SealedPayload.Stanza(suite: suite, keyID: entry.keyID,
                                                 encapsulatedKey: encapsulatedKey, wrappedKey: wrappedKey))
         }
         let body: [UInt8]
@@ -60,11 +61,11 @@ public enum Sealer {
         targets.reserveCapacity(devices.count)
         for entry in devices {
             do { try Identifier.check(entry.deviceID, as: .deviceID) } catch { throw .identifier(error) }
-            guard entry.keyID == SealedNames.keyID(suite: entry.suite, deviceID: entry.deviceID, publicKey: entry.publicKey) else {
+            guard entry.keyID == SealedNames.keyID(suite: entry.key.suite, deviceID: entry.deviceID, publicKey: entry.key.bytes) else {
                 throw .keyIDMismatch(deviceID: entry.deviceID)
             }
             guard seen.insert(entry.keyID).inserted else { throw .duplicateKeyID(entry.keyID) }
-            targets.append((entry, try DeviceKeyCheck.recipientKey(suite: entry.suite, bytes: entry.publicKey)))
+            targets.append((entry, try DeviceKeyCheck.recipientKey(suite: entry.key.suite, bytes: entry.key.bytes)))
         }
         return targets
     }

@@ -113,7 +113,7 @@ struct SealedVector {
         let vector = try SealedVector()
         let entries = try vector.deviceIDs.map { device in
             let pair = try vector.pair("device.\(device).")
-            return DeviceKeyEntry(deviceID: device, suite: pair.suite, keyID: pair.keyID(deviceID: device), publicKey: pair.publicKey)
+            return DeviceKeyEntry(deviceID: device, key: pair.devicePublicKey, keyID: pair.keyID(deviceID: device))
         }
         let sealed = try Sealer.seal(Array(try vector.text("plaintext").utf8), recipient: try vector.text("recipient"), devices: entries,
                                      sealNonce: try vector.bytes("seal_nonce"), contentKey: SymmetricKey(data: try vector.bytes("content_key")))

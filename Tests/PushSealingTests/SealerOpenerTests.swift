@@ -21,7 +21,7 @@ import Testing
         #expect(try phone.open(view, id: sealed.id) == text)
     }
 
-    /// [7.6-3] Three devices, both suites: each opens its own view, and the payload's size is
+    /// [7.6-3] [7.6-7] Three devices, both suites in one payload: each opens its own view, and the payload's size is
     /// 18 + one stanza each + text + 16.
     @Test func threeDevices() throws {
         let devices = [try TestDevice("phone-1"), try TestDevice("phone-2"), try TestDevice("tablet", suite: .xwing)]
@@ -140,7 +140,7 @@ import Testing
         #expect(throws: SealingError.self) { try phone.open(Array(view.prefix(ViewLayout.stanzaEnd + 15)), id: sealed.id) }
     }
 
-    /// [7.6-2] [7.6-3] The sealer refuses, before sealing anything, a listed key id that is
+    /// [7.6-2] [7.6-7] The sealer refuses, before sealing anything, a listed key id that is
     /// not the key's, a small-order key, a key of the wrong length, and a key id twice.
     @Test func sealerRefusesBadKeys() throws {
         let phone = try TestDevice("phone")
@@ -150,12 +150,12 @@ import Testing
             try Sealer.seal(text, recipient: "alice", devices: [phone.entry, wrongID])
         }
         let zero = [UInt8](repeating: 0, count: 32)
-        let smallOrder = DeviceKeyEntry(deviceID: "evil", suite: .x25519,
-                                        keyID: SealedNames.keyID(suite: .x25519, deviceID: "evil", publicKey: zero), publicKey: zero)
+        let smallOrder = DeviceKeyEntry(deviceID: "evil", key: DevicePublicKey(suite: .x25519, bytes: zero),
+                                        keyID: SealedNames.keyID(suite: .x25519, deviceID: "evil", publicKey: zero))
         #expect(throws: SealingError.smallOrderKey) { try Sealer.seal(text, recipient: "alice", devices: [phone.entry, smallOrder]) }
         let short = Array(phone.pair.publicKey.dropLast())
-        let shortEntry = DeviceKeyEntry(deviceID: "short", suite: .x25519,
-                                        keyID: SealedNames.keyID(suite: .x25519, deviceID: "short", publicKey: short), publicKey: short)
+        let shortEntry = DeviceKeyEntry(deviceID: "short", key: DevicePublicKey(suite: .x25519, bytes: short),
+                                        keyID: SealedNames.keyID(suite: .x25519, deviceID: "short", publicKey: short))
         #expect(throws: SealingError.publicKeyLength(suite: .x25519, bytes: 31)) {
             try Sealer.seal(text, recipient: "alice", devices: [shortEntry])
         }
@@ -164,15 +164,15 @@ import Testing
         }
     }
 
-    /// [7.6-2] An X-Wing key swift-crypto cannot encapsulate to is refused, not skipped.
+    /// [7.6-7] An X-Wing key swift-crypto cannot encapsulate to is refused, not skipped.
     @Test func sealerRefusesBadXWingKey() throws {
         let bad = [UInt8](repeating: 0xff, count: 1216)
-        let entry = DeviceKeyEntry(deviceID: "tablet", suite: .xwing,
-                                   keyID: SealedNames.keyID(suite: .xwing, deviceID: "tablet", publicKey: bad), publicKey: bad)
+        let entry = DeviceKeyEntry(deviceID: "tablet", key: DevicePublicKey(suite: .xwing, bytes: bad),
+                                   keyID: SealedNames.keyID(suite: .xwing, deviceID: "tablet", publicKey: bad))
         #expect(throws: SealingError.publicKeyRejected(suite: .xwing)) { try Sealer.seal(text, recipient: "alice", devices: [entry]) }
     }
 
-    /// [7.6-1] count is 1 to 255; n() holds identifiers of 1 to 64 bytes (3.3-8).
+    /// [7.6-6] count is 1 to 255; n() holds identifiers of 1 to 64 bytes (3.3-8).
     @Test func sealerLimits() throws {
         #expect(throws: SealingError.noDevices) { try Sealer.seal(text, recipient: "alice", devices: []) }
         let pair = try DeviceKeyPair.generate(suite: .x25519)

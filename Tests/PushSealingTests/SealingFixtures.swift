@@ -19,7 +19,7 @@ struct TestDevice {
     var keyID: KeyID { pair.keyID(deviceID: deviceID) }
 
     var entry: DeviceKeyEntry {
-        DeviceKeyEntry(deviceID: deviceID, suite: pair.suite, keyID: keyID, publicKey: pair.publicKey)
+        DeviceKeyEntry(deviceID: deviceID, key: pair.devicePublicKey, keyID: keyID)
     }
 
     /// What FETCH_OK would carry for this device: the store's device view.
