@@ -11,13 +11,9 @@ extension KeySuite {
     }
 }
 
-/// Sizes of the sealed payload's secrets and sealed parts (7.6).
+/// The secrets of a sealed payload (7.6); the sizes of its parts are SealedPayload's.
 enum SealedSizes {
-    static let sealNonce = 16
     static let contentKey = 32
-    static let tag = 16
-    /// HPKE's seal of the 32-byte content key: key and tag.
-    static let wrappedKey = contentKey + tag
     /// The body is ChaCha20-Poly1305 under a key used once, so its nonce is fixed (7.6-1).
     static let bodyNonce = [UInt8](repeating: 0, count: 12)
 }

@@ -24,11 +24,11 @@ public enum Opener {
         let body = payload.body
         // SealedPayload's parse already requires the tag's 16 bytes; checked again so that a
         // change there cannot turn into a trap here.
-        guard body.count >= SealedSizes.tag else { throw .bodyDoesNotOpen }
+        guard body.count >= SealedPayload.bodyTagCount else { throw .bodyDoesNotOpen }
         do {
             let box = try ChaChaPoly.SealedBox(nonce: try ChaChaPoly.Nonce(data: SealedSizes.bodyNonce),
-                                               ciphertext: body[..<(body.count - SealedSizes.tag)],
-                                               tag: body[(body.count - SealedSizes.tag)...])
+                                               ciphertext: body[..<(body.count - SealedPayload.bodyTagCount)],
+                                               tag: body[(body.count - SealedPayload.bodyTagCount)...])
             return Array(try ChaChaPoly.open(box, using: contentKey,
                                              authenticating: SealedNames.bodyAAD(id: fetchedID, recipient: user)))
         } catch {

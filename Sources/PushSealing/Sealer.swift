@@ -20,7 +20,7 @@ public enum Sealer {
     /// the whole payload, so that no device is silently left out.
     public static func seal(_ plaintext: [UInt8], recipient: String, devices: [DeviceKeyEntry]) throws(SealingError) -> SealedMessage {
         try seal(plaintext, recipient: recipient, devices: devices,
-                 sealNonce: randomBytes(SealedSizes.sealNonce), contentKey: SymmetricKey(size: .bits256))
+                 sealNonce: randomBytes(SealedPayload.sealNonceCount), contentKey: SymmetricKey(size: .bits256))
     }
 
     /// With the two random inputs given: tests only, a caller must never reuse them.
