@@ -1,6 +1,8 @@
 import Foundation
 import PushClient
+import PushPostgres
 import PushSealing
+@testable import PushStoreSQLite
 import PushTestSupport
 import PushWire
 import Testing
@@ -11,10 +13,27 @@ import Testing
 final class SealedStoreProcess: StoreUnderTest {
     let deployment: TemporaryDeployment
     let service: ServiceProcess
+    /// The PostgreSQL database; nil on SQLite.
+    let database: String?
 
     init(_ backend: Backend) throws {
-        deployment = try deploymentWithUsers(backend: backend)
+        database = try backend.database()
+        deployment = try TemporaryDeployment(database: database)
+        try deployment.addUser("alice", password: "alice-pw")
+        try deployment.addUser("bob", password: "bob-pw")
         service = try ServiceProcess(["store", "--data-dir", deployment.directory])
+    }
+
+    /// Registrations whose key columns hold anything, enrolled or revoked, as the database has them.
+    func keyedRows() throws -> Int64 {
+        let sql = "SELECT count(*) FROM registrations WHERE key_suite IS NOT NULL OR device_key IS NOT NULL OR key_id IS NOT NULL"
+        if let database {
+            let connection = try PostgresBlockingConnection(database)
+            defer { connection.close() }
+            return try connection.query(sql).int64(0, 0)
+        }
+        let connection = try SQLitePayloadDatabase.open(path: deployment.directory + "/" + SQLitePayloadDatabase.fileName)
+        return try connection.integer(sql) ?? -1
     }
 
     var reachable: any ReachableService { service }
@@ -83,6 +102,11 @@ struct SealedStoreProcessTests {
         guard case .keysOK(let revoked) = try store.keys(via: small) else { Issue.record("KEYS failed"); return }
         #expect(revoked.keys.map(\.deviceID) == ["phone"], "the revoked device's key is gone from the next KEYS")
         #expect(revoked.cursor > listed.cursor)
+        #expect(try store.keyedRows() == 1, "the revoked registration's key is deleted, not only left out")
+        let removed = try SecurePushBinary.run(["user", "remove", "alice", "--data-dir", store.deployment.directory])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        #expect(try store.keyedRows() == 0, "removing the user deleted the keys of its registrations")
+        #expect(errorStatus(try store.keys(via: small)) == .unknownUser)
     }
 
     @Test("[4.19-1] [4.19-2] [4.18-5] [4.19-4] [4.8-1] sealed payloads over the wire: malformed ones are BAD_REQUEST whoever they are for, the id is derived and a second is CONFLICT, and each device fetches its own view or NOT_SEALED_FOR_DEVICE",
