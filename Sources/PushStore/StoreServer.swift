@@ -412,12 +412,14 @@ public final class StoreServer: ServiceHandler {
             guard let pending = awaitingCommit.removeValue(forKey: ticket) else { continue }
             let outcome = outcomes?[index] ?? .failed(.internalError)
             if case .sendOK(_, _, _, let key?) = pending.reply { logic.sendCommitted(key) }
-            if case .stored(let sequence, _) = outcome {
+            if case .stored(let sequence, let keyCursor) = outcome {
+                // Only a sealed payload's commit answers a key cursor ([4.18-5]).
+                let sealed = keyCursor != nil
                 switch pending.reply {
                 case .storeOK(let stored):
-                    backend.stored(stored.id, sequence: sequence)
+                    backend.stored(stored.id, sequence: sequence, sealed: sealed)
                 case .sendOK(let sent, let push, let createdAt, _):
-                    backend.stored(sent.id, sequence: sequence)
+                    backend.stored(sent.id, sequence: sequence, sealed: sealed)
                     forwarder?.committed(OutboxEntry(sequence: sequence, push: push, expiresAt: sent.expiresAt, createdAt: createdAt))
                 default:
                     break

@@ -193,8 +193,9 @@ public protocol StoreBackend: AnyObject {
     func submit(_ operation: WriteOperation, ticket: UInt64)
     /// Called on the loop with every group committed (or, with nil outcomes, failed).
     var onCommitted: ((_ tickets: [UInt64], _ outcomes: [WriteOutcome]?) -> Void)? { get set }
-    /// A STORE is durable as `sequence` and its ID about to be told to the provider.
-    func stored(_ id: PayloadID, sequence: UInt64)
+    /// A STORE is durable as `sequence` and its ID about to be told to the provider;
+    /// `sealed`: its payload is sealed (7.6).
+    func stored(_ id: PayloadID, sequence: UInt64, sealed: Bool)
     /// The registry's changes after `cursor`, or nil if there are none.
     func registryNotice(after cursor: UInt64, completion: @escaping (Result<RegistryNotice?, StoreBackendError>) -> Void)
     /// Outbox pushes no gateway has answered, after `cursor` in sequence order, whose

@@ -30,6 +30,8 @@ public protocol PayloadReader: AnyObject {
     func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload?
     /// Every stored ID and its sequence, to rebuild that map at start.
     func allIDs() throws -> [(PayloadID, UInt64)]
+    /// The IDs of the sealed payloads stored (7.6).
+    func sealedIDs() throws -> [PayloadID]
     /// SYNC's page ([4.9-1]): IDs for the user that are live, of an audience that admits
     /// `deviceID`, and that it has not acknowledged, newest first, below `query.before`.
     func unread(userID: UInt64, _ query: UnreadQuery) throws -> UnreadPage
@@ -76,5 +78,6 @@ extension PayloadReader {
     public func apiToken(id: String) throws -> APITokenRecord? { nil }
     public func apiTokensRevision() throws -> UInt64 { 0 }
     public func deviceKeys(userID: UInt64) throws -> UserKeys { UserKeys(keys: [], cursor: 0) }
+    public func sealedIDs() throws -> [PayloadID] { [] }
     public func withSnapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 }

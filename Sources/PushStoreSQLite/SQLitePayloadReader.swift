@@ -37,13 +37,13 @@ public final class SQLitePayloadReader: PayloadReader {
         sealer = try PayloadSealer(databasePath: path)
         bySequence = try connection.prepare("""
             SELECT id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life,
-                   sender, audience, sealed
+                   sender, audience
             FROM payloads WHERE seq = ?
             """)
         // The same columns, the body's place taken by a NULL.
         metadataBySequence = try connection.prepare("""
             SELECT id_high, id_low, user_id, key_id, NULL, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life,
-                   sender, audience, sealed
+                   sender, audience
             FROM payloads WHERE seq = ?
             """)
         everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads")
@@ -118,7 +118,7 @@ public final class SQLitePayloadReader: PayloadReader {
             readLimit: UInt32(truncatingIfNeeded: row.int(7)), readCount: UInt32(truncatingIfNeeded: row.int(8)),
             fetchCount: UInt32(truncatingIfNeeded: row.int(9)), fetchedAt: UInt64(bitPattern: row.int(10)),
             life: PayloadLife(rawValue: row.int(11)) ?? .expired, sender: row.isNull(12) ? nil : row.text(12),
-            listedAudience: row.int(13) != PayloadAudience.user.storedKind, sealed: row.int(14) != 0)
+            listedAudience: row.int(13) != PayloadAudience.user.storedKind)
     }
 
     public func audienceLists(sequence: UInt64, deviceID: String) throws -> Bool {
@@ -189,6 +189,17 @@ public final class SQLitePayloadReader: PayloadReader {
                         UInt64(everyID.int(2))))
         }
         return all
+    }
+
+    /// On `payloads_sealed_id`, at start only.
+    public func sealedIDs() throws -> [PayloadID] {
+        let statement = try connection.prepare("SELECT id_high, id_low FROM payloads WHERE sealed = 1", persistent: false)
+        defer { statement.reset() }
+        var ids: [PayloadID] = []
+        while try statement.step() {
+            ids.append(PayloadID(high: UInt64(bitPattern: statement.int(0)), low: UInt64(bitPattern: statement.int(1))))
+        }
+        return ids
     }
 
     public func unread(userID: UInt64, _ query: UnreadQuery) throws -> UnreadPage {

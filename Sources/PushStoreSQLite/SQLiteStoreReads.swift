@@ -100,17 +100,18 @@ public final class SQLiteStoreReads {
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.
     func payload(_ id: PayloadID, withBody: Bool) throws -> StoredPayload? {
-        guard let sequence = sequences[id] else { return nil }
-        guard let payload = try reader.payload(sequence: sequence, withBody: withBody) else {
+        guard let entry = sequences.entry(id) else { return nil }
+        guard var payload = try reader.payload(sequence: entry.sequence, withBody: withBody) else {
             sequences.set(id, nil)
             return nil
         }
+        payload.sealed = entry.sealed
         return payload
     }
 
     /// The ID joins the map here, so it is readable exactly when the provider can know it.
-    public func stored(_ id: PayloadID, sequence: UInt64) {
-        sequences.set(id, sequence)
+    public func stored(_ id: PayloadID, sequence: UInt64, sealed: Bool = false) {
+        sequences.set(id, sequence, sealed: sealed)
     }
 
     /// The registry's changes after `cursor`, or nil if there are none: one

@@ -213,6 +213,19 @@ struct SealedStoreLogicTests {
         #expect(plain.cursor == nil, "a plain payload's STORE_OK has no cursor")
     }
 
+    @Test("[4.19-4] a store started again over the file knows which payloads are sealed (kept in memory with their row numbers)")
+    func sealedAfterRestart() throws {
+        let store = try StoreFixture()
+        guard case .storeOK(let sealed)? = try store.storeSealed(SealedSamples.payload(nonce: 4, to: [KeyID(value: 5)]).bytes) else {
+            Issue.record("not stored"); return
+        }
+        let plain = try store.store("plain")
+        let path = store.directory.appendingPathComponent(SQLitePayloadDatabase.fileName).path
+        let restarted = try SQLiteStoreReads(reader: SQLitePayloadReader(path: path), recheckMs: 0, clock: { store.now })
+        #expect(try restarted.payload(sealed.id, withBody: false)?.sealed == true)
+        #expect(try restarted.payload(plain, withBody: false)?.sealed == false)
+    }
+
     @Test("[4.17-5] [4.19-2] a keyed sealed SEND sent again is answered as a replay, not CONFLICT; other content under the key is CONFLICT")
     func sealedSendReplay() throws {
         var settings = StoreSettings()

@@ -50,10 +50,10 @@ final class StoreFixture {
         case .replay(let sent, _): return .sendOK(sent)
         case .commit(let operation, let reply):
             let outcomes = try writer.commit([operation])
-            if case .stored(let sequence, _) = outcomes[0] {
+            if case .stored(let sequence, let keyCursor) = outcomes[0] {
                 switch reply {
-                case .storeOK(let stored): reads.stored(stored.id, sequence: sequence)
-                case .sendOK(let sent, _, _, _): reads.stored(sent.id, sequence: sequence)
+                case .storeOK(let stored): reads.stored(stored.id, sequence: sequence, sealed: keyCursor != nil)
+                case .sendOK(let sent, _, _, _): reads.stored(sent.id, sequence: sequence, sealed: keyCursor != nil)
                 default: break
                 }
             }
