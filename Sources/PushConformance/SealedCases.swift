@@ -247,6 +247,29 @@ enum SealedCases {
             return "limit \(low) bytes: a sealed payload of exactly that, stanza included, is stored; one byte more is TOO_LARGE"
         },
 
+        ConformanceCase("store.sealed-lifecycle", clause: "4.19-5", "SYNC, FETCH, ACK, STATUS and RECALL treat a sealed payload as any other") { ctx throws(CaseStop) in
+            let user = try ctx.user()
+            let provider = try ctx.storeProvider()
+            let key = freshKey()
+            let (device, login) = try keyedDevice(ctx, key: key)
+            let payload = sealed(to: [stanza(keyID(key, device: device))])
+            let answer = try storeSealed(provider, payload.bytes, user: user, ttl: 60)
+            guard case .storeOK(let stored) = answer else { throw .fail("a sealed STORE was answered \(describe(answer))") }
+            ctx.noteStored(stored.id)
+            let session = try ctx.storeDevice()
+            let listed = try session.request(.sync(Sync(token: login.token)))
+            guard case .syncOK(let page) = listed, page.ids.contains(stored.id) else { throw .fail("SYNC did not list the sealed payload: \(describe(listed))") }
+            guard case .fetchOK = try session.request(.fetch(Fetch(id: stored.id, token: login.token))) else { throw .fail("FETCH of the sealed payload failed") }
+            let acked = try session.request(.ack(Ack(id: stored.id, token: login.token)))
+            guard case .ackOK = acked else { throw .fail("ACK of the sealed payload was answered \(describe(acked))") }
+            let fixture = try StoreFixture(ctx)
+            let status = try fixture.status(stored.id) { $0.fetchCount >= 1 }
+            try Expect.equal(status.state, .fetched, "STATUS of the fetched sealed payload")
+            guard case .recallOK = try provider.request(.recall(Recall(id: stored.id))) else { throw .fail("RECALL of the sealed payload failed") }
+            try Expect.error(try session.request(.fetch(Fetch(id: stored.id, token: login.token))), .gone, "FETCH once recalled")
+            return "listed by SYNC, fetched, acknowledged, STATUS fetched, RECALL makes it GONE"
+        },
+
         ConformanceCase("store.sealed-fetch", clause: "4.19-4", "FETCH of a sealed payload hands the device its own stanza alone, or NOT_SEALED_FOR_DEVICE") { ctx throws(CaseStop) in
             let user = try ctx.user()
             let provider = try ctx.storeProvider()
