@@ -51,6 +51,11 @@ public struct UserKeys: Sendable, Equatable {
     }
 }
 
+/// Seals a `payload_to_seal` (the content) for its recipient to these devices' keys,
+/// returning the sealed payload's bytes (7.6); the store derives the id from them as from
+/// any sealed payload. Throws when it cannot seal.
+public typealias ArrivalSealer = @Sendable (_ content: [UInt8], _ recipient: String, _ devices: [DeviceKeyEntry]) throws -> [UInt8]
+
 /// The columns a registration's key is kept in, as both backends bind and read them.
 package enum DeviceKeyColumns {
     /// A key id as an SQL integer: its 64 bits as a signed value.

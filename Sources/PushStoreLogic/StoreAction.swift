@@ -73,6 +73,8 @@ public enum PendingRequest: Sendable {
     case registry(RegistryRequest)
     /// KEYS once the user's keys are read ([4.18]).
     case keys(Keys)
+    /// A STORE of a `payload_to_seal` once the recipient's keys are read ([4.19-6]).
+    case sealStore(StoreRequest)
     /// A SEND once its idempotency key's earlier use ([4.17-5]) or, for a tag target, the
     /// recipient's enrolled devices ([4.9-4]) are read.
     case send(SendRequest, IdempotencyKey?)

@@ -25,6 +25,10 @@ public final class StoreLogic {
     /// away (the server logs and counts them).
     public var onTokenRevoked: ((TokenRevocation, FetchToken, StoreSession) -> Void)?
     private var ids = PayloadIDSource()
+    /// Seals a `payload_to_seal` to its audience's keys (4.19-6): PushSealing's `Sealer`
+    /// once it is on main, wired in by the service; a test's stand-in. Nil: such a STORE or
+    /// SEND is BAD_REQUEST.
+    public var arrivalSealer: ArrivalSealer?
 
     /// `shared`: what the store's other loops share with this one; nil for a store on one loop.
     public init(settings: StoreSettings, serverKey: SecretKey, providerKey: SecretKey,
@@ -134,7 +138,11 @@ public final class StoreLogic {
                 return .commit(.recall(sequence: payload.sequence), .recallOK(recall.id))
             case .status(let request): return try status(request, payload: try askable(found, session: session), nowMs: now)
             case .send(let send, let key):
-                return try sendOnce(send, key: key, earlier: found.idempotency, enrolled: found.userDevices ?? [], session: session, nowMs: now)
+                return try sendOnce(send, key: key, earlier: found.idempotency, enrolled: found.userDevices ?? [], keys: found.deviceKeys,
+                                    session: session, nowMs: now)
+            case .sealStore(let store):
+                let payload = try newPayload(try sealedOnArrival(store, keys: found.deviceKeys, audience: .user, nowMs: now), session: session)
+                return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
             case .keys(let request):
                 guard found.user != nil, let keys = found.deviceKeys else { throw Refusal(.unknownUser, "no user \(request.user)") }
                 return .reply(StoreLogic.keysReply(keys, nowMs: now, maxFrame: session.maxFrame))
@@ -227,6 +235,11 @@ public final class StoreLogic {
     }
 
     private func handleStore(_ store: StoreRequest, session: StoreSession) throws(Refusal) -> StoreAction {
+        if store.form == .sealOnArrival {
+            // The keys are read first: the recipient's, every device of a STORE's audience ([4.9-4]).
+            guard arrivalSealer != nil else { throw StoreLogic.noArrivalSealer }
+            return .read(StoreReads(user: store.user, deviceKeys: true), .sealStore(store))
+        }
         let payload = try newPayload(store, session: session)
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
@@ -244,9 +257,37 @@ public final class StoreLogic {
                 throw Refusal(.badRequest, "malformed sealed_payload: \(error)")
             }
         case .sealOnArrival:
-            // Item 6 of issue 40 (4.19-6): not built in this store yet.
-            throw Refusal(.badRequest, "this store does not seal on arrival (payload_to_seal); seal the payload and send sealed_payload")
+            // Sealed first (`sealedOnArrival`), then made a payload as a sealed one.
+            throw StoreLogic.noArrivalSealer
         }
+    }
+
+    private static let noArrivalSealer = Refusal(.badRequest, "this store does not seal on arrival (payload_to_seal); send sealed_payload")
+
+    /// A `payload_to_seal` sealed to the keys the registry holds for the devices of its
+    /// audience ([4.19-6]), as the sealed STORE it becomes: the content goes no further than
+    /// the sealer. UNKNOWN_USER for an unknown recipient (`keys` nil), NO_DEVICE_KEYS when no
+    /// device of the audience has a key, TOO_LARGE beyond 255.
+    private func sealedOnArrival(_ store: StoreRequest, keys: UserKeys?, audience: PayloadAudience, nowMs: UInt64) throws(Refusal) -> StoreRequest {
+        guard let sealer = arrivalSealer else { throw StoreLogic.noArrivalSealer }
+        guard let keys else { throw Refusal(.unknownUser, "no user \(store.user)") }
+        let devices = keys.keys.filter { key in
+            guard key.expiresAt > nowMs else { return false }
+            if case .devices(let listed) = audience { return listed.contains { $0.isExactly(key.deviceID) } }
+            return true
+        }.map { DeviceKeyEntry(deviceID: $0.deviceID, key: $0.key, keyID: $0.keyID) }
+        guard !devices.isEmpty else { throw Refusal(.noDeviceKeys, "no device of the payload's audience has a key") }
+        guard devices.count <= SealedPayload.maxStanzas else {
+            throw Refusal(.tooLarge, "\(devices.count) devices have keys; a sealed payload holds at most \(SealedPayload.maxStanzas)")
+        }
+        var sealed = store
+        do {
+            sealed.payload = try sealer(store.payload, store.user, devices)
+        } catch {
+            throw Refusal(.internalError, "sealing failed")
+        }
+        sealed.form = .sealed
+        return sealed
     }
 
     /// STORE's checks ([4.7-3], [4.7-4]) and the payload they allow, with the session's
@@ -294,7 +335,7 @@ public final class StoreLogic {
         }
         // A sealed payload's structure is a rule of the message, checked before anything is
         // read ([4.19-1]); its id is derived again when the payload is made.
-        if send.form != .plain { _ = try contentID(send.storeRequest) }
+        if send.form == .sealed { _ = try contentID(send.storeRequest) }
         let target = send.target ?? .user(send.user)
         guard !target.name.isEmpty else { throw Refusal(.badRequest, "the target is empty") }
         if case .user(let name) = target, !name.isExactly(send.user) {
@@ -302,6 +343,10 @@ public final class StoreLogic {
         }
         let key = send.idempotencyKey.map { IdempotencyKey(scope: session.provider.idempotencyScope, key: $0) }
         let needsDevices = PayloadAudience.needsDevices(target)
+        if send.form == .sealOnArrival {
+            guard arrivalSealer != nil else { throw StoreLogic.noArrivalSealer }
+            return .read(StoreReads(user: send.user, idempotency: key, userDevices: needsDevices, deviceKeys: true), .send(send, key))
+        }
         if key != nil || needsDevices {
             return .read(StoreReads(user: needsDevices ? send.user : nil, idempotency: key, userDevices: needsDevices), .send(send, key))
         }
@@ -310,8 +355,9 @@ public final class StoreLogic {
 
     /// A keyed SEND: the earlier one's answer, CONFLICT, BUSY while the earlier one is being
     /// committed, or a commit that records the key with the payload ([4.17-5], [4.17-6]).
+    /// `keys`: the recipient's device keys, read for a SEND to be sealed on arrival.
     private func sendOnce(_ send: SendRequest, key: IdempotencyKey?, earlier: IdempotencyRecord?, enrolled: [UserDevice],
-                          session: StoreSession,
+                          keys: UserKeys?, session: StoreSession,
                           nowMs: UInt64) throws(Refusal) -> StoreAction {
         if key != nil, let earlier, earlier.holds(atMs: nowMs) {
             guard earlier.requestHash == IdempotencyRecord.requestHash(send) else {
@@ -319,17 +365,21 @@ public final class StoreLogic {
             }
             return .replay(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true), createdAt: earlier.sendCreatedAt)
         }
-        return try commitSend(send, key: key, enrolled: enrolled, session: session, nowMs: nowMs, forgotten: key == nil ? nil : earlier)
+        return try commitSend(send, key: key, enrolled: enrolled, keys: keys, session: session, nowMs: nowMs,
+                              forgotten: key == nil ? nil : earlier)
     }
 
     /// `enrolled`: the recipient's enrolled devices, read for a tag target only.
     /// `forgotten`: the earlier use of `key` the read found, past its expiry.
-    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, enrolled: [UserDevice], session: StoreSession,
-                            nowMs: UInt64, forgotten: IdempotencyRecord? = nil) throws(Refusal) -> StoreAction {
-        var payload = try newPayload(send.storeRequest, session: session)
+    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, enrolled: [UserDevice], keys: UserKeys? = nil,
+                            session: StoreSession, nowMs: UInt64, forgotten: IdempotencyRecord? = nil) throws(Refusal) -> StoreAction {
         // Who may see it, fixed now ([4.9-4]): a device enrolled later, or given the tag
-        // later, is not its audience.
-        payload.audience = PayloadAudience.of(send.target ?? .user(send.user), enrolled: enrolled)
+        // later, is not its audience; a payload sealed on arrival is sealed to its keys.
+        let audience = PayloadAudience.of(send.target ?? .user(send.user), enrolled: enrolled)
+        var content = send.storeRequest
+        if send.form == .sealOnArrival { content = try sealedOnArrival(content, keys: keys, audience: audience, nowMs: nowMs) }
+        var payload = try newPayload(content, session: session)
+        payload.audience = audience
         let push = Push(target: send.target ?? .user(send.user), id: payload.id.bytes, alert: send.alert, priority: send.priority,
                         collapseKey: send.collapseKey, ttlSeconds: send.pushTTLSeconds ?? send.ttlSeconds, user: send.user, once: true)
         payload.push = push

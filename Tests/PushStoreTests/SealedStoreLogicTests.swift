@@ -281,4 +281,77 @@ struct SealedStoreLogicTests {
         #expect(status(of: try store.send(.fetch(Fetch(id: stored.id, token: try store.keyedToken("bobs", key: nil, user: "bob"))),
                                           on: device)) == .forbidden)
     }
+
+    /// A stand-in for PushSealing's Sealer: a stanza per device with made-up keys, and a
+    /// body that holds no byte sequence of the content as it came.
+    static let standInSealer: ArrivalSealer = { content, _, devices in
+        SealedPayload(sealNonce: (0..<16).map { _ in UInt8.random(in: 0...255) }, stanzas: devices.map { SealedSamples.stanza($0.keyID, suite: $0.key.suite) },
+                      body: content.map { $0 ^ 0xA5 } + Array(repeating: 0, count: 16)).bytes
+    }
+
+    /// Whether any file of the store's directory holds `text`.
+    static func directoryHolds(_ text: String, _ directory: URL) throws -> Bool {
+        let needle = Data(text.utf8)
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory.path) {
+            if let data = FileManager.default.contents(atPath: directory.appendingPathComponent(name).path), data.range(of: needle) != nil { return true }
+        }
+        return false
+    }
+
+    @Test("[4.19-6] a STORE of payload_to_seal is sealed to the recipient's keyed devices and only the sealed form is written; no keyed device is NO_DEVICE_KEYS, an unknown user UNKNOWN_USER")
+    func sealOnArrivalStore() throws {
+        let store = try StoreFixture()
+        let secret = "seal me on arrival 4711"
+        let request = StoreRequest(user: "alice", payload: Array(secret.utf8), form: .sealOnArrival)
+        #expect(status(of: try store.send(.store(request), on: store.session(.provider))) == .badRequest, "no sealer: refused")
+        store.logic.arrivalSealer = SealedStoreLogicTests.standInSealer
+        #expect(status(of: try store.send(.store(request), on: store.session(.provider))) == .noDeviceKeys)
+        var stranger = request
+        stranger.user = "nobody"
+        #expect(status(of: try store.send(.store(stranger), on: store.session(.provider))) == .unknownUser)
+        let phoneKey = SealedSamples.key(1), tabletKey = SealedSamples.key(2)
+        let phone = try store.keyedToken("phone", key: phoneKey)
+        _ = try store.keyedToken("tablet", key: tabletKey)
+        let keyless = try store.keyedToken("watch", key: nil)
+        guard case .storeOK(let ok)? = try store.send(.store(request), on: store.session(.provider)) else { Issue.record("not stored"); return }
+        #expect(ok.cursor == (try store.registrySequence()))
+        let kept = try #require(try store.locate(ok.id))
+        #expect(kept.sealed)
+        let sealed = try SealedPayload(parsing: kept.body)
+        #expect(ok.id == SealedNames.payloadID(sealNonce: sealed.sealNonce))
+        #expect(Set(sealed.stanzas.map(\.keyID)) == [SealedSamples.keyID(phoneKey, device: "phone"), SealedSamples.keyID(tabletKey, device: "tablet")])
+        guard case .fetchOK(let view)? = try store.send(.fetch(Fetch(id: ok.id, token: phone)), on: store.session(.device)) else {
+            Issue.record("the phone could not fetch"); return
+        }
+        #expect(view.sealed && view.payload != Array(secret.utf8))
+        #expect(status(of: try store.send(.fetch(Fetch(id: ok.id, token: keyless)), on: store.session(.device))) == .notSealedForDevice)
+        try store.writer.checkpoint()
+        #expect(!(try SealedStoreLogicTests.directoryHolds(secret, store.directory)), "the content reached a file")
+    }
+
+    @Test("[4.19-6] [4.19-7] a SEND of payload_to_seal is sealed to its audience's keys only, and its idempotency digest leaves the content out")
+    func sealOnArrivalSend() throws {
+        var settings = StoreSettings()
+        settings.forwardsPushes = true
+        let store = try StoreFixture(settings: settings)
+        store.logic.arrivalSealer = SealedStoreLogicTests.standInSealer
+        let phoneKey = SealedSamples.key(1)
+        _ = try store.keyedToken("phone", key: phoneKey)
+        _ = try store.keyedToken("tablet", key: SealedSamples.key(2))
+        let send = SendRequest(user: "alice", payload: Array("for the phone".utf8), form: .sealOnArrival, target: .device("phone"),
+                               idempotencyKey: "order-7")
+        guard case .sendOK(let first)? = try store.send(.send(send), on: store.session(.provider)) else { Issue.record("not sent"); return }
+        #expect(first.cursor != nil)
+        let sealed = try SealedPayload(parsing: try #require(try store.locate(first.id)).body)
+        #expect(sealed.stanzas.map(\.keyID) == [SealedSamples.keyID(phoneKey, device: "phone")], "the one device of the target")
+        var retry = send
+        retry.payload = Array("other text".utf8)
+        guard case .sendOK(let again)? = try store.send(.send(retry), on: store.session(.provider)) else { Issue.record("no replay"); return }
+        #expect(again.replayed && again.id == first.id, "a retry with other content under the key is the first SEND's replay")
+        var unkeyedDevice = send
+        unkeyedDevice.idempotencyKey = nil
+        unkeyedDevice.target = .device("laptop")
+        #expect(status(of: try store.send(.send(unkeyedDevice), on: store.session(.provider))) == .noDeviceKeys, "a device with no key")
+        #expect(IdempotencyRecord.requestHash(send) == IdempotencyRecord.requestHash(retry))
+    }
 }
