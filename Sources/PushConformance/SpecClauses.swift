@@ -59,6 +59,7 @@ public enum SpecClauses {
         "4.14-2": "binds devices (DELIVERY_ACK after recording the id)",
         "4.11-3": "needs a second provider, and the wire has one: every holder of the provider key (4.12-4)",
         "4.12-3": "needs a second provider, and the wire has one: every holder of the provider key (4.12-4)",
+        "4.18-4": "needs a second provider, and the wire has one: every holder of the provider key (4.12-4)",
         "4.13-8": "needs the gateway restarted",
         "4.13-13": "needs a node of a gateway cluster cut off from its NATS server",
         "4.14-4": "binds devices (the generic notification)",

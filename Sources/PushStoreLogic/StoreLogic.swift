@@ -3,6 +3,7 @@ import Glibc
 #endif
 import PushClock
 import PushSecurity
+import PushSealing
 import PushSession
 import PushWire
 
@@ -24,6 +25,10 @@ public final class StoreLogic {
     /// away (the server logs and counts them).
     public var onTokenRevoked: ((TokenRevocation, FetchToken, StoreSession) -> Void)?
     private var ids = PayloadIDSource()
+    /// Seals a `payload_to_seal` to its audience's keys (4.19-6): PushSealing's `Sealer`
+    /// once it is on main, wired in by the service; a test's stand-in. Nil: such a STORE or
+    /// SEND is BAD_REQUEST.
+    public var arrivalSealer: ArrivalSealer?
 
     /// `shared`: what the store's other loops share with this one; nil for a store on one loop.
     public init(settings: StoreSettings, serverKey: SecretKey, providerKey: SecretKey,
@@ -54,6 +59,9 @@ public final class StoreLogic {
             case .store(let store): return try handleStore(store, session: session)
             case .send(let send): return try handleSend(send, session: session)
             case .login(let login):
+                // A bad key is the request's fault, found with its body: before the limits and
+                // the password, and counted in neither ([4.6-6]).
+                guard StoreLogic.checkDeviceKey(login.deviceKey) else { throw Refusal(.badRequest, "device_key is of small order") }
                 let limits = LoginLimitKey(user: login.user, address: LoginThrottle.addressKey(session.peerAddress))
                 return .read(StoreReads(user: login.user, passwordHash: true, fresh: true, loginLimits: limits), .login(login))
             case .fetch(let fetch):
@@ -72,6 +80,7 @@ public final class StoreLogic {
             case .recall(let recall): return .read(StoreReads(payload: recall.id), .recall(recall))
             case .status(let request): return .read(StoreReads(payload: request.id, pushOutcome: true), .status(request))
             case .registry(let request): return .read(registryReads(request, session: session), .registry(request))
+            case .keys(let request): return .read(StoreReads(user: request.user, deviceKeys: true), .keys(request))
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
             }
         } catch {
@@ -107,6 +116,7 @@ public final class StoreLogic {
                 guard payload.userID == user.id else { throw Refusal(.forbidden, "not addressed to this user") }
                 guard payload.admitsReader else { throw Refusal(.forbidden, "addressed to other devices of this user") }
                 guard payload.isReadable(nowMs: now) else { throw Refusal(.gone, "expired, recalled or read") }
+                if payload.sealed { return try fetchSealed(fetch, payload, device: found.device, nowMs: now) }
                 countFetch(payload.sequence, atMs: now)
                 return .reply(.fetchOK(FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
             case .sync(let sync, let claims):
@@ -128,7 +138,14 @@ public final class StoreLogic {
                 return .commit(.recall(sequence: payload.sequence), .recallOK(recall.id))
             case .status(let request): return try status(request, payload: try askable(found, session: session), nowMs: now)
             case .send(let send, let key):
-                return try sendOnce(send, key: key, earlier: found.idempotency, enrolled: found.userDevices ?? [], session: session, nowMs: now)
+                return try sendOnce(send, key: key, earlier: found.idempotency, enrolled: found.userDevices ?? [], keys: found.deviceKeys,
+                                    session: session, nowMs: now)
+            case .sealStore(let store):
+                let payload = try newPayload(try sealedOnArrival(store, keys: found.deviceKeys, audience: .user, nowMs: now), session: session)
+                return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
+            case .keys(let request):
+                guard found.user != nil, let keys = found.deviceKeys else { throw Refusal(.unknownUser, "no user \(request.user)") }
+                return .reply(StoreLogic.keysReply(keys, nowMs: now, maxFrame: session.maxFrame))
             case .registry(let request):
                 let page = found.registry ?? RegistryPage(entries: [], cursor: request.cursor, hasMore: false)
                 if page.entries.isEmpty && request.waitMs > 0 { return .hold(request) }
@@ -195,8 +212,14 @@ public final class StoreLogic {
         // of this one's: the token must not look older than either ([7.3-3]).
         let issuedAt = max(nowMs, user.createdAt, device.issuedAt)
         let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
-        return LoginResult(reply: .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt)), refusal: nil,
-                           sharedAttempt: shared ? change : nil)
+        // The key replaces the registration's, unless it is the one registered already
+        // (the id names the suite, the device and the key, 7.6-2); without a key, the
+        // registration keeps its own ([4.6-5], [4.6-7], [4.6-8]).
+        let keyChange = login.deviceKey.map { DeviceKeyChange(deviceID: login.deviceID, issuedAt: device.issuedAt, key: $0) }
+        let keyID = keyChange?.keyID ?? device.keyID
+        return LoginResult(reply: .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt, keyID: keyID)),
+                           refusal: nil, sharedAttempt: shared ? change : nil,
+                           keyChange: keyChange?.keyID == device.keyID ? nil : keyChange)
     }
 
     /// The attempt counted by the rule in this process's limits; the change is what a
@@ -212,20 +235,95 @@ public final class StoreLogic {
     }
 
     private func handleStore(_ store: StoreRequest, session: StoreSession) throws(Refusal) -> StoreAction {
+        if store.form == .sealOnArrival {
+            // The keys are read first: the recipient's, every device of a STORE's audience ([4.9-4]).
+            guard arrivalSealer != nil else { throw StoreLogic.noArrivalSealer }
+            return .read(StoreReads(user: store.user, deviceKeys: true), .sealStore(store))
+        }
         let payload = try newPayload(store, session: session)
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
+    }
+
+    /// The id of a STORE's or SEND's content, by its form: drawn for a plain payload ([4.7-2]);
+    /// for a sealed one, derived from its seal nonce once its structure is checked, before
+    /// the recipient is looked up ([4.19-1], [4.19-2]).
+    private func contentID(_ store: StoreRequest) throws(Refusal) -> PayloadID {
+        switch store.form {
+        case .plain: return ids.next()
+        case .sealed:
+            do {
+                return SealedNames.payloadID(sealNonce: try SealedPayload(parsing: store.payload).sealNonce)
+            } catch {
+                throw Refusal(.badRequest, "malformed sealed_payload: \(error)")
+            }
+        case .sealOnArrival:
+            // Sealed first (`sealedOnArrival`), then made a payload as a sealed one.
+            throw StoreLogic.noArrivalSealer
+        }
+    }
+
+    private static let noArrivalSealer = Refusal(.badRequest, "this store does not seal on arrival (payload_to_seal); send sealed_payload")
+
+    /// A `payload_to_seal` sealed to the keys the registry holds for the devices of its
+    /// audience ([4.19-6]), as the sealed STORE it becomes: the content goes no further than
+    /// the sealer. UNKNOWN_USER for an unknown recipient (`keys` nil), NO_DEVICE_KEYS when no
+    /// device of the audience has a key, TOO_LARGE beyond 255.
+    private func sealedOnArrival(_ store: StoreRequest, keys: UserKeys?, audience: PayloadAudience, nowMs: UInt64) throws(Refusal) -> StoreRequest {
+        guard let sealer = arrivalSealer else { throw StoreLogic.noArrivalSealer }
+        guard let keys else { throw Refusal(.unknownUser, "no user \(store.user)") }
+        let devices = keys.keys.filter { key in
+            guard key.expiresAt > nowMs else { return false }
+            if case .devices(let listed) = audience { return listed.contains { $0.isExactly(key.deviceID) } }
+            return true
+        }.map { DeviceKeyEntry(deviceID: $0.deviceID, key: $0.key, keyID: $0.keyID) }
+        guard !devices.isEmpty else { throw Refusal(.noDeviceKeys, "no device of the payload's audience has a key") }
+        guard devices.count <= SealedPayload.maxStanzas else {
+            throw Refusal(.tooLarge, "\(devices.count) devices have keys; a sealed payload holds at most \(SealedPayload.maxStanzas)")
+        }
+        var sealed = store
+        do {
+            sealed.payload = try sealer(store.payload, store.user, devices)
+        } catch {
+            throw Refusal(.internalError, "sealing failed")
+        }
+        sealed.form = .sealed
+        return sealed
     }
 
     /// STORE's checks ([4.7-3], [4.7-4]) and the payload they allow, with the session's
     /// provider as its sender ([4.12-3]). Whether the user exists is decided by the writer,
     /// in the transaction that stores the payload (UNKNOWN_USER): a STORE reads nothing.
     private func newPayload(_ store: StoreRequest, session: StoreSession) throws(Refusal) -> NewPayload {
+        let id = try contentID(store)
+        // A sealed payload counts as it is kept, stanzas included ([4.19-3]).
         guard store.payload.count <= settings.maxPayloadBytes else { throw Refusal(.tooLarge, "payload over \(settings.maxPayloadBytes) bytes") }
         guard store.ttlSeconds > 0 else { throw Refusal(.badRequest, "ttl_s must be above 0") }
         let now = clock()
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
-        return NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
-                          expiresAt: now + ttl * 1000, readLimit: store.readLimit, sender: session.provider.name)
+        var payload = NewPayload(id: id, user: store.user, body: store.payload, createdAt: now,
+                                 expiresAt: now + ttl * 1000, readLimit: store.readLimit, sender: session.provider.name)
+        payload.sealed = store.form == .sealed
+        return payload
+    }
+
+    /// FETCH of a sealed payload, once every other check of [4.8-1] has passed: the view with
+    /// the stanza of the token device's current key ([4.19-4]); NOT_SEALED_FOR_DEVICE, not
+    /// counted as a fetch, when it has no key or the payload no stanza for it ([4.8-3]).
+    private func fetchSealed(_ fetch: Fetch, _ payload: StoredPayload, device: EnrolledDevice?, nowMs: UInt64) throws(Refusal) -> StoreAction {
+        guard let keyID = device?.keyID else { throw Refusal(.notSealedForDevice, "this device has no key registered; log in with one") }
+        let sealed: SealedPayload
+        do {
+            sealed = try SealedPayload(parsing: payload.body)
+        } catch {
+            // Checked when it was stored: a row that no longer parses is the database's fault.
+            throw Refusal(.internalError, "storage error")
+        }
+        guard let view = sealed.deviceView(for: keyID) else {
+            throw Refusal(.notSealedForDevice, "not sealed for this device's key \(keyID)")
+        }
+        countFetch(payload.sequence, atMs: nowMs)
+        return .reply(.fetchOK(FetchOK(id: fetch.id, payload: view.bytes, sealed: true, createdAt: payload.createdAt,
+                                       expiresAt: payload.expiresAt)))
     }
 
     /// SEND: STORE's checks, the target's ([4.17-2]), then one commit of the payload and its
@@ -235,6 +333,9 @@ public final class StoreLogic {
         guard settings.forwardsPushes else {
             throw Refusal(.badRequest, "this store hands no pushes to a gateway (start it with --gateway); use STORE and PUSH")
         }
+        // A sealed payload's structure is a rule of the message, checked before anything is
+        // read ([4.19-1]); its id is derived again when the payload is made.
+        if send.form == .sealed { _ = try contentID(send.storeRequest) }
         let target = send.target ?? .user(send.user)
         guard !target.name.isEmpty else { throw Refusal(.badRequest, "the target is empty") }
         if case .user(let name) = target, !name.isExactly(send.user) {
@@ -242,6 +343,10 @@ public final class StoreLogic {
         }
         let key = send.idempotencyKey.map { IdempotencyKey(scope: session.provider.idempotencyScope, key: $0) }
         let needsDevices = PayloadAudience.needsDevices(target)
+        if send.form == .sealOnArrival {
+            guard arrivalSealer != nil else { throw StoreLogic.noArrivalSealer }
+            return .read(StoreReads(user: send.user, idempotency: key, userDevices: needsDevices, deviceKeys: true), .send(send, key))
+        }
         if key != nil || needsDevices {
             return .read(StoreReads(user: needsDevices ? send.user : nil, idempotency: key, userDevices: needsDevices), .send(send, key))
         }
@@ -250,8 +355,9 @@ public final class StoreLogic {
 
     /// A keyed SEND: the earlier one's answer, CONFLICT, BUSY while the earlier one is being
     /// committed, or a commit that records the key with the payload ([4.17-5], [4.17-6]).
+    /// `keys`: the recipient's device keys, read for a SEND to be sealed on arrival.
     private func sendOnce(_ send: SendRequest, key: IdempotencyKey?, earlier: IdempotencyRecord?, enrolled: [UserDevice],
-                          session: StoreSession,
+                          keys: UserKeys?, session: StoreSession,
                           nowMs: UInt64) throws(Refusal) -> StoreAction {
         if key != nil, let earlier, earlier.holds(atMs: nowMs) {
             guard earlier.requestHash == IdempotencyRecord.requestHash(send) else {
@@ -259,17 +365,21 @@ public final class StoreLogic {
             }
             return .replay(SendOK(id: earlier.id, expiresAt: earlier.payloadExpiresAt, replayed: true), createdAt: earlier.sendCreatedAt)
         }
-        return try commitSend(send, key: key, enrolled: enrolled, session: session, nowMs: nowMs, forgotten: key == nil ? nil : earlier)
+        return try commitSend(send, key: key, enrolled: enrolled, keys: keys, session: session, nowMs: nowMs,
+                              forgotten: key == nil ? nil : earlier)
     }
 
     /// `enrolled`: the recipient's enrolled devices, read for a tag target only.
     /// `forgotten`: the earlier use of `key` the read found, past its expiry.
-    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, enrolled: [UserDevice], session: StoreSession,
-                            nowMs: UInt64, forgotten: IdempotencyRecord? = nil) throws(Refusal) -> StoreAction {
-        var payload = try newPayload(send.storeRequest, session: session)
+    private func commitSend(_ send: SendRequest, key: IdempotencyKey?, enrolled: [UserDevice], keys: UserKeys? = nil,
+                            session: StoreSession, nowMs: UInt64, forgotten: IdempotencyRecord? = nil) throws(Refusal) -> StoreAction {
         // Who may see it, fixed now ([4.9-4]): a device enrolled later, or given the tag
-        // later, is not its audience.
-        payload.audience = PayloadAudience.of(send.target ?? .user(send.user), enrolled: enrolled)
+        // later, is not its audience; a payload sealed on arrival is sealed to its keys.
+        let audience = PayloadAudience.of(send.target ?? .user(send.user), enrolled: enrolled)
+        var content = send.storeRequest
+        if send.form == .sealOnArrival { content = try sealedOnArrival(content, keys: keys, audience: audience, nowMs: nowMs) }
+        var payload = try newPayload(content, session: session)
+        payload.audience = audience
         let push = Push(target: send.target ?? .user(send.user), id: payload.id.bytes, alert: send.alert, priority: send.priority,
                         collapseKey: send.collapseKey, ttlSeconds: send.pushTTLSeconds ?? send.ttlSeconds, user: send.user, once: true)
         payload.push = push

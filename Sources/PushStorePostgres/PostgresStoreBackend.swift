@@ -364,7 +364,7 @@ public final class PostgresStoreBackend: StoreBackend {
     }
 
     /// Nothing to remember: every store finds a payload by its ID in the database.
-    public func stored(_ id: PayloadID, sequence: UInt64) {}
+    public func stored(_ id: PayloadID, sequence: UInt64, sealed: Bool) {}
 
     // MARK: the sweep
 

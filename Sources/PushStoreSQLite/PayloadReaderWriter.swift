@@ -30,6 +30,8 @@ public protocol PayloadReader: AnyObject {
     func payload(sequence: UInt64, withBody: Bool) throws -> StoredPayload?
     /// Every stored ID and its sequence, to rebuild that map at start.
     func allIDs() throws -> [(PayloadID, UInt64)]
+    /// The IDs of the sealed payloads stored (7.6).
+    func sealedIDs() throws -> [PayloadID]
     /// SYNC's page ([4.9-1]): IDs for the user that are live, of an audience that admits
     /// `deviceID`, and that it has not acknowledged, newest first, below `query.before`.
     func unread(userID: UInt64, _ query: UnreadQuery) throws -> UnreadPage
@@ -65,6 +67,8 @@ public protocol PayloadReader: AnyObject {
     func idempotencyRecord(_ key: IdempotencyKey) throws -> IdempotencyRecord?
     /// The provider API token with this id, revoked or not.
     func apiToken(id: String) throws -> APITokenRecord?
+    /// The keys of the user's enrolled registrations and the user's key cursor (KEYS, [4.18]).
+    func deviceKeys(userID: UInt64) throws -> UserKeys
     /// The API tokens' change cursor, by this process or any other; asked with every
     /// request that presents a token, so it must be cheap when nothing changed.
     func apiTokensRevision() throws -> UInt64
@@ -73,5 +77,7 @@ public protocol PayloadReader: AnyObject {
 extension PayloadReader {
     public func apiToken(id: String) throws -> APITokenRecord? { nil }
     public func apiTokensRevision() throws -> UInt64 { 0 }
+    public func deviceKeys(userID: UInt64) throws -> UserKeys { UserKeys(keys: [], cursor: 0) }
+    public func sealedIDs() throws -> [PayloadID] { [] }
     public func withSnapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 }

@@ -191,6 +191,17 @@ public final class SQLitePayloadReader: PayloadReader {
         return all
     }
 
+    /// On `payloads_sealed_id`, at start only.
+    public func sealedIDs() throws -> [PayloadID] {
+        let statement = try connection.prepare("SELECT id_high, id_low FROM payloads WHERE sealed = 1", persistent: false)
+        defer { statement.reset() }
+        var ids: [PayloadID] = []
+        while try statement.step() {
+            ids.append(PayloadID(high: UInt64(bitPattern: statement.int(0)), low: UInt64(bitPattern: statement.int(1))))
+        }
+        return ids
+    }
+
     public func unread(userID: UInt64, _ query: UnreadQuery) throws -> UnreadPage {
         // One row more than asked tells whether another page follows.
         try unreadPage.bind([.uint(userID), .uint(query.before), .uint(query.nowMs), .text(query.deviceID), .int(Int64(query.limit + 1))])
@@ -261,6 +272,10 @@ public final class SQLitePayloadReader: PayloadReader {
 
     public func enrolledDevice(_ deviceID: String) throws -> EnrolledDevice? {
         try registry.enrolledDevice(deviceID)
+    }
+
+    public func deviceKeys(userID: UInt64) throws -> UserKeys {
+        try registry.keys(userID: userID)
     }
 
     public func registryChanges(after cursor: UInt64, limit: Int, maxBytes: Int) throws -> RegistryPage {

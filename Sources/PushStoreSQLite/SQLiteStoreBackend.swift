@@ -82,7 +82,7 @@ public final class SQLiteStoreBackend: StoreBackend {
         group.committer.submit(operation, ticket: ticket | ticketTag)
     }
 
-    public func stored(_ id: PayloadID, sequence: UInt64) { reads.stored(id, sequence: sequence) }
+    public func stored(_ id: PayloadID, sequence: UInt64, sealed: Bool) { reads.stored(id, sequence: sequence, sealed: sealed) }
 
     public func registryNotice(after cursor: UInt64, completion: @escaping (Result<RegistryNotice?, StoreBackendError>) -> Void) {
         do {

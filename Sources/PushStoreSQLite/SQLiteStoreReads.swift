@@ -84,6 +84,8 @@ public final class SQLiteStoreReads {
         }
         var userDevices: [UserDevice]?
         if reads.userDevices { userDevices = try user.map { try reader.enrolledDevices(userID: $0.id) } ?? [] }
+        var deviceKeys: UserKeys?
+        if reads.deviceKeys, let user { deviceKeys = try reader.deviceKeys(userID: user.id) }
         var registry: RegistryPage?
         if let query = reads.registry {
             registry = try reader.registryChanges(after: query.cursor, limit: query.limit, maxBytes: query.maxBytes)
@@ -93,22 +95,23 @@ public final class SQLiteStoreReads {
         let apiTokensRevision = reads.apiTokensRevision ? try reader.apiTokensRevision() : nil
         return StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread,
                                registry: registry, idempotency: idempotency, apiToken: apiToken, apiTokensRevision: apiTokensRevision,
-                               userDevices: userDevices)
+                               userDevices: userDevices, deviceKeys: deviceKeys)
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.
     func payload(_ id: PayloadID, withBody: Bool) throws -> StoredPayload? {
-        guard let sequence = sequences[id] else { return nil }
-        guard let payload = try reader.payload(sequence: sequence, withBody: withBody) else {
+        guard let entry = sequences.entry(id) else { return nil }
+        guard var payload = try reader.payload(sequence: entry.sequence, withBody: withBody) else {
             sequences.set(id, nil)
             return nil
         }
+        payload.sealed = entry.sealed
         return payload
     }
 
     /// The ID joins the map here, so it is readable exactly when the provider can know it.
-    public func stored(_ id: PayloadID, sequence: UInt64) {
-        sequences.set(id, sequence)
+    public func stored(_ id: PayloadID, sequence: UInt64, sealed: Bool = false) {
+        sequences.set(id, sequence, sealed: sealed)
     }
 
     /// The registry's changes after `cursor`, or nil if there are none: one
