@@ -10,8 +10,8 @@ import Testing
 struct SealedVector {
     let values: [String: String]
 
-    init() throws {
-        let text = String(decoding: try SealingVectorFiles.data("sealed.txt"), as: UTF8.self)
+    init(file: String = "sealed.txt") throws {
+        let text = String(decoding: try SealingVectorFiles.data(file), as: UTF8.self)
         var values: [String: String] = [:]
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
             let parts = line.split(separator: " ", maxSplits: 1).map(String.init)
@@ -123,5 +123,30 @@ struct SealedVector {
         #expect(ours.body == theirs.body)
         #expect(ours.stanzas.map(\.keyID) == theirs.stanzas.map(\.keyID))
         #expect(ours.stanzas.map(\.encapsulatedKey) != theirs.stanzas.map(\.encapsulatedKey))
+    }
+
+    /// [7.6-3] [7.6-5] [7.6-7] sealed-xwing.txt: a payload for an X-Wing tablet and an X25519
+    /// phone, sealed by pyca/cryptography's HPKE (suite 2 has no published HPKE vector). Each
+    /// device opens its view; the X-Wing key comes from its 32-byte seed as the device-key file keeps it.
+    @Test func xwingPayloadFromPython() throws {
+        let vector = try SealedVector(file: "sealed-xwing.txt")
+        let id = try #require(PayloadID(hex: try vector.text("id")))
+        let payload = try SealedPayload(parsing: try vector.bytes("sealed"))
+        #expect(SealedNames.payloadID(sealNonce: payload.sealNonce) == id)
+        #expect(payload.stanzas.map(\.suite) == [.xwing, .x25519])
+        #expect(vector.deviceIDs == ["tablet", "phone-1"])
+        for device in vector.deviceIDs {
+            let prefix = "device.\(device)."
+            let pair = try vector.pair(prefix)
+            #expect(pair.publicKey == (try vector.bytes(prefix + "public_key")))
+            let keyID = pair.keyID(deviceID: device)
+            #expect(keyID == KeyID(hex: try vector.text(prefix + "key_id")))
+            let view = try #require(payload.deviceView(for: keyID)).bytes
+            let opened = try Opener.open(view, fetchedID: id, user: try vector.text("recipient"), deviceID: device, key: pair)
+            #expect(String(decoding: opened, as: UTF8.self) == (try vector.text("plaintext")))
+            #expect(throws: SealingError.stanzaDoesNotOpen) {
+                try Opener.open(view, fetchedID: id, user: "bob", deviceID: device, key: pair)
+            }
+        }
     }
 }
