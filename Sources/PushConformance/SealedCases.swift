@@ -11,9 +11,9 @@ enum SealedCases {
 
     /// A fresh public key of `suite`'s length, random bytes (an X25519 key of small order
     /// among them has a chance of about 2^-250).
-    static func freshKey(_ suite: KeySuite = .x25519) -> DevicePublicKey {
-        var generator = SystemRandomNumberGenerator()
-        return DevicePublicKey(suite: suite, bytes: (0..<suite.publicKeyCount).map { _ in UInt8.random(in: 0...255, using: &generator) })
+    /// A new key pair's public half: a store takes only keys swift-crypto takes ([4.6-6]).
+    static func freshKey(_ suite: KeySuite = .x25519) throws(CaseStop) -> DevicePublicKey {
+        do { return try DeviceKeyPair.generate(suite: suite).devicePublicKey } catch { throw .fail("making a \(suite) key: \(error)") }
     }
 
     static func keyID(_ key: DevicePublicKey, device: String) -> KeyID {
@@ -75,20 +75,35 @@ enum SealedCases {
         ConformanceCase("store.login-key", clause: "4.6-5", "LOGIN with a key registers it for the registration, and a new key replaces it") { ctx throws(CaseStop) in
             let user = try ctx.user()
             let provider = try ctx.storeProvider()
-            let first = freshKey()
+            let first = try freshKey()
             let (device, _) = try keyedDevice(ctx, key: first)
             var listed = try keys(provider, user: user).keys.first { $0.deviceID == device }
             try Expect.equal(listed?.key, first, "the key KEYS lists for \(device) after its LOGIN")
-            let second = freshKey()
+            let second = try freshKey()
             _ = try logIn(ctx, device: device, key: second)
             listed = try keys(provider, user: user).keys.first { $0.deviceID == device }
             try Expect.equal(listed?.key, second, "the key KEYS lists for \(device) after a LOGIN with another")
             return "KEYS lists the key of the LOGIN right after LOGIN_OK, and the newer key after a second LOGIN"
         },
 
+        ConformanceCase("store.login-key-small-order", clause: "4.6-6",
+                        "a LOGIN with an X25519 key of small order is BAD_REQUEST, before the password, and registers nothing") { ctx throws(CaseStop) in
+            let user = try ctx.user()
+            let device = try ctx.enrolledDevice().deviceID
+            // The all-zero point: every agreement with it is zero, so a stanza sealed to it
+            // could be opened by anyone (RFC 9180 7.1.4).
+            let smallOrder = DevicePublicKey(suite: .x25519, bytes: Array(repeating: 0, count: 32))
+            let login = Login(user: user, password: Array("not the password".utf8), deviceID: device, deviceKey: smallOrder)
+            try Expect.refused(try ctx.storeDevice(), .login(login), .badRequest, "LOGIN with a small-order key and a wrong password")
+            let listed = try keys(try ctx.storeProvider(), user: user).keys.contains { $0.deviceID == device }
+            try Expect.that(!listed, "KEYS lists the refused key of \(device)")
+            try ctx.registry().revoke(device)
+            return "BAD_REQUEST (not BAD_CREDENTIALS: the key is checked first), nothing registered"
+        },
+
         ConformanceCase("store.login-key-kept", clause: "4.6-7", "LOGIN without a key leaves the registered key") { ctx throws(CaseStop) in
             let user = try ctx.user()
-            let key = freshKey()
+            let key = try freshKey()
             let (device, _) = try keyedDevice(ctx, key: key)
             let (again, _) = try logIn(ctx, device: device)
             try Expect.equal(again.keyID, keyID(key, device: device), "LOGIN_OK key_id of a LOGIN without a key")
@@ -101,7 +116,7 @@ enum SealedCases {
             let device = try ctx.enrolledDevice().deviceID
             let (keyless, _) = try logIn(ctx, device: device)
             try Expect.that(keyless.keyID == nil, "LOGIN_OK of a device with no key carried key_id \(keyless.keyID.map { "\($0)" } ?? "")")
-            let key = freshKey()
+            let key = try freshKey()
             let (keyed, _) = try logIn(ctx, device: device, key: key)
             try Expect.equal(keyed.keyID, keyID(key, device: device), "LOGIN_OK key_id after a LOGIN with a key")
             return "no key_id without a key; with one, its id (7.6-2)"
@@ -250,7 +265,7 @@ enum SealedCases {
         ConformanceCase("store.sealed-lifecycle", clause: "4.19-5", "SYNC, FETCH, ACK, STATUS and RECALL treat a sealed payload as any other") { ctx throws(CaseStop) in
             let user = try ctx.user()
             let provider = try ctx.storeProvider()
-            let key = freshKey()
+            let key = try freshKey()
             let (device, login) = try keyedDevice(ctx, key: key)
             let payload = sealed(to: [stanza(keyID(key, device: device))])
             let answer = try storeSealed(provider, payload.bytes, user: user, ttl: 60)
@@ -273,7 +288,7 @@ enum SealedCases {
         ConformanceCase("store.sealed-fetch", clause: "4.19-4", "FETCH of a sealed payload hands the device its own stanza alone, or NOT_SEALED_FOR_DEVICE") { ctx throws(CaseStop) in
             let user = try ctx.user()
             let provider = try ctx.storeProvider()
-            let phoneKey = freshKey(), tabletKey = freshKey(.xwing)
+            let phoneKey = try freshKey(), tabletKey = try freshKey(.xwing)
             let (phone, phoneLogin) = try keyedDevice(ctx, key: phoneKey)
             let (tablet, tabletLogin) = try keyedDevice(ctx, key: tabletKey)
             let payload = sealed(to: [stanza(keyID(phoneKey, device: phone)), stanza(keyID(tabletKey, device: tablet), suite: .xwing)])

@@ -76,10 +76,10 @@ extension StoreLogic {
     /// LOGIN's key checks that the wire cannot make ([4.6-6]): a suite-1 key of small order.
     /// Made before the limits and the password, and counting for nothing in them.
     static func checkDeviceKey(_ key: DevicePublicKey?) -> Bool {
-        guard key != nil else { return true }
-        // TODO(store, sealing): call PushSealing's `validatePublicKey(suite:bytes:)` here once it
-        // lands on main (branch `sealing`): a small-order X25519 key is BAD_REQUEST ([4.6-6]).
-        // Until then only the wire's checks (pairing, suite, length) hold.
+        guard let key else { return true }
+        // Beyond the wire's checks (pairing, suite, length): swift-crypto must take it, and
+        // an X25519 key of small order is refused ([4.6-6], RFC 9180 7.1.4).
+        do { try DeviceKeyCheck.validatePublicKey(key) } catch { return false }
         return true
     }
 

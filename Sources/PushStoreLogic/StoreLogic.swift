@@ -25,10 +25,11 @@ public final class StoreLogic {
     /// away (the server logs and counts them).
     public var onTokenRevoked: ((TokenRevocation, FetchToken, StoreSession) -> Void)?
     private var ids = PayloadIDSource()
-    /// Seals a `payload_to_seal` to its audience's keys (4.19-6): PushSealing's `Sealer`
-    /// once it is on main, wired in by the service; a test's stand-in. Nil: such a STORE or
-    /// SEND is BAD_REQUEST.
-    public var arrivalSealer: ArrivalSealer?
+    /// Seals a `payload_to_seal` to its audience's keys ([4.19-6]): PushSealing's `Sealer`;
+    /// a test may put a stand-in here.
+    public var arrivalSealer: ArrivalSealer = { content, recipient, devices in
+        try Sealer.seal(content, recipient: recipient, devices: devices).bytes
+    }
 
     /// `shared`: what the store's other loops share with this one; nil for a store on one loop.
     public init(settings: StoreSettings, serverKey: SecretKey, providerKey: SecretKey,
@@ -237,7 +238,6 @@ public final class StoreLogic {
     private func handleStore(_ store: StoreRequest, session: StoreSession) throws(Refusal) -> StoreAction {
         if store.form == .sealOnArrival {
             // The keys are read first: the recipient's, every device of a STORE's audience ([4.9-4]).
-            guard arrivalSealer != nil else { throw StoreLogic.noArrivalSealer }
             return .read(StoreReads(user: store.user, deviceKeys: true), .sealStore(store))
         }
         let payload = try newPayload(store, session: session)
@@ -257,19 +257,16 @@ public final class StoreLogic {
                 throw Refusal(.badRequest, "malformed sealed_payload: \(error)")
             }
         case .sealOnArrival:
-            // Sealed first (`sealedOnArrival`), then made a payload as a sealed one.
-            throw StoreLogic.noArrivalSealer
+            // Sealed first (`sealedOnArrival`), then made a payload as a sealed one: never here.
+            throw Refusal(.internalError, "payload_to_seal reached the payload unsealed")
         }
     }
-
-    private static let noArrivalSealer = Refusal(.badRequest, "this store does not seal on arrival (payload_to_seal); send sealed_payload")
 
     /// A `payload_to_seal` sealed to the keys the registry holds for the devices of its
     /// audience ([4.19-6]), as the sealed STORE it becomes: the content goes no further than
     /// the sealer. UNKNOWN_USER for an unknown recipient (`keys` nil), NO_DEVICE_KEYS when no
     /// device of the audience has a key, TOO_LARGE beyond 255.
     private func sealedOnArrival(_ store: StoreRequest, keys: UserKeys?, audience: PayloadAudience, nowMs: UInt64) throws(Refusal) -> StoreRequest {
-        guard let sealer = arrivalSealer else { throw StoreLogic.noArrivalSealer }
         guard let keys else { throw Refusal(.unknownUser, "no user \(store.user)") }
         let devices = keys.keys.filter { key in
             guard key.expiresAt > nowMs else { return false }
@@ -282,7 +279,7 @@ public final class StoreLogic {
         }
         var sealed = store
         do {
-            sealed.payload = try sealer(store.payload, store.user, devices)
+            sealed.payload = try arrivalSealer(store.payload, store.user, devices)
         } catch {
             throw Refusal(.internalError, "sealing failed")
         }
@@ -344,7 +341,6 @@ public final class StoreLogic {
         let key = send.idempotencyKey.map { IdempotencyKey(scope: session.provider.idempotencyScope, key: $0) }
         let needsDevices = PayloadAudience.needsDevices(target)
         if send.form == .sealOnArrival {
-            guard arrivalSealer != nil else { throw StoreLogic.noArrivalSealer }
             return .read(StoreReads(user: send.user, idempotency: key, userDevices: needsDevices, deviceKeys: true), .send(send, key))
         }
         if key != nil || needsDevices {

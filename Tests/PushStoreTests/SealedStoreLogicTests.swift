@@ -11,8 +11,12 @@ import Testing
 /// cuts views, so made-up stanzas with real key ids serve (SPEC.md 7.6).
 enum SealedSamples {
     /// A public key of `suite`'s length whose bytes follow from `seed`.
+    /// A real public key, the same for the same seed: the store refuses what swift-crypto
+    /// does not take ([4.6-6]), an X-Wing key of made-up bytes among them.
     static func key(_ seed: UInt8, suite: KeySuite = .x25519) -> DevicePublicKey {
-        DevicePublicKey(suite: suite, bytes: (0..<suite.publicKeyCount).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7 &+ 9) })
+        let privateKey = (0..<32).map { UInt8(truncatingIfNeeded: $0 &* 31 &+ Int(seed) &* 7 &+ 9) }
+        // Test data: 32 bytes are a valid private key of either suite.
+        return try! DeviceKeyPair(suite: suite, privateKey: privateKey).devicePublicKey
     }
 
     static func keyID(_ key: DevicePublicKey, device: String) -> KeyID {
