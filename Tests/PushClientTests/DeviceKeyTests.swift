@@ -1,0 +1,241 @@
+import Foundation
+import PushClient
+import PushSealing
+import PushSecurity
+import PushTestSupport
+import PushWire
+import Testing
+
+/// The device's key file (SPEC.md 7.5-6) and the key rules of its LOGIN (4.6-5, 4.6-8).
+@Suite("Device keys: the device-key file and LOGIN's key")
+struct DeviceKeyTests {
+    static func temporaryDirectory() throws -> String {
+        let path = NSTemporaryDirectory() + "securepush-device-key-" + UUID().uuidString
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        return path
+    }
+
+    static func mode(_ path: String) throws -> Int {
+        try #require(try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? Int)
+    }
+
+    @Test("[7.5-6] the key is one line of the suite digit, a space and the private key in hex, owner-only, read back as the same key",
+          arguments: KeySuite.allCases)
+    func roundTrip(suite: KeySuite) throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = DeviceKeyFile(directory: directory)
+        #expect(try file.load() == nil, "no file is no key")
+        let (key, made) = try file.loadOrMake(suite: suite)
+        #expect(made && key.suite == suite)
+        #expect(try Self.mode(file.path) == 0o600, "[7.5-5] owner-only")
+        let text = try String(contentsOfFile: file.path, encoding: .utf8)
+        #expect(text == "\(suite.rawValue) \(key.privateKeyBytes.map { String(format: "%02x", $0) }.joined())\n")
+        #expect(key.privateKeyBytes.count == 32, "suite 1: the X25519 private key; suite 2: the X-Wing seed")
+        let again = try #require(try file.load())
+        #expect(again.publicKey == key.publicKey && again.suite == suite)
+        let (kept, madeAgain) = try file.loadOrMake(suite: .x25519)
+        #expect(!madeAgain && kept.publicKey == key.publicKey, "a key is made only once; --key-suite applies to a new key")
+        let (replaced, madeNew) = try file.loadOrMake(suite: suite, replace: true)
+        #expect(madeNew && replaced.publicKey != key.publicKey)
+    }
+
+    @Test("[7.5-5] a new key replaces the file by rename: a link to the old file keeps the old key whole, and no temporary file is left")
+    func replacedAtomically() throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = DeviceKeyFile(directory: directory)
+        let first = try file.loadOrMake().key
+        let oldText = try String(contentsOfFile: file.path, encoding: .utf8)
+        try FileManager.default.linkItem(atPath: file.path, toPath: directory + "/old-link")
+        let second = try file.loadOrMake(replace: true).key
+        #expect(first.publicKey != second.publicKey)
+        // Written in place, the link would show the new bytes (or a torn mix of both).
+        #expect(try String(contentsOfFile: directory + "/old-link", encoding: .utf8) == oldText)
+        #expect(try #require(try file.load()).publicKey == second.publicKey)
+        #expect(try Self.mode(file.path) == 0o600)
+        let names = try FileManager.default.contentsOfDirectory(atPath: directory).sorted()
+        #expect(names == ["device-key", "old-link"])
+    }
+
+    @Test("[7.5-6] a file that is there but unreadable as a key is a typed error, never taken as no key",
+          arguments: ["", "1\n", "1 zz\n", "3 " + String(repeating: "ab", count: 32) + "\n", "1 abcd\n",
+                      "1 " + String(repeating: "ab", count: 32) + "\nextra\n", "x25519 " + String(repeating: "ab", count: 32) + "\n"])
+    func malformedFile(text: String) throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = DeviceKeyFile(directory: directory)
+        try Deployment.writePrivate(file.path, text)
+        #expect(throws: DeviceKeyFile.Failure.self) { _ = try file.load() }
+        do {
+            _ = try file.loadOrMake()
+            Issue.record("a malformed key file was replaced silently")
+        } catch {
+            guard case .invalid(let path, _) = error else { Issue.record("\(error)"); return }
+            #expect(path == file.path)
+            #expect(error.description.contains("--new-key"))
+        }
+        #expect(try String(contentsOfFile: file.path, encoding: .utf8) == text, "the file is left as it was")
+    }
+
+    @Test("[8-6] a key file others may read is refused")
+    func tooOpen() throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let file = DeviceKeyFile(directory: directory)
+        _ = try file.loadOrMake()
+        chmod(file.path, 0o644)
+        #expect(throws: DeviceKeyFile.Failure.tooOpen(file.path)) { _ = try file.load() }
+    }
+
+    @Test("[4.14-10] an id the device must not acknowledge is remembered as such across a restart; older lines read as acknowledged")
+    func shownIDsRememberNotAcknowledged() throws {
+        let directory = try Self.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let ids = (1...4).map { PayloadID(high: 7, low: UInt64($0)) }
+        let file = ShownIDFile(directory: directory, capacity: 2)
+        var written: [ShownIDFile.Entry] = []
+        for (index, id) in ids.enumerated() {
+            let entry = ShownIDFile.Entry(id: id, acknowledged: index % 2 == 0)
+            written.append(entry)
+            try file.append(id, acknowledged: entry.acknowledged) { written }
+        }
+        // Four lines past twice the capacity of 2: rewritten with the newest two, marks kept.
+        #expect(ShownIDFile(directory: directory, capacity: 2).loadEntries() == Array(written.suffix(2)))
+        #expect(ShownIDFile(directory: directory, capacity: 2).load() == Array(ids.suffix(2)))
+        let text = try String(contentsOfFile: directory + "/" + ShownIDFile.fileName, encoding: .utf8)
+        #expect(text == ids[2].hex + "\n" + ids[3].hex + " -\n")
+    }
+
+    @Test("[4.6-8] LOGIN_OK naming another key fails the login; one naming the device's key, or none (a 1.4 store), does not")
+    func loginOKKeyCheck() throws {
+        let key = try DeviceKeyPair.generate(suite: .x25519)
+        let own = SealedNames.keyID(suite: .x25519, deviceID: "phone", publicKey: key.publicKey)
+        let other = KeyID(value: own.value ^ 1)
+        let login = DeviceLogin.request(user: "alice", password: Array("pw".utf8), deviceID: "phone", key: key)
+        #expect(login.deviceKey == DevicePublicKey(suite: .x25519, bytes: key.publicKey), "[4.6-5] every LOGIN carries the key")
+        #expect(try DeviceLogin.check(LoginOK(token: [1], expiresAt: 1, keyID: own), deviceID: "phone", key: key) == .registered(own))
+        #expect(try DeviceLogin.check(LoginOK(token: [1], expiresAt: 1), deviceID: "phone", key: key) == .storeDoesNotSeal)
+        #expect(throws: ClientError.keyIDMismatch(sent: own, registered: other)) {
+            try DeviceLogin.check(LoginOK(token: [1], expiresAt: 1, keyID: other), deviceID: "phone", key: key)
+        }
+        // The id is the device's: the same key under another device id is another key id (7.6-2).
+        #expect(throws: ClientError.self) {
+            try DeviceLogin.check(LoginOK(token: [1], expiresAt: 1, keyID: own), deviceID: "tablet", key: key)
+        }
+    }
+
+    @Test("a device with an X-Wing key proposes a max_frame its LOGIN fits in; an X25519 one proposes what it was asked")
+    func helloFitsTheLogin() {
+        #expect(DeviceLogin.hello(keySuite: .xwing, proposed: 1024).maxFrame == 4096)
+        #expect(DeviceLogin.hello(keySuite: .xwing, proposed: 65536).maxFrame == 65536)
+        #expect(DeviceLogin.hello(keySuite: .x25519, proposed: 1024).maxFrame == 1024)
+        #expect(DeviceLogin.hello(keySuite: .xwing).maxFrame == nil, "none proposed: the server's default, 65536")
+        let xwingLogin = Message.login(Login(user: String(repeating: "u", count: 64), password: [UInt8](repeating: 1, count: 256),
+                                             deviceID: String(repeating: "d", count: 64),
+                                             deviceKey: DevicePublicKey(suite: .xwing, bytes: [UInt8](repeating: 2, count: 1216))))
+        #expect(xwingLogin.encoded(correlation: 1).count <= 4096)
+    }
+}
+
+/// A store that answers HELLO and then LOGIN with a key id of its choosing: what a store
+/// that registered another key than the device sent would say (4.6-8).
+final class KeyIDLyingStore: @unchecked Sendable {
+    let port: Int
+    private let listener: Int32
+    private let lock = NSLock()
+    private var logins: [Login] = []
+    private let keyID: @Sendable (Login) -> KeyID?
+
+    init(answering keyID: @escaping @Sendable (Login) -> KeyID?) throws {
+        (listener, port) = try LoopbackSocket.listen()
+        self.keyID = keyID
+        Thread { [self] in self.serveOne() }.start()
+    }
+
+    /// One connection: HELLO_OK, then LOGIN_OK to each LOGIN, until the client closes.
+    private func serveOne() {
+        let connection = accept(listener, nil, nil)
+        close(listener)
+        guard connection >= 0 else { return }
+        defer { close(connection) }
+        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var decoder = FrameDecoder()
+        var buffer = [UInt8](repeating: 0, count: 8192)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { recv(connection, $0.baseAddress, $0.count, 0) }
+            guard count > 0 else { return }
+            decoder.feed(Array(buffer[..<count]))
+            while let frame = try? decoder.next() {
+                guard let message = try? Message.decode(frame) else { return }
+                let reply: Message
+                switch message {
+                case .hello: reply = .helloOK(HelloOK(maxFrame: 65536, keepaliveMs: 30_000, maxInflight: 64))
+                case .login(let login):
+                    lock.lock()
+                    logins.append(login)
+                    lock.unlock()
+                    reply = .loginOK(LoginOK(token: [UInt8](repeating: 9, count: 40), expiresAt: 4_000_000_000_000, keyID: keyID(login)))
+                default: return
+                }
+                let bytes = reply.encoded(correlation: frame.header.correlation)
+                _ = bytes.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            }
+        }
+    }
+
+    var receivedLogins: [Login] {
+        lock.lock()
+        defer { lock.unlock() }
+        return logins
+    }
+}
+
+@Suite("device login: the key it registers", .ownThread)
+struct DeviceLoginKeyProcessTests {
+    @Test("[4.6-8] `device login` fails with a clear message and a non-zero exit when LOGIN_OK names another key, and keeps neither the token nor the key it made")
+    func keyIDMismatchFailsTheLogin() throws {
+        let store = try KeyIDLyingStore { _ in KeyID(value: 0x0123_4567_89ab_cdef) }
+        let state = try DeviceKeyTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let run = try SecurePushBinary.run(["device", "login", "--store", "127.0.0.1:\(store.port)", "--user", "alice",
+                                            "--device", "phone", "--state-dir", state, "--timeout", "10"], stdin: "pw\n")
+        #expect(run.status != 0)
+        #expect(run.stderr.contains("login refused") && run.stderr.contains("0123456789abcdef"), "\(run.stderr)")
+        let login = try #require(store.receivedLogins.first)
+        #expect(login.deviceKey?.suite == .x25519 && login.deviceKey?.bytes.count == 32, "[4.6-5] the LOGIN carried the key")
+        #expect(!FileManager.default.fileExists(atPath: state + "/" + TokenStore.fileName))
+        #expect(!FileManager.default.fileExists(atPath: state + "/" + DeviceKeyFile.fileName))
+    }
+
+    @Test("[4.6-5] [4.6-8] `device login` makes the key once, sends it in every LOGIN, and `--new-key --key-suite xwing` replaces it")
+    func loginSendsTheKey() throws {
+        let store = try KeyIDLyingStore { login in
+            login.deviceKey.map { SealedNames.keyID(suite: $0.suite, deviceID: login.deviceID, publicKey: $0.bytes) }
+        }
+        let state = try DeviceKeyTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let arguments = ["device", "login", "--store", "127.0.0.1:\(store.port)", "--user", "alice", "--device", "phone",
+                         "--state-dir", state, "--timeout", "10"]
+        let first = try SecurePushBinary.run(arguments, stdin: "pw\n")
+        #expect(first.status == 0, "\(first.stderr)")
+        let key = try #require(try DeviceKeyFile(directory: state).load())
+        #expect(key.suite == .x25519)
+        #expect(first.stdout.contains("device key \(key.keyID(deviceID: "phone")) (x25519, new)"), "\(first.stdout)")
+        let wrongSuite = try SecurePushBinary.run(arguments + ["--key-suite", "xwing"], stdin: "pw\n")
+        #expect(wrongSuite.status != 0 && wrongSuite.stderr.contains("--new-key"), "\(wrongSuite.stderr)")
+        _ = store
+        let storeAgain = try KeyIDLyingStore { login in
+            login.deviceKey.map { SealedNames.keyID(suite: $0.suite, deviceID: login.deviceID, publicKey: $0.bytes) }
+        }
+        let replaced = try SecurePushBinary.run(["device", "login", "--store", "127.0.0.1:\(storeAgain.port)", "--user", "alice",
+                                                 "--device", "phone", "--state-dir", state, "--timeout", "10",
+                                                 "--new-key", "--key-suite", "xwing"], stdin: "pw\n")
+        #expect(replaced.status == 0, "\(replaced.stderr)")
+        let newKey = try #require(try DeviceKeyFile(directory: state).load())
+        #expect(newKey.suite == .xwing && newKey.publicKey != key.publicKey)
+        #expect(storeAgain.receivedLogins.first?.deviceKey == DevicePublicKey(suite: .xwing, bytes: newKey.publicKey))
+        #expect(store.receivedLogins.first?.deviceKey == DevicePublicKey(suite: .x25519, bytes: key.publicKey))
+    }
+}
