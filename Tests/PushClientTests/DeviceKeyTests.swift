@@ -1,5 +1,6 @@
 import Foundation
 import PushClient
+import PushEventLoop
 import PushSealing
 import PushSecurity
 import PushTestSupport
@@ -138,28 +139,37 @@ struct DeviceKeyTests {
     }
 }
 
-/// A store that answers HELLO and then LOGIN with a key id of its choosing: what a store
-/// that registered another key than the device sent would say (4.6-8).
-final class KeyIDLyingStore: @unchecked Sendable {
+/// A peer on 127.0.0.1 that answers each request with what `answer` says (nil: no reply),
+/// for `connections` connections one after the other, and records what it received.
+final class ScriptedPeer: @unchecked Sendable {
     let port: Int
     private let listener: Int32
     private let lock = NSLock()
-    private var logins: [Login] = []
-    private let keyID: @Sendable (Login) -> KeyID?
+    private var messages: [Message] = []
+    private let answer: @Sendable (Message) -> Message?
 
-    init(answering keyID: @escaping @Sendable (Login) -> KeyID?) throws {
+    init(connections: Int = 1, answer: @escaping @Sendable (Message) -> Message?) throws {
         (listener, port) = try LoopbackSocket.listen()
-        self.keyID = keyID
-        Thread { [self] in self.serveOne() }.start()
+        self.answer = answer
+        Thread { [self] in
+            for _ in 0..<connections { self.serveOne() }
+            close(self.listener)
+        }.start()
     }
 
-    /// One connection: HELLO_OK, then LOGIN_OK to each LOGIN, until the client closes.
+    /// Answers HELLO with HELLO_OK and the rest as `answer` says.
+    convenience init(connections: Int = 1, answering answer: @escaping @Sendable (Message) -> Message?) throws {
+        try self.init(connections: connections) { message in
+            if case .hello = message { return .helloOK(HelloOK(maxFrame: 65536, keepaliveMs: 30_000, maxInflight: 64)) }
+            return answer(message)
+        }
+    }
+
     private func serveOne() {
         let connection = accept(listener, nil, nil)
-        close(listener)
         guard connection >= 0 else { return }
         defer { close(connection) }
-        var timeout = timeval(tv_sec: 10, tv_usec: 0)
+        var timeout = timeval(tv_sec: 30, tv_usec: 0)
         setsockopt(connection, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         var decoder = FrameDecoder()
         var buffer = [UInt8](repeating: 0, count: 8192)
@@ -169,34 +179,35 @@ final class KeyIDLyingStore: @unchecked Sendable {
             decoder.feed(Array(buffer[..<count]))
             while let frame = try? decoder.next() {
                 guard let message = try? Message.decode(frame) else { return }
-                let reply: Message
-                switch message {
-                case .hello: reply = .helloOK(HelloOK(maxFrame: 65536, keepaliveMs: 30_000, maxInflight: 64))
-                case .login(let login):
-                    lock.lock()
-                    logins.append(login)
-                    lock.unlock()
-                    reply = .loginOK(LoginOK(token: [UInt8](repeating: 9, count: 40), expiresAt: 4_000_000_000_000, keyID: keyID(login)))
-                default: return
-                }
+                lock.withLock { messages.append(message) }
+                guard let reply = answer(message) else { continue }
                 let bytes = reply.encoded(correlation: frame.header.correlation)
                 _ = bytes.withUnsafeBytes { send(connection, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
             }
         }
     }
 
+    var received: [Message] { lock.withLock { messages } }
+
     var receivedLogins: [Login] {
-        lock.lock()
-        defer { lock.unlock() }
-        return logins
+        received.compactMap { if case .login(let login) = $0 { login } else { nil } }
     }
+}
+
+/// A store that answers LOGIN with a key id of its choosing: what a store that registered
+/// another key than the device sent would say (4.6-8).
+func keyIDLyingStore(_ keyID: @escaping @Sendable (Login) -> KeyID?) throws -> ScriptedPeer {
+    try ScriptedPeer(answering: { message in
+        guard case .login(let login) = message else { return nil }
+        return .loginOK(LoginOK(token: [UInt8](repeating: 9, count: 40), expiresAt: 4_000_000_000_000, keyID: keyID(login)))
+    })
 }
 
 @Suite("device login: the key it registers", .ownThread)
 struct DeviceLoginKeyProcessTests {
     @Test("[4.6-8] `device login` fails with a clear message and a non-zero exit when LOGIN_OK names another key, and keeps neither the token nor the key it made")
     func keyIDMismatchFailsTheLogin() throws {
-        let store = try KeyIDLyingStore { _ in KeyID(value: 0x0123_4567_89ab_cdef) }
+        let store = try keyIDLyingStore { _ in KeyID(value: 0x0123_4567_89ab_cdef) }
         let state = try DeviceKeyTests.temporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: state) }
         let run = try SecurePushBinary.run(["device", "login", "--store", "127.0.0.1:\(store.port)", "--user", "alice",
@@ -211,7 +222,7 @@ struct DeviceLoginKeyProcessTests {
 
     @Test("[4.6-5] [4.6-8] `device login` makes the key once, sends it in every LOGIN, and `--new-key --key-suite xwing` replaces it")
     func loginSendsTheKey() throws {
-        let store = try KeyIDLyingStore { login in
+        let store = try keyIDLyingStore { login in
             login.deviceKey.map { SealedNames.keyID(suite: $0.suite, deviceID: login.deviceID, publicKey: $0.bytes) }
         }
         let state = try DeviceKeyTests.temporaryDirectory()
@@ -226,7 +237,7 @@ struct DeviceLoginKeyProcessTests {
         let wrongSuite = try SecurePushBinary.run(arguments + ["--key-suite", "xwing"], stdin: "pw\n")
         #expect(wrongSuite.status != 0 && wrongSuite.stderr.contains("--new-key"), "\(wrongSuite.stderr)")
         _ = store
-        let storeAgain = try KeyIDLyingStore { login in
+        let storeAgain = try keyIDLyingStore { login in
             login.deviceKey.map { SealedNames.keyID(suite: $0.suite, deviceID: login.deviceID, publicKey: $0.bytes) }
         }
         let replaced = try SecurePushBinary.run(["device", "login", "--store", "127.0.0.1:\(storeAgain.port)", "--user", "alice",
@@ -237,5 +248,85 @@ struct DeviceLoginKeyProcessTests {
         #expect(newKey.suite == .xwing && newKey.publicKey != key.publicKey)
         #expect(storeAgain.receivedLogins.first?.deviceKey == DevicePublicKey(suite: .xwing, bytes: newKey.publicKey))
         #expect(store.receivedLogins.first?.deviceKey == DevicePublicKey(suite: .x25519, bytes: key.publicKey))
+    }
+}
+
+/// `DeviceClient` and sealed payloads, against a scripted store: what it shows, what it
+/// acknowledges, what it remembers.
+@Suite("DeviceClient: sealed payloads", .ownThread)
+struct DeviceClientSealedTests {
+    @Test("""
+        [7.6-5] [4.14-10] a sealed view that opens is shown and acknowledged; NOT_SEALED_FOR_DEVICE and a view that does not \
+        open show the generic prompt once, are remembered as shown and are never acknowledged, not after a restart either
+        """)
+    func sealedFetches() throws {
+        let deployment = try TemporaryDeployment()
+        let registration = deployment.registration("phone")
+        let state = try DeviceKeyTests.temporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: state) }
+        let key = try DeviceKeyPair.generate(suite: .x25519)
+        try DeviceKeyFile(directory: state).save(key)
+        let entry = DeviceKeyEntry(deviceID: "phone", key: DevicePublicKey(suite: .x25519, bytes: key.publicKey),
+                                   keyID: key.keyID(deviceID: "phone"))
+        let readable = try Sealer.seal(Array("sealed hello".utf8), recipient: "alice", devices: [entry])
+        let damaged = try Sealer.seal(Array("never shown".utf8), recipient: "alice", devices: [entry])
+        var damagedBytes = damaged.bytes
+        damagedBytes[damagedBytes.count - 1] ^= 1
+        let forAnother = PayloadID(high: 0x5eed, low: 4)
+        let views: [PayloadID: [UInt8]] = [readable.id: readable.bytes, damaged.id: damagedBytes]
+        let keyID = key.keyID(deviceID: "phone")
+        let store = try ScriptedPeer(connections: 2, answering: { message in
+            switch message {
+            case .login: .loginOK(LoginOK(token: [UInt8](repeating: 7, count: 40), expiresAt: 4_000_000_000_000, keyID: keyID))
+            case .sync: .syncOK(SyncOK(ids: [forAnother, damaged.id, readable.id], cursor: 3, hasMore: false))
+            case .fetch(let fetch) where fetch.id == forAnother: .error(ErrorReply(status: .notSealedForDevice))
+            case .fetch(let fetch):
+                views[fetch.id].map { .fetchOK(FetchOK(id: fetch.id, payload: $0, sealed: true, createdAt: 1, expiresAt: 4_000_000_000_000)) }
+                    ?? .error(ErrorReply(status: .notFound))
+            case .ack(let ack): .ackOK(AckOK(id: ack.id))
+            default: nil
+            }
+        })
+        let gateway = try ScriptedPeer(connections: 2, answering: { _ in nil })
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+
+        func device() -> (DeviceClient, () -> [DeviceNotification], () -> [DeviceEvent]) {
+            let client = DeviceClient(loop: loop, gateway: ServerLink.Endpoint(HostPort(host: "127.0.0.1", port: gateway.port)),
+                                      store: ServerLink.Endpoint(HostPort(host: "127.0.0.1", port: store.port)),
+                                      registration: registration, deviceID: "phone", tokenStore: TokenStore(directory: state),
+                                      shownFile: ShownIDFile(directory: state), keyFile: DeviceKeyFile(directory: state))
+            var shown: [DeviceNotification] = []
+            var events: [DeviceEvent] = []
+            client.onNotification = { shown.append($0) }
+            client.onEvent = { events.append($0) }
+            client.start()
+            return (client, { shown }, { events })
+        }
+        func acks() -> [PayloadID] { store.received.compactMap { if case .ack(let ack) = $0 { ack.id } else { nil } } }
+
+        let (first, shown, events) = device()
+        #expect(loop.run(until: { events().contains(.storeConnected) }))
+        var loggedIn: Result<UInt64, ClientError>?
+        first.login(user: "alice", password: Array("pw".utf8)) { loggedIn = $0 }
+        #expect(loop.run(until: { shown().count == 3 && !acks().isEmpty }))
+        #expect((try? loggedIn?.get()) != nil, "\(String(describing: loggedIn))")
+        #expect(store.receivedLogins.first?.deviceKey == DevicePublicKey(suite: .x25519, bytes: key.publicKey), "[4.6-5]")
+        let byID = Dictionary(shown().map { ($0.id, $0.content) }, uniquingKeysWith: { first, _ in first })
+        #expect(byID[readable.id] == .payload(Array("sealed hello".utf8)))
+        #expect(byID[forAnother] == .generic && byID[damaged.id] == .generic)
+        #expect(events().contains(.sealedNotOpened(forAnother, reason: nil)))
+        #expect(events().contains(.sealedNotOpened(damaged.id, reason: .bodyDoesNotOpen)))
+        #expect(acks() == [readable.id], "[4.14-10] only what was shown with its content is acknowledged")
+        first.stop()
+
+        // Restarted with its state directory: SYNC lists all three again (none gone); the
+        // readable one is acknowledged again, the other two are neither shown nor acknowledged.
+        let acksBefore = acks().count
+        let (second, shownAgain, eventsAgain) = device()
+        defer { second.stop() }
+        #expect(loop.run(until: { eventsAgain().contains(.storeConnected) && acks().count > acksBefore }))
+        #expect(shownAgain().isEmpty)
+        #expect(acks() == [readable.id, readable.id])
     }
 }
