@@ -330,3 +330,87 @@ struct DeviceClientSealedTests {
         #expect(acks() == [readable.id, readable.id])
     }
 }
+
+/// `ProviderClient`'s sealing against a scripted store: the KEYS cache and its cursor.
+@Suite("ProviderClient: sealing", .ownThread)
+struct ProviderClientSealingTests {
+    /// The cursor the scripted store reports in SEND_OK, changed by the test.
+    final class Cursor: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: UInt64 = 5
+        var current: UInt64 {
+            get { lock.withLock { value } }
+            set { lock.withLock { value = newValue } }
+        }
+    }
+
+    @Test("[4.18-5] keys are read once and reused while SEND_OK brings the same cursor, read again after another; each SEND carries a payload sealed to them that the device opens")
+    func keysCachedByCursor() throws {
+        let key = try DeviceKeyPair.generate(suite: .x25519)
+        let entry = DeviceKeyEntry(deviceID: "phone", key: DevicePublicKey(suite: .x25519, bytes: key.publicKey),
+                                   keyID: key.keyID(deviceID: "phone"))
+        let cursor = Cursor()
+        let store = try ScriptedPeer(answering: { message in
+            switch message {
+            case .keys(let keys) where keys.user == "alice": .keysOK(KeysOK(cursor: 5, keys: [entry]))
+            case .send(let send):
+                .sendOK(SendOK(id: (try? SealedPayload(parsing: send.payload)).map { SealedNames.payloadID(sealNonce: $0.sealNonce) }
+                                   ?? PayloadID(high: 0, low: 0),
+                               expiresAt: 1, cursor: cursor.current))
+            default: nil
+            }
+        })
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        let client = ProviderClient(loop: loop, store: ServerLink.Endpoint(HostPort(host: "127.0.0.1", port: store.port)),
+                                    providerKey: try SecretKey.generate())
+        defer { client.stop() }
+        func sealAndSend(_ text: String) throws -> (PayloadID, SendOK) {
+            var outcome: Result<(PayloadID, SendOK), ClientError>?
+            client.sealed(ProviderClient.SecureMessage(recipient: "alice", payload: Array(text.utf8))) { sealed in
+                switch sealed {
+                case .success(let sealed):
+                    #expect(sealed.message.form == .sealed)
+                    client.sendThroughStore(sealed.message) { sent in outcome = sent.map { (sealed.id, $0) } }
+                case .failure(let error): outcome = .failure(error)
+                }
+            }
+            #expect(loop.run(until: { outcome != nil }))
+            return try #require(outcome).get()
+        }
+        func keysRead() -> Int { store.received.filter { if case .keys = $0 { true } else { false } }.count }
+
+        let (firstID, firstOK) = try sealAndSend("one")
+        #expect(firstOK.id == firstID && keysRead() == 1)
+        _ = try sealAndSend("two")
+        #expect(keysRead() == 1, "the same cursor: the cached keys serve")
+        cursor.current = 6
+        _ = try sealAndSend("three")
+        #expect(keysRead() == 1, "the payload that brought the new cursor was sealed with the cache")
+        _ = try sealAndSend("four")
+        #expect(keysRead() == 2, "[4.18-5] another cursor: KEYS again before the next seal")
+
+        let sends = store.received.compactMap { if case .send(let send) = $0 { send } else { nil } }
+        #expect(sends.count == 4 && sends.allSatisfy { $0.form == .sealed })
+        let opened = try Opener.open(sends[0].payload, fetchedID: firstID, user: "alice", deviceID: "phone", key: key)
+        #expect(opened == Array("one".utf8))
+    }
+
+    @Test("a store that answers KEYS with UNKNOWN_TYPE (revision 1.4) gets nothing sealed: a typed error, and no SEND")
+    func oldStoreCannotSeal() throws {
+        let store = try ScriptedPeer(answering: { message in
+            if case .keys = message { return .error(ErrorReply(status: .unknownType)) }
+            return nil
+        })
+        let loop = try EventLoop()
+        defer { loop.shutdown() }
+        let client = ProviderClient(loop: loop, store: ServerLink.Endpoint(HostPort(host: "127.0.0.1", port: store.port)),
+                                    providerKey: try SecretKey.generate())
+        defer { client.stop() }
+        var outcome: Result<(message: ProviderClient.SecureMessage, id: PayloadID), ClientError>?
+        client.sealed(ProviderClient.SecureMessage(recipient: "alice", payload: Array("x".utf8))) { outcome = $0 }
+        #expect(loop.run(until: { outcome != nil }))
+        guard case .failure(.storeCannotSeal)? = outcome else { Issue.record("\(String(describing: outcome))"); return }
+        #expect(!store.received.contains { if case .send = $0 { true } else { false } })
+    }
+}
