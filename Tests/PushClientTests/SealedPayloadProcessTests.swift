@@ -94,6 +94,11 @@ struct SealedPayloadProcessTests {
                     "\(name) shows the sealed message: \(device.child.standardOutput)\(device.child.standardError)")
         }
 
+        // STORE sealed, then PUSH through the gateway: the two-step send seals the same way.
+        let twoStep = "sealed code 4713, stored then pushed"
+        let twoStepID = try Self.send(deployment, services, twoStep, ["--seal", "--gateway", gatewayAddress])
+        #expect(try waitUntil(timeoutSeconds: 30) { Self.shows(devices[0], id: twoStepID, text: twoStep) })
+
         // A fourth device, enrolled and keyed after the message was sealed.
         let late = try DeviceRunProcess(deployment: deployment, device: "phone-4", user: "alice", password: "alice-pw",
                                         registration: try deployment.enroll("phone-4"), store: services.store,
@@ -109,8 +114,8 @@ struct SealedPayloadProcessTests {
         let plain = "plain 4712 after the sealed one"
         let plainID = try Self.send(deployment, services, plain)
         #expect(try waitUntil(timeoutSeconds: 30) { Self.shows(late, id: plainID, text: plain) })
-        #expect(try waitUntil(timeoutSeconds: 10) { unreadCount(store: services.store, token: late.token) == 1 },
-                "[4.14-10] the sealed id stays unacknowledged: \(String(describing: unreadCount(store: services.store, token: late.token)))")
+        #expect(try waitUntil(timeoutSeconds: 10) { unreadCount(store: services.store, token: late.token) == 2 },
+                "[4.14-10] the two sealed ids stay unacknowledged: \(String(describing: unreadCount(store: services.store, token: late.token)))")
         let lines = late.child.standardOutput.split(separator: "\n")
         #expect(lines.filter { $0.contains(id) }.count == 1, "the prompt shown once: \(lines)")
 
