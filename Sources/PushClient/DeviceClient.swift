@@ -299,17 +299,23 @@ public final class DeviceClient {
         synchronize()
     }
 
-    private func checkTokenFile() {
-        if let keyFile, keyFile.version != keyVersion {
-            // `device login --new-key` in another process: the new key opens what is sealed from now on.
-            keyVersion = keyFile.version
-            do {
-                deviceKey = try keyFile.load()
-            } catch {
-                deviceKey = nil
-                onEvent?(.deviceKeyUnusable(error))
-            }
+    /// Reads the key file again if another process wrote it since (`device login --new-key`):
+    /// the new key opens what is sealed from then on. True if it was read again.
+    @discardableResult
+    private func reloadKeyIfChanged() -> Bool {
+        guard let keyFile, keyFile.version != keyVersion else { return false }
+        keyVersion = keyFile.version
+        do {
+            deviceKey = try keyFile.load()
+        } catch {
+            deviceKey = nil
+            onEvent?(.deviceKeyUnusable(error))
         }
+        return true
+    }
+
+    private func checkTokenFile() {
+        reloadKeyIfChanged()
         guard let tokenStore, tokenStore.version != tokenVersion else { return }
         tokenVersion = tokenStore.version
         if let saved = tokenStore.load(), saved != token {
@@ -373,7 +379,12 @@ public final class DeviceClient {
             guard !self.stopped else { return }
             switch result {
             case .success(.fetchOK(let fetched)) where fetched.sealed:
-                switch self.open(fetched.payload, id: id) {
+                var opened = self.open(fetched.payload, id: id)
+                // `device login --new-key` in another process may have registered a key this
+                // object has not read yet (the file is checked every 300 ms): read it now
+                // rather than show this payload as unreadable for good.
+                if case .failure = opened, self.reloadKeyIfChanged() { opened = self.open(fetched.payload, id: id) }
+                switch opened {
                 case .success(let text):
                     self.markShown(id)
                     self.onNotification?(DeviceNotification(id: id, content: .payload(text)))

@@ -125,6 +125,33 @@ struct SealedPayloadProcessTests {
                 "[4.18-1] the revoked device's key is gone from the next KEYS")
     }
 
+    @Test("""
+        [4.6-5] [7.6-5] `device login --new-key` while `device run` runs: the store has the new key at once, and the running \
+        device opens what is sealed to it from then on, even when the push comes before it noticed the new key file
+        """)
+    func newKeyWhileRunning() throws {
+        let deployment = try TemporaryDeployment()
+        try deployment.addUser("alice", password: "alice-pw")
+        let services = try Services(deployment)
+        defer { services.stop() }
+        let device = try DeviceRunProcess(deployment: deployment, device: "phone", user: "alice", password: "alice-pw",
+                                          registration: try deployment.enroll("phone"), store: services.store,
+                                          gatewayAddress: "127.0.0.1:\(services.gateway.port)")
+        defer { _ = device.stopAndCollect() }
+        let before = try #require(try DeviceKeyFile(directory: device.stateDirectory).load())
+        let relogin = try SecurePushBinary.run(["device", "login", "--store", services.storeAddress, "--user", "alice",
+                                                "--device", "phone", "--state-dir", device.stateDirectory, "--new-key"],
+                                               stdin: "alice-pw\n")
+        #expect(relogin.status == 0, "\(relogin.stderr)")
+        let after = try #require(try DeviceKeyFile(directory: device.stateDirectory).load())
+        #expect(after.publicKey != before.publicKey)
+        #expect(try Self.keys(deployment, services) == [["phone", "x25519", after.keyID(deviceID: "phone").description]])
+        let text = "sealed to the new key 4714"
+        let id = try Self.send(deployment, services, text, ["--seal"])
+        #expect(try waitUntil(timeoutSeconds: 30) { Self.shows(device, id: id, text: text) },
+                "\(device.child.standardOutput)\(device.child.standardError)")
+    }
+
     @Test("[4.18-5] `send --seal` and `--seal-on-arrival` for a user whose devices have no key: typed errors, non-zero exits, nothing stored")
     func noKeysNoSealedSend() throws {
         let deployment = try TemporaryDeployment()
