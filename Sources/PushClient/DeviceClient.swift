@@ -253,13 +253,15 @@ public final class DeviceClient {
 
     // MARK: login
 
-    /// LOGIN with the device's public key (4.6-5), made first when the key file has none;
+    /// LOGIN with the device's public key (4.6-5), made first when the key file has none
+    /// and saved once LOGIN_OK names it;
     /// on success the token is saved and every kept ID is fetched. A LOGIN_OK naming
     /// another key fails with `.keyIDMismatch` and its token is not kept (4.6-8).
     public func login(user: String, password: [UInt8], completion: @escaping (Result<UInt64, ClientError>) -> Void) {
+        var made = false
         if let keyFile {
             do {
-                deviceKey = try keyFile.loadOrMake().key
+                (deviceKey, made) = try keyFile.keyForLogin()
                 keyVersion = keyFile.version
             } catch {
                 onEvent?(.deviceKeyUnusable(error))
@@ -274,6 +276,15 @@ public final class DeviceClient {
                     _ = try DeviceLogin.check(ok, deviceID: self.deviceID, key: key)
                 } catch {
                     return completion(.failure(error))
+                }
+                if made, let key, let keyFile = self.keyFile {
+                    // Saved once the store has registered it, as `device login` does.
+                    do throws(DeviceKeyFile.Failure) {
+                        try keyFile.save(key)
+                        self.keyVersion = keyFile.version
+                    } catch {
+                        self.onEvent?(.deviceKeyUnusable(error))
+                    }
                 }
                 self.adopt(TokenStore.Saved(token: ok.token, expiresAt: ok.expiresAt))
                 try? self.tokenStore?.save(TokenStore.Saved(token: ok.token, expiresAt: ok.expiresAt))

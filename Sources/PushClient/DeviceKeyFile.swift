@@ -25,6 +25,8 @@ public struct DeviceKeyFile: Sendable {
         case cannotWrite(String, errno: Int32)
         /// A fresh key pair could not be made.
         case cannotGenerate(SealingError)
+        /// The file holds a key of another suite than the one asked for.
+        case otherSuite(String, has: KeySuite, asked: KeySuite)
 
         public var description: String {
             switch self {
@@ -33,6 +35,8 @@ public struct DeviceKeyFile: Sendable {
             case .invalid(let path, let error): "\(path) is not a device key file: \(error) (make a new key with --new-key)"
             case .cannotWrite(let path, let code): "cannot write \(path): \(String(cString: strerror(code)))"
             case .cannotGenerate(let error): "cannot make a device key: \(error)"
+            case .otherSuite(let path, let has, let asked):
+                "this device already has a key of suite \(has) in \(path): pass --new-key to replace it with one of suite \(asked)"
             }
         }
     }
@@ -74,19 +78,21 @@ public struct DeviceKeyFile: Sendable {
         }
     }
 
-    /// The device's key: the one in the file, or, when there is none or `replace` says so, a
-    /// new one of `suite`, saved before it is returned (7.6-8: the suite is chosen when the
-    /// key is made). `made` tells whether it is new.
-    public func loadOrMake(suite: KeySuite = .x25519, replace: Bool = false) throws(Failure) -> (key: DeviceKeyPair, made: Bool) {
-        if !replace, let existing = try load() { return (existing, false) }
-        let fresh: DeviceKeyPair
+    /// The key a LOGIN registers (4.6-5): the one in the file, or a new one when there is
+    /// none or `replace` says so, of `suite` (x25519 when nil; 7.6-8: the suite is chosen
+    /// when the key is made). A new key is not saved here: the caller saves it once LOGIN_OK
+    /// names it (4.6-8), so that a failed login keeps the old key, which what was sealed to
+    /// it still needs. `suite` naming another suite than the file's key is `.otherSuite`.
+    public func keyForLogin(suite: KeySuite? = nil, replace: Bool = false) throws(Failure) -> (key: DeviceKeyPair, made: Bool) {
+        if !replace, let existing = try load() {
+            if let suite, suite != existing.suite { throw .otherSuite(path, has: existing.suite, asked: suite) }
+            return (existing, false)
+        }
         do {
-            fresh = try DeviceKeyPair.generate(suite: suite)
+            return (try DeviceKeyPair.generate(suite: suite ?? .x25519), true)
         } catch {
             throw .cannotGenerate(error)
         }
-        try save(fresh)
-        return (fresh, true)
     }
 
     /// The errno a file operation failed with.

@@ -222,22 +222,10 @@ extension DeviceCommand {
         /// The key this login registers: the one in the state directory, or a new one (not
         /// saved until the store has registered it).
         private func deviceKey(_ file: DeviceKeyFile) throws -> (key: DeviceKeyPair, made: Bool) {
-            let existing: DeviceKeyPair?
             do {
-                existing = newKey ? nil : try file.load()
+                return try file.keyForLogin(suite: keySuite, replace: newKey)
             } catch {
                 throw CommandFailure("\(error)")
-            }
-            if let existing {
-                if let keySuite, keySuite != existing.suite {
-                    throw CommandFailure("this device already has a key of suite \(existing.suite) in \(file.path): pass --new-key to replace it with one of suite \(keySuite)")
-                }
-                return (existing, false)
-            }
-            do {
-                return (try DeviceKeyPair.generate(suite: keySuite ?? .x25519), true)
-            } catch {
-                throw CommandFailure("cannot make a device key: \(error)")
             }
         }
     }
