@@ -11,14 +11,29 @@ import Testing
 struct ReadmeSealedTests {
     static let heading = "### Sealed payloads"
 
-    @Test("[7.6-1] [7.6-3] [7.6-4] the Python example (pyca/cryptography's HPKE) seals to an X25519 and an X-Wing device over HTTP, and each device shows the text")
+    /// Whether `python3` has pyca/cryptography's HPKE (47 or later), and the failure if not.
+    static let pythonHPKE: Result<Void, ServiceError> = {
+        guard let probe = try? ChildProcess.run(executable: "/usr/bin/env",
+                                                arguments: ["python3", "-c", "from cryptography.hazmat.primitives import hpke"], seconds: 30)
+        else { return .failure(.failed("cannot run python3")) }
+        return probe.status == 0 ? .success(()) : .failure(.failed(probe.stderr))
+    }()
+
+    /// CI sets SECUREPUSH_REQUIRE_PYTHON_HPKE=1 after installing the package: the test then
+    /// runs and fails without it. Elsewhere it runs when python3 has it.
+    static let runs = ProcessInfo.processInfo.environment["SECUREPUSH_REQUIRE_PYTHON_HPKE"] == "1"
+        || (try? pythonHPKE.get()) != nil
+
+    @Test("[7.6-1] [7.6-3] [7.6-4] the Python example (pyca/cryptography's HPKE) seals to an X25519 and an X-Wing device over HTTP, and each device shows the text",
+          .enabled(if: runs))
     func pythonExampleAsWritten() throws {
         let markdown = try Readme.text()
         let python = Readme.shellBlocks(in: markdown, heading: Self.heading, language: "python")
         try #require(python.count == 1, "one python block in \(Self.heading)")
-        let probe = try ChildProcess.run(executable: "/usr/bin/env",
-                                         arguments: ["python3", "-c", "from cryptography.hazmat.primitives import hpke"], seconds: 30)
-        try #require(probe.status == 0, "the example needs `python3 -m pip install 'cryptography>=47'`: \(probe.stderr)")
+        if case .failure(let failure) = Self.pythonHPKE {
+            Issue.record("the example needs `python3 -m pip install 'cryptography>=47'`: \(failure)")
+            return
+        }
 
         let deployment = try TemporaryDeployment()
         try deployment.addUser("alice", password: "alice-pw")
