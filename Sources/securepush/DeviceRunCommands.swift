@@ -147,7 +147,7 @@ extension DeviceCommand {
         var caFile: String?
         @Option(help: ArgumentHelp("How long to wait for the store, in seconds (fractions allowed).", valueName: "seconds"))
         var timeout = Seconds(30)
-        @Option(help: ArgumentHelp("The suite of a device key this login makes (when the state directory has none, or with --new-key): x25519, or xwing (post-quantum hybrid, larger keys and payloads) (default: x25519).",
+        @Option(help: ArgumentHelp("The suite of a device key this login makes (when the state directory has none, or with --new-key); xwing is the post-quantum hybrid, with larger keys and sealed payloads (default: x25519).",
                                    valueName: "suite"))
         var keySuite: KeySuite?
         @Flag(help: "Make a new device key and register it in place of the old one: payloads sealed to the old key can no longer be read here.")
