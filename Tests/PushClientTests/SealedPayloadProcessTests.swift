@@ -152,7 +152,7 @@ struct SealedPayloadProcessTests {
                 "\(device.child.standardOutput)\(device.child.standardError)")
     }
 
-    @Test("[4.19-6] `send --seal` and `--seal-on-arrival` for a user whose devices have no key: typed errors, non-zero exits, nothing stored")
+    @Test("[4.19-6] `send --seal` and `--seal-on-arrival` for a user whose devices have no key: typed errors and non-zero exits")
     func noKeysNoSealedSend() throws {
         let deployment = try TemporaryDeployment()
         try deployment.addUser("alice", password: "alice-pw")
