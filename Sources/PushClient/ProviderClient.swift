@@ -12,6 +12,16 @@ public struct SendReceipt: Equatable, Sendable {
     public var delivery: PushAck
 }
 
+/// A message sealed to a user's device keys, ready to send.
+public struct SealedSecureMessage: Sendable {
+    /// The message with the sealed payload (`form` `.sealed`).
+    public var message: ProviderClient.SecureMessage
+    /// The id the store keeps it under, derived from its seal nonce (7.6-1).
+    public var id: PayloadID
+    /// The devices it was sealed to, in the order KEYS listed them.
+    public var devices: [String]
+}
+
 /// The app backend's sending side: SEND to the store, which commits the payload and the
 /// push of its ID together and hands the push to its gateway (`sendThroughStore`), or
 /// STORE the payload and then PUSH only its ID to a gateway (`send`).
@@ -170,7 +180,7 @@ public final class ProviderClient {
     /// `message`'s text sealed (7.6) to the recipient's current device keys, with the id the store
     /// will keep it under (7.6-1); send it with `sendThroughStore` or `send`. No device of
     /// hers has a key: `.sealing(.noDevices)`.
-    public func sealed(_ message: SecureMessage, completion: @escaping (Result<(message: SecureMessage, id: PayloadID), ClientError>) -> Void) {
+    public func sealed(_ message: SecureMessage, completion: @escaping (Result<SealedSecureMessage, ClientError>) -> Void) {
         keys(for: message.recipient) { result in
             switch result {
             case .success(let keys):
@@ -179,7 +189,7 @@ public final class ProviderClient {
                     var out = message
                     out.payload = sealed.bytes
                     out.form = .sealed
-                    completion(.success((out, sealed.id)))
+                    completion(.success(SealedSecureMessage(message: out, id: sealed.id, devices: keys.keys.map(\.deviceID))))
                 } catch {
                     completion(.failure(.sealing(error)))
                 }

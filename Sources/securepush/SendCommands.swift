@@ -177,6 +177,8 @@ extension SendCommand {
         client.sealed(message) { result in
             switch result {
             case .success(let sealed):
+                writeStandardError("sealed to \(sealed.devices.count) device\(sealed.devices.count == 1 ? "" : "s") of \(message.recipient): "
+                                   + sealed.devices.joined(separator: ", ") + "\n")
                 send(sealed.message)
             case .failure(let error):
                 client.stop()

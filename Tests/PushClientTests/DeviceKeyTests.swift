@@ -377,7 +377,7 @@ struct ProviderClientSealingTests {
             client.sealed(ProviderClient.SecureMessage(recipient: "alice", payload: Array(text.utf8))) { sealed in
                 switch sealed {
                 case .success(let sealed):
-                    #expect(sealed.message.form == .sealed)
+                    #expect(sealed.message.form == .sealed && sealed.devices == ["phone"])
                     client.sendThroughStore(sealed.message) { sent in outcome = sent.map { (sealed.id, $0) } }
                 case .failure(let error): outcome = .failure(error)
                 }
@@ -414,7 +414,7 @@ struct ProviderClientSealingTests {
         let client = ProviderClient(loop: loop, store: ServerLink.Endpoint(HostPort(host: "127.0.0.1", port: store.port)),
                                     providerKey: try SecretKey.generate())
         defer { client.stop() }
-        var outcome: Result<(message: ProviderClient.SecureMessage, id: PayloadID), ClientError>?
+        var outcome: Result<SealedSecureMessage, ClientError>?
         client.sealed(ProviderClient.SecureMessage(recipient: "alice", payload: Array("x".utf8))) { outcome = $0 }
         #expect(loop.run(until: { outcome != nil }))
         guard case .failure(.storeCannotSeal)? = outcome else { Issue.record("\(String(describing: outcome))"); return }

@@ -39,13 +39,18 @@ struct SealedPayloadProcessTests {
                                               "--provider-key", deployment.directory + "/provider.key", "--timeout", "20"])
     }
 
-    /// `send` to alice; the id it printed.
+    /// `send` to alice; the id it printed (and what it said on stderr).
     static func send(_ deployment: TemporaryDeployment, _ services: Services, _ text: String, _ flags: [String] = []) throws -> String {
+        try sendSaying(deployment, services, text, flags).id
+    }
+
+    static func sendSaying(_ deployment: TemporaryDeployment, _ services: Services, _ text: String, _ flags: [String] = []) throws
+        -> (id: String, stderr: String) {
         let sent = try provider(deployment, services, ["send", "--to", "user:alice", "--text", text] + flags)
         guard sent.status == 0, let line = sent.stdout.split(separator: "\n").first(where: { $0.hasPrefix("id ") }) else {
             throw ServiceError.failed("send \(flags): \(sent.stdout)\(sent.stderr)")
         }
-        return String(line.dropFirst(3))
+        return (String(line.dropFirst(3)), sent.stderr)
     }
 
     /// `provider keys alice`: device, suite and key id of each line after the header.
@@ -88,7 +93,8 @@ struct SealedPayloadProcessTests {
         }
 
         let text = "sealed code 4711 for three"
-        let id = try Self.send(deployment, services, text, ["--seal"])
+        let (id, said) = try Self.sendSaying(deployment, services, text, ["--seal"])
+        #expect(said.contains("sealed to 3 devices of alice: phone-1, phone-2, tablet"), "\(said)")
         for (name, device) in zip(names, devices) {
             #expect(try waitUntil(timeoutSeconds: 30) { Self.shows(device, id: id, text: text) },
                     "\(name) shows the sealed message: \(device.child.standardOutput)\(device.child.standardError)")
