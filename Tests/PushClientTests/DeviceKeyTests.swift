@@ -421,3 +421,21 @@ struct ProviderClientSealingTests {
         #expect(!store.received.contains { if case .send = $0 { true } else { false } })
     }
 }
+
+@Suite("send --seal to a store of revision 1.4", .ownThread)
+struct SealedSendToOldStoreTests {
+    @Test("`send --seal` to a store that answers KEYS with UNKNOWN_TYPE sends nothing and exits non-zero, saying why")
+    func oldStore() throws {
+        let store = try ScriptedPeer(answering: { message in
+            if case .keys = message { return .error(ErrorReply(status: .unknownType)) }
+            return nil
+        })
+        let deployment = try TemporaryDeployment()
+        let sent = try SecurePushBinary.run(["send", "--store", "127.0.0.1:\(store.port)", "--provider-key", deployment.directory + "/provider.key",
+                                             "--to", "user:alice", "--text", "secret", "--seal", "--timeout", "10"])
+        #expect(sent.status != 0)
+        #expect(sent.stderr.contains("does not know KEYS (a store before protocol revision 1.5)") && sent.stderr.contains("nothing was sent"),
+                "\(sent.stderr)")
+        #expect(!store.received.contains { if case .send = $0 { true } else { false } })
+    }
+}
