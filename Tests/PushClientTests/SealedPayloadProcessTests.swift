@@ -158,6 +158,54 @@ struct SealedPayloadProcessTests {
                 "\(device.child.standardOutput)\(device.child.standardError)")
     }
 
+    @Test("""
+        [7.6-3] [7.6-5] [4.14-10] a stanza moved to another device, or into another payload, is kept by the store (its \
+        structure is sound) but does not open on the device, which shows the generic prompt
+        """)
+    func movedStanzasDoNotOpen() throws {
+        let deployment = try TemporaryDeployment()
+        try deployment.addUser("alice", password: "alice-pw")
+        let services = try Services(deployment)
+        defer { services.stop() }
+        var devices: [String: DeviceRunProcess] = [:]
+        defer { for device in devices.values { _ = device.stopAndCollect() } }
+        for name in ["phone-1", "phone-2"] {
+            devices[name] = try DeviceRunProcess(deployment: deployment, device: name, user: "alice", password: "alice-pw",
+                                                 registration: try deployment.enroll(name), store: services.store,
+                                                 gatewayAddress: "127.0.0.1:\(services.gateway.port)")
+        }
+        let provider = try deployment.provider(store: services.store.port)
+        guard case .keysOK(let keys) = try provider.request(.keys(Keys(user: "alice"))) else { throw ServiceError.failed("KEYS") }
+        let phone1 = try #require(keys.keys.first { $0.deviceID == "phone-1" })
+        let phone2 = try #require(keys.keys.first { $0.deviceID == "phone-2" })
+        func send(_ bytes: [UInt8]) throws -> PayloadID {
+            guard case .sendOK(let ok) = try provider.request(.send(SendRequest(user: "alice", payload: bytes, form: .sealed))) else {
+                throw ServiceError.failed("SEND")
+            }
+            return ok.id
+        }
+
+        // phone-1's stanza under phone-2's key id: the store hands it to phone-2.
+        var toOther = try SealedPayload(parsing: try Sealer.seal(Array("moved to another device".utf8), recipient: "alice",
+                                                                 devices: [phone1]).bytes)
+        toOther.stanzas[0].keyID = phone2.keyID
+        let movedToDevice = try send(toOther.bytes)
+        // phone-2's stanza of one payload in another payload sealed to phone-2.
+        let first = try SealedPayload(parsing: try Sealer.seal(Array("first".utf8), recipient: "alice", devices: [phone2]).bytes)
+        var second = try SealedPayload(parsing: try Sealer.seal(Array("moved into another payload".utf8), recipient: "alice",
+                                                                devices: [phone2]).bytes)
+        second.stanzas = first.stanzas
+        let movedToPayload = try send(second.bytes)
+
+        let device = try #require(devices["phone-2"])
+        for id in [movedToDevice, movedToPayload] {
+            #expect(try waitUntil(timeoutSeconds: 30) { Self.shows(device, id: id.hex, text: DeviceClient.genericText) },
+                    "\(device.child.standardOutput)\(device.child.standardError)")
+            #expect(device.child.standardError.contains("\(id.hex): sealed payload not readable here, it does not open with this device's key"))
+        }
+        #expect(!device.child.standardOutput.contains("moved"), "no content of either is shown")
+    }
+
     @Test("[4.19-6] `send --seal` and `--seal-on-arrival` for a user whose devices have no key: typed errors and non-zero exits")
     func noKeysNoSealedSend() throws {
         let deployment = try TemporaryDeployment()
