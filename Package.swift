@@ -156,7 +156,7 @@ let package = Package(
         .testTarget(name: "PushStoreTests", dependencies: ["PushStore", "PushStoreLogic", "PushStoreSQLite", "PushStorePostgres", "PushProviderAPI", "PushService", "PushWire", "PushSecurity", "PushClient", "PushTestSupport"]),
         .testTarget(name: "PushClientTests", dependencies: [
             "PushClock", "PushClient", "PushSession", "PushEventLoop", "PushSecurity", "PushWire", "PushStore", "PushStoreLogic", "PushStoreSQLite",
-            "PushStorePostgres", "PushTestSupport",
+            "PushStorePostgres", "PushTestSupport", "PushSealing", "PushPostgres",
         ]),
         .testTarget(name: "PushServiceTests", dependencies: ["PushService", "PushSession", "PushWire", "PushEventLoop", "PushTestSupport"]),
         .testTarget(name: "PushGatewayTests", dependencies: [

@@ -1,4 +1,5 @@
 import PushEventLoop
+import PushSealing
 import PushWire
 
 /// Why a client request or connection failed.
@@ -27,6 +28,14 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The server answered HELLO with bytes that are not a securepush frame (an HTTP
     /// server, say); what the decoder found wrong.
     case notSecurePush(String)
+    /// LOGIN_OK named another key than the one the device sent ([4.6-8]): the store did not
+    /// register this device's key, so payloads sealed to the key it names are not this device's.
+    case keyIDMismatch(sent: KeyID, registered: KeyID)
+    /// The store answered KEYS with UNKNOWN_TYPE: it is of a revision before 1.5 and cannot
+    /// take sealed payloads, so nothing is sealed for it (a 1.4 store would refuse them anyway).
+    case storeCannotSeal
+    /// The payload could not be sealed to the recipient's keys (no key, a key the sealer refuses).
+    case sealing(SealingError)
 
     public var description: String {
         switch self {
@@ -43,6 +52,10 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
         case .noHelloReply(closed: false): "the server did not answer HELLO; it may be a TLS server"
         case .serverSpeaksTLS: "the server speaks TLS and this client connected with plain TCP"
         case .notSecurePush(let detail): "the server does not speak the securepush protocol (\(detail))"
+        case .keyIDMismatch(let sent, let registered):
+            "the store registered key \(registered), not this device's key \(sent): the login is refused, since payloads sealed to that key are not for this device"
+        case .storeCannotSeal: "the store does not know KEYS (a store before protocol revision 1.5): it cannot take sealed payloads"
+        case .sealing(let error): "cannot seal: \(error)"
         }
     }
 
@@ -85,7 +98,8 @@ public enum ClientError: Error, Equatable, Sendable, CustomStringConvertible {
             case .cannotResolve(_, _, let temporary): !temporary
             case .refused, .system, .closedDuringHandshake, .cancelled: false
             }
-        case .status, .disconnected, .timedOut, .unexpectedReply, .stopped, .frameTooLarge, .noHelloReply: false
+        case .keyIDMismatch, .storeCannotSeal: true
+        case .status, .disconnected, .timedOut, .unexpectedReply, .stopped, .frameTooLarge, .noHelloReply, .sealing: false
         }
     }
 }

@@ -1,5 +1,6 @@
 import PushClock
 import PushEventLoop
+import PushSealing
 import PushSecurity
 import PushSession
 import PushWire
@@ -66,6 +67,13 @@ public enum DeviceEvent: Equatable, Sendable {
     /// A shown ID could not be written to the state directory: a restart with it may
     /// show that payload again.
     case shownNotSaved(ShownIDFile.Failure)
+    /// A sealed payload this device cannot read: the store holds no stanza for its key
+    /// (`reason` nil: NOT_SEALED_FOR_DEVICE, it was sealed before this key was registered),
+    /// or the view did not open (`reason` says which check of 7.6-5 failed). The generic
+    /// prompt was shown for it, once, and it is not acknowledged ([4.14-10]).
+    case sealedNotOpened(PayloadID, reason: SealingError?)
+    /// The device's key file could not be read: sealed payloads show the generic prompt.
+    case deviceKeyUnusable(DeviceKeyFile.Failure)
 }
 
 /// The device side of secure push: pushes from the gateway carry only IDs; the
@@ -120,6 +128,14 @@ public final class DeviceClient {
     private let store: ServerLink
     private let tokenStore: TokenStore?
     private let shownFile: ShownIDFile?
+    private let keyFile: DeviceKeyFile?
+    /// The user of the registration: sealed payloads are bound to it (7.6-3, 7.6-4).
+    private let user: String?
+    private var deviceKey: DeviceKeyPair?
+    private var keyVersion = 0
+    /// Shown ids that must not be acknowledged: sealed payloads this device could not read
+    /// ([4.14-10]). A SYNC lists them again; they are neither shown nor acknowledged.
+    private var unacknowledged: Set<PayloadID> = []
     private var token: TokenStore.Saved?
     private var tokenVersion = 0
     private var shown = ShownIDs(capacity: DeviceClient.rememberedIDs)
@@ -142,17 +158,28 @@ public final class DeviceClient {
     ///   - registration: the credential `securepush device enroll` issued.
     ///   - tokenStore: where the fetch token lives; nil keeps it in memory only.
     ///   - shownFile: where the ids shown are remembered across restarts; nil, in memory only.
+    ///   - keyFile: the device's key for sealed payloads (7.5-6), read again when another
+    ///     process writes it; `login` makes one when there is none. Nil: no key, and every
+    ///     sealed payload shows the generic prompt.
     public init(loop: EventLoop, gateway: ServerLink.Endpoint, store: ServerLink.Endpoint, registration: [UInt8],
-                deviceID: String, tokenStore: TokenStore?, shownFile: ShownIDFile? = nil) {
+                deviceID: String, tokenStore: TokenStore?, shownFile: ShownIDFile? = nil, keyFile: DeviceKeyFile? = nil) {
         self.loop = loop
         self.deviceID = deviceID
         self.tokenStore = tokenStore
         self.shownFile = shownFile
-        for id in shownFile?.load() ?? [] { shown.insert(id) }
+        self.keyFile = keyFile
+        self.user = Registration.readUnverified(registration)?.user
+        for entry in shownFile?.loadEntries() ?? [] {
+            shown.insert(entry.id)
+            if !entry.acknowledged { unacknowledged.insert(entry.id) }
+        }
         self.gateway = ServerLink(loop: loop, endpoint: gateway) { Hello(role: .device, credential: registration, name: "securepush-device") }
         let issuedAt = Registration.readUnverified(registration)?.issuedAt
         self.gateway.mayPass = { error in DeviceClient.mayBeUnheardEnrolment(error, issuedAt: issuedAt, nowMs: Clocks.wallMilliseconds()) }
-        self.store = ServerLink(loop: loop, endpoint: store) { Hello(role: .device, name: "securepush-device") }
+        self.deviceKey = try? keyFile?.load()
+        self.keyVersion = keyFile?.version ?? 0
+        let suite = deviceKey?.suite
+        self.store = ServerLink(loop: loop, endpoint: store) { DeviceLogin.hello(keySuite: suite) }
         self.token = tokenStore?.load()
         self.tokenVersion = tokenStore?.version ?? 0
     }
@@ -226,12 +253,39 @@ public final class DeviceClient {
 
     // MARK: login
 
-    /// LOGIN; on success the token is saved and every kept ID is fetched.
+    /// LOGIN with the device's public key (4.6-5), made first when the key file has none
+    /// and saved once LOGIN_OK names it;
+    /// on success the token is saved and every kept ID is fetched. A LOGIN_OK naming
+    /// another key fails with `.keyIDMismatch` and its token is not kept (4.6-8).
     public func login(user: String, password: [UInt8], completion: @escaping (Result<UInt64, ClientError>) -> Void) {
-        store.request(.login(Login(user: user, password: password, deviceID: deviceID))) { [weak self] result in
+        var made = false
+        if let keyFile {
+            do {
+                (deviceKey, made) = try keyFile.keyForLogin()
+                keyVersion = keyFile.version
+            } catch {
+                onEvent?(.deviceKeyUnusable(error))
+            }
+        }
+        let key = deviceKey
+        store.request(.login(DeviceLogin.request(user: user, password: password, deviceID: deviceID, key: key))) { [weak self] result in
             guard let self else { return }
             switch result {
             case .success(.loginOK(let ok)):
+                do throws(ClientError) {
+                    _ = try DeviceLogin.check(ok, deviceID: self.deviceID, key: key)
+                } catch {
+                    return completion(.failure(error))
+                }
+                if made, let key, let keyFile = self.keyFile {
+                    // Saved once the store has registered it, as `device login` does.
+                    do throws(DeviceKeyFile.Failure) {
+                        try keyFile.save(key)
+                        self.keyVersion = keyFile.version
+                    } catch {
+                        self.onEvent?(.deviceKeyUnusable(error))
+                    }
+                }
                 self.adopt(TokenStore.Saved(token: ok.token, expiresAt: ok.expiresAt))
                 try? self.tokenStore?.save(TokenStore.Saved(token: ok.token, expiresAt: ok.expiresAt))
                 self.tokenVersion = self.tokenStore?.version ?? 0
@@ -256,7 +310,23 @@ public final class DeviceClient {
         synchronize()
     }
 
+    /// Reads the key file again if another process wrote it since (`device login --new-key`):
+    /// the new key opens what is sealed from then on. True if it was read again.
+    @discardableResult
+    private func reloadKeyIfChanged() -> Bool {
+        guard let keyFile, keyFile.version != keyVersion else { return false }
+        keyVersion = keyFile.version
+        do {
+            deviceKey = try keyFile.load()
+        } catch {
+            deviceKey = nil
+            onEvent?(.deviceKeyUnusable(error))
+        }
+        return true
+    }
+
     private func checkTokenFile() {
+        reloadKeyIfChanged()
         guard let tokenStore, tokenStore.version != tokenVersion else { return }
         tokenVersion = tokenStore.version
         if let saved = tokenStore.load(), saved != token {
@@ -319,10 +389,26 @@ public final class DeviceClient {
             self.fetching.remove(id)
             guard !self.stopped else { return }
             switch result {
+            case .success(.fetchOK(let fetched)) where fetched.sealed:
+                var opened = self.open(fetched.payload, id: id)
+                // `device login --new-key` in another process may have registered a key this
+                // object has not read yet (the file is checked every 300 ms): read it now
+                // rather than show this payload as unreadable for good.
+                if case .failure = opened, self.reloadKeyIfChanged() { opened = self.open(fetched.payload, id: id) }
+                switch opened {
+                case .success(let text):
+                    self.markShown(id)
+                    self.onNotification?(DeviceNotification(id: id, content: .payload(text)))
+                    self.acknowledge(id, token: token)
+                case .failure(let error):
+                    self.notOpened(id, reason: error)
+                }
             case .success(.fetchOK(let fetched)):
                 self.markShown(id)
                 self.onNotification?(DeviceNotification(id: id, content: .payload(fetched.payload)))
                 self.acknowledge(id, token: token)
+            case .failure(.status(.notSealedForDevice, _)):
+                self.notOpened(id, reason: nil)
             case .failure(.status(let status, _)) where DeviceClient.isTokenRefusal(status):
                 self.waiting.append(id)
                 self.tokenRefused(token, status)
@@ -338,6 +424,25 @@ public final class DeviceClient {
             }
             self.fetchKept()
         }
+    }
+
+    /// The text of a sealed device view, after every check of 7.6-5.
+    private func open(_ view: [UInt8], id: PayloadID) -> Result<[UInt8], SealingError> {
+        guard let deviceKey, let user else { return .failure(.notForThisKey) }
+        return Result { () throws(SealingError) in
+            try Opener.open(view, fetchedID: id, user: user, deviceID: deviceID, key: deviceKey)
+        }
+    }
+
+    /// A sealed payload this device cannot read ([4.14-10]): the generic prompt once, the id
+    /// remembered as shown (not shown again after a restart either), and no ACK, which would
+    /// count this device as a reader of a payload it never read.
+    private func notOpened(_ id: PayloadID, reason: SealingError?) {
+        unacknowledged.insert(id)
+        let alreadyPrompted = genericShown.contains(id)
+        markShown(id, acknowledged: false)
+        if !alreadyPrompted { onNotification?(DeviceNotification(id: id, content: .generic)) }
+        onEvent?(.sealedNotOpened(id, reason: reason))
     }
 
     private static func isTokenRefusal(_ status: Status) -> Bool {
@@ -364,11 +469,13 @@ public final class DeviceClient {
         onNotification?(DeviceNotification(id: id, content: .generic))
     }
 
-    private func markShown(_ id: PayloadID) {
+    private func markShown(_ id: PayloadID, acknowledged: Bool = true) {
         genericShown.remove(id)
         guard shown.insert(id), let shownFile else { return }
         do {
-            try shownFile.append(id) { shown.oldestFirst }
+            try shownFile.append(id, acknowledged: acknowledged) {
+                shown.oldestFirst.map { ShownIDFile.Entry(id: $0, acknowledged: !unacknowledged.contains($0)) }
+            }
         } catch {
             onEvent?(.shownNotSaved(error))
         }
@@ -411,7 +518,10 @@ public final class DeviceClient {
             case .success(.syncOK(let page)):
                 // Newest first: kept oldest first, so a page is shown in the order it was sent.
                 for id in page.ids.reversed() {
-                    if self.shown.contains(id) {
+                    if self.unacknowledged.contains(id) {
+                        // A sealed payload this device cannot read: never acknowledged ([4.14-10]).
+                        continue
+                    } else if self.shown.contains(id) {
                         // Shown before but the ACK was not durable: acknowledge again, do not show again.
                         self.acknowledge(id, token: token)
                     } else {

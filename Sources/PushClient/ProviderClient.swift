@@ -1,5 +1,6 @@
 import PushClock
 import PushEventLoop
+import PushSealing
 import PushSecurity
 import PushSession
 import PushWire
@@ -9,6 +10,16 @@ public struct SendReceipt: Equatable, Sendable {
     public var id: PayloadID
     public var expiresAt: UInt64
     public var delivery: PushAck
+}
+
+/// A message sealed to a user's device keys, ready to send.
+public struct SealedSecureMessage: Sendable {
+    /// The message with the sealed payload (`form` `.sealed`).
+    public var message: ProviderClient.SecureMessage
+    /// The id the store keeps it under, derived from its seal nonce (7.6-1).
+    public var id: PayloadID
+    /// The devices it was sealed to, in the order KEYS listed them.
+    public var devices: [String]
 }
 
 /// The app backend's sending side: SEND to the store, which commits the payload and the
@@ -30,6 +41,10 @@ public final class ProviderClient {
         public var readOnce = false
         public var alert = true
         public var priority: UInt8 = Push.defaultPriority
+        /// What `payload` is ([4.7-5]): plain text the store may read, a payload sealed to the
+        /// recipient's device keys (7.6), or text the store seals on arrival ([4.19-6]).
+        /// `sealed(_:)` turns a plain message into a sealed one.
+        public var form: PayloadForm = .plain
 
         /// A message for `recipient`, pushed to all of that user's devices unless `target` says otherwise.
         public init(recipient: String, payload: [UInt8], target: PushTarget? = nil) {
@@ -42,6 +57,9 @@ public final class ProviderClient {
     private let store: ServerLink
     /// Only for `send`, the two-step way.
     private let gateway: ServerLink?
+    /// KEYS_OK by user: reused for every payload sealed to her until a STORE_OK or SEND_OK
+    /// brings another cursor ([4.18-5]).
+    private var keyCache: [String: KeysOK] = [:]
     /// A connection to "store" or "gateway" failed (it is retried unless refused).
     public var onConnectionError: ((String, ClientError) -> Void)? {
         didSet {
@@ -98,14 +116,16 @@ public final class ProviderClient {
     /// instead of storing a second copy.
     public func sendThroughStore(_ message: SecureMessage, idempotencyKey: String? = nil,
                                  completion: @escaping (Result<SendOK, ClientError>) -> Void) {
-        let request = SendRequest(user: message.recipient, payload: message.payload, ttlSeconds: message.ttlSeconds,
+        let request = SendRequest(user: message.recipient, payload: message.payload, form: message.form, ttlSeconds: message.ttlSeconds,
                                   readLimit: message.readOnce ? 1 : 0,
                                   target: message.target == .user(message.recipient) ? nil : message.target,
                                   alert: message.alert, priority: message.priority, collapseKey: message.collapseKey,
                                   idempotencyKey: idempotencyKey)
-        store.request(.send(request)) { result in
+        store.request(.send(request)) { [weak self] result in
             switch result {
-            case .success(.sendOK(let ok)): completion(.success(ok))
+            case .success(.sendOK(let ok)):
+                self?.noteCursor(ok.cursor, of: message.recipient)
+                completion(.success(ok))
             case .success(let other): completion(.failure(.unexpectedReply(other.type)))
             case .failure(let error): completion(.failure(error))
             }
@@ -116,11 +136,12 @@ public final class ProviderClient {
     /// gateway given at `init`.
     public func send(_ message: SecureMessage, completion: @escaping (Result<SendReceipt, ClientError>) -> Void) {
         guard let gateway else { return completion(.failure(.stopped)) }
-        let request = StoreRequest(user: message.recipient, payload: message.payload, ttlSeconds: message.ttlSeconds,
-                                   readLimit: message.readOnce ? 1 : 0)
-        store.request(.store(request)) { [gateway] result in
+        let request = StoreRequest(user: message.recipient, payload: message.payload, form: message.form,
+                                   ttlSeconds: message.ttlSeconds, readLimit: message.readOnce ? 1 : 0)
+        store.request(.store(request)) { [weak self, gateway] result in
             switch result {
             case .success(.storeOK(let stored)):
+                self?.noteCursor(stored.cursor, of: message.recipient)
                 let push = Push(target: message.target, id: stored.id.bytes, alert: message.alert, priority: message.priority,
                                 collapseKey: message.collapseKey, ttlSeconds: message.ttlSeconds)
                 gateway.request(.push(push)) { result in
@@ -136,6 +157,58 @@ public final class ProviderClient {
             }
         }
     }
+
+    // MARK: sealing
+
+    /// The current device keys of `user` (KEYS, [4.18-1]), from the cache unless `refresh`
+    /// or a reply since showed it stale. A store that answers UNKNOWN_TYPE is of a revision
+    /// before 1.5: `.storeCannotSeal`.
+    public func keys(for user: String, refresh: Bool = false, completion: @escaping (Result<KeysOK, ClientError>) -> Void) {
+        if !refresh, let cached = keyCache[user] { return completion(.success(cached)) }
+        store.request(.keys(Keys(user: user))) { [weak self] result in
+            switch result {
+            case .success(.keysOK(let keys)):
+                self?.keyCache[user] = keys
+                completion(.success(keys))
+            case .success(let other): completion(.failure(.unexpectedReply(other.type)))
+            case .failure(.status(.unknownType, _)): completion(.failure(.storeCannotSeal))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// `message`'s text sealed (7.6) to the recipient's current device keys, with the id the store
+    /// will keep it under (7.6-1); send it with `sendThroughStore` or `send`. No device of
+    /// hers has a key: `.sealing(.noDevices)`.
+    public func sealed(_ message: SecureMessage, completion: @escaping (Result<SealedSecureMessage, ClientError>) -> Void) {
+        keys(for: message.recipient) { result in
+            switch result {
+            case .success(let keys):
+                do throws(SealingError) {
+                    let sealed = try Sealer.seal(message.payload, recipient: message.recipient, devices: keys.keys)
+                    var out = message
+                    out.payload = sealed.bytes
+                    out.form = .sealed
+                    completion(.success(SealedSecureMessage(message: out, id: sealed.id, devices: keys.keys.map(\.deviceID))))
+                } catch {
+                    completion(.failure(.sealing(error)))
+                }
+            case .failure(let error):
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// A STORE_OK or SEND_OK of a sealed payload carries the recipient's key cursor: another
+    /// than the cached one means a device was enrolled, revoked or re-keyed since the keys
+    /// were read, so they are read again before the next payload sealed to her ([4.18-5]).
+    private func noteCursor(_ cursor: UInt64?, of user: String) {
+        guard let cursor, let cached = keyCache[user], cached.cursor != cursor else { return }
+        keyCache[user] = nil
+    }
+
+    /// The cursor of the keys cached for `user`, if any.
+    public func cachedKeyCursor(of user: String) -> UInt64? { keyCache[user]?.cursor }
 
     /// Makes a payload gone before it is read.
     public func recall(_ id: PayloadID, completion: @escaping (Result<Void, ClientError>) -> Void) {

@@ -10,7 +10,9 @@ import PushWire
 /// ACK that was not durable yet).
 ///
 /// One id a line, 32 hex digits, owner-only, appended as each id is shown (before the app
-/// gets it). Bounded: past twice `capacity` lines the file is rewritten with the newest
+/// gets it). An id the device must not acknowledge (a sealed payload it could not read,
+/// SPEC.md 4.14-10) has ` -` after it, so that a restarted device does not ACK it when SYNC
+/// lists it again; an older reader skips such a line, and shows that prompt once more. Bounded: past twice `capacity` lines the file is rewritten with the newest
 /// `capacity`. A write survives the process being killed; a machine crash may lose the
 /// last ids written. Unreadable lines are skipped.
 public final class ShownIDFile {
@@ -32,6 +34,21 @@ public final class ShownIDFile {
         }
     }
 
+    /// One line: an id, and whether the device may acknowledge it.
+    public struct Entry: Equatable, Sendable {
+        public var id: PayloadID
+        public var acknowledged: Bool
+
+        public init(id: PayloadID, acknowledged: Bool = true) {
+            self.id = id
+            self.acknowledged = acknowledged
+        }
+
+        var line: String { id.hex + (acknowledged ? "" : ShownIDFile.notAcknowledgedMark) + "\n" }
+    }
+
+    static let notAcknowledgedMark = " -"
+
     public init(directory: String, capacity: Int = DeviceClient.rememberedIDs) {
         path = directory + "/" + ShownIDFile.fileName
         self.capacity = max(1, capacity)
@@ -42,21 +59,33 @@ public final class ShownIDFile {
     }
 
     /// The ids in the file, oldest first, the newest `capacity` of them.
-    public func load() -> [PayloadID] {
+    public func load() -> [PayloadID] { loadEntries().map(\.id) }
+
+    /// The lines of the file, oldest first, the newest `capacity` of them.
+    public func loadEntries() -> [Entry] {
         guard let text = try? Deployment.readFile(path) else { return [] }
-        var ids: [PayloadID] = []
+        var entries: [Entry] = []
         for line in text.split(separator: "\n") {
-            if let id = PayloadID(hex: String(line)) { ids.append(id) }
+            var hex = line
+            let acknowledged = !line.hasSuffix(ShownIDFile.notAcknowledgedMark)
+            if !acknowledged { hex = line.dropLast(ShownIDFile.notAcknowledgedMark.count) }
+            if let id = PayloadID(hex: String(hex)) { entries.append(Entry(id: id, acknowledged: acknowledged)) }
         }
-        lines = ids.count
-        return Array(ids.suffix(capacity))
+        lines = entries.count
+        return Array(entries.suffix(capacity))
     }
 
     /// Appends `id`; `newest` gives the ids to keep (oldest first, `id` among them) when
     /// the file is rewritten.
     public func append(_ id: PayloadID, newest: () -> [PayloadID]) throws(Failure) {
+        try append(id, acknowledged: true) { newest().map { Entry(id: $0) } }
+    }
+
+    /// Appends `id`, marked when the device must not acknowledge it; `newest` gives the
+    /// lines to keep when the file is rewritten.
+    public func append(_ id: PayloadID, acknowledged: Bool, newest: () -> [Entry]) throws(Failure) {
         let fd = try openForAppend()
-        let bytes = Array((id.hex + "\n").utf8)
+        let bytes = Array(Entry(id: id, acknowledged: acknowledged).line.utf8)
         let written = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
         guard written == bytes.count else { throw .cannotWrite(path, errno: errno) }
         lines += 1
@@ -72,10 +101,10 @@ public final class ShownIDFile {
     }
 
     /// Replaces the file with `ids` (written whole under another name, then renamed).
-    private func rewrite(_ ids: [PayloadID]) throws(Failure) {
-        let kept = ids.suffix(capacity)
+    private func rewrite(_ entries: [Entry]) throws(Failure) {
+        let kept = entries.suffix(capacity)
         do {
-            try Deployment.writePrivate(path, kept.map { $0.hex + "\n" }.joined())
+            try Deployment.writePrivate(path, kept.map(\.line).joined())
         } catch {
             throw .cannotWrite(path, errno: errno)
         }

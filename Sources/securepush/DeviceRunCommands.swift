@@ -1,6 +1,7 @@
 import ArgumentParser
 import PushClient
 import PushEventLoop
+import PushSealing
 import PushSecurity
 import PushWire
 #if canImport(Glibc)
@@ -45,7 +46,8 @@ extension DeviceCommand {
             let loop = try EventLoop()
             let device = DeviceClient(loop: loop, gateway: try endpoint(gateway, caFile: caFile), store: try endpoint(store, caFile: caFile),
                                       registration: registration, deviceID: claims.deviceID, tokenStore: tokens,
-                                      shownFile: ShownIDFile(directory: state.directory))
+                                      shownFile: ShownIDFile(directory: state.directory),
+                                      keyFile: DeviceKeyFile(directory: state.directory))
             device.onNotification = { notification in
                 announce("\(localTimeNow()) \(notification.id.hex) \(notification.text)")
             }
@@ -71,6 +73,13 @@ extension DeviceCommand {
                     writeStandardError("fetch token refused (\(status)): run `securepush device login`\n")
                 case .loggedIn(let expiresAt):
                     writeStandardError("logged in (token valid until \(localTime(milliseconds: expiresAt))); fetching kept notifications\n")
+                case .sealedNotOpened(let id, let reason):
+                    // Beside the generic prompt on stdout: why this one shows no content.
+                    let why = reason.map { "it does not open with this device's key (\($0))" }
+                        ?? "it was sealed before this device's current key was registered"
+                    writeStandardError("\(id.hex): sealed payload not readable here, \(why)\n")
+                case .deviceKeyUnusable(let failure):
+                    writeStandardError("\(failure); sealed payloads show the generic notification\n")
                 case .olderNotListed(let count):
                     // Beside the notifications, not among them: stdout stays one notification a line.
                     writeStandardError("\(count) older unread notification\(count == 1 ? "" : "s") not shown (the newest are)\n")
@@ -138,6 +147,11 @@ extension DeviceCommand {
         var caFile: String?
         @Option(help: ArgumentHelp("How long to wait for the store, in seconds (fractions allowed).", valueName: "seconds"))
         var timeout = Seconds(30)
+        @Option(help: ArgumentHelp("The suite of a device key this login makes (when the state directory has none, or with --new-key); xwing is the post-quantum hybrid, with larger keys and sealed payloads (default: x25519).",
+                                   valueName: "suite"))
+        var keySuite: KeySuite?
+        @Flag(help: "Make a new device key and register it in place of the old one: payloads sealed to the old key can no longer be read here.")
+        var newKey = false
 
         func validate() throws {
             try checkIdentifier(user, as: .user, "--user")
@@ -152,11 +166,13 @@ extension DeviceCommand {
                 }
                 return recorded.trimmingWhitespaceAndNewlines
             }()
+            let keyFile = DeviceKeyFile(directory: state.directory)
+            let (key, made) = try deviceKey(keyFile)
             let password = try readPassword(prompt: "password for \(user): ")
             let storeEndpoint = try endpoint(store, caFile: caFile)
             let tokens = TokenStore(directory: state.directory)
             let login: LoginOK = try runUntilDone(timeoutSeconds: timeout.value, what: "the store") { loop, done in
-                let link = ServerLink(loop: loop, endpoint: storeEndpoint) { Hello(role: .device, name: "securepush-device") }
+                let link = ServerLink(loop: loop, endpoint: storeEndpoint) { DeviceLogin.hello(keySuite: key.suite) }
                 link.timeouts.handshakeMs = helloTimeoutMs(commandTimeoutSeconds: timeout.value)
                 // A store that cannot be reached is passed over for the next of the list; the
                 // command fails once every one has failed, or at once for a refusal for good.
@@ -166,7 +182,7 @@ extension DeviceCommand {
                 }
                 link.onEveryAddressFailed = { failures in done(.failure(describe(failures, talkingTo: "store", tls: caFile != nil))) }
                 link.start()
-                link.request(.login(PushWire.Login(user: user, password: password, deviceID: deviceID))) { result in
+                link.request(.login(DeviceLogin.request(user: user, password: password, deviceID: deviceID, key: key))) { result in
                     link.stop()
                     switch result {
                     case .success(.loginOK(let ok)): done(.success(ok))
@@ -177,12 +193,40 @@ extension DeviceCommand {
                     }
                 }
             }
+            let registration: DeviceLogin.KeyRegistration
+            do {
+                registration = try DeviceLogin.check(login, deviceID: deviceID, key: key)
+            } catch {
+                // [4.6-8]: the token is not kept, and a key made for this login is not either.
+                throw CommandFailure("login refused: \(error)")
+            }
+            if made {
+                // Saved only once the store has registered it: a failed login keeps the old key,
+                // which payloads already sealed to it still need.
+                do { try keyFile.save(key) } catch { throw CommandFailure("\(error); the store registered a key this device does not keep: log in again with --new-key") }
+            }
             do {
                 try tokens.save(TokenStore.Saved(token: login.token, expiresAt: login.expiresAt))
             } catch {
                 throw CommandFailure("cannot save the token in \(state.directory): \(error)")
             }
             announce("logged in as \(user) on \(deviceID); token valid until \(localTime(milliseconds: login.expiresAt))")
+            switch registration {
+            case .registered(let keyID):
+                announce("device key \(keyID) (\(key.suite)\(made ? ", new" : "")) registered: payloads sealed to it can be read here")
+            case .storeDoesNotSeal, .notSent:
+                writeStandardError("the store did not register the device key (a store before protocol revision 1.5): sealed payloads cannot reach this device\n")
+            }
+        }
+
+        /// The key this login registers: the one in the state directory, or a new one (not
+        /// saved until the store has registered it).
+        private func deviceKey(_ file: DeviceKeyFile) throws -> (key: DeviceKeyPair, made: Bool) {
+            do {
+                return try file.keyForLogin(suite: keySuite, replace: newKey)
+            } catch {
+                throw CommandFailure("\(error)")
+            }
         }
     }
 
@@ -198,6 +242,11 @@ extension DeviceCommand {
 
 /// What `device run` says about its connections: one line when a service's state
 /// changes (connected, or down for a new reason), not one per reconnect attempt.
+extension KeySuite: ExpressibleByArgument {
+    public init?(argument: String) { self.init(name: argument) }
+    public static var allValueStrings: [String] { allCases.map(\.description) }
+}
+
 struct ConnectionStateLines {
     private var last: [String: String] = [:]
 

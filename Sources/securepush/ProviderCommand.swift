@@ -4,13 +4,56 @@ import Glibc
 import ArgumentParser
 import PushClock
 import PushStore
+import PushClient
 import PushStoreLogic
+import PushWire
 
 struct ProviderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provider",
-        abstract: "Manage what providers authenticate with to the store's HTTP provider API.",
-        subcommands: [Token.self])
+        abstract: "Manage what providers authenticate with to the store's HTTP provider API, and read a user's device keys.",
+        subcommands: [Token.self, Keys.self])
+
+    struct Keys: ParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "List the device keys of a user that a sealed payload is sealed to (KEYS): device, suite and key id, one a line.",
+            discussion: """
+            Read from the store as `send --seal` reads them. The key id names one key of one device: a device that \
+            logs in with --new-key gets another. On stderr, the number of keys and the user's key cursor, which \
+            changes whenever one of her devices is enrolled, revoked or re-keyed.
+            """)
+
+        @OptionGroup var provider: ProviderOptions
+        @Argument(help: "The user whose device keys are listed.") var user: String
+
+        func validate() throws { try checkIdentifier(user, as: .user, "the user name") }
+
+        func run() throws {
+            let key = try provider.key()
+            let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
+            let keys: KeysOK = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
+                let client = provider.client(loop: loop, store: storeEndpoint, key: key)
+                provider.failOnConnectionErrors(client, only: "store", done)
+                client.keys(for: user) { result in
+                    client.stop()
+                    done(result.mapError { error in
+                        switch error {
+                        case .status(.unknownUser, _): CommandFailure("the store has no user \(user)")
+                        case .storeCannotSeal: CommandFailure("the store at \(client.storeAddress) does not know KEYS (a store before protocol revision 1.5)")
+                        default: provider.describe(error, talkingTo: "store", at: client.storeAddress)
+                        }
+                    })
+                }
+            }
+            let width = max(6, keys.keys.map { $0.deviceID.count }.max() ?? 0)
+            print("DEVICE".padded(to: width) + "  SUITE   KEY ID")
+            for entry in keys.keys {
+                print(entry.deviceID.padded(to: width) + "  " + entry.key.suite.description.padded(to: 6) + "  " + entry.keyID.description)
+            }
+            fflush(nil)
+            writeStandardError("\(keys.keys.count) device key\(keys.keys.count == 1 ? "" : "s") of \(user), key cursor \(keys.cursor)\n")
+        }
+    }
 
     struct Token: ParsableCommand {
         static let configuration = CommandConfiguration(

@@ -13,7 +13,7 @@ struct SecurePush: ParsableCommand {
         Deployment:   init, user add/remove/list, key rotate/status/prune
         Services:     store, gateway (each prints `listening on HOST:PORT` when ready)
         Devices:      device enroll, device list, device revoke, device run, device login, device logout
-        Providers:    send, status, recall, provider token create/list/revoke
+        Providers:    send, status, recall, provider token create/list/revoke, provider keys
         Tools:        bench (load tests), conformance (black-box protocol suite)
         """,
         version: SecurePush.version,

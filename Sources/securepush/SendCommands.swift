@@ -98,9 +98,14 @@ struct SendCommand: ParsableCommand {
     @Option(help: ArgumentHelp("A newer queued push with the same key replaces an older one (1 to 64 bytes).", valueName: "key"))
     var collapse: String?
     @Flag(help: "Erase the payload once the first device has acknowledged reading it.") var readOnce = false
+    @Flag(help: "Seal the payload here to the recipient's device keys (read from the store with KEYS), so that the store keeps only what those devices can open; a device without a key then shows the generic notification.")
+    var seal = false
+    @Flag(help: "Have the store seal the payload to the recipient's device keys before it commits it: the store sees the text once, in memory, and never writes it.")
+    var sealOnArrival = false
 
     func validate() throws {
         guard (text == nil) != (file == nil) else { throw ValidationError("give exactly one of --text and --file") }
+        guard !(seal && sealOnArrival) else { throw ValidationError("give at most one of --seal and --seal-on-arrival") }
         if case .user = to {} else if user == nil { throw ValidationError("--user is required when --to is a device or a tag") }
         if let user { try checkIdentifier(user, as: .user, "--user") }
         if let collapse { try checkIdentifier(collapse, as: .collapseKey, "--collapse") }
@@ -124,21 +129,18 @@ struct SendCommand: ParsableCommand {
         message.ttlSeconds = ttl.seconds
         message.collapseKey = collapse
         message.readOnce = readOnce
+        if sealOnArrival { message.form = .sealOnArrival }
         let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
         guard let gateway else { return try sendThroughStore(message, to: storeEndpoint, key: key) }
         let gatewayEndpoint = try endpoint(gateway, caFile: provider.caFile)
         let receipt: SendReceipt = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store and the gateway") { loop, done in
             let client = provider.client(loop: loop, store: storeEndpoint, gateway: gatewayEndpoint, key: key)
             provider.failOnConnectionErrors(client, done)
-            client.send(message) { result in
-                client.stop()
-                done(result.mapError { error in
-                    if case .frameTooLarge(let size, let limit) = error {
-                        return CommandFailure("the payload (\(payload.count) bytes) is too large: the store takes frames of at most \(limit) bytes and this request is \(size)")
-                    }
-                    if case .status = error { return CommandFailure("the payload was not sent: \(error)") }
-                    return provider.describe(error, talkingTo: "store", at: client.storeAddress)
-                })
+            sealedIfAsked(message, client: client, done) { message in
+                client.send(message) { result in
+                    client.stop()
+                    done(result.mapError { explain($0, message, client: client) })
+                }
             }
         }
         announce("id \(receipt.id.hex)")
@@ -151,21 +153,64 @@ struct SendCommand: ParsableCommand {
         let sent: SendOK = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
             let client = provider.client(loop: loop, store: store, key: key)
             provider.failOnConnectionErrors(client, done)
-            client.sendThroughStore(message, idempotencyKey: idempotencyKey) { result in
-                client.stop()
-                done(result.mapError { error in
-                    if case .frameTooLarge(let size, let limit) = error {
-                        return CommandFailure("the payload (\(message.payload.count) bytes) is too large: the store takes frames of at most \(limit) bytes and this request is \(size)")
-                    }
-                    if case .status = error { return CommandFailure("the payload was not sent: \(error)") }
-                    return provider.describe(error, talkingTo: "store", at: client.storeAddress)
-                })
+            sealedIfAsked(message, client: client, done) { message in
+                client.sendThroughStore(message, idempotencyKey: idempotencyKey) { result in
+                    client.stop()
+                    done(result.mapError { explain($0, message, client: client) })
+                }
             }
         }
         announce("id \(sent.id.hex)")
         announce(sent.replayed ? "already sent with this idempotency key: nothing new was stored"
                                : "push: committed with the payload; the store hands it to its gateway (see `securepush status`)")
         announce("readable until \(localTime(milliseconds: sent.expiresAt))")
+    }
+}
+
+extension SendCommand {
+    /// With --seal, `message` sealed to the recipient's device keys (KEYS, then the sealer);
+    /// otherwise as it is.
+    private func sealedIfAsked<T>(_ message: ProviderClient.SecureMessage, client: ProviderClient,
+                                  _ done: @escaping (Result<T, CommandFailure>) -> Void,
+                                  then send: @escaping (ProviderClient.SecureMessage) -> Void) {
+        guard seal else { return send(message) }
+        client.sealed(message) { result in
+            switch result {
+            case .success(let sealed):
+                writeStandardError("sealed to \(sealed.devices.count) device\(sealed.devices.count == 1 ? "" : "s") of \(message.recipient): "
+                                   + sealed.devices.joined(separator: ", ") + "\n")
+                send(sealed.message)
+            case .failure(let error):
+                client.stop()
+                done(.failure(explain(error, message, client: client)))
+            }
+        }
+    }
+
+    /// The one line a failed send exits with.
+    private func explain(_ error: ClientError, _ message: ProviderClient.SecureMessage, client: ProviderClient) -> CommandFailure {
+        let user = message.recipient
+        switch error {
+        case .frameTooLarge(let size, let limit):
+            let what = message.form == .sealed ? "sealed payload" : "payload"
+            return CommandFailure("the \(what) (\(message.payload.count) bytes) is too large: the store takes frames of at most \(limit) bytes and this request is \(size)")
+        case .storeCannotSeal:
+            return CommandFailure("nothing was sent: the store at \(client.storeAddress) does not know KEYS (a store before protocol revision 1.5), so it cannot take a sealed payload; send without --seal")
+        case .sealing(.noDevices):
+            return CommandFailure("nothing was sent: no device of \(user) has a key to seal to (a device registers its key at `securepush device login`)")
+        case .sealing(let failure):
+            return CommandFailure("nothing was sent: cannot seal to the keys of \(user): \(failure)")
+        case .status(.noDeviceKeys, _):
+            return CommandFailure("nothing was stored: no device of \(user) has a key for the store to seal to (a device registers its key at `securepush device login`)")
+        case .status(.unknownUser, _):
+            return CommandFailure("nothing was sent: the store has no user \(user)")
+        case .status(.badRequest, _) where message.form != .plain:
+            return CommandFailure("the payload was not sent: \(error) (a store before protocol revision 1.5 refuses sealed payloads this way)")
+        case .status:
+            return CommandFailure("the payload was not sent: \(error)")
+        default:
+            return provider.describe(error, talkingTo: "store", at: client.storeAddress)
+        }
     }
 }
 

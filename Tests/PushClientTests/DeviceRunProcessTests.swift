@@ -41,15 +41,17 @@ final class DeviceRunProcess {
     /// - Parameters:
     ///   - registration: the device's credential; written to a file as `device enroll` does.
     ///   - extra: flags for both `device login` and `device run` (`--ca-file FILE` for TLS).
+    ///   - loginExtra: flags for `device login` alone (`--key-suite xwing`).
     init(deployment: TemporaryDeployment, device: String, user: String, password: String,
-         registration: [UInt8], store: any ReachableService, gatewayAddress: String, extra: [String] = []) throws {
+         registration: [UInt8], store: any ReachableService, gatewayAddress: String, extra: [String] = [],
+         loginExtra: [String] = []) throws {
         stateDirectory = deployment.directory + "/state-" + device
         try FileManager.default.createDirectory(atPath: stateDirectory, withIntermediateDirectories: true)
         let credential = stateDirectory + "/device.cred"
         try Deployment.writePrivate(credential, registration.map { String(format: "%02x", $0) }.joined() + "\n")
         let storeAddress = "\(store.host):\(store.port)"
         let login = try SecurePushBinary.run(["device", "login", "--store", storeAddress, "--user", user, "--device", device,
-                                              "--state-dir", stateDirectory] + extra, stdin: password + "\n")
+                                              "--state-dir", stateDirectory] + extra + loginExtra, stdin: password + "\n")
         guard login.status == 0 else { throw ServiceError.failed("device login: \(login.stderr)") }
         runArguments = ["device", "run", "--gateway", gatewayAddress, "--store", storeAddress,
                         "--credential", credential, "--state-dir", stateDirectory] + extra
