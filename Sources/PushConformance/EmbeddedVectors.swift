@@ -2138,6 +2138,155 @@ hex 38 02 61 a8
 expect request_error BAD_REQUEST
 end
 
+# two content fields: a 1.4 receiver would keep payload and skip the other
+vector store_payload_and_sealed
+clause 4.7-5
+hex a7 01 12 00 00 00 00 01 00 00 00 00 00 00 00 9a
+hex 10 05 61 6c 69 63 65 16 02 68 69 25 8c 01 01 00
+hex 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 01
+hex 01 f6 3f 72 8a ba 12 c7 59 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 e0 e0 e0 e0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+expect request_error BAD_REQUEST
+end
+
+vector send_without_content
+clause 4.7-5
+clause 3.4-5
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 11
+hex 10 05 61 6c 69 63 65 30 01 02 31 05 61 6c 69 63
+hex 65
+expect request_error BAD_REQUEST
+end
+
+vector send_sealed_and_to_seal
+clause 4.7-5
+hex a7 01 26 00 00 00 00 01 00 00 00 00 00 00 00 9a
+hex 10 05 61 6c 69 63 65 25 8c 01 01 00 01 02 03 04
+hex 05 06 07 08 09 0a 0b 0c 0d 0e 0f 01 01 f6 3f 72
+hex 8a ba 12 c7 59 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 26 02 68 69
+expect request_error BAD_REQUEST
+end
+
+vector fetch_ok_payload_and_sealed
+clause 4.8-4
+clause 5.6-3
+hex a7 01 15 00 00 00 00 01 00 00 00 00 00 00 00 b9
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 16 02 68 69
+hex 20 08 00 00 01 8b cf e5 7b 88 25 8c 01 01 00 01
+hex 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e 0f 01 01
+hex f6 3f 72 8a ba 12 c7 59 e0 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 e0 e0 e0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 b0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 b0 b0 b0
+expect rejected BAD_REQUEST
+end
+
+vector login_key_suite_without_key
+clause 4.6-6
+hex a7 01 10 00 00 00 00 01 00 00 00 00 00 00 00 17
+hex 10 05 61 6c 69 63 65 11 02 70 77 12 07 70 68 6f
+hex 6e 65 2d 31 21 01 01
+expect request_error BAD_REQUEST
+end
+
+vector login_key_without_suite
+clause 4.6-6
+hex a7 01 10 00 00 00 00 01 00 00 00 00 00 00 00 36
+hex 10 05 61 6c 69 63 65 11 02 70 77 12 07 70 68 6f
+hex 6e 65 2d 31 22 20 40 41 42 43 44 45 46 47 48 49
+hex 4a 4b 4c 4d 4e 4f 50 51 52 53 54 55 56 57 58 59
+hex 5a 5b 5c 5d 5e 5f
+expect request_error BAD_REQUEST
+end
+
+vector login_key_suite_3
+clause 3.3-4
+clause 4.6-6
+hex a7 01 10 00 00 00 00 01 00 00 00 00 00 00 00 39
+hex 10 05 61 6c 69 63 65 11 02 70 77 12 07 70 68 6f
+hex 6e 65 2d 31 21 01 03 22 20 40 41 42 43 44 45 46
+hex 47 48 49 4a 4b 4c 4d 4e 4f 50 51 52 53 54 55 56
+hex 57 58 59 5a 5b 5c 5d 5e 5f
+expect request_error BAD_REQUEST
+end
+
+vector login_x25519_key_31_bytes
+clause 4.6-6
+hex a7 01 10 00 00 00 00 01 00 00 00 00 00 00 00 38
+hex 10 05 61 6c 69 63 65 11 02 70 77 12 07 70 68 6f
+hex 6e 65 2d 31 21 01 01 22 1f 40 41 42 43 44 45 46
+hex 47 48 49 4a 4b 4c 4d 4e 4f 50 51 52 53 54 55 56
+hex 57 58 59 5a 5b 5c 5d 5e
+expect request_error BAD_REQUEST
+end
+
+vector login_ok_key_id_7_bytes
+clause 3.3-6
+clause 4.6-8
+clause 5.6-3
+hex a7 01 11 00 00 00 00 01 00 00 00 00 00 00 00 5a
+hex 13 45 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 8b d5 0b c4 00 41 08 00
+hex 00 01 8b cf e5 68 00 42 99 6f 82 66 12 fd d4 08
+hex d7 d7 03 77 89 db 39 7a c6 31 38 71 73 8b 8d d9
+hex 20 19 b4 90 b9 16 c5 14 08 00 00 01 8b d5 0b c4
+hex 00 23 07 f6 3f 72 8a ba 12 c7
+expect rejected BAD_REQUEST
+end
+
+# the entry announces a 32-byte key, the value holds 31
+vector keys_ok_entry_cut_off
+clause 4.18-2
+clause 5.6-3
+hex a7 01 1f 00 00 00 00 01 00 00 00 00 00 00 00 3e
+hex 19 08 00 00 00 00 00 00 00 2a 24 32 07 70 68 6f
+hex 6e 65 2d 31 01 f6 3f 72 8a ba 12 c7 59 00 20 40
+hex 41 42 43 44 45 46 47 48 49 4a 4b 4c 4d 4e 4f 50
+hex 51 52 53 54 55 56 57 58 59 5a 5b 5c 5d 5e
+expect rejected BAD_REQUEST
+end
+
+vector keys_ok_suite_3
+clause 4.18-2
+clause 5.6-3
+hex a7 01 1f 00 00 00 00 01 00 00 00 00 00 00 00 3f
+hex 19 08 00 00 00 00 00 00 00 2a 24 33 07 70 68 6f
+hex 6e 65 2d 31 03 f6 3f 72 8a ba 12 c7 59 00 20 40
+hex 41 42 43 44 45 46 47 48 49 4a 4b 4c 4d 4e 4f 50
+hex 51 52 53 54 55 56 57 58 59 5a 5b 5c 5d 5e 5f
+expect rejected BAD_REQUEST
+end
+
+# an X-Wing entry with a 32-byte key
+vector keys_ok_key_length_not_suite
+clause 4.18-2
+clause 5.6-3
+hex a7 01 1f 00 00 00 00 01 00 00 00 00 00 00 00 3f
+hex 19 08 00 00 00 00 00 00 00 2a 24 33 07 70 68 6f
+hex 6e 65 2d 31 02 f6 3f 72 8a ba 12 c7 59 00 20 40
+hex 41 42 43 44 45 46 47 48 49 4a 4b 4c 4d 4e 4f 50
+hex 51 52 53 54 55 56 57 58 59 5a 5b 5c 5d 5e 5f
+expect rejected BAD_REQUEST
+end
+
 """#),
         ("store.vec", #"""
 # securepush protocol v1 golden vectors: LOGIN, STORE, SEND, FETCH, SYNC, ACK, RECALL, STATUS and their replies
@@ -2247,6 +2396,163 @@ field expires_at 0000018bd01c6a08
 field id 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b
 field payload 596f7572207465737420726573756c7473206172652072656164793a20486241316320352e3425
 field created_at 0000018bcfe57b88
+end
+
+# the device's X25519 public key (suite 1), registered with the login
+vector login_with_key
+clause 4.6-5
+clause 4.6-6
+hex a7 01 10 00 00 00 00 01 00 00 00 00 00 00 00 53
+hex 10 05 61 6c 69 63 65 11 1c 63 6f 72 72 65 63 74
+hex 20 68 6f 72 73 65 20 62 61 74 74 65 72 79 20 73
+hex 74 61 70 6c 65 12 07 70 68 6f 6e 65 2d 31 21 01
+hex 01 22 20 40 41 42 43 44 45 46 47 48 49 4a 4b 4c
+hex 4d 4e 4f 50 51 52 53 54 55 56 57 58 59 5a 5b 5c
+hex 5d 5e 5f
+expect message LOGIN correlation=1 status=OK
+field user 616c696365
+field password 636f727265637420686f727365206261747465727920737461706c65
+field device_id 70686f6e652d31
+field key_suite 01
+field device_key 404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f
+end
+
+# key_id = SHA-256("securepush device key id v1" || 01 || 07 "phone-1" || device_key)[0..8]
+vector login_ok_with_key_id
+clause 4.6-8
+clause 7.6-2
+hex a7 01 11 00 00 00 00 01 00 00 00 00 00 00 00 5b
+hex 13 45 01 10 05 61 6c 69 63 65 12 07 70 68 6f 6e
+hex 65 2d 31 14 08 00 00 01 8b d5 0b c4 00 41 08 00
+hex 00 01 8b cf e5 68 00 42 99 6f 82 66 12 fd d4 08
+hex d7 d7 03 77 89 db 39 7a c6 31 38 71 73 8b 8d d9
+hex 20 19 b4 90 b9 16 c5 14 08 00 00 01 8b d5 0b c4
+hex 00 23 08 f6 3f 72 8a ba 12 c7 59
+expect message LOGIN_OK correlation=1 status=OK
+field token 011005616c696365120770686f6e652d3114080000018bd50bc40041080000018bcfe5680042996f826612fdd408d7d7037789db397ac6313871738b8dd92019b490b916c5
+field expires_at 0000018bd50bc400
+field key_id f63f728aba12c759
+end
+
+vector keys
+clause 4.18-1
+hex a7 01 1e 00 00 00 00 08 00 00 00 00 00 00 00 07
+hex 10 05 61 6c 69 63 65
+expect message KEYS correlation=8 status=OK
+field user 616c696365
+end
+
+# two entries in device id byte order, back to back
+vector keys_ok
+clause 4.18-1
+clause 4.18-2
+clause 4.18-3
+hex a7 01 1f 00 00 00 00 08 00 00 00 00 00 00 00 71
+hex 19 08 00 00 00 00 00 00 00 2a 24 65 07 70 68 6f
+hex 6e 65 2d 31 01 f6 3f 72 8a ba 12 c7 59 00 20 40
+hex 41 42 43 44 45 46 47 48 49 4a 4b 4c 4d 4e 4f 50
+hex 51 52 53 54 55 56 57 58 59 5a 5b 5c 5d 5e 5f 06
+hex 74 61 62 6c 65 74 01 4c fb e8 6c ea c0 8a 1d 00
+hex 20 60 61 62 63 64 65 66 67 68 69 6a 6b 6c 6d 6e
+hex 6f 70 71 72 73 74 75 76 77 78 79 7a 7b 7c 7d 7e
+hex 7f
+expect message KEYS_OK correlation=8 status=OK
+field cursor 000000000000002a
+field keys 0770686f6e652d3101f63f728aba12c7590020404142434445464748494a4b4c4d4e4f505152535455565758595a5b5c5d5e5f067461626c6574014cfbe86ceac08a1d0020606162636465666768696a6b6c6d6e6f707172737475767778797a7b7c7d7e7f
+end
+
+# a user with no keyed device: an empty keys value
+vector keys_ok_empty
+clause 4.18-1
+clause 4.18-2
+hex a7 01 1f 00 00 00 00 08 00 00 00 00 00 00 00 0c
+hex 19 08 00 00 00 00 00 00 00 00 24 00
+expect message KEYS_OK correlation=8 status=OK
+field cursor 0000000000000000
+field keys -
+end
+
+# a sealed payload of 7.6 with one stanza; its structure, not its cryptography
+vector store_sealed
+clause 4.7-5
+clause 4.19-1
+hex a7 01 12 00 00 00 00 09 00 00 00 00 00 00 00 9c
+hex 10 05 61 6c 69 63 65 17 04 00 00 0e 10 25 8c 01
+hex 01 00 01 02 03 04 05 06 07 08 09 0a 0b 0c 0d 0e
+hex 0f 01 01 f6 3f 72 8a ba 12 c7 59 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+expect message STORE correlation=9 status=OK
+field user 616c696365
+field ttl_s 00000e10
+field sealed_payload 01000102030405060708090a0b0c0d0e0f0101f63f728aba12c759e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0
+end
+
+vector store_ok_sealed
+clause 4.19-2
+clause 4.18-5
+hex a7 01 13 00 00 00 00 09 00 00 00 00 00 00 00 26
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 19 08 00 00
+hex 00 00 00 00 00 2a
+expect message STORE_OK correlation=9 status=OK
+field expires_at 0000018bd01c6a08
+field id 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b
+field cursor 000000000000002a
+end
+
+# plain content the store seals to the audience's device keys before its commit
+vector send_to_seal
+clause 4.7-5
+clause 4.19-6
+hex a7 01 26 00 00 00 00 0a 00 00 00 00 00 00 00 1a
+hex 10 05 61 6c 69 63 65 26 11 59 6f 75 72 20 63 6f
+hex 64 65 20 69 73 20 34 37 31 31
+expect message SEND correlation=10 status=OK
+field user 616c696365
+field payload_to_seal 596f757220636f64652069732034373131
+end
+
+# the device's view: its one stanza and the body
+vector fetch_ok_sealed
+clause 4.8-4
+clause 4.19-4
+hex a7 01 15 00 00 00 00 0b 00 00 00 00 00 00 00 b5
+hex 14 08 00 00 01 8b d0 1c 6a 08 15 10 5e 1f 0c 2a
+hex 9b 7d 4e 3f 8a 6b 1c 0d 2e 4f 6a 7b 20 08 00 00
+hex 01 8b cf e5 7b 88 25 8c 01 01 00 01 02 03 04 05
+hex 06 07 08 09 0a 0b 0c 0d 0e 0f 01 01 f6 3f 72 8a
+hex ba 12 c7 59 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0 e0
+hex e0 e0 e0 e0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0 c0
+hex c0 c0 c0 c0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0 b0
+hex b0 b0 b0 b0 b0
+expect message FETCH_OK correlation=11 status=OK
+field expires_at 0000018bd01c6a08
+field id 5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b
+field created_at 0000018bcfe57b88
+field sealed_payload 01000102030405060708090a0b0c0d0e0f0101f63f728aba12c759e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0e0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0c0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0
+end
+
+# not fatal: the device shows the generic prompt
+vector error_not_sealed_for_device
+clause 4.19-4
+hex a7 01 06 00 00 00 00 0b 00 20 00 00 00 00 00 00
+expect message ERROR correlation=11 status=NOT_SEALED_FOR_DEVICE
+end
+
+vector error_no_device_keys
+clause 4.19-6
+hex a7 01 06 00 00 00 00 0a 00 21 00 00 00 00 00 00
+expect message ERROR correlation=10 status=NO_DEVICE_KEYS
 end
 
 vector sync

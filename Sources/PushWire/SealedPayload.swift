@@ -48,16 +48,16 @@ public struct SealedPayload: Equatable, Sendable {
     /// suites, no key id twice, a body of at least the tag's 16 bytes.
     public init(parsing bytes: [UInt8]) throws(SealedPayloadError) {
         var reader = ByteReader(bytes)
-        let version = try reader.take(1)[0]
+        let version = try reader.byte()
         guard version == SealedPayload.version else { throw .unsupportedVersion(version) }
         sealNonce = Array(try reader.take(SealedPayload.sealNonceCount))
-        let count = Int(try reader.take(1)[0])
+        let count = Int(try reader.byte())
         guard count > 0 else { throw .noStanza }
         var stanzas: [Stanza] = []
         stanzas.reserveCapacity(count)
         var seen = Set<KeyID>()
         for _ in 0..<count {
-            let suiteValue = try reader.take(1)[0]
+            let suiteValue = try reader.byte()
             guard let suite = KeySuite(rawValue: suiteValue) else { throw .unknownSuite(suiteValue) }
             guard let keyID = KeyID(bytes: try reader.take(KeyID.byteCount)) else { throw .truncated }
             guard seen.insert(keyID).inserted else { throw .duplicateKeyID(keyID) }
@@ -126,6 +126,12 @@ private struct ByteReader {
         guard count <= bytes.count - offset else { throw .truncated }
         defer { offset += count }
         return bytes[offset..<offset + count]
+    }
+
+    mutating func byte() throws(SealedPayloadError) -> UInt8 {
+        guard offset < bytes.count else { throw .truncated }
+        defer { offset += 1 }
+        return bytes[offset]
     }
 
     var rest: ArraySlice<UInt8> { bytes[offset...] }

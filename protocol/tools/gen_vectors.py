@@ -57,6 +57,12 @@ TAGS = {
     0x1E: ("fetch_count", "u32", None),
     0x1F: ("fetched_at", "u64", None),
     0x20: ("created_at", "u64", None),
+    0x21: ("key_suite", "u8", None),
+    0x22: ("device_key", "bytes", 1216),
+    0x23: ("key_id", "bytes", 8),
+    0x24: ("keys", "bytes", None),
+    0x25: ("sealed_payload", "bytes", None),
+    0x26: ("payload_to_seal", "bytes", None),
     0x30: ("target_kind", "u8", None),
     0x31: ("target", "identifier", 64),
     0x32: ("alert", "u8", None),
@@ -87,7 +93,12 @@ ALLOWED = {
     "once": range(0, 2),
     "push_state": range(0, 3),
     "replayed": range(0, 2),
+    "key_suite": range(1, 3),
 }
+# Key suites (SPEC.md 7.6): public key and encapsulated key lengths.
+KEY_SUITES = {1: (32, 32), 2: (1216, 1120)}
+# STORE and SEND carry exactly one of these (SPEC.md 4.7-5); FETCH_OK one of the first two (4.8-4).
+CONTENT_FIELDS = ("payload", "sealed_payload", "payload_to_seal")
 
 R, O = True, False
 # type code: (name, {field name: required})
@@ -100,12 +111,14 @@ MESSAGES = {
     0x04: ("PONG", {}),
     0x05: ("GOAWAY", {"message": O, "last_correlation": R}),
     0x06: ("ERROR", {"message": O}),
-    0x10: ("LOGIN", {"user": R, "password": R, "device_id": R}),
-    0x11: ("LOGIN_OK", {"token": R, "expires_at": R}),
-    0x12: ("STORE", {"user": R, "payload": R, "ttl_s": O, "read_limit": O}),
-    0x13: ("STORE_OK", {"expires_at": R, "id": R}),
+    0x10: ("LOGIN", {"user": R, "password": R, "device_id": R, "key_suite": O, "device_key": O}),
+    0x11: ("LOGIN_OK", {"token": R, "expires_at": R, "key_id": O}),
+    # payload, sealed_payload and payload_to_seal: exactly one (SPEC.md 4.7-5).
+    0x12: ("STORE", {"user": R, "payload": O, "ttl_s": O, "read_limit": O, "sealed_payload": O,
+                     "payload_to_seal": O}),
+    0x13: ("STORE_OK", {"expires_at": R, "id": R, "cursor": O}),
     0x14: ("FETCH", {"token": O, "id": R}),
-    0x15: ("FETCH_OK", {"expires_at": R, "id": R, "payload": R, "created_at": R}),
+    0x15: ("FETCH_OK", {"expires_at": R, "id": R, "payload": O, "created_at": R, "sealed_payload": O}),
     0x16: ("SYNC", {"token": O, "cursor": O, "limit": O}),
     0x17: ("SYNC_OK", {"cursor": R, "ids": R, "has_more": R, "older_count": O}),
     0x18: ("ACK", {"token": O, "id": R}),
@@ -116,6 +129,8 @@ MESSAGES = {
     0x1D: ("STATUS_OK", {"expires_at": R, "id": R, "state": R, "fetch_count": R,
                          "fetched_at": R, "created_at": R, "written": O, "queued": O,
                          "push_state": O}),
+    0x1E: ("KEYS", {"user": R}),
+    0x1F: ("KEYS_OK", {"cursor": R, "keys": R}),
     # One table for both forms; target_kind/target are checked as a pair (SPEC.md 4.13-1).
     0x20: ("PUSH", {"user": O, "id": R, "ttl_s": O, "target_kind": O, "target": O, "alert": O,
                     "priority": O, "collapse_key": O, "once": O}),
@@ -125,16 +140,16 @@ MESSAGES = {
     0x24: ("REGISTRY", {"cursor": O, "limit": O, "wait_ms": O}),
     0x25: ("REGISTRY_OK", {"cursor": R, "has_more": R, "registrations": R}),
     # target_kind/target are checked as a pair, as in PUSH (SPEC.md 4.17-2).
-    0x26: ("SEND", {"user": R, "payload": R, "ttl_s": O, "read_limit": O, "target_kind": O,
+    0x26: ("SEND", {"user": R, "payload": O, "sealed_payload": O, "payload_to_seal": O, "ttl_s": O, "read_limit": O, "target_kind": O,
                     "target": O, "alert": O, "priority": O, "collapse_key": O, "push_ttl_s": O,
                     "idempotency_key": O}),
-    0x27: ("SEND_OK", {"expires_at": R, "id": R, "replayed": O}),
+    0x27: ("SEND_OK", {"expires_at": R, "id": R, "replayed": O, "cursor": O}),
 }
 TYPE = {name: code for code, (name, _) in MESSAGES.items()}
 # Requests are answered, with ERROR when refused; replies and one-way messages never are
 # (SPEC.md 4.1, 5.6-3), so a refused one is "rejected" rather than a "request_error".
 REQUESTS = {"HELLO", "PING", "LOGIN", "STORE", "FETCH", "SYNC", "ACK", "RECALL", "STATUS", "PUSH",
-            "REGISTRY", "SEND"}
+            "REGISTRY", "SEND", "KEYS"}
 STORE_ID_TYPES = {"FETCH", "ACK", "RECALL", "STATUS", "STORE_OK", "SEND_OK", "FETCH_OK", "ACK_OK",
                   "RECALL_OK", "STATUS_OK"}
 STATUS = {
@@ -145,7 +160,7 @@ STATUS = {
     "FORBIDDEN": 0x0014, "NOT_FOUND": 0x0015, "GONE": 0x0016, "UNKNOWN_USER": 0x0017,
     "TOO_LARGE": 0x0018, "RATE_LIMITED": 0x0019, "BUSY": 0x001A, "SHUTTING_DOWN": 0x001B,
     "REPLACED": 0x001C, "SLOW_CONSUMER": 0x001D, "REVOKED": 0x001E, "CONFLICT": 0x001F,
-    "INTERNAL": 0x00FF,
+    "NOT_SEALED_FOR_DEVICE": 0x0020, "NO_DEVICE_KEYS": 0x0021, "INTERNAL": 0x00FF,
 }
 STATUS_NAME = {code: name for name, code in STATUS.items()}
 
@@ -276,6 +291,19 @@ def check_body(type_name, table, data):
         raise Reject("ids not a multiple of 16")
     if "registrations" in seen:
         split_registrations(seen["registrations"])
+    if "keys" in seen:
+        split_keys(seen["keys"])
+    if type_name in ("STORE", "SEND", "FETCH_OK"):
+        present = [name for name in CONTENT_FIELDS if name in seen]
+        if len(present) != 1:
+            raise Reject("exactly one content field, got %s" % present)
+    if type_name == "LOGIN":
+        if ("key_suite" in seen) != ("device_key" in seen):
+            raise Reject("key_suite and device_key must come together")
+        if "key_suite" in seen and len(seen["device_key"]) != KEY_SUITES[seen["key_suite"][0]][0]:
+            raise Reject("device_key length is not its suite's")
+    if "key_id" in seen and len(seen["key_id"]) != 8:
+        raise Reject("key_id not 8 bytes")
     if type_name in ("PUSH", "SEND"):
         if ("target_kind" in seen) != ("target" in seen):
             raise Reject("target_kind and target must come together")
@@ -305,6 +333,37 @@ def split_registrations(value):
         entries.append((state, value[i + 3:i + 3 + length]))
         i += 3 + length
     return entries
+
+
+def split_keys(value):
+    """[(device_id, suite, key_id, key)] from a keys value (SPEC.md 4.18-2); Reject unless exact."""
+    entries, i = [], 0
+    def take(n):
+        nonlocal i
+        if n > len(value) - i:
+            raise Reject("keys: entry runs past the value")
+        i += n
+        return value[i - n:i]
+    while i < len(value):
+        name = take(take(1)[0])
+        if not name:
+            raise Reject("keys: empty device id")
+        suite = take(1)[0]
+        if suite not in KEY_SUITES:
+            raise Reject("keys: suite %d" % suite)
+        key_id = take(8)
+        key = take(int.from_bytes(take(2), "big"))
+        if len(key) != KEY_SUITES[suite][0]:
+            raise Reject("keys: key length is not its suite's")
+        entries.append((name, suite, key_id, key))
+    return entries
+
+
+def key_entries(*entries):
+    out = b""
+    for name, suite, key_id, key in entries:
+        out += bytes([len(name)]) + name + bytes([suite]) + key_id + len(key).to_bytes(2, "big") + key
+    return out
 
 
 def decode(data, max_frame):
@@ -479,6 +538,22 @@ def credentials_text():
 # The vectors
 
 ID1 = bytes.fromhex("5e1f0c2a9b7d4e3f8a6b1c0d2e4f6a7b")
+
+# Sealed payloads (SPEC.md 7.6): example device keys and a sealed payload's structure.
+X25519_KEY = bytes(range(0x40, 0x60))
+X25519_KEY_TABLET = bytes(range(0x60, 0x80))
+
+
+def key_id(suite, device_id, key):
+    digest = hashlib.sha256(b"securepush device key id v1" + bytes([suite, len(device_id)]) + device_id + key)
+    return digest.digest()[:8]
+
+
+KEY_ID_PHONE = key_id(1, b"phone-1", X25519_KEY)
+KEY_ID_TABLET = key_id(1, b"tablet", X25519_KEY_TABLET)
+# version 01, seal_nonce, one stanza (suite 1, key id, enc 32, wrapped key 48), body (text + tag)
+SEALED_EXAMPLE = (b"\x01" + bytes(range(16)) + b"\x01" + b"\x01" + KEY_ID_PHONE + bytes([0xE0] * 32)
+                  + bytes([0xC0] * 48) + bytes([0xB0] * 33))
 ID2 = bytes.fromhex("0f9e8d7c6b5a49382716f5e4d3c2b1a0")
 ID3 = bytes.fromhex("a1b2c3d4e5f60718293a4b5c6d7e8f90")
 CREATED_AT = ISSUED_AT + 5000
@@ -693,6 +768,33 @@ msg("fetch_without_token", "4.8-2", "FETCH", 5, ("id", ID1),
 msg("fetch_ok", "4.8-1 4.8-3", "FETCH_OK", 4,
     ("expires_at", EXPIRES_AT), ("id", ID1),
     ("payload", b"Your test results are ready: HbA1c 5.4%"), ("created_at", CREATED_AT))
+msg("login_with_key", "4.6-5 4.6-6", "LOGIN", 1,
+    ("user", "alice"), ("password", b"correct horse battery staple"), ("device_id", "phone-1"),
+    ("key_suite", 1), ("device_key", X25519_KEY),
+    note="the device's X25519 public key (suite 1), registered with the login")
+msg("login_ok_with_key_id", "4.6-8 7.6-2", "LOGIN_OK", 1,
+    ("token", FETCH_TOKEN), ("expires_at", TOKEN_EXPIRES_AT), ("key_id", KEY_ID_PHONE),
+    note="key_id = SHA-256(\"securepush device key id v1\" || 01 || 07 \"phone-1\" || device_key)[0..8]")
+msg("keys", "4.18-1", "KEYS", 8, ("user", "alice"))
+msg("keys_ok", "4.18-1 4.18-2 4.18-3", "KEYS_OK", 8,
+    ("cursor", 42), ("keys", key_entries((b"phone-1", 1, KEY_ID_PHONE, X25519_KEY),
+                                          (b"tablet", 1, KEY_ID_TABLET, X25519_KEY_TABLET))),
+    note="two entries in device id byte order, back to back")
+msg("keys_ok_empty", "4.18-1 4.18-2", "KEYS_OK", 8, ("cursor", 0), ("keys", b""),
+    note="a user with no keyed device: an empty keys value")
+msg("store_sealed", "4.7-5 4.19-1", "STORE", 9,
+    ("user", "alice"), ("ttl_s", 3600), ("sealed_payload", SEALED_EXAMPLE),
+    note="a sealed payload of 7.6 with one stanza; its structure, not its cryptography")
+msg("store_ok_sealed", "4.19-2 4.18-5", "STORE_OK", 9, ("expires_at", EXPIRES_AT), ("id", ID1), ("cursor", 42))
+msg("send_to_seal", "4.7-5 4.19-6", "SEND", 10,
+    ("user", "alice"), ("payload_to_seal", b"Your code is 4711"),
+    note="plain content the store seals to the audience's device keys before its commit")
+msg("fetch_ok_sealed", "4.8-4 4.19-4", "FETCH_OK", 11,
+    ("expires_at", EXPIRES_AT), ("id", ID1), ("created_at", CREATED_AT), ("sealed_payload", SEALED_EXAMPLE),
+    note="the device's view: its one stanza and the body")
+msg("error_not_sealed_for_device", "4.19-4", "ERROR", 11, status="NOT_SEALED_FOR_DEVICE",
+    note="not fatal: the device shows the generic prompt")
+msg("error_no_device_keys", "4.19-6", "ERROR", 10, status="NO_DEVICE_KEYS")
 msg("sync", "4.9-1 4.9-2", "SYNC", 6, ("token", FETCH_TOKEN), ("cursor", 42), ("limit", 50))
 msg("sync_empty_body", "4.9-1 3.4-5", "SYNC", 7,
     note="no required fields, so an empty body is a valid SYNC (it will get AUTH_REQUIRED)")
@@ -991,6 +1093,33 @@ bad("registry_ok_missing_registrations", "3.4-5", "REGISTRY_OK", ("cursor", 42),
 bad("registry_ok_has_more_2", "3.3-4", "REGISTRY_OK",
     ("cursor", 42), ("has_more", 2), ("registrations", b""))
 bad("registry_wait_ms_as_2_bytes", "3.3-1", "REGISTRY", ("wait_ms", b"\x61\xa8"))
+bad("store_payload_and_sealed", "4.7-5", "STORE",
+    ("user", "alice"), ("payload", b"hi"), ("sealed_payload", SEALED_EXAMPLE),
+    note="two content fields: a 1.4 receiver would keep payload and skip the other")
+bad("send_without_content", "4.7-5 3.4-5", "SEND", ("user", "alice"), ("target_kind", 2), ("target", "alice"))
+bad("send_sealed_and_to_seal", "4.7-5", "SEND",
+    ("user", "alice"), ("sealed_payload", SEALED_EXAMPLE), ("payload_to_seal", b"hi"))
+bad("fetch_ok_payload_and_sealed", "4.8-4", "FETCH_OK",
+    ("expires_at", EXPIRES_AT), ("id", ID1), ("payload", b"hi"), ("created_at", CREATED_AT),
+    ("sealed_payload", SEALED_EXAMPLE))
+bad("login_key_suite_without_key", "4.6-6", "LOGIN",
+    ("user", "alice"), ("password", b"pw"), ("device_id", "phone-1"), ("key_suite", 1))
+bad("login_key_without_suite", "4.6-6", "LOGIN",
+    ("user", "alice"), ("password", b"pw"), ("device_id", "phone-1"), ("device_key", X25519_KEY))
+bad("login_key_suite_3", "3.3-4 4.6-6", "LOGIN",
+    ("user", "alice"), ("password", b"pw"), ("device_id", "phone-1"), ("key_suite", 3), ("device_key", X25519_KEY))
+bad("login_x25519_key_31_bytes", "4.6-6", "LOGIN",
+    ("user", "alice"), ("password", b"pw"), ("device_id", "phone-1"), ("key_suite", 1), ("device_key", X25519_KEY[:31]))
+bad("login_ok_key_id_7_bytes", "3.3-6 4.6-8", "LOGIN_OK",
+    ("token", FETCH_TOKEN), ("expires_at", TOKEN_EXPIRES_AT), ("key_id", KEY_ID_PHONE[:7]))
+bad("keys_ok_entry_cut_off", "4.18-2", "KEYS_OK",
+    ("cursor", 42), ("keys", key_entries((b"phone-1", 1, KEY_ID_PHONE, X25519_KEY))[:-1]),
+    note="the entry announces a 32-byte key, the value holds 31")
+bad("keys_ok_suite_3", "4.18-2", "KEYS_OK",
+    ("cursor", 42), ("keys", key_entries((b"phone-1", 3, KEY_ID_PHONE, X25519_KEY))))
+bad("keys_ok_key_length_not_suite", "4.18-2", "KEYS_OK",
+    ("cursor", 42), ("keys", key_entries((b"phone-1", 2, KEY_ID_PHONE, X25519_KEY))),
+    note="an X-Wing entry with a 32-byte key")
 
 # ---------------------------------------------------------------------------------------
 # Output
