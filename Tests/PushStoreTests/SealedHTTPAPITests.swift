@@ -33,7 +33,11 @@ struct SealedHTTPAPITests {
         let port: Int
 
         init(_ backend: Backend) throws {
-            store = try RunningStore(backend) { $0.http = StoreHTTPConfiguration(host: "127.0.0.1", port: 0) }
+            // SENDs wait in the outbox: no gateway is needed to answer them.
+            store = try RunningStore(backend) {
+                $0.settings.forwardsPushes = true
+                $0.http = StoreHTTPConfiguration(host: "127.0.0.1", port: 0)
+            }
             port = try #require(store.service.onLoop { $0.httpPort } ?? nil)
         }
 
