@@ -181,7 +181,7 @@ struct APITokenScopeTests {
         }
     }
 
-    @Test("[4.18] keys joins the default of new tokens; a token stored before it, \"send,status,recall\", keeps those three and no more")
+    @Test("the scope keys joins the default of new tokens; a token stored before it, \"send,status,recall\", keeps those three and no more")
     func keysScopeIsNewTokensOnly() throws {
         #expect(APITokenScopes(names: "send,status,recall") == [.send, .status, .recall])
         #expect(APITokenScopes(names: "send,status,recall")?.contains(.keys) == false)
