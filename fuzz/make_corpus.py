@@ -9,11 +9,13 @@ session-read-path/ gets each vector both as a connection's first frame and after
 valid HELLO the target prepends on request (fuzz/SessionReadPath.swift), under each
 service's requests. Both also get each file's whole frames as one stream.
 OUT_DIR/http-request-path/ gets the README's HTTP API examples (its curl command and its
-Python request, as those clients send them) and the other routes, alone and one after
-another on a keep-alive connection (fuzz/HTTPRequestPath.swift).
+Python request, as those clients send them) and the other routes (a sealed payload and a
+text to seal on arrival, a recipient's keys with and without If-None-Match), alone and
+one after another on a keep-alive connection (fuzz/HTTPRequestPath.swift).
 """
 
 import ast
+import base64
 import glob
 import json
 import os
@@ -70,7 +72,8 @@ def http_request(method, path, headers, body=b""):
 
 def readme_http_seeds():
     """{name: bytes}: the README's curl and Python examples as curl and urllib send them,
-    and GET and DELETE of an id, each alone and all on one connection."""
+    sealed posts, GET and DELETE of an id and GET of a recipient's keys, each alone and
+    all on one connection."""
     text = open(README, encoding="utf-8").read()
     token = ("Authorization", "Bearer sp_0123456789abcdef_0123456789abcdef0123456789abcdef")
     seeds = {}
@@ -94,6 +97,18 @@ def readme_http_seeds():
     seeds["every_member"] = http_request("POST", "/v1/messages", json_headers, json.dumps(every).encode())
     seeds["base64_tag"] = http_request("POST", "/v1/messages", json_headers,
                                        b'{"recipient":"alice","payload":"AAEC/w==","push":{"tag":"work"}}')
+    # A sealed payload (SPEC.md 7.6) of one x25519 stanza, as a provider posts it, and a
+    # text for the store to seal on arrival.
+    sealed = bytes([1]) + bytes(range(16)) + bytes([1, 1]) + bytes(8) + bytes(32) + bytes(48) + bytes(24)
+    seeds["sealed"] = http_request("POST", "/v1/messages", json_headers + [("Idempotency-Key", "order-1240")],
+                                   json.dumps({"recipient": "alice", "sealed": base64.b64encode(sealed).decode(),
+                                               "push": {"alert": True}}).encode())
+    seeds["seal_on_arrival"] = http_request("POST", "/v1/messages", json_headers,
+                                            b'{"recipient":"alice","text":"your code is 1241","seal":"devices"}')
+    keys = "/v1/recipients/zo%C3%AB%2Fwork/keys"
+    seeds["keys"] = http_request("GET", keys, [("Host", "127.0.0.1:8080"), token])
+    seeds["keys_if_none_match"] = http_request("GET", "/v1/recipients/alice/keys",
+                                               [("Host", "127.0.0.1:8080"), token, ("If-None-Match", 'W/"41", "42"')])
     message = "/v1/messages/" + "0123456789abcdef" * 2
     seeds["status"] = http_request("GET", message, [("Host", "127.0.0.1:8080"), token])
     seeds["recall"] = http_request("DELETE", message, [("Host", "127.0.0.1:8080"), token])

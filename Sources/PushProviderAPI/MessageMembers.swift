@@ -24,7 +24,8 @@ extension MessagePost {
     func member(carrying tag: FieldTag) -> String {
         switch tag {
         case .user: "recipient"
-        case .payload: text != nil ? "text" : "payload"
+        case .payload, .payloadToSeal: text != nil ? "text" : "payload"
+        case .sealedPayload: "sealed"
         case .ttlSeconds: "ttl_s"
         case .readLimit: "read_limit"
         case .target: push?.tag != nil ? "push.tag" : "push.device"

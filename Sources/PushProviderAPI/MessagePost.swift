@@ -7,9 +7,11 @@ import PushWire
 /// {"recipient": "alice", "text": "Your code is 2213", "ttl_s": 3600, "read_limit": 1,
 ///  "push": {"device": "phone-1", "alert": true, "priority": 10, "collapse_key": "otp", "ttl_s": 600}}
 /// ```
-/// `payload` (standard base64) instead of `text` carries bytes; `push.tag` instead of
-/// `push.device` targets a tag of the recipient; without either the push goes to all the
-/// recipient's devices. Unknown members are refused, so a misspelt option is an error
+/// `payload` (standard base64) instead of `text` carries bytes; `sealed` (standard base64)
+/// instead of either carries a payload the provider sealed to the recipient's devices
+/// (SPEC.md 7.6, [4.19-1]); `"seal": "devices"` beside `text` or `payload` has the store
+/// seal it on arrival ([4.19-6]). `push.tag` instead of `push.device` targets a tag of the
+/// recipient; without either the push goes to all the recipient's devices. Unknown members are refused, so a misspelt option is an error
 /// rather than silently ignored, and so is a member given twice (which JSONDecoder would
 /// take one of silently).
 public struct MessagePost: Decodable, Sendable {
@@ -17,9 +19,16 @@ public struct MessagePost: Decodable, Sendable {
     /// The text's UTF-8, which is the payload as it is.
     var text: [UInt8]?
     var payload: String?
+    /// A sealed payload, base64.
+    var sealed: String?
+    /// "devices", or nil.
+    var seal: String?
     var ttlSeconds: UInt32?
     var readLimit: UInt32?
     var push: PushOptions?
+
+    /// The one value `seal` takes: the store seals to the devices of the payload's audience.
+    static let sealToDevices = "devices"
 
     struct PushOptions: Decodable, Sendable {
         var device: String?
@@ -39,38 +48,43 @@ public struct MessagePost: Decodable, Sendable {
 
         init(from decoder: Decoder) throws {
             let container = try StrictKeys.container(decoder, Key.self, in: "push.")
-            device = try container.decodeIfPresent(String.self, forKey: .known(.device))
-            tag = try container.decodeIfPresent(String.self, forKey: .known(.tag))
-            alert = try container.decodeIfPresent(Bool.self, forKey: .known(.alert))
-            priority = try container.integer(UInt8.self, .known(.priority), path: "push.")
-            collapseKey = try container.decodeIfPresent(String.self, forKey: .known(.collapseKey))
-            ttlSeconds = try container.integer(UInt32.self, .known(.ttlSeconds), path: "push.")
+            device = try container.decodeIfPresent(String.self, .device)
+            tag = try container.decodeIfPresent(String.self, .tag)
+            alert = try container.decodeIfPresent(Bool.self, .alert)
+            priority = try container.integer(UInt8.self, .priority, path: "push.")
+            collapseKey = try container.decodeIfPresent(String.self, .collapseKey)
+            ttlSeconds = try container.integer(UInt32.self, .ttlSeconds, path: "push.")
         }
     }
 
-    init(recipient: String, text: [UInt8]?, payload: String?, ttlSeconds: UInt32?, readLimit: UInt32?, push: PushOptions?) {
+    init(recipient: String, text: [UInt8]?, payload: String?, sealed: String? = nil, seal: String? = nil, ttlSeconds: UInt32?,
+         readLimit: UInt32?, push: PushOptions?) {
         self.recipient = recipient
         self.text = text
         self.payload = payload
+        self.sealed = sealed
+        self.seal = seal
         self.ttlSeconds = ttlSeconds
         self.readLimit = readLimit
         self.push = push
     }
 
     enum Key: String, StrictKey {
-        case recipient, text, payload, push
+        case recipient, text, payload, sealed, seal, push
         case ttlSeconds = "ttl_s"
         case readLimit = "read_limit"
     }
 
     public init(from decoder: Decoder) throws {
         let container = try StrictKeys.container(decoder, Key.self, in: "")
-        recipient = try container.decode(String.self, forKey: .known(.recipient))
-        text = try container.decodeIfPresent(String.self, forKey: .known(.text)).map { Array($0.utf8) }
-        payload = try container.decodeIfPresent(String.self, forKey: .known(.payload))
-        ttlSeconds = try container.integer(UInt32.self, .known(.ttlSeconds), path: "")
-        readLimit = try container.integer(UInt32.self, .known(.readLimit), path: "")
-        push = try container.decodeIfPresent(PushOptions.self, forKey: .known(.push))
+        recipient = try container.decode(String.self, .recipient)
+        text = try container.decodeIfPresent(String.self, .text).map { Array($0.utf8) }
+        payload = try container.decodeIfPresent(String.self, .payload)
+        sealed = try container.decodeIfPresent(String.self, .sealed)
+        seal = try container.decodeIfPresent(String.self, .seal)
+        ttlSeconds = try container.integer(UInt32.self, .ttlSeconds, path: "")
+        readLimit = try container.integer(UInt32.self, .readLimit, path: "")
+        push = try container.decodeIfPresent(PushOptions.self, .push)
     }
 
     private static let decoder = JSONDecoder()
@@ -110,20 +124,36 @@ public struct MessagePost: Decodable, Sendable {
         }
     }
 
+    private static func base64(_ encoded: String, member: String) throws(ProviderAPIProblem) -> [UInt8] {
+        guard let data = Data(base64Encoded: encoded) else {
+            throw ProviderAPIProblem(422, Status.badRequest.name, "\(member) is not standard base64")
+        }
+        return Array(data)
+    }
+
     /// The SEND it asks for, checked as a value by the protocol's own rules
     /// (`SendRequest.validate`), so that every limit of the wire (field lengths, ranges,
     /// UTF-8, control characters) applies exactly as it does to a SEND frame.
     public func sendRequest(idempotencyKey: String?) throws(ProviderAPIProblem) -> SendRequest {
         let bytes: [UInt8]
-        switch (text, payload) {
-        case (let text?, nil): bytes = text
-        case (nil, let encoded?):
-            guard let data = Data(base64Encoded: encoded) else {
-                throw ProviderAPIProblem(422, Status.badRequest.name, "payload is not standard base64")
-            }
-            bytes = Array(data)
+        var form = PayloadForm.plain
+        switch (text, payload, sealed) {
+        case (let text?, nil, nil): bytes = text
+        case (nil, let encoded?, nil): bytes = try MessagePost.base64(encoded, member: "payload")
+        case (nil, nil, let encoded?):
+            bytes = try MessagePost.base64(encoded, member: "sealed")
+            form = .sealed
         default:
-            throw ProviderAPIProblem(422, Status.badRequest.name, "give exactly one of text and payload")
+            throw ProviderAPIProblem(422, Status.badRequest.name, "give exactly one of text, payload and sealed")
+        }
+        if let seal {
+            guard seal == MessagePost.sealToDevices else {
+                throw ProviderAPIProblem(422, Status.badRequest.name, #"seal must be "devices": the store seals the message to the recipient's device keys"#)
+            }
+            guard form == .plain else {
+                throw ProviderAPIProblem(422, Status.badRequest.name, "seal goes with text or payload: a sealed payload is sealed already")
+            }
+            form = .sealOnArrival
         }
         let target: PushTarget?
         switch (push?.device, push?.tag) {
@@ -132,7 +162,7 @@ public struct MessagePost: Decodable, Sendable {
         case (nil, let tag?): target = .tag(tag)
         default: throw ProviderAPIProblem(422, Status.badRequest.name, "give at most one of push.device and push.tag")
         }
-        let send = SendRequest(user: recipient, payload: bytes, ttlSeconds: ttlSeconds ?? StoreRequest.defaultTTLSeconds,
+        let send = SendRequest(user: recipient, payload: bytes, form: form, ttlSeconds: ttlSeconds ?? StoreRequest.defaultTTLSeconds,
                                readLimit: readLimit ?? 0, target: target, alert: push?.alert ?? false,
                                priority: push?.priority ?? Push.defaultPriority, collapseKey: push?.collapseKey,
                                pushTTLSeconds: push?.ttlSeconds, idempotencyKey: idempotencyKey)
@@ -151,18 +181,47 @@ struct OutOfRange: Error {
     var detail: String
 }
 
-extension KeyedDecodingContainer {
-    fileprivate func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: Key, path: String) throws -> T? {
-        guard let number = try decodeIfPresent(Double.self, forKey: key) else { return nil }
+/// The members a type knows, by their JSON names.
+protocol StrictKey: RawRepresentable<String>, CaseIterable, Equatable, Sendable {}
+
+extension StrictKey {
+    /// One bit per known member, in declaration order (a type knows far fewer than 64).
+    var bit: UInt64 {
+        var bit: UInt64 = 1
+        for known in Self.allCases {
+            if known == self { return bit }
+            bit <<= 1
+        }
+        return 0
+    }
+}
+
+/// A keyed container of an object with no unknown member, and which known members it
+/// holds: an absent member is answered from that alone. The decoder's own lookup of a
+/// member that is not there cost as much as a present one (over a thousand instructions
+/// each, most of them for the members nearly every request leaves out).
+struct StrictContainer<Known: StrictKey> {
+    let keyed: KeyedDecodingContainer<StrictCodingKey<Known>>
+    let present: UInt64
+
+    func decode<T: Decodable>(_ type: T.Type, _ key: Known) throws -> T {
+        try keyed.decode(type, forKey: .known(key))
+    }
+
+    /// nil for a member that is absent or null.
+    func decodeIfPresent<T: Decodable>(_ type: T.Type, _ key: Known) throws -> T? {
+        guard present & key.bit != 0 else { return nil }
+        return try keyed.decodeIfPresent(type, forKey: .known(key))
+    }
+
+    func integer<T: FixedWidthInteger>(_ type: T.Type, _ key: Known, path: String) throws -> T? {
+        guard let number = try decodeIfPresent(Double.self, key) else { return nil }
         guard number == number.rounded(), number >= Double(T.min), number <= Double(T.max), let value = T(exactly: number) else {
-            throw OutOfRange(detail: "\(path)\(key.stringValue) must be an integer from \(T.min) to \(T.max)")
+            throw OutOfRange(detail: "\(path)\(key.rawValue) must be an integer from \(T.min) to \(T.max)")
         }
         return value
     }
 }
-
-/// The members a type knows, by their JSON names.
-protocol StrictKey: RawRepresentable<String>, CaseIterable, Sendable {}
 
 /// A coding key that takes any member's name, so that one keyed container both reads the
 /// known members and names the first unknown one.
@@ -191,13 +250,16 @@ enum StrictKeys {
         var path: String
     }
 
-    static func container<Known: StrictKey>(_ decoder: Decoder, _ known: Known.Type, in parent: String) throws
-        -> KeyedDecodingContainer<StrictCodingKey<Known>> {
+    static func container<Known: StrictKey>(_ decoder: Decoder, _ known: Known.Type, in parent: String) throws -> StrictContainer<Known> {
         let container = try decoder.container(keyedBy: StrictCodingKey<Known>.self)
+        var present: UInt64 = 0
         for key in container.allKeys {
-            if case .unknown(let name) = key { throw Unknown(path: parent + name) }
+            switch key {
+            case .known(let member): present |= member.bit
+            case .unknown(let name): throw Unknown(path: parent + name)
+            }
         }
-        return container
+        return StrictContainer(keyed: container, present: present)
     }
 }
 

@@ -31,7 +31,7 @@ public struct ProviderAPIProblem: Error, Equatable, Sendable {
         let detail = error.message ?? error.status.name
         let retry = [("Retry-After", "1")]
         switch error.status {
-        case .badRequest, .unknownUser: self.init(422, error.status.name, detail)
+        case .badRequest, .unknownUser, .noDeviceKeys: self.init(422, error.status.name, detail)
         case .authRequired, .badToken, .tokenExpired, .badCredentials, .revoked:
             self.init(401, error.status.name, detail, headers: [("WWW-Authenticate", "Bearer")])
         case .forbidden: self.init(403, error.status.name, detail)
@@ -67,6 +67,7 @@ public struct ProviderAPIProblem: Error, Equatable, Sendable {
         case 200: "OK"
         case 201: "Created"
         case 204: "No Content"
+        case 304: "Not Modified"
         case 400: "Bad Request"
         case 401: "Unauthorized"
         case 403: "Forbidden"

@@ -11,6 +11,7 @@ public enum ProviderAPIRequest {
         switch route {
         case .status(let id): return .status(StatusRequest(id: id))
         case .recall(let id): return .recall(Recall(id: id))
+        case .keys(let recipient): return .keys(Keys(user: recipient))
         case .send:
             guard isJSON(header("Content-Type").first ?? "") else {
                 throw ProviderAPIProblem(415, Status.badRequest.name, "the body must be application/json",

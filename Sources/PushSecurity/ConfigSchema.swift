@@ -154,7 +154,7 @@ public enum ConfigSchema {
                   "Keep the store's data in this PostgreSQL database, which any number of stores can share; unset, in the SQLite file store.sqlite in the deployment directory. " + databaseURLNote,
                   services: [.store], flag: "--database"),
         ConfigKey("store.http", .address, default: nil, example: "127.0.0.1:8080",
-                  "Serve the HTTP provider API (POST /v1/messages, GET and DELETE /v1/messages/{id}) at this address, with the store's TLS certificate when it has one; requests authenticate with API tokens (`securepush provider token create`).",
+                  "Serve the HTTP provider API (POST /v1/messages, GET and DELETE /v1/messages/{id}, GET /v1/recipients/{name}/keys) at this address, with the store's TLS certificate when it has one; requests authenticate with API tokens (`securepush provider token create`).",
                   services: [.store], flag: "--http"),
         ConfigKey("store.http_max_connections", .integer(1...100_000), default: "1024",
                   "Most open HTTP API connections at once, apart from the protocol's own limit; one more is answered 503 and closed.",

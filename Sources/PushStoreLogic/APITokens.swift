@@ -28,10 +28,11 @@ public struct APITokenRecord: Sendable, Equatable {
     public var isRevoked: Bool { revokedAt != nil }
 }
 
-/// What an API token may do: send (POST /v1/messages), read a message's status (GET) and
-/// recall one (DELETE). A backend that only sends is given a token that only sends. Status
-/// and recall reach the messages the token's own provider sent; `any-provider` widens them
-/// to every provider's, for an operator's tool ([4.12-4]), and grants nothing by itself.
+/// What an API token may do: send (POST /v1/messages), read a message's status (GET),
+/// recall one (DELETE) and read a recipient's device keys (GET /v1/recipients/{name}/keys,
+/// [4.18]). A backend that only sends is given a token that only sends. Status and recall
+/// reach the messages the token's own provider sent; `any-provider` widens them to every
+/// provider's, for an operator's tool ([4.12-4]), and grants nothing by itself.
 public struct APITokenScopes: OptionSet, Sendable, Hashable, CustomStringConvertible {
     public let rawValue: Int
     public init(rawValue: Int) { self.rawValue = rawValue }
@@ -41,11 +42,17 @@ public struct APITokenScopes: OptionSet, Sendable, Hashable, CustomStringConvert
     public static let recall = APITokenScopes(rawValue: 4)
     /// Status and recall reach the messages of every provider, not only the token's own.
     public static let anyProvider = APITokenScopes(rawValue: 8)
-    /// What a token is given when nothing else is asked: its own provider's messages only.
-    public static let all: APITokenScopes = [.send, .status, .recall]
+    /// Reads any recipient's device keys, which are public ([4.18-4]).
+    public static let keys = APITokenScopes(rawValue: 16)
+    /// What a token is given when nothing else is asked: its own provider's messages only,
+    /// and the keys to seal them with. A token made before `keys` existed keeps the three
+    /// scopes it was stored with (`messages`): what it may do does not grow by itself.
+    public static let all: APITokenScopes = [.send, .status, .recall, .keys]
+    /// The default of the builds before `keys`, which most earlier tokens hold.
+    public static let messages: APITokenScopes = [.send, .status, .recall]
 
     private static let names: [(String, APITokenScopes)] = [("send", .send), ("status", .status), ("recall", .recall),
-                                                            ("any-provider", .anyProvider)]
+                                                            ("keys", .keys), ("any-provider", .anyProvider)]
 
     /// Comma-separated names, as stored and as `--scope` takes them: "send,status,recall".
     public var description: String {
@@ -55,8 +62,12 @@ public struct APITokenScopes: OptionSet, Sendable, Hashable, CustomStringConvert
     /// Parses comma-separated names; nil for an unknown name or none at all.
     public init?(names text: String) {
         // What nearly every token holds, read on every request of the HTTP API.
-        if text == "send,status,recall" {
+        if text == "send,status,recall,keys" {
             self = .all
+            return
+        }
+        if text == "send,status,recall" {
+            self = .messages
             return
         }
         var scopes: APITokenScopes = []

@@ -170,13 +170,27 @@ extension SchemaMigrationTests {
 struct APITokenScopeTests {
     @Test("scopes round-trip through their stored text; unknown names, empty lists and stray commas are refused")
     func scopesParse() {
-        #expect(APITokenScopes.all.description == "send,status,recall")
+        #expect(APITokenScopes.all.description == "send,status,recall,keys")
+        #expect(APITokenScopes(names: "send,status,recall,keys") == .all)
+        #expect(APITokenScopes(names: "keys") == .keys)
         #expect(APITokenScopes(names: "send") == .send)
         #expect(APITokenScopes(names: "recall, send") == [.send, .recall])
         #expect(APITokenScopes(names: APITokenScopes([.status, .recall]).description) == [.status, .recall])
         for bad in ["", "write", "send,", ",send", "send,,status", "SEND"] {
             #expect(APITokenScopes(names: bad) == nil, "\(bad)")
         }
+    }
+
+    @Test("the scope keys joins the default of new tokens; a token stored before it, \"send,status,recall\", keeps those three and no more")
+    func keysScopeIsNewTokensOnly() throws {
+        #expect(APITokenScopes(names: "send,status,recall") == [.send, .status, .recall])
+        #expect(APITokenScopes(names: "send,status,recall")?.contains(.keys) == false)
+        #expect(APITokenScopes.messages == [.send, .status, .recall])
+        let deployment = try TemporaryDeployment()
+        let tokens = try APITokenAdministration(databasePath: StoreFiles.databasePath(deployment.directory))
+        #expect(try tokens.create(provider: "new", nowMs: 1_000).record.scopes.contains(.keys))
+        let older = try tokens.create(provider: "older", scopes: .messages, nowMs: 1_000)
+        #expect(try tokens.list().first { $0.id == older.record.id }?.scopes == [.send, .status, .recall])
     }
 
     @Test("a token minted with scopes keeps them, on SQLite through the store's read path")

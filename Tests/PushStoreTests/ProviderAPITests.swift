@@ -46,7 +46,7 @@ struct ProviderAPITests {
         #expect(problem(#"{"recipient":"a","text":"x","ttl_s":1.5}"#)?.httpStatus == 422)
         #expect(problem(#"{"recipient":"a","text":"x","push":{"priority":11}}"#)?.httpStatus == 422, "over the protocol's 10")
         #expect(problem(#"{"recipient":"a","text":"x","push":{"device":"p","tag":"t"}}"#)?.httpStatus == 422)
-        #expect(problem(#"{"recipient":"a"}"#)?.detail == "give exactly one of text and payload")
+        #expect(problem(#"{"recipient":"a"}"#)?.detail == "give exactly one of text, payload and sealed")
         #expect(problem(#"{"recipient":1,"text":"x"}"#)?.detail == "recipient has the wrong type")
         #expect(problem(#"{"recipient":"\#(String(repeating: "u", count: 65))","text":"x"}"#)?.httpStatus == 422, "the wire's 64-byte limit")
     }
@@ -113,10 +113,13 @@ struct ProviderAPITests {
         // The answer to a SEND_OK, written from the reply's values, is the same document.
         for created in [Optional(UInt64(1_764_400_000_123)), nil] {
             for replayed in [false, true] {
-                let sent = SendOK(id: PayloadID.random(), expiresAt: 1_764_486_400_999, replayed: replayed)
-                let body = SentMessage(id: sent.id.hex, createdAt: created.map(ProviderAPIJSON.time),
-                                       expiresAt: ProviderAPIJSON.time(sent.expiresAt), replayed: replayed)
-                #expect(SentMessage.json(sent, createdAt: created) == Array(try encoder.encode(body)))
+                for cursor in [nil, 0, 42, UInt64.max] as [UInt64?] {
+                    let sent = SendOK(id: PayloadID.random(), expiresAt: 1_764_486_400_999, replayed: replayed, cursor: cursor)
+                    let body = SentMessage(id: sent.id.hex, createdAt: created.map(ProviderAPIJSON.time),
+                                           expiresAt: ProviderAPIJSON.time(sent.expiresAt), replayed: replayed, cursor: cursor)
+                    #expect(SentMessage.json(sent, createdAt: created) == Array(try encoder.encode(body)))
+                    #expect(body.json == Array(try encoder.encode(body)))
+                }
             }
         }
     }
@@ -140,7 +143,7 @@ struct ProviderAPITests {
     func statusMapping() {
         let cases: [(Status, Int)] = [(.badRequest, 422), (.unknownUser, 422), (.badToken, 401), (.forbidden, 403), (.notFound, 404),
                                       (.gone, 410), (.conflict, 409), (.tooLarge, 413), (.rateLimited, 429), (.busy, 503),
-                                      (.shuttingDown, 503), (.internalError, 503)]
+                                      (.shuttingDown, 503), (.internalError, 503), (.noDeviceKeys, 422)]
         for (status, http) in cases {
             #expect(ProviderAPIProblem(ErrorReply(status: status)).httpStatus == http, "\(status)")
         }

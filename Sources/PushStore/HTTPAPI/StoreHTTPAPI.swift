@@ -33,7 +33,8 @@ public struct StoreHTTPConfiguration: Sendable {
 }
 
 /// The HTTP provider API on one loop of the store: `POST /v1/messages` is SEND,
-/// `GET /v1/messages/{id}` STATUS and `DELETE /v1/messages/{id}` RECALL, each authorised by
+/// `GET /v1/messages/{id}` STATUS, `DELETE /v1/messages/{id}` RECALL and
+/// `GET /v1/recipients/{name}/keys` KEYS, each authorised by
 /// an API token (`Authorization: Bearer`) and served by the same request path as the
 /// protocol's requests (`StoreServer`). Loop-confined.
 final class StoreHTTPAPI {
@@ -155,7 +156,8 @@ final class StoreHTTPAPI {
     private func call(for request: HTTPServerRequest, route: ProviderAPIRoute, record: APITokenRecord, startNs: UInt64) -> StoreHTTPCall {
         let session = StoreSession(peerAddress: request.peerHost, role: .provider, provider: ProviderIdentity(apiToken: record))
         return StoreHTTPCall(session: session, startNs: startNs) { [weak self] reply, createdAt in
-            self?.answer(request, .answering(reply, to: route, createdAt: createdAt), route: route, provider: record.provider)
+            self?.answer(request, .answering(reply, to: route, createdAt: createdAt, ifNoneMatch: request.headers(named: "If-None-Match")),
+                         route: route, provider: record.provider)
         }
     }
 
@@ -314,6 +316,7 @@ extension ProviderAPIRoute {
         case .send: .send
         case .status: .status
         case .recall: .recall
+        case .keys: .keys
         }
     }
 
@@ -323,6 +326,7 @@ extension ProviderAPIRoute {
         case .send: "send"
         case .status: "status"
         case .recall: "recall"
+        case .keys: "keys"
         }
     }
 }
