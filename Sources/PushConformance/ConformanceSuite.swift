@@ -20,7 +20,7 @@ public enum ConformanceSuite {
         return HandshakeCases.all + CredentialCases.all + FramingCases.all + FieldCases.all + ConnectionCases.all
             + PipelineCases.all + KeepaliveCases.all + FlowCases.all + TLSCases.all
             + VectorCases.cases(for: vectors)
-            + StoreCases.all + SendCases.all + RegistryCases.all + TokenCases.all + GatewayCases.all
+            + StoreCases.all + SealedCases.all + SendCases.all + RegistryCases.all + TokenCases.all + GatewayCases.all
             // Last: it provokes the store's failed-login limit, which may also hold back
             // later logins from this host for the store's window.
             + StoreCases.rateLimit

@@ -100,19 +100,22 @@ struct StoreFixture {
 
 /// LOGIN for the run's user with `device`, which must be enrolled for it. RATE_LIMITED is a legal answer the suite cannot work
 /// around (earlier runs may have used up the store's allowance), so it SKIPs.
-func logIn(_ ctx: CaseContext, device: String) throws(CaseStop) -> (LoginOK, WireSession) {
+/// `key`: the device key the LOGIN registers ([4.6-5]); a suite-2 key needs a frame above
+/// the 1024-byte floor, so the session proposes 4096 bytes then.
+func logIn(_ ctx: CaseContext, device: String, key: DevicePublicKey? = nil) throws(CaseStop) -> (LoginOK, WireSession) {
     let password = try ctx.password()
     let user = try ctx.user()
-    let session = try ctx.storeDevice()
+    let session = try ctx.storeDevice(maxFrame: key?.suite == .xwing ? 4096 : nil)
     // Cases of one run fail LOGINs for its user on purpose (4.6-2, 4.6-4), and runs and
     // shares go side by side from one address: the pair's hold after them ([8-10]) is
     // waited out, as a client would, for as long as the failed-token window.
-    var answer = try session.request(.login(Login(user: user, password: password, deviceID: device)))
+    let login = Login(user: user, password: password, deviceID: device, deviceKey: key)
+    var answer = try session.request(.login(login))
     var waited: Int64 = 0
     while case .error(let error) = answer, error.status == .rateLimited, waited < WireSession.failedTokenWindowMs {
         Pause.sleep(ms: 1_000)
         waited += 1_000
-        answer = try session.request(.login(Login(user: user, password: password, deviceID: device)))
+        answer = try session.request(.login(login))
     }
     switch answer {
     case .loginOK(let ok):

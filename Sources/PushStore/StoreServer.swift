@@ -59,7 +59,7 @@ public final class StoreServer: ServiceHandler {
     /// answered well within a second of a change made by another process ([4.16-8]).
     static let registryPollMs = 200
     /// Requests the store serves ([4.1-4]).
-    public static let served: Set<MessageType> = [.login, .store, .send, .fetch, .sync, .ack, .recall, .status, .registry]
+    public static let served: Set<MessageType> = [.login, .store, .send, .fetch, .sync, .ack, .recall, .status, .registry, .keys]
 
     public var hasPendingWork: Bool { !awaitingCommit.isEmpty || logins > 0 || reading > 0 }
 
@@ -217,6 +217,10 @@ public final class StoreServer: ServiceHandler {
             }
         case .loginDecided(let result):
             if let attempt = result.sharedAttempt { backend.submit(.loginAttempt(attempt), ticket: 0) }
+            if let change = result.keyChange, case .loginOK(let reply) = result.reply {
+                // LOGIN_OK waits for the key to be durable ([4.6-5]).
+                return perform(.commit(.deviceKey(change), .loginOK(reply)), for: request, requester: requester, startNs: startNs)
+            }
             respond(result.reply, to: requester)
             answered(request, with: result.reply, requester: requester, startNs: startNs, loginRefusal: result.refusal)
         case .verifyPassword(let login, let storedHash):
@@ -408,7 +412,7 @@ public final class StoreServer: ServiceHandler {
             guard let pending = awaitingCommit.removeValue(forKey: ticket) else { continue }
             let outcome = outcomes?[index] ?? .failed(.internalError)
             if case .sendOK(_, _, _, let key?) = pending.reply { logic.sendCommitted(key) }
-            if case .stored(let sequence) = outcome {
+            if case .stored(let sequence, _) = outcome {
                 switch pending.reply {
                 case .storeOK(let stored):
                     backend.stored(stored.id, sequence: sequence)

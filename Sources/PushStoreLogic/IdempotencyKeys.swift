@@ -67,7 +67,8 @@ public struct IdempotencyRecord: Sendable, Equatable {
         var writer = FieldWriter()
         let target = send.target ?? .user(send.user)
         writer.append(.user, send.user)
-        writer.append(.payload, send.payload)
+        // The content in its form's tag: a plain SEND hashes as it did before sealing came.
+        writer.append(send.form.tag, send.payload)
         writer.append(.ttlSeconds, send.ttlSeconds)
         writer.append(.readLimit, send.readLimit)
         writer.append(.targetKind, target.kind)

@@ -159,6 +159,9 @@ public struct NewPayload: Sendable, Equatable {
     public var sender: String
     /// Which of the recipient's devices it is for ([4.9-4]).
     public var audience: PayloadAudience = .user
+    /// `body` is a sealed payload (7.6), its id derived from its seal nonce ([4.19-2]): the
+    /// writer refuses an id already stored (CONFLICT) and answers the recipient's key cursor.
+    public var sealed = false
 
     /// The outbox columns of its row, decided here for every backend ([4.17-1]): a SEND's
     /// push in its field encoding, waiting for a gateway; none for a STORE.
@@ -205,12 +208,15 @@ public struct StoredPayload: Sendable, Equatable {
     /// Whether the device the read was made for has acknowledged it; nil where the backend
     /// did not read it.
     public var readerAcknowledged: Bool?
+    /// `body` is a sealed payload (7.6): FETCH hands each device its view ([4.19-4]).
+    public var sealed = false
 
     @inlinable
     package init(id: PayloadID, sequence: UInt64, userID: UInt64, body: [UInt8], createdAt: UInt64, expiresAt: UInt64,
                  readLimit: UInt32, readCount: UInt32, fetchCount: UInt32, fetchedAt: UInt64, life: PayloadLife,
                  push: PushOutcome = .none, sender: String? = nil, listedAudience: Bool = false, readerListed: Bool = false,
-                 readerAcknowledged: Bool? = nil) {
+                 readerAcknowledged: Bool? = nil, sealed: Bool = false) {
+        self.sealed = sealed
         self.id = id
         self.sequence = sequence
         self.userID = userID
@@ -272,6 +278,10 @@ public enum WriteOperation: Sendable {
     /// recorded is sent again after a restart, and the gateway takes the repeat as the
     /// same push ([4.13-12]), so nothing waits for these to be durable.
     case pushesHanded([HandedPush])
+    /// A LOGIN's device key, replacing the key of the registration it names with a new
+    /// registry change number ([4.6-5], [4.16-5]); `.failed(.badCredentials)` when that
+    /// registration is no longer enrolled.
+    case deviceKey(DeviceKeyChange)
     /// Tokens refused (forged fetch tokens, unknown or revoked API tokens), for the limit per
     /// address kept in the database (`StoreBackend.sharesLoginLimits`) ([8-9]): this store's
     /// window per address, merged with the database's by the rule (`FailureWindow.merged`).
@@ -294,8 +304,9 @@ public struct FetchTally: Sendable, Equatable {
 /// The result of one WriteOperation; `.ok` once it is durable.
 public enum WriteOutcome: Sendable, Equatable {
     case ok
-    /// A STORE is durable; rows are addressed by this sequence from now on.
-    case stored(sequence: UInt64)
+    /// A STORE is durable; rows are addressed by this sequence from now on. `keyCursor`: for
+    /// a sealed payload, the recipient's key cursor as of the commit ([4.18-5]).
+    case stored(sequence: UInt64, keyCursor: UInt64? = nil)
     case failed(Status)
 }
 

@@ -35,17 +35,21 @@ public struct RegistrationRecord: Sendable, Equatable {
     public func isExpired(nowMs: UInt64) -> Bool { expiresAt <= nowMs }
 }
 
-/// What a running store needs of a device's enrolled registration: whose it is and the
-/// span of time it covers.
+/// What a running store needs of a device's enrolled registration: whose it is, the
+/// span of time it covers and the id of its device key, if it has one (FETCH of a sealed
+/// payload hands the stanza of that key, [4.19-4]; LOGIN commits nothing for the same key,
+/// [4.6-5]).
 public struct EnrolledDevice: Sendable, Equatable {
     public var userID: UInt64
     public var issuedAt: UInt64
     public var expiresAt: UInt64
+    public var keyID: KeyID?
 
-    public init(userID: UInt64, issuedAt: UInt64, expiresAt: UInt64) {
+    public init(userID: UInt64, issuedAt: UInt64, expiresAt: UInt64, keyID: KeyID? = nil) {
         self.userID = userID
         self.issuedAt = issuedAt
         self.expiresAt = expiresAt
+        self.keyID = keyID
     }
 }
 

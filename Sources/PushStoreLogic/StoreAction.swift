@@ -11,6 +11,8 @@ public enum CommittedReply: Sendable, Equatable {
     case sendOK(SendOK, Push, createdAt: UInt64, idempotency: IdempotencyKey?)
     case ackOK(PayloadID)
     case recallOK(PayloadID)
+    /// LOGIN_OK once the device key it registers is durable ([4.6-5]).
+    case loginOK(LoginOK)
 
     /// The new payload's creation time (unix ms), when the reply is SEND_OK's.
     public var createdAt: UInt64? {
@@ -19,11 +21,21 @@ public enum CommittedReply: Sendable, Equatable {
 
     public func message(for outcome: WriteOutcome) -> Message {
         switch (outcome, self) {
-        case (.failed(let status), _): .error(ErrorReply(status: status))
-        case (_, .storeOK(let reply)): .storeOK(reply)
-        case (_, .sendOK(let reply, _, _, _)): .sendOK(reply)
-        case (_, .ackOK(let id)): .ackOK(AckOK(id: id))
-        case (_, .recallOK(let id)): .recallOK(RecallOK(id: id))
+        case (.failed(.badCredentials), .loginOK):
+            // The registration was revoked as its key was being committed: as 4.6-4 answers.
+            return .error(ErrorReply(status: .badCredentials, message: "unknown user or wrong password"))
+        case (.failed(let status), _): return .error(ErrorReply(status: status))
+        case (.stored(_, let cursor?), .storeOK(var reply)):
+            reply.cursor = cursor
+            return .storeOK(reply)
+        case (_, .storeOK(let reply)): return .storeOK(reply)
+        case (.stored(_, let cursor?), .sendOK(var reply, _, _, _)):
+            reply.cursor = cursor
+            return .sendOK(reply)
+        case (_, .sendOK(let reply, _, _, _)): return .sendOK(reply)
+        case (_, .ackOK(let id)): return .ackOK(AckOK(id: id))
+        case (_, .recallOK(let id)): return .recallOK(RecallOK(id: id))
+        case (_, .loginOK(let reply)): return .loginOK(reply)
         }
     }
 }
@@ -59,6 +71,8 @@ public enum PendingRequest: Sendable {
     case recall(Recall)
     case status(StatusRequest)
     case registry(RegistryRequest)
+    /// KEYS once the user's keys are read ([4.18]).
+    case keys(Keys)
     /// A SEND once its idempotency key's earlier use ([4.17-5]) or, for a tag target, the
     /// recipient's enrolled devices ([4.9-4]) are read.
     case send(SendRequest, IdempotencyKey?)
@@ -72,6 +86,9 @@ public struct LoginResult: Sendable, Equatable {
     /// The outcome to count in login limits the database keeps for every store, decided
     /// by the rule; nil when the store keeps them in its own memory.
     public var sharedAttempt: LoginLimitChange?
+    /// The device key to commit before `reply` (LOGIN_OK) is sent ([4.6-5]); nil when the
+    /// LOGIN carried none, or the key its registration has already.
+    public var keyChange: DeviceKeyChange?
 }
 
 /// Why a LOGIN got BAD_CREDENTIALS; the peer is never told which ([4.6-2], [4.6-4]).

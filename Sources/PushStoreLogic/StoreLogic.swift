@@ -3,6 +3,7 @@ import Glibc
 #endif
 import PushClock
 import PushSecurity
+import PushSealing
 import PushSession
 import PushWire
 
@@ -54,6 +55,9 @@ public final class StoreLogic {
             case .store(let store): return try handleStore(store, session: session)
             case .send(let send): return try handleSend(send, session: session)
             case .login(let login):
+                // A bad key is the request's fault, found with its body: before the limits and
+                // the password, and counted in neither ([4.6-6]).
+                guard StoreLogic.checkDeviceKey(login.deviceKey) else { throw Refusal(.badRequest, "device_key is of small order") }
                 let limits = LoginLimitKey(user: login.user, address: LoginThrottle.addressKey(session.peerAddress))
                 return .read(StoreReads(user: login.user, passwordHash: true, fresh: true, loginLimits: limits), .login(login))
             case .fetch(let fetch):
@@ -72,6 +76,7 @@ public final class StoreLogic {
             case .recall(let recall): return .read(StoreReads(payload: recall.id), .recall(recall))
             case .status(let request): return .read(StoreReads(payload: request.id, pushOutcome: true), .status(request))
             case .registry(let request): return .read(registryReads(request, session: session), .registry(request))
+            case .keys(let request): return .read(StoreReads(user: request.user, deviceKeys: true), .keys(request))
             default: return .reply(.error(ErrorReply(status: .badRequest, message: "the store does not serve \(message.type)")))
             }
         } catch {
@@ -107,6 +112,7 @@ public final class StoreLogic {
                 guard payload.userID == user.id else { throw Refusal(.forbidden, "not addressed to this user") }
                 guard payload.admitsReader else { throw Refusal(.forbidden, "addressed to other devices of this user") }
                 guard payload.isReadable(nowMs: now) else { throw Refusal(.gone, "expired, recalled or read") }
+                if payload.sealed { return try fetchSealed(fetch, payload, device: found.device, nowMs: now) }
                 countFetch(payload.sequence, atMs: now)
                 return .reply(.fetchOK(FetchOK(id: fetch.id, payload: payload.body, createdAt: payload.createdAt, expiresAt: payload.expiresAt)))
             case .sync(let sync, let claims):
@@ -129,6 +135,9 @@ public final class StoreLogic {
             case .status(let request): return try status(request, payload: try askable(found, session: session), nowMs: now)
             case .send(let send, let key):
                 return try sendOnce(send, key: key, earlier: found.idempotency, enrolled: found.userDevices ?? [], session: session, nowMs: now)
+            case .keys(let request):
+                guard found.user != nil, let keys = found.deviceKeys else { throw Refusal(.unknownUser, "no user \(request.user)") }
+                return .reply(StoreLogic.keysReply(keys, nowMs: now, maxFrame: session.maxFrame))
             case .registry(let request):
                 let page = found.registry ?? RegistryPage(entries: [], cursor: request.cursor, hasMore: false)
                 if page.entries.isEmpty && request.waitMs > 0 { return .hold(request) }
@@ -195,8 +204,14 @@ public final class StoreLogic {
         // of this one's: the token must not look older than either ([7.3-3]).
         let issuedAt = max(nowMs, user.createdAt, device.issuedAt)
         let token = FetchToken(user: login.user, deviceID: login.deviceID, issuedAt: issuedAt, expiresAt: issuedAt + settings.tokenLifetimeMs)
-        return LoginResult(reply: .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt)), refusal: nil,
-                           sharedAttempt: shared ? change : nil)
+        // The key replaces the registration's, unless it is the one registered already
+        // (the id names the suite, the device and the key, 7.6-2); without a key, the
+        // registration keeps its own ([4.6-5], [4.6-7], [4.6-8]).
+        let keyChange = login.deviceKey.map { DeviceKeyChange(deviceID: login.deviceID, issuedAt: device.issuedAt, key: $0) }
+        let keyID = keyChange?.keyID ?? device.keyID
+        return LoginResult(reply: .loginOK(LoginOK(token: token.signed(by: tokenSigner), expiresAt: token.expiresAt, keyID: keyID)),
+                           refusal: nil, sharedAttempt: shared ? change : nil,
+                           keyChange: keyChange?.keyID == device.keyID ? nil : keyChange)
     }
 
     /// The attempt counted by the rule in this process's limits; the change is what a
@@ -216,16 +231,58 @@ public final class StoreLogic {
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
 
+    /// The id of a STORE's or SEND's content, by its form: drawn for a plain payload ([4.7-2]);
+    /// for a sealed one, derived from its seal nonce once its structure is checked, before
+    /// the recipient is looked up ([4.19-1], [4.19-2]).
+    private func contentID(_ store: StoreRequest) throws(Refusal) -> PayloadID {
+        switch store.form {
+        case .plain: return ids.next()
+        case .sealed:
+            do {
+                return SealedNames.payloadID(sealNonce: try SealedPayload(parsing: store.payload).sealNonce)
+            } catch {
+                throw Refusal(.badRequest, "malformed sealed_payload: \(error)")
+            }
+        case .sealOnArrival:
+            // Item 6 of issue 40 (4.19-6): not built in this store yet.
+            throw Refusal(.badRequest, "this store does not seal on arrival (payload_to_seal); seal the payload and send sealed_payload")
+        }
+    }
+
     /// STORE's checks ([4.7-3], [4.7-4]) and the payload they allow, with the session's
     /// provider as its sender ([4.12-3]). Whether the user exists is decided by the writer,
     /// in the transaction that stores the payload (UNKNOWN_USER): a STORE reads nothing.
     private func newPayload(_ store: StoreRequest, session: StoreSession) throws(Refusal) -> NewPayload {
+        let id = try contentID(store)
+        // A sealed payload counts as it is kept, stanzas included ([4.19-3]).
         guard store.payload.count <= settings.maxPayloadBytes else { throw Refusal(.tooLarge, "payload over \(settings.maxPayloadBytes) bytes") }
         guard store.ttlSeconds > 0 else { throw Refusal(.badRequest, "ttl_s must be above 0") }
         let now = clock()
         let ttl = UInt64(min(store.ttlSeconds, settings.maxTTLSeconds))
-        return NewPayload(id: ids.next(), user: store.user, body: store.payload, createdAt: now,
-                          expiresAt: now + ttl * 1000, readLimit: store.readLimit, sender: session.provider.name)
+        var payload = NewPayload(id: id, user: store.user, body: store.payload, createdAt: now,
+                                 expiresAt: now + ttl * 1000, readLimit: store.readLimit, sender: session.provider.name)
+        payload.sealed = store.form == .sealed
+        return payload
+    }
+
+    /// FETCH of a sealed payload, once every other check of [4.8-1] has passed: the view with
+    /// the stanza of the token device's current key ([4.19-4]); NOT_SEALED_FOR_DEVICE, not
+    /// counted as a fetch, when it has no key or the payload no stanza for it ([4.8-3]).
+    private func fetchSealed(_ fetch: Fetch, _ payload: StoredPayload, device: EnrolledDevice?, nowMs: UInt64) throws(Refusal) -> StoreAction {
+        guard let keyID = device?.keyID else { throw Refusal(.notSealedForDevice, "this device has no key registered; log in with one") }
+        let sealed: SealedPayload
+        do {
+            sealed = try SealedPayload(parsing: payload.body)
+        } catch {
+            // Checked when it was stored: a row that no longer parses is the database's fault.
+            throw Refusal(.internalError, "storage error")
+        }
+        guard let view = sealed.deviceView(for: keyID) else {
+            throw Refusal(.notSealedForDevice, "not sealed for this device's key \(keyID)")
+        }
+        countFetch(payload.sequence, atMs: nowMs)
+        return .reply(.fetchOK(FetchOK(id: fetch.id, payload: view.bytes, sealed: true, createdAt: payload.createdAt,
+                                       expiresAt: payload.expiresAt)))
     }
 
     /// SEND: STORE's checks, the target's ([4.17-2]), then one commit of the payload and its
@@ -235,6 +292,9 @@ public final class StoreLogic {
         guard settings.forwardsPushes else {
             throw Refusal(.badRequest, "this store hands no pushes to a gateway (start it with --gateway); use STORE and PUSH")
         }
+        // A sealed payload's structure is a rule of the message, checked before anything is
+        // read ([4.19-1]); its id is derived again when the payload is made.
+        if send.form != .plain { _ = try contentID(send.storeRequest) }
         let target = send.target ?? .user(send.user)
         guard !target.name.isEmpty else { throw Refusal(.badRequest, "the target is empty") }
         if case .user(let name) = target, !name.isExactly(send.user) {

@@ -42,11 +42,14 @@ public struct StoreReads: Sendable, Equatable {
     public var apiTokensRevision = false
     /// The devices enrolled for the holder of `user`, with their tags (a SEND to a tag, [4.9-4]).
     public var userDevices = false
+    /// The device keys of the holder of `user` and its key cursor (KEYS, [4.18]).
+    public var deviceKeys = false
 
     public init(user: String? = nil, passwordHash: Bool = false, fresh: Bool = false, device: String? = nil, payload: PayloadID? = nil,
                 body: Bool = false, sequenceOnly: Bool = false, unread: UnreadQuery? = nil, registry: RegistryQuery? = nil,
                 loginLimits: LoginLimitKey? = nil, pushOutcome: Bool = false, idempotency: IdempotencyKey? = nil, apiToken: String? = nil,
-                apiTokensRevision: Bool = false, userDevices: Bool = false) {
+                apiTokensRevision: Bool = false, userDevices: Bool = false, deviceKeys: Bool = false) {
+        self.deviceKeys = deviceKeys
         self.apiToken = apiToken
         self.apiTokensRevision = apiTokensRevision
         self.userDevices = userDevices
@@ -141,6 +144,8 @@ public struct StoreReadResult: Sendable, Equatable {
     public var apiTokensRevision: UInt64?
     /// The devices enrolled for the user asked for, when asked (`StoreReads.userDevices`).
     public var userDevices: [UserDevice]?
+    /// The keys of the user asked for, when asked (`StoreReads.deviceKeys`) and the user exists.
+    public var deviceKeys: UserKeys?
 
     /// The sequence of the payload asked for, however it was answered.
     public var payloadSequence: UInt64? { payload?.sequence ?? sequence }
@@ -149,7 +154,8 @@ public struct StoreReadResult: Sendable, Equatable {
     public init(user: UserRecord? = nil, device: EnrolledDevice? = nil, payload: StoredPayload? = nil, sequence: UInt64? = nil,
                 unread: UnreadPage? = nil, registry: RegistryPage? = nil, loginLimits: LoginLimitState? = nil,
                 idempotency: IdempotencyRecord? = nil, apiToken: APITokenRecord? = nil, apiTokensRevision: UInt64? = nil,
-                userDevices: [UserDevice]? = nil) {
+                userDevices: [UserDevice]? = nil, deviceKeys: UserKeys? = nil) {
+        self.deviceKeys = deviceKeys
         self.userDevices = userDevices
         self.apiTokensRevision = apiTokensRevision
         self.idempotency = idempotency

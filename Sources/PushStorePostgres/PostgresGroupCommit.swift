@@ -235,6 +235,8 @@ final class PostgresGroupCommit {
     private enum Planned {
         case decided(WriteOutcome)
         case stored(PayloadID)
+        /// A device key set if its statement (at this index) returned a row.
+        case deviceKey(statement: Int)
         /// A receipt written if its payload's seq comes back from the group's receipts
         /// statement; otherwise its payload changed meanwhile, and it is decided again.
         case receipt(sequence: UInt64)
@@ -257,6 +259,7 @@ final class PostgresGroupCommit {
         var plan = Plan()
         var tallies: [FetchTally] = []
         let rows = sealStores(batch, into: &plan, tallies: &tallies)
+        planDeviceKeys(batch, into: &plan, fixed: fixed)
         planInserts(of: rows, into: &plan, fixed: fixed)
         planReceiptsAndRecalls(batch, into: &plan, tallies: &tallies, fixed: fixed)
         if !tallies.isEmpty { plan.statements += PostgresWriteStatements.recordFetches(tallies) }
@@ -287,11 +290,26 @@ final class PostgresGroupCommit {
             case .recordFetches(let more):
                 tallies += more
                 plan.operations.append(.done)
-            case .loginAttempt, .pushesHanded, .tokenFailures:
+            case .loginAttempt, .pushesHanded, .tokenFailures, .deviceKey:
                 plan.operations.append(.done)
             }
         }
         return rows
+    }
+
+    /// LOGINs' device keys, first in the transaction: the registry's counter is locked before
+    /// any user row, in the order `securepush user remove` and `device revoke` take them.
+    private func planDeviceKeys(_ batch: [Pending], into plan: inout Plan, fixed: (PostgresStatement) -> PostgresStatement) {
+        var locked = false
+        for (index, pending) in batch.enumerated() {
+            guard case .deviceKey(let change) = pending.operation else { continue }
+            if !locked {
+                plan.statements.append(fixed(PostgresWriteStatements.lockRegistryChanges))
+                locked = true
+            }
+            plan.operations[index] = .deviceKey(statement: plan.statements.count)
+            plan.statements.append(fixed(PostgresWriteStatements.setDeviceKey(change)))
+        }
     }
 
     /// The sealed payloads' rows and audiences, and what must precede them.
@@ -350,8 +368,8 @@ final class PostgresGroupCommit {
                 plan.operations[index] = .recall(ordinal: recalls.count)
             case .pushesHanded(let handed):
                 plan.statements.append(fixed(PostgresWriteStatements.pushesHanded(handed)))
-            // Written by compare-and-set outside the group (`PostgresLimitWriter`).
-            case .store, .recordFetches, .loginAttempt, .tokenFailures:
+            // Written by compare-and-set outside the group (`PostgresLimitWriter`); keys planned first.
+            case .store, .recordFetches, .loginAttempt, .tokenFailures, .deviceKey:
                 break
             }
         }
@@ -488,6 +506,10 @@ final class PostgresGroupCommit {
         // current one. Never under prune's rules, which wait until every store has moved on.
         if error.sqlState == "23503", error.message.contains(PostgresDataKeys.foreignKey) { return .failed(.internalError) }
         if case .store = operation, error.sqlState == "23503" { return .failed(.unknownUser) }
+        // A sealed payload's id is its sender's to derive: one the store knows is CONFLICT ([4.19-2]).
+        if case .store(let new) = operation, new.sealed, error.sqlState == "23505", error.message.contains("payloads_id_key") {
+            return .failed(.conflict)
+        }
         // Another store committed a SEND with the same key meanwhile ([4.17-6]).
         if case .store(let new) = operation, new.idempotency != nil, error.sqlState == "23505" { return .failed(.busy) }
         return .failed(.internalError)
@@ -497,11 +519,13 @@ final class PostgresGroupCommit {
     /// whose payload another store changed after the row it was decided from was read: it
     /// is not delivered, the ACK goes round again (`finished`).
     private func outcomes(_ plan: Plan, results: [PostgresResult]) -> [WriteOutcome?] {
-        var stored: [PayloadID: UInt64] = [:]
+        var stored: [PayloadID: (sequence: UInt64, keyCursor: UInt64?)] = [:]
         for index in plan.insertStatements where results.indices.contains(index) {
             let rows = results[index]
             for row in rows.rows.indices {
-                if let id = try? rows.payloadID(row, 0), let seq = try? rows.uint(row, 1) { stored[id] = seq }
+                if let id = try? rows.payloadID(row, 0), let seq = try? rows.uint(row, 1) {
+                    stored[id] = (seq, rows.isNull(row, 2) ? nil : try? rows.uint(row, 2))
+                }
             }
         }
         // The payloads whose receipts were written, and the RECALLs found, by ordinal.
@@ -524,8 +548,12 @@ final class PostgresGroupCommit {
             case .decided(let outcome): return outcome
             case .stored(let id):
                 // No row: the recipient's name no longer has the id looked up.
-                guard let seq = stored[id] else { return .failed(.unknownUser) }
-                return .stored(sequence: seq)
+                guard let row = stored[id] else { return .failed(.unknownUser) }
+                return .stored(sequence: row.sequence, keyCursor: row.keyCursor)
+            case .deviceKey(let index):
+                guard results.indices.contains(index) else { return .failed(.internalError) }
+                // No row: the registration was revoked, or enrolled again, meanwhile.
+                return results[index].rows.isEmpty ? .failed(.badCredentials) : .ok
             case .receipt(let sequence):
                 guard plan.receiptStatement.map(results.indices.contains) == true else { return .failed(.internalError) }
                 return written.contains(sequence) ? .ok : nil

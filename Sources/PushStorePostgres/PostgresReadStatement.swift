@@ -22,6 +22,7 @@ struct PostgresReadStatement {
     var apiTokenColumn: Int?
     var apiTokensRevisionColumn: Int?
     var userDevicesColumn: Int?
+    var deviceKeysColumn: Int?
 
     private init(sql: String, parameters: [PostgresValue], userColumn: Int?, deviceColumn: Int?, payloadColumn: Int?) {
         self.sql = sql
@@ -36,7 +37,7 @@ struct PostgresReadStatement {
     static func batches(_ reads: StoreReads) -> Bool {
         reads.payload != nil && reads.unread == nil && reads.registry == nil && reads.loginLimits == nil && !reads.passwordHash
             && !reads.fresh && !reads.pushOutcome && reads.idempotency == nil && reads.apiToken == nil && !reads.apiTokensRevision
-            && !reads.userDevices
+            && !reads.userDevices && !reads.deviceKeys
     }
 
     /// The reads of many requests (each `batches`) as one statement of a fixed shape, over
@@ -47,11 +48,12 @@ struct PostgresReadStatement {
     /// of each table and index) is paid once for the batch.
     static func batch(_ batch: [StoreReads]) -> PostgresReadStatement {
         let sql = """
-            SELECT r.n, u.id, u.created_at, NULL::text, d.user_id, d.issued_at, d.expires_at,
+            SELECT r.n, u.id, u.created_at, NULL::text, d.user_id, d.issued_at, d.expires_at, d.key_id,
                    p.seq, p.user_id, p.key_id, CASE WHEN r.body THEN p.body END, p.created_at, p.expires_at,
                    p.read_limit, p.read_count, p.fetch_count, p.fetched_at, p.life, p.sender,
                    p.audience, EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = r.device),
-                   CASE WHEN r.receipt THEN EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = r.device) END
+                   CASE WHEN r.receipt THEN EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = r.device) END,
+                   p.sealed
             FROM unnest($1::text[], $2::text[], $3::bytea[], $4::bool[], $5::bool[]) WITH ORDINALITY AS r (name, device, id, body, receipt, n)
             LEFT JOIN users u ON u.name = r.name
             LEFT JOIN registrations d ON d.device_id = r.device AND d.state = \(RegistryEntry.State.enrolled.sql)
@@ -61,7 +63,7 @@ struct PostgresReadStatement {
             .textArray(batch.map(\.user)), .textArray(batch.map(\.device)), .bytesArray(batch.map { $0.payload?.bytes }),
             .boolArray(batch.map { $0.body }), .boolArray(batch.map { Self.readsReceipt($0) }),
         ]
-        return PostgresReadStatement(sql: sql, parameters: parameters, userColumn: 1, deviceColumn: 4, payloadColumn: 7)
+        return PostgresReadStatement(sql: sql, parameters: parameters, userColumn: 1, deviceColumn: 4, payloadColumn: 8)
     }
 
     /// Whether the device's receipt of the payload is read too: for an ACK (the read of the
@@ -85,7 +87,7 @@ struct PostgresReadStatement {
         var deviceParameter: String?
         if let device = reads.device {
             deviceColumn = columns.count
-            columns += ["d.user_id", "d.issued_at", "d.expires_at"]
+            columns += ["d.user_id", "d.issued_at", "d.expires_at", "d.key_id"]
             let placeholder = parameter(.text(device))
             deviceParameter = placeholder
             joins.append("LEFT JOIN registrations d ON d.device_id = \(placeholder) AND d.state = \(RegistryEntry.State.enrolled.sql)")
@@ -120,6 +122,10 @@ struct PostgresReadStatement {
             userDevicesColumn = columns.count
             columns.append(Self.enrolledDevicesColumn)
         }
+        if reads.deviceKeys, reads.user != nil {
+            deviceKeysColumn = columns.count
+            columns += Self.deviceKeysColumns
+        }
         if let key = reads.loginLimits {
             limitsColumn = columns.count
             Self.selectLoginLimits(key, columns: &columns, joins: &joins, parameter: parameter)
@@ -152,7 +158,7 @@ struct PostgresReadStatement {
          "p.read_limit", "p.read_count", "p.fetch_count", "p.fetched_at", "p.life", "p.sender", "p.audience",
          device.map { "EXISTS (SELECT 1 FROM audiences a WHERE a.seq = p.seq AND a.device = \($0))" } ?? "false",
          device.flatMap { readsReceipt(reads) ? "EXISTS (SELECT 1 FROM receipts rc WHERE rc.seq = p.seq AND rc.device = \($0))" : nil }
-            ?? "NULL::bool"]
+            ?? "NULL::bool", "p.sealed"]
     }
 
     /// SYNC's page: the rows SYNC lists ([4.9-1], [4.9-4]), newest first below a seq; one row
@@ -198,6 +204,42 @@ struct PostgresReadStatement {
         """
     }
 
+    /// The keys of the user's enrolled registrations that have one, packed as
+    /// (length, device id, suite, key id, expiry, length, key) in one column of the one row, and
+    /// the user's key cursor over every registry entry kept ([4.18-1], [4.18-3]).
+    private static var deviceKeysColumns: [String] {
+        ["""
+         (SELECT string_agg(int4send(octet_length(convert_to(k.device_id, 'UTF8'))) || convert_to(k.device_id, 'UTF8')
+                            || int4send(k.key_suite) || int8send(k.key_id) || int8send(k.expires_at)
+                            || int4send(octet_length(k.device_key)) || k.device_key, ''::bytea)
+          FROM registrations k WHERE k.user_id = u.id AND k.state = \(RegistryEntry.State.enrolled.sql) AND k.key_suite IS NOT NULL)
+         """,
+         "(SELECT coalesce(max(c.change_seq), 0) FROM registrations c WHERE c.user_id = u.id)"]
+    }
+
+    /// The keys packed by `deviceKeysColumns`; a key of an unknown suite or the wrong length
+    /// (no store wrote it) is left out.
+    static func deviceKeys(_ packed: [UInt8]) throws(PostgresError) -> [RegisteredKey] {
+        var keys: [RegisteredKey] = []
+        var offset = 0
+        func take(_ count: Int) throws(PostgresError) -> ArraySlice<UInt8> {
+            guard count >= 0, count <= packed.count - offset else { throw PostgresError(kind: .protocolViolation, message: "bad list of keys") }
+            defer { offset += count }
+            return packed[offset..<offset + count]
+        }
+        func integer(_ count: Int) throws(PostgresError) -> UInt64 { try take(count).reduce(0) { $0 << 8 | UInt64($1) } }
+        while offset < packed.count {
+            let deviceID = String(decoding: try take(Int(try integer(4))), as: UTF8.self)
+            let suite = Int64(try integer(4))
+            let keyID = KeyID(value: try integer(8))
+            let expiresAt = try integer(8)
+            let bytes = Array(try take(Int(try integer(4))))
+            guard let key = DeviceKeyColumns.key(suite: suite, bytes: bytes) else { continue }
+            keys.append(RegisteredKey(deviceID: deviceID, key: key, keyID: keyID, expiresAt: expiresAt))
+        }
+        return keys
+    }
+
     typealias Opener = (_ sealed: [UInt8], _ keyID: UInt32, _ id: PayloadID, _ userID: UInt64) throws -> [UInt8]
 
     /// What the row says; bodies are opened by `open` (the caller's data keys).
@@ -218,7 +260,8 @@ struct PostgresReadStatement {
         }
         if let column = deviceColumn, !result.isNull(row, column) {
             found.device = EnrolledDevice(userID: try result.uint(row, column), issuedAt: try result.uint(row, column + 1),
-                                          expiresAt: try result.uint(row, column + 2))
+                                          expiresAt: try result.uint(row, column + 2),
+                                          keyID: try result.optionalInt(row, column + 3).map(DeviceKeyColumns.keyID))
         }
         if let column = payloadColumn, let id = reads.payload, !result.isNull(row, column) {
             found.payload = try payload(id, result, row: row, column: column, open: open)
@@ -244,6 +287,10 @@ struct PostgresReadStatement {
         if let column = userDevicesColumn, found.user != nil {
             found.userDevices = result.isNull(row, column) ? [] : try Self.userDevices(try result.bytes(row, column))
         }
+        if let column = deviceKeysColumn, found.user != nil {
+            found.deviceKeys = UserKeys(keys: result.isNull(row, column) ? [] : try Self.deviceKeys(try result.bytes(row, column)),
+                                        cursor: try result.uint(row, column + 1))
+        }
         if let column = limitsColumn {
             found.loginLimits = try Self.loginLimits(result, row: row, column: column)
         }
@@ -266,7 +313,8 @@ struct PostgresReadStatement {
             sender: result.isNull(row, column + 11) ? nil : try result.text(row, column + 11),
             listedAudience: try result.int64(row, column + 12) != PayloadAudience.user.storedKind,
             readerListed: try result.bool(row, column + 13),
-            readerAcknowledged: result.isNull(row, column + 14) ? nil : try result.bool(row, column + 14))
+            readerAcknowledged: result.isNull(row, column + 14) ? nil : try result.bool(row, column + 14),
+            sealed: try result.bool(row, column + 15))
         if let column = pushColumn, !result.isNull(row, column) {
             payload.push = try result.int64(row, column) == OutboxState.handed.rawValue
                 ? .handed(PushAck(written: UInt32(clamping: try result.uint(row, column + 1)),

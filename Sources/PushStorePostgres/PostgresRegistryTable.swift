@@ -48,12 +48,14 @@ enum PostgresRegistryTable {
         return result.rows.isEmpty ? nil : try record(result, row: 0)
     }
 
-    /// Revokes the enrolled registration of `deviceID`; what it was, or nil if none was.
+    /// Revokes the enrolled registration of `deviceID`, deleting its device key in the same
+    /// commit ([4.16-6]); what it was, or nil if none was.
     static func revoke(_ deviceID: String, nowMs: UInt64, on connection: PostgresBlockingConnection) throws(PostgresError) -> RegistrationRecord? {
         guard var current = try enrolled(deviceID, on: connection) else { return nil }
         let change = try nextChange(on: connection)
         _ = try connection.query("""
-            UPDATE registrations SET state = \(RegistryEntry.State.revoked.sql), change_seq = $1, revoked_at = $2
+            UPDATE registrations SET state = \(RegistryEntry.State.revoked.sql), change_seq = $1, revoked_at = $2,
+                                     key_suite = NULL, device_key = NULL, key_id = NULL
             WHERE device_id = $3 AND state = \(RegistryEntry.State.enrolled.sql)
             """, [.uint(change), .uint(nowMs), .text(deviceID)])
         current.state = .revoked

@@ -28,7 +28,7 @@ public enum PostgresSchemaError: Error, CustomStringConvertible, Sendable {
 /// removal fence and the login limits.
 public enum PostgresSchema {
     /// The version this build writes and reads.
-    public static let currentVersion: Int64 = 9
+    public static let currentVersion: Int64 = 10
 
     /// `pg_advisory_xact_lock` key of migrations ("securepu" in ASCII): any constant the
     /// deployment's other users of the database do not take.
@@ -37,7 +37,7 @@ public enum PostgresSchema {
     /// Migrations by the version they lead to, oldest first.
     static let migrations: [(version: Int64, sql: String)] = [(1, version1), (2, version2), (3, version3), (4, version4), (5, version5),
                                                                  (6, version6), (7, version7), (8, version8),
-                                                                 (9, version9)]
+                                                                 (9, version9), (10, version10)]
 
     /// Users have a random 63-bit id that payloads and registrations bind to, so a name
     /// removed and added again is another user; `created_at` dates the tokens a holder may
@@ -244,6 +244,18 @@ public enum PostgresSchema {
         DROP TABLE idempotency_keys;
         CREATE INDEX payloads_waiting ON payloads (seq) WHERE outbox = \(OutboxState.waiting.rawValue);
         CREATE UNIQUE INDEX payloads_by_key ON payloads (key_scope, idem_key) WHERE idem_key IS NOT NULL
+        """
+
+    /// Sealed payloads (SPEC.md 4.6-5, 4.18, 4.19): each registration's device key (its suite,
+    /// its bytes and its id, NULL without a key: none has one until its device logs in with
+    /// one), each payload whether it is sealed (every row before: plain), and a user's
+    /// registry entries by change number whatever their state, for the key cursor
+    /// ([4.18-3]). A sealed id is unique as every id is (`payloads_id_key`): its sender
+    /// derived it, and one already stored is CONFLICT ([4.19-2]).
+    static let version10 = """
+        ALTER TABLE registrations ADD COLUMN key_suite integer, ADD COLUMN device_key bytea, ADD COLUMN key_id bigint;
+        ALTER TABLE payloads ADD COLUMN sealed boolean NOT NULL DEFAULT false;
+        CREATE INDEX registrations_user_changes ON registrations (user_id, change_seq)
         """
 
     /// The version the database is at: 0 before the first migration.

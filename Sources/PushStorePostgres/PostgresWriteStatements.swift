@@ -32,16 +32,17 @@ enum PostgresWriteStatements {
         let keys = rows.map(\.payload.idempotency)
         return PostgresStatement("""
             INSERT INTO payloads (id, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience,
-                                  push, outbox, outbox_owner, lease_until, key_scope, idem_key, request_hash, key_expires_at)
+                                  push, outbox, outbox_owner, lease_until, key_scope, idem_key, request_hash, key_expires_at, sealed)
             SELECT v.id, u.id, v.key_id, v.body, v.created_at, v.expires_at, v.read_limit, v.sender, v.audience,
-                   v.push, v.outbox, v.outbox_owner, v.lease_until, v.key_scope, v.idem_key, v.request_hash, v.key_expires_at
+                   v.push, v.outbox, v.outbox_owner, v.lease_until, v.key_scope, v.idem_key, v.request_hash, v.key_expires_at, v.sealed
             FROM unnest($1::bytea[], $2::text[], $3::bigint[], $4::bigint[], $5::bytea[], $6::bigint[], $7::bigint[], $8::bigint[],
                         $9::text[], $10::bigint[], $11::bytea[], $12::integer[], $13::text[], $14::bigint[], $15::text[], $16::text[],
-                        $17::bytea[], $18::bigint[])
+                        $17::bytea[], $18::bigint[], $19::bool[])
                  AS v (id, name, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience, push, outbox,
-                       outbox_owner, lease_until, key_scope, idem_key, request_hash, key_expires_at)
+                       outbox_owner, lease_until, key_scope, idem_key, request_hash, key_expires_at, sealed)
             JOIN users u ON u.name = v.name AND u.id = v.user_id
-            RETURNING id, seq
+            RETURNING id, seq,
+                      CASE WHEN sealed THEN (SELECT coalesce(max(r.change_seq), 0) FROM registrations r WHERE r.user_id = payloads.user_id) END
             """, [
             .bytesArray(rows.map { $0.payload.id.bytes }), .textArray(rows.map { $0.payload.user }),
             .int64Array(rows.map { Int64(clamping: $0.userID) }), .int64Array(rows.map { Int64($0.keyID) }),
@@ -54,7 +55,30 @@ enum PostgresWriteStatements {
             .int64Array(outboxes.map { $0 == nil ? nil : Int64(clamping: leaseUntil) }),
             .textArray(keys.map { $0?.key.scope }), .textArray(keys.map { $0?.key.key }), .bytesArray(keys.map { $0?.requestHash }),
             .int64Array(keys.map { $0.map { Int64(clamping: $0.expiresAt) } }),
+            .boolArray(rows.map(\.payload.sealed)),
         ], prepared: true)
+    }
+
+    /// Locks the registry's change counter until the transaction ends, as every registry
+    /// change does first (`PostgresRegistryTable.lockChanges`): the group's key changes then
+    /// read the registrations as committed, and take the counter before any user row.
+    static let lockRegistryChanges = PostgresStatement("SELECT value FROM store_meta WHERE key = 'registry_seq' FOR UPDATE", [],
+                                                       prepared: true)
+
+    /// A LOGIN's device key on the enrolled registration it names, with the next change
+    /// number ([4.6-5], [4.16-5]): one row back when it was set, none when that registration
+    /// is no longer enrolled (the counter untouched then).
+    static func setDeviceKey(_ change: DeviceKeyChange) -> PostgresStatement {
+        PostgresStatement("""
+            WITH target AS (SELECT id FROM registrations
+                            WHERE device_id = $1 AND issued_at = $2 AND state = \(RegistryEntry.State.enrolled.sql)),
+                 seq AS (UPDATE store_meta SET value = value + 1
+                         WHERE key = 'registry_seq' AND EXISTS (SELECT 1 FROM target) RETURNING value)
+            UPDATE registrations r SET key_suite = $3, device_key = $4, key_id = $5, change_seq = seq.value
+            FROM seq, target WHERE r.id = target.id
+            RETURNING r.change_seq
+            """, [.text(change.deviceID), .uint(change.issuedAt), .int32(Int32(change.key.suite.rawValue)), .bytes(change.key.bytes),
+                  .int64(DeviceKeyColumns.stored(change.keyID))], prepared: true)
     }
 
     /// `pg_advisory_xact_lock` class of the recipients' locks ("SP").

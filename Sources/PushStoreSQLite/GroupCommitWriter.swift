@@ -206,7 +206,7 @@ extension WriteOperation {
     var waitsForCompany: Bool {
         switch self {
         case .ack, .recordFetches, .pushesHanded, .tokenFailures, .loginAttempt: true
-        case .store, .recall: false
+        case .store, .recall, .deviceKey: false
         }
     }
 }

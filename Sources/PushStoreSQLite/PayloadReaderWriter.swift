@@ -65,6 +65,8 @@ public protocol PayloadReader: AnyObject {
     func idempotencyRecord(_ key: IdempotencyKey) throws -> IdempotencyRecord?
     /// The provider API token with this id, revoked or not.
     func apiToken(id: String) throws -> APITokenRecord?
+    /// The keys of the user's enrolled registrations and the user's key cursor (KEYS, [4.18]).
+    func deviceKeys(userID: UInt64) throws -> UserKeys
     /// The API tokens' change cursor, by this process or any other; asked with every
     /// request that presents a token, so it must be cheap when nothing changed.
     func apiTokensRevision() throws -> UInt64
@@ -73,5 +75,6 @@ public protocol PayloadReader: AnyObject {
 extension PayloadReader {
     public func apiToken(id: String) throws -> APITokenRecord? { nil }
     public func apiTokensRevision() throws -> UInt64 { 0 }
+    public func deviceKeys(userID: UInt64) throws -> UserKeys { UserKeys(keys: [], cursor: 0) }
     public func withSnapshot<T>(_ body: () throws -> T) throws -> T { try body() }
 }

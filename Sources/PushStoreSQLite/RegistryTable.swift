@@ -64,12 +64,14 @@ enum RegistryTable {
         return try row.step() ? record(row) : nil
     }
 
-    /// Revokes the enrolled registration of `deviceID`; what it was, or nil if none was.
+    /// Revokes the enrolled registration of `deviceID`, deleting its device key in the same
+    /// commit ([4.16-6]); what it was, or nil if none was.
     static func revoke(_ deviceID: String, nowMs: UInt64, on connection: SQLiteConnection) throws(SQLiteError) -> RegistrationRecord? {
         guard var current = try enrolled(deviceID, on: connection) else { return nil }
         let change = try nextChange(on: connection)
         try connection.run("""
-            UPDATE registrations SET state = \(RegistryEntry.State.revoked.sql), change_seq = ?, revoked_at = ?
+            UPDATE registrations SET state = \(RegistryEntry.State.revoked.sql), change_seq = ?, revoked_at = ?,
+                                     key_suite = NULL, device_key = NULL, key_id = NULL
             WHERE device_id = ? AND state = \(RegistryEntry.State.enrolled.sql)
             """, [.uint(change), .uint(nowMs), .text(deviceID)])
         current.state = .revoked
@@ -105,6 +107,21 @@ enum RegistryTable {
         return RegistrationRecord(deviceID: registration.deviceID, user: registration.user, userID: userID, tags: registration.tags,
                                   issuedAt: registration.issuedAt, expiresAt: registration.expiresAt, state: .enrolled,
                                   changeSequence: change, revokedAt: nil, credential: credential)
+    }
+
+    /// Replaces the device key of the enrolled registration (device id, issue time) with a
+    /// new change number ([4.6-5], [4.16-5]); false, changing nothing, when that registration
+    /// is no longer enrolled. The logic decided the key differs from the one it has.
+    static func setKey(_ change: DeviceKeyChange, on connection: SQLiteConnection) throws(SQLiteError) -> Bool {
+        let current = try connection.integer(bound: """
+            SELECT id FROM registrations WHERE device_id = ? AND issued_at = ? AND state = \(RegistryEntry.State.enrolled.sql)
+            """, [.text(change.deviceID), .uint(change.issuedAt)])
+        guard let row = current else { return false }
+        let sequence = try nextChange(on: connection)
+        try connection.run("UPDATE registrations SET key_suite = ?, device_key = ?, key_id = ?, change_seq = ? WHERE id = ?",
+                           [.int(Int64(change.key.suite.rawValue)), .blob(change.key.bytes), .int(DeviceKeyColumns.stored(change.keyID)),
+                            .uint(sequence), .int(row)])
+        return true
     }
 
     /// The latest issue time of any registration of `deviceID` kept (`RegistrationMinting.issueTime`).

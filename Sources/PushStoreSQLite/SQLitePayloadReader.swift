@@ -37,13 +37,13 @@ public final class SQLitePayloadReader: PayloadReader {
         sealer = try PayloadSealer(databasePath: path)
         bySequence = try connection.prepare("""
             SELECT id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life,
-                   sender, audience
+                   sender, audience, sealed
             FROM payloads WHERE seq = ?
             """)
         // The same columns, the body's place taken by a NULL.
         metadataBySequence = try connection.prepare("""
             SELECT id_high, id_low, user_id, key_id, NULL, created_at, expires_at, read_limit, read_count, fetch_count, fetched_at, life,
-                   sender, audience
+                   sender, audience, sealed
             FROM payloads WHERE seq = ?
             """)
         everyID = try connection.prepare("SELECT id_high, id_low, seq FROM payloads")
@@ -118,7 +118,7 @@ public final class SQLitePayloadReader: PayloadReader {
             readLimit: UInt32(truncatingIfNeeded: row.int(7)), readCount: UInt32(truncatingIfNeeded: row.int(8)),
             fetchCount: UInt32(truncatingIfNeeded: row.int(9)), fetchedAt: UInt64(bitPattern: row.int(10)),
             life: PayloadLife(rawValue: row.int(11)) ?? .expired, sender: row.isNull(12) ? nil : row.text(12),
-            listedAudience: row.int(13) != PayloadAudience.user.storedKind)
+            listedAudience: row.int(13) != PayloadAudience.user.storedKind, sealed: row.int(14) != 0)
     }
 
     public func audienceLists(sequence: UInt64, deviceID: String) throws -> Bool {
@@ -261,6 +261,10 @@ public final class SQLitePayloadReader: PayloadReader {
 
     public func enrolledDevice(_ deviceID: String) throws -> EnrolledDevice? {
         try registry.enrolledDevice(deviceID)
+    }
+
+    public func deviceKeys(userID: UInt64) throws -> UserKeys {
+        try registry.keys(userID: userID)
     }
 
     public func registryChanges(after cursor: UInt64, limit: Int, maxBytes: Int) throws -> RegistryPage {

@@ -29,6 +29,8 @@ public final class SQLitePayloadWriter: PayloadWriter {
     private let forgetReceipts: SQLiteStatement
     private let markHanded: SQLiteStatement
     private let keyHolder: SQLiteStatement
+    private let sealedHolder: SQLiteStatement
+    private let keyCursor: SQLiteStatement
     private let freeKey: SQLiteStatement
     // Prepared once: `sqlite3_exec` parses its SQL again on every transaction.
     private let begin: SQLiteStatement
@@ -43,9 +45,12 @@ public final class SQLitePayloadWriter: PayloadWriter {
         // A SEND's payload, push and key are this one row ([4.17-1], [4.17-5]).
         insert = try connection.prepare("""
             INSERT INTO payloads (id_high, id_low, user_id, key_id, body, created_at, expires_at, read_limit, sender, audience,
-                                  push, outbox, key_scope, idem_key, request_hash, key_expires_at)
-            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                                  push, outbox, key_scope, idem_key, request_hash, key_expires_at, sealed)
+            VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
             """)
+        // On `payloads_sealed_id`: a sealed id is the sender's to derive, so it may repeat ([4.19-2]).
+        sealedHolder = try connection.prepare("SELECT 1 FROM payloads WHERE id_high = ? AND id_low = ? AND sealed = 1")
+        keyCursor = try connection.prepare("SELECT coalesce(max(change_seq), 0) FROM registrations WHERE user_id = ?")
         insertAudience = try connection.prepare("INSERT OR IGNORE INTO audiences (seq, device) VALUES (?, ?)")
         userByName = try connection.prepare("SELECT id FROM users WHERE name = ?")
         // What `PayloadLife.receipt` decides from, in one read of the row; whether the device
@@ -125,6 +130,8 @@ public final class SQLitePayloadWriter: PayloadWriter {
         case .recordFetches(let tallies):
             for tally in tallies { try record(tally) }
             return .ok
+        case .deviceKey(let change):
+            return try RegistryTable.setKey(change, on: connection) ? .ok : .failed(.badCredentials)
         case .loginAttempt, .tokenFailures:
             // One SQLite store serves its database alone: its own memory holds the limits.
             return .ok
@@ -139,6 +146,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
         // Resolved inside the transaction a removal would have to wait for: a STORE
         // accepted just before its user was removed leaves no row behind.
         guard let userID = try recipient(new.user) else { return .failed(.unknownUser) }
+        if new.sealed, try sealedIDTaken(new.id) { return .failed(.conflict) }
         if let key = new.idempotency, let holder = try keyHolder(key.key) {
             // Taken by a SEND the request's read did not see: the provider retries.
             guard holder.expiresAt == new.keyTakenFromExpiry else { return .failed(.busy) }
@@ -165,6 +173,7 @@ public final class SQLitePayloadWriter: PayloadWriter {
         try insert.set(14, key?.key.key)
         try insert.set(15, key?.requestHash)
         try insert.set(16, key?.expiresAt)
+        try insert.set(17, Int64(new.sealed ? 1 : 0))
         try insert.runBound()
         let sequence = connection.lastInsertedRow
         // The audience, in the payload's transaction ([4.9-4]): rows only for listed devices.
@@ -173,7 +182,21 @@ public final class SQLitePayloadWriter: PayloadWriter {
             try insertAudience.set(2, device)
             try insertAudience.runBound()
         }
-        return .stored(sequence: sequence)
+        return .stored(sequence: sequence, keyCursor: new.sealed ? try keyCursor(userID) : nil)
+    }
+
+    private func sealedIDTaken(_ id: PayloadID) throws(SQLiteError) -> Bool {
+        defer { sealedHolder.reset() }
+        try sealedHolder.set(1, id.high)
+        try sealedHolder.set(2, id.low)
+        return try sealedHolder.step()
+    }
+
+    /// The recipient's key cursor as this transaction sees it ([4.18-3], [4.18-5]).
+    private func keyCursor(_ userID: UInt64) throws(SQLiteError) -> UInt64 {
+        defer { keyCursor.reset() }
+        try keyCursor.set(1, userID)
+        return try keyCursor.step() ? UInt64(bitPattern: keyCursor.int(0)) : 0
     }
 
     /// A read receipt, with the FETCH statistics it carries.

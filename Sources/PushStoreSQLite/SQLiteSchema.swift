@@ -6,7 +6,7 @@ import PushWire
 /// The store database's tables, and the changes that bring a database written by an
 /// earlier build up to them. `PRAGMA user_version` records how far a file has come.
 enum SQLiteSchema {
-    static let currentVersion: Int64 = 8
+    static let currentVersion: Int64 = 9
 
     /// Users have a random internal id that payloads bind to, so a name removed and added
     /// again is another user. `created_at` also dates the tokens a user may present: one
@@ -187,6 +187,29 @@ enum SQLiteSchema {
         CREATE INDEX IF NOT EXISTS idempotency_keys_by_expiry ON idempotency_keys(expires_at)
         """
 
+    /// Sealed payloads (SPEC.md 4.6-5, 4.18, 4.19): each registration's device key (its
+    /// suite, its bytes and its id, all NULL without a key), each payload whether it is
+    /// sealed; a sealed payload's id is unique among sealed ones (its sender derived it,
+    /// [4.19-2]; a partial index costs a plain STORE nothing), and a user's registry entries
+    /// by change number, whatever their state, for the key cursor ([4.18-3]). Added by
+    /// statements of their own, to a new file as to an old one, as `sendColumns` are.
+    static let sealingColumns: [(table: String, column: String, definition: String)] = [
+        ("registrations", "key_suite", "INTEGER"), ("registrations", "device_key", "BLOB"), ("registrations", "key_id", "INTEGER"),
+        ("payloads", "sealed", "INTEGER NOT NULL DEFAULT 0"),
+    ]
+
+    static let sealingIndexes = """
+        CREATE UNIQUE INDEX IF NOT EXISTS payloads_sealed_id ON payloads(id_high, id_low) WHERE sealed = 1;
+        CREATE INDEX IF NOT EXISTS registrations_user_changes ON registrations(user_id, change_seq)
+        """
+
+    static func addSealingColumns(_ connection: SQLiteConnection) throws(SQLiteError) {
+        for (table, column, definition) in sealingColumns {
+            try connection.addColumnIfMissing(table: table, column: column, definition: definition)
+        }
+        try connection.execute(sealingIndexes)
+    }
+
     static var fresh: String {
         [usersTable("users"), payloadsTable("payloads"), senderColumn, receiptsTable, metaAndTriggers, indexes, RegistryTable.schema,
          APITokenTable.schema, audiencesTable]
@@ -218,6 +241,9 @@ enum SQLiteSchema {
         }),
         // A SEND is one row: its push and key move into `payloads` (SPEC.md 4.17).
         (8, moveSendsIntoPayloads),
+        // Device keys and sealed payloads (SPEC.md 4.18, 4.19): no registration has a key
+        // until its device logs in with one, and every payload stored before is plain.
+        (9, addSealingColumns),
     ]
 
     /// Creates the tables of a new file, or brings an existing one up to date, in one
@@ -230,6 +256,7 @@ enum SQLiteSchema {
             if hasTables == 0 {
                 try connection.execute(fresh)
                 try addSendColumns(connection)
+                try addSealingColumns(connection)
             } else {
                 for migration in migrations where migration.version > version {
                     try migration.apply(connection)

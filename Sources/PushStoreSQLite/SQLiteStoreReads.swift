@@ -84,6 +84,8 @@ public final class SQLiteStoreReads {
         }
         var userDevices: [UserDevice]?
         if reads.userDevices { userDevices = try user.map { try reader.enrolledDevices(userID: $0.id) } ?? [] }
+        var deviceKeys: UserKeys?
+        if reads.deviceKeys, let user { deviceKeys = try reader.deviceKeys(userID: user.id) }
         var registry: RegistryPage?
         if let query = reads.registry {
             registry = try reader.registryChanges(after: query.cursor, limit: query.limit, maxBytes: query.maxBytes)
@@ -93,7 +95,7 @@ public final class SQLiteStoreReads {
         let apiTokensRevision = reads.apiTokensRevision ? try reader.apiTokensRevision() : nil
         return StoreReadResult(user: user, device: device, payload: payload, sequence: sequence, unread: unread,
                                registry: registry, idempotency: idempotency, apiToken: apiToken, apiTokensRevision: apiTokensRevision,
-                               userDevices: userDevices)
+                               userDevices: userDevices, deviceKeys: deviceKeys)
     }
 
     /// The stored payload with this ID; an entry whose row was swept is forgotten here.

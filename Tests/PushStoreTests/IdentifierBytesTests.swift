@@ -107,7 +107,7 @@ struct IdentifierBytesTests {
         }
         let outcomes = try store.writer.commit(batch)
         let sequences = outcomes.compactMap { outcome -> UInt64? in
-            if case .stored(let sequence) = outcome { return sequence }
+            if case .stored(let sequence, _) = outcome { return sequence }
             return nil
         }
         #expect(sequences.count == 2, "\(outcomes)")

@@ -120,7 +120,7 @@ struct PayloadLifeCaseTests {
         #expect(try writer.addUser("alice", passwordHash: "x", nowMs: 1))
         let alice = try #require(try reader.user(named: "alice")).id
         let new = NewPayload(id: .random(), user: "alice", body: [1, 2, 3], createdAt: 1, expiresAt: example.expiresAt, readLimit: 0, sender: "provider-key")
-        guard case .stored(let seq) = try writer.commit([.store(new)])[0] else { throw StoreBackendError("not stored") }
+        guard case .stored(let seq, _) = try writer.commit([.store(new)])[0] else { throw StoreBackendError("not stored") }
         let connection = try SQLiteConnection(path: path)
         try connection.run("UPDATE payloads SET life = ?, read_limit = ?, read_count = ? WHERE seq = ?",
                            [.int(example.life.rawValue), .int(example.readLimit), .int(example.readCount), .uint(seq)])

@@ -118,7 +118,7 @@ extension SchemaMigrationTests {
         #expect(before.userID == 42 && before.sender == nil)
         let outcome = try writer.commit([.store(NewPayload(id: PayloadID(high: 5, low: 5), user: "alice", body: [1], createdAt: 1,
                                                            expiresAt: 9_999_999_999_999, readLimit: 0, sender: "billing"))])
-        guard case .stored(let sequence) = outcome.first else { Issue.record("\(outcome)"); return }
+        guard case .stored(let sequence, _) = outcome.first else { Issue.record("\(outcome)"); return }
         #expect(try reader.payload(sequence: sequence, withBody: false)?.sender == "billing")
     }
 }

@@ -83,7 +83,7 @@ extension SchemaMigrationTests {
         again.keyTakenFromExpiry = F.keyExpiry - 1
         #expect(try writer.commit([.store(again)]) == [.failed(.busy)], "not the use the read found forgotten")
         again.keyTakenFromExpiry = F.keyExpiry
-        guard case .stored(let seq) = try writer.commit([.store(again)])[0] else {
+        guard case .stored(let seq, _) = try writer.commit([.store(again)])[0] else {
             Issue.record("the expired key was not taken")
             return
         }
@@ -184,7 +184,7 @@ struct SQLiteSendRowTests {
                               readLimit: 1, push: SendRowFixture.push, sender: "provider-key")
         send.idempotency = IdempotencyRecord(key: SendRowFixture.key, requestHash: SendRowFixture.hash, id: send.id,
                                              payloadExpiresAt: send.expiresAt, expiresAt: 10 + IdempotencyRecord.lifetimeMs)
-        guard case .stored(let seq) = try writer.commit([.store(send)])[0] else {
+        guard case .stored(let seq, _) = try writer.commit([.store(send)])[0] else {
             Issue.record("not stored")
             return
         }

@@ -50,7 +50,7 @@ final class StoreFixture {
         case .replay(let sent, _): return .sendOK(sent)
         case .commit(let operation, let reply):
             let outcomes = try writer.commit([operation])
-            if case .stored(let sequence) = outcomes[0] {
+            if case .stored(let sequence, _) = outcomes[0] {
                 switch reply {
                 case .storeOK(let stored): reads.stored(stored.id, sequence: sequence)
                 case .sendOK(let sent, _, _, _): reads.stored(sent.id, sequence: sequence)
@@ -65,6 +65,10 @@ final class StoreFixture {
             let matched = hash.flatMap(PasswordHash.init(encoded:))?.verify(password: login.password) ?? false
             return try perform(logic.passwordChecked(login, matched: matched, session: session), session: session)
         case .loginDecided(let result):
+            // As the server: a LOGIN's key is committed before LOGIN_OK ([4.6-5]).
+            if let change = result.keyChange, case .loginOK(let reply) = result.reply {
+                return CommittedReply.loginOK(reply).message(for: try writer.commit([.deviceKey(change)])[0])
+            }
             return result.reply
         case .hold:
             return nil
