@@ -18,19 +18,28 @@ import PushWire
 /// the payload with its push and hands the push to its gateway itself (the store must run
 /// with `--gateway`); latency runs from the SEND to FETCH_OK, and the operation ends once
 /// SEND_OK is in as well. The device may have the PUSH before the provider has SEND_OK.
+///
+/// Sealed (`--sealed`), the provider seals each payload to the device's key before its
+/// STORE or SEND and the device opens what it fetched (`EndToEndSealing`).
 enum EndToEndBenchmark {
     /// Long enough to deliver to a device that reconnects; the devices here never do.
     static let pushTTLSeconds: UInt32 = 60
 
     /// - Parameter bySend: one SEND per operation instead of STORE then PUSH.
-    static func run(_ session: BenchSession, _ shape: LoadShape, bySend: Bool = false) throws(BenchError) -> BenchReport {
+    /// - Parameter sealedSuite: seal every payload to the device's key of this suite.
+    static func run(_ session: BenchSession, _ shape: LoadShape, bySend: Bool = false,
+                    sealedSuite: KeySuite? = nil) throws(BenchError) -> BenchReport {
         let gateways = session.target.gateways
         guard session.target.store != nil, !gateways.isEmpty else {
             throw .setup("e2e needs a store and a gateway")
         }
         let runner = Runner(shape: shape)
-        let workload = EndToEndWorkload(runner: runner, payloadSize: shape.payloadSize)
         let names = (0..<shape.devices).map { "bench-e2e-\($0)" }
+        let payload = StoreBenchmark.payload(size: shape.payloadSize)
+        let sealing = try sealedSuite.map { suite throws(BenchError) in
+            try EndToEndSealing(suite: suite, user: session.target.user, payload: payload, devices: names)
+        }
+        let workload = EndToEndWorkload(runner: runner, payloadSize: shape.payloadSize, sealing: sealing, bySend: bySend)
 
         // Devices: enrolled in the registry, then the store side (LOGIN once each), then
         // the gateway side with the enrolled registrations.
@@ -40,7 +49,8 @@ enum EndToEndBenchmark {
             session.deviceStoreLink(index: index, device: name, capacity: LoadShape.maxOutstanding, owner: login)
         }
         try session.connect(deviceStores, to: session.target.stores, phase: "connecting devices to the store")
-        try login.run(deviceStores, user: session.target.user, password: session.target.password, session: session)
+        try login.run(deviceStores, user: session.target.user, password: session.target.password, session: session,
+                      keys: sealing.map { sealing in (0..<names.count).map { (sealing.publicKey(device: $0), sealing.keyID(device: $0)) } })
         for link in deviceStores { link.owner = workload }
         let deviceGateways = names.enumerated().map { index, name in
             session.deviceGatewayLink(index: index, device: name, tags: [], owner: workload)
@@ -56,7 +66,6 @@ enum EndToEndBenchmark {
             try session.connect(pushProviders, to: gateways, phase: "connecting providers to the gateway")
         }
 
-        let payload = StoreBenchmark.payload(size: shape.payloadSize)
         workload.use(storeProviders: storeProviders, pushProviders: pushProviders, deviceGateways: deviceGateways,
                      deviceStores: deviceStores, tokens: login.tokens,
                      store: StoreBenchmark.template(user: session.target.user, payloadSize: shape.payloadSize),
@@ -65,8 +74,10 @@ enum EndToEndBenchmark {
                                                          target: .device(name), pushTTLSeconds: pushTTLSeconds)))
                      } : nil)
         try session.measure(runner, workload)
+        if let sealing { runner.extras += sealing.extras }
         return runner.report(scenario: .e2e, parameters: [("store", .text(session.target.storesText)),
-                                                          ("request", .text(bySend ? "send" : "store+push"))] + session.gatewayParameters)
+                                                          ("request", .text(bySend ? "send" : "store+push")),
+                                                          ("sealed", .text(sealing.map { "\($0.suite)" } ?? "no"))] + session.gatewayParameters)
     }
 }
 
@@ -104,9 +115,14 @@ final class EndToEndWorkload: Workload, LinkOwner {
     private static let awaitingPushAck: UInt8 = 1
     private static let awaitingFetchOK: UInt8 = 2
 
-    init(runner: Runner, payloadSize: Int) {
+    private let sealing: EndToEndSealing?
+    private let bySend: Bool
+
+    init(runner: Runner, payloadSize: Int, sealing: EndToEndSealing? = nil, bySend: Bool = false) {
         self.runner = runner
         self.payloadSize = payloadSize
+        self.sealing = sealing
+        self.bySend = bySend
         let capacity = runner.ops.capacity
         device = Array(repeating: 0, count: capacity)
         storeID = Array(repeating: PayloadID(high: 0, low: 0), count: capacity)
@@ -137,7 +153,13 @@ final class EndToEndWorkload: Workload, LinkOwner {
         device[slot] = nextDevice
         nextDevice = nextDevice + 1 == deviceGateways.count ? 0 : nextDevice + 1
         pending[slot] = EndToEndWorkload.awaitingPushAck | EndToEndWorkload.awaitingFetchOK
-        if sendTemplates != nil {
+        if let sealing {
+            guard let frame = sealing.request(device: device[slot], bySend: bySend, correlation: token) else {
+                fail(slot, "SEAL_FAILED")
+                return true
+            }
+            connection.write(frame)
+        } else if sendTemplates != nil {
             // SEND_OK clears the bit PUSH_ACK clears on the two-request path.
             sendTemplates?[device[slot]].send(on: connection, correlation: token)
         } else {
@@ -235,15 +257,22 @@ final class EndToEndWorkload: Workload, LinkOwner {
             link.outstanding -= 1
             return
         }
-        guard FieldScan.value(of: FieldTag.payload.rawValue, in: body)?.count == payloadSize, let connection = link.connection else {
+        guard shownCount(body, slot: slot, device: link.index) == payloadSize, let connection = link.connection else {
             link.outstanding -= 1
-            return fail(slot, "WRONG_PAYLOAD")
+            return fail(slot, sealing == nil ? "WRONG_PAYLOAD" : "SEALED_PAYLOAD_DID_NOT_OPEN")
         }
         fetchedAt[slot] = now
         ackTemplates[link.index].send(on: connection, correlation: header.correlation, id: storeID[slot])
         receipts[header.correlation] = runner.isMeasured(slot: slot)
         runner.followUpSent()
         settle(slot, clearing: EndToEndWorkload.awaitingFetchOK)
+    }
+
+    /// Bytes of text the device would show: the payload's, or what its sealed view opens to.
+    private func shownCount(_ body: UnsafeRawBufferPointer, slot: Int, device index: Int) -> Int? {
+        guard let sealing else { return FieldScan.value(of: FieldTag.payload.rawValue, in: body)?.count }
+        guard let view = FieldScan.value(of: FieldTag.sealedPayload.rawValue, in: body) else { return nil }
+        return sealing.open(view, id: storeID[slot], device: index)
     }
 
     private func receiptAnswered(_ link: BenchLink, header: FrameHeader, failure: String?) {

@@ -43,7 +43,7 @@ public struct LoadBenchmark: Sendable {
         case .fetch: try FetchBenchmark.run(session, shape)
         case .push: try PushBenchmark.run(session, shape)
         case .fanout: try FanoutBenchmark.run(session, shape)
-        case .e2e: try EndToEndBenchmark.run(session, shape, bySend: target.bySend)
+        case .e2e: try EndToEndBenchmark.run(session, shape, bySend: target.bySend, sealedSuite: target.sealedSuite)
         case .connections: try ConnectionsBenchmark.run(session, shape)
         case .http: try HTTPBenchmark.run(session, shape)
         }

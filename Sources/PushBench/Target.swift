@@ -4,6 +4,7 @@ import Glibc
 import PushSecurity
 import PushEventLoop
 import PushStore
+import PushWire
 
 /// Where the load goes: services started for the run (`embedded`, the default), or
 /// running ones named by `store`/`gateway` together with their deployment directory.
@@ -49,6 +50,8 @@ public struct TargetOptions: Sendable {
     /// the embedded gateways, with `--gateway` naming them; a store given with `--store`
     /// must have been started so.
     public var bySend = false
+    /// e2e sealed (`bench e2e --sealed`): each payload sealed to its device's key of this suite.
+    public var sealedSuite: KeySuite?
     /// `bench http` against a running store's HTTP API (loopback only) instead of an
     /// embedded one, with `apiToken` as its bearer token.
     public var httpURL: HostPort?

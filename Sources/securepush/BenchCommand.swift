@@ -2,6 +2,7 @@ import ArgumentParser
 import PushBench
 import PushEventLoop
 import PushSecurity
+import PushWire
 
 /// `securepush bench SCENARIO [flags]`: one subcommand per scenario, each listing only the
 /// flags it reads, with that scenario's defaults.
@@ -200,6 +201,14 @@ struct BenchE2E: LoadScenarioCommand {
             stores are started so), instead of STORE to the store and then PUSH to the gateway.
             """))
         var send = false
+        @Flag(help: ArgumentHelp("""
+            Seal every payload to its device's key (SPEC.md 7.6): each device registers a key pair with its LOGIN, the \
+            provider seals before its STORE or SEND, the device opens what it fetched; reports the microseconds per \
+            seal and per open.
+            """))
+        var sealed = false
+        @Option(help: ArgumentHelp("The devices' key suite with --sealed: x25519 or xwing.", valueName: "suite"))
+        var keySuite = "x25519"
         @OptionGroup var pace: PaceFlags<BenchE2E>
     }
 
@@ -214,6 +223,14 @@ struct BenchE2E: LoadScenarioCommand {
         var target = try services.target()
         cluster.apply(to: &target)
         target.bySend = load.send
+        if load.sealed {
+            guard let suite = KeySuite(name: load.keySuite) else {
+                throw ValidationError("--key-suite takes x25519 or xwing, not \(load.keySuite.debugDescription)")
+            }
+            target.sealedSuite = suite
+        } else if load.keySuite != "x25519" {
+            throw ValidationError("--key-suite is for --sealed")
+        }
         return target
     }
 }

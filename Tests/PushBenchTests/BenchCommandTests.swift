@@ -45,7 +45,7 @@ struct BenchCommandTests {
             "push": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
             "fanout": common.union(output).union(pace).union(tls).union(cluster).union(["--no-progress", "--connections", "--devices", "--gateway"]),
             "e2e": common.union(output).union(pace).union(tls).union(stores).union(cluster).union(["--no-progress", "--connections", "--devices", "--payload-size", "--send",
-                                                                     "--store", "--gateway", "--user", "--password-file"]),
+                                                                     "--sealed", "--key-suite", "--store", "--gateway", "--user", "--password-file"]),
             "connections": common.union(output).union(tls).union(["--no-progress", "--connections", "--duration", "--gateway", "--gateway-pid", "--gateway-loops"]),
             "http": common.union(output).union(pace).union(["--no-progress", "--connections", "--payload-size", "--embedded", "--http-url",
                                                              "--api-token", "--user"]),

@@ -38,6 +38,23 @@ struct ScenarioSmokeTests {
         #expect(json["request"] as? String == "send")
     }
 
+    /// [7.6-5] [4.19-4] Every device registers a key, every payload is sealed to it, and every
+    /// FETCH_OK's view opens to the payload's length (an error otherwise).
+    @Test(arguments: [[String](), ["--send", "--key-suite", "xwing"]])
+    func endToEndSealed(extra: [String]) throws {
+        let json = try expectClean("e2e", ["--sealed", "--count", "100", "--devices", "10", "--inflight", "8"] + extra)
+        #expect(json["sealed"] as? String == (extra.isEmpty ? "x25519" : "xwing"))
+        let seal = try #require(json["seal_us_per_message"] as? Double)
+        let open = try #require(json["open_us_per_message"] as? Double)
+        #expect(seal > 0 && open > 0, "\(json)")
+    }
+
+    @Test func endToEndKeySuiteNeedsSealed() throws {
+        let result = try SecurePushBinary.run(["bench", "e2e", "--key-suite", "xwing", "--count", "1"], timeoutSeconds: 30)
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("--key-suite is for --sealed"), "\(result.stderr)")
+    }
+
     @Test func endToEndOpenLoop() throws {
         try expectClean("e2e", ["--count", "200", "--devices", "20", "--rate", "1000"])
     }
