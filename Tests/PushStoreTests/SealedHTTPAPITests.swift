@@ -179,7 +179,7 @@ struct SealedHTTPAPITests {
     }
 
     @Test("[4.19-6] [4.18-5] POST with \"seal\": \"devices\": 201 with the cursor, fetched sealed; a recipient with no keyed device 422 NO_DEVICE_KEYS",
-          .disabled("until the store seals on arrival: it answers payload_to_seal BAD_REQUEST for now"), arguments: Backend.available)
+          arguments: Backend.available)
     func postSealOnArrival(_ backend: Backend) throws {
         let fixture = try Fixture(backend)
         let token = try fixture.token()
