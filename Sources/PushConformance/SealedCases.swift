@@ -5,7 +5,7 @@ import PushWire
 /// The sealed payloads are made up with the right structure and real key ids but no
 /// cryptography: the store never opens them, and the suite only reads what it hands out.
 enum SealedCases {
-    static let all: [ConformanceCase] = keys + sealed
+    static let all: [ConformanceCase] = keys + sealed + sealedOnArrival
 
     // MARK: helpers
 
@@ -309,6 +309,102 @@ enum SealedCases {
             try Expect.error(try device.request(.fetch(Fetch(id: stored.id, token: keylessLogin.token))), .notSealedForDevice,
                              "FETCH by a device with no key")
             return "each sealed-to device gets its view with one stanza; a later and a keyless device NOT_SEALED_FOR_DEVICE"
+        },
+    ]
+}
+
+/// Sealing on arrival ([4.19-6], [4.19-7]), and what the store's sealing must produce (7.6):
+/// the suite plays a device with a real key pair and opens what the store sealed to it.
+extension SealedCases {
+    /// A keyed device, a payload_to_seal STOREd for the run's user and its view FETCHed.
+    struct ArrivalSealing {
+        var user: String
+        var device: String
+        var pair: DeviceKeyPair
+        var text: [UInt8]
+        var stored: StoreOK
+        var view: [UInt8]
+
+        func open(user: String? = nil, deviceID: String? = nil) throws(SealingError) -> [UInt8] {
+            try Opener.open(view, fetchedID: stored.id, user: user ?? self.user, deviceID: deviceID ?? device, key: pair)
+        }
+    }
+
+    static func sealOnArrival(_ ctx: CaseContext) throws(CaseStop) -> ArrivalSealing {
+        let user = try ctx.user()
+        let pair: DeviceKeyPair
+        do { pair = try DeviceKeyPair.generate(suite: .x25519) } catch { throw .fail("making a key: \(error)") }
+        let (device, login) = try keyedDevice(ctx, key: pair.devicePublicKey)
+        let text = Array(ctx.unique("sealed on arrival").utf8)
+        let answer = try ctx.storeProvider().request(.store(StoreRequest(user: user, payload: text, form: .sealOnArrival, ttlSeconds: 60)))
+        guard case .storeOK(let stored) = answer else { throw .fail("a STORE of payload_to_seal was answered \(describe(answer))") }
+        ctx.noteStored(stored.id)
+        let fetched = try ctx.storeDevice().request(.fetch(Fetch(id: stored.id, token: login.token)))
+        guard case .fetchOK(let ok) = fetched, ok.sealed else { throw .fail("FETCH of what the store sealed was answered \(describe(fetched))") }
+        return ArrivalSealing(user: user, device: device, pair: pair, text: text, stored: stored, view: ok.payload)
+    }
+
+    static let sealedOnArrival: [ConformanceCase] = [
+        ConformanceCase("store.seal-on-arrival", clause: "4.19-6",
+                        "a STORE of payload_to_seal is kept sealed to the audience's keys: the device's view opens to the text") { ctx throws(CaseStop) in
+            let sealing = try sealOnArrival(ctx)
+            try Expect.that(sealing.stored.cursor != nil, "STORE_OK of a sealed payload without the key cursor")
+            let opened: [UInt8]
+            do { opened = try sealing.open() } catch { throw .fail("the view does not open: \(error)") }
+            try Expect.equal(opened, sealing.text, "the opened text")
+            return "STORE_OK with cursor \(sealing.stored.cursor ?? 0); the device's view opens to the text"
+        },
+
+        ConformanceCase("store.seal-on-arrival-id", clause: "7.6-1",
+                        "the id of a payload the store sealed is SHA-256 of the label and its seal nonce, cut to 16 bytes") { ctx throws(CaseStop) in
+            let sealing = try sealOnArrival(ctx)
+            let view: SealedPayload
+            do { view = try SealedPayload(parsing: sealing.view) } catch { throw .fail("the view is malformed: \(error)") }
+            try Expect.equal(SealedNames.payloadID(sealNonce: view.sealNonce), sealing.stored.id, "the id derived from the seal nonce")
+            return "STORE_OK's id \(sealing.stored.id) is the nonce's"
+        },
+
+        ConformanceCase("store.seal-on-arrival-binding", clause: "7.6-3",
+                        "the store's stanza opens only with the info of its user and device") { ctx throws(CaseStop) in
+            let sealing = try sealOnArrival(ctx)
+            do { _ = try sealing.open() } catch { throw .fail("the stanza does not open with its own info: \(error)") }
+            let other = ctx.unique("someone-else")
+            guard case .failure(let error) = Result(catching: { () throws(SealingError) in try sealing.open(user: other) }) else {
+                throw .fail("the stanza opened under another user's info")
+            }
+            try Expect.equal(error, .stanzaDoesNotOpen, "opening under another user's info")
+            return "opens with its own info, not with another user's"
+        },
+
+        ConformanceCase("store.seal-on-arrival-body", clause: "7.6-4",
+                        "the store's body is ChaCha20-Poly1305 under the content key with body_aad, and a changed byte does not open") { ctx throws(CaseStop) in
+            var sealing = try sealOnArrival(ctx)
+            do { _ = try sealing.open() } catch { throw .fail("the body does not open: \(error)") }
+            sealing.view[sealing.view.count - 1] ^= 1
+            let changed = sealing
+            guard case .failure(let error) = Result(catching: { () throws(SealingError) in try changed.open() }) else {
+                throw .fail("a body with its last byte changed opened")
+            }
+            try Expect.equal(error, .bodyDoesNotOpen, "opening a changed body")
+            return "opens; a changed tag does not"
+        },
+
+        ConformanceCase("store.seal-on-arrival-retry", clause: "4.19-7",
+                        "a keyed SEND of payload_to_seal is replayed by its other fields alone: a retry with other text gets the first answer") { ctx throws(CaseStop) in
+            let user = try ctx.user()
+            _ = try keyedDevice(ctx, key: freshKey())
+            let provider = try ctx.storeProvider()
+            let key = ctx.unique("seal-retry")
+            func send(_ text: String, ttl: UInt32 = 60) throws(CaseStop) -> Message {
+                try provider.request(.send(SendRequest(user: user, payload: Array(text.utf8), form: .sealOnArrival, ttlSeconds: ttl, idempotencyKey: key)))
+            }
+            guard case .sendOK(let first) = try send("first text") else { throw .fail("a SEND of payload_to_seal was refused") }
+            ctx.noteStored(first.id)
+            let again = try send("other text")
+            guard case .sendOK(let retry) = again else { throw .fail("the retry with other text was answered \(describe(again))") }
+            try Expect.that(retry.replayed && retry.id == first.id, "the retry got id \(retry.id) replayed \(retry.replayed), the first \(first.id)")
+            try Expect.error(try send("first text", ttl: 61), .conflict, "the same key with another ttl_s")
+            return "other text under the key: replayed; another ttl_s: CONFLICT"
         },
     ]
 }
