@@ -64,8 +64,9 @@ struct ProviderCommand: ParsableCommand {
             A token's status (GET) and recall (DELETE) reach only the messages its own provider sent; another \
             provider's message is answered 404, exactly as an id that does not exist. The provider named \
             provider-key is the one that holds the deployment's provider key (securepush send, status and recall), \
-            so a token made for that name sees what they sent. The scope any-provider widens status and recall to \
-            every provider's messages, for an operator's tool.
+            so a token made for that name sees what they sent. The scope keys reads any recipient's device keys \
+            (GET /v1/recipients/NAME/keys), to seal to; tokens made before it existed keep the scopes they had. \
+            The scope any-provider widens status and recall to every provider's messages, for an operator's tool.
             """,
             subcommands: [Create.self, List.self, Revoke.self])
 
@@ -74,7 +75,7 @@ struct ProviderCommand: ParsableCommand {
                 abstract: "Create a token for a provider and print it (alone, on stdout): it is shown this once.")
             @Argument(help: "The provider's name (1 to 64 characters: letters, digits, '-', '_', '.').") var name: String
             @Option(help: "The deployment directory.") var dataDir: String
-            @Option(help: ArgumentHelp("What the token may do, comma-separated: send (POST /v1/messages), status (GET) and recall (DELETE) of its provider's own messages (default: these three); add any-provider to let status and recall reach every provider's messages.",
+            @Option(help: ArgumentHelp("What the token may do, comma-separated: send (POST /v1/messages), status (GET) and recall (DELETE) of its provider's own messages, and keys (GET /v1/recipients/NAME/keys, a recipient's device keys) (default: these four); add any-provider to let status and recall reach every provider's messages.",
                                        valueName: "scopes"))
             var scope: String?
 
@@ -82,7 +83,7 @@ struct ProviderCommand: ParsableCommand {
                 guard APIToken.isValidProviderName(name) else { throw CommandFailure("\(APITokenError.invalidProviderName(name))") }
                 let scopes = try scope.map { text in
                     guard let scopes = APITokenScopes(names: text) else {
-                        throw CommandFailure("--scope: '\(text)' is not a comma-separated list of send, status, recall and any-provider")
+                        throw CommandFailure("--scope: '\(text)' is not a comma-separated list of send, status, recall, keys and any-provider")
                     }
                     return scopes
                 } ?? .all
@@ -104,11 +105,11 @@ struct ProviderCommand: ParsableCommand {
                 let tokens = try openAPITokens(dataDir)
                 let records = try administer { () throws(APITokenError) in try tokens.list() }
                 let width = max(8, records.map(\.provider.count).max() ?? 0)
-                print("ID            " + "PROVIDER".padded(to: width) + "  CREATED               SCOPES              STATE")
+                print("ID            " + "PROVIDER".padded(to: width) + "  CREATED               SCOPES                   STATE")
                 for record in records {
                     let state = record.revokedAt.map { "revoked at \(utcISO8601(milliseconds: $0))" } ?? "active"
                     print(record.id.padded(to: 12) + "  " + record.provider.padded(to: width) + "  "
-                          + utcISO8601(milliseconds: record.createdAt).padded(to: 20) + "  " + record.scopes.description.padded(to: 18) + "  " + state)
+                          + utcISO8601(milliseconds: record.createdAt).padded(to: 20) + "  " + record.scopes.description.padded(to: 23) + "  " + state)
                 }
                 fflush(nil)
             }

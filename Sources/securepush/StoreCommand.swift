@@ -32,7 +32,8 @@ struct StoreCommand: ParsableCommand {
     @Option(help: ArgumentHelp("TLS private key, PEM (default: none, plain TCP).", valueName: "file")) var tlsKey: String?
     @Option(help: ArgumentHelp("""
         Serve the HTTP provider API at this address: POST /v1/messages sends (as SEND does), GET and DELETE \
-        /v1/messages/ID report and recall; requests carry an API token from `securepush provider token create` \
+        /v1/messages/ID report and recall, GET /v1/recipients/NAME/keys reads a recipient's device keys (as KEYS \
+        does); requests carry an API token from `securepush provider token create` \
         (default: store.http in the config file; none without it). With --tls-cert it serves HTTPS. A head RFC 9112 \
         refuses (two Content-Lengths or one not digits alone, Transfer-Encoding other than chunked alone or with \
         Content-Length, HTTP/1.1 without Host, two Hosts or Authorizations, obs-fold, a space before a colon) gets 400 \
