@@ -16,6 +16,8 @@ final class EndToEndSealing {
     private let names: [String]
     private let keyPairs: [DeviceKeyPair]
     private let entries: [DeviceKeyEntry]
+    /// Each device's key checked once, as a provider keeping a user's keys does.
+    private let recipients: [SealingRecipients]
     private(set) var sealNanos: UInt64 = 0
     private(set) var seals = 0
     private(set) var openNanos: UInt64 = 0
@@ -34,6 +36,11 @@ final class EndToEndSealing {
         entries = zip(names, keyPairs).map { name, pair in
             DeviceKeyEntry(deviceID: name, key: pair.devicePublicKey, keyID: pair.keyID(deviceID: name))
         }
+        do {
+            recipients = try entries.map { entry throws(SealingError) in try SealingRecipients(recipient: user, devices: [entry]) }
+        } catch {
+            throw .setup("checking device keys: \(error)")
+        }
     }
 
     /// The public key device `index` registers with its LOGIN.
@@ -44,7 +51,7 @@ final class EndToEndSealing {
     /// A STORE (or, by SEND, a SEND to the device) of the payload sealed to device `index`.
     func request(device index: Int, bySend: Bool, correlation: UInt32) -> [UInt8]? {
         let start = Clocks.monotonicNanoseconds()
-        guard let sealed = try? Sealer.seal(plaintext, recipient: user, devices: [entries[index]]) else { return nil }
+        guard let sealed = try? Sealer.seal(plaintext, to: recipients[index]) else { return nil }
         sealNanos += Clocks.monotonicNanoseconds() - start
         seals += 1
         let message: Message = bySend

@@ -60,6 +60,9 @@ public final class ProviderClient {
     /// KEYS_OK by user: reused for every payload sealed to her until a STORE_OK or SEND_OK
     /// brings another cursor ([4.18-5]).
     private var keyCache: [String: KeysOK] = [:]
+    /// The cached keys checked and parsed for sealing, by user and cursor: a message sealed
+    /// to her keys does not check them again.
+    private var recipientsCache: [String: (cursor: UInt64, recipients: SealingRecipients)] = [:]
     /// A connection to "store" or "gateway" failed (it is retried unless refused).
     public var onConnectionError: ((String, ClientError) -> Void)? {
         didSet {
@@ -185,7 +188,8 @@ public final class ProviderClient {
             switch result {
             case .success(let keys):
                 do throws(SealingError) {
-                    let sealed = try Sealer.seal(message.payload, recipient: message.recipient, devices: keys.keys)
+                    let recipients = try self.recipients(message.recipient, keys)
+                    let sealed = try Sealer.seal(message.payload, to: recipients)
                     var out = message
                     out.payload = sealed.bytes
                     out.form = .sealed
@@ -197,6 +201,13 @@ public final class ProviderClient {
                 completion(.failure(error))
             }
         }
+    }
+
+    private func recipients(_ user: String, _ keys: KeysOK) throws(SealingError) -> SealingRecipients {
+        if let cached = recipientsCache[user], cached.cursor == keys.cursor { return cached.recipients }
+        let recipients = try SealingRecipients(recipient: user, devices: keys.keys)
+        recipientsCache[user] = (keys.cursor, recipients)
+        return recipients
     }
 
     /// A STORE_OK or SEND_OK of a sealed payload carries the recipient's key cursor: another

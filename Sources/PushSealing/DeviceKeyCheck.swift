@@ -6,7 +6,7 @@ import PushWire
 /// sealer before it seals to a listed key.
 public enum DeviceKeyCheck {
     /// A key swift-crypto takes for the suite, parsed once for the sealer.
-    enum RecipientKey {
+    enum RecipientKey: Sendable {
         case x25519(Curve25519.KeyAgreement.PublicKey)
         case xwing(XWingMLKEM768X25519.PublicKey)
     }

@@ -19,14 +19,25 @@ public enum Sealer {
     /// Every key is checked first (its id, its length, small order); any failure refuses
     /// the whole payload, so that no device is silently left out.
     public static func seal(_ plaintext: [UInt8], recipient: String, devices: [DeviceKeyEntry]) throws(SealingError) -> SealedMessage {
-        try seal(plaintext, recipient: recipient, devices: devices,
-                 sealNonce: randomBytes(SealedPayload.sealNonceCount), contentKey: SymmetricKey(size: .bits256))
+        try seal(plaintext, to: SealingRecipients(recipient: recipient, devices: devices))
+    }
+
+    /// Seals to keys checked once before (`SealingRecipients`): a provider that keeps a
+    /// user's keys seals every message to her without checking them again.
+    public static func seal(_ plaintext: [UInt8], to recipients: SealingRecipients) throws(SealingError) -> SealedMessage {
+        try seal(plaintext, to: recipients, sealNonce: randomBytes(SealedPayload.sealNonceCount), contentKey: SymmetricKey(size: .bits256))
     }
 
     /// With the two random inputs given: tests only, a caller must never reuse them.
     static func seal(_ plaintext: [UInt8], recipient: String, devices: [DeviceKeyEntry],
                      sealNonce: [UInt8], contentKey: SymmetricKey) throws(SealingError) -> SealedMessage {
-        let targets = try checkedTargets(recipient: recipient, devices: devices)
+        try seal(plaintext, to: SealingRecipients(recipient: recipient, devices: devices), sealNonce: sealNonce, contentKey: contentKey)
+    }
+
+    static func seal(_ plaintext: [UInt8], to recipients: SealingRecipients,
+                     sealNonce: [UInt8], contentKey: SymmetricKey) throws(SealingError) -> SealedMessage {
+        let recipient = recipients.recipient
+        let targets = recipients.targets
         let id = SealedNames.payloadID(sealNonce: sealNonce)
         let contentKeyBytes = contentKey.withUnsafeBytes { Array($0) }
         var stanzas: [SealedPayload.Stanza] = []
@@ -94,4 +105,19 @@ public enum Sealer {
     static func randomBytes(_ count: Int) -> [UInt8] {
         SymmetricKey(size: SymmetricKeySize(bitCount: count * 8)).withUnsafeBytes { Array($0) }
     }
+}
+
+/// A user's device keys, each checked (its id, its length, small order) and parsed once:
+/// what `Sealer.seal(_:to:)` seals to. Any failure refuses the whole list, so that no
+/// device is silently left out.
+public struct SealingRecipients: Sendable {
+    public let recipient: String
+    let targets: [(DeviceKeyEntry, DeviceKeyCheck.RecipientKey)]
+
+    public init(recipient: String, devices: [DeviceKeyEntry]) throws(SealingError) {
+        self.recipient = recipient
+        targets = try Sealer.checkedTargets(recipient: recipient, devices: devices)
+    }
+
+    public var deviceIDs: [String] { targets.map(\.0.deviceID) }
 }
