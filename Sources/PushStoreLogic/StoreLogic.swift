@@ -252,7 +252,7 @@ public final class StoreLogic {
         case .plain: return ids.next()
         case .sealed:
             do {
-                return SealedNames.payloadID(sealNonce: try SealedPayload(parsing: store.payload).sealNonce)
+                return SealedNames.payloadID(sealNonce: try SealedPayload.check(store.payload))
             } catch {
                 throw Refusal(.badRequest, "malformed sealed_payload: \(error)")
             }
@@ -308,18 +308,12 @@ public final class StoreLogic {
     /// counted as a fetch, when it has no key or the payload no stanza for it ([4.8-3]).
     private func fetchSealed(_ fetch: Fetch, _ payload: StoredPayload, device: EnrolledDevice?, nowMs: UInt64) throws(Refusal) -> StoreAction {
         guard let keyID = device?.keyID else { throw Refusal(.notSealedForDevice, "this device has no key registered; log in with one") }
-        let sealed: SealedPayload
-        do {
-            sealed = try SealedPayload(parsing: payload.body)
-        } catch {
-            // Checked when it was stored: a row that no longer parses is the database's fault.
-            throw Refusal(.internalError, "storage error")
-        }
-        guard let view = sealed.deviceView(for: keyID) else {
+        // Checked when it was stored ([4.19-1]), so nil means no stanza for this key.
+        guard let view = SealedPayload.deviceView(of: payload.body, for: keyID) else {
             throw Refusal(.notSealedForDevice, "not sealed for this device's key \(keyID)")
         }
         countFetch(payload.sequence, atMs: nowMs)
-        return .reply(.fetchOK(FetchOK(id: fetch.id, payload: view.bytes, sealed: true, createdAt: payload.createdAt,
+        return .reply(.fetchOK(FetchOK(id: fetch.id, payload: view, sealed: true, createdAt: payload.createdAt,
                                        expiresAt: payload.expiresAt)))
     }
 

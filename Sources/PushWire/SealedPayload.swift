@@ -47,27 +47,67 @@ public struct SealedPayload: Equatable, Sendable {
     /// Parses and checks the structure of [4.19-1]: version 1, one to 255 stanzas of known
     /// suites, no key id twice, a body of at least the tag's 16 bytes.
     public init(parsing bytes: [UInt8]) throws(SealedPayloadError) {
-        var reader = ByteReader(bytes)
-        let version = try reader.byte()
-        guard version == SealedPayload.version else { throw .unsupportedVersion(version) }
-        sealNonce = Array(try reader.take(SealedPayload.sealNonceCount))
-        let count = Int(try reader.byte())
-        guard count > 0 else { throw .noStanza }
         var stanzas: [Stanza] = []
-        stanzas.reserveCapacity(count)
-        var seen = Set<KeyID>()
-        for _ in 0..<count {
-            let suiteValue = try reader.byte()
-            guard let suite = KeySuite(rawValue: suiteValue) else { throw .unknownSuite(suiteValue) }
-            guard let keyID = KeyID(bytes: try reader.take(KeyID.byteCount)) else { throw .truncated }
-            guard seen.insert(keyID).inserted else { throw .duplicateKeyID(keyID) }
-            let enc = Array(try reader.take(suite.encapsulatedKeyCount))
-            let wrapped = Array(try reader.take(SealedPayload.wrappedKeyCount))
-            stanzas.append(Stanza(suite: suite, keyID: keyID, encapsulatedKey: enc, wrappedKey: wrapped))
+        let layout = try SealedPayload.scan(bytes) { suite, keyID, stanza in
+            let enc = stanza.startIndex + 1 + KeyID.byteCount
+            stanzas.append(Stanza(suite: suite, keyID: keyID, encapsulatedKey: Array(bytes[enc..<enc + suite.encapsulatedKeyCount]),
+                                  wrappedKey: Array(bytes[(stanza.endIndex - SealedPayload.wrappedKeyCount)..<stanza.endIndex])))
         }
+        sealNonce = Array(layout.sealNonce)
         self.stanzas = stanzas
-        body = Array(reader.rest)
-        guard body.count >= SealedPayload.bodyTagCount else { throw .bodyTooShort }
+        body = Array(bytes[layout.bodyStart...])
+    }
+
+    /// The structure check of [4.19-1] alone, copying nothing: the seal nonce (for the id
+    /// of 7.6-1), or the rule the bytes break. The store checks every sealed STORE so.
+    public static func check(_ bytes: [UInt8]) throws(SealedPayloadError) -> ArraySlice<UInt8> {
+        try scan(bytes) { _, _, _ in }.sealNonce
+    }
+
+    /// The device's view of a payload stored after `check` ([4.19-4]), cut from its bytes
+    /// in one copy; nil when no stanza is sealed to `keyID` or the bytes are not a payload.
+    public static func deviceView(of bytes: [UInt8], for keyID: KeyID) -> [UInt8]? {
+        var found: Range<Int>?
+        guard let layout = try? scan(bytes, { _, stanzaKeyID, stanza in if stanzaKeyID == keyID { found = stanza } }),
+              let found else { return nil }
+        var view: [UInt8] = []
+        view.reserveCapacity(headerCount + found.count + bytes.count - layout.bodyStart)
+        view.append(contentsOf: bytes[0..<(headerCount - 1)])
+        view.append(1)
+        view.append(contentsOf: bytes[found])
+        view.append(contentsOf: bytes[layout.bodyStart...])
+        return view
+    }
+
+    /// Version, seal nonce and count.
+    private static let headerCount = 2 + sealNonceCount
+
+    /// Walks the parts in order, checking every rule of [4.19-1] (7.6-6) as it goes, and
+    /// hands each stanza's suite, key id and byte range to `visit`. The one reader of the
+    /// format: parsing, the store's check and the view are all made with it.
+    private static func scan(_ bytes: [UInt8], _ visit: (KeySuite, KeyID, Range<Int>) -> Void)
+        throws(SealedPayloadError) -> (sealNonce: ArraySlice<UInt8>, bodyStart: Int) {
+        guard bytes.count >= headerCount else { throw .truncated }
+        guard bytes[0] == version else { throw .unsupportedVersion(bytes[0]) }
+        let count = Int(bytes[headerCount - 1])
+        guard count > 0 else { throw .noStanza }
+        // At most 255 ids: a linear search beats a hash set's allocation at the usual handful.
+        var seen: [UInt64] = []
+        seen.reserveCapacity(count)
+        var offset = headerCount
+        for _ in 0..<count {
+            guard offset < bytes.count else { throw .truncated }
+            guard let suite = KeySuite(rawValue: bytes[offset]) else { throw .unknownSuite(bytes[offset]) }
+            let length = 1 + KeyID.byteCount + suite.encapsulatedKeyCount + wrappedKeyCount
+            guard length <= bytes.count - offset else { throw .truncated }
+            let keyID = KeyID(value: bytes[(offset + 1)..<(offset + 1 + KeyID.byteCount)].reduce(0) { $0 << 8 | UInt64($1) })
+            guard !seen.contains(keyID.value) else { throw .duplicateKeyID(keyID) }
+            seen.append(keyID.value)
+            visit(suite, keyID, offset..<(offset + length))
+            offset += length
+        }
+        guard bytes.count - offset >= bodyTagCount else { throw .bodyTooShort }
+        return (bytes[1..<headerCount - 1], offset)
     }
 
     public var bytes: [UInt8] {
@@ -113,26 +153,4 @@ public enum SealedPayloadError: Error, Equatable, Sendable, CustomStringConverti
         case .bodyTooShort: "sealed payload's body is shorter than its 16-byte tag"
         }
     }
-}
-
-/// Reads a byte array front to back, refusing to run past its end.
-private struct ByteReader {
-    private let bytes: [UInt8]
-    private var offset = 0
-
-    init(_ bytes: [UInt8]) { self.bytes = bytes }
-
-    mutating func take(_ count: Int) throws(SealedPayloadError) -> ArraySlice<UInt8> {
-        guard count <= bytes.count - offset else { throw .truncated }
-        defer { offset += count }
-        return bytes[offset..<offset + count]
-    }
-
-    mutating func byte() throws(SealedPayloadError) -> UInt8 {
-        guard offset < bytes.count else { throw .truncated }
-        defer { offset += 1 }
-        return bytes[offset]
-    }
-
-    var rest: ArraySlice<UInt8> { bytes[offset...] }
 }

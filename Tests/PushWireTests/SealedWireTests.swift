@@ -103,6 +103,13 @@ import Testing
         #expect(try SealedPayload(parsing: payload.bytes) == payload)
         #expect(payload.deviceView(for: KeyID(value: 2)) == sealed([stanza(2, .xwing)]))
         #expect(payload.deviceView(for: KeyID(value: 4)) == nil)
+        // The store's copy-free forms agree with the parsed ones.
+        #expect(try SealedPayload.check(payload.bytes) == ArraySlice(payload.sealNonce))
+        for id in [1, 2, 3] as [UInt64] {
+            #expect(SealedPayload.deviceView(of: payload.bytes, for: KeyID(value: id)) == payload.deviceView(for: KeyID(value: id))?.bytes)
+        }
+        #expect(SealedPayload.deviceView(of: payload.bytes, for: KeyID(value: 4)) == nil)
+        #expect(throws: SealedPayloadError.duplicateKeyID(KeyID(value: 1))) { try SealedPayload.check(sealed([stanza(1), stanza(1)]).bytes) }
 
         var bytes = payload.bytes
         bytes[0] = 2
