@@ -81,8 +81,9 @@ let package = Package(
         // asks for, problem documents and answers. Compiled alone by fuzz/run.sh too.
         .target(name: "PushProviderAPI", dependencies: ["PushClock", "PushWire"]),
         // Sealed payloads (SPEC.md 7.6): device key pairs, key ids, sealing to device keys
-        // and opening on the device. The only importer of swift-crypto's `Crypto`.
-        .target(name: "PushSealing", dependencies: ["PushWire", .product(name: "Crypto", package: "swift-crypto")]),
+        // and opening on the device. The only importer of swift-crypto's `Crypto` (HPKE, ChaCha20-Poly1305);
+        // SHA-256 comes from PushSecurity's OpenSSL, cheaper on the store's path.
+        .target(name: "PushSealing", dependencies: ["PushWire", "PushSecurity", .product(name: "Crypto", package: "swift-crypto")]),
         // The payload store's logic with no I/O: `StoreLogic`, which decides every rule and
         // value and returns the reads, writes and reply it needs; the values it decides
         // (`WriteOperation`, `PayloadLife`, `LoginThrottle`, `FailureWindow`,

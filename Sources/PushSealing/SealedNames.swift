@@ -1,4 +1,4 @@
-import Crypto
+import PushSecurity
 import PushWire
 
 /// The names SPEC.md 7.6 derives with SHA-256: a sealed payload's id from its nonce, and a
@@ -12,21 +12,14 @@ public enum SealedNames {
     /// `SHA-256("securepush sealed id v1" || seal_nonce)[0..16]`: the sender knows the id
     /// before it seals, and cannot choose it (7.6-1).
     public static func payloadID(sealNonce: some Sequence<UInt8>) -> PayloadID {
-        var hash = SHA256()
-        hash.update(data: idLabel)
-        hash.update(data: Array(sealNonce))
-        let digest = Array(hash.finalize())
+        let digest = SHA256Hash.digest(idLabel + sealNonce)
         return PayloadID(high: bigEndian(digest[0..<8]), low: bigEndian(digest[8..<16]))
     }
 
     /// `SHA-256("securepush device key id v1" || key_suite || n(device_id) || device_key)[0..8]` (7.6-2).
     public static func keyID(suite: KeySuite, deviceID: String, publicKey: [UInt8]) -> KeyID {
-        var hash = SHA256()
-        hash.update(data: keyIDLabel)
-        hash.update(data: [suite.rawValue])
-        hash.update(data: lengthPrefixed(deviceID))
-        hash.update(data: publicKey)
-        return KeyID(value: bigEndian(Array(hash.finalize())[0..<8]))
+        let digest = SHA256Hash.digest(keyIDLabel + [suite.rawValue] + lengthPrefixed(deviceID) + publicKey)
+        return KeyID(value: bigEndian(digest[0..<8]))
     }
 
     /// HPKE's `info` for one stanza: `"securepush sealed key v1" || id || n(recipient) ||
