@@ -11,8 +11,14 @@ public enum SealedNames {
 
     /// `SHA-256("securepush sealed id v1" || seal_nonce)[0..16]`: the sender knows the id
     /// before it seals, and cannot choose it (7.6-1).
-    public static func payloadID(sealNonce: some Sequence<UInt8>) -> PayloadID {
-        let digest = SHA256Hash.digest(idLabel + sealNonce)
+    public static func payloadID(sealNonce: [UInt8]) -> PayloadID { payloadID(sealNonce: sealNonce[...]) }
+
+    /// Concrete types, not a generic sequence: on a sealed STORE's path the generic concatenation
+    /// cost as much as the hash.
+    public static func payloadID(sealNonce: ArraySlice<UInt8>) -> PayloadID {
+        var input = idLabel
+        input.append(contentsOf: sealNonce)
+        let digest = SHA256Hash.digest(input)
         return PayloadID(high: bigEndian(digest[0..<8]), low: bigEndian(digest[8..<16]))
     }
 

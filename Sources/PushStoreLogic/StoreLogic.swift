@@ -244,18 +244,18 @@ public final class StoreLogic {
         return .commit(.store(payload), .storeOK(StoreOK(id: payload.id, expiresAt: payload.expiresAt)))
     }
 
+    /// The structure check of a sealed payload ([4.19-1]): its seal nonce, or BAD_REQUEST.
+    private static func checkSealed(_ bytes: [UInt8]) throws(Refusal) -> ArraySlice<UInt8> {
+        do { return try SealedPayload.check(bytes) } catch { throw Refusal(.badRequest, "malformed sealed_payload: \(error)") }
+    }
+
     /// The id of a STORE's or SEND's content, by its form: drawn for a plain payload ([4.7-2]);
     /// for a sealed one, derived from its seal nonce once its structure is checked, before
     /// the recipient is looked up ([4.19-1], [4.19-2]).
     private func contentID(_ store: StoreRequest) throws(Refusal) -> PayloadID {
         switch store.form {
         case .plain: return ids.next()
-        case .sealed:
-            do {
-                return SealedNames.payloadID(sealNonce: try SealedPayload.check(store.payload))
-            } catch {
-                throw Refusal(.badRequest, "malformed sealed_payload: \(error)")
-            }
+        case .sealed: return SealedNames.payloadID(sealNonce: try StoreLogic.checkSealed(store.payload))
         case .sealOnArrival:
             // Sealed first (`sealedOnArrival`), then made a payload as a sealed one: never here.
             throw Refusal(.internalError, "payload_to_seal reached the payload unsealed")
@@ -326,7 +326,7 @@ public final class StoreLogic {
         }
         // A sealed payload's structure is a rule of the message, checked before anything is
         // read ([4.19-1]); its id is derived again when the payload is made.
-        if send.form == .sealed { _ = try contentID(send.storeRequest) }
+        if send.form == .sealed { _ = try StoreLogic.checkSealed(send.payload) }
         let target = send.target ?? .user(send.user)
         guard !target.name.isEmpty else { throw Refusal(.badRequest, "the target is empty") }
         if case .user(let name) = target, !name.isExactly(send.user) {
