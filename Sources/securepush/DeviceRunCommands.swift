@@ -67,27 +67,11 @@ extension DeviceCommand {
                     // The address that failed; the device moves on to the next of a list.
                     let address = service == "gateway" ? device.gatewayAddress : device.storeAddress
                     states.report(service, "\(describe(error, talkingTo: service, at: address, tls: caFile != nil)); retrying")
-                case .shownNotSaved(let failure):
-                    writeStandardError("\(failure): after a restart this notification may be shown again\n")
-                case .tokenRejected(let status):
-                    writeStandardError("fetch token refused (\(status)): run `securepush device login`\n")
-                case .loggedIn(let expiresAt):
-                    writeStandardError("logged in (token valid until \(localTime(milliseconds: expiresAt))); fetching kept notifications\n")
-                case .sealedNotOpened(let id, let reason):
-                    // Beside the generic prompt on stdout: why this one shows no content.
-                    let why = reason.map { "it does not open with this device's key (\($0))" }
-                        ?? "it was sealed before this device's current key was registered"
-                    writeStandardError("\(id.hex): sealed payload not readable here, \(why)\n")
-                case .deviceKeyUnusable(let failure):
-                    writeStandardError("\(failure); sealed payloads show the generic notification\n")
-                case .olderNotListed(let count):
-                    // Beside the notifications, not among them: stdout stays one notification a line.
-                    writeStandardError("\(count) older unread notification\(count == 1 ? "" : "s") not shown (the newest are)\n")
                 case .stopped(let permanent):
                     failure = permanent
                     loop.stop()
                 default:
-                    break
+                    if let line = Self.standardErrorLine(for: event) { writeStandardError(line + "\n") }
                 }
             }
             device.start()
@@ -100,6 +84,30 @@ extension DeviceCommand {
             device.stop()
             loop.shutdown()
             if let failure { throw CommandFailure(explain(failure)) }
+        }
+
+        /// What the device says on stderr of an event, beside the notifications on stdout
+        /// (one a line), or nil for one it says nothing of.
+        static func standardErrorLine(for event: DeviceEvent) -> String? {
+            switch event {
+            case .shownNotSaved(let failure):
+                return "\(failure): after a restart this notification may be shown again"
+            case .tokenRejected(let status):
+                return "fetch token refused (\(status)): run `securepush device login`"
+            case .loggedIn(let expiresAt):
+                return "logged in (token valid until \(localTime(milliseconds: expiresAt))); fetching kept notifications"
+            case .sealedNotOpened(let id, let reason):
+                // Beside the generic prompt on stdout: why this one shows no content.
+                let why = reason.map { "it does not open with this device's key (\($0))" }
+                    ?? "it was sealed before this device's current key was registered"
+                return "\(id.hex): sealed payload not readable here, \(why)"
+            case .deviceKeyUnusable(let failure):
+                return "\(failure); sealed payloads show the generic notification"
+            case .olderNotListed(let count):
+                return "\(count) older unread notification\(count == 1 ? "" : "s") not shown (the newest are)"
+            default:
+                return nil
+            }
         }
 
         /// Makes the state directory and records in it which device this is.
