@@ -29,20 +29,11 @@ struct ProviderCommand: ParsableCommand {
         func validate() throws { try checkIdentifier(user, as: .user, "the user name") }
 
         func run() throws {
-            let key = try provider.key()
-            let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
-            let keys: KeysOK = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
-                let client = provider.client(loop: loop, store: storeEndpoint, key: key)
-                provider.failOnConnectionErrors(client, only: "store", done)
-                client.keys(for: user) { result in
-                    client.stop()
-                    done(result.mapError { error in
-                        switch error {
-                        case .status(.unknownUser, _): CommandFailure("the store has no user \(user)")
-                        case .storeCannotSeal: CommandFailure("the store at \(client.storeAddress) does not know KEYS (a store before protocol revision 1.5)")
-                        default: provider.describe(error, talkingTo: "store", at: client.storeAddress)
-                        }
-                    })
+            let keys: KeysOK = try provider.askStore({ client, done in client.keys(for: user, completion: done) }) { error, client in
+                switch error {
+                case .status(.unknownUser, _): CommandFailure("the store has no user \(user)")
+                case .storeCannotSeal: CommandFailure("the store at \(client.storeAddress) does not know KEYS (a store before protocol revision 1.5)")
+                default: nil
                 }
             }
             let width = max(6, keys.keys.map { $0.deviceID.count }.max() ?? 0)

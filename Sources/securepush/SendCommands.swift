@@ -35,6 +35,23 @@ struct ProviderOptions: ParsableArguments {
     /// Ends the command when a connection fails for good, or when every address of a
     /// service failed in a row (`only`: the one service whose failures matter); a store
     /// that fails while another of the list answers is passed over.
+    /// One request to the store as this provider (STATUS, RECALL, KEYS): `request` starts it on
+    /// a client, and its answer ends the run; a failure becomes `explain`'s message, or
+    /// `describe`'s when that gives none.
+    func askStore<T>(_ request: @escaping (ProviderClient, @escaping (Result<T, ClientError>) -> Void) -> Void,
+                     explain: @escaping (ClientError, ProviderClient) -> CommandFailure? = { _, _ in nil }) throws -> T {
+        let key = try key()
+        let storeEndpoint = try endpoint(store, caFile: caFile)
+        return try runUntilDone(timeoutSeconds: timeout.value, what: "the store") { loop, done in
+            let client = self.client(loop: loop, store: storeEndpoint, key: key)
+            failOnConnectionErrors(client, only: "store", done)
+            request(client) { result in
+                client.stop()
+                done(result.mapError { explain($0, client) ?? describe($0, talkingTo: "store", at: client.storeAddress) })
+            }
+        }
+    }
+
     func failOnConnectionErrors<T>(_ client: ProviderClient, only: String? = nil, _ done: @escaping (Result<T, CommandFailure>) -> Void) {
         client.onConnectionError = { [weak client] service, error in
             guard let client, error.isPermanent, only == nil || only == service else { return }
@@ -255,16 +272,7 @@ struct StatusCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("The payload ID (32 hex digits) that `send` printed.", valueName: "id")) var id: PayloadID
 
     func run() throws {
-        let key = try provider.key()
-        let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
-        let status: StatusOK = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
-            let client = provider.client(loop: loop, store: storeEndpoint, key: key)
-            provider.failOnConnectionErrors(client, only: "store", done)
-            client.status(id) { result in
-                client.stop()
-                done(result.mapError { provider.describe($0, talkingTo: "store", at: client.storeAddress) })
-            }
-        }
+        let status: StatusOK = try provider.askStore { client, done in client.status(id, completion: done) }
         var line = "\(id.hex) \(status.state)"
         if status.fetchCount > 0 { line += " (\(status.fetchCount) fetch(es), the last at \(localTime(milliseconds: status.fetchedAt)))" }
         announce(line + ", expires at \(localTime(milliseconds: status.expiresAt))")
@@ -288,16 +296,7 @@ struct RecallCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("The payload ID (32 hex digits) that `send` printed.", valueName: "id")) var id: PayloadID
 
     func run() throws {
-        let key = try provider.key()
-        let storeEndpoint = try endpoint(provider.store, caFile: provider.caFile)
-        let _: Void = try runUntilDone(timeoutSeconds: provider.timeout.value, what: "the store") { loop, done in
-            let client = provider.client(loop: loop, store: storeEndpoint, key: key)
-            provider.failOnConnectionErrors(client, only: "store", done)
-            client.recall(id) { result in
-                client.stop()
-                done(result.mapError { provider.describe($0, talkingTo: "store", at: client.storeAddress) })
-            }
-        }
+        let _: Void = try provider.askStore { client, done in client.recall(id, completion: done) }
         announce("recalled \(id.hex)")
     }
 }
