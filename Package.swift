@@ -131,7 +131,8 @@ let package = Package(
         // The black-box protocol conformance suite behind `securepush conformance`.
         // With --data-dir it enrolls and revokes the devices it uses in the store's registry,
         // through the store's administration (`StoreDatabase`): hence PushStore.
-        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushStoreLogic", "PushText", "PushSealing"]),
+        .target(name: "PushConformance", dependencies: ["PushClock", "PushWire", "PushSession", "PushEventLoop", "PushClient", "PushSecurity", "PushStore", "PushStoreLogic", "PushText", "PushSealing",
+                                                 "PushService", "PushProcess", .product(name: "Logging", package: "swift-log")]),
         .executableTarget(
             name: "securepush",
             dependencies: [

@@ -28,6 +28,11 @@ public struct ConformanceCase: Sendable {
     /// clause or clause prefix ("4.7" selects 4.7-1 to 4.7-4 but not 4.70-1; "4" selects
     /// every 4.x clause).
     public func matches(_ selector: String) -> Bool {
+        ConformanceCase.matches(id: id, clause: clause, selector)
+    }
+
+    /// The rule of `matches`, for the client suite's cases too.
+    static func matches(id: String, clause: String, _ selector: String) -> Bool {
         if id == selector || id.hasPrefix(selector) { return true }
         if clause == selector { return true }
         return clause.hasPrefix(selector + "-") || clause.hasPrefix(selector + ".")

@@ -28,21 +28,34 @@ public struct ConformanceReport: Sendable {
     /// Failed cases, or a run that could not finish: either way the target is not shown to conform.
     public var isFailure: Bool { hasFailures || aborted != nil }
 
+    /// What was graded: "servers", or the kind of client (`--client device`).
+    public var subject = "servers"
+    /// The clauses the coverage figure counts: the whole spec for servers, the client-side
+    /// clauses for a client.
+    public var clauseScope = "clauses"
+
     /// Builds the coverage figures from the results and the catalogue the run chose from.
     init(results: [CaseResult], catalogue: [ConformanceCase], durationMs: Int, options: ConformanceOptions, runID: String) {
+        self.init(results: results, clauses: SpecClauses.all, catalogued: Set(catalogue.map(\.clause)),
+                  notJudged: SpecClauses.notTestableFromTheWire, durationMs: durationMs, runID: runID)
+        store = options.store
+        gateway = options.gateway
+    }
+
+    /// Coverage of `clauses` by `results`; `catalogued` are the clauses some case of the
+    /// catalogue judges, `notJudged` the ones no case can, with why.
+    init(results: [CaseResult], clauses: [String], catalogued: Set<String>, notJudged: [String: String], durationMs: Int,
+         runID: String) {
         self.results = results
         self.durationMs = durationMs
-        self.store = options.store
-        self.gateway = options.gateway
         self.runID = runID
         selectedCount = results.count
         let ran = Set(results.filter { $0.verdict.ran }.map(\.clause))
-        coveredClauses = SpecClauses.all.filter { ran.contains($0) }
-        clausesTotal = SpecClauses.all.count
+        coveredClauses = clauses.filter { ran.contains($0) }
+        clausesTotal = clauses.count
         let resultByClause = Dictionary(grouping: results, by: \.clause)
-        let catalogued = Set(catalogue.map(\.clause))
-        notCovered = SpecClauses.all.filter { !ran.contains($0) }.map { clause in
-            if let reason = SpecClauses.notTestableFromTheWire[clause] { return Uncovered(clause: clause, reason: "not testable from the wire: \(reason)") }
+        notCovered = clauses.filter { !ran.contains($0) }.map { clause in
+            if let reason = notJudged[clause] { return Uncovered(clause: clause, reason: "not testable from the wire: \(reason)") }
             if let skippedCase = resultByClause[clause]?.first { return Uncovered(clause: clause, reason: "skipped: \(skippedCase.detail)") }
             if catalogued.contains(clause) { return Uncovered(clause: clause, reason: "not selected") }
             return Uncovered(clause: clause, reason: "no case")
@@ -91,7 +104,7 @@ public struct ConformanceReport: Sendable {
         lines.append("\(results.count) cases: \(passed) passed, \(failed) failed, \(skipped) skipped in \(durationMs) ms")
         // A run stopped before its first case covered nothing: the list would be every clause.
         guard !(aborted != nil && results.isEmpty) else { return lines.joined(separator: "\n") }
-        lines.append("clauses covered: \(coveredClauses.count) of \(clausesTotal) (a clause is covered when a case for it ran)")
+        lines.append("\(clauseScope) covered: \(coveredClauses.count) of \(clausesTotal) (a clause is covered when a case for it ran)")
         if !notCovered.isEmpty {
             lines.append("not covered:")
             lines += notCovered.map { "  " + $0.clause + String(repeating: " ", count: max(0, 7 - $0.clause.count)) + $0.reason }

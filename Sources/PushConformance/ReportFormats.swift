@@ -13,7 +13,7 @@ extension ConformanceReport {
         let uncovered = notCovered.map { "{\"clause\":\(jsonString($0.clause)),\"reason\":\(jsonString($0.reason))}" }
         let summary = "{\"passed\":\(passed),\"failed\":\(failed),\"skipped\":\(skipped),\"cases\":\(results.count),\"selected\":\(selectedCount),"
             + "\"clauses_covered\":\(coveredClauses.count),\"clauses_total\":\(clausesTotal),\"duration_ms\":\(durationMs)}"
-        return "{\"suite\":\"securepush conformance\",\"run_id\":\(jsonString(runID)),"
+        return "{\"suite\":\"securepush conformance\",\"subject\":\(jsonString(subject)),\"run_id\":\(jsonString(runID)),"
             + "\"store\":\(store.map { jsonString($0.description) } ?? "null"),\"gateway\":\(gateway.map { jsonString($0.description) } ?? "null"),\n"
             + "\"aborted\":\(aborted.map(jsonString) ?? "null"),\n"
             + "\"summary\":\(summary),\n"

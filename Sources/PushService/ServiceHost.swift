@@ -113,6 +113,10 @@ public final class ServiceHost<Handler: ServiceHandler> {
     public var serviceDeadlineMs: Int64 = 0
     /// How long a drain waits for owed replies before closing what is left.
     public var drainTimeoutMs: Int64 = 10_000
+    /// Shown every frame a peer sends, as it arrived, before the session judges it, every
+    /// framing error and every close: for a harness that grades clients by what they put on the wire
+    /// (`securepush conformance --client`). Nil in the services.
+    public var frameObserver: ((Peer, FrameObservation) -> Void)?
 
     /// - Parameter admission: the caps shared with the hosts of the process's other loops;
     ///   nil gives this host caps of its own.
@@ -462,6 +466,16 @@ public final class ServiceHost<Handler: ServiceHandler> {
 
 /// One client connection of a service: its socket and its session. Kept small, since a
 /// gateway holds thousands.
+/// What `ServiceHost.frameObserver` is shown.
+public enum FrameObservation {
+    /// A whole frame: its header and a copy of its body.
+    case frame(FrameHeader, [UInt8])
+    /// Bytes the framer refused (bad magic, version, flags, reserved or length).
+    case framingError(WireError)
+    /// The connection closed, admitted or not.
+    case closed(CloseReason)
+}
+
 public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
     /// Strong, not unowned: the host is reached for every frame, and since it has weak
     /// references (its timer's and listener's closures) every unowned access took the
@@ -499,10 +513,12 @@ public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
     public var peerHost: String { connection.peerAddress?.host ?? "?" }
 
     public func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
+        if let observer = host.frameObserver { observer(self, .frame(header, Array(body))) }
         host.perform(session.received(header, body: body), on: self)
     }
 
     public func onFramingError(_ connection: Connection, error: WireError) {
+        if let observer = host.frameObserver { observer(self, .framingError(error)) }
         host.perform(session.framingError(error), on: self)
     }
 
@@ -543,6 +559,7 @@ public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
     }
 
     public func onClose(_ connection: Connection, reason: CloseReason) {
+        if let observer = host.frameObserver { observer(self, .closed(reason)) }
         host.closed(self, reason: reason)
     }
 }

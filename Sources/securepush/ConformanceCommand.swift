@@ -119,7 +119,17 @@ struct ConformanceCommand: ParsableCommand {
     @Argument(help: ArgumentHelp("Cases to run, by id, id prefix, clause or clause prefix; all when none.", valueName: "case"))
     var cases: [String] = []
 
+    @Option(help: ArgumentHelp("Grade a client instead of servers: the suite plays the gateway and the store itself and starts the client with --client-cmd (SPEC.md Appendix B).", valueName: "device|provider"))
+    var client: ClientKind?
+
+    @Option(help: ArgumentHelp("The client's command line, with placeholders {gateway} {store} {credential} {state} {device} {user} {provider-key} (SPEC.md Appendix B.1).", valueName: "command"))
+    var clientCmd: String?
+
+    @Option(help: ArgumentHelp("With --client: how many cases run side by side, each with servers and a client of its own.", valueName: "count"))
+    var jobs = 1
+
     func validate() throws {
+        if client != nil || clientCmd != nil { return try validateClientRun() }
         guard list || store != nil || gateway != nil else { throw ValidationError("give --store, --gateway or both") }
         guard (100...600_000).contains(timeoutMs) else { throw ValidationError("--timeout-ms must be 100 to 600000") }
         guard passwordFile == nil || user != nil else { throw ValidationError("--password-file needs --user") }
@@ -142,6 +152,7 @@ struct ConformanceCommand: ParsableCommand {
     }
 
     func run() throws {
+        if let client { return try runClientSuite(client) }
         let options = try makeOptions()
         let plan: ConformanceSuite.Plan
         do {

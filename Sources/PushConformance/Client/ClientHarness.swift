@@ -1,0 +1,199 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PushClock
+import PushEventLoop
+import PushSecurity
+import PushSession
+import PushWire
+
+/// What one client case works with: the harness's gateway and store on 127.0.0.1, the
+/// device's registration and fetch token made with keys of the harness's own, a state
+/// directory, the client process, and what it printed. Everything runs on the case's
+/// thread: the loop turns only while the case waits (`wait`, `pause`).
+final class ClientHarness {
+    let options: ClientSuiteOptions
+    let loop: EventLoop
+    let log = WireLog()
+    let store = HarnessStore()
+    let gateway: HarnessGateway
+    let storeServer: HarnessServer<HarnessStore>
+    let gatewayServer: HarnessServer<HarnessGateway>
+    let directory: String
+    let stateDirectory: String
+    let user: String
+    let deviceID: String
+    let registration: [UInt8]
+    /// The token `giveToken` writes and the store accepts.
+    let token: [UInt8]
+    let tokenExpiresAt: UInt64
+    private(set) var client: ClientProcess?
+    /// Every process started in this case, the running one last.
+    private(set) var processes: [ClientProcess] = []
+    private(set) var shown: [ShownNotification] = []
+    private(set) var unreadableLines: [String] = []
+    private var poller: LoopTimer?
+
+    init(options: ClientSuiteOptions, caseNumber: Int, runDirectory: String) throws(CaseStop) {
+        self.options = options
+        do { loop = try EventLoop() } catch { throw .fail("cannot create an event loop: \(error)") }
+        directory = runDirectory + "/case-\(caseNumber)"
+        stateDirectory = directory + "/state"
+        guard mkdir(directory, 0o700) == 0, mkdir(stateDirectory, 0o700) == 0 else {
+            throw .fail("cannot make \(stateDirectory): \(String(cString: strerror(errno)))")
+        }
+        user = "cf-user-\(caseNumber)"
+        deviceID = "cf-device-\(caseNumber)"
+        let serverKey: SecretKey
+        do { serverKey = try SecretKey.generate() } catch { throw .fail("cannot make a key: \(error)") }
+        let now = Clocks.wallMilliseconds()
+        registration = Registration(deviceID: deviceID, user: user, tags: [], issuedAt: now, expiresAt: now + 86_400_000)
+            .signed(by: CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose))
+        tokenExpiresAt = now + 3_600_000
+        token = FetchToken(user: user, deviceID: deviceID, issuedAt: now, expiresAt: tokenExpiresAt)
+            .signed(by: CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose))
+        gateway = HarnessGateway(registration: registration)
+        storeServer = try HarnessServer(loop: loop, service: .store, limits: options.storeLimits, handler: store, log: log)
+        gatewayServer = try HarnessServer(loop: loop, service: .gateway, limits: options.gatewayLimits, handler: gateway, log: log)
+        store.server = storeServer
+        store.validToken = token
+        gateway.server = gatewayServer
+        try write(directory + "/registration", registration.hexString + "\n")
+    }
+
+    /// Stops the client and closes the servers and the loop.
+    func finish() {
+        for process in processes { process.stop() }
+        poller?.cancel()
+        storeServer.close()
+        gatewayServer.close()
+        loop.shutdown()
+    }
+
+    // MARK: the client
+
+    var placeholderValues: [String: String] {
+        ["gateway": gatewayServer.address, "store": storeServer.address, "credential": directory + "/registration",
+         "state": stateDirectory, "device": deviceID, "user": user]
+    }
+
+    /// Starts the client (again, after `stopClient`) with the same state directory.
+    func startClient() throws(CaseStop) {
+        let arguments: [String]
+        do { arguments = try options.command.arguments(placeholderValues) } catch { throw .fail("\(error)") }
+        let process = try ClientProcess(arguments: arguments)
+        client = process
+        processes.append(process)
+        if poller == nil {
+            poller = loop.schedule(after: .milliseconds(10), repeating: true) { [weak self] in self?.readOutput() }
+        }
+    }
+
+    /// SIGTERM (or, `crash`, SIGKILL) to the running client; its last lines are read first.
+    func stopClient(crash: Bool = false) {
+        readOutput()
+        guard let client else { return }
+        if crash { client.kill() } else { client.stop() }
+        readOutput()
+        self.client = nil
+    }
+
+    private func readOutput() {
+        guard let client else { return }
+        for (text, atMs) in client.poll() {
+            switch DeviceOutputLine(text, atMs: atMs) {
+            case .shown(let notification): shown.append(notification)
+            case .unreadable(let line): unreadableLines.append(line)
+            }
+        }
+    }
+
+    /// The notifications shown for `id`, in order.
+    func shown(_ id: PayloadID) -> [ShownNotification] { shown.filter { $0.id == id } }
+
+    // MARK: the token
+
+    /// Puts the harness's token in the state directory as SPEC 7.5-4 has it (atomically).
+    func giveToken() throws(CaseStop) {
+        try write(stateDirectory + "/fetch-token.harness", token.hexString + " \(tokenExpiresAt)\n")
+        guard rename(stateDirectory + "/fetch-token.harness", stateDirectory + "/fetch-token") == 0 else {
+            throw .fail("cannot put the token in place: \(String(cString: strerror(errno)))")
+        }
+    }
+
+    private func write(_ path: String, _ text: String) throws(CaseStop) {
+        let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+        guard fd >= 0 else { throw .fail("cannot write \(path): \(String(cString: strerror(errno)))") }
+        let bytes = Array(text.utf8)
+        let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+        close(fd)
+        guard written == bytes.count else { throw .fail("cannot write \(path)") }
+    }
+
+    // MARK: waiting
+
+    /// Turns the loop until `done` holds; FAILs with `what` after `timeoutMs` (the run's
+    /// reply timeout by default), or at once when the client exits.
+    func wait(_ what: @autoclosure () -> String, timeoutMs: Int64? = nil, until done: () -> Bool) throws(CaseStop) {
+        let deadline = Clocks.monotonicMilliseconds() + (timeoutMs ?? options.timeoutMs)
+        while !done() {
+            try checkAlive()
+            guard Clocks.monotonicMilliseconds() < deadline else {
+                throw .fail("\(what()) within \(timeoutMs ?? options.timeoutMs) ms" + stderrNote)
+            }
+            turn(untilMs: deadline)
+        }
+    }
+
+    /// Turns the loop for `milliseconds`, whatever happens; FAILs if the client exits.
+    func pause(_ milliseconds: Int64) throws(CaseStop) {
+        let deadline = Clocks.monotonicMilliseconds() + milliseconds
+        while Clocks.monotonicMilliseconds() < deadline {
+            try checkAlive()
+            turn(untilMs: deadline)
+        }
+        try checkAlive()
+    }
+
+    private func turn(untilMs deadline: Int64) {
+        let wake = loop.schedule(after: .milliseconds(max(1, min(20, deadline - Clocks.monotonicMilliseconds())))) {}
+        loop.runOnce(blocking: true)
+        wake.cancel()
+    }
+
+    private func checkAlive() throws(CaseStop) {
+        guard let client, client.hasExited else { return }
+        readOutput()
+        self.client = nil
+        throw .fail("the client exited (status \(client.exitStatus ?? -1)) during the case: \(client.standardErrorTail)")
+    }
+
+    /// The client's last stderr lines, for a FAIL's detail.
+    var stderrNote: String {
+        guard let process = processes.last else { return "" }
+        return " (client stderr: \(process.standardErrorTail))"
+    }
+
+    // MARK: common steps
+
+    /// Starts the client and waits until it holds a connection to the gateway and one to
+    /// the store.
+    @discardableResult
+    func startAndConnect() throws(CaseStop) -> HarnessGateway.Peer {
+        try startClient()
+        try wait("the device did not connect to the gateway and the store") { gateway.device != nil && !store.peers.isEmpty }
+        guard let device = gateway.device else { throw .fail("the device's gateway connection closed") }
+        return device
+    }
+
+    /// Waits until the client has said nothing to either server for `quietMs` (at most
+    /// two seconds): the state a case starts acting from, after the connect's SYNC.
+    func settle(quietMs: Int64 = 200) throws(CaseStop) {
+        let giveUp = Clocks.monotonicMilliseconds() + 2_000
+        while Clocks.monotonicMilliseconds() < giveUp {
+            let last = log.received().last?.atMs ?? 0
+            if Clocks.monotonicMilliseconds() - last >= quietMs { return }
+            try pause(20)
+        }
+    }
+}
