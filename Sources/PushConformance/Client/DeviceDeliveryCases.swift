@@ -48,7 +48,7 @@ enum DeviceDeliveryCases {
         return "repeated PUSH acknowledged, shown once"
     }
 
-    static let ackSent = ClientCase("dev.ack.sent", clause: "4.10-1",
+    static let ackSent = ClientCase("dev.ack.sent", clause: "4.14-12",
                                     "the device ACKs a payload it showed, so the store stops listing it") { h throws(CaseStop) in
         try h.startLoggedIn()
         let (id, _) = h.commitPayload()
