@@ -30,8 +30,14 @@ public final class ChildProcess {
         return String(decoding: buffer[..<length].map { UInt8(bitPattern: $0) }, as: UTF8.self)
     }
 
+    /// The write end of the child's stdin when it was started with `stdinPipe`.
+    public private(set) var stdinWriter: Int32 = -1
+
     /// - Parameter stdinText: written to a temporary file that becomes the child's stdin.
-    public init(executable: String, arguments: [String], name: String? = nil, stdinText: String? = nil) throws(Failure) {
+    /// - Parameter stdinPipe: the child reads its stdin from a pipe the parent writes with
+    ///   `writeStandardInput` (a client driven line by line); ignored with `stdinText`.
+    public init(executable: String, arguments: [String], name: String? = nil, stdinText: String? = nil,
+                stdinPipe: Bool = false) throws(Failure) {
         let stem = "/tmp/securepush-child-\(getpid())-\(ChildProcess.nextSerial())"
         stdoutPath = stem + ".out"
         stderrPath = stem + ".err"
@@ -48,7 +54,18 @@ public final class ChildProcess {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
+        var pipeEnds: [Int32] = [-1, -1]
+        if stdinPipe, stdinText == nil {
+            guard pipe(&pipeEnds) == 0 else { throw Failure("cannot make a pipe: \(String(cString: strerror(errno)))") }
+            // Other children started meanwhile must not hold the pipe open; dup2 clears
+            // the flag on the child's own stdin.
+            _ = fcntl(pipeEnds[0], F_SETFD, FD_CLOEXEC)
+            _ = fcntl(pipeEnds[1], F_SETFD, FD_CLOEXEC)
+            posix_spawn_file_actions_adddup2(&actions, pipeEnds[0], 0)
+        } else {
+            posix_spawn_file_actions_addopen(&actions, 0, stdinPath, O_RDONLY, 0)
+        }
+        defer { if pipeEnds[0] >= 0 { Glibc.close(pipeEnds[0]) } }
         posix_spawn_file_actions_addopen(&actions, 1, stdoutPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         posix_spawn_file_actions_addopen(&actions, 2, stderrPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
         var attributes = posix_spawnattr_t()
@@ -70,14 +87,38 @@ public final class ChildProcess {
         var child = pid_t()
         let result = posix_spawn(&child, executable, &actions, &attributes, argv, environ)
         guard result == 0 else {
+            if pipeEnds[1] >= 0 { Glibc.close(pipeEnds[1]) }
             temporary.forEach { unlink($0) }
             throw Failure("cannot start \(executable): \(String(cString: strerror(result)))")
         }
         pid = child
+        stdinWriter = pipeEnds[1]
         OrphanGuard.watch(child)
     }
 
+    /// Writes to the child's stdin pipe; false when there is none or the child closed it.
+    @discardableResult
+    public func writeStandardInput(_ text: String) -> Bool {
+        guard stdinWriter >= 0 else { return false }
+        var bytes = Array(text.utf8)[...]
+        while !bytes.isEmpty {
+            let written = bytes.withUnsafeBytes { Glibc.write(stdinWriter, $0.baseAddress, $0.count) }
+            if written < 0, errno == EINTR { continue }
+            guard written > 0 else { return false }
+            bytes = bytes.dropFirst(written)
+        }
+        return true
+    }
+
+    /// Closes the child's stdin pipe: it reads end of file.
+    public func closeStandardInput() {
+        guard stdinWriter >= 0 else { return }
+        Glibc.close(stdinWriter)
+        stdinWriter = -1
+    }
+
     deinit {
+        closeStandardInput()
         if exitStatus == nil { terminate(graceSeconds: 5) }
         temporaryPaths.forEach { unlink($0) }
     }

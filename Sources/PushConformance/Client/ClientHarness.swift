@@ -30,7 +30,10 @@ final class ClientHarness {
     private(set) var client: ClientProcess?
     /// Every process started in this case, the running one last.
     private(set) var processes: [ClientProcess] = []
+    /// The provider key the harness's servers check provider credentials with (7.1-2).
+    let providerKey: SecretKey
     private(set) var shown: [ShownNotification] = []
+    private(set) var answers: [ProviderAnswer] = []
     private(set) var unreadableLines: [String] = []
     private var poller: LoopTimer?
 
@@ -45,20 +48,27 @@ final class ClientHarness {
         user = "cf-user-\(caseNumber)"
         deviceID = "cf-device-\(caseNumber)"
         let serverKey: SecretKey
-        do { serverKey = try SecretKey.generate() } catch { throw .fail("cannot make a key: \(error)") }
+        do {
+            serverKey = try SecretKey.generate()
+            providerKey = try SecretKey.generate()
+        } catch {
+            throw .fail("cannot make a key: \(error)")
+        }
         let now = Clocks.wallMilliseconds()
         registration = Registration(deviceID: deviceID, user: user, tags: [], issuedAt: now, expiresAt: now + 86_400_000)
             .signed(by: CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.registrationPurpose))
         tokenExpiresAt = now + 3_600_000
         token = FetchToken(user: user, deviceID: deviceID, issuedAt: now, expiresAt: tokenExpiresAt)
             .signed(by: CredentialSigner(serverKey: serverKey, purpose: CredentialSigner.fetchTokenPurpose))
-        gateway = HarnessGateway(registration: registration)
+        gateway = HarnessGateway(registration: registration, providerKey: providerKey)
+        store.providerCredential = HelloCredential.provider(providerKey)
         storeServer = try HarnessServer(loop: loop, service: .store, limits: options.storeLimits, handler: store, log: log)
         gatewayServer = try HarnessServer(loop: loop, service: .gateway, limits: options.gatewayLimits, handler: gateway, log: log)
         store.server = storeServer
         store.validToken = token
         gateway.server = gatewayServer
         try write(directory + "/registration", registration.hexString + "\n")
+        try write(directory + "/provider.key", providerKey.fileText)
     }
 
     /// Stops the client and closes the servers and the loop.
@@ -74,14 +84,14 @@ final class ClientHarness {
 
     var placeholderValues: [String: String] {
         ["gateway": gatewayServer.address, "store": storeServer.address, "credential": directory + "/registration",
-         "state": stateDirectory, "device": deviceID, "user": user]
+         "state": stateDirectory, "device": deviceID, "user": user, "provider-key": directory + "/provider.key"]
     }
 
     /// Starts the client (again, after `stopClient`) with the same state directory.
     func startClient() throws(CaseStop) {
         let arguments: [String]
         do { arguments = try options.command.arguments(placeholderValues) } catch { throw .fail("\(error)") }
-        let process = try ClientProcess(arguments: arguments)
+        let process = try ClientProcess(arguments: arguments, stdinPipe: options.kind == .provider)
         client = process
         processes.append(process)
         if poller == nil {
@@ -101,11 +111,31 @@ final class ClientHarness {
     private func readOutput() {
         guard let client else { return }
         for (text, atMs) in client.poll() {
+            if options.kind == .provider {
+                if let answer = ProviderAnswer(text, atMs: atMs) { answers.append(answer) } else { unreadableLines.append(text) }
+                continue
+            }
             switch DeviceOutputLine(text, atMs: atMs) {
             case .shown(let notification): shown.append(notification)
             case .unreadable(let line): unreadableLines.append(line)
             }
         }
+    }
+
+    /// Sends a provider one command line (Appendix B.3).
+    func command(_ line: String) throws(CaseStop) {
+        guard let client, client.send(line) else { throw .fail("cannot write to the provider's stdin: it closed it or exited" + stderrNote) }
+    }
+
+    /// The answer with `tag`, once the provider has written it.
+    func answer(_ tag: String) -> ProviderAnswer? { answers.first { $0.tag == tag } }
+
+    /// Waits for the answer to the command tagged `tag`.
+    @discardableResult
+    func waitForAnswer(_ tag: String, timeoutMs: Int64? = nil) throws(CaseStop) -> ProviderAnswer {
+        try wait("the provider wrote no answer line for `\(tag)`", timeoutMs: timeoutMs) { answer(tag) != nil }
+        guard let found = answer(tag) else { throw .fail("no answer for `\(tag)`") }
+        return found
     }
 
     /// The notifications shown for `id`, in order.

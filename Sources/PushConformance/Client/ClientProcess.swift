@@ -15,10 +15,11 @@ final class ClientProcess {
     private(set) var lines: [(text: String, atMs: Int64)] = []
     let startedAtMs: Int64
 
-    init(arguments: [String]) throws(CaseStop) {
+    /// - Parameter stdinPipe: a provider reads its commands from stdin; a device's is /dev/null.
+    init(arguments: [String], stdinPipe: Bool) throws(CaseStop) {
         do {
             child = try ChildProcess(executable: arguments[0], arguments: Array(arguments.dropFirst()),
-                                     name: "client")
+                                     name: "client", stdinPipe: stdinPipe)
         } catch {
             throw .fail("cannot start the client: \(error)")
         }
@@ -51,6 +52,12 @@ final class ClientProcess {
         }
         return lines[before...]
     }
+
+    /// Writes one command line to the client's stdin.
+    func send(_ line: String) -> Bool { child.writeStandardInput(line + "\n") }
+
+    /// End of file on the client's stdin.
+    func closeInput() { child.closeStandardInput() }
 
     var hasExited: Bool { child.hasExited }
     var exitStatus: Int32? { child.exitStatus }

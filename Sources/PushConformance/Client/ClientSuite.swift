@@ -10,7 +10,7 @@ public enum ClientSuite {
     public static func catalogue(_ kind: ClientKind) -> [ClientCase] {
         switch kind {
         case .device: DeviceCases.all
-        case .provider: []
+        case .provider: ProviderCases.all
         }
     }
 

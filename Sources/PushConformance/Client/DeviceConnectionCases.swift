@@ -13,16 +13,8 @@ enum DeviceConnectionCases {
         try h.giveToken()
         try h.startAndConnect()
         try h.settle()
-        for service in [HarnessService.gateway, .store] {
-            let frames = h.log.received(from: service).filter { $0.connection == 1 }
-            guard let first = frames.first else { throw .fail("no frame on the \(service) connection") }
-            guard first.header.type == .hello else { throw .fail("the first frame to the \(service) was \(first.header.type.map { "\($0)" } ?? "type \(first.header.rawType)"), not HELLO") }
-        }
-        let gatewayFrames = h.log.received(from: .gateway).filter { $0.connection == 1 }
-        if let early = gatewayFrames.dropFirst().first, early.atMs < gatewayFrames[0].atMs + 350 {
-            throw .fail("a \(early.header.type.map { "\($0)" } ?? "frame") reached the gateway \(early.atMs - gatewayFrames[0].atMs) ms after HELLO, before HELLO_OK (held 400 ms)")
-        }
-        return "HELLO first on both connections; nothing before HELLO_OK"
+        _ = try FrameRules.helloFirst(h, service: .store, heldMs: 0)
+        return try FrameRules.helloFirst(h, service: .gateway, heldMs: 400)
     }
 
     static let helloCredential = ClientCase("dev.hello.credential", clause: "4.2-2",
@@ -69,32 +61,19 @@ enum DeviceConnectionCases {
     static let headerBits = ClientCase("dev.frame.header", clause: "2-5",
                                        "the flags byte (2-5) and the reserved u16 (2-6) are 0 in every frame the device sends") { h throws(CaseStop) in
         try ordinaryFlow(h)
-        for service in [HarnessService.gateway, .store] {
-            if let error = h.log.unframed(service).first { throw .fail("the \(service) refused a frame: \(error)") }
-        }
-        return "\(h.log.received().count) frames, all with flags and reserved 0"
+        return try FrameRules.headers(h)
     }
 
     static let fieldOrder = ClientCase("dev.field.order", clause: "3.4-1",
                                        "each field appears at most once per body, in ascending tag order") { h throws(CaseStop) in
         try ordinaryFlow(h)
-        for frame in h.log.received() {
-            guard let tags = FieldScan.tags(frame.body) else { throw .fail("a \(frame.header.type.map { "\($0)" } ?? "frame") body does not split into fields") }
-            if let index = tags.indices.dropFirst().first(where: { tags[$0] <= tags[$0 - 1] }) {
-                throw .fail("a \(frame.header.type.map { "\($0)" } ?? "frame") to the \(frame.service) has tag 0x\(String(tags[index], radix: 16)) after 0x\(String(tags[index - 1], radix: 16))")
-            }
-        }
-        return "\(h.log.received().count) bodies in ascending tag order"
+        return try FrameRules.fieldOrder(h)
     }
 
     static let fieldLengths = ClientCase("dev.field.varint", clause: "3.1-4",
                                          "every field length is written in the fewest bytes") { h throws(CaseStop) in
         try ordinaryFlow(h)
-        for frame in h.log.received() {
-            guard let padded = FieldScan.paddedLength(frame.body) else { continue }
-            throw .fail("a \(frame.header.type.map { "\($0)" } ?? "frame") to the \(frame.service) writes the length of field 0x\(String(padded, radix: 16)) in more bytes than it needs")
-        }
-        return "\(h.log.received().count) bodies, minimal lengths"
+        return try FrameRules.fieldLengths(h)
     }
 
     static let correlationUnique = ClientCase("dev.correlation.unique", clause: "5.3-3",
@@ -172,86 +151,3 @@ enum DeviceConnectionCases {
     }
 }
 
-/// Fields of a raw body, for the rules about how a sender writes them (3.1-4, 3.4-1).
-enum FieldScan {
-    /// The tags in order, or nil when the body does not split into fields.
-    static func tags(_ body: [UInt8]) -> [UInt8]? {
-        var tags: [UInt8] = []
-        return walk(body) { tag, _, _ in tags.append(tag) } ? tags : nil
-    }
-
-    /// The tag of the first field whose length takes more varint bytes than it needs.
-    static func paddedLength(_ body: [UInt8]) -> UInt8? {
-        var padded: UInt8?
-        _ = walk(body) { tag, length, lengthBytes in
-            if padded == nil, lengthBytes > RawFrame.varint(length).count { padded = tag }
-        }
-        return padded
-    }
-
-    /// Calls `visit` with each field's tag, its length and the number of bytes the length
-    /// took; false when the body runs short.
-    static func walk(_ body: [UInt8], _ visit: (_ tag: UInt8, _ length: Int, _ lengthBytes: Int) -> Void) -> Bool {
-        var index = 0
-        while index < body.count {
-            let tag = body[index]
-            index += 1
-            var length = 0, shift = 0, bytes = 0
-            while true {
-                guard index < body.count, bytes < 4 else { return false }
-                let byte = body[index]
-                index += 1
-                bytes += 1
-                length |= Int(byte & 0x7F) << shift
-                shift += 7
-                if byte & 0x80 == 0 { break }
-            }
-            guard index + length <= body.count else { return false }
-            visit(tag, length, bytes)
-            index += length
-        }
-        return true
-    }
-}
-
-/// Requests outstanding on a connection, from the log: a request counts from its arrival
-/// until the harness answered its correlation id.
-enum Outstanding {
-    static let counted: Set<MessageType> = [.fetch, .sync, .ack, .login]
-
-    /// The most outstanding at once on any one connection to `service`.
-    static func most(_ log: WireLog, service: HarnessService) -> Int {
-        var outstanding: [Int: Set<UInt32>] = [:]
-        var most = 0
-        for event in log.events where event.service == service {
-            switch event.kind {
-            case .received(let header, _, _) where header.type.map(counted.contains) ?? false:
-                outstanding[event.connection, default: []].insert(header.correlation)
-                most = max(most, outstanding[event.connection]?.count ?? 0)
-            case .sent(_, let correlation):
-                outstanding[event.connection]?.remove(correlation)
-            default:
-                break
-            }
-        }
-        return most
-    }
-
-    /// A sentence about the first request whose correlation id was still outstanding, or nil.
-    static func reusedCorrelation(_ log: WireLog, service: HarnessService) -> String? {
-        var outstanding: [Int: Set<UInt32>] = [:]
-        for event in log.events where event.service == service {
-            switch event.kind {
-            case .received(let header, _, _) where header.type.map(counted.contains) ?? false:
-                guard outstanding[event.connection, default: []].insert(header.correlation).inserted else {
-                    return "a \(header.type.map { "\($0)" } ?? "request") reused correlation id \(header.correlation) while a request with it was outstanding"
-                }
-            case .sent(_, let correlation):
-                outstanding[event.connection]?.remove(correlation)
-            default:
-                break
-            }
-        }
-        return nil
-    }
-}

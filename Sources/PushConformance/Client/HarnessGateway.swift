@@ -1,16 +1,25 @@
+import PushClock
 import PushEventLoop
+import PushSecurity
 import PushService
 import PushWire
 
 /// The harness's gateway: admits the one device whose registration it was given, keeps
 /// its newest connection, and sends what the case tells it to (PUSH, MISSED, PING, raw
-/// bytes). It never pushes on its own: redelivery and queues are the case's to play.
+/// bytes). It never pushes on its own: redelivery and queues are the case's to play. A
+/// provider's PUSH is answered PUSH_ACK, as if the device were offline (queued 1), or as
+/// the case's intercept says.
 final class HarnessGateway: ServiceHandler {
     typealias PeerState = Int
     typealias Peer = ServicePeer<HarnessGateway>
 
     unowned var server: HarnessServer<HarnessGateway>!
     let registration: [UInt8]
+    private let providerCredential: HelloCredential
+    /// Consulted for every provider PUSH before the faithful PUSH_ACK.
+    var intercept: ((HarnessRequest) -> HarnessAnswer)?
+    /// The admitted provider connections, newest last.
+    private(set) var providers: [Peer] = []
     /// Answer every HELLO with ERROR and this status (BUSY: a gateway still loading its
     /// registry, 4.16-12), then close.
     var refuseHello: Status?
@@ -22,36 +31,38 @@ final class HarnessGateway: ServiceHandler {
     private(set) var device: Peer?
     private var nextCorrelation: UInt32 = 0x0100_0000
 
-    init(registration: [UInt8]) {
+    init(registration: [UInt8], providerKey: SecretKey) {
         self.registration = registration
+        providerCredential = HelloCredential.provider(providerKey)
     }
 
     func admit(_ hello: Hello, peer: Peer) -> Admission<Int> {
         if let refuseHello { return .refuse(refuseHello, "refused by the conformance harness") }
+        if hello.role == .provider {
+            return HarnessCredentials.admitProvider(hello, audience: .gateway, credential: providerCredential, serial: server.serial(peer))
+        }
         guard hello.role == .device, hello.credential == registration else {
             return .refuse(.badCredentials, "not the registration the harness issued")
         }
-        guard helloDelayMs > 0 else { return .admit(server.serial(peer)) }
-        let serial = server.serial(peer)
-        server.host.loop.schedule(after: .milliseconds(helloDelayMs)) { [weak self, weak peer] in
-            guard let self, let peer else { return }
-            self.server.host.decide(peer, .admit(serial))
-        }
-        return .wait
+        return server.admit(peer, afterMs: helloDelayMs)
     }
 
     func admitted(_ peer: Peer) {
+        if peer.role == .provider { return providers.append(peer) }
         device = peer
         onAdmitted?(peer)
     }
 
     func closed(_ peer: Peer, reason: CloseReason) {
         if device === peer { device = nil }
+        providers.removeAll { $0 === peer }
     }
 
     func serve(_ message: Message, correlation: UInt32, peer: Peer) {
-        server.respond(.error(ErrorReply(status: .badRequest, message: "the harness's gateway serves no request")),
-                       correlation: correlation, to: peer)
+        let request = HarnessRequest(message: message, correlation: correlation, connection: server.serial(peer))
+        HarnessAnswer.carryOut(intercept?(request) ?? .faithful, request, server: server, peer: peer) { _ in
+            .pushAck(PushAck(written: 0, queued: 1))
+        }
     }
 
     /// A fresh correlation id for a frame the gateway starts.

@@ -81,6 +81,17 @@ final class HarnessServer<Handler: ServiceHandler> {
         }
     }
 
+    /// Admits `peer` at once, or `delayMs` later (HELLO_OK held back).
+    func admit(_ peer: ServicePeer<Handler>, afterMs delayMs: Int64) -> Admission<Handler.PeerState> where Handler.PeerState == Int {
+        let serial = serial(peer)
+        guard delayMs > 0 else { return .admit(serial) }
+        host.loop.schedule(after: .milliseconds(delayMs)) { [weak self, weak peer] in
+            guard let self, let peer else { return }
+            self.host.decide(peer, .admit(serial))
+        }
+        return .wait
+    }
+
     // MARK: what the harness sends
 
     /// A frame the server starts (PUSH, MISSED, PING), recorded.

@@ -1,34 +1,13 @@
 import PushClock
 import PushEventLoop
+import PushSecurity
 import PushService
 import PushWire
 
-/// A request the client sent to one of the harness's servers, as a case's intercept sees it.
-struct HarnessRequest {
-    var message: Message
-    var correlation: UInt32
-    /// The number of the connection it came on (1 for the first).
-    var connection: Int
-}
-
-/// How the harness answers a request: as a faithful server would, or as the case says.
-indirect enum HarnessAnswer {
-    case faithful
-    case reply(Message)
-    /// A reply as bytes, for one no encoder would write.
-    case rawReply([UInt8])
-    case error(Status)
-    /// This answer, after a delay.
-    case later(ms: Int64, HarnessAnswer)
-    /// No answer at all.
-    case none
-    /// GOAWAY with this status and `last_correlation` instead of an answer, then a close.
-    case goaway(Status, lastCorrelation: UInt32, closeAfterMs: Int64)
-}
-
 /// The harness's store: a faithful, small model of SPEC.md's store for one user and one
-/// device (FETCH, SYNC and ACK over a table of payloads, with one valid fetch token), whose
-/// answers a case may replace request by request.
+/// device (FETCH, SYNC and ACK over a table of payloads, with one valid fetch token) and
+/// for one provider (STORE, SEND with idempotency keys, RECALL), whose answers a case may
+/// replace request by request.
 final class HarnessStore: ServiceHandler {
     typealias PeerState = Int
     typealias Peer = ServicePeer<HarnessStore>
@@ -48,6 +27,12 @@ final class HarnessStore: ServiceHandler {
     var validToken: [UInt8]?
     /// Consulted for every request before the faithful answer.
     var intercept: ((HarnessRequest) -> HarnessAnswer)?
+    /// Hold HELLO_OK back this long after HELLO.
+    var helloDelayMs: Int64 = 0
+    /// Checks a provider's HELLO credential (7.1); nil admits no provider.
+    var providerCredential: HelloCredential?
+    /// SEND idempotency keys and the id each was stored under (4.17-5).
+    private(set) var sendKeys: [String: PayloadID] = [:]
     /// The admitted connections, newest last.
     private(set) var peers: [Peer] = []
     /// `SYNC_OK.cursor` values are this plus the offset of the next page: never 0, and
@@ -62,7 +47,13 @@ final class HarnessStore: ServiceHandler {
         return id
     }
 
-    func admit(_ hello: Hello, peer: Peer) -> Admission<Int> { .admit(server.serial(peer)) }
+    func admit(_ hello: Hello, peer: Peer) -> Admission<Int> {
+        if hello.role == .provider {
+            let admission = HarnessCredentials.admitProvider(hello, audience: .store, credential: providerCredential, serial: server.serial(peer))
+            guard case .admit = admission else { return admission }
+        }
+        return server.admit(peer, afterMs: helloDelayMs)
+    }
 
     func admitted(_ peer: Peer) { peers.append(peer) }
 
@@ -70,28 +61,8 @@ final class HarnessStore: ServiceHandler {
 
     func serve(_ message: Message, correlation: UInt32, peer: Peer) {
         let request = HarnessRequest(message: message, correlation: correlation, connection: server.serial(peer))
-        carryOut(intercept?(request) ?? .faithful, request, peer: peer)
-    }
-
-    private func carryOut(_ answer: HarnessAnswer, _ request: HarnessRequest, peer: Peer) {
-        switch answer {
-        case .faithful:
-            server.respond(faithfulReply(request.message), correlation: request.correlation, to: peer)
-        case .reply(let message):
-            server.respond(message, correlation: request.correlation, to: peer)
-        case .rawReply(let bytes):
-            server.respondRaw(bytes, to: peer)
-        case .error(let status):
-            server.respond(.error(ErrorReply(status: status, message: "from the conformance harness")), correlation: request.correlation, to: peer)
-        case .later(let delay, let answer):
-            server.host.loop.schedule(after: .milliseconds(delay)) { [weak self, weak peer] in
-                guard let self, let peer, peer.connection.isOpen else { return }
-                self.carryOut(answer, request, peer: peer)
-            }
-        case .none:
-            break
-        case .goaway(let status, let last, let closeAfterMs):
-            server.goaway(status, lastCorrelation: last, to: peer, closeAfterMs: closeAfterMs)
+        HarnessAnswer.carryOut(intercept?(request) ?? .faithful, request, server: server, peer: peer) { [unowned self] message in
+            faithfulReply(message)
         }
     }
 
@@ -112,10 +83,24 @@ final class HarnessStore: ServiceHandler {
             guard payloads[ack.id] != nil else { return Self.error(.notFound) }
             acknowledged.insert(ack.id)
             return .ackOK(AckOK(id: ack.id))
+        case .store(let store):
+            return .storeOK(StoreOK(id: commit(store.payload), expiresAt: Self.expiry(store.ttlSeconds)))
+        case .send(let send):
+            if let key = send.idempotencyKey, let earlier = sendKeys[key] {
+                return .sendOK(SendOK(id: earlier, expiresAt: Self.expiry(send.ttlSeconds), replayed: true))
+            }
+            let id = commit(send.payload)
+            if let key = send.idempotencyKey { sendKeys[key] = id }
+            return .sendOK(SendOK(id: id, expiresAt: Self.expiry(send.ttlSeconds)))
+        case .recall(let recall):
+            guard payloads.removeValue(forKey: recall.id) != nil else { return Self.error(.notFound) }
+            return .recallOK(RecallOK(id: recall.id))
         default:
             return Self.error(.badRequest)
         }
     }
+
+    static func expiry(_ ttlSeconds: UInt32) -> UInt64 { Clocks.wallMilliseconds() + UInt64(ttlSeconds) * 1_000 }
 
     /// The unacknowledged ids, newest first, a page of `limit` from the page `cursor` names.
     func page(after cursor: UInt64, limit: UInt32) -> SyncOK {
