@@ -13,8 +13,8 @@ final class ScriptedServer {
         let index: Int
         let connection: Connection
         let acceptedAt: Int64
-        /// Messages this connection received, with their correlation ids, in order.
-        var received: [(message: Message, correlation: UInt32)] = []
+        /// Messages this connection received, with their correlation ids and when (monotonic ms), in order.
+        var received: [(message: Message, correlation: UInt32, at: Int64)] = []
 
         init(index: Int, connection: Connection) {
             self.index = index
@@ -62,10 +62,10 @@ final class ScriptedServer {
     }
 
     /// Every message of `type` received, on any connection, in arrival order.
-    func messages(_ type: MessageType) -> [(peer: Int, message: Message, correlation: UInt32)] {
+    func messages(_ type: MessageType) -> [(peer: Int, message: Message, correlation: UInt32, at: Int64)] {
         peers.flatMap { peer in
-            peer.received.filter { $0.message.type == type }.map { (peer.index, $0.message, $0.correlation) }
-        }
+            peer.received.filter { $0.message.type == type }.map { (peer.index, $0.message, $0.correlation, $0.at) }
+        }.sorted { $0.at < $1.at }
     }
 
     private func accepted(_ connection: Connection) {
@@ -78,7 +78,7 @@ final class ScriptedServer {
                 self.undecodable.append(peer.index)
                 return
             }
-            peer.received.append((message, header.correlation))
+            peer.received.append((message, header.correlation, Clocks.monotonicMilliseconds()))
             self.onMessage?(peer, message, header.correlation)
         }
         onAccept?(peer)
