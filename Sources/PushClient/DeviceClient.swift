@@ -115,9 +115,11 @@ public final class DeviceClient {
     /// IDs a SYNC asks for: the newest this many unread are shown at once; older ones are
     /// counted, not listed ([4.9-5]).
     static let syncPageSize: UInt32 = 500
-    /// How long to wait before asking again after the store answered with a failure that
-    /// is not about the token or the payload (BUSY, RATE_LIMITED, an internal error).
-    static let retryDelayMs: Int64 = 1_000
+    /// The first wait before asking again after the store answered with a failure that is
+    /// not about the token or the payload (BUSY, RATE_LIMITED, INTERNAL): at least 100 ms with
+    /// its jitter ([5.8-4]), doubling up to `retryCapMs` while the failures go on.
+    static let retryBaseMs: Int64 = 200
+    static let retryCapMs: Int64 = 5_000
 
     public let deviceID: String
     public var onNotification: ((DeviceNotification) -> Void)?
@@ -128,6 +130,7 @@ public final class DeviceClient {
     private let store: ServerLink
     private let tokenStore: TokenStore?
     private let shownFile: ShownIDFile?
+    private let genericFile: ShownIDFile?
     private let keyFile: DeviceKeyFile?
     /// The user of the registration: sealed payloads are bound to it (7.6-3, 7.6-4).
     private let user: String?
@@ -139,13 +142,19 @@ public final class DeviceClient {
     private var token: TokenStore.Saved?
     private var tokenVersion = 0
     private var shown = ShownIDs(capacity: DeviceClient.rememberedIDs)
-    private var genericShown: Set<PayloadID> = []
+    /// IDs shown as the generic notification, never shown that way again ([4.14-11]).
+    private var genericShown = ShownIDs(capacity: DeviceClient.rememberedIDs)
     /// Kept IDs to fetch, oldest first; `waitingSet` mirrors it.
     private var waiting = IDQueue()
     private var fetching: Set<PayloadID> = []
     /// Kept IDs whose FETCH failed for a reason a retry may cure; back to `waiting` at the retry.
     private var deferred: [PayloadID] = []
     private var acking: Set<PayloadID> = []
+    /// Shown IDs whose ACK is to be sent again: lost with a connection (on the next one,
+    /// [5.8-5]) or answered BUSY and the like (at the retry, [5.8-4]).
+    private var ackAgain = IDQueue()
+    /// The wait before the next retry of what the store answered BUSY and the like.
+    private var retryBackoff = Backoff(baseMs: DeviceClient.retryBaseMs, capMs: DeviceClient.retryCapMs)
     private var syncing = false
     /// A SYNC was asked for while one was running: run another once it ends, so what was
     /// stored before the request is listed.
@@ -158,20 +167,30 @@ public final class DeviceClient {
     ///   - registration: the credential `securepush device enroll` issued.
     ///   - tokenStore: where the fetch token lives; nil keeps it in memory only.
     ///   - shownFile: where the ids shown are remembered across restarts; nil, in memory only.
+    ///   - genericFile: where the ids shown as the generic notification are remembered across
+    ///     restarts (and fetched after them once there is a token); nil, in memory only.
     ///   - keyFile: the device's key for sealed payloads (7.5-6), read again when another
     ///     process writes it; `login` makes one when there is none. Nil: no key, and every
     ///     sealed payload shows the generic prompt.
     public init(loop: EventLoop, gateway: ServerLink.Endpoint, store: ServerLink.Endpoint, registration: [UInt8],
-                deviceID: String, tokenStore: TokenStore?, shownFile: ShownIDFile? = nil, keyFile: DeviceKeyFile? = nil) {
+                deviceID: String, tokenStore: TokenStore?, shownFile: ShownIDFile? = nil, keyFile: DeviceKeyFile? = nil,
+                genericFile: ShownIDFile? = nil) {
         self.loop = loop
         self.deviceID = deviceID
         self.tokenStore = tokenStore
         self.shownFile = shownFile
+        self.genericFile = genericFile
         self.keyFile = keyFile
         self.user = Registration.readUnverified(registration)?.user
         for entry in shownFile?.loadEntries() ?? [] {
             shown.insert(entry.id)
             if !entry.acknowledged { unacknowledged.insert(entry.id) }
+        }
+        // Shown as the generic prompt before a restart and not with content since: not
+        // prompted for again, and fetched once there is a token ([4.14-13]).
+        for id in genericFile?.load() ?? [] where !shown.contains(id) {
+            genericShown.insert(id)
+            waiting.append(id)
         }
         self.gateway = ServerLink(loop: loop, endpoint: gateway) { Hello(role: .device, credential: registration, name: "securepush-device") }
         let issuedAt = Registration.readUnverified(registration)?.issuedAt
@@ -204,6 +223,7 @@ public final class DeviceClient {
         store.onReady = { [weak self] in
             guard let self else { return }
             self.onEvent?(.storeConnected)
+            self.acknowledgeAgain()
             self.synchronize()
         }
         store.onDown = { [weak self] error in self?.linkDown("store", error) }
@@ -304,9 +324,12 @@ public final class DeviceClient {
         tokenVersion = tokenStore?.version ?? 0
     }
 
+    /// A new token: the next successful login ([4.14-13]): every kept id is fetched with it,
+    /// those shown as the generic prompt among them, and ACKs waiting for a token are sent.
     private func adopt(_ saved: TokenStore.Saved) {
         token = saved
         onEvent?(.loggedIn(expiresAt: saved.expiresAt))
+        acknowledgeAgain()
         synchronize()
     }
 
@@ -390,6 +413,7 @@ public final class DeviceClient {
             guard !self.stopped else { return }
             switch result {
             case .success(.fetchOK(let fetched)) where fetched.sealed:
+                self.succeeded()
                 var opened = self.open(fetched.payload, id: id)
                 // `device login --new-key` in another process may have registered a key this
                 // object has not read yet (the file is checked every 300 ms): read it now
@@ -404,6 +428,7 @@ public final class DeviceClient {
                     self.notOpened(id, reason: error)
                 }
             case .success(.fetchOK(let fetched)):
+                self.succeeded()
                 self.markShown(id)
                 self.onNotification?(DeviceNotification(id: id, content: .payload(fetched.payload)))
                 self.acknowledge(id, token: token)
@@ -413,12 +438,14 @@ public final class DeviceClient {
                 self.waiting.append(id)
                 self.tokenRefused(token, status)
             case .failure(.status(let status, _)) where status == .notFound || status == .gone || status == .forbidden:
-                self.genericShown.remove(id)
                 self.onEvent?(.dropped(id, status))
             case .failure(.disconnected), .failure(.stopped):
-                // Fetched again once the store is back.
+                // Lost with its connection (dropped, or above a GOAWAY's last_correlation):
+                // fetched again on the next one, whatever its SYNC lists ([5.8-5]).
                 self.waiting.append(id)
             default:
+                // BUSY, RATE_LIMITED, INTERNAL and the like: not carried out, asked again
+                // after a wait; never the generic prompt for it ([5.8-4]).
                 self.deferred.append(id)
                 self.retryLater()
             }
@@ -456,21 +483,60 @@ public final class DeviceClient {
         onEvent?(.tokenRejected(status))
     }
 
+    /// ACK of a shown id. One lost with its connection is sent again on the next ([5.8-5]),
+    /// one answered BUSY and the like after the retry wait ([5.8-4]); one refused for its
+    /// token waits for the next login, whose SYNC lists the id again.
     private func acknowledge(_ id: PayloadID, token: [UInt8]) {
         guard acking.insert(id).inserted else { return }
-        store.request(.ack(Ack(id: id, token: token))) { [weak self] _ in
-            // A lost ACK is harmless: SYNC lists the ID again and it is acknowledged then.
-            self?.acking.remove(id)
+        store.request(.ack(Ack(id: id, token: token))) { [weak self] result in
+            guard let self else { return }
+            self.acking.remove(id)
+            guard !self.stopped else { return }
+            switch result {
+            case .success:
+                self.succeeded()
+            case .failure(.status(let status, _)) where DeviceClient.isTokenRefusal(status):
+                self.tokenRefused(token, status)
+            case .failure(.status(let status, _)) where status == .notFound || status == .gone || status == .forbidden:
+                break
+            case .failure(.disconnected):
+                // The store's next HELLO_OK sends it (not now: this may run inside `request`).
+                self.ackAgain.append(id)
+            case .failure(.stopped):
+                break
+            default:
+                self.ackAgain.append(id)
+                self.retryLater()
+            }
         }
     }
 
+    /// Sends the ACKs waiting in `ackAgain`, when the store is connected and the token usable.
+    private func acknowledgeAgain() {
+        guard !stopped, store.isReady, let token = usableToken() else { return }
+        while let id = ackAgain.popFirst() { acknowledge(id, token: token) }
+    }
+
+    /// The generic prompt for `id`, at most once, recorded before it is shown ([4.14-11]).
     private func showGeneric(_ id: PayloadID) {
-        guard genericShown.insert(id).inserted else { return }
+        guard genericShown.insert(id) else { return }
+        if let genericFile {
+            do {
+                try genericFile.append(id) { genericShown.oldestFirst }
+            } catch {
+                onEvent?(.shownNotSaved(error))
+            }
+        }
         onNotification?(DeviceNotification(id: id, content: .generic))
     }
 
+    /// A request to the store was carried out: the retry wait starts over, unless a retry
+    /// is still waiting.
+    private func succeeded() {
+        if retryTimer == nil, deferred.isEmpty { retryBackoff.reset() }
+    }
+
     private func markShown(_ id: PayloadID, acknowledged: Bool = true) {
-        genericShown.remove(id)
         guard shown.insert(id), let shownFile else { return }
         do {
             try shownFile.append(id, acknowledged: acknowledged) {
@@ -483,11 +549,12 @@ public final class DeviceClient {
 
     private func retryLater() {
         guard retryTimer == nil, !stopped else { return }
-        retryTimer = loop.schedule(after: .milliseconds(DeviceClient.retryDelayMs)) { [weak self] in
+        retryTimer = loop.schedule(after: .milliseconds(retryBackoff.next())) { [weak self] in
             guard let self else { return }
             self.retryTimer = nil
             for id in self.deferred { self.waiting.append(id) }
             self.deferred = []
+            self.acknowledgeAgain()
             if self.syncAgain, !self.syncing { self.synchronize() }
             self.fetchKept()
         }
@@ -516,6 +583,7 @@ public final class DeviceClient {
             guard let self, !self.stopped else { return }
             switch result {
             case .success(.syncOK(let page)):
+                self.succeeded()
                 // Newest first: kept oldest first, so a page is shown in the order it was sent.
                 for id in page.ids.reversed() {
                     if self.unacknowledged.contains(id) {
@@ -531,7 +599,7 @@ public final class DeviceClient {
                 self.fetchKept()
                 if page.olderCount > 0 {
                     self.onEvent?(.olderNotListed(page.olderCount))
-                } else if page.hasMore, page.cursor > cursor {
+                } else if page.hasMore, page.cursor != cursor {
                     // No count with more to list: a 1.3 store, which lists oldest first.
                     return self.syncPage(after: page.cursor, token: token)
                 }

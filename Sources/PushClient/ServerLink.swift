@@ -16,7 +16,9 @@ import PushWire
 /// link uses one at a time, and a failed connect or a dropped connection moves it to the
 /// next address in order, wrapping, at once (within `AddressRotation.dropJitterMs` after
 /// a drop); the backoff is paid once per round in which every address failed
-/// (`AddressRotation`). Requests outstanding on a connection that ends fail with
+/// (`AddressRotation`), and grows until a connection reaches HELLO_OK and stays open for
+/// `stableConnectionMs` ([5.8-3]): a HELLO refused (BUSY) or a close right after the
+/// connect is a failed attempt like a refused connect. Requests outstanding on a connection that ends fail with
 /// `.disconnected` and are never sent again, to this address or another: a STORE whose
 /// reply was lost may have been committed. Requests still queued (never sent) go to the
 /// next connection, whichever address it is. The owner may also move the link on itself
@@ -110,6 +112,8 @@ public final class ServerLink: ConnectionHandler {
     private var heardFromServer = false
     /// While `moveOn` waits for the current connection's outstanding replies: until when.
     private var leavingUntil: Int64?
+    /// When the current connection reached HELLO_OK; nil before (and between connections).
+    private var readyAt: Int64?
     public static let maxQueuedRequests = 100_000
 
     public init(loop: EventLoop, endpoint: Endpoint, hello: @escaping () -> Hello) {
@@ -130,6 +134,11 @@ public final class ServerLink: ConnectionHandler {
     /// Longest `moveOn` waits for outstanding replies; those still missing then fail with
     /// `.disconnected`, as on a connection that ends.
     public static let moveOnWaitMs: Int64 = 10_000
+
+    /// How long a connection must stay open after HELLO_OK to end a run of failed attempts
+    /// ([5.8-3]): a server that says HELLO_OK and then closes at once is retried with a
+    /// growing wait, as one that refuses HELLO is.
+    public static let stableConnectionMs: Int64 = 1_000
 
     public func start() {
         guard connection == nil, !stopped else { return }
@@ -219,6 +228,8 @@ public final class ServerLink: ConnectionHandler {
     private func down(_ error: ClientError, wasConnected: Bool) {
         connection = nil
         leavingUntil = nil
+        let stayedOpen = readyAt.map { Clocks.monotonicMilliseconds() - $0 >= ServerLink.stableConnectionMs } ?? false
+        readyAt = nil
         fail(window.abandonOutstanding(), .disconnected)
         onDown?(error)
         if stopsFor(error), !stopped {
@@ -233,7 +244,7 @@ public final class ServerLink: ConnectionHandler {
         roundFailures.append(AddressFailure(address: currentAddress, error: error))
         // The next address; the backoff only once every address has failed in a row.
         let shuttingDown = if case .goaway(.shuttingDown, _) = error { true } else { false }
-        let step = rotation.failed(wasConnected: wasConnected, shuttingDown: shuttingDown)
+        let step = rotation.failed(wasConnected: wasConnected, shuttingDown: shuttingDown, stayedOpen: stayedOpen)
         if step.everyAddressFailed {
             let failures = roundFailures
             roundFailures = []
@@ -272,11 +283,13 @@ public final class ServerLink: ConnectionHandler {
     private func leave() {
         guard let connection else { return }
         leavingUntil = nil
+        let stayedOpen = readyAt.map { Clocks.monotonicMilliseconds() - $0 >= ServerLink.stableConnectionMs } ?? false
+        readyAt = nil
         self.connection = nil  // `onClose` ignores a connection that is no longer ours
         session.closed()
         connection.closeAfterFlush(timeout: .seconds(2))
         fail(window.abandonOutstanding(), .disconnected)
-        rotation.movedOn()
+        rotation.movedOn(stayedOpen: stayedOpen)
         connect()
     }
 
@@ -342,6 +355,7 @@ public final class ServerLink: ConnectionHandler {
         case .close:
             drop(closeCause ?? .disconnected)
         case .ready(let accepted):
+            readyAt = Clocks.monotonicMilliseconds()
             rotation.connected()
             roundFailures = []
             window.maxInflight = Int(max(1, accepted.maxInflight))

@@ -49,8 +49,14 @@ public final class ShownIDFile {
 
     static let notAcknowledgedMark = " -"
 
-    public init(directory: String, capacity: Int = DeviceClient.rememberedIDs) {
-        path = directory + "/" + ShownIDFile.fileName
+    /// The ids a device showed only as the generic notification ([4.14-11]), in the same form:
+    /// not shown that way again after a restart, and fetched once a token comes ([4.14-13]).
+    public static let genericFileName = "generic-ids"
+
+    /// `name`: `fileName` for the ids shown with their content, `genericFileName` for those
+    /// shown as the generic notification.
+    public init(directory: String, name: String = ShownIDFile.fileName, capacity: Int = DeviceClient.rememberedIDs) {
+        path = directory + "/" + name
         self.capacity = max(1, capacity)
     }
 

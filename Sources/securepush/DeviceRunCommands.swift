@@ -35,6 +35,9 @@ extension DeviceCommand {
         @Option(help: ArgumentHelp("CA certificate (PEM) to verify TLS servers with; without it the connections are plain TCP.",
                                    valueName: "file"))
         var caFile: String?
+        @Option(help: ArgumentHelp("What stdout says of each notification shown, one line each: human (the local time, the id and the text) or machine (`SHOWN ID PAYLOAD HEX` with the content's bytes in hex, or `SHOWN ID GENERIC`, and nothing else).",
+                                   valueName: "format"))
+        var output: DeviceOutputFormat = .human
 
         func run() throws {
             let registration = try readCredentialFile(credential)
@@ -47,10 +50,9 @@ extension DeviceCommand {
             let device = DeviceClient(loop: loop, gateway: try endpoint(gateway, caFile: caFile), store: try endpoint(store, caFile: caFile),
                                       registration: registration, deviceID: claims.deviceID, tokenStore: tokens,
                                       shownFile: ShownIDFile(directory: state.directory),
-                                      keyFile: DeviceKeyFile(directory: state.directory))
-            device.onNotification = { notification in
-                announce("\(localTimeNow()) \(notification.id.hex) \(notification.text)")
-            }
+                                      keyFile: DeviceKeyFile(directory: state.directory),
+                                      genericFile: ShownIDFile(directory: state.directory, name: ShownIDFile.genericFileName))
+            device.onNotification = { [output] notification in announce(output.line(for: notification)) }
             var states = ConnectionStateLines()
             var failure: PermanentFailure?
             device.onEvent = { event in
@@ -244,6 +246,27 @@ extension DeviceCommand {
 
         func run() throws {
             announce(TokenStore(directory: state.directory).remove() ? "logged out" : "was not logged in")
+        }
+    }
+}
+
+/// How `device run` writes a notification on stdout (`announce` flushes each line).
+enum DeviceOutputFormat: String, ExpressibleByArgument, CaseIterable {
+    /// `TIME ID TEXT`, for a person.
+    case human
+    /// `SHOWN ID PAYLOAD HEX` or `SHOWN ID GENERIC` (Appendix B.2), for a harness or a script.
+    case machine
+
+    func line(for notification: DeviceNotification) -> String {
+        switch self {
+        case .human:
+            return "\(localTimeNow()) \(notification.id.hex) \(notification.text)"
+        case .machine:
+            switch notification.content {
+            // Empty content: nothing after PAYLOAD, not even a space.
+            case .payload(let bytes): return "SHOWN \(notification.id.hex) PAYLOAD" + (bytes.isEmpty ? "" : " " + bytes.hexString)
+            case .generic: return "SHOWN \(notification.id.hex) GENERIC"
+            }
         }
     }
 }

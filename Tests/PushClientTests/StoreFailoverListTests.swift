@@ -57,12 +57,12 @@ struct StoreFailoverListTests {
         #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 0, everyAddressFailed: false))
         #expect(rotation.index == 2)
         // The third failure in a row ends the round: back to the first address after the backoff.
-        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 150, everyAddressFailed: true))
+        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 125, everyAddressFailed: true))
         #expect(rotation.index == 0)
         _ = rotation.failed(wasConnected: false, shuttingDown: false)
         _ = rotation.failed(wasConnected: false, shuttingDown: false)
         // Rounds that keep failing double the backoff, as a single address's failures did.
-        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 300, everyAddressFailed: true))
+        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 250, everyAddressFailed: true))
         // A connection that reaches HELLO_OK starts afresh.
         rotation.connected()
         #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 0, everyAddressFailed: false))
@@ -101,12 +101,17 @@ struct StoreFailoverListTests {
     func singleAddress() {
         var rotation = AddressRotation(count: 1)
         rotation.random = { $0.upperBound }
-        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 150, everyAddressFailed: true))
-        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 300, everyAddressFailed: true))
-        #expect(rotation.failed(wasConnected: true, shuttingDown: true) == .init(delayMs: 150, everyAddressFailed: true))
+        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 125, everyAddressFailed: true))
+        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 250, everyAddressFailed: true))
+        // Connected but refused or closed before it stayed open: one more failure in the run ([5.8-3]).
+        #expect(rotation.failed(wasConnected: true, shuttingDown: false) == .init(delayMs: 500, everyAddressFailed: true))
+        rotation.connected()
+        #expect(rotation.failed(wasConnected: true, shuttingDown: true) == .init(delayMs: 1_000, everyAddressFailed: true))
+        // A connection that stayed open ends the run: the wait starts over.
+        #expect(rotation.failed(wasConnected: true, shuttingDown: true, stayedOpen: true) == .init(delayMs: 125, everyAddressFailed: true))
         for _ in 0..<10 { _ = rotation.failed(wasConnected: false, shuttingDown: false) }
-        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 7_500, everyAddressFailed: true),
-                "capped at 5 s plus half of it in jitter")
+        #expect(rotation.failed(wasConnected: false, shuttingDown: false) == .init(delayMs: 6_250, everyAddressFailed: true),
+                "capped at 5 s plus a quarter of it in jitter")
         #expect(rotation.index == 0)
     }
 }
