@@ -2,7 +2,8 @@ import PushWire
 
 /// A push reaches the device: DELIVERY_ACK, FETCH, showing, ACK (4.14, 4.10).
 enum DeviceDeliveryCases {
-    static let all: [ClientCase] = [deliveryAck, fetchAndShow, repeatedPush, ackSent, ackAfterShow, ignoredFields, unknownField]
+    static let all: [ClientCase] = [deliveryAck, fetchAndShow, repeatedPush, ackSent, ackAfterShow, ignoredFields, unknownField,
+                                    pushUnlistedField]
 
     static let deliveryAck = ClientCase("dev.push.delivery-ack", clause: "4.14-2",
                                         "each PUSH is answered DELIVERY_ACK with its correlation id and id") { h throws(CaseStop) in
@@ -96,13 +97,36 @@ enum DeviceDeliveryCases {
     }
 
     static let unknownField = ClientCase("dev.field.unknown", clause: "3.4-2",
-                                         "a PUSH with a field of an unknown tag is handled like any PUSH") { h throws(CaseStop) in
+                                         "a FETCH_OK with a field of an unknown tag is read like any FETCH_OK") { h throws(CaseStop) in
         try h.startLoggedIn()
         let (id, content) = h.commitPayload()
-        let body = RawFrame.field(.id, id.bytes) + RawFrame.field(0x7E, Array("later revision".utf8))
-        h.gateway.sendRaw(RawFrame.frame(.push, correlation: h.gateway.correlation(), body: body))
-        try h.wait("the device did not show \(id.hex) pushed with an unknown field (tag 0x7e)") { !h.shown(id).isEmpty }
-        guard h.shown(id)[0].content == .payload(content) else { throw .fail("shown as \(h.shown(id)[0].content.summary)") }
+        let body = RawFrame.field(.expiresAt, RawFrame.bigEndian(UInt64.max / 2)) + RawFrame.field(.id, id.bytes)
+            + RawFrame.field(.payload, content) + RawFrame.field(.createdAt, RawFrame.bigEndian(UInt64(1)))
+            + RawFrame.field(0x7E, Array("later revision".utf8))
+        h.store.intercept = { request in
+            if case .fetch = request.message { return .rawReply(RawFrame.frame(.fetchOK, correlation: request.correlation, body: body)) }
+            return .faithful
+        }
+        let shown = try h.pushAndWaitShown(id)
+        guard shown.content == .payload(content) else { throw .fail("shown as \(shown.content.summary)") }
         return "unknown tag skipped"
+    }
+
+    static let pushUnlistedField = ClientCase("dev.push.unlisted-field", clause: "3.4-6",
+                                              "a PUSH with a field outside PUSH's table is refused BAD_REQUEST and not acted on") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        let (id, _) = h.commitPayload()
+        let correlation = h.gateway.correlation()
+        let body = RawFrame.field(.id, id.bytes) + RawFrame.field(0x7E, Array("rides along".utf8))
+        h.gateway.sendRaw(RawFrame.frame(.push, correlation: correlation, body: body))
+        try h.wait("no ERROR with the PUSH's correlation id came back", timeoutMs: 1_500) {
+            h.log.messages(.error, to: .gateway).contains { $0.header.correlation == correlation }
+        }
+        guard let error = h.log.messages(.error, to: .gateway).first(where: { $0.header.correlation == correlation }),
+              error.header.status == .badRequest else { throw .fail("the ERROR does not carry BAD_REQUEST") }
+        try h.pause(500)
+        guard h.shown(id).isEmpty, h.fetches(id).isEmpty else { throw .fail("the device acted on the refused PUSH") }
+        guard !h.deliveryAcks.contains(where: { $0.correlation == correlation }) else { throw .fail("the device acknowledged the refused PUSH") }
+        return "ERROR BAD_REQUEST, nothing fetched or shown"
     }
 }
