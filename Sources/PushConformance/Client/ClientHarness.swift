@@ -151,6 +151,11 @@ final class ClientHarness {
         }
     }
 
+    /// Writes a file of the state directory as the client would find it.
+    func writeStateFile(_ name: String, _ text: String) throws(CaseStop) {
+        try write(stateDirectory + "/" + name, text)
+    }
+
     private func write(_ path: String, _ text: String) throws(CaseStop) {
         let fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw .fail("cannot write \(path): \(String(cString: strerror(errno)))") }
