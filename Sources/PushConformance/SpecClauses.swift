@@ -22,7 +22,7 @@ public enum SpecClauses {
         "4.11-1", "4.11-2", "4.11-3",
         "4.12-1", "4.12-2", "4.12-3", "4.12-4",
         "4.13-1", "4.13-2", "4.13-3", "4.13-4", "4.13-5", "4.13-6", "4.13-7", "4.13-8", "4.13-9", "4.13-10", "4.13-11", "4.13-12", "4.13-13",
-        "4.14-1", "4.14-2", "4.14-3", "4.14-4", "4.14-5", "4.14-6", "4.14-7", "4.14-8", "4.14-9", "4.14-10",
+        "4.14-1", "4.14-2", "4.14-3", "4.14-4", "4.14-5", "4.14-6", "4.14-7", "4.14-8", "4.14-9", "4.14-10", "4.14-11", "4.14-12", "4.14-13",
         "4.15-1", "4.15-2", "4.15-3", "4.15-4", "4.15-5",
         "4.16-1", "4.16-2", "4.16-3", "4.16-4", "4.16-5", "4.16-6", "4.16-7", "4.16-8", "4.16-9", "4.16-10", "4.16-11", "4.16-12", "4.16-13",
         "4.17-1", "4.17-2", "4.17-3", "4.17-4", "4.17-5", "4.17-6", "4.17-7", "4.17-8",
@@ -35,6 +35,7 @@ public enum SpecClauses {
         "5.5-1", "5.5-2", "5.5-3", "5.5-4", "5.5-5", "5.5-6", "5.5-7",
         "5.6-1", "5.6-2", "5.6-3", "5.6-4",
         "5.7-1", "5.7-2",
+        "5.8-1", "5.8-2", "5.8-3", "5.8-4", "5.8-5",
         "6-1", "6-2", "6-3", "6-4", "6-5", "6-6",
         "7.1-1", "7.1-2", "7.1-3", "7.1-4", "7.1-5", "7.1-6",
         "7.2-1", "7.2-2", "7.2-3", "7.2-4", "7.2-5",
@@ -44,6 +45,52 @@ public enum SpecClauses {
         "7.6-1", "7.6-2", "7.6-3", "7.6-4", "7.6-5", "7.6-6", "7.6-7", "7.6-8",
         "8-1", "8-2", "8-3", "8-4", "8-5", "8-6", "8-7", "8-8", "8-9", "8-10", "8-11", "8-12", "8-13", "8-14", "8-15", "8-16",
         "9-1", "9-2", "9-3", "9-4", "9-5", "9-6", "9-7",
+    ]
+
+    /// The clauses that put an obligation on a device or a provider client: what a client
+    /// suite (`securepush conformance --client device` or `--client provider`, Appendix B
+    /// of the spec) can grade by playing the gateway and the store and watching the client.
+    /// A clause whose rule binds every side (a sender's or a receiver's duty in sections 2,
+    /// 3, 5 and 6) is here because a client is one of those sides; one that binds only a
+    /// server, a gateway, an issuer or a deployment is not, nor are the encoding
+    /// definitions that every frame exercises (1-2, 2-1, 3.1-1, 3.1-2, 3.2). Each of them is
+    /// in `all`, where the server suite has a case for it or a reason in
+    /// `notTestableFromTheWire`: that says what the server suite judges, this what a client
+    /// suite can. In spec order; a test checks that every id is a clause of `all`.
+    public static let clientSide: [String] = [
+        "2-2", "2-3", "2-4", "2-5", "2-6", "2-7", "2-8", "2-9", "2-10", "2-11", "2-12",
+        "3.1-3", "3.1-4", "3.1-5",
+        "3.3-1", "3.3-2", "3.3-3", "3.3-4", "3.3-5", "3.3-6", "3.3-8",
+        "3.4-1", "3.4-2", "3.4-3", "3.4-4", "3.4-5", "3.4-6", "3.4-7",
+        "4.1-1", "4.1-2", "4.1-4",
+        "4.2-1", "4.2-2", "4.2-3",
+        "4.3-1",
+        "4.4-1", "4.4-2", "4.4-5",
+        "4.5-1", "4.5-2",
+        "4.6-8",
+        "4.7-5",
+        "4.8-4",
+        "4.9-2", "4.9-5",
+        "4.13-1", "4.13-6", "4.13-13",
+        "4.14-1", "4.14-2", "4.14-3", "4.14-4", "4.14-10", "4.14-11", "4.14-12", "4.14-13",
+        "4.15-2",
+        "4.16-12",
+        "4.17-2", "4.17-6", "4.17-8",
+        "4.18-2", "4.18-3", "4.18-5",
+        "5.1-1", "5.1-7",
+        "5.2-2", "5.2-3", "5.2-7",
+        "5.3-1", "5.3-2", "5.3-3", "5.3-5",
+        "5.4-1", "5.4-2", "5.4-4", "5.4-6",
+        "5.5-2", "5.5-6",
+        "5.6-1", "5.6-2", "5.6-3", "5.6-4",
+        "5.8-1", "5.8-2", "5.8-3", "5.8-4", "5.8-5",
+        "6-1", "6-2", "6-3", "6-4", "6-5", "6-6",
+        "7.1-1", "7.1-4", "7.1-6",
+        "7.4-7",
+        "7.5-2", "7.5-3", "7.5-4", "7.5-5", "7.5-6",
+        "7.6-1", "7.6-2", "7.6-3", "7.6-4", "7.6-5", "7.6-6", "7.6-7", "7.6-8",
+        "8-1", "8-16",
+        "9-1",
     ]
 
     /// Clauses no case judges, with the reason: they bind clients, storage, logs or the
@@ -64,6 +111,9 @@ public enum SpecClauses {
         "4.13-13": "needs a node of a gateway cluster cut off from its NATS server",
         "4.14-4": "binds devices (the generic notification)",
         "4.14-10": "binds devices (the generic notification for a payload they cannot open, and no ACK)",
+        "4.14-11": "binds devices (each id shown at most once with content and once generic, across restarts): graded by securepush conformance --client device",
+        "4.14-12": "binds devices (ACK only after FETCH_OK and the content shown): graded by securepush conformance --client device",
+        "4.14-13": "binds devices (fetching the ids shown as generic once a token is back): graded by securepush conformance --client device",
         "4.15-2": "binds devices (SYNC on MISSED)",
         "4.14-9": "pushes a revocation discarded show only as an absence, not told apart from a gateway that never had them",
         "4.17-4": "needs the store restarted, or its gateways stopped and started again, while SENDs wait",
@@ -84,6 +134,11 @@ public enum SpecClauses {
         "5.5-4": "needs the service's output cap exceeded, which depends on its configuration and kernel buffers",
         "5.5-6": "binds clients (waiting for replies before GOAWAY)",
         "5.7-2": "that the server stopped reading shows only as TCP flow control; judged through 5.7-1",
+        "5.8-1": "binds clients (waiting between attempts to connect): graded by securepush conformance --client device and --client provider",
+        "5.8-2": "binds clients (jitter on the waits between attempts to connect): graded by securepush conformance --client device and --client provider",
+        "5.8-3": "binds clients (only HELLO_OK ends a run of failures): graded by securepush conformance --client device and --client provider",
+        "5.8-4": "binds clients (retrying a request answered BUSY, RATE_LIMITED or INTERNAL): graded by securepush conformance --client device and --client provider",
+        "5.8-5": "binds clients (sending again what the server did not process): graded by securepush conformance --client device and --client provider",
         "6-5": "graceful shutdown cannot be triggered from the wire",
         "7.1-2": "key generation and distribution are outside the wire",
         "7.1-6": "binds clients (a fresh nonce for every HELLO)",

@@ -13,6 +13,18 @@ struct CatalogueTests {
         #expect(SpecClauses.all.count == Set(SpecClauses.all).count)
     }
 
+    @Test("the client-side clauses are clauses of the spec, once each, in spec order")
+    func clientSideClauses() {
+        let position = Dictionary(uniqueKeysWithValues: SpecClauses.all.enumerated().map { ($1, $0) })
+        let unknown = SpecClauses.clientSide.filter { position[$0] == nil }
+        #expect(unknown.isEmpty, "not clauses of the spec: \(unknown)")
+        let order = SpecClauses.clientSide.compactMap { position[$0] }
+        #expect(order == order.sorted() && Set(order).count == order.count)
+        for added in ["4.14-11", "4.14-12", "4.14-13", "5.8-1", "5.8-2", "5.8-3", "5.8-4", "5.8-5"] {
+            #expect(SpecClauses.clientSide.contains(added), "\(added)")
+        }
+    }
+
     @Test("case ids are unique and every case names a clause of the spec")
     func casesNameClauses() {
         let ids = catalogue.map(\.id)

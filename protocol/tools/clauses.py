@@ -5,7 +5,8 @@ A clause is defined by its id in brackets at the very start of a line, e.g. `[4.
 Its id must match the section it sits in (`## 4 ...` gives `4-K`, `### 4.6 ...` gives
 `4.6-K`) and K must count 1, 2, 3, ... within that section. The one-line summaries of
 clauses.txt come from tools/summaries.tsv (id TAB summary); a clause without one gets
-the start of its sentence.
+the start of its sentence. Appendices after the clause index (Appendix B) are informative:
+a bracketed clause id there is an error, and their cross-references are checked too.
 
     python3 protocol/tools/clauses.py           # write protocol/clauses.txt and the
                                                 # clause index at the end of SPEC.md
@@ -79,7 +80,25 @@ def parse(spec_text):
         for ref in REFERENCE.findall(text):
             if ref not in ids:
                 problems.append("line %d: reference to unknown clause %s" % (number, ref))
+    problems += check_after_index(spec_text, ids)
     return clauses, problems
+
+
+def check_after_index(spec_text, ids):
+    """Appendices after the index (Appendix B on) are informative: they define no clause,
+    and their cross-references must name real clauses like the rest of the document."""
+    if END not in spec_text:
+        return []
+    head, _, tail = spec_text.partition(END)
+    first = head.count("\n") + 1
+    problems = []
+    for number, line in enumerate(tail.splitlines()[1:], first + 1):
+        if BRACKETED.search(re.sub(r"`[^`]*`", "", line)):
+            problems.append("line %d: bracketed clause id after the clause index" % number)
+        for ref in REFERENCE.findall(line):
+            if ref not in ids:
+                problems.append("line %d: reference to unknown clause %s" % (number, ref))
+    return problems
 
 
 def load_summaries():
