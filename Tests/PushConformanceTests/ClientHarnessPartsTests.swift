@@ -65,6 +65,11 @@ struct ClientHarnessPartsTests {
         #expect(FieldScan.tags([0x12, 0x05, 1]) == nil)
     }
 
+    @Test("the clauses each kind of client is graded on are client-side clauses of the spec")
+    func clauseLists() {
+        #expect(Set(SpecClauses.deviceSide + SpecClauses.providerSide).isSubset(of: Set(SpecClauses.clientSide)))
+    }
+
     @Test("client case ids are unique and every case judges a clause that binds that kind of client")
     func clientCatalogue() {
         for kind in ClientKind.allCases {

@@ -40,7 +40,7 @@ public enum ClientSuite {
         let results = runCases(selected, options: options, runDirectory: runDirectory, progress: progress)
         if let runDirectory { removeTree(runDirectory) }
         var report = ConformanceReport(results: results, clauses: clauses(options.kind), catalogued: Set(catalogue.map(\.clause)),
-                                       notJudged: [:], durationMs: Int(Clocks.monotonicMilliseconds() - started),
+                                       notJudged: SpecClauses.notJudgedForClients, durationMs: Int(Clocks.monotonicMilliseconds() - started),
                                        runID: String(UInt32.random(in: 0...UInt32.max), radix: 16))
         report.selectedCount = selected.count
         report.subject = "\(options.kind.rawValue) client"

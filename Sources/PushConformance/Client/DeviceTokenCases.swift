@@ -3,7 +3,7 @@ import PushWire
 /// The generic notification and the token (4.14-4, 4.14-10, 4.14-13), and FETCH answers
 /// the device must not take as content (4.8-4) or as a refusal (5.8-4).
 enum DeviceTokenCases {
-    static let all: [ClientCase] = [noToken, expired, badToken, genericOnce, relogin, notSealedForDevice, fetchOKBoth,
+    static let all: [ClientCase] = [noToken, expired, badToken, genericOnce, relogin, notSealedForDevice, unopenable, fetchOKBoth,
                                     busyFetch, rateLimitedFetch]
 
     static let noToken = ClientCase("dev.generic.no-token", clause: "4.14-4",
@@ -90,6 +90,18 @@ enum DeviceTokenCases {
         try h.pause(800)
         guard h.shown(id).count == 1 else { throw .fail("shown \(h.shown(id).count) times") }
         guard h.acks(id).isEmpty else { throw .fail("the device ACKed a payload it could not read") }
+        return "generic once, no ACK"
+    }
+
+    static let unopenable = ClientCase("dev.sealed.unopenable", clause: "7.6-5",
+                                       "a sealed payload that does not open shows the generic notification once and is not acknowledged") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        let id = h.store.commit((0..<96).map { _ in UInt8.random(in: 0...255) }, sealed: true)
+        let shown = try h.pushAndWaitShown(id)
+        guard shown.isGeneric else { throw .fail("a sealed view that cannot open was shown as \(shown.content.summary)") }
+        try h.pause(800)
+        guard h.shown(id).count == 1 else { throw .fail("shown \(h.shown(id).count) times") }
+        guard h.acks(id).isEmpty else { throw .fail("the device ACKed a sealed payload it could not open") }
         return "generic once, no ACK"
     }
 
