@@ -468,8 +468,9 @@ public final class DeviceClient {
         unacknowledged.insert(id)
         let alreadyPrompted = genericShown.contains(id)
         markShown(id, acknowledged: false)
-        if !alreadyPrompted { onNotification?(DeviceNotification(id: id, content: .generic)) }
+        // Why, before the prompt itself: whoever watches the prompt finds the reason said.
         onEvent?(.sealedNotOpened(id, reason: reason))
+        if !alreadyPrompted { onNotification?(DeviceNotification(id: id, content: .generic)) }
     }
 
     private static func isTokenRefusal(_ status: Status) -> Bool {

@@ -27,10 +27,16 @@ public struct SealedSecureMessage: Sendable {
 /// STORE the payload and then PUSH only its ID to a gateway (`send`).
 /// Requests are pipelined on one connection to each service, and the connections come
 /// back by themselves after a failure, to the next of the endpoint's addresses when it
-/// lists several (`ServerLink`). A STORE whose reply was lost with its connection fails
-/// with `.disconnected` and is not sent again, to that store or another: it may have been
-/// committed, and sending it again would store a second copy the device shows too; the
-/// caller decides. Loop-confined.
+/// lists several (`ServerLink`).
+///
+/// A request answered BUSY, RATE_LIMITED or INTERNAL was not carried out and is sent again
+/// after a wait (150-250 ms, doubling), at most `retryPolicy.maxAttempts` times in all,
+/// then the status is reported ([5.8-4]). A request safe to repeat (KEYS, STATUS, RECALL,
+/// a SEND with an idempotency key) lost with its connection, or above a GOAWAY's
+/// last_correlation, is sent again on the next connection ([5.8-5]). A STORE, a PUSH or a
+/// SEND without a key lost that way fails with `.disconnected` and is not sent again, to
+/// that server or another: it may have been carried out, and sending it again would store
+/// a second copy the device shows too; the caller decides. Loop-confined.
 public final class ProviderClient {
     public struct SecureMessage: Sendable {
         public var recipient: String
@@ -55,8 +61,30 @@ public final class ProviderClient {
     }
 
     private let store: ServerLink
-    /// Only for `send`, the two-step way.
+    /// Only for `send` and `push`, the two-step way.
     private let gateway: ServerLink?
+    /// With `connectWhenNeeded`: which links were started by a first request.
+    private var started: Set<ObjectIdentifier> = []
+    private let connectWhenNeeded: Bool
+    private var stopped = false
+
+    /// How a request answered BUSY, RATE_LIMITED or INTERNAL is retried ([5.8-4]), and how
+    /// often one safe to repeat is sent again after its connection was lost ([5.8-5]).
+    public struct RetryPolicy: Sendable {
+        /// Sends of one request in all, the first included; 1 turns retrying off.
+        public var maxAttempts: Int
+        /// The first wait's nominal value (drawn between 0.75 and 1.25 times it), doubling.
+        public var baseMs: Int64
+        public var capMs: Int64
+
+        public init(maxAttempts: Int = 5, baseMs: Int64 = 200, capMs: Int64 = 5_000) {
+            self.maxAttempts = max(1, maxAttempts)
+            self.baseMs = max(134, baseMs)  // 0.75 of it is still 100 ms
+            self.capMs = capMs
+        }
+    }
+
+    public var retryPolicy = RetryPolicy()
     /// KEYS_OK by user: reused for every payload sealed to her until a STORE_OK or SEND_OK
     /// brings another cursor ([4.18-5]).
     private var keyCache: [String: KeysOK] = [:]
@@ -85,8 +113,10 @@ public final class ProviderClient {
     /// The gateway address connected to, or being tried.
     public var gatewayAddress: HostPort? { gateway?.currentAddress }
 
-    /// `gateway`: only for `send`; without it the client talks to the store alone.
-    public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint? = nil, providerKey: SecretKey) {
+    /// `gateway`: only for `send` and `push`; without it the client talks to the store alone.
+    /// `connectWhenNeeded`: each connection is opened by the first request for it, not here.
+    public init(loop: EventLoop, store: ServerLink.Endpoint, gateway: ServerLink.Endpoint? = nil, providerKey: SecretKey,
+                connectWhenNeeded: Bool = false) {
         let credentials = HelloCredential.provider(providerKey)
         // A fresh credential (a new nonce) for every connection: a server accepts each once.
         func hello(_ audience: CredentialAudience) -> () -> Hello {
@@ -94,13 +124,60 @@ public final class ProviderClient {
         }
         self.store = ServerLink(loop: loop, endpoint: store, hello: hello(.store))
         self.gateway = gateway.map { ServerLink(loop: loop, endpoint: $0, hello: hello(.gateway)) }
-        self.store.start()
-        self.gateway?.start()
+        self.connectWhenNeeded = connectWhenNeeded
+        if !connectWhenNeeded {
+            self.store.start()
+            self.gateway?.start()
+        }
     }
 
     public func stop() {
+        stopped = true
         store.stop()
         gateway?.stop()
+    }
+
+    /// `link`, started if this is its first request.
+    private func opened(_ link: ServerLink) -> ServerLink {
+        if connectWhenNeeded, started.insert(ObjectIdentifier(link)).inserted { link.start() }
+        return link
+    }
+
+    /// Sends `message` on `link`: again after BUSY, RATE_LIMITED or INTERNAL, after a wait,
+    /// up to `retryPolicy.maxAttempts` sends ([5.8-4]); and, when `repeatable`, again on the
+    /// next connection after it was lost with one ([5.8-5]), as often.
+    private func ask(_ link: ServerLink, _ message: Message, repeatable: Bool, completion: @escaping ServerLink.Completion) {
+        var backoff = Backoff(baseMs: retryPolicy.baseMs, capMs: retryPolicy.capMs)
+        var attempts = 0
+        let maxAttempts = retryPolicy.maxAttempts
+        func attempt() {
+            attempts += 1
+            opened(link).request(message) { [weak self] result in
+                guard let self, !self.stopped, attempts < maxAttempts else { return completion(result) }
+                switch result {
+                case .failure(.status(let status, _)) where ProviderClient.isRetryable(status):
+                    link.loop.schedule(after: .milliseconds(backoff.next())) { [weak self] in
+                        guard let self, !self.stopped else { return completion(.failure(.stopped)) }
+                        attempt()
+                    }
+                case .failure(.disconnected) where repeatable:
+                    // On the next turn: a full queue fails a request inside `request` itself.
+                    // The link holds it until its next connection is ready.
+                    link.loop.schedule(after: .zero) { [weak self] in
+                        guard let self, !self.stopped else { return completion(result) }
+                        attempt()
+                    }
+                default:
+                    completion(result)
+                }
+            }
+        }
+        attempt()
+    }
+
+    /// Statuses that say the request was not carried out and may be sent again ([5.8-4]).
+    static func isRetryable(_ status: Status) -> Bool {
+        status == .busy || status == .rateLimited || status == .internalError
     }
 
     /// The deadlines of both connections (HELLO_OK, a started frame). A change applies from
@@ -124,7 +201,7 @@ public final class ProviderClient {
                                   target: message.target == .user(message.recipient) ? nil : message.target,
                                   alert: message.alert, priority: message.priority, collapseKey: message.collapseKey,
                                   idempotencyKey: idempotencyKey)
-        store.request(.send(request)) { [weak self] result in
+        ask(store, .send(request), repeatable: idempotencyKey != nil) { [weak self] result in
             switch result {
             case .success(.sendOK(let ok)):
                 self?.noteCursor(ok.cursor, of: message.recipient)
@@ -138,23 +215,43 @@ public final class ProviderClient {
     /// STORE, and once the store has made it durable, PUSH its ID to the target: needs the
     /// gateway given at `init`.
     public func send(_ message: SecureMessage, completion: @escaping (Result<SendReceipt, ClientError>) -> Void) {
-        guard let gateway else { return completion(.failure(.stopped)) }
+        guard gateway != nil else { return completion(.failure(.stopped)) }
+        store(message) { [weak self] result in
+            switch result {
+            case .success(let stored):
+                guard let self else { return completion(.failure(.stopped)) }
+                let push = Push(target: message.target, id: stored.id.bytes, alert: message.alert, priority: message.priority,
+                                collapseKey: message.collapseKey, ttlSeconds: message.ttlSeconds)
+                self.push(push) { result in
+                    completion(result.map { SendReceipt(id: stored.id, expiresAt: stored.expiresAt, delivery: $0) })
+                }
+            case .failure(let error):
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// STORE alone: the payload is kept for its recipient's devices, and nothing is pushed.
+    public func store(_ message: SecureMessage, completion: @escaping (Result<StoreOK, ClientError>) -> Void) {
         let request = StoreRequest(user: message.recipient, payload: message.payload, form: message.form,
                                    ttlSeconds: message.ttlSeconds, readLimit: message.readOnce ? 1 : 0)
-        store.request(.store(request)) { [weak self, gateway] result in
+        ask(store, .store(request), repeatable: false) { [weak self] result in
             switch result {
             case .success(.storeOK(let stored)):
                 self?.noteCursor(stored.cursor, of: message.recipient)
-                let push = Push(target: message.target, id: stored.id.bytes, alert: message.alert, priority: message.priority,
-                                collapseKey: message.collapseKey, ttlSeconds: message.ttlSeconds)
-                gateway.request(.push(push)) { result in
-                    switch result {
-                    case .success(.pushAck(let ack)):
-                        completion(.success(SendReceipt(id: stored.id, expiresAt: stored.expiresAt, delivery: ack)))
-                    case .success(let other): completion(.failure(.unexpectedReply(other.type)))
-                    case .failure(let error): completion(.failure(error))
-                    }
-                }
+                completion(.success(stored))
+            case .success(let other): completion(.failure(.unexpectedReply(other.type)))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+
+    /// PUSH alone, of an id stored before: needs the gateway given at `init`.
+    public func push(_ push: Push, completion: @escaping (Result<PushAck, ClientError>) -> Void) {
+        guard let gateway else { return completion(.failure(.stopped)) }
+        ask(gateway, .push(push), repeatable: false) { result in
+            switch result {
+            case .success(.pushAck(let ack)): completion(.success(ack))
             case .success(let other): completion(.failure(.unexpectedReply(other.type)))
             case .failure(let error): completion(.failure(error))
             }
@@ -168,7 +265,7 @@ public final class ProviderClient {
     /// before 1.5: `.storeCannotSeal`.
     public func keys(for user: String, refresh: Bool = false, completion: @escaping (Result<KeysOK, ClientError>) -> Void) {
         if !refresh, let cached = keyCache[user] { return completion(.success(cached)) }
-        store.request(.keys(Keys(user: user))) { [weak self] result in
+        ask(store, .keys(Keys(user: user)), repeatable: true) { [weak self] result in
             switch result {
             case .success(.keysOK(let keys)):
                 self?.keyCache[user] = keys
@@ -223,7 +320,7 @@ public final class ProviderClient {
 
     /// Makes a payload gone before it is read.
     public func recall(_ id: PayloadID, completion: @escaping (Result<Void, ClientError>) -> Void) {
-        store.request(.recall(Recall(id: id))) { result in
+        ask(store, .recall(Recall(id: id)), repeatable: true) { result in
             switch result {
             case .success(.recallOK): completion(.success(()))
             case .success(let other): completion(.failure(.unexpectedReply(other.type)))
@@ -233,7 +330,7 @@ public final class ProviderClient {
     }
 
     public func status(_ id: PayloadID, completion: @escaping (Result<StatusOK, ClientError>) -> Void) {
-        store.request(.status(StatusRequest(id: id))) { result in
+        ask(store, .status(StatusRequest(id: id)), repeatable: true) { result in
             switch result {
             case .success(.statusOK(let status)): completion(.success(status))
             case .success(let other): completion(.failure(.unexpectedReply(other.type)))

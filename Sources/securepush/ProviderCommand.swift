@@ -11,8 +11,8 @@ import PushWire
 struct ProviderCommand: ParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "provider",
-        abstract: "Manage what providers authenticate with to the store's HTTP provider API, and read a user's device keys.",
-        subcommands: [Token.self, Keys.self])
+        abstract: "Manage what providers authenticate with to the store's HTTP provider API, read a user's device keys, and run provider commands from stdin.",
+        subcommands: [Token.self, Keys.self, Session.self])
 
     struct Keys: ParsableCommand {
         static let configuration = CommandConfiguration(
