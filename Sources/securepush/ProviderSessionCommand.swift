@@ -61,7 +61,7 @@ extension ProviderCommand {
                 let server = address.map { "the \(service) at \($0)" } ?? "the \(service)"
                 writeStandardError("\(server): \(error)\(error.isPermanent ? "" : "; retrying")\n")
             }
-            let session = ProviderSession(client: client, hasGateway: gateway != nil) { announce($0) }
+            let session = ProviderSession(client: client, hasGateway: gateway != nil) { writeStandardOutputLine($0) }
             session.onFailure = { writeStandardError($0 + "\n") }
             session.onFinished = { loop.stop() }
             StandardInputLines.start(into: LoopBound(session), on: loop.handle)

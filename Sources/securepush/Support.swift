@@ -139,6 +139,19 @@ func writeStandardError(_ text: String) {
     _ = bytes.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count) }
 }
 
+/// Writes a line to stdout with write(2), past stdio. For a command that reads stdin on
+/// another thread: `fflush(nil)` in `announce` takes every stream's lock, stdin's too,
+/// which that thread holds while it waits for a line, so the loop would stop until one came.
+func writeStandardOutputLine(_ line: String) {
+    var bytes = Array((line + "\n").utf8)[...]
+    while !bytes.isEmpty {
+        let written = bytes.withUnsafeBytes { write(STDOUT_FILENO, $0.baseAddress, $0.count) }
+        if written < 0, errno == EINTR { continue }
+        guard written > 0 else { return }
+        bytes = bytes.dropFirst(written)
+    }
+}
+
 
 /// Stops a service gracefully on SIGTERM or SIGINT: the first one calls `stop`, which
 /// calls back when the service has drained, and the loop then stops. Watched before

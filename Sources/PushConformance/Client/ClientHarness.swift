@@ -73,6 +73,11 @@ final class ClientHarness {
 
     /// Stops the client and closes the servers and the loop.
     func finish() {
+        if getenv("SECUREPUSH_HARNESS_TRACE") != nil {
+            for event in log.events {
+                let line = "trace \(event.atMs % 100_000) \(event.service) #\(event.connection) \(event.kind)\n"; _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
+            }
+        }
         for process in processes { process.stop() }
         poller?.cancel()
         storeServer.close()
