@@ -115,8 +115,9 @@ public final class ServiceHost<Handler: ServiceHandler> {
     public var drainTimeoutMs: Int64 = 10_000
     /// Shown every frame a peer sends, as it arrived, before the session judges it, every
     /// framing error and every close: for a harness that grades clients by what they put on the wire
-    /// (`securepush conformance --client`). Nil in the services.
-    public var frameObserver: ((Peer, FrameObservation) -> Void)?
+    /// (`securepush conformance --client`). A frame it answers false for is dropped unseen by
+    /// the session (a server that has gone silent). Nil in the services.
+    public var frameObserver: ((Peer, FrameObservation) -> Bool)?
 
     /// - Parameter admission: the caps shared with the hosts of the process's other loops;
     ///   nil gives this host caps of its own.
@@ -513,12 +514,12 @@ public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
     public var peerHost: String { connection.peerAddress?.host ?? "?" }
 
     public func onFrame(_ connection: Connection, header: FrameHeader, body: UnsafeRawBufferPointer) {
-        if let observer = host.frameObserver { observer(self, .frame(header, Array(body))) }
+        if let observer = host.frameObserver, !observer(self, .frame(header, Array(body))) { return }
         host.perform(session.received(header, body: body), on: self)
     }
 
     public func onFramingError(_ connection: Connection, error: WireError) {
-        if let observer = host.frameObserver { observer(self, .framingError(error)) }
+        if let observer = host.frameObserver { _ = observer(self, .framingError(error)) }
         host.perform(session.framingError(error), on: self)
     }
 
@@ -559,7 +560,7 @@ public final class ServicePeer<Handler: ServiceHandler>: ConnectionHandler {
     }
 
     public func onClose(_ connection: Connection, reason: CloseReason) {
-        if let observer = host.frameObserver { observer(self, .closed(reason)) }
+        if let observer = host.frameObserver { _ = observer(self, .closed(reason)) }
         host.closed(self, reason: reason)
     }
 }

@@ -24,6 +24,9 @@ final class HarnessServer<Handler: ServiceHandler> {
     private let log: WireLog
     var acceptMode = AcceptMode.serve
     private var serials: [ObjectIdentifier: Int] = [:]
+    /// Connections whose frames are logged and then dropped: the server neither answers
+    /// nor acts on anything (not even PING), as a hung server.
+    private var muted: Set<ObjectIdentifier> = []
     private var accepted = 0
 
     var port: Int { listener.port }
@@ -67,18 +70,26 @@ final class HarnessServer<Handler: ServiceHandler> {
         serials[ObjectIdentifier(peer.connection)] ?? 0
     }
 
-    private func observe(_ peer: ServicePeer<Handler>, _ observation: FrameObservation) {
+    /// From now on the server reads `peer`'s frames and does nothing with them.
+    func mute(_ peer: ServicePeer<Handler>) {
+        muted.insert(ObjectIdentifier(peer.connection))
+    }
+
+    private func observe(_ peer: ServicePeer<Handler>, _ observation: FrameObservation) -> Bool {
         let serial = serial(peer)
         switch observation {
         case .frame(let header, let body):
             let message = body.withUnsafeBytes { try? Message.decode(header: header, body: $0) }
             log.record(service, serial, .received(header, body: body, message))
+            return !muted.contains(ObjectIdentifier(peer.connection))
         case .framingError(let error):
             log.record(service, serial, .unframed(error))
         case .closed(let reason):
             log.record(service, serial, .closed(reason))
             serials[ObjectIdentifier(peer.connection)] = nil
+            muted.remove(ObjectIdentifier(peer.connection))
         }
+        return true
     }
 
     /// Admits `peer` at once, or `delayMs` later (HELLO_OK held back).
