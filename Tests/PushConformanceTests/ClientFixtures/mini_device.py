@@ -28,7 +28,7 @@ import time
 # Faults: each makes one case of the device case list fail (the case id is in the text).
 
 FAULTS = {
-    "hello-not-first": "dev.hello.first: sends a PING before HELLO on the gateway connection",
+    "hello-not-first": "dev.hello.first: sends a PING before HELLO on its first gateway connection",
     "no-credential": "dev.hello.credential: HELLO to the gateway without the credential",
     "big-hello": "dev.hello.size: pads the gateway HELLO with an unknown field to 1100 bytes",
     "flags": "dev.frame.header: sets flags bit 0x01 on DELIVERY_ACK",
@@ -307,6 +307,7 @@ class Link:
         self.sock = None
         self.state = "wait"            # wait, connecting, hello, ready, dead
         self.failures = 0              # failed attempts in a row (5.8-3)
+        self.attempts_made = 0
         self.next_attempt = time.monotonic()
         self.queue = []                # requests waiting to be sent
         self.reset()
@@ -372,8 +373,9 @@ class Link:
             return self.lost(f"connect: {os.strerror(err)}")
         self.state = "hello"
         self.opened = time.monotonic()
-        if self.name == "gateway" and fault("hello-not-first"):
-            self.request(M.PING, Request("PING"))
+        if self.name == "gateway" and fault("hello-not-first") and not self.attempts_made:
+            self.request(M.PING, Request("PING"))   # first connection only, so that it still gets in
+        self.attempts_made += 1
         self.request(M.HELLO, Request("HELLO"))                                     # 5.1-1
 
     def hello_body(self):
@@ -461,11 +463,13 @@ class Link:
 
     def request(self, ftype, req, body=None, **header):
         self.corr += 1
-        corr = self.corr
+        if self.corr == 7 and fault("reuse-correlation"):
+            self.corr += 1                      # 7 is the FETCHes' own
+        corr = wire = self.corr
         if req.kind == "FETCH" and fault("reuse-correlation"):
-            corr = 7
+            wire = 7
         self.pending[corr] = req
-        self.send(frame(ftype, corr, self.hello_body() if ftype == M.HELLO else (body or b""), **header))
+        self.send(frame(ftype, wire, self.hello_body() if ftype == M.HELLO else (body or b""), **header))
 
     def inflight(self):
         return sum(1 for r in self.pending.values() if r.kind != "PING")
@@ -583,14 +587,18 @@ class Link:
             return
         self.device.on_push(self, corr, f)
 
-    def take_pending(self, ftype, corr):
-        if fault("match-in-order") and self.state == "ready" and ftype != M.PONG:
-            waiting = [c for c, r in self.pending.items() if r.kind not in ("PING", "HELLO")]
-            corr = min(waiting, default=corr)
+    def take_pending(self, ftype, corr, body):
+        fetches = sorted(c for c, r in self.pending.items() if r.kind == "FETCH")
+        if fault("reuse-correlation") and corr == 7 and fetches:
+            # every FETCH went out as 7: the fault's own bookkeeping finds the one by its id
+            replied = dict(split_fields(body, lenient=True)).get(TAG["id"])
+            corr = next((c for c in fetches if self.pending[c].pid == replied), fetches[0])
+        elif fault("match-in-order") and ftype == M.FETCH_OK and fetches:
+            corr = fetches[0]                   # the oldest FETCH, whatever the correlation
         return self.pending.pop(corr, None)
 
     def on_reply(self, ftype, corr, status, body):
-        req = self.take_pending(ftype, corr)
+        req = self.take_pending(ftype, corr, body)
         if req is None:                                                              # 5.3-5
             log(f"{self.name}: reply 0x{ftype:02x} with correlation {corr} nobody waits for: discarded")
             if fault("close-on-stray"):
@@ -661,6 +669,7 @@ class Device:
         self.token_path = os.path.join(args.state, "fetch-token")
         self.ids_path = os.path.join(args.state, "shown-ids")
         self.shown, self.generic, self.final, self.waiting = set(), set(), set(), set()
+        self.loaded = set()
         self.load_shown()
         self.fetching, self.acking, self.forgotten = set(), set(), set()
         self.token, self.token_bad, self.token_sig, self.next_token_check = None, False, "start", 0.0
@@ -689,6 +698,7 @@ class Device:
                 self.generic.add(pid)
                 (self.final if kind == "sealed" else self.waiting).add(pid)
         self.waiting -= self.shown | self.final
+        self.loaded = set(self.shown)
 
     def record(self, kind, pid):
         """Appends and syncs one line before the showing it records is made visible."""
@@ -703,8 +713,12 @@ class Device:
 
     # -- showing --------------------------------------------------------------------------
 
+    def already_shown(self, pid):
+        """Shown with content; the show-twice fault remembers only what an earlier run showed."""
+        return pid in (self.loaded if fault("show-twice") else self.shown)
+
     def show_content(self, pid, content):
-        if pid in self.shown and not fault("show-twice"):
+        if self.already_shown(pid):
             return
         self.record("content", pid)
         self.shown.add(pid)
@@ -775,7 +789,7 @@ class Device:
         """An id a PUSH or a SYNC named: fetch it, or show the generic notification."""
         if pid in self.forgotten or pid in self.final:
             return
-        if not fault("show-twice") and (pid in self.shown or pid in self.fetching):
+        if self.already_shown(pid) or (pid in self.fetching and not fault("show-twice")):
             return
         if len(pid) != 16:
             return log(f"id {pid.hex()} is not a store id: not fetched")
@@ -894,7 +908,7 @@ class Device:
             ids = f["ids"]
             for i in range(0, len(ids), 16):
                 pid = ids[i:i + 16]
-                if pid in self.shown and not fault("show-twice"):
+                if self.already_shown(pid):
                     self.ack(pid, self.usable_token())    # shown before, its ACK lost: again
                 else:
                     self.want(pid)
