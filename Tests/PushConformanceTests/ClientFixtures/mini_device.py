@@ -105,13 +105,15 @@ class M:  # message types (4.1)
 class S:  # statuses (6)
     OK, MALFORMED_FRAME, UNSUPPORTED_VERSION, FRAME_TOO_LARGE = 0x00, 0x01, 0x02, 0x03
     UNKNOWN_TYPE, BAD_REQUEST, TIMEOUT = 0x05, 0x06, 0x07
-    AUTH_REQUIRED, TOKEN_EXPIRED, BAD_TOKEN = 0x10, 0x11, 0x12
+    AUTH_REQUIRED, TOKEN_EXPIRED, BAD_TOKEN, BAD_CREDENTIALS = 0x10, 0x11, 0x12, 0x13
     FORBIDDEN, NOT_FOUND, GONE, RATE_LIMITED, BUSY, SHUTTING_DOWN = 0x14, 0x15, 0x16, 0x19, 0x1A, 0x1B
     NOT_SEALED_FOR_DEVICE, INTERNAL = 0x20, 0xFF
     KNOWN = set(range(0x00, 0x08)) | set(range(0x10, 0x22)) | {0xFF}
     TOKEN = {AUTH_REQUIRED, TOKEN_EXPIRED, BAD_TOKEN}       # generic, keep the id (4.14-4)
     DROP = {FORBIDDEN, NOT_FOUND, GONE}                      # the id is not for us or gone
     RETRY = {BUSY, RATE_LIMITED, INTERNAL}                   # not carried out (5.8-4)
+    REPLACED, REVOKED = 0x1C, 0x1E
+    INCURABLE = {BAD_CREDENTIALS, UNSUPPORTED_VERSION, REPLACED, REVOKED}   # no retry (5.8-1, 7.4-7)
 
 
 HEADER = struct.Struct(">BBBBIHHI")   # magic, version, type, flags, correlation, status, reserved, length
@@ -393,6 +395,7 @@ class Link:
         if fault("reset-on-connect"):
             self.failures = 0
         if ftype != M.HELLO_OK or f is None:
+            self.stop_if_incurable(status)
             return self.lost(f"HELLO refused (type 0x{ftype:02x}, status {status})")
         self.max_frame = min(f["max_frame"], 16777216)
         self.keepalive = f["keepalive_ms"] / 1000.0
@@ -401,6 +404,11 @@ class Link:
         self.last_recv = time.monotonic()
         log(f"{self.name}: HELLO_OK (keepalive {f['keepalive_ms']} ms, max_inflight {self.max_inflight})")
         self.device.link_ready(self)
+
+    def stop_if_incurable(self, status):
+        if status in S.INCURABLE:
+            self.state = "dead"
+            log(f"{self.name}: refused with status 0x{status:x}, which waiting cannot cure: not trying again")
 
     def lost(self, reason):
         """The connection ended (or never opened): requeue, then wait as 5.8-1 says."""
@@ -621,6 +629,7 @@ class Link:
 
     def on_goaway(self, status, body):
         f = self.decoded(M.GOAWAY, S.OK, body)
+        self.stop_if_incurable(status)
         if self.state != "ready":
             return self.lost(f"GOAWAY 0x{status:x} before HELLO_OK")
         if status != S.SHUTTING_DOWN or f is None:
@@ -873,7 +882,7 @@ class Device:
         self.fetching.discard(pid)
         if status == S.OK:
             return self.fetch_ok(pid, f, req.token)
-        if status in S.TOKEN or status == S.BUSY:
+        if status in S.TOKEN or status == S.BUSY:   # BUSY gets here only with busy-generic
             if status in S.TOKEN and req.token == self.token:
                 self.token_bad = True           # no FETCH with it until the file changes
             elif status in S.TOKEN and self.usable_token() is not None:
