@@ -13,12 +13,18 @@ stdout carries only `SHOWN <id> PAYLOAD <hex>` and `SHOWN <id> GENERIC` lines; t
 to stderr. Python 3.11, standard library only.
 """
 
-import argparse
+import signal
+
+STOP = []   # SIGTERM or SIGINT seen; installed before anything else, so an early one also exits 0
+if __name__ == "__main__":
+    for _sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(_sig, lambda *_: STOP.append(True))
+
+import argparse  # noqa: E402 (after the handlers on purpose)
 import errno
 import os
 import random
 import selectors
-import signal
 import socket
 import struct
 import sys
@@ -1005,9 +1011,6 @@ def read_credential(path):
 
 
 def main(argv):
-    stop = []                                   # SIGTERM, SIGINT: exit 0 promptly (B.1)
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.append(True))
     args = parse_args(argv)
     if args.list_faults:
         for name, text in FAULTS.items():
@@ -1028,7 +1031,7 @@ def main(argv):
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)
     device.selector.register(wake_r, selectors.EVENT_READ, None)
-    while not stop:
+    while not STOP:
         device.tick()
         timeout = max(0.0, min(1.0, device.deadline() - time.monotonic()))
         for key, mask in device.selector.select(timeout):
