@@ -165,7 +165,8 @@ let package = Package(
             "PushClock", "PushGateway", "PushService", "PushSecurity", "PushWire", "PushClient", "PushTestSupport",
             "PushNATS", "PushEventLoop",
         ]),
-        .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"]),
+        .testTarget(name: "PushConformanceTests", dependencies: ["PushConformance", "PushClient", "PushWire", "PushTestSupport"],
+                    exclude: ["ClientFixtures"]),
         .testTarget(name: "PushBenchTests", dependencies: ["PushBench", "PushTestSupport"]),
         // Against a real PostgreSQL server each test run starts itself (PostgresCluster).
         .testTarget(name: "PushPostgresTests", dependencies: ["PushPostgres", "PushEventLoop", "PushTestSupport"]),
