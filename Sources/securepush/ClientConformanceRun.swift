@@ -31,6 +31,9 @@ extension ConformanceCommand {
         options.timeoutMs = Int64(timeoutMs)
         options.selection = cases
         options.jobs = jobs
+        if trace {
+            options.traceFailure = { id, lines in writeStandardError((["\(id):"] + lines.map { "  " + $0 }).joined(separator: "\n") + "\n") }
+        }
         let selected = try ClientSuite.select(ClientSuite.catalogue(kind), cases)
         let layout = ConformanceReport.TableLayout(ids: selected.map(\.id), clauses: selected.map(\.clause))
         announce("securepush conformance: \(kind.rawValue) client `\(clientCmd)`, \(selected.count) cases")

@@ -51,7 +51,16 @@ struct ConformanceCommand: ParsableCommand {
         vector.) or by clause or clause prefix (4.7-3, 4.7, 5). The golden vectors \
         of protocol/vectors are built in; --vectors runs other files instead.
 
+        With --client device or --client provider the suite grades a client instead: \
+        it plays the store and the gateway itself on 127.0.0.1 and starts the client \
+        with --client-cmd once per case, replacing {gateway} {store} {credential} \
+        {state} {device} {user} {provider-key}; what it reads of the client besides \
+        the wire is the contract of SPEC.md Appendix B. --jobs runs cases side by \
+        side; --trace prints what the servers saw in each failed case.
+
         Examples:
+          securepush conformance --client device --jobs 4 --client-cmd
+              "mydevice --gateway {gateway} --store {store} --credential {credential} --state {state}"
           securepush conformance --store 127.0.0.1:7070 --gateway 127.0.0.1:7071
               --data-dir ./deploy --user alice --password-file alice.pw
               --json report.json --junit report.xml
@@ -127,6 +136,9 @@ struct ConformanceCommand: ParsableCommand {
 
     @Option(help: ArgumentHelp("With --client: how many cases run side by side, each with servers and a client of its own.", valueName: "count"))
     var jobs = 1
+
+    @Flag(help: "With --client: after a failed case, print on stderr what the harness's servers saw and sent in it.")
+    var trace = false
 
     func validate() throws {
         if client != nil || clientCmd != nil { return try validateClientRun() }

@@ -58,6 +58,8 @@ public struct ClientSuiteOptions: Sendable {
     public var selection: [String] = []
     /// Cases run side by side: each has its own servers, ports, state and client.
     public var jobs = 1
+    /// Called with a failed case's id and the harness's log of it, one line an event.
+    public var traceFailure: (@Sendable (String, [String]) -> Void)?
     var storeLimits = HarnessLimits.faithful.store
     var gatewayLimits = HarnessLimits.faithful.gateway
 

@@ -73,11 +73,6 @@ final class ClientHarness {
 
     /// Stops the client and closes the servers and the loop.
     func finish() {
-        if getenv("SECUREPUSH_HARNESS_TRACE") != nil {
-            for event in log.events {
-                let line = "trace \(event.atMs % 100_000) \(event.service) #\(event.connection) \(event.kind)\n"; _ = line.withCString { Glibc.write(2, $0, strlen($0)) }
-            }
-        }
         for process in processes { process.stop() }
         poller?.cancel()
         storeServer.close()
@@ -206,6 +201,23 @@ final class ClientHarness {
         readOutput()
         self.client = nil
         throw .fail("the client exited (status \(client.exitStatus ?? -1)) during the case: \(client.standardErrorTail)")
+    }
+
+    /// What the servers saw and sent, one line an event, for `--trace`.
+    var trace: [String] {
+        let start = log.events.first?.atMs ?? 0
+        return log.events.map { event in
+            let what: String
+            switch event.kind {
+            case .opened: what = "connection opened"
+            case .received(let header, let body, let message):
+                what = "<- \(message.map { "\($0.type)" } ?? "frame type 0x\(String(header.rawType, radix: 16))") correlation \(header.correlation), \(body.count) body bytes" + (message == nil ? " (does not decode)" : "")
+            case .unframed(let error): what = "<- bytes refused: \(error)"
+            case .sent(let type, let correlation): what = "-> \(type.map { "\($0)" } ?? "raw bytes") correlation \(correlation)"
+            case .closed(let reason): what = "connection closed (\(reason))"
+            }
+            return "+\(event.atMs - start) ms \(event.service) #\(event.connection) \(what)"
+        }
     }
 
     /// The client's last stderr lines, for a FAIL's detail.

@@ -91,6 +91,7 @@ public enum ClientSuite {
             case .skip(let text): (verdict, detail) = (.skipped, text)
             }
         }
+        if verdict == .fail, let harness, let traceFailure = options.traceFailure { traceFailure(clientCase.id, harness.trace) }
         harness?.finish()
         return CaseResult(id: clientCase.id, clause: clientCase.clause, title: clientCase.title, verdict: verdict,
                           detail: detail, durationMs: Int(Clocks.monotonicMilliseconds() - started))
