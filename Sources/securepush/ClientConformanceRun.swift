@@ -41,12 +41,7 @@ extension ConformanceCommand {
         let report = try ClientSuite.run(options) { announce(layout.row($0)) }
         announce("")
         announce(report.summary)
-        do {
-            if let json { try writeReportFile(json, report.json) }
-            if let junit { try writeReportFile(junit, report.junitXML) }
-        } catch {
-            throw CommandFailure(error.description)
-        }
+        try writeReports(report)
         if report.hasFailures { throw ExitCode(1) }
     }
 

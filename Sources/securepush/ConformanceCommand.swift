@@ -187,17 +187,22 @@ struct ConformanceCommand: ParsableCommand {
         }
         announce("")
         announce(report.summary)
+        try writeReports(report)
+        if let aborted = report.aborted {
+            writeStandardError("Error: \(aborted)\n")
+            throw ExitCode(2)
+        }
+        if report.hasFailures { throw ExitCode(1) }
+    }
+
+    /// The --json and --junit files of a run.
+    func writeReports(_ report: ConformanceReport) throws {
         do {
             if let json { try writeReportFile(json, report.json) }
             if let junit { try writeReportFile(junit, report.junitXML) }
         } catch {
             throw CommandFailure(error.description)
         }
-        if let aborted = report.aborted {
-            writeStandardError("Error: \(aborted)\n")
-            throw ExitCode(2)
-        }
-        if report.hasFailures { throw ExitCode(1) }
     }
 
     private func makeOptions() throws -> ConformanceOptions {

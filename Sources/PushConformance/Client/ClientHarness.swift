@@ -238,6 +238,12 @@ final class ClientHarness {
         return device
     }
 
+    /// The client's newest connection to the store.
+    func storeConnection() throws(CaseStop) -> HarnessStore.Peer {
+        guard let peer = store.peers.last else { throw .fail("the client is not connected to the store") }
+        return peer
+    }
+
     /// Waits until the client has said nothing to either server for `quietMs` (at most
     /// two seconds): the state a case starts acting from, after the connect's SYNC.
     func settle(quietMs: Int64 = 200) throws(CaseStop) {

@@ -58,7 +58,7 @@ enum DeviceRecoveryCases {
     static let goawayStop = ClientCase("dev.goaway.stop", clause: "4.4-2",
                                        "after GOAWAY the device sends no request on that connection") { h throws(CaseStop) in
         try h.startLoggedIn()
-        guard let peer = h.store.peers.last else { throw .fail("the device is not connected to the store") }
+        let peer = try h.storeConnection()
         let last = h.log.received(from: .store).filter { $0.connection == 1 }.map(\.header.correlation).max() ?? 0
         h.storeServer.goaway(.shuttingDown, lastCorrelation: last, to: peer, closeAfterMs: 1_200)
         let goawayAt = Clocks.monotonicMilliseconds()
@@ -190,7 +190,7 @@ enum DeviceRecoveryCases {
     static let strayReply = ClientCase("dev.reply.unknown-correlation", clause: "5.3-5",
                                        "a reply whose correlation id matches no request is discarded") { h throws(CaseStop) in
         try h.startLoggedIn()
-        guard let peer = h.store.peers.last else { throw .fail("the device is not connected to the store") }
+        let peer = try h.storeConnection()
         let stray = PayloadID.random()
         var frame: [UInt8] = []
         Message.fetchOK(FetchOK(id: stray, payload: Array("stray".utf8), createdAt: 1, expiresAt: UInt64(Int64.max)))

@@ -26,6 +26,13 @@ enum ProviderCases {
         return id
     }
 
+    /// Starts the provider and has it SEND once: its store connection.
+    static func connected(_ h: ClientHarness) throws(CaseStop) -> HarnessStore.Peer {
+        try h.startClient()
+        try send(h, tag: "s1")
+        return try h.storeConnection()
+    }
+
     /// Starts the provider and has it SEND once and PUSH once: both connections made.
     static func ordinaryFlow(_ h: ClientHarness) throws(CaseStop) {
         try h.startClient()
@@ -147,9 +154,7 @@ enum ProviderCases {
     }
 
     static let pingPong = provider("prov.ping.pong", clause: "4.3-1", "a PING from the store is answered PONG with its correlation id") { h throws(CaseStop) in
-        try h.startClient()
-        try send(h, tag: "s1")
-        guard let peer = h.store.peers.last else { throw .fail("the provider is not connected to the store") }
+        let peer = try connected(h)
         h.storeServer.send(.ping, correlation: 0x52, to: peer)
         try h.wait("no PONG with correlation id 0x52", timeoutMs: 1_000) {
             h.log.messages(.pong, to: .store).contains { $0.header.correlation == 0x52 }

@@ -82,9 +82,7 @@ enum ProviderRecoveryCases {
     }
 
     static let goawayStop = ProviderCases.provider("prov.goaway.stop", clause: "4.4-2", "after GOAWAY the provider sends no request on that connection") { h throws(CaseStop) in
-        try h.startClient()
-        try ProviderCases.send(h, tag: "s1")
-        guard let peer = h.store.peers.last else { throw .fail("the provider is not connected to the store") }
+        let peer = try ProviderCases.connected(h)
         let last = h.log.received(from: .store).filter { $0.connection == 1 }.map(\.header.correlation).max() ?? 0
         h.storeServer.goaway(.shuttingDown, lastCorrelation: last, to: peer, closeAfterMs: 1_200)
         let goawayAt = Clocks.monotonicMilliseconds()
@@ -110,9 +108,7 @@ enum ProviderRecoveryCases {
 
     static let unknownType = ProviderCases.provider("prov.unknown-type", clause: "2-4",
                                       "a frame of an unknown type is answered ERROR UNKNOWN_TYPE and the connection stays") { h throws(CaseStop) in
-        try h.startClient()
-        try ProviderCases.send(h, tag: "s1")
-        guard let peer = h.store.peers.last else { throw .fail("the provider is not connected to the store") }
+        let peer = try ProviderCases.connected(h)
         h.storeServer.sendRaw(RawFrame.frame(type: 0x6F, correlation: 0x99, body: []), to: peer)
         try h.wait("no ERROR with correlation id 0x99 came back", timeoutMs: 1_500) {
             h.log.messages(.error, to: .store).contains { $0.header.correlation == 0x99 && $0.header.status == .unknownType }
@@ -124,9 +120,7 @@ enum ProviderRecoveryCases {
 
     static let strayReply = ProviderCases.provider("prov.reply.unknown-correlation", clause: "5.3-5",
                                      "a reply whose correlation id matches no request is discarded") { h throws(CaseStop) in
-        try h.startClient()
-        try ProviderCases.send(h, tag: "s1")
-        guard let peer = h.store.peers.last else { throw .fail("the provider is not connected to the store") }
+        let peer = try ProviderCases.connected(h)
         var frame: [UInt8] = []
         Message.storeOK(StoreOK(id: PayloadID.random(), expiresAt: UInt64(Int64.max))).encode(correlation: 0x7777_0001, into: &frame)
         h.storeServer.sendRaw(frame, to: peer)
@@ -159,9 +153,7 @@ enum ProviderRecoveryCases {
 
     static let badMagic = ProviderCases.provider("prov.frame.bad-magic", clause: "2-2",
                                    "a frame with a magic byte other than a7 ends the connection") { h throws(CaseStop) in
-        try h.startClient()
-        try ProviderCases.send(h, tag: "s1")
-        guard let peer = h.store.peers.last else { throw .fail("the provider is not connected to the store") }
+        let peer = try ProviderCases.connected(h)
         h.storeServer.sendRaw(RawFrame.header(type: MessageType.storeOK.rawValue, correlation: 5, length: 0, magic: 0x00), to: peer)
         try h.wait("the provider kept the connection open after a frame with magic 00", timeoutMs: 1_500) {
             h.log.closedAt(.store, connection: 1) != nil
