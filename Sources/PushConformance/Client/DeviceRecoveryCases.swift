@@ -5,7 +5,7 @@ import PushWire
 /// (4.14-11), and frames a device must survive or refuse (2-2, 2-4, 2-7, 2-12, 5.3-5,
 /// 5.6-3, 6-1).
 enum DeviceRecoveryCases {
-    static let all: [ClientCase] = [syncOnConnect, syncOnMissed, syncCursor, goawayStop, goawayRetry, partialFrame,
+    static let all: [ClientCase] = [syncOnConnect, syncOnMissed, syncCursor, storeRestart, goawayStop, goawayRetry, partialFrame,
                                     restart, restartAfterKill, unknownErrorStatus, unknownGoawayStatus, strayReply,
                                     unknownType, badMagic, tooLarge, malformedMissed]
 
@@ -53,6 +53,21 @@ enum DeviceRecoveryCases {
             throw .fail("a SYNC carried cursor \(made), which the store never gave (it gave \(given))")
         }
         return cursors.contains(given) ? "paged with the store's cursor" : "did not page (older_count, 4.9-5); every cursor 0"
+    }
+
+    static let storeRestart = ClientCase("dev.store.restart", clause: "4.15-2",
+                                         "after the store restarts the device SYNCs on its new connection and shows what it missed") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        h.storeServer.acceptMode = .closeAtOnce
+        try h.storeConnection().connection.close()
+        let (id, content) = h.commitPayload()
+        try h.pause(1_000)
+        h.storeServer.acceptMode = .serve
+        try h.wait("the device did not show \(id.hex), committed while the store was down and named by no push", timeoutMs: 10_000) {
+            !h.shown(id).isEmpty
+        }
+        guard h.shown(id)[0].content == .payload(content) else { throw .fail("shown as \(h.shown(id)[0].content.summary)") }
+        return "SYNC on the new store connection, shown"
     }
 
     static let goawayStop = ClientCase("dev.goaway.stop", clause: "4.4-2",

@@ -3,7 +3,7 @@ import PushWire
 /// The generic notification and the token (4.14-4, 4.14-10, 4.14-13), and FETCH answers
 /// the device must not take as content (4.8-4) or as a refusal (5.8-4).
 enum DeviceTokenCases {
-    static let all: [ClientCase] = [noToken, expired, badToken, genericOnce, relogin, notSealedForDevice, unopenable, fetchOKBoth,
+    static let all: [ClientCase] = [noToken, expired, badToken, genericOnce, relogin, notSealedForDevice, unopenable, gone, fetchOKBoth,
                                     busyFetch, rateLimitedFetch]
 
     static let noToken = ClientCase("dev.generic.no-token", clause: "4.14-4",
@@ -103,6 +103,25 @@ enum DeviceTokenCases {
         guard h.shown(id).count == 1 else { throw .fail("shown \(h.shown(id).count) times") }
         guard h.acks(id).isEmpty else { throw .fail("the device ACKed a sealed payload it could not open") }
         return "generic once, no ACK"
+    }
+
+    static let gone = ClientCase("dev.push.gone", clause: "4.14-12",
+                                 "a PUSH for a payload the store answers GONE is neither shown with content nor acknowledged") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        let (id, _) = h.commitPayload()
+        h.store.intercept = { request in
+            switch request.message {
+            case .fetch(let fetch) where fetch.id == id: .error(.gone)
+            case .ack(let ack) where ack.id == id: .error(.gone)
+            default: .faithful
+            }
+        }
+        h.gateway.push(id)
+        try h.wait("the device did not FETCH \(id.hex)") { !h.fetches(id).isEmpty }
+        try h.pause(800)
+        if let shown = h.shown(id).first(where: { !$0.isGeneric }) { throw .fail("a payload answered GONE was shown with \(shown.content.summary)") }
+        guard h.acks(id).isEmpty else { throw .fail("the device ACKed \(id.hex), whose FETCH was answered GONE") }
+        return "not shown, not acknowledged"
     }
 
     static let fetchOKBoth = ClientCase("dev.fetch-ok.both", clause: "4.8-4",
