@@ -151,6 +151,23 @@ final class ClientHarness {
         }
     }
 
+    /// Writes one of the case's files (the registration, say) in place of the harness's.
+    func writeFile(_ name: String, _ text: String) throws(CaseStop) {
+        try write(directory + "/" + name, text)
+    }
+
+    /// The names in the state directory.
+    func stateFiles() -> [String] {
+        guard let handle = opendir(stateDirectory) else { return [] }
+        defer { closedir(handle) }
+        var names: [String] = []
+        while let entry = readdir(handle) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
+            if name != ".", name != ".." { names.append(name) }
+        }
+        return names
+    }
+
     /// Writes a file of the state directory as the client would find it.
     func writeStateFile(_ name: String, _ text: String) throws(CaseStop) {
         try write(stateDirectory + "/" + name, text)
@@ -180,14 +197,15 @@ final class ClientHarness {
         }
     }
 
-    /// Turns the loop for `milliseconds`, whatever happens; FAILs if the client exits.
-    func pause(_ milliseconds: Int64) throws(CaseStop) {
+    /// Turns the loop for `milliseconds`, whatever happens; FAILs if the client exits,
+    /// unless `clientMayExit` (a device that stops for good after a revocation).
+    func pause(_ milliseconds: Int64, clientMayExit: Bool = false) throws(CaseStop) {
         let deadline = Clocks.monotonicMilliseconds() + milliseconds
         while Clocks.monotonicMilliseconds() < deadline {
-            try checkAlive()
+            if !clientMayExit { try checkAlive() }
             turn(untilMs: deadline)
         }
-        try checkAlive()
+        if !clientMayExit { try checkAlive() }
     }
 
     private func turn(untilMs deadline: Int64) {

@@ -1,0 +1,100 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import PushWire
+
+/// The device's HELLOs and files (4.1-2, 4.2-3, 7.5-3, 7.5-5), how it ends a connection
+/// over a fault (5.6-1, 5.6-2), and a registration the gateway revokes (7.4-7).
+enum DeviceStateCases {
+    static let all: [ClientCase] = [role, storeCredential, fatalGoaway, requestError, credentialForm, fileModes, revoked]
+
+    static let role = ClientCase("dev.hello.role", clause: "4.1-2",
+                                 "every HELLO the device sends, to either server, names role 1 (device)") { h throws(CaseStop) in
+        try DeviceConnectionCases.ordinaryFlow(h)
+        for frame in h.log.received() where frame.header.type == .hello {
+            guard case .hello(let hello)? = frame.message, hello.role == .device else {
+                throw .fail("a HELLO to the \(frame.service) does not name role device")
+            }
+        }
+        return "\(h.log.received().filter { $0.header.type == .hello }.count) HELLOs, role device"
+    }
+
+    static let storeCredential = ClientCase("dev.hello.store-credential", clause: "4.2-3",
+                                            "the device's HELLO to the store carries no credential") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        for frame in h.log.messages(.hello, to: .store) {
+            if case .hello(let hello)? = frame.message, hello.credential != nil {
+                throw .fail("the HELLO to the store carries a credential of \(hello.credential?.count ?? 0) bytes")
+            }
+        }
+        return "no credential"
+    }
+
+    static let fatalGoaway = ClientCase("dev.frame.goaway-status", clause: "5.6-1",
+                                        "on a fatal frame the device sends GOAWAY with its status before it closes") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        h.gateway.sendRaw(RawFrame.header(type: MessageType.push.rawValue, correlation: 5, length: 0, version: 2))
+        try h.wait("the device kept the connection open after a frame of version 2", timeoutMs: 1_500) {
+            h.log.closedAt(.gateway, connection: 1) != nil
+        }
+        guard let goaway = h.log.messages(.goaway, to: .gateway).first(where: { $0.connection == 1 }) else {
+            throw .fail("the device closed without GOAWAY UNSUPPORTED_VERSION")
+        }
+        guard goaway.header.status == .unsupportedVersion else { throw .fail("the GOAWAY carries \(goaway.header.status), not UNSUPPORTED_VERSION") }
+        return "GOAWAY UNSUPPORTED_VERSION, then closed"
+    }
+
+    static let requestError = ClientCase("dev.request-error", clause: "5.6-2",
+                                         "a PUSH with an empty id is answered ERROR BAD_REQUEST with its correlation id, and the connection stays") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        let correlation = h.gateway.correlation()
+        h.gateway.sendRaw(RawFrame.frame(.push, correlation: correlation, body: RawFrame.field(.id, [])))
+        try h.wait("no ERROR with correlation id \(correlation) came back", timeoutMs: 1_500) {
+            h.log.messages(.error, to: .gateway).contains { $0.header.correlation == correlation && $0.header.status == .badRequest }
+        }
+        let (id, _) = h.commitPayload()
+        try h.pushAndWaitShown(id)
+        guard h.log.closedAt(.gateway, connection: 1) == nil else { throw .fail("the device closed the connection") }
+        return "ERROR BAD_REQUEST; the next PUSH shown on the same connection"
+    }
+
+    static let credentialForm = ClientCase("dev.credential.file-form", clause: "7.5-3",
+                                           "a registration file in uppercase hex with whitespace in it is read as the same credential") { h throws(CaseStop) in
+        let hex = h.registration.hexString.uppercased()
+        let spaced = stride(from: 0, to: hex.count, by: 64).map { start in
+            String(hex.dropFirst(start).prefix(64))
+        }.joined(separator: "\n  ")
+        try h.writeFile("registration", "  " + spaced + "\n\n")
+        try h.startLoggedIn()
+        return "connected with the registration"
+    }
+
+    static let fileModes = ClientCase("dev.state.file-modes", clause: "7.5-5",
+                                      "the files the device writes in its state directory are readable by their owner only") { h throws(CaseStop) in
+        try DeviceConnectionCases.ordinaryFlow(h)
+        h.stopClient()
+        let names = h.stateFiles()
+        for name in names {
+            var info = stat()
+            guard lstat(h.stateDirectory + "/" + name, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { continue }
+            guard info.st_mode & 0o077 == 0 else {
+                throw .fail("\(name) in the state directory has mode \(String(info.st_mode & 0o777, radix: 8))")
+            }
+        }
+        return "\(names.count) files, owner only"
+    }
+
+    static let revoked = ClientCase("dev.goaway.revoked", clause: "7.4-7",
+                                    "after GOAWAY REVOKED the device does not connect to the gateway again") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        h.gateway.sendRaw(RawFrame.frame(.goaway, correlation: 0, status: .revoked,
+                                         body: RawFrame.field(.lastCorrelation, RawFrame.bigEndian(UInt32(0)))))
+        if let device = h.gateway.device { device.connection.closeAfterFlush(timeout: .seconds(1)) }
+        h.gateway.refuseHello = .badCredentials
+        // Stopping for good is one way to keep the rule.
+        try h.pause(3_000, clientMayExit: true)
+        let attempts = h.log.connectionCount(.gateway) - 1
+        guard attempts == 0 else { throw .fail("the device connected to the gateway \(attempts) more times with its revoked registration") }
+        return "no new connection in 3 s"
+    }
+}
