@@ -108,7 +108,8 @@ final class ClientHarness {
         self.client = nil
     }
 
-    private func readOutput() {
+    /// Reads what the client printed since the last read (also done every 10 ms).
+    func readOutput() {
         guard let client else { return }
         for (text, atMs) in client.poll() {
             if options.kind == .provider {
