@@ -1,5 +1,5 @@
 /// Every device case, in running order.
 enum DeviceCases {
     static let all: [ClientCase] = DeviceConnectionCases.all + DeviceDeliveryCases.all + DeviceTokenCases.all
-        + DeviceRecoveryCases.all + DeviceStatusCases.all + DeviceStateCases.all + DeviceVectorCases.all + DeviceBackoffCases.all
+        + DeviceRecoveryCases.all + DeviceStatusCases.all + DeviceStateCases.all + ClientVectorCases.all(.device) + DeviceBackoffCases.all
 }
