@@ -11,6 +11,35 @@ fault fails (`--list-faults` prints them; provider-faults.txt lists the cases ea
     python3 mini_provider.py --store HOST:PORT --gateway HOST:PORT --provider-key FILE [--fault NAME]
 
 Diagnostics go to stderr. Python 3.11, standard library only.
+
+What it does (protocol/SPEC.md, provider side):
+- Commands `SEND`, `STORE`, `PUSH`, `RECALL` (B.3), pipelined: each is queued for its server
+  at once and answered when its reply comes, so answers may come out of order; a line that
+  does not parse is answered `<tag> ERROR INVALID` (`? ERROR INVALID` without a tag).
+- One connection to the store and one to the gateway, opened when a command first needs
+  it; HELLO with role 2 and a new provider credential every time (7.1, audience 1 for the
+  store and 2 for the gateway), nothing else before HELLO_OK (5.1-1); correlation ids
+  1 (HELLO), 2, 3, ... per connection (5.3-3); at most max_inflight requests outstanding
+  (5.3-1), each reply matched by correlation id alone (5.3-2), stray replies dropped (5.3-5).
+- PONG to PING (4.3-1), ERROR UNKNOWN_TYPE to a frame of unknown type (2-4), ERROR
+  BAD_REQUEST to any other request from a server (4.1-4); a header with a bad magic,
+  version, flag or reserved bit, or too long, ends the connection with GOAWAY (2-2 to 2-7).
+- Keepalive (5.4): PING after keepalive_ms without sending, GOAWAY TIMEOUT and close after
+  1.5 x keepalive_ms without receiving.
+- ERROR BUSY, RATE_LIMITED or INTERNAL: sent again after at least 100 ms, the k-th retry after
+  the backoff below, at most 5 sends in all, then the status is reported (5.8-4). An unknown
+  status fails its command only, reported as `STATUS_0x...` (6-1).
+- GOAWAY (4.4, 5.5): no further request on that connection; requests above last_correlation
+  go on the next connection (5.8-5). SHUTTING_DOWN: replies up to last_correlation still
+  awaited; any other status closes at once. A request left without a reply when a connection
+  ends is sent again only if it is safe to repeat (RECALL, SEND with key=); a STORE, a PUSH
+  or a SEND without a key is answered `ERROR DISCONNECTED` (its outcome is unknown).
+- Reconnects (5.8-1 to 5.8-3): after the k-th failure in a row it waits
+  min(5 s, 100 ms x 2^(k-1)) drawn between 0.5 and 1.5 times; only HELLO_OK ends a run; after
+  8 failures in a row the commands waiting for that server are answered `ERROR DISCONNECTED`.
+- At the end of stdin it finishes the commands it has, writes their answers and exits 0.
+
+The loop wakes at least every 50 ms, so its waits may run up to 50 ms longer than drawn.
 """
 
 import argparse
@@ -46,11 +75,11 @@ FAULTS = {
     "recall-not-found-ok": "prov.error.status: reports a RECALL refused NOT_FOUND as OK",
     "push-target-device": "prov.push.target: PUSH with target_kind 1 (device) instead of 2 (user)",
     "no-busy-retry": "prov.busy.retry: reports BUSY at once, without a retry",
-    "busy-no-backoff": "prov.busy.give-up: retries BUSY every 120 ms, the waits never grow",
+    "busy-no-backoff": "prov.busy.give-up: retries BUSY after 120 ms every time: the waits never grow",
     "no-resend-above-last": "prov.goaway.retry: requests above GOAWAY's last_correlation are reported DISCONNECTED",
     "resend-lost-store": "prov.lost.store-once: a STORE lost with its connection is sent again",
     "ping-after-goaway": "prov.goaway.stop: sends a PING 150 ms after GOAWAY SHUTTING_DOWN on that connection",
-    "no-backoff": "prov.reconnect.backoff: reconnects 20 ms after every failure",
+    "no-backoff": "prov.reconnect.backoff: reconnects 20 ms (one loop tick) after every failure",
     "ignore-unknown-type": "prov.unknown-type: no ERROR UNKNOWN_TYPE for a frame of unknown type",
     "close-on-stray": "prov.reply.unknown-correlation: closes the connection on a reply nobody waits for",
     "close-on-unknown-status": "prov.error.unknown-status: closes the connection on an ERROR of unknown status",
@@ -452,13 +481,16 @@ class Provider:
         self.sel.modify(conn.sock, selectors.EVENT_READ | (selectors.EVENT_WRITE if conn.out else 0), conn)
 
     def send_request(self, conn, req):
+        body = req.body()
+        if HEADER.size + len(body) > conn.max_frame:       # the server would end the connection (2-7)
+            return self.answer(req, "ERROR TOO_LARGE")
         corr = self.take_corr(conn)
         if fault("reuse-correlation") and len(conn.pending) >= 2:
             corr = max(conn.pending)
         req.over_inflight = len(conn.pending) >= conn.inflight      # only with fault ignore-inflight
         conn.pending[corr] = req
         req.sends += 1
-        self.send(conn, req.type, corr, req.body())
+        self.send(conn, req.type, corr, body)
 
     def pump(self, service):
         """Sends queued requests while the connection is open and max_inflight allows (5.3-1)."""
@@ -600,8 +632,9 @@ class Provider:
             self.failed(service)
         if status != S["SHUTTING_DOWN"]:                     # 5.6-4: any other GOAWAY ends it now
             return self.closed(conn, f"GOAWAY {status_name(status)}")
-        conn.state = "draining"                              # 5.5-2: the replies up to last still come
-        service.draining.append(conn)
+        if conn.state != "draining":                         # 5.5-2: the replies up to last still come
+            conn.state = "draining"
+            service.draining.append(conn)
         if fault("ping-after-goaway"):
             conn.fault_ping_at = time.monotonic() + 0.150
         elif not conn.pending:
