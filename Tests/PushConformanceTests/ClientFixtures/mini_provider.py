@@ -398,15 +398,15 @@ class Provider:
         self.stdin_buf += data
         while b"\n" in self.stdin_buf:
             raw, self.stdin_buf = self.stdin_buf.split(b"\n", 1)
-            try:
-                line = raw.decode("utf-8").rstrip("\r")
-            except UnicodeDecodeError:
-                line = "? \x00"
-            if line.strip():
-                self.command(line)
+            if raw.strip():
+                self.command(raw)
 
-    def command(self, line):
-        parsed = parse_command(line)
+    def command(self, raw):
+        try:
+            parsed = parse_command(raw.decode("utf-8"))
+        except UnicodeDecodeError:                            # a user must be UTF-8 (3.3-2)
+            first = raw.split()[0].decode("ascii", "replace")
+            parsed = (first if TAG_RE.fullmatch(first) else None), "not UTF-8"
         if isinstance(parsed, tuple):
             tag, reason = parsed
             log(f"{tag or '?'}: {reason}")
