@@ -64,6 +64,8 @@ struct ClientConformanceTests {
     static func run(_ kind: ClientKind, _ template: String) throws -> ConformanceReport {
         var options = ClientSuiteOptions(kind: kind, command: try ClientCommandLine(template))
         options.jobs = jobs
+        // A loaded test machine starts a process late; only failing cases wait this long.
+        options.timeoutMs = 15_000
         return try ClientSuite.run(options)
     }
 

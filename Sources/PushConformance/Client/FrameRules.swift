@@ -97,7 +97,8 @@ enum FieldScan {
 /// Requests outstanding on a connection, from the log: a request counts from its arrival
 /// until the harness answered its correlation id.
 enum Outstanding {
-    static let counted: Set<MessageType> = [.fetch, .sync, .ack, .login]
+    /// Every request a client sends after HELLO but PING, which max_inflight exempts (5.3-4).
+    static let counted: Set<MessageType> = [.fetch, .sync, .ack, .login, .store, .send, .recall, .status, .keys, .push]
 
     /// The most outstanding at once on any one connection to `service`.
     static func most(_ log: WireLog, service: HarnessService) -> Int {

@@ -83,13 +83,14 @@ enum ProviderRecoveryCases {
 
     static let goawayStop = ProviderCases.provider("prov.goaway.stop", clause: "4.4-2", "after GOAWAY the provider sends no request on that connection") { h throws(CaseStop) in
         let peer = try ProviderCases.connected(h)
-        let last = h.log.received(from: .store).filter { $0.connection == 1 }.map(\.header.correlation).max() ?? 0
+        let connection = h.storeServer.serial(peer)
+        let last = h.log.received(from: .store).filter { $0.connection == connection }.map(\.header.correlation).max() ?? 0
         h.storeServer.goaway(.shuttingDown, lastCorrelation: last, to: peer, closeAfterMs: 1_200)
         let goawayAt = Clocks.monotonicMilliseconds()
         try h.pause(100)
         try ProviderCases.send(h, tag: "s2")
         try h.pause(300)
-        if let late = h.log.received(from: .store).first(where: { $0.connection == 1 && $0.atMs > goawayAt + 50 && ($0.header.type?.isRequest ?? true) }) {
+        if let late = h.log.received(from: .store).first(where: { $0.connection == connection && $0.atMs > goawayAt + 50 && ($0.header.type?.isRequest ?? true) }) {
             throw .fail("a \(late.name) reached the store on the connection after GOAWAY")
         }
         return "the next SEND went on a new connection"
@@ -166,6 +167,8 @@ enum ProviderRecoveryCases {
                                     limits: { $0.store.keepaliveMs = 1_000 }) { h throws(CaseStop) in
         try h.startClient()
         try ProviderCases.send(h, tag: "s1")
+        // The harness's servers never PING on their own (no sweep runs), so only the
+        // client's PINGs can break the silence the case measures.
         let start = Clocks.monotonicMilliseconds()
         try h.pause(3_500)
         let end = h.log.closedAt(.store, connection: 1) ?? Clocks.monotonicMilliseconds()

@@ -85,6 +85,8 @@ FAULTS = {
     "close-on-unknown-status": "prov.error.unknown-status: closes the connection on an ERROR of unknown status",
     "lenient-magic": "prov.frame.bad-magic: does not check the magic byte",
     "no-keepalive": "prov.keepalive.ping: never sends a keepalive PING",
+    "lenient-requests": "prov.vector.*: a request the provider does not serve, or a PING with a status, gets no ERROR",
+    "lenient-header": "prov.vector.*: version, flags, reserved and length are not checked (the magic still is)",
 }
 ACTIVE = set()
 
@@ -552,6 +554,8 @@ class Provider:
             fatal = None
             if magic != 0xA7 and not fault("lenient-magic"):
                 fatal = S["MALFORMED_FRAME"]
+            elif fault("lenient-header"):
+                pass
             elif version != 1:
                 fatal = S["UNSUPPORTED_VERSION"]
             elif flags or reserved:
@@ -578,6 +582,8 @@ class Provider:
         if mtype in M.REQUESTS:
             conn.peer_last = max(conn.peer_last, corr)
             if status != 0 or mtype != M.PING:              # 2-10; 4.1-4: a provider serves PING only
+                if fault("lenient-requests"):
+                    return
                 return self.send(conn, M.ERROR, corr, status=S["BAD_REQUEST"])
             if not fault("no-pong"):
                 self.send(conn, M.PONG, corr)               # 4.3-1
