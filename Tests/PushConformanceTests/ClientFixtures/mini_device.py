@@ -34,43 +34,42 @@ import time
 # Faults: each makes one case of the device case list fail (the case id is in the text).
 
 FAULTS = {
-    "hello-not-first": "dev.hello.first: sends a PING before HELLO on its first gateway connection",
-    "no-credential": "dev.hello.credential: HELLO to the gateway without the credential",
-    "big-hello": "dev.hello.size: pads the gateway HELLO with an unknown field to 1100 bytes",
-    "flags": "dev.frame.header: sets flags bit 0x01 on DELIVERY_ACK",
-    "reserved": "dev.frame.header: reserved = 1 on ACK",
+    "early-request": "dev.hello.first: sends a PING to the gateway right after HELLO, before HELLO_OK",
+    "no-credential": "dev.hello.credential: started without a token, sends its first gateway HELLO without the credential",
+    "big-hello": "dev.hello.size: pads its first gateway HELLO with an unknown field to 1100 bytes",
+    "flags": "dev.frame.header: sets flags bit 0x01 on PONG",
     "field-order": "dev.field.order: writes FETCH fields in descending tag order",
     "padded-length": "dev.field.varint: writes the length of FETCH's id field in two bytes (90 00)",
     "reuse-correlation": "dev.correlation.unique: uses correlation 7 for every FETCH",
     "match-in-order": "dev.correlation.match: pairs replies with requests by order of arrival",
     "no-pong": "dev.ping.pong: never answers PING",
     "no-keepalive": "dev.keepalive.ping: never sends a keepalive PING",
-    "no-delivery-ack": "dev.push.delivery-ack: never sends DELIVERY_ACK",
-    "show-wrong": "dev.push.fetch-show: shows the payload without its first byte",
-    "show-twice": "dev.push.repeat: no dedup of ids within the process",
+    "delivery-ack-hex-id": "dev.push.delivery-ack: puts the id in DELIVERY_ACK as hex text, not its bytes",
+    "stdout-noise": "dev.push.fetch-show: prints a line of its own on stdout after each payload shown",
+    "show-twice": "dev.push.repeat: fetches and shows an id again when a PUSH repeats it",
     "strict-push": "dev.push.ignore-fields: refuses a PUSH carrying target_kind, target, ttl_s, user or once",
     "strict-fields": "dev.field.unknown: refuses unknown tags in every message",
-    "ack-before-fetch": "dev.ack.after-show: ACKs an id as soon as its PUSH arrives",
-    "no-ack": "dev.ack.sent: never sends ACK",
-    "no-generic": "dev.generic.no-token: shows nothing when it has no token",
+    "ack-before-show": "dev.ack.after-show: ACKs on FETCH_OK and shows the content 300 ms later",
+    "ack-hex-token": "dev.ack.sent: puts the token in ACK as hex text, not its bytes",
+    "delivery-ack-needs-token": "dev.generic.no-token: sends DELIVERY_ACK only while it has a token",
     "expired-retry": "dev.generic.expired: on TOKEN_EXPIRED retries FETCH with the same token, shows nothing",
     "bad-token-ack": "dev.generic.bad-token: ACKs an id whose FETCH got BAD_TOKEN",
     "generic-every-time": "dev.generic.once: shows the generic notification every time",
     "forget-generic": "dev.relogin.fetch: drops ids it showed as generic",
-    "no-sync": "dev.sync.store-connect: never SYNCs",
+    "sync-before-token": "dev.sync.store-connect: sends its first SYNC before it reads the token, so without it",
     "ignore-missed": "dev.sync.missed: does not SYNC on MISSED",
     "cursor-made": "dev.sync.cursor: pages once with the store's cursor plus one, a cursor of its own making",
     "ignore-inflight": "dev.inflight: sends every queued request regardless of max_inflight",
-    "request-after-goaway": "dev.goaway.stop: sends a PING on a connection after its GOAWAY",
+    "request-after-goaway": "dev.goaway.stop: ignores GOAWAY SHUTTING_DOWN, sending requests until the server closes",
     "no-retry-after-goaway": "dev.goaway.retry: forgets ids whose FETCH a GOAWAY left unprocessed",
     "partial-frame": "dev.reconnect.midframe: keeps a frame cut off by the close and reads the next connection's bytes after it",
-    "no-backoff": "dev.reconnect.backoff: reconnects every 20 ms",
+    "no-backoff": "dev.reconnect.backoff: a server that closes before answering HELLO is tried again after 10 to 30 ms",
     "no-jitter": "dev.reconnect.jitter: exact doubling from 100 ms",
     "reset-on-connect": "dev.reconnect.hello-refused: a HELLO answered at all (even ERROR) resets the backoff",
-    "give-up": "dev.reconnect.comes-back: stops reconnecting to the gateway after 3 failures",
+    "give-up": "dev.reconnect.comes-back: stops trying the gateway once its attempts have failed for 2.5 s",
     "busy-generic": "dev.busy.fetch: shows the generic notification on BUSY",
     "busy-immediate": "dev.rate-limited.fetch: retries a RATE_LIMITED FETCH at once",
-    "memory-only": "dev.restart.show-once: keeps shown ids in memory only",
+    "stale-save": "dev.restart.show-once: on SIGTERM rewrites {state} with the ids it read at start, losing this run's",
     "save-on-exit": "dev.restart.kill: writes the shown ids to {state} only when it stops on SIGTERM",
     "close-on-unknown-status": "dev.error.unknown-status: closes the connection on an ERROR of unknown status",
     "stop-on-unknown-goaway": "dev.goaway.unknown-status: stops reconnecting after a GOAWAY of unknown status",
@@ -329,6 +328,7 @@ class Request:
         self.kind, self.pid, self.cursor, self.token = kind, pid, cursor, token
         self.tries = 0
         self.not_before = 0.0
+        self.tokenless = False          # the sync-before-token fault
 
 
 BACKOFF_BASE, BACKOFF_CAP = 0.1, 5.0
@@ -342,7 +342,9 @@ class Link:
         self.sock = None
         self.state = "wait"            # wait, connecting, hello, ready, dead
         self.failures = 0              # failed attempts in a row (5.8-3)
+        self.failing_since = 0.0       # when the run of failed attempts began (the give-up fault)
         self.attempts_made = 0
+        self.faulty_hello = False
         self.next_attempt = time.monotonic()
         self.queue = []                # requests waiting to be sent
         self.reset()
@@ -377,6 +379,10 @@ class Link:
         return min(times, default=float("inf"))
 
     def tick(self, now):
+        if (self.state == "wait" and now >= self.next_attempt and self.name == "gateway" and fault("give-up")
+                and now - self.failing_since >= 2.5):
+            self.state = "dead"
+            log("gateway: giving up")
         if self.state == "wait" and now >= self.next_attempt:
             self.connect()
         elif self.state in ("connecting", "hello") and now >= self.deadline():
@@ -412,18 +418,23 @@ class Link:
             return self.lost(f"connect: {os.strerror(err)}")
         self.state = "hello"
         self.opened = time.monotonic()
-        if self.name == "gateway" and fault("hello-not-first") and not self.attempts_made:
-            self.request(M.PING, Request("PING"))   # first connection only, so that it still gets in
         self.attempts_made += 1
         self.request(M.HELLO, Request("HELLO"))                                     # 5.1-1
+        if self.name == "gateway" and fault("early-request"):
+            self.request(M.PING, Request("PING"))   # seen only where HELLO_OK is held back
 
     def hello_body(self):
         fields = [("role", 1), ("version_min", 1), ("version_max", 1)]
-        if self.credential is not None and not fault("no-credential"):
+        first = self.attempts_made == 1
+        # no-credential: the first gateway HELLO of a device started logged out, and the
+        # refusal it gets is not taken as final, so that the device still gets in.
+        self.faulty_hello = (fault("no-credential") and first and self.credential is not None
+                             and self.device.logged_out_at_start)
+        if self.credential is not None and not self.faulty_hello:
             fields.append(("credential", self.credential))                           # 4.2-2
         fields += [("max_frame", CLIENT_MAX_FRAME), ("name", b"mini_device")]
         body = encode(fields)
-        if self.name == "gateway" and fault("big-hello"):
+        if self.name == "gateway" and fault("big-hello") and first:
             pad = 1100 - HEADER.size - len(body) - 3
             body += bytes([0x7F]) + varint(pad) + bytes(pad)
         return body
@@ -433,7 +444,7 @@ class Link:
             self.failures = 0
         if ftype != M.HELLO_OK or f is None:
             self.stop_if_incurable(status)
-            return self.lost(f"HELLO refused (type 0x{ftype:02x}, status {status})")
+            return self.lost(f"HELLO refused (type 0x{ftype:02x}, status {status})", answered=True)
         self.max_frame = min(f["max_frame"], 16777216)
         self.keepalive = f["keepalive_ms"] / 1000.0
         self.max_inflight = f["max_inflight"]
@@ -443,11 +454,11 @@ class Link:
         self.device.link_ready(self)
 
     def stop_if_incurable(self, status):
-        if status in S.INCURABLE:
+        if status in S.INCURABLE and not self.faulty_hello:
             self.state = "dead"
             log(f"{self.name}: refused with status 0x{status:x}, which waiting cannot cure: not trying again")
 
-    def lost(self, reason):
+    def lost(self, reason, answered=False):
         """The connection ended (or never opened): requeue, then wait as 5.8-1 says."""
         if self.sock is not None:
             try:
@@ -462,19 +473,19 @@ class Link:
         self.pending = {}
         if self.state == "dead":
             return
+        unanswered = self.state in ("connecting", "hello") and not answered   # the no-backoff fault
         self.failures += 1
         self.state = "wait"
         nominal = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (self.failures - 1))
         wait = nominal * random.uniform(0.5, 1.5)                                   # 5.8-1, 5.8-2
         if fault("no-jitter"):
             wait = nominal
-        if fault("no-backoff"):
-            wait = 0.02
+        if fault("no-backoff") and unanswered:
+            wait = 0.02 * random.uniform(0.5, 1.5)
         self.next_attempt = time.monotonic() + wait
         log(f"{self.name}: {reason}; attempt {self.failures + 1} in {wait * 1000:.0f} ms")
-        if self.name == "gateway" and fault("give-up") and self.failures >= 3:
-            self.state = "dead"
-            log("gateway: giving up")
+        if self.failures == 1:
+            self.failing_since = time.monotonic()
 
     def fatal(self, status, reason):
         """A fatal fault found here: GOAWAY with its status if it can be written, then close (5.6-1)."""
@@ -624,7 +635,7 @@ class Link:
             return self.send(frame(M.ERROR, corr, status=S.BAD_REQUEST))              # 4.1-4, 5.6-2
         if ftype == M.PING:
             if not fault("no-pong"):
-                self.send(frame(M.PONG, corr))                                       # 4.3-1
+                self.send(frame(M.PONG, corr, flags=int(fault("flags"))))             # 4.3-1
             return
         self.device.on_push(self, corr, f)
 
@@ -681,6 +692,8 @@ class Link:
             return self.lost(f"GOAWAY 0x{status:x}")                                  # 5.6-4, 6-1
         if fault("no-drain"):
             return self.close_without_drain(f["last_correlation"])
+        if fault("request-after-goaway"):
+            return log(f"{self.name}: GOAWAY SHUTTING_DOWN ignored")
         self.goaway_last = f["last_correlation"]                                     # 5.5-2
         unprocessed = [self.pending.pop(c) for c in sorted(self.pending) if c > self.goaway_last]
         unprocessed = [r for r in unprocessed if r.kind != "PING"]
@@ -690,8 +703,6 @@ class Link:
         else:
             self.queue[:0] = unprocessed                                             # 5.8-5
         log(f"{self.name}: GOAWAY SHUTTING_DOWN, last_correlation {self.goaway_last}")
-        if fault("request-after-goaway"):
-            self.request(M.PING, Request("PING"))
         self.maybe_finish_drain()
 
     def close_without_drain(self, last):
@@ -731,25 +742,30 @@ class Device:
         self.token_path = os.path.join(args.state, "fetch-token")
         self.ids_path = os.path.join(args.state, "shown-ids")
         self.shown, self.generic, self.final, self.waiting = set(), set(), set(), set()
-        self.loaded = set()
+        self.read_at_start = ""
+        self.reshow = set()             # the show-twice fault: ids a repeated PUSH fetches again
+        self.later = []                 # the ack-before-show fault: (when, id, content) to show
         self.unsaved = []
         self.load_shown()
         self.fetching, self.acking, self.forgotten = set(), set(), set()
         self.token, self.token_bad, self.token_sig, self.next_token_check = None, False, "start", 0.0
+        self.first_sync = True          # the sync-before-token fault
         self.listing, self.sync_again, self.pages, self.gateway_seen = None, False, 0, False
         self.made_cursor = False
         self.gateway = Link(self, "gateway", args.gateway, credential)
         self.store = Link(self, "store", args.store)
         self.check_token()
+        self.logged_out_at_start = self.token is None
 
     # -- persistence (4.14-11) -----------------------------------------------------------
 
     def load_shown(self):
         try:
             with open(self.ids_path, encoding="ascii", errors="replace") as fh:
-                lines = fh.read().splitlines()
+                self.read_at_start = fh.read()
         except FileNotFoundError:
             return
+        lines = self.read_at_start.splitlines()
         for line in lines:
             kind, _, hexid = line.partition(" ")
             try:
@@ -762,12 +778,9 @@ class Device:
                 self.generic.add(pid)
                 (self.final if kind == "sealed" else self.waiting).add(pid)
         self.waiting -= self.shown | self.final
-        self.loaded = set(self.shown)
 
     def record(self, kind, pid):
         """Appends and syncs one line before the showing it records is made visible."""
-        if fault("memory-only"):
-            return
         if fault("save-on-exit"):
             return self.unsaved.append(f"{kind} {pid.hex()}\n")
         self.append(f"{kind} {pid.hex()}\n")
@@ -781,7 +794,11 @@ class Device:
             os.close(fd)
 
     def save(self):
-        """At a stop by signal: what the save-on-exit fault kept back (a SIGKILL loses it)."""
+        """At a stop by signal: what the save-on-exit fault kept back (a SIGKILL loses it),
+        or, with the stale-save fault, the file as it was read at start."""
+        if fault("stale-save"):
+            with open(self.ids_path, "w", encoding="ascii") as fh:
+                fh.write(self.read_at_start)
         if self.unsaved:
             self.append("".join(self.unsaved))
             self.unsaved = []
@@ -789,18 +806,18 @@ class Device:
     # -- showing --------------------------------------------------------------------------
 
     def already_shown(self, pid):
-        """Shown with content; the show-twice fault remembers only what an earlier run showed."""
-        return pid in (self.loaded if fault("show-twice") else self.shown)
+        return pid in self.shown
 
     def show_content(self, pid, content):
-        if self.already_shown(pid):
+        if self.already_shown(pid) and pid not in self.reshow:
             return
+        self.reshow.discard(pid)
         self.record("content", pid)
         self.shown.add(pid)
         self.waiting.discard(pid)
-        if fault("show-wrong"):
-            content = content[1:]
         emit(f"SHOWN {pid.hex()} PAYLOAD" + (f" {content.hex()}" if content else ""))
+        if fault("stdout-noise"):
+            emit(f"shown {len(content)} bytes")
 
     def show_generic(self, pid, final=False):
         """The generic notification, once per id; `final`: never fetched again (4.14-10)."""
@@ -854,36 +871,35 @@ class Device:
         ignored = ("target_kind", "target", "ttl_s", "user", "once")                 # 4.14-1
         if fault("strict-push") and any(k in f for k in ignored):
             return link.send(frame(M.ERROR, corr, status=S.BAD_REQUEST))
-        if not fault("no-delivery-ack"):                                            # 4.14-2
-            link.send(frame(M.DELIVERY_ACK, corr, encode([("id", pid)]), flags=int(fault("flags"))))
-        if fault("ack-before-fetch"):
-            self.ack(pid, self.usable_token())
+        if not fault("delivery-ack-needs-token") or self.usable_token() is not None:  # 4.14-2
+            acked = pid.hex().encode() if fault("delivery-ack-hex-id") else pid
+            link.send(frame(M.DELIVERY_ACK, corr, encode([("id", acked)])))
+        if fault("show-twice") and pid in self.shown and pid not in self.fetching and self.usable_token():
+            self.reshow.add(pid)                # no check of what it showed: fetched and shown again
+            self.fetching.add(pid)
+            return self.store.submit(Request("FETCH", pid))
         self.want(pid)
 
     def want(self, pid):
         """An id a PUSH or a SYNC named: fetch it, or show the generic notification."""
         if pid in self.forgotten or pid in self.final:
             return
-        if self.already_shown(pid) or (pid in self.fetching and not fault("show-twice")):
+        if self.already_shown(pid) or pid in self.fetching:
             return
         if len(pid) != 16:
             return log(f"id {pid.hex()} is not a store id: not fetched")
         if self.usable_token() is None:
-            if fault("no-generic"):
-                return self.waiting.add(pid)
             return self.show_generic(pid)                                           # 4.14-4
         self.fetching.add(pid)
         self.store.submit(Request("FETCH", pid))
 
     def ack(self, pid, token):
-        if fault("no-ack") or token is None or pid in self.acking:
+        if token is None or pid in self.acking:
             return
         self.acking.add(pid)
         self.store.submit(Request("ACK", pid, token=token))
 
     def sync(self, reason):
-        if fault("no-sync"):
-            return
         if self.listing is not None:            # one listing at a time; another after it
             first_unsent = self.listing.cursor == ZERO_CURSOR and self.listing in self.store.queue
             self.sync_again = self.sync_again or not first_unsent
@@ -891,6 +907,8 @@ class Device:
         log(f"SYNC ({reason})")
         self.pages = 0
         self.listing = Request("SYNC", cursor=ZERO_CURSOR)
+        self.listing.tokenless = fault("sync-before-token") and self.first_sync
+        self.first_sync = False
         self.store.submit(self.listing)
 
     def forget(self, req):
@@ -913,10 +931,11 @@ class Device:
             padded = ("id",) if fault("padded-length") else ()
             return M.FETCH, encode(fields, descending=fault("field-order"), padded=padded), {}
         if req.kind == "SYNC":
-            req.token = self.usable_token()
+            req.token = None if req.tokenless else self.usable_token()
             fields = ([("token", req.token)] if req.token else []) + [("cursor", req.cursor)]
             return M.SYNC, encode(fields), {}
-        return M.ACK, encode([("token", req.token), ("id", req.pid)]), {"reserved": int(fault("reserved"))}
+        token = req.token.hex().encode() if fault("ack-hex-token") else req.token
+        return M.ACK, encode([("token", token), ("id", req.pid)]), {}
 
     def answered(self, link, req, status, f):
         """status: OK with fields f, an ERROR's status, or None for a malformed reply."""
@@ -969,7 +988,10 @@ class Device:
         if f["id"] != pid and not fault("match-in-order"):
             return log(f"FETCH_OK for another id than {pid.hex()}: rejected")
         plain, sealed = "payload" in f, "sealed_payload" in f
-        if plain and (not sealed or fault("first-field")):
+        if plain and (not sealed or fault("first-field")) and fault("ack-before-show"):
+            self.ack(pid, token)
+            self.later.append((time.monotonic() + 0.3, pid, f["payload"]))
+        elif plain and (not sealed or fault("first-field")):
             self.show_content(pid, f["payload"])
             self.ack(pid, token)                                                    # 4.14-12
         elif sealed and not plain and fault("show-sealed"):
@@ -998,9 +1020,7 @@ class Device:
                     cursor = (int.from_bytes(cursor, "big") + 1).to_bytes(8, "big")
                 self.listing = Request("SYNC", cursor=cursor)
                 return self.store.submit(self.listing)
-        elif status in S.TOKEN and req.token and req.token == self.token:
-            self.token_bad = True
-        self.listing = None
+        self.listing = None                     # a refused token: only a FETCH's refusal marks it bad
         if self.sync_again:
             self.sync_again = False
             self.sync("requested during the last listing")
@@ -1016,10 +1036,14 @@ class Device:
     # -- the loop ---------------------------------------------------------------------------
 
     def deadline(self):
-        return min(self.gateway.deadline(), self.store.deadline(), self.next_token_check)
+        return min([self.gateway.deadline(), self.store.deadline(), self.next_token_check]
+                   + [when for when, _, _ in self.later])
 
     def tick(self):
         now = time.monotonic()
+        for due in [item for item in self.later if item[0] <= now]:
+            self.later.remove(due)
+            self.show_content(due[1], due[2])
         if now >= self.next_token_check:
             self.next_token_check = now + self.TOKEN_CHECK
             self.check_token()
