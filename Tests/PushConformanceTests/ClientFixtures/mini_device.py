@@ -34,42 +34,43 @@ import time
 # Faults: each makes one case of the device case list fail (the case id is in the text).
 
 FAULTS = {
-    "hello-not-first": "dev.hello.first: sends a PING before HELLO on its first gateway connection",
-    "no-credential": "dev.hello.credential: HELLO to the gateway without the credential",
-    "big-hello": "dev.hello.size: pads the gateway HELLO with an unknown field to 1100 bytes",
-    "flags": "dev.frame.header: sets flags bit 0x01 on DELIVERY_ACK",
-    "reserved": "dev.frame.reserved: reserved = 1 on ACK",
+    "early-request": "dev.hello.first: sends a PING to the gateway right after HELLO, before HELLO_OK",
+    "no-credential": "dev.hello.credential: started without a token, sends its first gateway HELLO without the credential",
+    "big-hello": "dev.hello.size: pads its first gateway HELLO with an unknown field to 1100 bytes",
+    "flags": "dev.frame.header: sets flags bit 0x01 on PONG",
     "field-order": "dev.field.order: writes FETCH fields in descending tag order",
+    "padded-length": "dev.field.varint: writes the length of FETCH's id field in two bytes (90 00)",
     "reuse-correlation": "dev.correlation.unique: uses correlation 7 for every FETCH",
     "match-in-order": "dev.correlation.match: pairs replies with requests by order of arrival",
     "no-pong": "dev.ping.pong: never answers PING",
     "no-keepalive": "dev.keepalive.ping: never sends a keepalive PING",
-    "no-delivery-ack": "dev.push.delivery-ack: never sends DELIVERY_ACK",
-    "show-wrong": "dev.push.fetch-show: shows the payload without its first byte",
-    "show-twice": "dev.push.repeat: no dedup of ids within the process",
+    "delivery-ack-hex-id": "dev.push.delivery-ack: puts the id in DELIVERY_ACK as hex text, not its bytes",
+    "stdout-noise": "dev.push.fetch-show: prints a line of its own on stdout after each payload shown",
+    "show-twice": "dev.push.repeat: fetches and shows again an id this run showed when a PUSH repeats it",
     "strict-push": "dev.push.ignore-fields: refuses a PUSH carrying target_kind, target, ttl_s, user or once",
     "strict-fields": "dev.field.unknown: refuses unknown tags in every message",
-    "ack-before-fetch": "dev.ack.after-show: ACKs an id as soon as its PUSH arrives",
-    "no-ack": "dev.ack.sent: never sends ACK",
-    "no-generic": "dev.generic.no-token: shows nothing when it has no token",
+    "ack-before-show": "dev.ack.after-show: ACKs on FETCH_OK and shows the content 300 ms later",
+    "ack-hex-token": "dev.ack.sent: puts the token in ACK as hex text, not its bytes",
+    "delivery-ack-needs-token": "dev.generic.no-token: sends DELIVERY_ACK only while it has a token",
     "expired-retry": "dev.generic.expired: on TOKEN_EXPIRED retries FETCH with the same token, shows nothing",
     "bad-token-ack": "dev.generic.bad-token: ACKs an id whose FETCH got BAD_TOKEN",
     "generic-every-time": "dev.generic.once: shows the generic notification every time",
     "forget-generic": "dev.relogin.fetch: drops ids it showed as generic",
-    "no-sync": "dev.sync.store-connect: never SYNCs",
+    "sync-before-token": "dev.sync.store-connect: sends its first SYNC before it reads the token, so without it",
     "ignore-missed": "dev.sync.missed: does not SYNC on MISSED",
-    "cursor-zero": "dev.sync.cursor: always sends cursor 0",
+    "cursor-made": "dev.sync.cursor: pages once with the store's cursor plus one, a cursor of its own making",
     "ignore-inflight": "dev.inflight: sends every queued request regardless of max_inflight",
-    "request-after-goaway": "dev.goaway.stop: sends a PING on a connection after its GOAWAY",
+    "request-after-goaway": "dev.goaway.stop: ignores GOAWAY SHUTTING_DOWN, sending requests until the server closes",
     "no-retry-after-goaway": "dev.goaway.retry: forgets ids whose FETCH a GOAWAY left unprocessed",
-    "partial-frame": "dev.reconnect.midframe: acts on a frame cut off by the close",
-    "no-backoff": "dev.reconnect.backoff: reconnects every 20 ms",
+    "partial-frame": "dev.reconnect.midframe: keeps a frame cut off by the close and reads the next connection's bytes after it",
+    "no-backoff": "dev.reconnect.backoff: a server that closes before answering HELLO is tried again after 10 to 30 ms",
     "no-jitter": "dev.reconnect.jitter: exact doubling from 100 ms",
     "reset-on-connect": "dev.reconnect.hello-refused: a HELLO answered at all (even ERROR) resets the backoff",
-    "give-up": "dev.reconnect.comes-back: stops reconnecting to the gateway after 3 failures",
+    "give-up": "dev.reconnect.comes-back: stops trying the gateway once its attempts have failed for 2.5 s (base 50 ms)",
     "busy-generic": "dev.busy.fetch: shows the generic notification on BUSY",
     "busy-immediate": "dev.rate-limited.fetch: retries a RATE_LIMITED FETCH at once",
-    "memory-only": "dev.restart.show-once: keeps shown ids in memory only",
+    "stale-save": "dev.restart.show-once: on SIGTERM rewrites {state} with the ids it read at start, losing this run's",
+    "save-on-exit": "dev.restart.kill: writes the shown ids to {state} only when it stops on SIGTERM",
     "close-on-unknown-status": "dev.error.unknown-status: closes the connection on an ERROR of unknown status",
     "stop-on-unknown-goaway": "dev.goaway.unknown-status: stops reconnecting after a GOAWAY of unknown status",
     "close-on-stray": "dev.reply.unknown-correlation: closes the connection on a reply nobody waits for",
@@ -79,8 +80,17 @@ FAULTS = {
     "first-field": "dev.fetch-ok.both: shows `payload` of a FETCH_OK that carries both payload fields",
     "ack-unsealed": "dev.sealed.not-for-device: ACKs after NOT_SEALED_FOR_DEVICE",
     "error-on-missed": "dev.missed.malformed: answers a malformed MISSED with ERROR",
-    # Not in the case list: accepts unknown fields in PUSH, against 3.4-6 (see README.md).
-    "lenient-push": "(proposed) accepts a PUSH with a field outside PUSH's table (3.4-6)",
+    "lenient-push": "dev.push.unlisted-field: accepts a PUSH with a field outside PUSH's table (3.4-6)",
+    "show-sealed": "dev.sealed.unopenable: shows the bytes of a sealed_payload it cannot open as the content",
+    "lenient-version": "dev.frame.version: does not check the version byte of a frame",
+    "no-silence-timeout": "dev.keepalive.silent: never closes a connection that has gone silent",
+    "no-drain": "dev.goaway.drain: closes at once on GOAWAY SHUTTING_DOWN, giving up on the replies it promised",
+    "goaway-stays": "dev.goaway.close: after a GOAWAY of a known status but SHUTTING_DOWN, waits for the server to close",
+    "goaway-ok-ignored": "dev.goaway.ok-status: ignores a GOAWAY whose status is OK",
+    "close-on-error-ok": "dev.error.ok-status: takes an ERROR whose status is OK as a fatal fault and closes",
+    "status-from-text": "dev.error.status-only: reads the status of an ERROR from its message when it names one",
+    "unsolicited-error": "dev.error.only-refusals: after each ACK_OK, sends the store an ERROR numbered as a request of its own",
+    "lenient-token": "dev.token.malformed: uses a fetch-token file that is not hex as a token, its first word's bytes",
 }
 ACTIVE = set()
 
@@ -120,6 +130,16 @@ class S:  # statuses (6)
     RETRY = {BUSY, RATE_LIMITED, INTERNAL}                   # not carried out (5.8-4)
     REPLACED, REVOKED = 0x1C, 0x1E
     INCURABLE = {BAD_CREDENTIALS, UNSUPPORTED_VERSION, REPLACED, REVOKED}   # no retry (5.8-1, 7.4-7)
+    # Names as section 6 spells them, for the status-from-text fault only.
+    NAMES = {"AUTH_REQUIRED": AUTH_REQUIRED, "TOKEN_EXPIRED": TOKEN_EXPIRED, "BAD_TOKEN": BAD_TOKEN,
+             "FORBIDDEN": FORBIDDEN, "NOT_FOUND": NOT_FOUND, "GONE": GONE, "BUSY": BUSY,
+             "RATE_LIMITED": RATE_LIMITED, "INTERNAL": INTERNAL}
+
+
+def status_named(f):
+    """The status an ERROR's message starts with (the status-from-text fault), or None."""
+    words = ((f or {}).get("message") or "").replace(":", " ").split()
+    return S.NAMES.get(words[0]) if words else None
 
 
 HEADER = struct.Struct(">BBBBIHHI")   # magic, version, type, flags, correlation, status, reserved, length
@@ -188,15 +208,21 @@ def read_varint(body, i):
     raise Malformed("varint longer than 4 bytes")
 
 
-def encode(fields, descending=False):
-    """A body from (name, value) pairs: ints by their tag's width, the rest bytes."""
+def encode(fields, descending=False, padded=()):
+    """A body from (name, value) pairs: ints by their tag's width, the rest bytes. The
+    lengths of the fields named in `padded` take two bytes (the padded-length fault)."""
     out = []
     for name, value in fields:
         tag, kind = TAG[name], TAGS[TAG[name]][1]
         raw = value.to_bytes(WIDTH[kind], "big") if isinstance(value, int) else bytes(value)
         out.append((tag, raw))
     out.sort(reverse=descending)            # ascending tags (3.4-1), unless a fault says otherwise
-    return b"".join(bytes([tag]) + varint(len(raw)) + raw for tag, raw in out)
+
+    def length(tag, n):
+        if TAGS[tag][0] in padded and n < 1 << 14:
+            return bytes([0x80 | n & 0x7F, n >> 7])       # 16 as 90 00: valid, but not the fewest (3.1-4)
+        return varint(n)
+    return b"".join(bytes([tag]) + length(tag, len(raw)) + raw for tag, raw in out)
 
 
 def frame(ftype, corr, body=b"", status=0, flags=0, reserved=0):
@@ -244,11 +270,11 @@ def value_of(name, kind, maxlen, raw):
     return text
 
 
-def decode(ftype, body, lenient=False):
+def decode(ftype, body):
     """The fields of a body by name, checked as 3.3 and 3.4 say, then the message's rules."""
     table, got = TABLES[ftype], {}
     closed = ftype == M.PUSH and not fault("lenient-push")   # 3.4-6
-    for tag, raw in split_fields(body, lenient):
+    for tag, raw in split_fields(body):
         name = TAGS[tag][0] if tag in TAGS else None
         if name not in table:
             if closed or (fault("strict-fields") and tag not in KNOWN_TAGS):
@@ -258,7 +284,7 @@ def decode(ftype, body, lenient=False):
             raise Malformed(f"{name} twice")
         got[name] = value_of(name, TAGS[tag][1], TAGS[tag][2], raw)
     missing = [name for name, required in table.items() if required and name not in got]
-    if missing and not lenient:
+    if missing:
         raise Malformed(f"{missing[0]} missing")
     check_message(ftype, got)
     return got
@@ -283,7 +309,7 @@ def header_fault(magic, version, flags, reserved, length, max_frame):
     """The first failing header check, in the order of 2-11, as a fatal status, or None."""
     if magic != MAGIC and not fault("lenient-magic"):
         return S.MALFORMED_FRAME, "bad magic"
-    if version != VERSION:
+    if version != VERSION and not fault("lenient-version"):
         return S.UNSUPPORTED_VERSION, "bad version"
     if flags or reserved:
         return S.MALFORMED_FRAME, "flags or reserved bits set"
@@ -302,6 +328,7 @@ class Request:
         self.kind, self.pid, self.cursor, self.token = kind, pid, cursor, token
         self.tries = 0
         self.not_before = 0.0
+        self.tokenless = False          # the sync-before-token fault
 
 
 BACKOFF_BASE, BACKOFF_CAP = 0.1, 5.0
@@ -315,17 +342,23 @@ class Link:
         self.sock = None
         self.state = "wait"            # wait, connecting, hello, ready, dead
         self.failures = 0              # failed attempts in a row (5.8-3)
+        self.failing_since = 0.0       # when the run of failed attempts began (the give-up fault)
         self.attempts_made = 0
+        self.faulty_hello = False
         self.next_attempt = time.monotonic()
         self.queue = []                # requests waiting to be sent
         self.reset()
 
     def reset(self):
         now = time.monotonic()
-        self.inbuf, self.out = bytearray(), bytearray()
+        # The partial-frame fault keeps what it had not parsed (a frame cut off by the
+        # close, or what a fatal fault left) as the start of the next connection's bytes.
+        self.inbuf = self.inbuf if fault("partial-frame") and hasattr(self, "inbuf") else bytearray()
+        self.out = bytearray()
         self.corr, self.pending = 0, {}
         self.max_frame, self.keepalive, self.max_inflight = CLIENT_MAX_FRAME, 0.0, 1
         self.goaway_last = None        # last_correlation of a GOAWAY SHUTTING_DOWN we got
+        self.stalled = False           # the goaway-stays fault: a GOAWAY seen, the close left to the server
         self.peer_last = 0             # highest peer request we processed, for our GOAWAY
         self.opened = self.last_sent = self.last_recv = now
 
@@ -339,22 +372,26 @@ class Link:
         if self.state != "ready":
             return float("inf")
         times = [r.not_before for r in self.queue if r.not_before > time.monotonic()]
-        if self.keepalive:
+        if self.keepalive and not fault("no-silence-timeout"):
             times.append(self.last_recv + 1.5 * self.keepalive)
-            if self.goaway_last is None and not fault("no-keepalive"):
+            if self.goaway_last is None and not self.stalled and not fault("no-keepalive"):
                 times.append(self.last_sent + self.keepalive)
         return min(times, default=float("inf"))
 
     def tick(self, now):
+        if (self.state == "wait" and now >= self.next_attempt and self.name == "gateway" and fault("give-up")
+                and self.failures and now - self.failing_since >= 2.5):
+            self.state = "dead"
+            log("gateway: giving up")
         if self.state == "wait" and now >= self.next_attempt:
             self.connect()
         elif self.state in ("connecting", "hello") and now >= self.deadline():
             self.lost(f"no {'connection' if self.state == 'connecting' else 'HELLO_OK'} in time")
         elif self.state == "ready":
-            if self.keepalive and now >= self.last_recv + 1.5 * self.keepalive:
+            if self.keepalive and now >= self.last_recv + 1.5 * self.keepalive and not fault("no-silence-timeout"):
                 return self.fatal(S.TIMEOUT, "peer silent for 1.5 x keepalive")     # 5.4-2
             if (self.keepalive and now >= self.last_sent + self.keepalive and self.goaway_last is None
-                    and not fault("no-keepalive")):
+                    and not self.stalled and not fault("no-keepalive")):
                 self.request(M.PING, Request("PING"))                                # 5.4-1
             self.pump()
 
@@ -381,18 +418,23 @@ class Link:
             return self.lost(f"connect: {os.strerror(err)}")
         self.state = "hello"
         self.opened = time.monotonic()
-        if self.name == "gateway" and fault("hello-not-first") and not self.attempts_made:
-            self.request(M.PING, Request("PING"))   # first connection only, so that it still gets in
         self.attempts_made += 1
         self.request(M.HELLO, Request("HELLO"))                                     # 5.1-1
+        if self.name == "gateway" and fault("early-request"):
+            self.request(M.PING, Request("PING"))   # seen only where HELLO_OK is held back
 
     def hello_body(self):
         fields = [("role", 1), ("version_min", 1), ("version_max", 1)]
-        if self.credential is not None and not fault("no-credential"):
+        first = self.attempts_made == 1
+        # no-credential: the first gateway HELLO of a device started logged out, and the
+        # refusal it gets is not taken as final, so that the device still gets in.
+        self.faulty_hello = (fault("no-credential") and first and self.credential is not None
+                             and self.device.logged_out_at_start)
+        if self.credential is not None and not self.faulty_hello:
             fields.append(("credential", self.credential))                           # 4.2-2
         fields += [("max_frame", CLIENT_MAX_FRAME), ("name", b"mini_device")]
         body = encode(fields)
-        if self.name == "gateway" and fault("big-hello"):
+        if self.name == "gateway" and fault("big-hello") and first:
             pad = 1100 - HEADER.size - len(body) - 3
             body += bytes([0x7F]) + varint(pad) + bytes(pad)
         return body
@@ -402,7 +444,7 @@ class Link:
             self.failures = 0
         if ftype != M.HELLO_OK or f is None:
             self.stop_if_incurable(status)
-            return self.lost(f"HELLO refused (type 0x{ftype:02x}, status {status})")
+            return self.lost(f"HELLO refused (type 0x{ftype:02x}, status {status})", answered=True)
         self.max_frame = min(f["max_frame"], 16777216)
         self.keepalive = f["keepalive_ms"] / 1000.0
         self.max_inflight = f["max_inflight"]
@@ -412,11 +454,11 @@ class Link:
         self.device.link_ready(self)
 
     def stop_if_incurable(self, status):
-        if status in S.INCURABLE:
+        if status in S.INCURABLE and not self.faulty_hello:
             self.state = "dead"
             log(f"{self.name}: refused with status 0x{status:x}, which waiting cannot cure: not trying again")
 
-    def lost(self, reason):
+    def lost(self, reason, answered=False):
         """The connection ended (or never opened): requeue, then wait as 5.8-1 says."""
         if self.sock is not None:
             try:
@@ -431,19 +473,22 @@ class Link:
         self.pending = {}
         if self.state == "dead":
             return
+        unanswered = self.state in ("connecting", "hello") and not answered   # the no-backoff fault
         self.failures += 1
         self.state = "wait"
-        nominal = min(BACKOFF_CAP, BACKOFF_BASE * 2 ** (self.failures - 1))
+        # give-up starts from 50 ms (5.8-1's least base), so that its attempts before it
+        # gives up are enough for the cases that judge the waits.
+        base = 0.05 if fault("give-up") and self.name == "gateway" else BACKOFF_BASE
+        nominal = min(BACKOFF_CAP, base * 2 ** (self.failures - 1))
         wait = nominal * random.uniform(0.5, 1.5)                                   # 5.8-1, 5.8-2
         if fault("no-jitter"):
             wait = nominal
-        if fault("no-backoff"):
-            wait = 0.02
+        if fault("no-backoff") and unanswered:
+            wait = 0.02 * random.uniform(0.5, 1.5)
         self.next_attempt = time.monotonic() + wait
         log(f"{self.name}: {reason}; attempt {self.failures + 1} in {wait * 1000:.0f} ms")
-        if self.name == "gateway" and fault("give-up") and self.failures >= 3:
-            self.state = "dead"
-            log("gateway: giving up")
+        if self.failures == 1:
+            self.failing_since = time.monotonic()
 
     def fatal(self, status, reason):
         """A fatal fault found here: GOAWAY with its status if it can be written, then close (5.6-1)."""
@@ -494,7 +539,7 @@ class Link:
 
     def pump(self):
         """Sends the due requests, within max_inflight (5.3-1), none after a GOAWAY (4.4-2)."""
-        if self.state != "ready" or self.goaway_last is not None:
+        if self.state != "ready" or self.goaway_last is not None or self.stalled:
             return
         now, i = time.monotonic(), 0
         while i < len(self.queue) and self.sock is not None:
@@ -543,11 +588,7 @@ class Link:
                 return
 
     def closed_by_peer(self):
-        if self.inbuf and fault("partial-frame"):
-            head = bytes(self.inbuf[:HEADER.size]).ljust(HEADER.size, b"\0")
-            _, _, ftype, _, corr, status, _, _ = HEADER.unpack(head)
-            self.dispatch(ftype, corr, status, bytes(self.inbuf[HEADER.size:]), lenient=True)
-        elif self.inbuf:
+        if self.inbuf and not fault("partial-frame"):
             log(f"{self.name}: discarding {len(self.inbuf)} bytes of a partial frame (2-12)")
         if self.sock is not None:
             self.lost("closed by the server")
@@ -564,7 +605,7 @@ class Link:
             del self.inbuf[:HEADER.size + length]
             self.dispatch(ftype, corr, status, body)
 
-    def dispatch(self, ftype, corr, status, body, lenient=False):
+    def dispatch(self, ftype, corr, status, body):
         if ftype not in M.KNOWN:                                                    # 2-4
             if self.state == "ready" and not fault("ignore-unknown-type"):
                 self.send(frame(M.ERROR, corr, status=S.UNKNOWN_TYPE))
@@ -574,30 +615,30 @@ class Link:
         if ftype == M.MISSED:
             return self.on_missed(status, body)
         if ftype in M.REQUESTS:
-            return self.on_request(ftype, corr, status, body, lenient)
+            return self.on_request(ftype, corr, status, body)
         self.on_reply(ftype, corr, status, body)
 
-    def decoded(self, ftype, status, body, lenient=False):
+    def decoded(self, ftype, status, body):
         """The fields, or None for a body, status or type that fails (5.6-3 for replies)."""
         if status != S.OK and ftype not in (M.ERROR, M.GOAWAY):
             return None                                                              # 2-10
         try:
-            return decode(ftype, body, lenient) if ftype in TABLES else None
+            return decode(ftype, body) if ftype in TABLES else None
         except Malformed as error:
             log(f"{self.name}: malformed 0x{ftype:02x}: {error}")
             return None
 
-    def on_request(self, ftype, corr, status, body, lenient):
+    def on_request(self, ftype, corr, status, body):
         if self.state != "ready":
             return                              # nothing but HELLO before HELLO_OK (5.1-1)
         self.peer_last = max(self.peer_last, corr)
         served = ftype == M.PING or (ftype == M.PUSH and self.name == "gateway")
-        f = self.decoded(ftype, status, body, lenient) if served else None
+        f = self.decoded(ftype, status, body) if served else None
         if f is None:
             return self.send(frame(M.ERROR, corr, status=S.BAD_REQUEST))              # 4.1-4, 5.6-2
         if ftype == M.PING:
             if not fault("no-pong"):
-                self.send(frame(M.PONG, corr))                                       # 4.3-1
+                self.send(frame(M.PONG, corr, flags=int(fault("flags"))))             # 4.3-1
             return
         self.device.on_push(self, corr, f)
 
@@ -619,6 +660,11 @@ class Link:
                 self.lost("stray reply")
             return
         f = None
+        if ftype == M.ERROR and status == S.OK and fault("close-on-error-ok"):
+            self.queue.insert(0, req)           # asked again on the next connection
+            return self.fatal(S.MALFORMED_FRAME, "ERROR with status OK")
+        if ftype == M.ERROR and fault("status-from-text"):
+            status = status_named(self.decoded(M.ERROR, S.OK, body)) or status
         if ftype == M.ERROR:
             status = status or S.INTERNAL                                            # 6-4
         elif ftype == REPLY_OF[req.kind]:
@@ -638,10 +684,19 @@ class Link:
         self.stop_if_incurable(status)
         if self.state != "ready":
             return self.lost(f"GOAWAY 0x{status:x} before HELLO_OK")
+        if status == S.OK and fault("goaway-ok-ignored"):
+            return log(f"{self.name}: GOAWAY with status OK: ignored")
+        if status in S.KNOWN and status not in (S.OK, S.SHUTTING_DOWN) and fault("goaway-stays"):
+            self.stalled = True                 # no request from now on, but the server is left to close
+            return log(f"{self.name}: GOAWAY 0x{status:x}: waiting for the server to close")
         if status != S.SHUTTING_DOWN or f is None:
             if status not in S.KNOWN and self.name == "gateway" and fault("stop-on-unknown-goaway"):
                 self.state = "dead"
             return self.lost(f"GOAWAY 0x{status:x}")                                  # 5.6-4, 6-1
+        if fault("no-drain"):
+            return self.close_without_drain(f["last_correlation"])
+        if fault("request-after-goaway"):
+            return log(f"{self.name}: GOAWAY SHUTTING_DOWN ignored")
         self.goaway_last = f["last_correlation"]                                     # 5.5-2
         unprocessed = [self.pending.pop(c) for c in sorted(self.pending) if c > self.goaway_last]
         unprocessed = [r for r in unprocessed if r.kind != "PING"]
@@ -651,9 +706,15 @@ class Link:
         else:
             self.queue[:0] = unprocessed                                             # 5.8-5
         log(f"{self.name}: GOAWAY SHUTTING_DOWN, last_correlation {self.goaway_last}")
-        if fault("request-after-goaway"):
-            self.request(M.PING, Request("PING"))
         self.maybe_finish_drain()
+
+    def close_without_drain(self, last):
+        """The no-drain fault: the requests up to `last` are neither awaited nor sent again
+        (their ids stay in progress for good); those above it are sent again."""
+        above = [self.pending[c] for c in sorted(self.pending) if c > last]
+        self.pending = {}
+        self.queue[:0] = [r for r in above if r.kind not in ("HELLO", "PING")]
+        self.lost("GOAWAY SHUTTING_DOWN: closed at once")
 
     def maybe_finish_drain(self):
         if self.goaway_last is not None and self.sock is not None:
@@ -684,23 +745,31 @@ class Device:
         self.token_path = os.path.join(args.state, "fetch-token")
         self.ids_path = os.path.join(args.state, "shown-ids")
         self.shown, self.generic, self.final, self.waiting = set(), set(), set(), set()
-        self.loaded = set()
+        self.read_at_start = ""
+        self.loaded = set()             # ids shown by an earlier run (the show-twice fault)
+        self.reshow = set()             # the show-twice fault: ids a repeated PUSH fetches again
+        self.later = []                 # the ack-before-show fault: (when, id, content) to show
+        self.unsaved = []
         self.load_shown()
         self.fetching, self.acking, self.forgotten = set(), set(), set()
         self.token, self.token_bad, self.token_sig, self.next_token_check = None, False, "start", 0.0
+        self.first_sync = True          # the sync-before-token fault
         self.listing, self.sync_again, self.pages, self.gateway_seen = None, False, 0, False
+        self.made_cursor = False
         self.gateway = Link(self, "gateway", args.gateway, credential)
         self.store = Link(self, "store", args.store)
         self.check_token()
+        self.logged_out_at_start = self.token is None
 
     # -- persistence (4.14-11) -----------------------------------------------------------
 
     def load_shown(self):
         try:
             with open(self.ids_path, encoding="ascii", errors="replace") as fh:
-                lines = fh.read().splitlines()
+                self.read_at_start = fh.read()
         except FileNotFoundError:
             return
+        lines = self.read_at_start.splitlines()
         for line in lines:
             kind, _, hexid = line.partition(" ")
             try:
@@ -717,30 +786,43 @@ class Device:
 
     def record(self, kind, pid):
         """Appends and syncs one line before the showing it records is made visible."""
-        if fault("memory-only"):
-            return
+        if fault("save-on-exit"):
+            return self.unsaved.append(f"{kind} {pid.hex()}\n")
+        self.append(f"{kind} {pid.hex()}\n")
+
+    def append(self, text):
         fd = os.open(self.ids_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         try:
-            os.write(fd, f"{kind} {pid.hex()}\n".encode())
+            os.write(fd, text.encode())
             os.fsync(fd)
         finally:
             os.close(fd)
 
+    def save(self):
+        """At a stop by signal: what the save-on-exit fault kept back (a SIGKILL loses it),
+        or, with the stale-save fault, the file as it was read at start."""
+        if fault("stale-save"):
+            with open(self.ids_path, "w", encoding="ascii") as fh:
+                fh.write(self.read_at_start)
+        if self.unsaved:
+            self.append("".join(self.unsaved))
+            self.unsaved = []
+
     # -- showing --------------------------------------------------------------------------
 
     def already_shown(self, pid):
-        """Shown with content; the show-twice fault remembers only what an earlier run showed."""
-        return pid in (self.loaded if fault("show-twice") else self.shown)
+        return pid in self.shown
 
     def show_content(self, pid, content):
-        if self.already_shown(pid):
+        if self.already_shown(pid) and pid not in self.reshow:
             return
+        self.reshow.discard(pid)
         self.record("content", pid)
         self.shown.add(pid)
         self.waiting.discard(pid)
-        if fault("show-wrong"):
-            content = content[1:]
         emit(f"SHOWN {pid.hex()} PAYLOAD" + (f" {content.hex()}" if content else ""))
+        if fault("stdout-noise"):
+            emit(f"shown {len(content)} bytes")
 
     def show_generic(self, pid, final=False):
         """The generic notification, once per id; `final`: never fetched again (4.14-10)."""
@@ -790,40 +872,40 @@ class Device:
         self.gateway_seen = self.gateway_seen or link is self.gateway
 
     def on_push(self, link, corr, f):
-        pid = f.get("id")                       # absent only in a partial frame (partial-frame fault)
+        pid = f["id"]                           # required: decode() refused a PUSH without it
         ignored = ("target_kind", "target", "ttl_s", "user", "once")                 # 4.14-1
-        if not pid or (fault("strict-push") and any(k in f for k in ignored)):
+        if fault("strict-push") and any(k in f for k in ignored):
             return link.send(frame(M.ERROR, corr, status=S.BAD_REQUEST))
-        if not fault("no-delivery-ack"):                                            # 4.14-2
-            link.send(frame(M.DELIVERY_ACK, corr, encode([("id", pid)]), flags=int(fault("flags"))))
-        if fault("ack-before-fetch"):
-            self.ack(pid, self.usable_token())
+        if not fault("delivery-ack-needs-token") or self.usable_token() is not None:  # 4.14-2
+            acked = pid.hex().encode() if fault("delivery-ack-hex-id") else pid
+            link.send(frame(M.DELIVERY_ACK, corr, encode([("id", acked)])))
+        if (fault("show-twice") and pid in self.shown - self.loaded and pid not in self.fetching
+                and self.usable_token()):
+            self.reshow.add(pid)                # what it showed this run is not checked: shown again
+            self.fetching.add(pid)
+            return self.store.submit(Request("FETCH", pid))
         self.want(pid)
 
     def want(self, pid):
         """An id a PUSH or a SYNC named: fetch it, or show the generic notification."""
         if pid in self.forgotten or pid in self.final:
             return
-        if self.already_shown(pid) or (pid in self.fetching and not fault("show-twice")):
+        if self.already_shown(pid) or pid in self.fetching:
             return
         if len(pid) != 16:
             return log(f"id {pid.hex()} is not a store id: not fetched")
         if self.usable_token() is None:
-            if fault("no-generic"):
-                return self.waiting.add(pid)
             return self.show_generic(pid)                                           # 4.14-4
         self.fetching.add(pid)
         self.store.submit(Request("FETCH", pid))
 
     def ack(self, pid, token):
-        if fault("no-ack") or token is None or pid in self.acking:
+        if token is None or pid in self.acking:
             return
         self.acking.add(pid)
         self.store.submit(Request("ACK", pid, token=token))
 
     def sync(self, reason):
-        if fault("no-sync"):
-            return
         if self.listing is not None:            # one listing at a time; another after it
             first_unsent = self.listing.cursor == ZERO_CURSOR and self.listing in self.store.queue
             self.sync_again = self.sync_again or not first_unsent
@@ -831,6 +913,8 @@ class Device:
         log(f"SYNC ({reason})")
         self.pages = 0
         self.listing = Request("SYNC", cursor=ZERO_CURSOR)
+        self.listing.tokenless = fault("sync-before-token") and self.first_sync
+        self.first_sync = False
         self.store.submit(self.listing)
 
     def forget(self, req):
@@ -850,12 +934,14 @@ class Device:
                 self.show_generic(req.pid)
                 return None
             fields = [("token", req.token), ("id", req.pid)]
-            return M.FETCH, encode(fields, descending=fault("field-order")), {}
+            padded = ("id",) if fault("padded-length") else ()
+            return M.FETCH, encode(fields, descending=fault("field-order"), padded=padded), {}
         if req.kind == "SYNC":
-            req.token = self.usable_token()
+            req.token = None if req.tokenless else self.usable_token()
             fields = ([("token", req.token)] if req.token else []) + [("cursor", req.cursor)]
             return M.SYNC, encode(fields), {}
-        return M.ACK, encode([("token", req.token), ("id", req.pid)]), {"reserved": int(fault("reserved"))}
+        token = req.token.hex().encode() if fault("ack-hex-token") else req.token
+        return M.ACK, encode([("token", token), ("id", req.pid)]), {}
 
     def answered(self, link, req, status, f):
         """status: OK with fields f, an ERROR's status, or None for a malformed reply."""
@@ -908,9 +994,14 @@ class Device:
         if f["id"] != pid and not fault("match-in-order"):
             return log(f"FETCH_OK for another id than {pid.hex()}: rejected")
         plain, sealed = "payload" in f, "sealed_payload" in f
-        if plain and (not sealed or fault("first-field")):
+        if plain and (not sealed or fault("first-field")) and fault("ack-before-show"):
+            self.ack(pid, token)
+            self.later.append((time.monotonic() + 0.3, pid, f["payload"]))
+        elif plain and (not sealed or fault("first-field")):
             self.show_content(pid, f["payload"])
             self.ack(pid, token)                                                    # 4.14-12
+        elif sealed and not plain and fault("show-sealed"):
+            self.show_content(pid, f["sealed_payload"])
         elif sealed and not plain:
             self.show_generic(pid, final=True)  # no device key here to open it (4.14-10)
         else:
@@ -929,12 +1020,13 @@ class Device:
                     self.want(pid)
             self.pages += 1
             if f["has_more"] == 1 and self.pages < self.MAX_PAGES:                 # 4.9-2
-                cursor = ZERO_CURSOR if fault("cursor-zero") else f["cursor"]
+                cursor = f["cursor"]
+                if fault("cursor-made") and not self.made_cursor:
+                    self.made_cursor = True     # the store's cursor plus one: a cursor it never gave
+                    cursor = (int.from_bytes(cursor, "big") + 1).to_bytes(8, "big")
                 self.listing = Request("SYNC", cursor=cursor)
                 return self.store.submit(self.listing)
-        elif status in S.TOKEN and req.token and req.token == self.token:
-            self.token_bad = True
-        self.listing = None
+        self.listing = None                     # a refused token: only a FETCH's refusal marks it bad
         if self.sync_again:
             self.sync_again = False
             self.sync("requested during the last listing")
@@ -943,14 +1035,21 @@ class Device:
         if status in S.RETRY or (status is not None and status not in S.KNOWN):
             return self.retry(req, status)
         self.acking.discard(req.pid)
+        if status == S.OK and fault("unsolicited-error"):
+            self.store.corr += 1                # a number of its own, which no frame of the store carries
+            self.store.send(frame(M.ERROR, self.store.corr, status=S.INTERNAL))
 
     # -- the loop ---------------------------------------------------------------------------
 
     def deadline(self):
-        return min(self.gateway.deadline(), self.store.deadline(), self.next_token_check)
+        return min([self.gateway.deadline(), self.store.deadline(), self.next_token_check]
+                   + [when for when, _, _ in self.later])
 
     def tick(self):
         now = time.monotonic()
+        for due in [item for item in self.later if item[0] <= now]:
+            self.later.remove(due)
+            self.show_content(due[1], due[2])
         if now >= self.next_token_check:
             self.next_token_check = now + self.TOKEN_CHECK
             self.check_token()
@@ -968,6 +1067,8 @@ def read_token(path):
     try:
         with open(path, encoding="ascii") as fh:
             parts = fh.read().split()
+        if parts and fault("lenient-token") and not all(c in "0123456789abcdefABCDEF" for c in parts[0]):
+            return parts[0].encode()            # whatever the file says is the token
         token = bytes.fromhex(parts[0])
         int(parts[1])
     except (OSError, ValueError, IndexError, UnicodeDecodeError):
@@ -1039,6 +1140,7 @@ def main(argv):
                 os.read(wake_r, 512)
             elif key.fileobj is key.data.sock:
                 key.data.on_event(mask)
+    device.save()
     log("stopped by signal")
     return 0
 
