@@ -91,6 +91,16 @@ FAULTS = {
     "status-from-text": "dev.error.status-only: reads the status of an ERROR from its message when it names one",
     "unsolicited-error": "dev.error.only-refusals: after each ACK_OK, sends the store an ERROR numbered as a request of its own",
     "lenient-token": "dev.token.malformed: uses a fetch-token file that is not hex as a token, its first word's bytes",
+    "lenient-requests": "dev.vector.* and dev.request-error: a request that does not decode gets no ERROR",
+    "lenient-header": "dev.vector.*: version, flags, reserved and length are not checked (the magic still is)",
+    "ack-gone": "dev.push.gone: ACKs an id whose FETCH was answered GONE",
+    "no-sync-on-reconnect": "dev.store.restart: SYNCs on the first store connection only",
+    "second-hello": "dev.hello.role: sends a second HELLO, with role 2, on the gateway connection after HELLO_OK",
+    "store-credential": "dev.hello.store-credential: sends its registration in the HELLO to the store as well",
+    "silent-fatal-close": "dev.frame.goaway-status: closes on a fatal frame without GOAWAY",
+    "strict-credential-hex": "dev.credential.file-form: reads the registration file only as lowercase hex on one line",
+    "world-readable-state": "dev.state.file-modes: makes its shown-ids file readable by everyone",
+    "reconnect-after-revoked": "dev.goaway.revoked: connects again after GOAWAY REVOKED",
 }
 ACTIVE = set()
 
@@ -309,6 +319,8 @@ def header_fault(magic, version, flags, reserved, length, max_frame):
     """The first failing header check, in the order of 2-11, as a fatal status, or None."""
     if magic != MAGIC and not fault("lenient-magic"):
         return S.MALFORMED_FRAME, "bad magic"
+    if fault("lenient-header"):
+        return None
     if version != VERSION and not fault("lenient-version"):
         return S.UNSUPPORTED_VERSION, "bad version"
     if flags or reserved:
@@ -432,6 +444,8 @@ class Link:
                              and self.device.logged_out_at_start)
         if self.credential is not None and not self.faulty_hello:
             fields.append(("credential", self.credential))                           # 4.2-2
+        elif self.name == "store" and fault("store-credential"):
+            fields.append(("credential", self.device.gateway.credential))
         fields += [("max_frame", CLIENT_MAX_FRAME), ("name", b"mini_device")]
         body = encode(fields)
         if self.name == "gateway" and fault("big-hello") and first:
@@ -451,9 +465,13 @@ class Link:
         self.state, self.failures = "ready", 0                                      # 5.8-3
         self.last_recv = time.monotonic()
         log(f"{self.name}: HELLO_OK (keepalive {f['keepalive_ms']} ms, max_inflight {self.max_inflight})")
+        if self.name == "gateway" and fault("second-hello"):
+            self.send(frame(M.HELLO, 99, encode([("role", 2), ("version_min", 1), ("version_max", 1)])))
         self.device.link_ready(self)
 
     def stop_if_incurable(self, status):
+        if status == S.REVOKED and fault("reconnect-after-revoked"):
+            return
         if status in S.INCURABLE and not self.faulty_hello:
             self.state = "dead"
             log(f"{self.name}: refused with status 0x{status:x}, which waiting cannot cure: not trying again")
@@ -494,7 +512,7 @@ class Link:
         """A fatal fault found here: GOAWAY with its status if it can be written, then close (5.6-1)."""
         try:
             goaway = frame(M.GOAWAY, 0, encode([("last_correlation", self.peer_last)]), status)
-            self.sock.send(bytes(self.out) + goaway)
+            self.sock.send(bytes(self.out) + (b"" if fault("silent-fatal-close") else goaway))
         except OSError:
             pass
         self.lost(f"fatal 0x{status:x}: {reason}")
@@ -635,6 +653,8 @@ class Link:
         served = ftype == M.PING or (ftype == M.PUSH and self.name == "gateway")
         f = self.decoded(ftype, status, body) if served else None
         if f is None:
+            if fault("lenient-requests"):
+                return
             return self.send(frame(M.ERROR, corr, status=S.BAD_REQUEST))              # 4.1-4, 5.6-2
         if ftype == M.PING:
             if not fault("no-pong"):
@@ -755,6 +775,7 @@ class Device:
         self.token, self.token_bad, self.token_sig, self.next_token_check = None, False, "start", 0.0
         self.first_sync = True          # the sync-before-token fault
         self.listing, self.sync_again, self.pages, self.gateway_seen = None, False, 0, False
+        self.store_seen = False
         self.made_cursor = False
         self.gateway = Link(self, "gateway", args.gateway, credential)
         self.store = Link(self, "store", args.store)
@@ -792,6 +813,8 @@ class Device:
 
     def append(self, text):
         fd = os.open(self.ids_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if fault("world-readable-state"):
+            os.fchmod(fd, 0o644)
         try:
             os.write(fd, text.encode())
             os.fsync(fd)
@@ -866,6 +889,9 @@ class Device:
 
     def link_ready(self, link):
         if link is self.store:
+            if fault("no-sync-on-reconnect") and self.store_seen:
+                return
+            self.store_seen = True
             self.sync("store connected")                                            # 4.15-2
         elif self.gateway_seen:
             self.sync("gateway reconnected")    # a restarted gateway forgot its queue (4.13-8)
@@ -987,6 +1013,8 @@ class Device:
             if fault("ack-unsealed"):
                 self.ack(pid, req.token)
         else:                                   # NOT_FOUND, GONE, FORBIDDEN, malformed reply, ...
+            if status == S.GONE and fault("ack-gone"):
+                self.ack(pid, req.token)
             self.waiting.discard(pid)
             log(f"FETCH {pid.hex()}: " + ("malformed reply" if status is None else f"status 0x{status:x}"))
 
@@ -1105,7 +1133,10 @@ def parse_args(argv):
 def read_credential(path):
     """A registration credential file (7.5-3): hex, either case, whitespace ignored."""
     with open(path, encoding="ascii") as fh:
-        credential = bytes.fromhex("".join(fh.read().split()))
+        text = fh.read()
+    if fault("strict-credential-hex") and (text != text.lower() or len(text.split()) != 1):
+        raise ValueError("not lowercase hex on one line")
+    credential = bytes.fromhex("".join(text.split()))
     if not 0 < len(credential) <= 1024:
         raise ValueError("credential empty or over 1024 bytes")
     return credential
