@@ -36,6 +36,11 @@ final class ClientHarness {
     private(set) var answers: [ProviderAnswer] = []
     private(set) var unreadableLines: [String] = []
     private var poller: LoopTimer?
+    /// The numbers of the connections the case started from (`startAndConnect`,
+    /// `storeConnection`): a client that needed a second try to get in is judged on the
+    /// connection it got in on.
+    var gatewayConnectionNumber = 1
+    var storeConnectionNumber = 1
 
     init(options: ClientSuiteOptions, caseNumber: Int, runDirectory: String) throws(CaseStop) {
         self.options = options
@@ -253,13 +258,16 @@ final class ClientHarness {
     func startAndConnect() throws(CaseStop) -> HarnessGateway.Peer {
         try startClient()
         try wait("the device did not connect to the gateway and the store") { gateway.device != nil && !store.peers.isEmpty }
-        guard let device = gateway.device else { throw .fail("the device's gateway connection closed") }
+        guard let device = gateway.device, let storePeer = store.peers.last else { throw .fail("the device's connections closed") }
+        gatewayConnectionNumber = gatewayServer.serial(device)
+        storeConnectionNumber = storeServer.serial(storePeer)
         return device
     }
 
     /// The client's newest connection to the store.
     func storeConnection() throws(CaseStop) -> HarnessStore.Peer {
         guard let peer = store.peers.last else { throw .fail("the client is not connected to the store") }
+        storeConnectionNumber = storeServer.serial(peer)
         return peer
     }
 

@@ -48,7 +48,7 @@ enum ClientVectorCases {
                 let error = h.log.messages(.error, to: service).first { $0.header.correlation == correlation }
                 guard error?.header.status == status else { throw .fail("the ERROR carries \(error.map { "\($0.header.status)" } ?? "?"), not \(status)") }
                 try h.pause(300)
-                guard h.log.closedAt(service, connection: 1) == nil else { throw .fail("the client closed the connection after a request error") }
+                guard h.log.closedAt(service, connection: service == .gateway ? h.gatewayConnectionNumber : h.storeConnectionNumber) == nil else { throw .fail("the client closed the connection after a request error") }
                 guard !h.deliveryAcks.contains(where: { $0.correlation == correlation }) else { throw .fail("the device acknowledged the refused frame") }
                 return "ERROR \(status)"
             }
@@ -57,7 +57,7 @@ enum ClientVectorCases {
                 let (service, send) = try connect(h, kind)
                 send(vector.bytes)
                 try h.wait("the client kept the connection open after a frame fatal with \(status)", timeoutMs: 1_500) {
-                    h.log.closedAt(service, connection: 1) != nil
+                    h.log.closedAt(service, connection: service == .gateway ? h.gatewayConnectionNumber : h.storeConnectionNumber) != nil
                 }
                 return "closed"
             }

@@ -74,7 +74,7 @@ enum DeviceRecoveryCases {
                                        "after GOAWAY the device sends no request on that connection") { h throws(CaseStop) in
         try h.startLoggedIn()
         let peer = try h.storeConnection()
-        let last = h.log.received(from: .store).filter { $0.connection == 1 }.map(\.header.correlation).max() ?? 0
+        let last = h.log.received(from: .store).filter { $0.connection == h.storeConnectionNumber }.map(\.header.correlation).max() ?? 0
         h.storeServer.goaway(.shuttingDown, lastCorrelation: last, to: peer, closeAfterMs: 1_200)
         let goawayAt = Clocks.monotonicMilliseconds()
         try h.pause(100)
@@ -82,7 +82,7 @@ enum DeviceRecoveryCases {
         h.gateway.push(id)
         try h.pause(1_300)
         let late = h.log.received(from: .store).filter {
-            $0.connection == 1 && $0.atMs > goawayAt + 50 && ($0.header.type?.isRequest ?? true)
+            $0.connection == h.storeConnectionNumber && $0.atMs > goawayAt + 50 && ($0.header.type?.isRequest ?? true)
         }
         if let request = late.first {
             throw .fail("a \(request.header.type.map { "\($0)" } ?? "frame") reached the store on the connection \(request.atMs - goawayAt) ms after GOAWAY")
@@ -134,7 +134,7 @@ enum DeviceRecoveryCases {
         guard h.shown(id).count == 1, h.shown(id)[0].content == .payload(content) else {
             throw .fail("\(id.hex) shown \(h.shown(id).count) times")
         }
-        if h.log.messages(.deliveryAck, to: .gateway).contains(where: { $0.connection == 1 }) {
+        if h.log.messages(.deliveryAck, to: .gateway).contains(where: { $0.connection == h.gatewayConnectionNumber }) {
             throw .fail("the device acknowledged the PUSH that was cut off")
         }
         return "partial frame dropped; shown once from the PUSH sent again"
@@ -183,8 +183,8 @@ enum DeviceRecoveryCases {
         h.gateway.push(id)
         try h.wait("the device did not FETCH \(id.hex)") { answered }
         try h.pause(1_000)
-        if let closedAt = h.log.closedAt(.store, connection: 1) { _ = closedAt; throw .fail("the store connection closed after an ERROR with an unknown status") }
-        if h.log.messages(.goaway, to: .store).contains(where: { $0.connection == 1 }) { throw .fail("the device sent GOAWAY after an ERROR with an unknown status") }
+        if let closedAt = h.log.closedAt(.store, connection: h.storeConnectionNumber) { _ = closedAt; throw .fail("the store connection closed after an ERROR with an unknown status") }
+        if h.log.messages(.goaway, to: .store).contains(where: { $0.connection == h.storeConnectionNumber }) { throw .fail("the device sent GOAWAY after an ERROR with an unknown status") }
         return "connection kept"
     }
 
@@ -216,7 +216,7 @@ enum DeviceRecoveryCases {
         let shown = try h.pushAndWaitShown(id)
         guard shown.content == .payload(content) else { throw .fail("shown as \(shown.content.summary)") }
         guard h.shown(stray).isEmpty else { throw .fail("the device showed the stray reply's payload") }
-        guard h.log.closedAt(.store, connection: 1) == nil else { throw .fail("the device closed the store connection over a stray reply") }
+        guard h.log.closedAt(.store, connection: h.storeConnectionNumber) == nil else { throw .fail("the device closed the store connection over a stray reply") }
         return "stray FETCH_OK ignored"
     }
 
@@ -232,7 +232,7 @@ enum DeviceRecoveryCases {
             throw .fail("the ERROR does not carry UNKNOWN_TYPE")
         }
         try h.pause(300)
-        guard h.log.closedAt(.gateway, connection: 1) == nil else { throw .fail("the device closed the connection after an unknown type") }
+        guard h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) == nil else { throw .fail("the device closed the connection after an unknown type") }
         return "ERROR UNKNOWN_TYPE, connection kept"
     }
 
@@ -242,9 +242,9 @@ enum DeviceRecoveryCases {
             try h.startLoggedIn()
             h.gateway.sendRaw(bytes)
             try h.wait("the device kept the connection open after \(what)", timeoutMs: 1_500) {
-                h.log.closedAt(.gateway, connection: 1) != nil
+                h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil
             }
-            if h.log.messages(.deliveryAck, to: .gateway).contains(where: { $0.connection == 1 }) {
+            if h.log.messages(.deliveryAck, to: .gateway).contains(where: { $0.connection == h.gatewayConnectionNumber }) {
                 throw .fail("the device acknowledged a PUSH after \(what)")
             }
             return "closed"
@@ -268,10 +268,10 @@ enum DeviceRecoveryCases {
         try h.startLoggedIn()
         h.gateway.sendRaw(RawFrame.frame(.missed, correlation: 0, body: []))
         try h.pause(800)
-        if h.log.messages(.error, to: .gateway).contains(where: { $0.connection == 1 }) {
+        if h.log.messages(.error, to: .gateway).contains(where: { $0.connection == h.gatewayConnectionNumber }) {
             throw .fail("the device answered a malformed MISSED with ERROR")
         }
-        guard h.log.closedAt(.gateway, connection: 1) == nil else { throw .fail("the device closed the connection over a malformed MISSED") }
+        guard h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) == nil else { throw .fail("the device closed the connection over a malformed MISSED") }
         return "discarded"
     }
 }

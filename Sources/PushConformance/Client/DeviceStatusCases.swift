@@ -23,9 +23,9 @@ enum DeviceStatusCases {
         let mutedAt = Clocks.monotonicMilliseconds()
         // What the device last heard: the harness's last frame to it, or the PONG that
         // answered its last PING at once.
-        let lastHeard = h.log.events.filter { $0.service == .gateway && $0.connection == 1 && $0.atMs <= mutedAt }.last?.atMs ?? mutedAt
-        try h.wait("the device kept a silent connection open", timeoutMs: 3_500) { h.log.closedAt(.gateway, connection: 1) != nil }
-        let after = (h.log.closedAt(.gateway, connection: 1) ?? mutedAt) - lastHeard
+        let lastHeard = h.log.events.filter { $0.service == .gateway && $0.connection == h.gatewayConnectionNumber && $0.atMs <= mutedAt }.last?.atMs ?? mutedAt
+        try h.wait("the device kept a silent connection open", timeoutMs: 3_500) { h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil }
+        let after = (h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) ?? mutedAt) - lastHeard
         // The harness reads the close on its next turn, a few milliseconds late at most.
         guard after >= 1_450 else { throw .fail("the device closed the connection \(after) ms after it last heard anything, before 1.5 x keepalive_ms") }
         return "closed \(after) ms after it last heard anything"
@@ -60,7 +60,7 @@ enum DeviceStatusCases {
         try h.startLoggedIn()
         h.gateway.sendRaw(RawFrame.frame(.goaway, correlation: 0, status: .timeout,
                                          body: RawFrame.field(.lastCorrelation, RawFrame.bigEndian(UInt32(0)))))
-        try h.wait("the device kept the connection open after GOAWAY TIMEOUT", timeoutMs: 1_500) { h.log.closedAt(.gateway, connection: 1) != nil }
+        try h.wait("the device kept the connection open after GOAWAY TIMEOUT", timeoutMs: 1_500) { h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil }
         return "closed"
     }
 
@@ -80,7 +80,7 @@ enum DeviceStatusCases {
         if let shown = h.shown(id).first, shown.content != .payload(content) {
             throw .fail("after an ERROR with status OK the device showed \(shown.content.summary)")
         }
-        guard h.log.closedAt(.store, connection: 1) == nil else { throw .fail("the device closed the store connection over an ERROR with status OK") }
+        guard h.log.closedAt(.store, connection: h.storeConnectionNumber) == nil else { throw .fail("the device closed the store connection over an ERROR with status OK") }
         return "request failed, connection kept"
     }
 
@@ -90,7 +90,7 @@ enum DeviceStatusCases {
         h.gateway.sendRaw(RawFrame.frame(.goaway, correlation: 0, status: .ok,
                                          body: RawFrame.field(.lastCorrelation, RawFrame.bigEndian(UInt32(0)))))
         try h.wait("the device kept the connection open after a GOAWAY with status OK", timeoutMs: 1_500) {
-            h.log.closedAt(.gateway, connection: 1) != nil
+            h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil
         }
         return "closed"
     }

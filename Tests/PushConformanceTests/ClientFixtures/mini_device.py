@@ -1148,13 +1148,13 @@ def main(argv):
         for name, text in FAULTS.items():
             print(f"{name}\t{text}")
         return 0
+    ACTIVE.update(args.fault)
     try:
         credential = read_credential(args.credential)
         os.makedirs(args.state, exist_ok=True)
     except (OSError, ValueError, UnicodeDecodeError) as error:
         sys.stderr.write(f"mini_device: {error}\n")
         return 2
-    ACTIVE.update(args.fault)
     device = Device(args, credential)
     log(f"device {args.device} of {args.user}; faults: {', '.join(sorted(ACTIVE)) or 'none'}")
 
