@@ -17,6 +17,7 @@ extension SessionCore {
         if phase == .handshaking { return handshakeReply(message, correlation: correlation) }
         switch message {
         case .ping:
+            noteRequest(correlation)
             return .send(.pong, correlation: correlation)
         case .pong where isOwnPing(correlation):
             return .none
@@ -29,6 +30,8 @@ extension SessionCore {
         case .hello:
             return .send(.error(ErrorReply(status: .badRequest, message: "a server does not send HELLO")), correlation: correlation)
         default:
+            // A server's request (PUSH) counts for the last_correlation of our GOAWAY ([4.4-5]).
+            if message.type.isRequest { noteRequest(correlation) }
             return .deliver(message, correlation: correlation)
         }
     }

@@ -64,7 +64,7 @@ extension ProviderCommand {
             let session = ProviderSession(client: client, hasGateway: gateway != nil) { writeStandardOutputLine($0) }
             session.onFailure = { writeStandardError($0 + "\n") }
             session.onFinished = { loop.stop() }
-            StandardInputLines.start(into: LoopBound(session), on: loop.handle)
+            StandardInputLines.start(into: LoopBound(session, loop: loop))
             let stop = { loop.stop() }
             let signals = [loop.onSignal(SIGTERM, stop), loop.onSignal(SIGINT, stop)]
             unblockTerminationSignals()
@@ -76,18 +76,12 @@ extension ProviderCommand {
     }
 }
 
-/// A loop-confined object carried to its loop's thread by work another thread posts
-/// (`LoopHandle.execute`); it is only ever touched on that loop's thread.
-struct LoopBound<Value: AnyObject>: @unchecked Sendable {
-    let value: Value
-    init(_ value: Value) { self.value = value }
-}
-
 /// Reads stdin line by line on a thread of its own (stdin may be a pipe, a terminal or a
 /// regular file, which the loop cannot watch) and hands each line, then the end of input,
-/// to the session on its loop.
+/// to the session on its loop (`LoopBound` checks that only the loop's thread touches it).
 enum StandardInputLines {
-    static func start(into session: LoopBound<ProviderSession>, on loop: LoopHandle) {
+    static func start(into session: LoopBound<ProviderSession>) {
+        let loop = session.handle
         let reader = Thread {
             while let line = readLine(strippingNewline: true) {
                 loop.execute { session.value.received(line[...]) }

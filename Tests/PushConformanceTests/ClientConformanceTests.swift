@@ -106,24 +106,31 @@ struct ClientConformanceTests {
         #expect(unknown.isEmpty, "cases the faults file names that do not exist: \(unknown)")
     }
 
-    /// Each fault's suite, two faults at a time. The vector cases judge only the decoder,
-    /// so they run for the faults whose line names some of them (the decoder's faults); the
-    /// other faults run the named cases. A fault whose cases come out otherwise is run
-    /// again alone before it counts: a spurious FAIL under the load of a whole test run
-    /// must not pass for a fault's effect, and a real one fails twice.
-    /// Minutes of runs side by side: set apart from the rest of the suite so that neither
-    /// loads the other's timing cases. `.ci/run` runs it on its own before `swift test`.
-    static let faultsEnabled = ProcessInfo.processInfo.environment["SECUREPUSH_CLIENT_FAULTS"] == "1"
+    /// The fault matrix, two faults at a time, at one of two depths set apart from the rest
+    /// of the suite (minutes of clients side by side would load the other tests' timing
+    /// cases; `.ci/run` runs it on its own before `swift test`):
+    ///
+    /// - `SECUREPUSH_CLIENT_FAULTS=1`: each fault runs only the cases its line names and must
+    ///   fail every one of them: every case is shown able to fail (a few minutes; CI gates on it);
+    /// - `SECUREPUSH_CLIENT_FAULTS=whole`: each fault runs the whole suite (the vector cases
+    ///   only for the faults whose line names some, the decoder's) and must fail exactly its
+    ///   line, so no fault spills into cases about other rules (a quarter of an hour; run it
+    ///   after changing cases or faults).
+    ///
+    /// A fault whose cases come out otherwise is run again alone before it counts: a spurious
+    /// FAIL under load must not pass for a fault's effect, and a real one fails twice.
+    static let faultDepth = ProcessInfo.processInfo.environment["SECUREPUSH_CLIENT_FAULTS"]
 
-    @Test("each fault of a mini client fails exactly the cases its line names (SECUREPUSH_CLIENT_FAULTS=1)",
-          .enabled(if: faultsEnabled), arguments: ClientKind.allCases)
+    @Test("each fault of a mini client fails exactly the cases its line names (SECUREPUSH_CLIENT_FAULTS=1 or whole)",
+          .enabled(if: faultDepth == "1" || faultDepth == "whole"), arguments: ClientKind.allCases)
     func faultsFailTheirCases(kind: ClientKind) async throws {
         let base = kind == .device ? Self.miniDevice : Self.miniProvider
         let lines = Self.faultLines(kind)
         #expect(!lines.isEmpty)
+        let whole = Self.faultDepth == "whole"
         let named = ClientSuite.catalogue(kind).map(\.id).filter { !$0.contains(".vector.") }
         @Sendable func mismatch(_ line: FaultLine, jobs: Int) throws -> String? {
-            let selection = line.failing.contains { $0.contains(".vector.") } ? [] : named
+            let selection = !whole ? line.failing : line.failing.contains { $0.contains(".vector.") } ? [] : named
             let report = try Self.run(kind, base + " --fault \(line.fault)", selection: selection, jobs: jobs)
             let failed = Set(report.results.filter { $0.verdict != .pass }.map(\.id))
             guard failed != Set(line.failing) else { return nil }

@@ -60,6 +60,19 @@ struct ClientSessionTests {
         #expect(timeout.status == .timeout && timeout.closes)
     }
 
+    @Test("[4.4-5] the client's own GOAWAY names in last_correlation the last request of the server it processed, a PING or a PUSH")
+    func goawayLastCorrelation() {
+        var harness = Self.open(keepalive: 1_000)
+        _ = harness.receive(.ping, correlation: 77)
+        let push = Message.push(Push(target: nil, id: Array(repeating: 7, count: 16)))
+        #expect(harness.receive(push, correlation: 90) == .deliver(push, correlation: 90))
+        harness.session.sent(now: harness.now)
+        guard case .send(.ping, _) = harness.advance(1_000) else { Issue.record("no PING"); return }
+        harness.session.sent(now: harness.now)
+        guard case .sendAndClose(.goaway(let goaway), _) = harness.advance(1_500) else { Issue.record("no GOAWAY"); return }
+        #expect(goaway.status == .timeout && goaway.lastCorrelation == 90)
+    }
+
     @Test("[5.5-2] GOAWAY SHUTTING_DOWN keeps the connection for the owed replies; [5.6-4] any other GOAWAY closes")
     func goaway() {
         var draining = Self.open()

@@ -133,6 +133,22 @@ final class ClientHarness {
         guard let client, client.send(line) else { throw .fail("cannot write to the provider's stdin: it closed it or exited" + stderrNote) }
     }
 
+    /// Closes the provider's stdin: the end of its commands (Appendix B.3).
+    func endInput() { client?.closeInput() }
+
+    /// Waits for the client to exit on its own, reads its last lines and returns its exit status.
+    func waitForExit(timeoutMs: Int64) throws(CaseStop) -> Int32 {
+        guard let client else { throw .fail("the client is not running") }
+        let deadline = Clocks.monotonicMilliseconds() + timeoutMs
+        while !client.hasExited {
+            guard Clocks.monotonicMilliseconds() < deadline else { throw .fail("the client did not exit within \(timeoutMs) ms" + stderrNote) }
+            turn(untilMs: deadline)
+        }
+        readOutput()
+        self.client = nil
+        return client.exitStatus ?? -1
+    }
+
     /// The answer with `tag`, once the provider has written it.
     func answer(_ tag: String) -> ProviderAnswer? { answers.first { $0.tag == tag } }
 

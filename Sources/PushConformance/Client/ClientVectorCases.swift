@@ -6,9 +6,11 @@ import PushWire
 /// - request_error S (a PING, a request the client does not serve, an unknown type, and for
 ///   a device a PUSH): ERROR S echoing the frame's correlation id, nothing acted on, the
 ///   connection kept ([5.6-2], [3.4-7]);
-/// - fatal S (a header no frame may have): the client closes the connection ([5.6-1]);
+/// - fatal S (a header no frame may have): the client closes the connection, and a GOAWAY it
+///   sends first carries S, the first check of 2-11 that fails ([5.6-1]);
 /// - for a device, a PUSH that decodes (padded lengths, fields in another order):
-///   DELIVERY_ACK with its correlation id ([3.1-4], [3.4-1] for receivers, [4.14-2]).
+///   DELIVERY_ACK with its correlation id and the pushed id ([3.1-4], [3.4-1] for
+///   receivers, [4.14-2]).
 ///
 /// Vectors that need another max_frame than the default, HELLOs (their meaning depends on
 /// being the first frame) and replies (rejected ones show only as an absence) are left to
@@ -56,17 +58,26 @@ enum ClientVectorCases {
             return ClientCase(id, clause: clause, "vector \(vector.name): fatal \(status), the client closes", kind: kind) { h throws(CaseStop) in
                 let (service, send) = try connect(h, kind)
                 send(vector.bytes)
+                let connection = service == .gateway ? h.gatewayConnectionNumber : h.storeConnectionNumber
                 try h.wait("the client kept the connection open after a frame fatal with \(status)", timeoutMs: 1_500) {
-                    h.log.closedAt(service, connection: service == .gateway ? h.gatewayConnectionNumber : h.storeConnectionNumber) != nil
+                    h.log.closedAt(service, connection: connection) != nil
                 }
-                return "closed"
+                // 5.6-1 and 2-11: a GOAWAY before the close names the first check that failed.
+                let goaway = h.log.messages(.goaway, to: service).first { $0.connection == connection }
+                if let goaway, goaway.header.status != status { throw .fail("the GOAWAY carries \(goaway.header.status), not \(status)") }
+                return goaway == nil ? "closed" : "GOAWAY \(status), closed"
             }
-        case .message(.push, _, _, _) where kind == .device:
+        case .message(.push, _, _, let fields) where kind == .device:
+            let pushed = fields.first { $0.0 == "id" }?.1 ?? []
             return ClientCase(id, clause: clause, "vector \(vector.name): a PUSH that decodes is acknowledged") { h throws(CaseStop) in
                 try h.startLoggedIn()
                 h.gateway.sendRaw(vector.bytes)
                 try h.wait("no DELIVERY_ACK with correlation id \(correlation)", timeoutMs: 1_500) {
                     h.deliveryAcks.contains { $0.correlation == correlation }
+                }
+                // 4.14-2: the acknowledgement names the id the PUSH carried.
+                guard let ack = h.deliveryAcks.first(where: { $0.correlation == correlation }), ack.id == pushed else {
+                    throw .fail("the DELIVERY_ACK does not carry the pushed id \(pushed.hexString)")
                 }
                 return "DELIVERY_ACK"
             }

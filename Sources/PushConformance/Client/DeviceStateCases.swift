@@ -6,7 +6,7 @@ import PushWire
 /// The device's HELLOs and files (4.1-2, 4.2-3, 7.5-3, 7.5-5), how it ends a connection
 /// over a fault (5.6-1, 5.6-2), and a registration the gateway revokes (7.4-7).
 enum DeviceStateCases {
-    static let all: [ClientCase] = [role, storeCredential, fatalGoaway, requestError, credentialForm, fileModes, revoked]
+    static let all: [ClientCase] = [role, storeCredential, fatalGoaway, goawayLastCorrelation, requestError, credentialForm, fileModes, revoked]
 
     static let role = ClientCase("dev.hello.role", clause: "4.1-2",
                                  "every HELLO the device sends, to either server, names role 1 (device)") { h throws(CaseStop) in
@@ -42,6 +42,25 @@ enum DeviceStateCases {
         }
         guard goaway.header.status == .unsupportedVersion else { throw .fail("the GOAWAY carries \(goaway.header.status), not UNSUPPORTED_VERSION") }
         return "GOAWAY UNSUPPORTED_VERSION, then closed"
+    }
+
+    static let goawayLastCorrelation = ClientCase("dev.goaway.last-correlation", clause: "4.4-5",
+                                                  "the device's GOAWAY on a fatal frame names the last PUSH it processed in last_correlation") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        let (id, _) = h.commitPayload()
+        guard let correlation = h.gateway.push(id) else { throw .fail("the device is not connected to the gateway") }
+        try h.wait("no DELIVERY_ACK for the PUSH (correlation \(correlation))") { h.deliveryAcks.contains { $0.correlation == correlation } }
+        h.gateway.sendRaw(RawFrame.header(type: MessageType.push.rawValue, correlation: correlation + 1, length: 0, version: 2))
+        try h.wait("the device kept the connection open after a frame of version 2", timeoutMs: 1_500) {
+            h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil
+        }
+        guard case .goaway(let goaway)? = h.log.messages(.goaway, to: .gateway).first(where: { $0.connection == h.gatewayConnectionNumber })?.message else {
+            throw .fail("the device closed without a GOAWAY that decodes")
+        }
+        guard goaway.lastCorrelation == correlation else {
+            throw .fail("the GOAWAY's last_correlation is \(goaway.lastCorrelation), not \(correlation), the PUSH the device acknowledged")
+        }
+        return "last_correlation \(correlation)"
     }
 
     static let requestError = ClientCase("dev.request-error", clause: "5.6-2",

@@ -7,7 +7,7 @@ import PushWire
 enum ProviderCases {
     static let all: [ClientCase] = [helloCredential, freshCredential, helloFirst, headerBits, fieldOrder, fieldLengths,
                                     correlationMatch, correlationUnique, inflight, pingPong, errorStatus, pushFields]
-        + ProviderRecoveryCases.all + ClientVectorCases.all(.provider)
+        + ProviderRecoveryCases.all + ProviderConnectionCases.all + ClientVectorCases.all(.provider)
 
     static func provider(_ id: String, clause: String, _ title: String,
                          limits: @escaping @Sendable (inout HarnessLimits) -> Void = { _ in },

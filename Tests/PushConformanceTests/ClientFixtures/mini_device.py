@@ -66,7 +66,7 @@ FAULTS = {
     "no-backoff": "dev.reconnect.backoff: a server that closes before answering HELLO is tried again after 10 to 30 ms",
     "no-jitter": "dev.reconnect.jitter: exact doubling from 100 ms",
     "reset-on-connect": "dev.reconnect.hello-refused: a HELLO answered at all (even ERROR) resets the backoff",
-    "give-up": "dev.reconnect.comes-back: stops trying the gateway once its attempts have failed for 2.5 s (base 50 ms)",
+    "give-up": "dev.reconnect.comes-back: stops trying the gateway once its attempts have failed for 2.5 s (base 50 ms, no jitter)",
     "busy-generic": "dev.busy.fetch: shows the generic notification on BUSY",
     "busy-immediate": "dev.rate-limited.fetch: retries a RATE_LIMITED FETCH at once",
     "stale-save": "dev.restart.show-once: on SIGTERM rewrites {state} with the ids it read at start, losing this run's",
@@ -75,6 +75,7 @@ FAULTS = {
     "stop-on-unknown-goaway": "dev.goaway.unknown-status: stops reconnecting after a GOAWAY of unknown status",
     "close-on-stray": "dev.reply.unknown-correlation: closes the connection on a reply nobody waits for",
     "ignore-unknown-type": "dev.unknown-type: no ERROR UNKNOWN_TYPE for a frame of unknown type",
+    "goaway-last-zero": "dev.goaway.last-correlation: its own GOAWAY always carries last_correlation 0",
     "lenient-magic": "dev.frame.bad-magic: does not check the magic byte",
     "read-large": "dev.frame.too-large: reads the body of a frame over the maximum size",
     "first-field": "dev.fetch-ok.both: shows `payload` of a FETCH_OK that carries both payload fields",
@@ -495,11 +496,13 @@ class Link:
         self.failures += 1
         self.state = "wait"
         # give-up starts from 50 ms (5.8-1's least base), so that its attempts before it
-        # gives up are enough for the cases that judge the waits.
-        base = 0.05 if fault("give-up") and self.name == "gateway" else BACKOFF_BASE
+        # gives up are enough for the cases that judge the waits, and draws no jitter, so
+        # that the jitter case fails for it every time instead of passing or skipping by chance.
+        give_up = fault("give-up") and self.name == "gateway"
+        base = 0.05 if give_up else BACKOFF_BASE
         nominal = min(BACKOFF_CAP, base * 2 ** (self.failures - 1))
         wait = nominal * random.uniform(0.5, 1.5)                                   # 5.8-1, 5.8-2
-        if fault("no-jitter"):
+        if fault("no-jitter") or give_up:
             wait = nominal
         if fault("no-backoff") and unanswered:
             wait = 0.02 * random.uniform(0.5, 1.5)
@@ -511,7 +514,8 @@ class Link:
     def fatal(self, status, reason):
         """A fatal fault found here: GOAWAY with its status if it can be written, then close (5.6-1)."""
         try:
-            goaway = frame(M.GOAWAY, 0, encode([("last_correlation", self.peer_last)]), status)
+            last = 0 if fault("goaway-last-zero") else self.peer_last
+            goaway = frame(M.GOAWAY, 0, encode([("last_correlation", last)]), status)
             self.sock.send(bytes(self.out) + (b"" if fault("silent-fatal-close") else goaway))
         except OSError:
             pass

@@ -85,6 +85,17 @@ FAULTS = {
     "close-on-unknown-status": "prov.error.unknown-status: closes the connection on an ERROR of unknown status",
     "lenient-magic": "prov.frame.bad-magic: does not check the magic byte",
     "no-keepalive": "prov.keepalive.ping: never sends a keepalive PING",
+    "silent-fatal-close": "prov.frame.goaway-status: closes on a fatal frame without GOAWAY",
+    "strict-fields": "prov.field.unknown: takes a field of an unknown tag in a reply as malformed",
+    "no-silence-timeout": "prov.keepalive.silent: never closes a connection that has gone silent",
+    "goaway-stays": "prov.goaway.close: after a GOAWAY of a known status but SHUTTING_DOWN, waits for the server to close",
+    "goaway-ok-ignored": "prov.goaway.ok-status: ignores a GOAWAY whose status is OK",
+    "ok-error-succeeds": "prov.error.ok-status: takes an ERROR whose status is OK as the request's success",
+    "no-drain": "prov.goaway.drain: closes at once on GOAWAY SHUTTING_DOWN, giving up on the replies it promised",
+    "no-jitter": "prov.reconnect.jitter: waits exactly base * 2^(k-1) between attempts",
+    "reset-on-connect": "prov.reconnect.hello-refused: a TCP connect ends the run of failures, before HELLO_OK",
+    "goaway-last-zero": "prov.goaway.last-correlation: its own GOAWAY always carries last_correlation 0",
+    "exit-at-eof": "prov.eof.answers: exits at the end of stdin without waiting for the replies it needs",
     "lenient-requests": "prov.vector.*: a request the provider does not serve, or a PING with a status, gets no ERROR",
     "lenient-header": "prov.vector.*: version, flags, reserved and length are not checked (the magic still is)",
 }
@@ -198,6 +209,8 @@ def decode(message_type, body):
             raise Malformed("field runs past the body")
         raw, i = body[i:i + length], i + length
         if tag not in table:                                  # unknown or not in the table: skipped
+            if fault("strict-fields"):
+                raise Malformed(f"field 0x{tag:02x} is not in the table")
             continue
         if tag in fields:
             raise Malformed(f"field 0x{tag:02x} twice")
@@ -305,7 +318,7 @@ GIVE_UP_AFTER = 8        # failed connects in a row (about 11 s of waits) before
 
 def backoff(k):
     """The wait after the k-th failure in a row: nominal min(cap, base * 2^(k-1)), drawn 0.5x to 1.5x."""
-    return min(CAP_S, BASE_S * 2 ** (k - 1)) * random.uniform(0.5, 1.5)
+    return min(CAP_S, BASE_S * 2 ** (k - 1)) * (1.0 if fault("no-jitter") else random.uniform(0.5, 1.5))
 
 
 def retry_wait(k):
@@ -394,6 +407,8 @@ class Provider:
     def read_stdin(self):
         data = os.read(0, 65536)
         if not data:
+            if fault("exit-at-eof"):
+                sys.exit(0)
             self.stdin_open = False
             self.sel.unregister(0)
             data = b"\n" if self.stdin_buf else b""   # a last line without its newline
@@ -439,6 +454,8 @@ class Provider:
             return self.failed(service)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if fault("reset-on-connect"):
+            service.failures = 0
         conn = Conn(service, sock)
         service.conn = conn
         self.sel.register(sock, selectors.EVENT_READ, conn)
@@ -503,7 +520,9 @@ class Provider:
 
     def goaway(self, conn, code):
         """A fatal fault we detected (5.6-1): GOAWAY with our last_correlation, then close."""
-        self.send(conn, M.GOAWAY, 0, encode([(T["last_correlation"], u(4, conn.peer_last))]), status=code)
+        if not fault("silent-fatal-close"):
+            last = 0 if fault("goaway-last-zero") else conn.peer_last
+            self.send(conn, M.GOAWAY, 0, encode([(T["last_correlation"], u(4, last))]), status=code)
         self.closed(conn, f"we sent GOAWAY {status_name(code)}")
 
     def closed(self, conn, why):
@@ -620,6 +639,8 @@ class Provider:
     def goaway_received(self, conn, status, body):
         """4.4-2: no further request on this connection; 5.5-2 and 5.8-5: requests above
         last_correlation were not carried out and go on the next connection."""
+        if status == 0 and fault("goaway-ok-ignored"):
+            return
         service = conn.service
         try:
             last = number(decode(M.GOAWAY, body), T["last_correlation"])
@@ -636,14 +657,15 @@ class Provider:
         if service.conn is conn:
             service.conn = None
             self.failed(service)
-        if status != S["SHUTTING_DOWN"]:                     # 5.6-4: any other GOAWAY ends it now
+        ends = status != S["SHUTTING_DOWN"] and not (fault("goaway-stays") and status in STATUS and status != 0)
+        if ends or fault("no-drain"):                        # 5.6-4: any other GOAWAY ends it now
             return self.closed(conn, f"GOAWAY {status_name(status)}")
         if conn.state != "draining":                         # 5.5-2: the replies up to last still come
             conn.state = "draining"
             service.draining.append(conn)
         if fault("ping-after-goaway"):
             conn.fault_ping_at = time.monotonic() + 0.150
-        elif not conn.pending:
+        elif not conn.pending and not fault("goaway-stays"):
             self.closed(conn, "GOAWAY SHUTTING_DOWN, nothing outstanding")
 
     def reply(self, conn, mtype, corr, status, body):
@@ -658,7 +680,9 @@ class Provider:
             if fault("close-on-stray"):
                 self.closed(conn, "fault close-on-stray")
             return
-        if mtype == M.ERROR:
+        if mtype == M.ERROR and status == 0 and fault("ok-error-succeeds"):
+            self.answer(req, "OK")
+        elif mtype == M.ERROR:
             code = status or S["INTERNAL"]                   # ERROR with OK counts as INTERNAL (6-6)
             self.refused(req, code)
             if code not in STATUS and fault("close-on-unknown-status"):
@@ -704,7 +728,7 @@ class Provider:
             self.send(conn, M.PING, corr)                    # fault ping-after-goaway
         if conn.keepalive <= 0:
             return
-        if now - conn.last_recv >= 1.5 * conn.keepalive:
+        if now - conn.last_recv >= 1.5 * conn.keepalive and not fault("no-silence-timeout"):
             return self.goaway(conn, S["TIMEOUT"])
         if conn.state == "open" and now - conn.last_sent >= conn.keepalive and not fault("no-keepalive"):
             corr = self.take_corr(conn)
