@@ -32,14 +32,18 @@ public enum BlockingConnect {
         /// SO_RCVBUF, set before the handshake so that the window the peer sees is small
         /// from the start (slow-consumer tests).
         public var receiveBufferBytes: Int32?
+        /// SO_SNDBUF: room for requests a peer that stopped reading has not taken yet
+        /// (a client that pipelines before it reads any reply).
+        public var sendBufferBytes: Int32?
         public var noDelay: Bool
 
         public init(source: String? = nil, receiveTimeoutMs: Int? = nil, sendTimeoutMs: Int? = nil,
-                    receiveBufferBytes: Int32? = nil, noDelay: Bool = false) {
+                    receiveBufferBytes: Int32? = nil, sendBufferBytes: Int32? = nil, noDelay: Bool = false) {
             self.source = source
             self.receiveTimeoutMs = receiveTimeoutMs
             self.sendTimeoutMs = sendTimeoutMs
             self.receiveBufferBytes = receiveBufferBytes
+            self.sendBufferBytes = sendBufferBytes
             self.noDelay = noDelay
         }
     }
@@ -51,6 +55,7 @@ public enum BlockingConnect {
         if let milliseconds = options.receiveTimeoutMs { setTimeout(fd, SO_RCVTIMEO, milliseconds) }
         if let milliseconds = options.sendTimeoutMs { setTimeout(fd, SO_SNDTIMEO, milliseconds) }
         if var size = options.receiveBufferBytes { setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
+        if var size = options.sendBufferBytes { setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, socklen_t(MemoryLayout<Int32>.size)) }
         if options.noDelay {
             var one: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))

@@ -40,8 +40,10 @@ public final class BlockingWireClient {
 
     /// - Parameter receiveBufferBytes: a small kernel receive buffer, set before connecting so
     ///   the advertised window stays small too (slow-consumer tests).
+    /// - Parameter sendBufferBytes: a kernel send buffer large enough for every request a test
+    ///   pipelines before it reads, which a server holding its reads does not take.
     public init(host: String, port: Int, timeoutMs: Int32 = 5_000, maxFrame: Int = FrameLimits.ceiling,
-                receiveBufferBytes: Int32? = nil) throws(Failure) {
+                receiveBufferBytes: Int32? = nil, sendBufferBytes: Int32? = nil) throws(Failure) {
         decoder = FrameDecoder(maxFrame: maxFrame)
         // A name is looked up (blocking, like everything here); its addresses are tried in order.
         let addresses: [SocketAddress]
@@ -51,7 +53,8 @@ public final class BlockingWireClient {
             throw .resolve(error.description)
         }
         var lastFailure = Failure.resolve("cannot resolve '\(host)'")
-        let options = BlockingConnect.Options(sendTimeoutMs: Int(timeoutMs), receiveBufferBytes: receiveBufferBytes, noDelay: true)
+        let options = BlockingConnect.Options(sendTimeoutMs: Int(timeoutMs), receiveBufferBytes: receiveBufferBytes,
+                                              sendBufferBytes: sendBufferBytes, noDelay: true)
         for address in addresses {
             do {
                 fd = try BlockingConnect.connect(to: address, options)

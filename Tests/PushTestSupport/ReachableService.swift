@@ -7,7 +7,8 @@ public protocol ReachableService {
 }
 
 extension ReachableService {
-    public func connect(timeoutMs: Int32 = 5_000, receiveBufferBytes: Int32? = nil) throws -> BlockingWireClient {
-        try BlockingWireClient(host: host, port: port, timeoutMs: timeoutMs, receiveBufferBytes: receiveBufferBytes)
+    public func connect(timeoutMs: Int32 = 5_000, receiveBufferBytes: Int32? = nil, sendBufferBytes: Int32? = nil) throws -> BlockingWireClient {
+        try BlockingWireClient(host: host, port: port, timeoutMs: timeoutMs, receiveBufferBytes: receiveBufferBytes,
+                               sendBufferBytes: sendBufferBytes)
     }
 }

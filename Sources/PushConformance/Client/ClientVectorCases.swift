@@ -44,7 +44,7 @@ enum ClientVectorCases {
             return ClientCase(id, clause: clause, "vector \(vector.name): ERROR \(status), connection kept", kind: kind) { h throws(CaseStop) in
                 let (service, send) = try connect(h, kind)
                 send(vector.bytes)
-                try h.wait("no ERROR with correlation id \(correlation) came back", timeoutMs: 1_500) {
+                try h.wait("no ERROR with correlation id \(correlation) came back") {
                     h.log.messages(.error, to: service).contains { $0.header.correlation == correlation }
                 }
                 let error = h.log.messages(.error, to: service).first { $0.header.correlation == correlation }
@@ -59,7 +59,7 @@ enum ClientVectorCases {
                 let (service, send) = try connect(h, kind)
                 send(vector.bytes)
                 let connection = service == .gateway ? h.gatewayConnectionNumber : h.storeConnectionNumber
-                try h.wait("the client kept the connection open after a frame fatal with \(status)", timeoutMs: 1_500) {
+                try h.wait("the client kept the connection open after a frame fatal with \(status)") {
                     h.log.closedAt(service, connection: connection) != nil
                 }
                 // 5.6-1 and 2-11: a GOAWAY before the close names the first check that failed.
@@ -72,7 +72,7 @@ enum ClientVectorCases {
             return ClientCase(id, clause: clause, "vector \(vector.name): a PUSH that decodes is acknowledged") { h throws(CaseStop) in
                 try h.startLoggedIn()
                 h.gateway.sendRaw(vector.bytes)
-                try h.wait("no DELIVERY_ACK with correlation id \(correlation)", timeoutMs: 1_500) {
+                try h.wait("no DELIVERY_ACK with correlation id \(correlation)") {
                     h.deliveryAcks.contains { $0.correlation == correlation }
                 }
                 // 4.14-2: the acknowledgement names the id the PUSH carried.

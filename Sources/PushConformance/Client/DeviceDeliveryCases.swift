@@ -125,7 +125,7 @@ enum DeviceDeliveryCases {
         let correlation = h.gateway.correlation()
         let body = RawFrame.field(.id, id.bytes) + RawFrame.field(0x7E, Array("rides along".utf8))
         h.gateway.sendRaw(RawFrame.frame(.push, correlation: correlation, body: body))
-        try h.wait("no ERROR with the PUSH's correlation id came back", timeoutMs: 1_500) {
+        try h.wait("no ERROR with the PUSH's correlation id came back") {
             h.log.messages(.error, to: .gateway).contains { $0.header.correlation == correlation }
         }
         guard let error = h.log.messages(.error, to: .gateway).first(where: { $0.header.correlation == correlation }),

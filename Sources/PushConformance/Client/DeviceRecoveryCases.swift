@@ -224,7 +224,7 @@ enum DeviceRecoveryCases {
                                         "a frame of an unknown type is answered ERROR UNKNOWN_TYPE and the connection stays") { h throws(CaseStop) in
         try h.startLoggedIn()
         h.gateway.sendRaw(RawFrame.frame(type: 0x6F, correlation: 0x99, body: RawFrame.field(0x7E, [1, 2, 3])))
-        try h.wait("no ERROR with correlation id 0x99 came back", timeoutMs: 1_500) {
+        try h.wait("no ERROR with correlation id 0x99 came back") {
             h.log.messages(.error, to: .gateway).contains { $0.header.correlation == 0x99 }
         }
         guard let error = h.log.messages(.error, to: .gateway).first(where: { $0.header.correlation == 0x99 }),
@@ -241,7 +241,7 @@ enum DeviceRecoveryCases {
         { h throws(CaseStop) in
             try h.startLoggedIn()
             h.gateway.sendRaw(bytes)
-            try h.wait("the device kept the connection open after \(what)", timeoutMs: 1_500) {
+            try h.wait("the device kept the connection open after \(what)") {
                 h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil
             }
             if h.log.messages(.deliveryAck, to: .gateway).contains(where: { $0.connection == h.gatewayConnectionNumber }) {

@@ -34,7 +34,7 @@ enum DeviceStateCases {
                                         "on a fatal frame the device sends GOAWAY with its status before it closes") { h throws(CaseStop) in
         try h.startLoggedIn()
         h.gateway.sendRaw(RawFrame.header(type: MessageType.push.rawValue, correlation: 5, length: 0, version: 2))
-        try h.wait("the device kept the connection open after a frame of version 2", timeoutMs: 1_500) {
+        try h.wait("the device kept the connection open after a frame of version 2") {
             h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil
         }
         guard let goaway = h.log.messages(.goaway, to: .gateway).first(where: { $0.connection == h.gatewayConnectionNumber }) else {
@@ -51,7 +51,7 @@ enum DeviceStateCases {
         guard let correlation = h.gateway.push(id) else { throw .fail("the device is not connected to the gateway") }
         try h.wait("no DELIVERY_ACK for the PUSH (correlation \(correlation))") { h.deliveryAcks.contains { $0.correlation == correlation } }
         h.gateway.sendRaw(RawFrame.header(type: MessageType.push.rawValue, correlation: correlation + 1, length: 0, version: 2))
-        try h.wait("the device kept the connection open after a frame of version 2", timeoutMs: 1_500) {
+        try h.wait("the device kept the connection open after a frame of version 2") {
             h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil
         }
         guard case .goaway(let goaway)? = h.log.messages(.goaway, to: .gateway).first(where: { $0.connection == h.gatewayConnectionNumber })?.message else {
@@ -68,7 +68,7 @@ enum DeviceStateCases {
         try h.startLoggedIn()
         let correlation = h.gateway.correlation()
         h.gateway.sendRaw(RawFrame.frame(.push, correlation: correlation, body: RawFrame.field(.id, [])))
-        try h.wait("no ERROR with correlation id \(correlation) came back", timeoutMs: 1_500) {
+        try h.wait("no ERROR with correlation id \(correlation) came back") {
             h.log.messages(.error, to: .gateway).contains { $0.header.correlation == correlation && $0.header.status == .badRequest }
         }
         let (id, _) = h.commitPayload()

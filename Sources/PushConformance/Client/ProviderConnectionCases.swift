@@ -13,7 +13,7 @@ enum ProviderConnectionCases {
                                                     "on a fatal frame the provider sends GOAWAY with its status before it closes") { h throws(CaseStop) in
         let peer = try ProviderCases.connected(h)
         h.storeServer.sendRaw(RawFrame.header(type: MessageType.storeOK.rawValue, correlation: 5, length: 0, version: 2), to: peer)
-        try h.wait("the provider kept the connection open after a frame of version 2", timeoutMs: 1_500) {
+        try h.wait("the provider kept the connection open after a frame of version 2") {
             h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
         }
         guard let goaway = h.log.messages(.goaway, to: .store).first(where: { $0.connection == h.storeConnectionNumber }) else {
@@ -28,11 +28,11 @@ enum ProviderConnectionCases {
         let peer = try ProviderCases.connected(h)
         let ping: UInt32 = 0x0200_0001
         h.storeServer.send(.ping, correlation: ping, to: peer)
-        try h.wait("no PONG to the store's PING", timeoutMs: 1_500) {
+        try h.wait("no PONG to the store's PING") {
             h.log.messages(.pong, to: .store).contains { $0.header.correlation == ping }
         }
         h.storeServer.sendRaw(RawFrame.header(type: MessageType.storeOK.rawValue, correlation: 5, length: 0, version: 2), to: peer)
-        try h.wait("the provider kept the connection open after a frame of version 2", timeoutMs: 1_500) {
+        try h.wait("the provider kept the connection open after a frame of version 2") {
             h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
         }
         guard case .goaway(let goaway)? = h.log.messages(.goaway, to: .store).first(where: { $0.connection == h.storeConnectionNumber })?.message else {
@@ -107,7 +107,7 @@ enum ProviderConnectionCases {
                                                      "after a GOAWAY other than SHUTTING_DOWN the provider closes the connection") { h throws(CaseStop) in
         let peer = try ProviderCases.connected(h)
         h.storeServer.sendRaw(goawayFrame(.timeout), to: peer)
-        try h.wait("the provider kept the connection open after GOAWAY TIMEOUT", timeoutMs: 1_500) {
+        try h.wait("the provider kept the connection open after GOAWAY TIMEOUT") {
             h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
         }
         return "closed"
@@ -117,7 +117,7 @@ enum ProviderConnectionCases {
                                                      "a GOAWAY whose status is OK still ends the connection") { h throws(CaseStop) in
         let peer = try ProviderCases.connected(h)
         h.storeServer.sendRaw(goawayFrame(.ok), to: peer)
-        try h.wait("the provider kept the connection open after a GOAWAY with status OK", timeoutMs: 1_500) {
+        try h.wait("the provider kept the connection open after a GOAWAY with status OK") {
             h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
         }
         return "closed"

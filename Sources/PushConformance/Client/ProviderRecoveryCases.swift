@@ -111,7 +111,7 @@ enum ProviderRecoveryCases {
                                       "a frame of an unknown type is answered ERROR UNKNOWN_TYPE and the connection stays") { h throws(CaseStop) in
         let peer = try ProviderCases.connected(h)
         h.storeServer.sendRaw(RawFrame.frame(type: 0x6F, correlation: 0x99, body: []), to: peer)
-        try h.wait("no ERROR with correlation id 0x99 came back", timeoutMs: 1_500) {
+        try h.wait("no ERROR with correlation id 0x99 came back") {
             h.log.messages(.error, to: .store).contains { $0.header.correlation == 0x99 && $0.header.status == .unknownType }
         }
         try ProviderCases.send(h, tag: "s2")
@@ -156,7 +156,7 @@ enum ProviderRecoveryCases {
                                    "a frame with a magic byte other than a7 ends the connection") { h throws(CaseStop) in
         let peer = try ProviderCases.connected(h)
         h.storeServer.sendRaw(RawFrame.header(type: MessageType.storeOK.rawValue, correlation: 5, length: 0, magic: 0x00), to: peer)
-        try h.wait("the provider kept the connection open after a frame with magic 00", timeoutMs: 1_500) {
+        try h.wait("the provider kept the connection open after a frame with magic 00") {
             h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
         }
         return "closed"
