@@ -30,9 +30,25 @@ extension SessionCore {
         case .hello:
             return .send(.error(ErrorReply(status: .badRequest, message: "a server does not send HELLO")), correlation: correlation)
         default:
-            // A server's request (PUSH) counts for the last_correlation of our GOAWAY ([4.4-5]).
-            if message.type.isRequest { noteRequest(correlation) }
+            if message.type.isRequest {
+                if !serves(message.type) {
+                    let refusal = "a \(role.map { "\($0)" } ?? "client") does not serve \(message.type.specName)"
+                    return .send(.error(ErrorReply(status: .badRequest, message: refusal)), correlation: correlation)   // [4.1-4]
+                }
+                // A server's request counts for the last_correlation of our GOAWAY ([4.4-5]).
+                noteRequest(correlation)
+            }
             return .deliver(message, correlation: correlation)
+        }
+    }
+
+    /// The requests a client serves besides PING: a device takes PUSH from its gateway, a
+    /// provider nothing; a gateway's link to the store passes everything to its owner.
+    private func serves(_ type: MessageType) -> Bool {
+        switch role {
+        case .device?: type == .push
+        case .provider?: false
+        default: true
         }
     }
 

@@ -73,6 +73,22 @@ struct ClientSessionTests {
         #expect(goaway.status == .timeout && goaway.lastCorrelation == 90)
     }
 
+    @Test("[4.1-4] a request the client does not serve is answered ERROR BAD_REQUEST: a device serves PUSH, a provider only PING")
+    func requestsNotServed() {
+        let push = Message.push(Push(target: nil, id: Array(repeating: 7, count: 16)))
+        let fetch = Message.fetch(Fetch(id: PayloadID(high: 1, low: 2), token: nil))
+        var device = Self.open()
+        #expect(device.receive(push, correlation: 5) == .deliver(push, correlation: 5))
+        guard case .send(.error(let refusal), correlation: 6) = device.receive(fetch, correlation: 6) else { Issue.record("FETCH not refused"); return }
+        #expect(refusal.status == .badRequest)
+        var provider = Self.client()
+        _ = provider.session.start(Hello(role: .provider), correlation: 1)
+        _ = provider.receive(.helloOK(HelloOK(maxFrame: 65_536, keepaliveMs: 1_000, maxInflight: 8)), correlation: 1)
+        guard case .send(.error(let pushRefusal), correlation: 7) = provider.receive(push, correlation: 7) else { Issue.record("PUSH to a provider not refused"); return }
+        #expect(pushRefusal.status == .badRequest)
+        #expect(provider.receive(.ping, correlation: 8) == .send(.pong, correlation: 8))
+    }
+
     @Test("[5.5-2] GOAWAY SHUTTING_DOWN keeps the connection for the owed replies; [5.6-4] any other GOAWAY closes")
     func goaway() {
         var draining = Self.open()

@@ -133,6 +133,16 @@ final class ClientHarness {
         guard let client, client.send(line) else { throw .fail("cannot write to the provider's stdin: it closed it or exited" + stderrNote) }
     }
 
+    /// Sends a provider a command line if it still reads them; false once it has exited or
+    /// closed its stdin (a provider that refused to start).
+    func sendIfRunning(_ line: String) -> Bool { client?.send(line) ?? false }
+
+    /// The client's exit status once it has exited on its own.
+    var clientExitStatus: Int32? {
+        guard let client, client.hasExited else { return nil }
+        return client.exitStatus
+    }
+
     /// Closes the provider's stdin: the end of its commands (Appendix B.3).
     func endInput() { client?.closeInput() }
 
@@ -176,6 +186,11 @@ final class ClientHarness {
     /// Writes one of the case's files (the registration, say) in place of the harness's.
     func writeFile(_ name: String, _ text: String) throws(CaseStop) {
         try write(directory + "/" + name, text)
+    }
+
+    /// Sets the mode of a file the harness wrote beside the state directory.
+    func setFileMode(_ name: String, _ mode: mode_t) throws(CaseStop) {
+        guard chmod(directory + "/" + name, mode) == 0 else { throw .fail("cannot chmod \(name): \(String(cString: strerror(errno)))") }
     }
 
     /// The names in the state directory.

@@ -7,7 +7,7 @@ import PushWire
 enum ProviderCases {
     static let all: [ClientCase] = [helloCredential, freshCredential, helloFirst, headerBits, fieldOrder, fieldLengths,
                                     correlationMatch, correlationUnique, inflight, pingPong, errorStatus, pushFields]
-        + ProviderRecoveryCases.all + ProviderConnectionCases.all + ClientVectorCases.all(.provider)
+        + ProviderRecoveryCases.all + ProviderConnectionCases.all + ProviderRequestCases.all + ClientVectorCases.all(.provider)
 
     static func provider(_ id: String, clause: String, _ title: String,
                          limits: @escaping @Sendable (inout HarnessLimits) -> Void = { _ in },
@@ -26,7 +26,9 @@ enum ProviderCases {
         return id
     }
 
-    /// Starts the provider and has it SEND once: its store connection.
+    /// Starts the provider and has it SEND once: its store connection, which becomes the
+    /// one the case judges (`storeConnectionNumber`).
+    @discardableResult
     static func connected(_ h: ClientHarness) throws(CaseStop) -> HarnessStore.Peer {
         try h.startClient()
         try send(h, tag: "s1")

@@ -125,8 +125,7 @@ enum ProviderConnectionCases {
 
     static let errorWithOK = ProviderCases.provider("prov.error.ok-status", clause: "6-6",
                                                     "a SEND always refused by an ERROR whose status is OK is reported failed (INTERNAL), never OK, and the connection stays") { h throws(CaseStop) in
-        try h.startClient()
-        try ProviderCases.send(h, tag: "s1")
+        try ProviderCases.connected(h)
         h.store.intercept = { request in
             guard case .send = request.message else { return .faithful }
             return .rawReply(RawFrame.frame(.error, correlation: request.correlation, status: .ok))

@@ -134,8 +134,7 @@ enum ProviderRecoveryCases {
 
     static let unknownErrorStatus = ProviderCases.provider("prov.error.unknown-status", clause: "6-1",
                                              "an ERROR with a status the provider does not know fails that command only") { h throws(CaseStop) in
-        try h.startClient()
-        try ProviderCases.send(h, tag: "s1")
+        try ProviderCases.connected(h)
         var answered = false
         h.store.intercept = { request in
             guard case .send = request.message, !answered else { return .faithful }

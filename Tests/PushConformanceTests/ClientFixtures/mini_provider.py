@@ -93,9 +93,15 @@ FAULTS = {
     "ok-error-succeeds": "prov.error.ok-status: takes an ERROR whose status is OK as the request's success",
     "no-drain": "prov.goaway.drain: closes at once on GOAWAY SHUTTING_DOWN, giving up on the replies it promised",
     "no-jitter": "prov.reconnect.jitter: waits exactly base * 2^(k-1) between attempts",
-    "reset-on-connect": "prov.reconnect.hello-refused: a TCP connect ends the run of failures, before HELLO_OK",
+    "reset-on-refusal": "prov.reconnect.hello-refused: a HELLO answered ERROR ends the run of failures, as if the server were up",
     "goaway-last-zero": "prov.goaway.last-correlation: its own GOAWAY always carries last_correlation 0",
     "exit-at-eof": "prov.eof.answers: exits at the end of stdin without waiting for the replies it needs",
+    "big-hello": "prov.hello.size: pads the name in its first HELLO to the store to 1100 bytes",
+    "role-device-first": "prov.hello.role: its first HELLO to the gateway names role 1 (device)",
+    "send-to-device": "prov.send.target: a SEND names target_kind 1 (device) with the user as the target",
+    "error-on-bad-reply": "prov.reply.malformed: answers a malformed reply with ERROR BAD_REQUEST",
+    "strict-key-hex": "prov.key.file-form: reads the key file only as lowercase hex with at most a final newline",
+    "any-key-mode": "prov.key.file-mode: reads a key file whatever its mode",
     "lenient-requests": "prov.vector.*: a request the provider does not serve, or a PING with a status, gets no ERROR",
     "lenient-header": "prov.vector.*: version, flags, reserved and length are not checked (the magic still is)",
 }
@@ -293,6 +299,8 @@ def parse_command(line):
         if "key" in options:
             fields.append((T["idempotency_key"], options["key"].encode()))
         if verb == "SEND":
+            if fault("send-to-device"):
+                fields += [(T["target_kind"], u(1, 1)), (T["target"], args[0].encode())]
             return Request(tag, "store", M.SEND, M.SEND_OK, fields, safe="key" in options)
         return Request(tag, "store", M.STORE, M.STORE_OK, fields, safe=fault("resend-lost-store"))
     if verb == "PUSH":
@@ -454,8 +462,6 @@ class Provider:
             return self.failed(service)
         sock.setblocking(False)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        if fault("reset-on-connect"):
-            service.failures = 0
         conn = Conn(service, sock)
         service.conn = conn
         self.sel.register(sock, selectors.EVENT_READ, conn)
@@ -466,9 +472,12 @@ class Provider:
         if fault("reuse-credential"):
             service.kept_credential = service.kept_credential or cred
             cred = service.kept_credential
-        body = encode([(T["role"], u(1, 2)), (T["version_min"], u(1, 1)), (T["version_max"], u(1, 1)),
+        first_store = service.name == "store" and service.hellos == 1
+        role = 1 if first_gateway and fault("role-device-first") else 2
+        name = b"mini_provider" + (b"x" * 1100 if first_store and fault("big-hello") else b"")
+        body = encode([(T["role"], u(1, role)), (T["version_min"], u(1, 1)), (T["version_max"], u(1, 1)),
                        (T["credential"], cred), (T["max_frame"], u(4, CLIENT_MAX_FRAME)),
-                       (T["name"], b"mini_provider")])
+                       (T["name"], name)])
         flags = 1 if first_gateway and fault("flags") else 0
         reserved = 1 if first_gateway and fault("reserved") else 0
         self.send(conn, M.HELLO, self.take_corr(conn), body, flags=flags, reserved=reserved)
@@ -631,6 +640,8 @@ class Provider:
         if mtype == M.GOAWAY:                                # requests above last_correlation go again
             return self.goaway_received(conn, status, body)
         if mtype == M.ERROR:
+            if fault("reset-on-refusal"):
+                service.failures = 0
             return self.closed(conn, f"HELLO refused with ERROR {status_name(status)}")
         # A request sent before HELLO_OK (only with a fault) may be answered here.
         if corr in conn.pending:
@@ -695,6 +706,8 @@ class Provider:
             except Malformed as error:
                 log(f"{req.tag}: malformed reply: {error}")
                 self.answer(req, "ERROR BAD_REQUEST")
+                if fault("error-on-bad-reply"):
+                    self.send(conn, M.ERROR, corr, status=S["BAD_REQUEST"])
         if conn.state == "draining" and not conn.pending and not fault("ping-after-goaway"):
             self.closed(conn, "the replies owed before GOAWAY came")
         self.pump(conn.service)
@@ -758,10 +771,13 @@ class Provider:
 
 def read_key(path):
     """A key file of 7.5-1: 64 hex digits, whitespace ignored, readable by its owner only (7.5-2)."""
-    if os.stat(path).st_mode & 0o077:
+    if os.stat(path).st_mode & 0o077 and not fault("any-key-mode"):
         raise ValueError(f"{path} may be read by others")
     with open(path) as f:
-        text = "".join(f.read().split())
+        raw = f.read()
+    text = raw.rstrip("\n") if fault("strict-key-hex") else "".join(raw.split())
+    if fault("strict-key-hex") and not re.fullmatch(r"[0-9a-f]{64}", text):
+        raise ValueError(f"{path} is not 64 lowercase hex digits")
     if not re.fullmatch(r"[0-9A-Fa-f]{64}", text):
         raise ValueError(f"{path} does not hold 32 bytes in hexadecimal")
     return bytes.fromhex(text)
@@ -781,12 +797,12 @@ def main():
         return 0
     if not (args.store and args.gateway and args.provider_key):
         parser.error("--store, --gateway and --provider-key are required")
+    ACTIVE.update(args.fault)                              # before the key file: some faults read it
     try:
         key = read_key(args.provider_key)
     except (OSError, ValueError) as error:
         log(f"cannot read the provider key: {error}")
         return 2
-    ACTIVE.update(args.fault)
     log(f"started, store {args.store}, gateway {args.gateway}, faults: {' '.join(args.fault) or 'none'}")
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     return Provider(args.store, args.gateway, key).run()
