@@ -6,7 +6,7 @@ import PushWire
 /// The device's HELLOs and files (4.1-2, 4.2-3, 7.5-3, 7.5-5), how it ends a connection
 /// over a fault (5.6-1, 5.6-2), and a registration the gateway revokes (7.4-7).
 enum DeviceStateCases {
-    static let all: [ClientCase] = [role, storeCredential, fatalGoaway, goawayLastCorrelation, requestError, credentialForm, fileModes, revoked]
+    static let all: [ClientCase] = [role, storeCredential, fatalGoaway, goawayLastCorrelation, requestError, notServed, credentialForm, fileModes, revoked]
 
     static let role = ClientCase("dev.hello.role", clause: "4.1-2",
                                  "every HELLO the device sends, to either server, names role 1 (device)") { h throws(CaseStop) in
@@ -71,6 +71,22 @@ enum DeviceStateCases {
         try h.wait("no ERROR with correlation id \(correlation) came back") {
             h.log.messages(.error, to: .gateway).contains { $0.header.correlation == correlation && $0.header.status == .badRequest }
         }
+        let (id, _) = h.commitPayload()
+        try h.pushAndWaitShown(id)
+        guard h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) == nil else { throw .fail("the device closed the connection") }
+        return "ERROR BAD_REQUEST; the next PUSH shown on the same connection"
+    }
+
+    static let notServed = ClientCase("dev.request.not-served", clause: "4.1-4",
+                                      "a FETCH sent to the device, which serves only PING and PUSH, is answered ERROR BAD_REQUEST and the connection stays") { h throws(CaseStop) in
+        try h.startLoggedIn()
+        let correlation = h.gateway.correlation()
+        h.gateway.send(.fetch(Fetch(id: PayloadID.random(), token: nil)), correlation: correlation)
+        try h.wait("no ERROR with correlation id \(correlation) came back") {
+            h.log.messages(.error, to: .gateway).contains { $0.header.correlation == correlation }
+        }
+        let error = h.log.messages(.error, to: .gateway).first { $0.header.correlation == correlation }
+        guard error?.header.status == .badRequest else { throw .fail("the ERROR carries \(error.map { "\($0.header.status)" } ?? "?"), not BAD_REQUEST") }
         let (id, _) = h.commitPayload()
         try h.pushAndWaitShown(id)
         guard h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) == nil else { throw .fail("the device closed the connection") }
