@@ -44,13 +44,9 @@ enum ClientVectorCases {
             return ClientCase(id, clause: clause, "vector \(vector.name): ERROR \(status), connection kept", kind: kind) { h throws(CaseStop) in
                 let (service, send) = try connect(h, kind)
                 send(vector.bytes)
-                try h.wait("no ERROR with correlation id \(correlation) came back") {
-                    h.log.messages(.error, to: service).contains { $0.header.correlation == correlation }
-                }
-                let error = h.log.messages(.error, to: service).first { $0.header.correlation == correlation }
-                guard error?.header.status == status else { throw .fail("the ERROR carries \(error.map { "\($0.header.status)" } ?? "?"), not \(status)") }
+                try h.expectError(status, answering: correlation, on: service)
                 try h.pause(300)
-                guard h.log.closedAt(service, connection: service == .gateway ? h.gatewayConnectionNumber : h.storeConnectionNumber) == nil else { throw .fail("the client closed the connection after a request error") }
+                guard h.log.closedAt(service, connection: h.judgedConnection(service)) == nil else { throw .fail("the client closed the connection after a request error") }
                 guard !h.deliveryAcks.contains(where: { $0.correlation == correlation }) else { throw .fail("the device acknowledged the refused frame") }
                 return "ERROR \(status)"
             }
@@ -58,7 +54,7 @@ enum ClientVectorCases {
             return ClientCase(id, clause: clause, "vector \(vector.name): fatal \(status), the client closes", kind: kind) { h throws(CaseStop) in
                 let (service, send) = try connect(h, kind)
                 send(vector.bytes)
-                let connection = service == .gateway ? h.gatewayConnectionNumber : h.storeConnectionNumber
+                let connection = h.judgedConnection(service)
                 try h.wait("the client kept the connection open after a frame fatal with \(status)") {
                     h.log.closedAt(service, connection: connection) != nil
                 }

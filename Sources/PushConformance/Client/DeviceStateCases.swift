@@ -33,13 +33,7 @@ enum DeviceStateCases {
     static let fatalGoaway = ClientCase("dev.frame.goaway-status", clause: "5.6-1",
                                         "on a fatal frame the device sends GOAWAY with its status before it closes") { h throws(CaseStop) in
         try h.startLoggedIn()
-        h.gateway.sendRaw(RawFrame.header(type: MessageType.push.rawValue, correlation: 5, length: 0, version: 2))
-        try h.wait("the device kept the connection open after a frame of version 2") {
-            h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil
-        }
-        guard let goaway = h.log.messages(.goaway, to: .gateway).first(where: { $0.connection == h.gatewayConnectionNumber }) else {
-            throw .fail("the device closed without GOAWAY UNSUPPORTED_VERSION")
-        }
+        let goaway = try h.goawayAfterFatalFrame(on: .gateway) { h.gateway.sendRaw($0) }
         guard goaway.header.status == .unsupportedVersion else { throw .fail("the GOAWAY carries \(goaway.header.status), not UNSUPPORTED_VERSION") }
         return "GOAWAY UNSUPPORTED_VERSION, then closed"
     }
@@ -50,12 +44,8 @@ enum DeviceStateCases {
         let (id, _) = h.commitPayload()
         guard let correlation = h.gateway.push(id) else { throw .fail("the device is not connected to the gateway") }
         try h.wait("no DELIVERY_ACK for the PUSH (correlation \(correlation))") { h.deliveryAcks.contains { $0.correlation == correlation } }
-        h.gateway.sendRaw(RawFrame.header(type: MessageType.push.rawValue, correlation: correlation + 1, length: 0, version: 2))
-        try h.wait("the device kept the connection open after a frame of version 2") {
-            h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) != nil
-        }
-        guard case .goaway(let goaway)? = h.log.messages(.goaway, to: .gateway).first(where: { $0.connection == h.gatewayConnectionNumber })?.message else {
-            throw .fail("the device closed without a GOAWAY that decodes")
+        guard case .goaway(let goaway)? = try h.goawayAfterFatalFrame(on: .gateway, send: { h.gateway.sendRaw($0) }).message else {
+            throw .fail("the device's GOAWAY does not decode")
         }
         guard goaway.lastCorrelation == correlation else {
             throw .fail("the GOAWAY's last_correlation is \(goaway.lastCorrelation), not \(correlation), the PUSH the device acknowledged")
@@ -82,11 +72,7 @@ enum DeviceStateCases {
         try h.startLoggedIn()
         let correlation = h.gateway.correlation()
         h.gateway.send(.fetch(Fetch(id: PayloadID.random(), token: nil)), correlation: correlation)
-        try h.wait("no ERROR with correlation id \(correlation) came back") {
-            h.log.messages(.error, to: .gateway).contains { $0.header.correlation == correlation }
-        }
-        let error = h.log.messages(.error, to: .gateway).first { $0.header.correlation == correlation }
-        guard error?.header.status == .badRequest else { throw .fail("the ERROR carries \(error.map { "\($0.header.status)" } ?? "?"), not BAD_REQUEST") }
+        try h.expectError(.badRequest, answering: correlation, on: .gateway)
         let (id, _) = h.commitPayload()
         try h.pushAndWaitShown(id)
         guard h.log.closedAt(.gateway, connection: h.gatewayConnectionNumber) == nil else { throw .fail("the device closed the connection") }

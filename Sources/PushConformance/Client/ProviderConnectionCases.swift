@@ -12,13 +12,7 @@ enum ProviderConnectionCases {
     static let fatalGoaway = ProviderCases.provider("prov.frame.goaway-status", clause: "5.6-1",
                                                     "on a fatal frame the provider sends GOAWAY with its status before it closes") { h throws(CaseStop) in
         let peer = try ProviderCases.connected(h)
-        h.storeServer.sendRaw(RawFrame.header(type: MessageType.storeOK.rawValue, correlation: 5, length: 0, version: 2), to: peer)
-        try h.wait("the provider kept the connection open after a frame of version 2") {
-            h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
-        }
-        guard let goaway = h.log.messages(.goaway, to: .store).first(where: { $0.connection == h.storeConnectionNumber }) else {
-            throw .fail("the provider closed without GOAWAY UNSUPPORTED_VERSION")
-        }
+        let goaway = try h.goawayAfterFatalFrame(on: .store) { h.storeServer.sendRaw($0, to: peer) }
         guard goaway.header.status == .unsupportedVersion else { throw .fail("the GOAWAY carries \(goaway.header.status), not UNSUPPORTED_VERSION") }
         return "GOAWAY UNSUPPORTED_VERSION, then closed"
     }
@@ -31,12 +25,8 @@ enum ProviderConnectionCases {
         try h.wait("no PONG to the store's PING") {
             h.log.messages(.pong, to: .store).contains { $0.header.correlation == ping }
         }
-        h.storeServer.sendRaw(RawFrame.header(type: MessageType.storeOK.rawValue, correlation: 5, length: 0, version: 2), to: peer)
-        try h.wait("the provider kept the connection open after a frame of version 2") {
-            h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
-        }
-        guard case .goaway(let goaway)? = h.log.messages(.goaway, to: .store).first(where: { $0.connection == h.storeConnectionNumber })?.message else {
-            throw .fail("the provider closed without a GOAWAY that decodes")
+        guard case .goaway(let goaway)? = try h.goawayAfterFatalFrame(on: .store, send: { h.storeServer.sendRaw($0, to: peer) }).message else {
+            throw .fail("the provider's GOAWAY does not decode")
         }
         guard goaway.lastCorrelation == ping else {
             throw .fail("the GOAWAY's last_correlation is \(goaway.lastCorrelation), not \(ping), the PING the provider answered")
@@ -48,19 +38,14 @@ enum ProviderConnectionCases {
                                                    "at the end of stdin the provider waits for the reply it needs, answers, and exits 0") { h throws(CaseStop) in
         try h.startClient()
         try ProviderCases.send(h, tag: "s1")
-        var heldAt: Int64?
-        h.store.intercept = { request in
-            guard case .send = request.message, heldAt == nil else { return .faithful }
-            heldAt = Clocks.monotonicMilliseconds()
-            return .later(ms: 700, .faithful)
-        }
+        let held = h.interceptNextSend { _ in .later(ms: 700, .faithful) }
         try h.command("e1 SEND \(h.user) 656f66")
-        try h.wait("the provider did not SEND") { heldAt != nil }
+        try h.wait("the provider did not SEND") { held.request != nil }
         h.endInput()
         let status = try h.waitForExit(timeoutMs: 8_000)
         guard let answer = h.answer("e1") else { throw .fail("the provider exited without answering `e1`") }
         guard answer.ok else { throw .fail("the SEND whose reply came 700 ms after the end of input was answered `\(answer.line)`") }
-        if let early = h.log.messages(.goaway, to: .store).first(where: { $0.atMs < (heldAt ?? 0) + 650 }) {
+        if let early = h.log.messages(.goaway, to: .store).first(where: { $0.atMs < held.atMs + 650 }) {
             throw .fail("the provider sent GOAWAY \(early.header.status) before the reply it waited for")
         }
         guard status == 0 else { throw .fail("the provider exited with status \(status) at the end of its input") }
@@ -99,29 +84,22 @@ enum ProviderConnectionCases {
         return "closed \(after) ms after it last heard anything"
     }
 
-    static func goawayFrame(_ status: Status) -> [UInt8] {
-        RawFrame.frame(.goaway, correlation: 0, status: status, body: RawFrame.field(.lastCorrelation, RawFrame.bigEndian(UInt32(0))))
+    /// A case that sends GOAWAY `status` (last_correlation 0) and expects the provider to close.
+    static func goawayEnds(_ id: String, clause: String, _ status: Status, _ title: String) -> ClientCase {
+        ProviderCases.provider(id, clause: clause, title) { h throws(CaseStop) in
+            let peer = try ProviderCases.connected(h)
+            let goaway = RawFrame.frame(.goaway, correlation: 0, status: status, body: RawFrame.field(.lastCorrelation, RawFrame.bigEndian(UInt32(0))))
+            h.storeServer.sendRaw(goaway, to: peer)
+            try h.wait("the provider kept the connection open after GOAWAY \(status)") {
+                h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
+            }
+            return "closed"
+        }
     }
 
-    static let goawayCloses = ProviderCases.provider("prov.goaway.close", clause: "5.6-4",
-                                                     "after a GOAWAY other than SHUTTING_DOWN the provider closes the connection") { h throws(CaseStop) in
-        let peer = try ProviderCases.connected(h)
-        h.storeServer.sendRaw(goawayFrame(.timeout), to: peer)
-        try h.wait("the provider kept the connection open after GOAWAY TIMEOUT") {
-            h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
-        }
-        return "closed"
-    }
-
-    static let goawayWithOK = ProviderCases.provider("prov.goaway.ok-status", clause: "6-4",
-                                                     "a GOAWAY whose status is OK still ends the connection") { h throws(CaseStop) in
-        let peer = try ProviderCases.connected(h)
-        h.storeServer.sendRaw(goawayFrame(.ok), to: peer)
-        try h.wait("the provider kept the connection open after a GOAWAY with status OK") {
-            h.log.closedAt(.store, connection: h.storeConnectionNumber) != nil
-        }
-        return "closed"
-    }
+    static let goawayCloses = goawayEnds("prov.goaway.close", clause: "5.6-4", .timeout,
+                                         "after a GOAWAY other than SHUTTING_DOWN the provider closes the connection")
+    static let goawayWithOK = goawayEnds("prov.goaway.ok-status", clause: "6-4", .ok, "a GOAWAY whose status is OK still ends the connection")
 
     static let errorWithOK = ProviderCases.provider("prov.error.ok-status", clause: "6-6",
                                                     "a SEND always refused by an ERROR whose status is OK is reported failed (INTERNAL), never OK, and the connection stays") { h throws(CaseStop) in
@@ -143,15 +121,10 @@ enum ProviderConnectionCases {
                                               "after GOAWAY SHUTTING_DOWN the provider still takes the replies up to last_correlation") { h throws(CaseStop) in
         try h.startClient()
         try ProviderCases.send(h, tag: "s1")
-        var held: HarnessRequest?
-        h.store.intercept = { request in
-            guard case .send = request.message, held == nil else { return .faithful }
-            held = request
-            return .goaway(.shuttingDown, lastCorrelation: request.correlation, closeAfterMs: 600)
-        }
+        let held = h.interceptNextSend { .goaway(.shuttingDown, lastCorrelation: $0.correlation, closeAfterMs: 600) }
         try h.command("d1 SEND \(h.user) 6472")
-        try h.wait("the provider did not SEND") { held != nil }
-        guard let request = held, let peer = h.store.peers.last else { throw .fail("the store connection is gone") }
+        try h.wait("the provider did not SEND") { held.request != nil }
+        guard let request = held.request, let peer = h.store.peers.last else { throw .fail("the store connection is gone") }
         // The reply the GOAWAY promised, 300 ms after it.
         let reply = h.store.faithfulReply(request.message)
         try h.pause(300)

@@ -9,12 +9,7 @@ enum ProviderRecoveryCases {
 
     static let busyRetry = ProviderCases.provider("prov.busy.retry", clause: "5.8-4",
                                     "a SEND answered BUSY is sent again after a wait, and its id reported") { h throws(CaseStop) in
-        var refused = false
-        h.store.intercept = { request in
-            guard case .send = request.message, !refused else { return .faithful }
-            refused = true
-            return .error(.busy)
-        }
+        h.interceptNextSend { _ in .error(.busy) }
         try h.startClient()
         let id = try ProviderCases.send(h, tag: "b1", extra: " key=cf-busy-1")
         let sends = h.log.messages(.send, to: .store)
@@ -135,12 +130,7 @@ enum ProviderRecoveryCases {
     static let unknownErrorStatus = ProviderCases.provider("prov.error.unknown-status", clause: "6-1",
                                              "an ERROR with a status the provider does not know fails that command only") { h throws(CaseStop) in
         try ProviderCases.connected(h)
-        var answered = false
-        h.store.intercept = { request in
-            guard case .send = request.message, !answered else { return .faithful }
-            answered = true
-            return .rawReply(RawFrame.frame(.error, correlation: request.correlation, status: Status(rawValue: 0x0777)))
-        }
+        h.interceptNextSend { .rawReply(RawFrame.frame(.error, correlation: $0.correlation, status: Status(rawValue: 0x0777))) }
         try h.command("u1 SEND \(h.user) 75")
         let answer = try h.waitForAnswer("u1", timeoutMs: 8_000)
         guard !answer.ok || h.log.messages(.send, to: .store).count >= 3 else {

@@ -48,11 +48,7 @@ enum ProviderRequestCases {
         let peer = try ProviderCases.connected(h)
         let correlation: UInt32 = 0x0300_0001
         h.storeServer.send(.fetch(Fetch(id: PayloadID.random(), token: nil)), correlation: correlation, to: peer)
-        try h.wait("no ERROR with correlation id \(correlation) came back") {
-            h.log.messages(.error, to: .store).contains { $0.header.correlation == correlation }
-        }
-        let error = h.log.messages(.error, to: .store).first { $0.header.correlation == correlation }
-        guard error?.header.status == .badRequest else { throw .fail("the ERROR carries \(error.map { "\($0.header.status)" } ?? "?"), not BAD_REQUEST") }
+        try h.expectError(.badRequest, answering: correlation, on: .store)
         try ProviderCases.send(h, tag: "s2")
         guard h.log.messages(.send, to: .store).last?.connection == h.storeConnectionNumber else {
             throw .fail("the provider left the connection after refusing a request")
@@ -63,13 +59,8 @@ enum ProviderRequestCases {
     static let malformedReply = ProviderCases.provider("prov.reply.malformed", clause: "5.6-3",
                                                        "a SEND_OK without its id fails the SEND; no ERROR is sent about a reply and the connection stays") { h throws(CaseStop) in
         try ProviderCases.connected(h)
-        var answered = false
-        h.store.intercept = { request in
-            guard case .send = request.message, !answered else { return .faithful }
-            answered = true
-            let body = RawFrame.field(.expiresAt, RawFrame.bigEndian(UInt64(Int64.max)))
-            return .rawReply(RawFrame.frame(.sendOK, correlation: request.correlation, body: body))
-        }
+        let body = RawFrame.field(.expiresAt, RawFrame.bigEndian(UInt64(Int64.max)))
+        h.interceptNextSend { .rawReply(RawFrame.frame(.sendOK, correlation: $0.correlation, body: body)) }
         try h.command("m1 SEND \(h.user) 6d")
         let answer = try h.waitForAnswer("m1")
         guard !answer.ok else { throw .fail("a SEND answered by a SEND_OK without an id was reported `\(answer.line)`") }
