@@ -391,9 +391,7 @@ public final class ServerLink: ConnectionHandler {
         case .push, .missed:
             onServerMessage?(message, correlation)
         case .error(let error):
-            // An ERROR carrying OK fails its request as INTERNAL ([6-6]), which may be retried.
-            let status = error.status == .ok ? Status.internalError : error.status
-            window.complete(correlation)?(.failure(.status(status, error.message)))
+            window.complete(correlation)?(.failure(.status(error.status, error.message)))
         default:
             // Replies are matched by correlation id alone; unknown ones are dropped ([5.3-5]).
             window.complete(correlation)?(.success(message))

@@ -29,6 +29,10 @@ extension SessionCore {
             return .goaway(goaway, close: closeNow)
         case .hello:
             return .send(.error(ErrorReply(status: .badRequest, message: "a server does not send HELLO")), correlation: correlation)
+        case .error(var refusal) where refusal.status == .ok:
+            // An ERROR carrying OK fails its request as INTERNAL ([6-6]), which may be retried.
+            refusal.status = .internalError
+            return .deliver(.error(refusal), correlation: correlation)
         default:
             if message.type.isRequest {
                 if !serves(message.type) {

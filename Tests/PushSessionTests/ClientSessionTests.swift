@@ -89,6 +89,15 @@ struct ClientSessionTests {
         #expect(provider.receive(.ping, correlation: 8) == .send(.pong, correlation: 8))
     }
 
+    @Test("[6-6] an ERROR whose header carries OK is delivered as INTERNAL; other statuses as they came")
+    func errorWithOK() {
+        var harness = Self.open()
+        let asInternal = Message.error(ErrorReply(status: .internalError, message: nil))
+        #expect(harness.receive(.error(ErrorReply(status: .ok, message: nil)), correlation: 3) == .deliver(asInternal, correlation: 3))
+        let busy = Message.error(ErrorReply(status: .busy, message: nil))
+        #expect(harness.receive(busy, correlation: 4) == .deliver(busy, correlation: 4))
+    }
+
     @Test("[5.5-2] GOAWAY SHUTTING_DOWN keeps the connection for the owed replies; [5.6-4] any other GOAWAY closes")
     func goaway() {
         var draining = Self.open()
